@@ -1,0 +1,196 @@
+//! The one error type of the storage core, with kinds that every backend maps onto.
+
+use std::fmt;
+
+use crate::filter::ParseError;
+use crate::limits::Violation;
+
+/// A result with the core [`Error`].
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// What went wrong, independent of the backend: patterns and workers match on this, never
+/// on a backend's native codes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The entity does not exist.
+    NotFound,
+    /// An entity with the same keys already exists (insert).
+    AlreadyExists,
+    /// The stored entity's ETag did not match the condition (optimistic concurrency).
+    PreconditionFailed,
+    /// The table does not exist.
+    TableNotFound,
+    /// The table already exists (create).
+    TableAlreadyExists,
+    /// The request breaks a rule of the data model (keys, names, batch rules, filter syntax).
+    InvalidInput,
+    /// The request is over a size limit (entity, property, batch).
+    TooLarge,
+    /// The store is busy or unreachable for now; the same request may succeed later.
+    Transient,
+    /// Anything else a backend reported.
+    Backend,
+}
+
+/// The storage core's error.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// The entity does not exist.
+    #[error("entity not found: table `{table}`, PartitionKey `{partition_key}`, RowKey `{row_key}`")]
+    NotFound {
+        /// The table.
+        table: String,
+        /// The entity's partition key.
+        partition_key: String,
+        /// The entity's row key.
+        row_key: String,
+    },
+    /// An entity with the same keys already exists.
+    #[error(
+        "entity already exists: table `{table}`, PartitionKey `{partition_key}`, RowKey `{row_key}`"
+    )]
+    AlreadyExists {
+        /// The table.
+        table: String,
+        /// The entity's partition key.
+        partition_key: String,
+        /// The entity's row key.
+        row_key: String,
+    },
+    /// The ETag condition failed: the entity changed since it was read.
+    #[error(
+        "precondition failed: the entity changed since it was read (table `{table}`, PartitionKey `{partition_key}`, RowKey `{row_key}`)"
+    )]
+    PreconditionFailed {
+        /// The table.
+        table: String,
+        /// The entity's partition key.
+        partition_key: String,
+        /// The entity's row key.
+        row_key: String,
+    },
+    /// The table does not exist.
+    #[error("table not found: `{table}`")]
+    TableNotFound {
+        /// The table.
+        table: String,
+    },
+    /// The table already exists.
+    #[error("table already exists: `{table}`")]
+    TableAlreadyExists {
+        /// The table.
+        table: String,
+    },
+    /// A limit or rule of the data model was broken; nothing was written.
+    #[error(transparent)]
+    Limit(#[from] Violation),
+    /// A `$filter` string could not be parsed.
+    #[error(transparent)]
+    Filter(#[from] ParseError),
+    /// A continuation token could not be decoded.
+    #[error("invalid continuation token: {reason}")]
+    InvalidContinuation {
+        /// Why the token was refused.
+        reason: String,
+    },
+    /// An operation of an entity group transaction failed; the whole batch was rolled back.
+    #[error("batch operation {index} failed, nothing was written: {source}")]
+    Batch {
+        /// The index of the failing operation in the batch.
+        index: usize,
+        /// Why it failed.
+        #[source]
+        source: Box<Error>,
+    },
+    /// The store is busy or unreachable for now.
+    #[error("transient store failure, retry later: {message}")]
+    Transient {
+        /// What the backend said.
+        message: String,
+    },
+    /// Any other backend failure.
+    #[error("backend failure: {message}")]
+    Backend {
+        /// What the backend said.
+        message: String,
+    },
+}
+
+impl Error {
+    /// The kind of failure.
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::NotFound { .. } => ErrorKind::NotFound,
+            Error::AlreadyExists { .. } => ErrorKind::AlreadyExists,
+            Error::PreconditionFailed { .. } => ErrorKind::PreconditionFailed,
+            Error::TableNotFound { .. } => ErrorKind::TableNotFound,
+            Error::TableAlreadyExists { .. } => ErrorKind::TableAlreadyExists,
+            Error::Limit(v) if v.is_size_limit() => ErrorKind::TooLarge,
+            Error::Limit(_) | Error::Filter(_) | Error::InvalidContinuation { .. } => {
+                ErrorKind::InvalidInput
+            }
+            Error::Batch { source, .. } => source.kind(),
+            Error::Transient { .. } => ErrorKind::Transient,
+            Error::Backend { .. } => ErrorKind::Backend,
+        }
+    }
+
+    /// Whether the same request may succeed if it is sent again later.
+    pub fn is_retryable(&self) -> bool {
+        self.kind() == ErrorKind::Transient
+    }
+
+    /// For a batch failure, the index of the failing operation.
+    pub fn batch_index(&self) -> Option<usize> {
+        match self {
+            Error::Batch { index, .. } => Some(*index),
+            Error::Limit(v) => v.batch_index(),
+            _ => None,
+        }
+    }
+
+    pub(crate) fn not_found(table: &str, pk: &str, rk: &str) -> Self {
+        Error::NotFound {
+            table: table.to_owned(),
+            partition_key: pk.to_owned(),
+            row_key: rk.to_owned(),
+        }
+    }
+
+    pub(crate) fn already_exists(table: &str, pk: &str, rk: &str) -> Self {
+        Error::AlreadyExists {
+            table: table.to_owned(),
+            partition_key: pk.to_owned(),
+            row_key: rk.to_owned(),
+        }
+    }
+
+    pub(crate) fn precondition_failed(table: &str, pk: &str, rk: &str) -> Self {
+        Error::PreconditionFailed {
+            table: table.to_owned(),
+            partition_key: pk.to_owned(),
+            row_key: rk.to_owned(),
+        }
+    }
+
+    pub(crate) fn table_not_found(table: &str) -> Self {
+        Error::TableNotFound {
+            table: table.to_owned(),
+        }
+    }
+
+    pub(crate) fn in_batch(self, index: usize) -> Self {
+        Error::Batch {
+            index,
+            source: Box::new(self),
+        }
+    }
+}
+
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Debug::fmt(self, f)
+    }
+}

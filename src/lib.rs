@@ -1,0 +1,33 @@
+//! tablekit: declarative, crash-safe table-design patterns for partitioned table stores.
+//!
+//! This is the crate applications depend on. It re-exports the storage core
+//! ([`core`]), the pattern modules ([`patterns`]), the queues and workers ([`workers`]) and,
+//! with the `derive` feature, `#[derive(Entity)]`.
+//!
+//! ```
+//! use tablekit::prelude::*;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! store.create_table("Employees").await?;
+//! store
+//!     .insert("Employees", Entity::new("Sales", "empid_000123").with("FirstName", "Jun"))
+//!     .await?;
+//! let jun = store.get("Employees", "Sales", "empid_000123", None).await?;
+//! assert_eq!(jun.unwrap().get("FirstName"), Some(&Value::from("Jun")));
+//! # Ok::<_, tablekit::Error>(())
+//! # }).unwrap();
+//! ```
+
+pub use tablekit_core as core;
+pub use tablekit_core::{Entity, Error, ErrorKind, Result, Value};
+pub use tablekit_patterns as patterns;
+pub use tablekit_workers as workers;
+
+#[cfg(feature = "derive")]
+pub use tablekit_derive as derive;
+
+/// The names most applications need, in one `use`.
+pub mod prelude {
+    pub use tablekit_core::prelude::*;
+}
