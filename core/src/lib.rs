@@ -1,13 +1,56 @@
 //! tablekit-core: the table-service data model, its limits, filters and queries, the
 //! [`TableStore`] trait and its backends.
-#![cfg_attr(docsrs, feature(doc_cfg))]
+//!
+//! ```
+//! use tablekit_core::prelude::*;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! # let dir = tempfile::tempdir().unwrap();
+//! let store = SqliteStore::open(dir.path().join("app.db")).await?;
+//! store.create_table("Employees").await?;
+//! store.insert("Employees", Entity::new("Sales", "empid_000100").with("Age", 34)).await?;
+//! store.insert("Employees", Entity::new("Sales", "empid_000200").with("Age", 47)).await?;
+//!
+//! let query = Query::parse("PartitionKey eq 'Sales' and Age gt 40")?;
+//! assert!(matches!(query.explain(), QueryClass::PartitionScan { .. }));
+//! let page = store.query("Employees", &query).await?;
+//! assert_eq!(page.entities.len(), 1);
+//! assert_eq!(page.entities[0].row_key, "empid_000200");
+//! # Ok::<_, Error>(())
+//! # }).unwrap();
+//! ```
 
+pub mod apply;
+#[cfg(feature = "conformance")]
+pub mod conformance;
 pub mod error;
 pub mod filter;
 pub mod limits;
+pub mod memory;
 pub mod model;
+pub mod query;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+pub mod store;
 
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{CompareOp, Filter, ParseError};
 pub use limits::Violation;
+pub use memory::MemoryStore;
 pub use model::{EdmType, ETag, Entity, IfMatch, Properties, Value};
+pub use query::{ContinuationToken, Page, Query, QueryClass};
+#[cfg(feature = "sqlite")]
+pub use sqlite::{SqliteOptions, SqliteStore};
+pub use store::{Batch, TableStore, WriteOp};
+
+/// The names most code needs, in one `use`.
+pub mod prelude {
+    pub use crate::error::{Error, ErrorKind, Result};
+    pub use crate::filter::Filter;
+    pub use crate::memory::MemoryStore;
+    pub use crate::model::{ETag, Entity, IfMatch, Value};
+    pub use crate::query::{ContinuationToken, Page, Query, QueryClass};
+    #[cfg(feature = "sqlite")]
+    pub use crate::sqlite::SqliteStore;
+    pub use crate::store::{Batch, TableStore, WriteOp};
+}

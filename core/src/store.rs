@@ -1,0 +1,495 @@
+//! The [`TableStore`] trait every backend implements, its write operations and entity
+//! group transactions ([`Batch`]).
+
+use std::collections::{HashMap, VecDeque};
+use std::future::Future;
+
+use futures::Stream;
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::limits::{self, MAX_BATCH_BYTES, MAX_BATCH_OPERATIONS, Violation};
+use crate::model::{ETag, Entity, IfMatch};
+use crate::query::{Page, Query};
+
+/// One write, as the table service defines it.
+#[derive(Clone, Debug, PartialEq)]
+pub enum WriteOp {
+    /// Insert; fails with `AlreadyExists` if the keys are taken.
+    Insert(Entity),
+    /// Replace the whole stored entity; fails with `NotFound` or `PreconditionFailed`.
+    Replace(Entity, IfMatch),
+    /// Overwrite the given properties, keep the others; fails with `NotFound` or
+    /// `PreconditionFailed`.
+    Merge(Entity, IfMatch),
+    /// Insert, or replace whatever is stored.
+    InsertOrReplace(Entity),
+    /// Insert, or merge into whatever is stored.
+    InsertOrMerge(Entity),
+    /// Delete; fails with `NotFound` or `PreconditionFailed`.
+    Delete {
+        /// The partition key.
+        partition_key: String,
+        /// The row key.
+        row_key: String,
+        /// The concurrency condition.
+        if_match: IfMatch,
+    },
+}
+
+impl WriteOp {
+    /// The (PartitionKey, RowKey) the operation writes.
+    pub fn key(&self) -> (&str, &str) {
+        match self {
+            WriteOp::Insert(e)
+            | WriteOp::Replace(e, _)
+            | WriteOp::Merge(e, _)
+            | WriteOp::InsertOrReplace(e)
+            | WriteOp::InsertOrMerge(e) => e.key(),
+            WriteOp::Delete {
+                partition_key,
+                row_key,
+                ..
+            } => (partition_key, row_key),
+        }
+    }
+
+    /// The entity the operation writes, if it writes one.
+    pub fn entity(&self) -> Option<&Entity> {
+        match self {
+            WriteOp::Insert(e)
+            | WriteOp::Replace(e, _)
+            | WriteOp::Merge(e, _)
+            | WriteOp::InsertOrReplace(e)
+            | WriteOp::InsertOrMerge(e) => Some(e),
+            WriteOp::Delete { .. } => None,
+        }
+    }
+
+    /// Checks the operation against the data model's limits.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found.
+    pub fn check(&self) -> Result<(), Violation> {
+        match self.entity() {
+            Some(e) => limits::check_entity(e),
+            None => {
+                let (pk, rk) = self.key();
+                limits::check_keys(pk, rk)
+            }
+        }
+    }
+
+    /// The bytes the operation adds to a batch, as the service counts them.
+    pub fn size(&self) -> usize {
+        match self.entity() {
+            Some(e) => limits::entity_size(e),
+            None => {
+                let (pk, rk) = self.key();
+                limits::key_size(pk, rk)
+            }
+        }
+    }
+}
+
+/// An entity group transaction: up to 100 operations on distinct entities of one
+/// partition, applied all or nothing.
+///
+/// ```
+/// use tablekit_core::{Entity, IfMatch, store::Batch};
+///
+/// let mut batch = Batch::new();
+/// batch.insert(Entity::new("Sales", "empid_000001").with("Age", 30));
+/// batch.delete("Sales", "empid_000002", IfMatch::Any);
+/// assert_eq!(batch.len(), 2);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Batch {
+    ops: Vec<WriteOp>,
+}
+
+impl Batch {
+    /// An empty batch.
+    pub fn new() -> Self {
+        Batch::default()
+    }
+
+    /// Adds any operation.
+    pub fn push(&mut self, op: WriteOp) -> &mut Self {
+        self.ops.push(op);
+        self
+    }
+
+    /// Adds an insert.
+    pub fn insert(&mut self, entity: Entity) -> &mut Self {
+        self.push(WriteOp::Insert(entity))
+    }
+
+    /// Adds a replace.
+    pub fn replace(&mut self, entity: Entity, if_match: IfMatch) -> &mut Self {
+        self.push(WriteOp::Replace(entity, if_match))
+    }
+
+    /// Adds a merge.
+    pub fn merge(&mut self, entity: Entity, if_match: IfMatch) -> &mut Self {
+        self.push(WriteOp::Merge(entity, if_match))
+    }
+
+    /// Adds an insert-or-replace.
+    pub fn insert_or_replace(&mut self, entity: Entity) -> &mut Self {
+        self.push(WriteOp::InsertOrReplace(entity))
+    }
+
+    /// Adds an insert-or-merge.
+    pub fn insert_or_merge(&mut self, entity: Entity) -> &mut Self {
+        self.push(WriteOp::InsertOrMerge(entity))
+    }
+
+    /// Adds a delete.
+    pub fn delete(
+        &mut self,
+        partition_key: impl Into<String>,
+        row_key: impl Into<String>,
+        if_match: IfMatch,
+    ) -> &mut Self {
+        self.push(WriteOp::Delete {
+            partition_key: partition_key.into(),
+            row_key: row_key.into(),
+            if_match,
+        })
+    }
+
+    /// The operations, in order.
+    pub fn operations(&self) -> &[WriteOp] {
+        &self.ops
+    }
+
+    /// Takes the operations out.
+    pub fn into_operations(self) -> Vec<WriteOp> {
+        self.ops
+    }
+
+    /// How many operations the batch holds.
+    pub fn len(&self) -> usize {
+        self.ops.len()
+    }
+
+    /// Whether the batch holds no operation.
+    pub fn is_empty(&self) -> bool {
+        self.ops.is_empty()
+    }
+
+    /// The partition the batch writes (that of its first operation).
+    pub fn partition_key(&self) -> Option<&str> {
+        self.ops.first().map(|op| op.key().0)
+    }
+
+    /// Checks the batch rules: 1 to 100 operations, one partition, one operation per
+    /// entity, every operation valid, at most 4 MiB in all.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found; those about one operation name its index.
+    pub fn check(&self) -> Result<(), Violation> {
+        if self.ops.is_empty() {
+            return Err(Violation::BatchEmpty);
+        }
+        if self.ops.len() > MAX_BATCH_OPERATIONS {
+            return Err(Violation::BatchTooManyOperations {
+                count: self.ops.len(),
+                max: MAX_BATCH_OPERATIONS,
+            });
+        }
+        let partition = self.ops[0].key().0;
+        let mut seen: HashMap<&str, usize> = HashMap::with_capacity(self.ops.len());
+        let mut size = 0;
+        for (index, op) in self.ops.iter().enumerate() {
+            op.check().map_err(|v| v.in_batch(index))?;
+            let (pk, rk) = op.key();
+            if pk != partition {
+                return Err(Violation::BatchMixedPartitions {
+                    index,
+                    expected: partition.to_owned(),
+                    found: pk.to_owned(),
+                });
+            }
+            if let Some(&first_index) = seen.get(rk) {
+                return Err(Violation::BatchDuplicateEntity {
+                    index,
+                    first_index,
+                    row_key: rk.to_owned(),
+                });
+            }
+            seen.insert(rk, index);
+            size += op.size();
+        }
+        if size > MAX_BATCH_BYTES {
+            return Err(Violation::BatchTooLarge {
+                size,
+                max: MAX_BATCH_BYTES,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl FromIterator<WriteOp> for Batch {
+    fn from_iter<I: IntoIterator<Item = WriteOp>>(iter: I) -> Self {
+        Batch {
+            ops: iter.into_iter().collect(),
+        }
+    }
+}
+
+/// A partitioned table store with the table service's model: tables of entities keyed by
+/// (PartitionKey, RowKey), point reads, filtered queries in key order with continuation,
+/// conditional writes and entity group transactions.
+///
+/// Backends implement the required methods; every check of the data model's limits
+/// happens before any I/O. The write shortcuts (`insert`, `merge`, …) are provided.
+///
+/// ```
+/// use tablekit_core::prelude::*;
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let store = MemoryStore::new();
+/// store.create_table("Employees").await?;
+/// let etag = store.insert("Employees", Entity::new("Sales", "1").with("Age", 30)).await?;
+/// store.merge("Employees", Entity::new("Sales", "1").with("Age", 31), etag.into()).await?;
+/// let page = store.query("Employees", &Query::partition("Sales")).await?;
+/// assert_eq!(page.entities[0].get("Age"), Some(&Value::Int32(31)));
+/// # Ok::<_, Error>(())
+/// # }).unwrap();
+/// ```
+pub trait TableStore: Send + Sync {
+    /// Creates a table.
+    ///
+    /// # Errors
+    /// `TableAlreadyExists`; `InvalidInput` for a bad name.
+    fn create_table(&self, table: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// Deletes a table and every entity in it.
+    ///
+    /// # Errors
+    /// `TableNotFound`; `InvalidInput` for a bad name.
+    fn delete_table(&self, table: &str) -> impl Future<Output = Result<()>> + Send;
+
+    /// The names of the tables starting with `prefix` (case-sensitive), sorted.
+    ///
+    /// # Errors
+    /// Backend failures.
+    fn list_tables(&self, prefix: &str) -> impl Future<Output = Result<Vec<String>>> + Send;
+
+    /// Reads one entity; `select` projects its user properties.
+    ///
+    /// # Errors
+    /// `TableNotFound`; `InvalidInput` for bad keys or names.
+    fn get(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        select: Option<&[&str]>,
+    ) -> impl Future<Output = Result<Option<Entity>>> + Send;
+
+    /// Reads one page of a query, in key order.
+    ///
+    /// # Errors
+    /// `TableNotFound`; `InvalidInput` for a query that breaks the rules.
+    fn query(&self, table: &str, query: &Query) -> impl Future<Output = Result<Page>> + Send;
+
+    /// Applies one write and returns the new ETag (`None` for a delete).
+    ///
+    /// # Errors
+    /// `NotFound`, `AlreadyExists`, `PreconditionFailed` as the operation defines;
+    /// `TableNotFound`; `InvalidInput`/`TooLarge` before any I/O.
+    fn execute(&self, table: &str, op: WriteOp)
+    -> impl Future<Output = Result<Option<ETag>>> + Send;
+
+    /// Applies an entity group transaction: every operation or none. Returns the new
+    /// ETag of each operation, in order.
+    ///
+    /// # Errors
+    /// [`Error::Batch`] naming the index of the failing operation; limit violations
+    /// before any I/O.
+    fn submit_batch(
+        &self,
+        table: &str,
+        batch: Batch,
+    ) -> impl Future<Output = Result<Vec<Option<ETag>>>> + Send;
+
+    /// Creates a table unless it exists; `true` if this call created it.
+    ///
+    /// # Errors
+    /// As [`create_table`](Self::create_table), less `TableAlreadyExists`.
+    fn create_table_if_not_exists(&self, table: &str) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            match self.create_table(table).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::TableAlreadyExists => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Inserts an entity.
+    ///
+    /// # Errors
+    /// `AlreadyExists` if the keys are taken.
+    fn insert(&self, table: &str, entity: Entity) -> impl Future<Output = Result<ETag>> + Send {
+        async move { written(self.execute(table, WriteOp::Insert(entity)).await?) }
+    }
+
+    /// Replaces a stored entity whole.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`.
+    fn replace(
+        &self,
+        table: &str,
+        entity: Entity,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<ETag>> + Send {
+        async move { written(self.execute(table, WriteOp::Replace(entity, if_match)).await?) }
+    }
+
+    /// Merges properties into a stored entity.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`.
+    fn merge(
+        &self,
+        table: &str,
+        entity: Entity,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<ETag>> + Send {
+        async move { written(self.execute(table, WriteOp::Merge(entity, if_match)).await?) }
+    }
+
+    /// Inserts, or replaces what is stored.
+    ///
+    /// # Errors
+    /// Limit violations, backend failures.
+    fn insert_or_replace(
+        &self,
+        table: &str,
+        entity: Entity,
+    ) -> impl Future<Output = Result<ETag>> + Send {
+        async move { written(self.execute(table, WriteOp::InsertOrReplace(entity)).await?) }
+    }
+
+    /// Inserts, or merges into what is stored.
+    ///
+    /// # Errors
+    /// Limit violations, backend failures.
+    fn insert_or_merge(
+        &self,
+        table: &str,
+        entity: Entity,
+    ) -> impl Future<Output = Result<ETag>> + Send {
+        async move { written(self.execute(table, WriteOp::InsertOrMerge(entity)).await?) }
+    }
+
+    /// Deletes an entity.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`.
+    fn delete(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<()>> + Send {
+        async move {
+            let op = WriteOp::Delete {
+                partition_key: partition_key.to_owned(),
+                row_key: row_key.to_owned(),
+                if_match,
+            };
+            self.execute(table, op).await.map(drop)
+        }
+    }
+
+    /// Deletes an entity if it exists; `true` if this call deleted it.
+    ///
+    /// # Errors
+    /// `TableNotFound`, limit violations, backend failures.
+    fn delete_if_exists(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+    ) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            match self.delete(table, partition_key, row_key, IfMatch::Any).await {
+                Ok(()) => Ok(true),
+                Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// Every entity of a query, page after page, as a stream; stops after `top` entities
+    /// when the query sets it.
+    fn query_stream<'a>(
+        &'a self,
+        table: &'a str,
+        query: Query,
+    ) -> impl Stream<Item = Result<Entity>> + Send + 'a
+    where
+        Self: Sized,
+    {
+        let remaining = query.top.unwrap_or(usize::MAX);
+        let state = StreamState {
+            query: Some(query),
+            buffer: VecDeque::new(),
+            remaining,
+        };
+        futures::stream::unfold(state, move |mut state| async move {
+            loop {
+                if state.remaining == 0 {
+                    return None;
+                }
+                if let Some(entity) = state.buffer.pop_front() {
+                    state.remaining -= 1;
+                    return Some((Ok(entity), state));
+                }
+                let query = state.query.take()?;
+                match self.query(table, &query).await {
+                    Ok(page) => {
+                        state.buffer.extend(page.entities);
+                        if page.continuation.is_some() {
+                            state.query = Some(query.continue_from(page.continuation));
+                        }
+                    }
+                    Err(e) => return Some((Err(e), state)),
+                }
+            }
+        })
+    }
+
+    /// Every entity of a query, collected (stops after `top` when the query sets it).
+    ///
+    /// # Errors
+    /// The first error of any page.
+    fn query_all(&self, table: &str, query: Query) -> impl Future<Output = Result<Vec<Entity>>> + Send
+    where
+        Self: Sized,
+    {
+        async move {
+            use futures::TryStreamExt;
+            self.query_stream(table, query).try_collect().await
+        }
+    }
+}
+
+struct StreamState {
+    query: Option<Query>,
+    buffer: VecDeque<Entity>,
+    remaining: usize,
+}
+
+fn written(etag: Option<ETag>) -> Result<ETag> {
+    etag.ok_or_else(|| Error::Backend {
+        message: "the backend returned no ETag for a write".to_owned(),
+    })
+}
