@@ -24,7 +24,7 @@ use crate::apply::{self, Change};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::model::{ETag, Entity};
-use crate::query::{Page, PageCollector, Query};
+use crate::query::{Page, PageCollector, Query, QueryClass};
 use crate::store::{Batch, TableStore, WriteOp};
 
 const CREATE_CATALOG: &str = "CREATE TABLE IF NOT EXISTS tablekit_tables (
@@ -289,8 +289,13 @@ fn page_sql(sql: &TableSql, query: &Query) -> Option<(String, Vec<String>)> {
     if let Some(pk) = range.partition() {
         conds.push("pk = ?");
         args.push(pk.to_owned());
-        push_bound(&mut conds, &mut args, &range.rk_start, "rk >= ?", "rk > ?");
-        push_bound(&mut conds, &mut args, &range.rk_end, "rk <= ?", "rk < ?");
+        if let QueryClass::Point { row_key, .. } = range.class() {
+            conds.push("rk = ?");
+            args.push(row_key);
+        } else {
+            push_bound(&mut conds, &mut args, &range.rk_start, "rk >= ?", "rk > ?");
+            push_bound(&mut conds, &mut args, &range.rk_end, "rk <= ?", "rk < ?");
+        }
         if let Some(token) = &query.continuation {
             match token.next_partition_key().cmp(pk) {
                 Ordering::Greater => return None,
