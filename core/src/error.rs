@@ -38,7 +38,9 @@ pub enum ErrorKind {
 #[non_exhaustive]
 pub enum Error {
     /// The entity does not exist.
-    #[error("entity not found: table `{table}`, PartitionKey `{partition_key}`, RowKey `{row_key}`")]
+    #[error(
+        "entity not found: table `{table}`, PartitionKey `{partition_key}`, RowKey `{row_key}`"
+    )]
     NotFound {
         /// The table.
         table: String,
@@ -95,6 +97,14 @@ pub enum Error {
         /// Why the token was refused.
         reason: String,
     },
+    /// A connection string names no backend compiled in.
+    #[error("invalid connection string `{connection}`: {reason}")]
+    InvalidConnection {
+        /// The connection string.
+        connection: String,
+        /// What was expected.
+        reason: String,
+    },
     /// An operation of an entity group transaction failed; the whole batch was rolled back.
     #[error("batch operation {index} failed, nothing was written: {source}")]
     Batch {
@@ -128,9 +138,10 @@ impl Error {
             Error::TableNotFound { .. } => ErrorKind::TableNotFound,
             Error::TableAlreadyExists { .. } => ErrorKind::TableAlreadyExists,
             Error::Limit(v) if v.is_size_limit() => ErrorKind::TooLarge,
-            Error::Limit(_) | Error::Filter(_) | Error::InvalidContinuation { .. } => {
-                ErrorKind::InvalidInput
-            }
+            Error::Limit(_)
+            | Error::Filter(_)
+            | Error::InvalidContinuation { .. }
+            | Error::InvalidConnection { .. } => ErrorKind::InvalidInput,
             Error::Batch { source, .. } => source.kind(),
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,

@@ -20,10 +20,12 @@
 //! # }).unwrap();
 //! ```
 
+pub mod any;
 pub mod apply;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
+pub mod fault;
 pub mod filter;
 pub mod limits;
 pub mod memory;
@@ -33,6 +35,7 @@ pub mod query;
 pub mod sqlite;
 pub mod store;
 
+pub use any::AnyStore;
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{CompareOp, Filter, ParseError};
 pub use limits::Violation;
@@ -45,6 +48,7 @@ pub use store::{Batch, TableStore, WriteOp};
 
 /// The names most code needs, in one `use`.
 pub mod prelude {
+    pub use crate::any::AnyStore;
     pub use crate::error::{Error, ErrorKind, Result};
     pub use crate::filter::Filter;
     pub use crate::memory::MemoryStore;

@@ -43,7 +43,12 @@ impl MemoryStore {
         self.tables.write().unwrap_or_else(|e| e.into_inner())
     }
 
-    fn apply_all(&self, table: &str, ops: Vec<WriteOp>, in_batch: bool) -> Result<Vec<Option<ETag>>> {
+    fn apply_all(
+        &self,
+        table: &str,
+        ops: Vec<WriteOp>,
+        in_batch: bool,
+    ) -> Result<Vec<Option<ETag>>> {
         let mut tables = self.write();
         let rows = &mut tables
             .get_mut(&table.to_ascii_lowercase())
@@ -52,16 +57,18 @@ impl MemoryStore {
         let mut staged: Vec<((String, String), Option<Entity>)> = Vec::with_capacity(ops.len());
         for (index, op) in ops.into_iter().enumerate() {
             let key = (op.key().0.to_owned(), op.key().1.to_owned());
-            let change = apply::plan(table, op, rows.get(&key)).map_err(|e| {
-                if in_batch { e.in_batch(index) } else { e }
-            })?;
-            staged.push((key, match change {
-                Change::Put(mut e) => {
-                    apply::stamp(&mut e);
-                    Some(e)
-                }
-                Change::Remove => None,
-            }));
+            let change = apply::plan(table, op, rows.get(&key))
+                .map_err(|e| if in_batch { e.in_batch(index) } else { e })?;
+            staged.push((
+                key,
+                match change {
+                    Change::Put(mut e) => {
+                        apply::stamp(&mut e);
+                        Some(e)
+                    }
+                    Change::Remove => None,
+                },
+            ));
         }
         let mut etags = Vec::with_capacity(staged.len());
         for (key, entity) in staged {
@@ -90,10 +97,13 @@ impl TableStore for MemoryStore {
                 table: table.to_owned(),
             });
         }
-        tables.insert(key, MemoryTable {
-            name: table.to_owned(),
-            rows: Rows::new(),
-        });
+        tables.insert(
+            key,
+            MemoryTable {
+                name: table.to_owned(),
+                rows: Rows::new(),
+            },
+        );
         Ok(())
     }
 

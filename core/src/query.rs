@@ -269,11 +269,19 @@ impl KeyRange {
                     CompareOp::Ne => return,
                 };
                 if property == PARTITION_KEY {
-                    self.pk_start = tighter_start(std::mem::replace(&mut self.pk_start, Bound::Unbounded), start);
-                    self.pk_end = tighter_end(std::mem::replace(&mut self.pk_end, Bound::Unbounded), end);
+                    self.pk_start = tighter_start(
+                        std::mem::replace(&mut self.pk_start, Bound::Unbounded),
+                        start,
+                    );
+                    self.pk_end =
+                        tighter_end(std::mem::replace(&mut self.pk_end, Bound::Unbounded), end);
                 } else if property == ROW_KEY {
-                    self.rk_start = tighter_start(std::mem::replace(&mut self.rk_start, Bound::Unbounded), start);
-                    self.rk_end = tighter_end(std::mem::replace(&mut self.rk_end, Bound::Unbounded), end);
+                    self.rk_start = tighter_start(
+                        std::mem::replace(&mut self.rk_start, Bound::Unbounded),
+                        start,
+                    );
+                    self.rk_end =
+                        tighter_end(std::mem::replace(&mut self.rk_end, Bound::Unbounded), end);
                 }
             }
             _ => {}
@@ -455,7 +463,9 @@ mod tests {
     use super::*;
 
     fn class(filter: &str) -> QueryClass {
-        Query::parse(filter).map(|q| q.explain()).unwrap_or(QueryClass::TableScan)
+        Query::parse(filter)
+            .map(|q| q.explain())
+            .unwrap_or(QueryClass::TableScan)
     }
 
     #[test]

@@ -301,8 +301,11 @@ pub trait TableStore: Send + Sync {
     /// # Errors
     /// `NotFound`, `AlreadyExists`, `PreconditionFailed` as the operation defines;
     /// `TableNotFound`; `InvalidInput`/`TooLarge` before any I/O.
-    fn execute(&self, table: &str, op: WriteOp)
-    -> impl Future<Output = Result<Option<ETag>>> + Send;
+    fn execute(
+        &self,
+        table: &str,
+        op: WriteOp,
+    ) -> impl Future<Output = Result<Option<ETag>>> + Send;
 
     /// Applies an entity group transaction: every operation or none. Returns the new
     /// ETag of each operation, in order.
@@ -348,7 +351,12 @@ pub trait TableStore: Send + Sync {
         entity: Entity,
         if_match: IfMatch,
     ) -> impl Future<Output = Result<ETag>> + Send {
-        async move { written(self.execute(table, WriteOp::Replace(entity, if_match)).await?) }
+        async move {
+            written(
+                self.execute(table, WriteOp::Replace(entity, if_match))
+                    .await?,
+            )
+        }
     }
 
     /// Merges properties into a stored entity.
@@ -361,7 +369,12 @@ pub trait TableStore: Send + Sync {
         entity: Entity,
         if_match: IfMatch,
     ) -> impl Future<Output = Result<ETag>> + Send {
-        async move { written(self.execute(table, WriteOp::Merge(entity, if_match)).await?) }
+        async move {
+            written(
+                self.execute(table, WriteOp::Merge(entity, if_match))
+                    .await?,
+            )
+        }
     }
 
     /// Inserts, or replaces what is stored.
@@ -373,7 +386,12 @@ pub trait TableStore: Send + Sync {
         table: &str,
         entity: Entity,
     ) -> impl Future<Output = Result<ETag>> + Send {
-        async move { written(self.execute(table, WriteOp::InsertOrReplace(entity)).await?) }
+        async move {
+            written(
+                self.execute(table, WriteOp::InsertOrReplace(entity))
+                    .await?,
+            )
+        }
     }
 
     /// Inserts, or merges into what is stored.
@@ -420,7 +438,10 @@ pub trait TableStore: Send + Sync {
         row_key: &str,
     ) -> impl Future<Output = Result<bool>> + Send {
         async move {
-            match self.delete(table, partition_key, row_key, IfMatch::Any).await {
+            match self
+                .delete(table, partition_key, row_key, IfMatch::Any)
+                .await
+            {
                 Ok(()) => Ok(true),
                 Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
                 Err(e) => Err(e),
@@ -471,7 +492,11 @@ pub trait TableStore: Send + Sync {
     ///
     /// # Errors
     /// The first error of any page.
-    fn query_all(&self, table: &str, query: Query) -> impl Future<Output = Result<Vec<Entity>>> + Send
+    fn query_all(
+        &self,
+        table: &str,
+        query: Query,
+    ) -> impl Future<Output = Result<Vec<Entity>>> + Send
     where
         Self: Sized,
     {

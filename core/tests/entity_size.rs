@@ -5,7 +5,7 @@
 
 use proptest::prelude::*;
 use tablekit_core::limits::{self, MAX_ENTITY_BYTES};
-use tablekit_core::{Entity, ErrorKind, Error, Value};
+use tablekit_core::{Entity, Error, ErrorKind, Value};
 
 fn arb_value() -> impl Strategy<Value = Value> {
     prop_oneof![
@@ -16,7 +16,8 @@ fn arb_value() -> impl Strategy<Value = Value> {
         any::<bool>().prop_map(Value::Boolean),
         any::<u128>().prop_map(|g| Value::Guid(uuid::Uuid::from_u128(g))),
         prop::collection::vec(any::<u8>(), 0..40).prop_map(Value::Binary),
-        (0i64..4_000_000_000).prop_map(|s| Value::DateTime(chrono::DateTime::from_timestamp(s, 0).unwrap())),
+        (0i64..4_000_000_000)
+            .prop_map(|s| Value::DateTime(chrono::DateTime::from_timestamp(s, 0).unwrap())),
     ]
 }
 

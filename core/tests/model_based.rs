@@ -95,8 +95,10 @@ fn arb_op() -> impl Strategy<Value = Op> {
     let r = 0u8..6;
     prop_oneof![
         (p.clone(), r.clone(), arb_props()).prop_map(|(p, r, x)| Op::Insert(p, r, x)),
-        (p.clone(), r.clone(), arb_props(), arb_cond()).prop_map(|(p, r, x, c)| Op::Replace(p, r, x, c)),
-        (p.clone(), r.clone(), arb_props(), arb_cond()).prop_map(|(p, r, x, c)| Op::Merge(p, r, x, c)),
+        (p.clone(), r.clone(), arb_props(), arb_cond())
+            .prop_map(|(p, r, x, c)| Op::Replace(p, r, x, c)),
+        (p.clone(), r.clone(), arb_props(), arb_cond())
+            .prop_map(|(p, r, x, c)| Op::Merge(p, r, x, c)),
         (p.clone(), r.clone(), arb_props()).prop_map(|(p, r, x)| Op::InsertOrReplace(p, r, x)),
         (p.clone(), r.clone(), arb_props()).prop_map(|(p, r, x)| Op::InsertOrMerge(p, r, x)),
         (p.clone(), r.clone(), arb_cond()).prop_map(|(p, r, c)| Op::Delete(p, r, c)),
@@ -212,7 +214,13 @@ fn single(op: &Op) -> Option<(BatchKind, Entity, Cond)> {
 fn rows_of(entities: &[Entity]) -> Vec<(String, String, Properties)> {
     entities
         .iter()
-        .map(|e| (e.partition_key.clone(), e.row_key.clone(), e.properties.clone()))
+        .map(|e| {
+            (
+                e.partition_key.clone(),
+                e.row_key.clone(),
+                e.properties.clone(),
+            )
+        })
         .collect()
 }
 
@@ -234,9 +242,19 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
                 let key = (e.partition_key.clone(), e.row_key.clone());
                 let got = store.insert_or_merge(TABLE, e.clone()).await;
                 let exists = model.rows.contains_key(&key);
-                let kind = if exists { BatchKind::Merge } else { BatchKind::Upsert };
+                let kind = if exists {
+                    BatchKind::Merge
+                } else {
+                    BatchKind::Upsert
+                };
                 let expected = model.write(kind, &e, &Cond::Any, None);
-                prop_assert_eq!(got.as_ref().map(drop).map_err(Error::kind), expected, "step {}: {:?}", step, op);
+                prop_assert_eq!(
+                    got.as_ref().map(drop).map_err(Error::kind),
+                    expected,
+                    "step {}: {:?}",
+                    step,
+                    op
+                );
                 if let Ok(etag) = got {
                     known.etags.insert(key, (etag, model.next_version));
                 }
@@ -245,10 +263,17 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
                 let got = store.get(TABLE, &pk(*p), &rk(*r), None).await.expect("get");
                 let key = (pk(*p), rk(*r));
                 let expected = model.rows.get(&key).map(|(props, _)| props.clone());
-                prop_assert_eq!(got.as_ref().map(|e| e.properties.clone()), expected, "step {}", step);
+                prop_assert_eq!(
+                    got.as_ref().map(|e| e.properties.clone()),
+                    expected,
+                    "step {}",
+                    step
+                );
                 if let Some(e) = got {
                     let version = model.rows[&key].1;
-                    known.etags.insert(key, (e.etag.expect("stored etag"), version));
+                    known
+                        .etags
+                        .insert(key, (e.etag.expect("stored etag"), version));
                 }
             }
             Op::QueryPartition(p, top) => {
@@ -258,15 +283,28 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
                 }
                 let got = store.query_all(TABLE, q).await.expect("query");
                 let lo = (pk(*p), String::new());
-                let mut expected = model_rows(model.rows.range(lo..).take_while(|((kp, _), _)| *kp == pk(*p)));
+                let mut expected = model_rows(
+                    model
+                        .rows
+                        .range(lo..)
+                        .take_while(|((kp, _), _)| *kp == pk(*p)),
+                );
                 if let Some(t) = top {
                     expected.truncate(*t);
                 }
                 prop_assert_eq!(rows_of(&got), expected, "step {}", step);
             }
             Op::QueryRange(p, a, b) => {
-                let f = format!("PartitionKey eq '{}' and RowKey ge '{}' and RowKey lt '{}'", pk(*p), rk(*a), rk(*b));
-                let got = store.query_all(TABLE, Query::parse(&f).expect("filter")).await.expect("query");
+                let f = format!(
+                    "PartitionKey eq '{}' and RowKey ge '{}' and RowKey lt '{}'",
+                    pk(*p),
+                    rk(*a),
+                    rk(*b)
+                );
+                let got = store
+                    .query_all(TABLE, Query::parse(&f).expect("filter"))
+                    .await
+                    .expect("query");
                 let expected = model_rows(
                     model
                         .rows
@@ -294,7 +332,12 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
                 }
                 let got = store.submit_batch(TABLE, batch).await;
                 if duplicate {
-                    prop_assert_eq!(got.map(drop).map_err(|e| e.kind()), Err(ErrorKind::InvalidInput), "step {}", step);
+                    prop_assert_eq!(
+                        got.map(drop).map_err(|e| e.kind()),
+                        Err(ErrorKind::InvalidInput),
+                        "step {}",
+                        step
+                    );
                     continue;
                 }
                 match (&got, &expected) {
@@ -326,7 +369,13 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
                 let known_version = known.etags.get(&key).map(|(_, v)| *v);
                 let got = store.execute(TABLE, write_op(kind, e.clone(), m)).await;
                 let expected = model.write(kind, &e, &cond, known_version);
-                prop_assert_eq!(got.as_ref().map(drop).map_err(Error::kind), expected, "step {}: {:?}", step, op);
+                prop_assert_eq!(
+                    got.as_ref().map(drop).map_err(Error::kind),
+                    expected,
+                    "step {}: {:?}",
+                    step,
+                    op
+                );
                 match got {
                     Ok(Some(etag)) => {
                         known.etags.insert(key, (etag, model.next_version));
@@ -339,7 +388,10 @@ async fn run<S: TableStore>(store: &S, ops: Vec<Op>) -> Result<(), TestCaseError
             }
         }
     }
-    let all = store.query_all(TABLE, Query::new()).await.expect("final query");
+    let all = store
+        .query_all(TABLE, Query::new())
+        .await
+        .expect("final query");
     prop_assert_eq!(rows_of(&all), model_rows(model.rows.iter()));
     Ok(())
 }

@@ -35,10 +35,17 @@ async fn child_work(path: &Path, id: usize) {
                 .await
                 .expect("read counter")
                 .expect("counter exists");
-            let n = counter.get("N").and_then(Value::as_i64).expect("N is Int64");
+            let n = counter
+                .get("N")
+                .and_then(Value::as_i64)
+                .expect("N is Int64");
             let update = Entity::new("counter", "c").with("N", n + 1);
             match store
-                .replace(TABLE, update, IfMatch::ETag(counter.etag.clone().expect("etag")))
+                .replace(
+                    TABLE,
+                    update,
+                    IfMatch::ETag(counter.etag.clone().expect("etag")),
+                )
                 .await
             {
                 Ok(_) => break,
@@ -130,13 +137,21 @@ fn concurrent_processes_lose_no_update_and_no_insert() {
 fn point_and_range_queries_search_the_primary_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     runtime().block_on(async {
-        let store = SqliteStore::open(dir.path().join("plan.db")).await.expect("open");
+        let store = SqliteStore::open(dir.path().join("plan.db"))
+            .await
+            .expect("open");
         store.create_table("Plans").await.expect("create");
         let cases = [
             ("PartitionKey eq 'Sales' and RowKey eq '1'", "pk=? AND rk=?"),
-            ("PartitionKey eq 'Sales' and RowKey ge 'a' and RowKey lt 'b'", "pk=? AND rk>? AND rk<?"),
+            (
+                "PartitionKey eq 'Sales' and RowKey ge 'a' and RowKey lt 'b'",
+                "pk=? AND rk>? AND rk<?",
+            ),
             ("PartitionKey eq 'Sales' and Age gt 3", "pk=?"),
-            ("PartitionKey ge 'a' and PartitionKey lt 'b'", "pk>? AND pk<?"),
+            (
+                "PartitionKey ge 'a' and PartitionKey lt 'b'",
+                "pk>? AND pk<?",
+            ),
         ];
         for (filter, expected) in cases {
             let plan = store
@@ -150,12 +165,26 @@ fn point_and_range_queries_search_the_primary_key() {
             );
             assert!(!text.contains("SCAN"), "{filter}: plan scans: {text}");
         }
-        let resumed = Query::partition("Sales")
-            .continue_from(Some(ContinuationToken::new("Sales", "m")));
-        let text = store.explain_sql("Plans", &resumed).await.expect("explain").join(" | ");
-        assert!(text.contains("SEARCH") && text.contains("rk>?"), "resumed page: {text}");
+        let resumed =
+            Query::partition("Sales").continue_from(Some(ContinuationToken::new("Sales", "m")));
+        let text = store
+            .explain_sql("Plans", &resumed)
+            .await
+            .expect("explain")
+            .join(" | ");
+        assert!(
+            text.contains("SEARCH") && text.contains("rk>?"),
+            "resumed page: {text}"
+        );
         let table_resume = Query::new().continue_from(Some(ContinuationToken::new("S", "m")));
-        let text = store.explain_sql("Plans", &table_resume).await.expect("explain").join(" | ");
-        assert!(text.contains("SEARCH") && text.contains("(pk,rk)>(?,?)"), "resumed scan: {text}");
+        let text = store
+            .explain_sql("Plans", &table_resume)
+            .await
+            .expect("explain")
+            .join(" | ");
+        assert!(
+            text.contains("SEARCH") && text.contains("(pk,rk)>(?,?)"),
+            "resumed scan: {text}"
+        );
     });
 }

@@ -162,7 +162,9 @@ mod tests {
         p.insert("b".into(), Value::Boolean(true));
         p.insert(
             "t".into(),
-            Value::DateTime(DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap_or_default()),
+            Value::DateTime(
+                DateTime::from_timestamp(1_700_000_000, 123_456_789).unwrap_or_default(),
+            ),
         );
         p.insert("g".into(), Value::Guid(Uuid::from_u128(42)));
         p.insert("x".into(), Value::Binary(vec![0, 255, 7]));

@@ -193,8 +193,16 @@ fn micros(entity: &Entity) -> i64 {
     entity.timestamp.map_or(0, |t| t.timestamp_micros())
 }
 
-fn read_stored(conn: &Connection, sql: &TableSql, table: &str, pk: &str, rk: &str) -> Result<Option<Entity>> {
-    let mut stmt = conn.prepare_cached(&sql.select_one).map_err(table_error(table))?;
+fn read_stored(
+    conn: &Connection,
+    sql: &TableSql,
+    table: &str,
+    pk: &str,
+    rk: &str,
+) -> Result<Option<Entity>> {
+    let mut stmt = conn
+        .prepare_cached(&sql.select_one)
+        .map_err(table_error(table))?;
     stmt.query_row(params![pk, rk], |row| {
         let ts: i64 = row.get(0)?;
         let etag: String = row.get(1)?;
@@ -215,7 +223,12 @@ fn read_stored(conn: &Connection, sql: &TableSql, table: &str, pk: &str, rk: &st
     .transpose()
 }
 
-fn write_entity(conn: &Connection, statement: &str, table: &str, mut entity: Entity) -> Result<ETag> {
+fn write_entity(
+    conn: &Connection,
+    statement: &str,
+    table: &str,
+    mut entity: Entity,
+) -> Result<ETag> {
     let etag = apply::stamp(&mut entity);
     let mut stmt = conn.prepare_cached(statement).map_err(table_error(table))?;
     stmt.execute(params![
@@ -247,7 +260,9 @@ fn apply_op(conn: &Connection, sql: &TableSql, table: &str, op: WriteOp) -> Resu
             match apply::plan(table, op, current.as_ref())? {
                 Change::Put(e) => write_entity(conn, &sql.upsert, table, e).map(Some),
                 Change::Remove => {
-                    let mut stmt = conn.prepare_cached(&sql.delete).map_err(table_error(table))?;
+                    let mut stmt = conn
+                        .prepare_cached(&sql.delete)
+                        .map_err(table_error(table))?;
                     stmt.execute(params![pk, rk]).map_err(sqlite_error)?;
                     Ok(None)
                 }
@@ -406,7 +421,9 @@ impl SqliteStore {
                 .prepare(&format!("EXPLAIN QUERY PLAN {text}"))
                 .map_err(table_error(&table))?;
             let rows = stmt
-                .query_map(rusqlite::params_from_iter(args.iter()), |r| r.get::<_, String>(3))
+                .query_map(rusqlite::params_from_iter(args.iter()), |r| {
+                    r.get::<_, String>(3)
+                })
                 .map_err(sqlite_error)?;
             rows.collect::<Result<Vec<_>, _>>().map_err(sqlite_error)
         })
@@ -494,7 +511,10 @@ impl TableStore for SqliteStore {
                 .map_err(sqlite_error)?
                 .collect::<Result<Vec<_>, _>>()
                 .map_err(sqlite_error)?;
-            Ok(names.into_iter().filter(|n| n.starts_with(&prefix)).collect())
+            Ok(names
+                .into_iter()
+                .filter(|n| n.starts_with(&prefix))
+                .collect())
         })
         .await
     }
@@ -511,7 +531,11 @@ impl TableStore for SqliteStore {
         for name in select.into_iter().flatten() {
             limits::check_selectable_name(name)?;
         }
-        let (table, pk, rk) = (table.to_owned(), partition_key.to_owned(), row_key.to_owned());
+        let (table, pk, rk) = (
+            table.to_owned(),
+            partition_key.to_owned(),
+            row_key.to_owned(),
+        );
         let select: Option<Vec<String>> = select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
         self.run(move |conn| {
             let mut entity = read_stored(conn, &TableSql::new(&table), &table, &pk, &rk)?;
