@@ -13,6 +13,7 @@
 
 pub mod codec;
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -105,6 +106,8 @@ struct Inner {
     path: PathBuf,
     options: SqliteOptions,
     pool: Mutex<Vec<Connection>>,
+    /// The statements of each table used so far, by lowercase table name.
+    statements: Mutex<HashMap<String, Arc<TableSql>>>,
 }
 
 /// The embedded SQLite store. Cloning it shares its connection pool.
@@ -387,6 +390,7 @@ impl SqliteStore {
                 path: path.as_ref().to_owned(),
                 options,
                 pool: Mutex::new(Vec::new()),
+                statements: Mutex::new(HashMap::new()),
             }),
         };
         store
@@ -411,9 +415,8 @@ impl SqliteStore {
     pub async fn explain_sql(&self, table: &str, query: &Query) -> Result<Vec<String>> {
         limits::check_table_name(table)?;
         query.check()?;
-        let (table, query) = (table.to_owned(), query.clone());
+        let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
         self.run(move |conn| {
-            let sql = TableSql::new(&table);
             let Some((text, args)) = page_sql(&sql, &query) else {
                 return Ok(Vec::new());
             };
@@ -428,6 +431,21 @@ impl SqliteStore {
             rows.collect::<Result<Vec<_>, _>>().map_err(sqlite_error)
         })
         .await
+    }
+
+    /// The statements over `table` (a checked name), built once per store.
+    fn table_sql(&self, table: &str) -> Arc<TableSql> {
+        let key = table.to_ascii_lowercase();
+        let mut cache = self
+            .inner
+            .statements
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        Arc::clone(
+            cache
+                .entry(key)
+                .or_insert_with_key(|key| Arc::new(TableSql::new(key))),
+        )
     }
 
     /// Runs `f` with a pooled connection on the blocking pool.
@@ -460,7 +478,7 @@ impl SqliteStore {
 impl TableStore for SqliteStore {
     async fn create_table(&self, table: &str) -> Result<()> {
         limits::check_table_name(table)?;
-        let table = table.to_owned();
+        let (sql, table) = (self.table_sql(table), table.to_owned());
         self.run(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -475,8 +493,7 @@ impl TableStore for SqliteStore {
                         sqlite_error(e)
                     }
                 })?;
-            tx.execute(&TableSql::new(&table).create, [])
-                .map_err(sqlite_error)?;
+            tx.execute(&sql.create, []).map_err(sqlite_error)?;
             tx.commit().map_err(sqlite_error)
         })
         .await
@@ -484,7 +501,7 @@ impl TableStore for SqliteStore {
 
     async fn delete_table(&self, table: &str) -> Result<()> {
         limits::check_table_name(table)?;
-        let table = table.to_owned();
+        let (sql, table) = (self.table_sql(table), table.to_owned());
         self.run(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -495,8 +512,7 @@ impl TableStore for SqliteStore {
             if removed == 0 {
                 return Err(Error::table_not_found(&table));
             }
-            tx.execute(&TableSql::new(&table).drop, [])
-                .map_err(sqlite_error)?;
+            tx.execute(&sql.drop, []).map_err(sqlite_error)?;
             tx.commit().map_err(sqlite_error)
         })
         .await
@@ -531,6 +547,7 @@ impl TableStore for SqliteStore {
         for name in select.into_iter().flatten() {
             limits::check_selectable_name(name)?;
         }
+        let sql = self.table_sql(table);
         let (table, pk, rk) = (
             table.to_owned(),
             partition_key.to_owned(),
@@ -538,7 +555,7 @@ impl TableStore for SqliteStore {
         );
         let select: Option<Vec<String>> = select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
         self.run(move |conn| {
-            let mut entity = read_stored(conn, &TableSql::new(&table), &table, &pk, &rk)?;
+            let mut entity = read_stored(conn, &sql, &table, &pk, &rk)?;
             if let (Some(e), Some(select)) = (&mut entity, &select) {
                 e.project(select);
             }
@@ -550,17 +567,16 @@ impl TableStore for SqliteStore {
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         limits::check_table_name(table)?;
         query.check()?;
-        let (table, query) = (table.to_owned(), query.clone());
-        self.run(move |conn| query_page(conn, &TableSql::new(&table), &table, &query))
+        let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
+        self.run(move |conn| query_page(conn, &sql, &table, &query))
             .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         limits::check_table_name(table)?;
         op.check()?;
-        let table = table.to_owned();
+        let (sql, table) = (self.table_sql(table), table.to_owned());
         self.run(move |conn| {
-            let sql = TableSql::new(&table);
             if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
                 return apply_op(conn, &sql, &table, op);
             }
@@ -577,9 +593,8 @@ impl TableStore for SqliteStore {
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         limits::check_table_name(table)?;
         batch.check()?;
-        let table = table.to_owned();
+        let (sql, table) = (self.table_sql(table), table.to_owned());
         self.run(move |conn| {
-            let sql = TableSql::new(&table);
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sqlite_error)?;
