@@ -464,10 +464,13 @@ pub trait TableStore: Send + Sync {
             query: Some(query),
             buffer: VecDeque::new(),
             remaining,
+            started: false,
         };
         futures::stream::unfold(state, move |mut state| async move {
             loop {
-                if state.remaining == 0 {
+                // The first page is always requested, so an invalid query (`top(0)`)
+                // reports its error instead of looking empty.
+                if state.remaining == 0 && state.started {
                     return None;
                 }
                 if let Some(entity) = state.buffer.pop_front() {
@@ -475,6 +478,7 @@ pub trait TableStore: Send + Sync {
                     return Some((Ok(entity), state));
                 }
                 let query = state.query.take()?;
+                state.started = true;
                 match self.query(table, &query).await {
                     Ok(page) => {
                         state.buffer.extend(page.entities);
@@ -511,6 +515,7 @@ struct StreamState {
     query: Option<Query>,
     buffer: VecDeque<Entity>,
     remaining: usize,
+    started: bool,
 }
 
 fn written(etag: Option<ETag>) -> Result<ETag> {

@@ -1,1 +1,31 @@
-//! placeholder
+//! The backend conformance suite, run against both bundled backends: the in-memory store
+//! and the SQLite store (one database file per test, in a temporary directory that lives
+//! as long as the test).
+
+mod memory {
+    use tablekit_core::MemoryStore;
+
+    tablekit_core::conformance_suite!(async { MemoryStore::new() });
+}
+
+mod sqlite {
+    use tablekit_core::SqliteStore;
+
+    // The `TempDir` travels with the store as the fixture's guard: it is deleted only
+    // when the test is over, pass or fail.
+    tablekit_core::conformance_suite!(async {
+        let dir = tempfile::tempdir().expect("a temporary directory for the SQLite file");
+        let store = SqliteStore::open(dir.path().join("conformance.db"))
+            .await
+            .expect("a SQLite store in the temporary directory");
+        (store, dir)
+    });
+}
+
+#[test]
+fn suite_has_at_least_60_distinct_cases() {
+    let cases = tablekit_core::conformance::CASES;
+    assert!(cases.len() >= 60, "only {} conformance cases", cases.len());
+    let distinct: std::collections::HashSet<&&str> = cases.iter().collect();
+    assert_eq!(distinct.len(), cases.len(), "case names are unique");
+}

@@ -81,6 +81,8 @@ fn spawn_child(path: &PathBuf, id: usize) -> std::process::Child {
         ])
         .env("TABLEKIT_CHILD", format!("{id}"))
         .env("TABLEKIT_DB", path)
+        // The child's own test-harness summary would read like a second test run.
+        .stdout(std::process::Stdio::null())
         .spawn()
         .expect("spawn child process")
 }

@@ -1,9 +1,96 @@
 //! Filters: the AST, a typed builder, and the parser and formatter of the table service's
 //! OData `$filter` syntax, with the comparison semantics every backend shares.
+//!
+//! ```
+//! use tablekit_core::filter::{Filter, prop};
+//!
+//! let f = prop("PartitionKey").eq("Sales") & prop("RowKey").ge("empid_000100");
+//! assert_eq!(f.to_string(), "PartitionKey eq 'Sales' and RowKey ge 'empid_000100'");
+//! assert_eq!(Filter::parse(&f.to_string()), Ok(f));
+//! ```
+//!
+//! # Syntax
+//!
+//! ```text
+//! filter     := or_expr
+//! or_expr    := and_expr ("or" and_expr)*          left-associative
+//! and_expr   := unary ("and" unary)*               left-associative
+//! unary      := "not"* primary                     `not` binds tightest
+//! primary    := "(" or_expr ")" | comparison
+//! comparison := Property op literal | literal op Property
+//! op         := "eq" | "ne" | "gt" | "ge" | "lt" | "le"
+//! ```
+//!
+//! - Keywords are lowercase and case-sensitive. Tokens may be separated by any amount of
+//!   space, tab, carriage return or newline.
+//! - A property is an identifier: a letter or `_`, then letters, digits or `_` (Unicode
+//!   letters and digits included). `PartitionKey`, `RowKey` and `Timestamp` are ordinary
+//!   identifiers. Keywords and the word literals (`true`, `false`, `NaN`, `INF`) cannot
+//!   name a property.
+//! - `literal op Property` is read as `Property op' literal` with the operator flipped
+//!   (`30 lt Age` is `Age gt 30`), so the tree always has the property on the left.
+//! - Literals, by type:
+//!
+//!   | type     | literal                                                              |
+//!   |----------|----------------------------------------------------------------------|
+//!   | String   | `'it''s'`: single quotes, `''` for a quote, any other character as is |
+//!   | Int32    | `-?[0-9]+`, within `i32`                                             |
+//!   | Int64    | `-?[0-9]+L` (or `l`), within `i64`                                   |
+//!   | Double   | `1.5`, `-2.0`, `1e10`, `1.5E-3`, `NaN`, `INF`, `-INF`; finite unless spelled `INF` |
+//!   | Boolean  | `true`, `false`                                                      |
+//!   | DateTime | `datetime'2008-07-10T00:00:00Z'`: RFC 3339, any offset (converted to UTC), at most 9 fractional digits, years 0000 to 9999 in UTC |
+//!   | Guid     | `guid'xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx'`, hex in either case     |
+//!   | Binary   | `X'0aff'` or `binary'0aff'`: an even number of hex digits, either case |
+//!
+//! - A filter nests at most [`MAX_NESTING`] levels: at most that many parentheses open at
+//!   once, and at most that many `and`, `or` and `not` on any path from the whole filter
+//!   down to a comparison (a chain `a and b and c` counts two).
+//!
+//! Errors name the 1-based column (in characters) of the first token that does not fit,
+//! what was expected there and what was found.
+//!
+//! # Semantics
+//!
+//! Every backend evaluates filters as [`Filter::matches`] does; a backend that
+//! translates filters (to SQL, or to the table service itself) must give the same
+//! answers.
+//!
+//! - **Lookup.** `PartitionKey` and `RowKey` are Strings taken from the entity's keys;
+//!   `Timestamp` is a DateTime taken from the entity's timestamp, absent when the entity
+//!   has none; any other name is a user property, absent when the entity does not have
+//!   it.
+//! - **Types.** A comparison holds only when the property is present *and* has the same
+//!   [`EdmType`](crate::EdmType) as the literal. An absent property or a different type
+//!   makes the comparison false for every operator, `ne` included. There is no numeric
+//!   widening: an Int32 property never equals an Int64 or Double literal.
+//! - **Order within a type.**
+//!   - String: ordinal, by Unicode code point (Rust's `str` order); no collation, no
+//!     case folding.
+//!   - Int32, Int64: integer order.
+//!   - Double: IEEE order. A comparison with NaN on either side is false for every
+//!     operator, `ne` included; `-0.0 eq 0.0` holds.
+//!   - Boolean: `false` < `true`.
+//!   - DateTime: chronological.
+//!   - Guid: by its 16 bytes in order (the order of [`uuid::Uuid`]).
+//!   - Binary: lexicographic by bytes (a proper prefix sorts first).
+//! - **Logic.** `and` and `or` are two-valued boolean logic; `not` negates its operand,
+//!   so `not (Age eq 30)` holds for an entity without `Age`.
 
 use std::fmt;
 
 use crate::model::Value;
+
+mod builder;
+mod eval;
+mod format;
+mod parse;
+#[cfg(test)]
+mod tests;
+
+pub use builder::{Property, partition_key, prop, row_key, timestamp};
+
+/// The deepest nesting [`Filter::parse`] accepts (see the [module docs](self)).
+pub const MAX_NESTING: usize = 100;
 
 /// A comparison operator.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

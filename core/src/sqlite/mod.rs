@@ -213,7 +213,7 @@ fn read_stored(
         Ok((ts, etag, props))
     })
     .optional()
-    .map_err(sqlite_error)?
+    .map_err(table_error(table))?
     .map(|(ts, etag, props)| {
         Ok(Entity {
             partition_key: pk.to_owned(),
@@ -245,7 +245,7 @@ fn write_entity(
         if is_constraint(&e) {
             Error::already_exists(table, &entity.partition_key, &entity.row_key)
         } else {
-            sqlite_error(e)
+            table_error(table)(e)
         }
     })?;
     Ok(etag)
@@ -266,7 +266,7 @@ fn apply_op(conn: &Connection, sql: &TableSql, table: &str, op: WriteOp) -> Resu
                     let mut stmt = conn
                         .prepare_cached(&sql.delete)
                         .map_err(table_error(table))?;
-                    stmt.execute(params![pk, rk]).map_err(sqlite_error)?;
+                    stmt.execute(params![pk, rk]).map_err(table_error(table))?;
                     Ok(None)
                 }
             }
@@ -297,9 +297,8 @@ fn push_bound(
 }
 
 /// The SELECT of one query page and its parameters, bounded by the query's key range and
-/// its continuation so SQLite seeks the primary key instead of scanning. `None` when the
-/// continuation lies past the range.
-fn page_sql(sql: &TableSql, query: &Query) -> Option<(String, Vec<String>)> {
+/// its continuation so SQLite seeks the primary key instead of scanning.
+fn page_sql(sql: &TableSql, query: &Query) -> (String, Vec<String>) {
     use std::cmp::Ordering;
     let range = query.key_range();
     let mut conds: Vec<&'static str> = Vec::new();
@@ -316,7 +315,7 @@ fn page_sql(sql: &TableSql, query: &Query) -> Option<(String, Vec<String>)> {
         }
         if let Some(token) = &query.continuation {
             match token.next_partition_key().cmp(pk) {
-                Ordering::Greater => return None,
+                Ordering::Greater => conds.push("0"),
                 Ordering::Equal => {
                     conds.push("rk >= ?");
                     args.push(token.next_row_key().to_owned());
@@ -339,28 +338,28 @@ fn page_sql(sql: &TableSql, query: &Query) -> Option<(String, Vec<String>)> {
         text.push_str(&conds.join(" AND "));
     }
     text.push_str(" ORDER BY pk, rk");
-    Some((text, args))
+    (text, args)
 }
 
 fn query_page(conn: &Connection, sql: &TableSql, table: &str, query: &Query) -> Result<Page> {
-    let Some((text, args)) = page_sql(sql, query) else {
-        return Ok(Page::default());
-    };
+    let (text, args) = page_sql(sql, query);
     let mut stmt = conn.prepare_cached(&text).map_err(table_error(table))?;
     let mut rows = stmt
         .query(rusqlite::params_from_iter(args.iter()))
-        .map_err(sqlite_error)?;
+        .map_err(table_error(table))?;
     let mut collector = PageCollector::new(query);
-    while let Some(row) = rows.next().map_err(sqlite_error)? {
+    while let Some(row) = rows.next().map_err(table_error(table))? {
         let entity = Entity {
-            partition_key: row.get(0).map_err(sqlite_error)?,
-            row_key: row.get(1).map_err(sqlite_error)?,
-            timestamp: DateTime::from_timestamp_micros(row.get(2).map_err(sqlite_error)?),
-            etag: Some(ETag::new(row.get::<_, String>(3).map_err(sqlite_error)?)),
+            partition_key: row.get(0).map_err(table_error(table))?,
+            row_key: row.get(1).map_err(table_error(table))?,
+            timestamp: DateTime::from_timestamp_micros(row.get(2).map_err(table_error(table))?),
+            etag: Some(ETag::new(
+                row.get::<_, String>(3).map_err(table_error(table))?,
+            )),
             properties: codec::decode(
                 row.get_ref(4)
                     .and_then(|v| v.as_blob().map_err(Into::into))
-                    .map_err(sqlite_error)?,
+                    .map_err(table_error(table))?,
             )?,
         };
         if collector.offer(entity).is_break() {
@@ -417,9 +416,7 @@ impl SqliteStore {
         query.check()?;
         let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
         self.run(move |conn| {
-            let Some((text, args)) = page_sql(&sql, &query) else {
-                return Ok(Vec::new());
-            };
+            let (text, args) = page_sql(&sql, &query);
             let mut stmt = conn
                 .prepare(&format!("EXPLAIN QUERY PLAN {text}"))
                 .map_err(table_error(&table))?;

@@ -1,0 +1,134 @@
+//! The typed filter builder: `prop("Age").ge(30) & !prop("Dept").eq("HR")`.
+
+use std::ops::{BitAnd, BitOr, Not};
+
+use super::{CompareOp, Filter};
+use crate::model::{PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
+
+/// A property to compare, made by [`prop`], [`partition_key`], [`row_key`] or
+/// [`timestamp`]; each comparison method returns a [`Filter`].
+///
+/// ```
+/// use tablekit_core::filter::prop;
+///
+/// let age = prop("Age");
+/// let thirties = age.ge(30) & age.lt(40);
+/// assert_eq!(thirties.to_string(), "Age ge 30 and Age lt 40");
+/// ```
+#[derive(Clone, Debug)]
+pub struct Property {
+    name: String,
+}
+
+/// The property `name` (a user property, or a system property by its name).
+///
+/// The name is not checked here; the query layer checks it with
+/// [`check_selectable_name`](crate::limits::check_selectable_name).
+pub fn prop(name: impl Into<String>) -> Property {
+    Property { name: name.into() }
+}
+
+/// The `PartitionKey` system property.
+pub fn partition_key() -> Property {
+    prop(PARTITION_KEY)
+}
+
+/// The `RowKey` system property.
+pub fn row_key() -> Property {
+    prop(ROW_KEY)
+}
+
+/// The `Timestamp` system property.
+pub fn timestamp() -> Property {
+    prop(TIMESTAMP)
+}
+
+impl Property {
+    /// The property's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `self op value`.
+    pub fn compare(&self, op: CompareOp, value: impl Into<Value>) -> Filter {
+        Filter::Compare {
+            property: self.name.clone(),
+            op,
+            value: value.into(),
+        }
+    }
+
+    /// `self eq value`.
+    pub fn eq(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Eq, value)
+    }
+
+    /// `self ne value`.
+    pub fn ne(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Ne, value)
+    }
+
+    /// `self gt value`.
+    pub fn gt(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Gt, value)
+    }
+
+    /// `self ge value`.
+    pub fn ge(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Ge, value)
+    }
+
+    /// `self lt value`.
+    pub fn lt(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Lt, value)
+    }
+
+    /// `self le value`.
+    pub fn le(&self, value: impl Into<Value>) -> Filter {
+        self.compare(CompareOp::Le, value)
+    }
+}
+
+impl Filter {
+    /// `self and other`.
+    pub fn and(self, other: Filter) -> Filter {
+        Filter::And(Box::new(self), Box::new(other))
+    }
+
+    /// `self or other`.
+    pub fn or(self, other: Filter) -> Filter {
+        Filter::Or(Box::new(self), Box::new(other))
+    }
+
+    /// `not (self)`; the same as `!self`.
+    pub fn negate(self) -> Filter {
+        Filter::Not(Box::new(self))
+    }
+}
+
+/// `a & b` is `a.and(b)`.
+impl BitAnd for Filter {
+    type Output = Filter;
+
+    fn bitand(self, other: Filter) -> Filter {
+        self.and(other)
+    }
+}
+
+/// `a | b` is `a.or(b)`.
+impl BitOr for Filter {
+    type Output = Filter;
+
+    fn bitor(self, other: Filter) -> Filter {
+        self.or(other)
+    }
+}
+
+/// `!a` is `a.negate()`.
+impl Not for Filter {
+    type Output = Filter;
+
+    fn not(self) -> Filter {
+        self.negate()
+    }
+}

@@ -1,0 +1,93 @@
+//! Filter evaluation against an entity, following the comparison rules in the
+//! [module docs](crate::filter).
+
+use std::cmp::Ordering;
+
+use super::{CompareOp, Filter};
+use crate::model::{Entity, PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
+
+impl Filter {
+    /// Whether `entity` satisfies the filter, by the rules in the
+    /// [module docs](crate::filter): a comparison holds only when the property exists
+    /// with the literal's type and the values compare as the operator asks.
+    ///
+    /// ```
+    /// use tablekit_core::{Entity, filter::prop};
+    ///
+    /// let jun = Entity::new("Sales", "empid_000123").with("Age", 47);
+    /// assert!((prop("Age").ge(30) & prop("PartitionKey").eq("Sales")).matches(&jun));
+    /// assert!(!prop("Age").ge(30i64).matches(&jun)); // Int32 property, Int64 literal
+    /// assert!(!prop("Dept").ne("HR").matches(&jun)); // absent property
+    /// ```
+    pub fn matches(&self, entity: &Entity) -> bool {
+        match self {
+            Filter::Compare {
+                property,
+                op,
+                value,
+            } => compare_property(entity, property, *op, value),
+            Filter::And(left, right) => left.matches(entity) && right.matches(entity),
+            Filter::Or(left, right) => left.matches(entity) || right.matches(entity),
+            Filter::Not(operand) => !operand.matches(entity),
+        }
+    }
+
+    /// The number of comparisons in the filter (the table service allows at most
+    /// [`MAX_FILTER_COMPARISONS`](crate::limits::MAX_FILTER_COMPARISONS) in one query).
+    pub fn comparisons(&self) -> usize {
+        match self {
+            Filter::Compare { .. } => 1,
+            Filter::And(left, right) | Filter::Or(left, right) => {
+                left.comparisons() + right.comparisons()
+            }
+            Filter::Not(operand) => operand.comparisons(),
+        }
+    }
+}
+
+fn compare_property(entity: &Entity, property: &str, op: CompareOp, literal: &Value) -> bool {
+    match (property, literal) {
+        (PARTITION_KEY, Value::String(s)) => holds(entity.partition_key.as_str(), op, s.as_str()),
+        (ROW_KEY, Value::String(s)) => holds(entity.row_key.as_str(), op, s.as_str()),
+        (PARTITION_KEY | ROW_KEY, _) => false,
+        (TIMESTAMP, Value::DateTime(t)) => entity
+            .timestamp
+            .as_ref()
+            .is_some_and(|stored| holds(stored, op, t)),
+        (TIMESTAMP, _) => false,
+        (name, literal) => entity
+            .get(name)
+            .is_some_and(|stored| compare_values(stored, op, literal)),
+    }
+}
+
+/// `stored op literal` for two values of the same type; false for different types.
+fn compare_values(stored: &Value, op: CompareOp, literal: &Value) -> bool {
+    match (stored, literal) {
+        (Value::String(a), Value::String(b)) => holds(a.as_str(), op, b.as_str()),
+        (Value::Int32(a), Value::Int32(b)) => holds(a, op, b),
+        (Value::Int64(a), Value::Int64(b)) => holds(a, op, b),
+        (Value::Double(a), Value::Double(b)) => holds(a, op, b),
+        (Value::Boolean(a), Value::Boolean(b)) => holds(a, op, b),
+        (Value::DateTime(a), Value::DateTime(b)) => holds(a, op, b),
+        (Value::Guid(a), Value::Guid(b)) => holds(a, op, b),
+        (Value::Binary(a), Value::Binary(b)) => holds(a.as_slice(), op, b.as_slice()),
+        _ => false,
+    }
+}
+
+/// `a op b` by `PartialOrd`; false for every operator, `ne` included, when the two are
+/// unordered (a Double NaN on either side).
+fn holds<T: PartialOrd + ?Sized>(a: &T, op: CompareOp, b: &T) -> bool {
+    let Some(order) = a.partial_cmp(b) else {
+        return false;
+    };
+    match op {
+        CompareOp::Eq => order == Ordering::Equal,
+        CompareOp::Ne => order != Ordering::Equal,
+        CompareOp::Gt => order == Ordering::Greater,
+        CompareOp::Ge => order != Ordering::Less,
+        CompareOp::Lt => order == Ordering::Less,
+        CompareOp::Le => order != Ordering::Greater,
+    }
+}
