@@ -375,6 +375,24 @@ pub fn check_selectable_name(name: &str) -> Result<(), Violation> {
     }
 }
 
+/// Checks a point read: the table name, both keys and every projected name.
+///
+/// # Errors
+/// The first [`Violation`] found.
+pub fn check_point_read(
+    table: &str,
+    partition_key: &str,
+    row_key: &str,
+    select: Option<&[&str]>,
+) -> Result<(), Violation> {
+    check_table_name(table)?;
+    check_keys(partition_key, row_key)?;
+    select
+        .into_iter()
+        .flatten()
+        .try_for_each(|name| check_selectable_name(name))
+}
+
 /// The size of a value as the table service counts it.
 pub fn value_size(value: &Value) -> usize {
     match value {

@@ -133,11 +133,7 @@ impl TableStore for MemoryStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        limits::check_table_name(table)?;
-        limits::check_keys(partition_key, row_key)?;
-        for name in select.into_iter().flatten() {
-            limits::check_selectable_name(name)?;
-        }
+        limits::check_point_read(table, partition_key, row_key, select)?;
         let tables = self.read();
         let rows = &tables
             .get(&table.to_ascii_lowercase())
