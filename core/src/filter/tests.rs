@@ -240,7 +240,7 @@ fn an_unknown_operator_is_reported_with_the_operator_list() {
 }
 
 #[test]
-fn an_unterminated_string_points_at_its_opening_quote() {
+fn an_unterminated_string_names_the_column_where_it_opens() {
     assert_error(
         "Name eq 'abc",
         13,
