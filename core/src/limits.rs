@@ -258,7 +258,11 @@ fn shorten(value: &str) -> String {
 }
 
 fn utf16_len(s: &str) -> usize {
-    s.chars().map(char::len_utf16).sum()
+    if s.is_ascii() {
+        s.len()
+    } else {
+        s.chars().map(char::len_utf16).sum()
+    }
 }
 
 fn forbidden_in_key(c: char) -> bool {
@@ -279,6 +283,13 @@ pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
             length,
             max: MAX_KEY_CHARS,
         });
+    }
+    if value.is_ascii()
+        && !value
+            .bytes()
+            .any(|b| matches!(b, b'/' | b'\\' | b'#' | b'?') || b.is_ascii_control())
+    {
+        return Ok(());
     }
     if let Some((position, character)) = value
         .chars()
@@ -336,6 +347,17 @@ pub fn check_table_name(name: &str) -> Result<(), Violation> {
 /// # Errors
 /// [`Violation::PropertyName`].
 pub fn check_property_name(name: &str) -> Result<(), Violation> {
+    let bytes = name.as_bytes();
+    if name.is_ascii()
+        && (1..=MAX_PROPERTY_NAME_CHARS).contains(&bytes.len())
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes[1..]
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        && ![PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name)
+    {
+        return Ok(());
+    }
     let mut chars = name.chars();
     let reason = match chars.next() {
         None => Some("a property name may not be empty"),
@@ -407,12 +429,17 @@ pub fn value_size(value: &Value) -> usize {
 
 /// The size of an entity as the table service counts it (see the module docs).
 pub fn entity_size(entity: &Entity) -> usize {
-    4 + 2 * (utf16_len(&entity.partition_key) + utf16_len(&entity.row_key))
+    key_size(&entity.partition_key, &entity.row_key)
         + entity
             .properties
             .iter()
-            .map(|(name, value)| 8 + 2 * utf16_len(name) + value_size(value))
+            .map(|(name, value)| property_size(name, value_size(value)))
             .sum::<usize>()
+}
+
+/// What one property adds to an entity's size, given its value's size.
+fn property_size(name: &str, value_size: usize) -> usize {
+    8 + 2 * utf16_len(name) + value_size
 }
 
 /// The size of a key pair alone (what a delete sends).
@@ -421,6 +448,12 @@ pub fn key_size(partition_key: &str, row_key: &str) -> usize {
 }
 
 fn datetime_range() -> (DateTime<Utc>, DateTime<Utc>) {
+    static RANGE: std::sync::LazyLock<(DateTime<Utc>, DateTime<Utc>)> =
+        std::sync::LazyLock::new(compute_datetime_range);
+    *RANGE
+}
+
+fn compute_datetime_range() -> (DateTime<Utc>, DateTime<Utc>) {
     // Both instants are valid calendar dates, so `single()` always has a value.
     let min = Utc
         .with_ymd_and_hms(1601, 1, 1, 0, 0, 0)
@@ -441,14 +474,21 @@ fn datetime_range() -> (DateTime<Utc>, DateTime<Utc>) {
 /// [`Violation::PropertyName`], [`Violation::PropertyTooLarge`] or
 /// [`Violation::DateTimeOutOfRange`].
 pub fn check_property(name: &str, value: &Value) -> Result<(), Violation> {
+    checked_property_size(name, value).map(drop)
+}
+
+/// Checks one property as [`check_property`] does and returns what it adds to the
+/// entity's size, walking the name and the value once.
+fn checked_property_size(name: &str, value: &Value) -> Result<usize, Violation> {
     check_property_name(name)?;
+    let size = value_size(value);
     match value {
         Value::String(_) | Value::Binary(_) => {
-            let size = value_size(value) - 4;
-            if size > MAX_PROPERTY_BYTES {
+            let payload = size - 4;
+            if payload > MAX_PROPERTY_BYTES {
                 return Err(Violation::PropertyTooLarge {
                     property: name.to_owned(),
-                    size,
+                    size: payload,
                     max: MAX_PROPERTY_BYTES,
                 });
             }
@@ -464,7 +504,7 @@ pub fn check_property(name: &str, value: &Value) -> Result<(), Violation> {
         }
         _ => {}
     }
-    Ok(())
+    Ok(property_size(name, size))
 }
 
 /// Checks a whole entity before it is written: keys, property count, every property and
@@ -473,6 +513,14 @@ pub fn check_property(name: &str, value: &Value) -> Result<(), Violation> {
 /// # Errors
 /// The first [`Violation`] found.
 pub fn check_entity(entity: &Entity) -> Result<(), Violation> {
+    check_entity_sized(entity).map(drop)
+}
+
+/// As [`check_entity`], returning the entity's size.
+///
+/// # Errors
+/// The first [`Violation`] found.
+pub fn check_entity_sized(entity: &Entity) -> Result<usize, Violation> {
     check_keys(&entity.partition_key, &entity.row_key)?;
     if entity.properties.len() > MAX_USER_PROPERTIES {
         return Err(Violation::TooManyProperties {
@@ -482,10 +530,10 @@ pub fn check_entity(entity: &Entity) -> Result<(), Violation> {
             max: MAX_USER_PROPERTIES,
         });
     }
+    let mut size = key_size(&entity.partition_key, &entity.row_key);
     for (name, value) in &entity.properties {
-        check_property(name, value)?;
+        size += checked_property_size(name, value)?;
     }
-    let size = entity_size(entity);
     if size > MAX_ENTITY_BYTES {
         return Err(Violation::EntityTooLarge {
             partition_key: shorten(&entity.partition_key),
@@ -494,7 +542,7 @@ pub fn check_entity(entity: &Entity) -> Result<(), Violation> {
             max: MAX_ENTITY_BYTES,
         });
     }
-    Ok(())
+    Ok(size)
 }
 
 #[cfg(test)]

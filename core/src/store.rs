@@ -202,7 +202,14 @@ impl Batch {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(self.ops.len());
         let mut size = 0;
         for (index, op) in self.ops.iter().enumerate() {
-            op.check().map_err(|v| v.in_batch(index))?;
+            let op_size = match op.entity() {
+                Some(e) => limits::check_entity_sized(e),
+                None => {
+                    let (pk, rk) = op.key();
+                    limits::check_keys(pk, rk).map(|()| limits::key_size(pk, rk))
+                }
+            }
+            .map_err(|v| v.in_batch(index))?;
             let (pk, rk) = op.key();
             if pk != partition {
                 return Err(Violation::BatchMixedPartitions {
@@ -219,7 +226,7 @@ impl Batch {
                 });
             }
             seen.insert(rk, index);
-            size += op.size();
+            size += op_size;
         }
         if size > MAX_BATCH_BYTES {
             return Err(Violation::BatchTooLarge {
