@@ -40,7 +40,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use filter::{CompareOp, Filter, ParseError};
 pub use limits::Violation;
 pub use memory::MemoryStore;
-pub use model::{EdmType, ETag, Entity, IfMatch, Properties, Value};
+pub use model::{ETag, EdmType, Entity, IfMatch, Properties, Value};
 pub use query::{ContinuationToken, Page, Query, QueryClass};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
