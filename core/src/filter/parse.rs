@@ -39,7 +39,7 @@ impl Filter {
     /// # Errors
     /// A [`ParseError`] at the first token that does not fit the grammar (see the
     /// [module docs](crate::filter)), including literals out of their type's range and
-    /// filters nested more than [`MAX_NESTING`](crate::filter::MAX_NESTING) levels deep.
+    /// filters nested more than [`MAX_NESTING`] levels deep.
     pub fn parse(input: &str) -> Result<Filter, ParseError> {
         let mut parser = Parser::new(input);
         let node = parser.or_expr()?;
