@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The tablekit test command: every test of the workspace with every feature enabled
-# (unit, integration, conformance, property, multi-process and doc tests).
+# (unit, integration, conformance, property, multi-process and doc tests), ending with
+# one line that totals every test binary's result.
 #
 # Tests that need a service (RabbitMQ, Azurite) find it through AMQP_URL / the Azurite
 # settings, else the local service, else they report a clear skip; under CI=true a
@@ -8,4 +9,16 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-cargo test --workspace --all-features "$@"
+log=$(mktemp)
+trap 'rm -f "$log"' EXIT
+
+cargo test --workspace --all-features "$@" 2>&1 | tee "$log"
+
+awk '/^test result:/ {
+        for (i = 1; i <= NF; i++) {
+            if ($(i+1) ~ /^passed/) passed += $i
+            if ($(i+1) ~ /^failed/) failed += $i
+            if ($(i+1) ~ /^ignored/) ignored += $i
+        }
+     }
+     END { printf "%d passed, %d failed, %d skipped\n", passed, failed, ignored }' "$log"
