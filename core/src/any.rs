@@ -31,6 +31,8 @@ impl AnyStore {
     /// own errors when it cannot open.
     pub async fn connect(connection: &str) -> Result<Self> {
         let (scheme, rest) = connection.split_once(':').unwrap_or(("sqlite", connection));
+        #[cfg(not(feature = "sqlite"))]
+        let _ = rest; // only the SQLite scheme has a path
         match scheme {
             "memory" => Ok(AnyStore::Memory(MemoryStore::new())),
             #[cfg(feature = "sqlite")]

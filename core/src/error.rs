@@ -91,6 +91,9 @@ pub enum Error {
     /// A `$filter` string could not be parsed.
     #[error(transparent)]
     Filter(#[from] ParseError),
+    /// A value could not be encoded as a key, or a key decoded.
+    #[error(transparent)]
+    Key(#[from] crate::keys::KeyError),
     /// A continuation token could not be decoded.
     #[error("invalid continuation token: {reason}")]
     InvalidContinuation {
@@ -141,7 +144,8 @@ impl Error {
             Error::Limit(_)
             | Error::Filter(_)
             | Error::InvalidContinuation { .. }
-            | Error::InvalidConnection { .. } => ErrorKind::InvalidInput,
+            | Error::InvalidConnection { .. }
+            | Error::Key(_) => ErrorKind::InvalidInput,
             Error::Batch { source, .. } => source.kind(),
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,

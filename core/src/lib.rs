@@ -27,6 +27,7 @@ pub mod conformance;
 pub mod error;
 pub mod fault;
 pub mod filter;
+pub mod keys;
 pub mod limits;
 pub mod memory;
 pub mod model;
