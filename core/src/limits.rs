@@ -284,13 +284,6 @@ pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
             max: MAX_KEY_CHARS,
         });
     }
-    if value.is_ascii()
-        && !value
-            .bytes()
-            .any(|b| matches!(b, b'/' | b'\\' | b'#' | b'?') || b.is_ascii_control())
-    {
-        return Ok(());
-    }
     if let Some((position, character)) = value
         .chars()
         .enumerate()
@@ -347,21 +340,14 @@ pub fn check_table_name(name: &str) -> Result<(), Violation> {
 /// # Errors
 /// [`Violation::PropertyName`].
 pub fn check_property_name(name: &str) -> Result<(), Violation> {
-    let bytes = name.as_bytes();
-    if name.is_ascii()
-        && (1..=MAX_PROPERTY_NAME_CHARS).contains(&bytes.len())
-        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
-        && bytes[1..]
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
-        && ![PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name)
-    {
-        return Ok(());
-    }
     let mut chars = name.chars();
     let reason = match chars.next() {
         None => Some("a property name may not be empty"),
-        Some(_) if name.chars().count() > MAX_PROPERTY_NAME_CHARS => {
+        // A name of at most 255 bytes has at most 255 characters: count only longer ones.
+        Some(_)
+            if name.len() > MAX_PROPERTY_NAME_CHARS
+                && name.chars().count() > MAX_PROPERTY_NAME_CHARS =>
+        {
             Some("a property name has at most 255 characters")
         }
         Some(first) if !(first.is_alphabetic() || first == '_') => {

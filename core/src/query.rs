@@ -425,12 +425,6 @@ impl<'q> PageCollector<'q> {
         }
     }
 
-    /// Whether an entity with these keys would need to be looked at all (it matches the
-    /// filter once its properties are known). Lets a backend skip decoding.
-    pub fn wants_properties(&self) -> bool {
-        self.filter.is_some() || self.page.entities.len() < self.limit
-    }
-
     /// Offers the next entity in key order; `Break` once the page is complete.
     pub fn offer(&mut self, mut entity: Entity) -> ControlFlow<()> {
         if let Some(filter) = self.filter

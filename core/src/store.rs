@@ -70,11 +70,20 @@ impl WriteOp {
     /// # Errors
     /// The first [`Violation`] found.
     pub fn check(&self) -> Result<(), Violation> {
+        self.checked_size().map(drop)
+    }
+
+    /// Checks the operation as [`check`](Self::check) does and returns its
+    /// [`size`](Self::size), walking the entity once.
+    ///
+    /// # Errors
+    /// The first [`Violation`] found.
+    pub fn checked_size(&self) -> Result<usize, Violation> {
         match self.entity() {
-            Some(e) => limits::check_entity(e),
+            Some(e) => limits::check_entity_sized(e),
             None => {
                 let (pk, rk) = self.key();
-                limits::check_keys(pk, rk)
+                limits::check_keys(pk, rk).map(|()| limits::key_size(pk, rk))
             }
         }
     }
@@ -202,14 +211,7 @@ impl Batch {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(self.ops.len());
         let mut size = 0;
         for (index, op) in self.ops.iter().enumerate() {
-            let op_size = match op.entity() {
-                Some(e) => limits::check_entity_sized(e),
-                None => {
-                    let (pk, rk) = op.key();
-                    limits::check_keys(pk, rk).map(|()| limits::key_size(pk, rk))
-                }
-            }
-            .map_err(|v| v.in_batch(index))?;
+            let op_size = op.checked_size().map_err(|v| v.in_batch(index))?;
             let (pk, rk) = op.key();
             if pk != partition {
                 return Err(Violation::BatchMixedPartitions {
