@@ -20,14 +20,19 @@
 //! ```
 
 pub use tablekit_core as core;
+pub use tablekit_core::typed;
 pub use tablekit_core::{Entity, Error, ErrorKind, Result, Value};
 pub use tablekit_patterns as patterns;
 pub use tablekit_workers as workers;
 
 #[cfg(feature = "derive")]
 pub use tablekit_derive as derive;
+#[cfg(feature = "derive")]
+pub use tablekit_derive::{Entity, EntityKind, Projection};
 
 /// The names most applications need, in one `use`.
 pub mod prelude {
     pub use tablekit_core::prelude::*;
+    #[cfg(feature = "derive")]
+    pub use tablekit_derive::{Entity, EntityKind, Projection};
 }

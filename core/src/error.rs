@@ -27,6 +27,9 @@ pub enum ErrorKind {
     InvalidInput,
     /// The request is over a size limit (entity, property, batch).
     TooLarge,
+    /// A stored entity does not read as the type asked for (a missing property, another
+    /// type, another kind, a newer version).
+    InvalidData,
     /// The store is busy or unreachable for now; the same request may succeed later.
     Transient,
     /// Anything else a backend reported.
@@ -94,6 +97,19 @@ pub enum Error {
     /// A value could not be encoded as a key, or a key decoded.
     #[error(transparent)]
     Key(#[from] crate::keys::KeyError),
+    /// A field of a typed entity could not be written or read.
+    #[error(transparent)]
+    Field(#[from] crate::typed::FieldError),
+    /// A name (an index, an index entity) the entity type does not declare.
+    #[error("{type_name} declares no {what} `{name}`")]
+    Undeclared {
+        /// The entity type.
+        type_name: &'static str,
+        /// What was looked up.
+        what: &'static str,
+        /// The name.
+        name: String,
+    },
     /// A continuation token could not be decoded.
     #[error("invalid continuation token: {reason}")]
     InvalidContinuation {
@@ -145,7 +161,12 @@ impl Error {
             | Error::Filter(_)
             | Error::InvalidContinuation { .. }
             | Error::InvalidConnection { .. }
+            | Error::Undeclared { .. }
             | Error::Key(_) => ErrorKind::InvalidInput,
+            Error::Field(e) => match e.direction {
+                crate::typed::Direction::Write => ErrorKind::InvalidInput,
+                crate::typed::Direction::Read => ErrorKind::InvalidData,
+            },
             Error::Batch { source, .. } => source.kind(),
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,

@@ -63,6 +63,43 @@ pub enum KeyError {
         /// The offending character.
         character: char,
     },
+    /// A key-template format that does not apply to the value's type.
+    #[error("format `{format}` does not apply to a {type_name} value")]
+    Format {
+        /// The format, as written in a template (`06`, `hash4`, `ticks_desc`).
+        format: String,
+        /// The value's type.
+        type_name: &'static str,
+    },
+    /// A key template names a field for which no value was given.
+    #[error("key template `{template}` needs a value for `{field}`")]
+    MissingField {
+        /// The template.
+        template: String,
+        /// The field.
+        field: String,
+    },
+    /// A field's value could not be written into its key template.
+    #[error("key template `{template}`, field `{field}`: {source}")]
+    Field {
+        /// The template.
+        template: String,
+        /// The field.
+        field: String,
+        /// Why.
+        #[source]
+        source: Box<KeyError>,
+    },
+    /// A key range over a field whose key text does not sort as its values do.
+    #[error("no key range over `{field}` in `{template}`: {reason}")]
+    Unordered {
+        /// The template.
+        template: String,
+        /// The field.
+        field: String,
+        /// Why the order is not kept.
+        reason: &'static str,
+    },
     /// A key that does not have the shape expected.
     #[error("key `{key}` is not {expected}")]
     Malformed {

@@ -35,6 +35,7 @@ pub mod query;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
+pub mod typed;
 
 pub use any::AnyStore;
 pub use error::{Error, ErrorKind, Result};
@@ -58,4 +59,5 @@ pub mod prelude {
     #[cfg(feature = "sqlite")]
     pub use crate::sqlite::SqliteStore;
     pub use crate::store::{Batch, TableStore, WriteOp};
+    pub use crate::typed::{EntityKinds, EntityType, Projection, Record, Stored, Table};
 }

@@ -265,7 +265,9 @@ fn utf16_len(s: &str) -> usize {
     }
 }
 
-fn forbidden_in_key(c: char) -> bool {
+/// Whether a character may not appear in a PartitionKey or RowKey: `/ \ # ?` and control
+/// characters.
+pub fn forbidden_in_key(c: char) -> bool {
     matches!(c, '/' | '\\' | '#' | '?') || c.is_control()
 }
 

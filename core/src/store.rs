@@ -240,6 +240,74 @@ impl Batch {
     }
 }
 
+/// An entity group transaction planned by [`plan_batches`], with the position of each of
+/// its operations in the planner's input.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct PlannedBatch {
+    /// The batch, ready to submit.
+    pub batch: Batch,
+    /// For each operation of the batch, its index in the planner's input.
+    pub inputs: Vec<usize>,
+}
+
+/// Plans writes into entity group transactions: grouped by partition (in the order the
+/// partitions first appear, each partition's writes kept in their order), at most 100
+/// operations and 4 MiB per batch. A second write to an entity already in the batch being
+/// filled starts the next batch, so every write applies in input order.
+///
+/// # Errors
+/// The first invalid operation's [`Violation`], naming its input index; nothing is planned.
+pub fn plan_batches(ops: impl IntoIterator<Item = WriteOp>) -> Result<Vec<PlannedBatch>, Violation> {
+    struct Filling {
+        planned: PlannedBatch,
+        size: usize,
+        rows: std::collections::HashSet<String>,
+    }
+    let mut done: Vec<(usize, PlannedBatch)> = Vec::new();
+    let mut filling: Vec<Filling> = Vec::new();
+    let mut partitions: HashMap<String, usize> = HashMap::new();
+    let mut order = 0usize;
+    for (input, op) in ops.into_iter().enumerate() {
+        let size = op.checked_size().map_err(|v| v.in_batch(input))?;
+        let (pk, rk) = op.key();
+        let slot = match partitions.get(pk) {
+            Some(&slot) => slot,
+            None => {
+                partitions.insert(pk.to_owned(), filling.len());
+                filling.push(Filling {
+                    planned: PlannedBatch::default(),
+                    size: 0,
+                    rows: std::collections::HashSet::new(),
+                });
+                filling.len() - 1
+            }
+        };
+        let current = &mut filling[slot];
+        if current.planned.batch.len() == MAX_BATCH_OPERATIONS
+            || current.size + size > MAX_BATCH_BYTES
+            || current.rows.contains(rk)
+        {
+            let full = std::mem::take(&mut current.planned);
+            done.push((order, full));
+            order += 1;
+            current.size = 0;
+            current.rows.clear();
+        }
+        current.rows.insert(rk.to_owned());
+        current.size += size;
+        current.planned.inputs.push(input);
+        current.planned.batch.push(op);
+    }
+    for current in filling {
+        if !current.planned.batch.is_empty() {
+            done.push((order, current.planned));
+            order += 1;
+        }
+    }
+    done.sort_by_key(|(order, _)| *order);
+    Ok(done.into_iter().map(|(_, planned)| planned).collect())
+}
+
 impl FromIterator<WriteOp> for Batch {
     fn from_iter<I: IntoIterator<Item = WriteOp>>(iter: I) -> Self {
         Batch {

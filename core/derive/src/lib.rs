@@ -1,5 +1,265 @@
-//! `#[derive(Entity)]` for tablekit: entity types, key templates and index declarations.
+//! `#[derive(Entity)]`, `#[derive(EntityKind)]` and `#[derive(Projection)]` for tablekit.
+//! Applications use them through `tablekit` (feature `derive`, on by default).
 //!
-//! The derive is delivered with its own issue; this crate holds its place in the workspace
-//! so that the dependency direction (derive → core ← patterns ← workers ← facade) is fixed
-//! from the start.
+//! Each derive parses its attributes, checks the whole declaration (collecting every
+//! mistake, each reported on the attribute or field at fault), then generates the trait
+//! impls and a static [`Schema`](../tablekit/typed/struct.Schema.html) inside
+//! `const _: () = { … }`, naming tablekit by absolute path (`::tablekit`, or the path given
+//! by `#[entity(crate = "…")]`).
+
+mod attr;
+mod ctxt;
+mod expand;
+mod kinds;
+
+use proc_macro::TokenStream;
+use syn::{DeriveInput, parse_macro_input};
+
+/// Declares an entity type: its table, kind, version, key templates, fields, and the
+/// indexes, index entities, blob fields and denormalised fields the pattern modules keep.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", kind = "Employee", version = 1,
+///          partition_key = "{department}", row_key = "empid_{id:06}")]
+/// #[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+/// #[index(name = "by_email", table = "EmployeesByEmail", partition_key = "email_{department}", row_key = "{email}")]
+/// #[index_entity(name = "last_name", key = "{last_name}")]
+/// struct Employee {
+///     department: String,
+///     id: u32,
+///     first_name: String,
+///     last_name: String,
+///     age: i32,
+///     email: String,
+///     #[entity(blob)]
+///     photo: Option<Vec<u8>>,
+/// }
+///
+/// let jun = Employee {
+///     department: "Sales".into(), id: 123, first_name: "Jun".into(),
+///     last_name: "Cao".into(), age: 34, email: "jun@contoso.com".into(), photo: None,
+/// };
+/// assert_eq!(jun.row_key()?, "empid_000123");
+/// assert_eq!(jun.index_keys("email")?, Some(("Sales".into(), "email_jun@contoso.com".into())));
+/// let entity = jun.to_entity()?;
+/// assert_eq!(entity.get("EntityKind"), Some(&Value::from("Employee")));
+/// assert_eq!(Employee::from_entity(entity)?.value, jun);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[entity(...)]` on the struct
+///
+/// | key | value | default |
+/// | --- | --- | --- |
+/// | `table` | the table name (3–63 letters and digits, starting with a letter) | required |
+/// | `partition_key` | the PartitionKey template | required |
+/// | `row_key` | the RowKey template | required |
+/// | `kind` | the kind recorded on every entity | the type's name |
+/// | `version` | the type's version, 1 or more | `1` |
+/// | `kind_property` | the property holding the kind | `"EntityKind"` |
+/// | `version_property` | the property holding the version | `"EntityVersion"` |
+/// | `rename_all` | `"PascalCase"`, `"camelCase"`, `"snake_case"`, `"lowercase"` or `"UPPERCASE"`: how field names become property names | field names as written |
+/// | `upcast` | a `fn(&mut Entity, from_version: u32) -> Result<(), E: Display>` that upgrades an older stored version before its fields are read | none: older versions are read as they are |
+/// | `crate` | the path of the `tablekit` crate, for a renamed dependency (`crate = "tk"`) | `::tablekit` |
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// // Version 2 split `name` into first and last name; version 1 entities are upgraded on read.
+/// fn upgrade(entity: &mut Entity, from: u32) -> Result<(), String> {
+///     if from == 1 {
+///         let name = entity.remove("Name").and_then(|v| v.as_str().map(str::to_owned)).ok_or("no Name")?;
+///         let (first, last) = name.split_once(' ').ok_or("Name has no space")?;
+///         entity.set("FirstName", first);
+///         entity.set("LastName", last);
+///     }
+///     Ok(())
+/// }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "People", version = 2, partition_key = "people", row_key = "{id}",
+///          rename_all = "PascalCase", upcast = upgrade)]
+/// struct Person { id: String, first_name: String, last_name: String }
+///
+/// let old = Entity::new("people", "p1").with("Id", "p1").with("Name", "Ada Lovelace").with("EntityVersion", 1);
+/// let read = Person::from_entity(old)?;
+/// assert_eq!(read.upgraded_from, Some(1));
+/// assert_eq!(read.last_name, "Lovelace");
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # Key templates
+///
+/// Literal text with fields in braces: `{field}` (the value's text), `{field:06}` (an
+/// unsigned integer zero padded to 6 digits, so the keys sort numerically), `{field:hash4}`
+/// (the first 4 hex characters of the md5 of the value, to spread sequential keys across
+/// partitions), `{field:ticks_desc}` (a `DateTime<Utc>` as inverted .NET ticks, 19 digits,
+/// newest first), `{{` and `}}` for braces. Several fields with separators make compound
+/// keys. Checked at compile time: unknown fields, formats a field's type does not take
+/// (padding on a string or a signed integer), characters keys forbid (`/ \ # ?`, control
+/// characters), fields that are optional, skipped, json or blob, and fields following a
+/// variable-width field without a separator. Values are checked at run time against the
+/// key rules.
+///
+/// ```
+/// use tablekit::prelude::*;
+/// use chrono::{TimeZone, Utc};
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Logins", partition_key = "{user_id:hash4}_{user_id}", row_key = "{at:ticks_desc}_{device}")]
+/// struct Login { user_id: u64, at: chrono::DateTime<chrono::Utc>, device: String }
+///
+/// let login = Login { user_id: 42, at: Utc.with_ymd_and_hms(2024, 5, 1, 8, 0, 0).unwrap(), device: "pc".into() };
+/// assert_eq!(login.partition_key()?, "a1d0_42");
+/// assert_eq!(login.row_key()?.len(), 19 + 3);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[entity(...)]` on a field
+///
+/// | key | effect |
+/// | --- | --- |
+/// | `rename = "Name"` | the property's name |
+/// | `skip` | not stored; read back as `Default::default()` |
+/// | `default`, `default = "path"` | a missing property reads as `Default::default()` or `path()` |
+/// | `json` | a nested serde type stored as a JSON string property (`None`/`null` is an absent property) |
+/// | `blob` | content for the blob store (`Vec<u8>`, `String` or an `Option` of them); stored inline until the large-entity pattern offloads it |
+/// | `denormalized(from = "Kind", partition_key = "…", row_key = "…", property = "Prop", table = "…"?)` | a copy of property `Prop` of the `Kind` entity found at the keys the templates make from this entity's fields |
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(serde::Serialize, serde::Deserialize, Debug, PartialEq, Default)]
+/// struct Address { city: String }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "Departments", partition_key = "{name}", row_key = "department")]
+/// struct Department {
+///     name: String,
+///     #[entity(rename = "Mgr")]
+///     manager_id: u32,
+///     #[entity(denormalized(from = "Employee", partition_key = "{name}",
+///                           row_key = "empid_{manager_id:06}", property = "email"))]
+///     manager_email: String,
+///     #[entity(json, default)]
+///     address: Address,
+///     #[entity(skip)]
+///     cached: Option<u64>,
+/// }
+///
+/// let meta = Department::schema();
+/// assert_eq!(meta.field("manager_id").unwrap().property, "Mgr");
+/// assert_eq!(meta.denormalized[0].source_property, "email");
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[index(...)]`
+///
+/// A secondary index: a copy of the entity under other keys. `name`, `partition_key` and
+/// `row_key` are required; `table` puts the copies in another table; `properties = ["a",
+/// "b"]` limits what a copy carries; `when = path` (a `fn(&Self) -> bool`) makes the index
+/// sparse. With no `table` and the entity's own partition template the copies live in the
+/// entity's partition (written in its entity group transaction); their RowKeys must not be
+/// able to collide with the entity's, which a distinct literal prefix guarantees.
+///
+/// ```
+/// use tablekit::prelude::*;
+/// use tablekit::typed::IndexPlacement;
+///
+/// fn is_manager(e: &Staff) -> bool { e.grade >= 7 }
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Staff", partition_key = "{department}", row_key = "id_{id:06}")]
+/// #[index(name = "managers", partition_key = "{department}", row_key = "mgr_{id:06}", properties = ["id"], when = is_manager)]
+/// struct Staff { department: String, id: u32, grade: u8 }
+///
+/// let index = Staff::schema().index("managers").unwrap();
+/// assert_eq!(index.placement, IndexPlacement::SamePartition);
+/// assert!(index.sparse);
+/// let clerk = Staff { department: "Ops".into(), id: 1, grade: 3 };
+/// assert_eq!(clerk.index_keys("managers")?, None);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[index_entity(...)]`
+///
+/// An index entity: for each value of `key` (a template over the fields), the list of ids
+/// of the entities that have it. `storage = "partition"` (default: in the entity's
+/// partition, updated in its entity group transaction), `"table"` (in another partition, or
+/// in `table`, kept by the worker) or `"blob"` (one blob per value, kept by the worker).
+///
+/// ```
+/// use tablekit::prelude::*;
+/// use tablekit::typed::IndexEntityStorage;
+///
+/// #[derive(Entity)]
+/// #[entity(table = "People", partition_key = "{team}", row_key = "p_{id}")]
+/// #[index_entity(name = "last_name", key = "{last_name}", storage = "table", table = "PeopleByLastName")]
+/// struct Person { team: String, id: String, last_name: String }
+///
+/// let meta = Person::schema().index_entity("last_name").unwrap();
+/// assert_eq!(meta.storage, IndexEntityStorage::Table);
+/// ```
+#[proc_macro_derive(Entity, attributes(entity, index, index_entity))]
+pub fn derive_entity(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::entity(&input).unwrap_or_else(|errors| errors).into()
+}
+
+/// Reads the entity types that share a table into one enum, by the kind each entity
+/// records: the heterogeneous-table pattern.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "Org", partition_key = "{department}", row_key = "emp_{id}")]
+/// struct Employee { department: String, id: String }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "Org", partition_key = "{name}", row_key = "dept")]
+/// struct Department { name: String, employee_count: i32 }
+///
+/// #[derive(EntityKind, Debug, PartialEq)]
+/// enum Org {
+///     Employee(Employee),
+///     Department(Department),
+/// }
+///
+/// let entity = Department { name: "Sales".into(), employee_count: 3 }.to_entity()?;
+/// assert!(matches!(Org::from_entity(entity)?.value, Org::Department(_)));
+/// assert_eq!(Org::kinds(), ["Employee", "Department"]);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// Every variant must hold one entity type; all of them live in the same table and record
+/// their kind in the same property, with distinct kinds (checked at compile time). An
+/// entity of a kind no variant holds reads as an error naming the kinds expected.
+/// `#[entity(crate = "…")]` names a renamed `tablekit`.
+#[proc_macro_derive(EntityKind, attributes(entity))]
+pub fn derive_entity_kind(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    kinds::entity_kind(&input).unwrap_or_else(|errors| errors).into()
+}
+
+/// A typed projection: the subset of an entity's properties a query selects
+/// (`Table::select`). Fields take `rename`, `skip`, `default` and `json` as in
+/// `#[derive(Entity)]`; the struct takes `rename_all` and `crate`.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Projection, Debug, PartialEq)]
+/// #[entity(rename_all = "PascalCase")]
+/// struct Name { first_name: String, last_name: String }
+///
+/// assert_eq!(Name::PROPERTIES, ["FirstName", "LastName"]);
+/// ```
+#[proc_macro_derive(Projection, attributes(entity))]
+pub fn derive_projection(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    expand::projection(&input).unwrap_or_else(|errors| errors).into()
+}

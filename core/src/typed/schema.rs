@@ -1,0 +1,183 @@
+//! The static description of a derived entity type: its table, kind, version, keys, fields,
+//! and the indexes, index entities, blob fields and denormalised fields it declares. The
+//! pattern modules read it to maintain what the type declares.
+
+use crate::model::EdmType;
+
+use super::template::KeyTemplate;
+
+/// The static description of an entity type, built by `#[derive(Entity)]`.
+#[derive(Debug)]
+pub struct Schema {
+    /// The Rust type's name.
+    pub type_name: &'static str,
+    /// The table the entities live in.
+    pub table: &'static str,
+    /// The kind recorded on every entity.
+    pub kind: &'static str,
+    /// The version of the type, recorded on every entity.
+    pub version: u32,
+    /// The property holding the kind.
+    pub kind_property: &'static str,
+    /// The property holding the version.
+    pub version_property: &'static str,
+    /// The PartitionKey template.
+    pub partition_key: KeyTemplate,
+    /// The RowKey template.
+    pub row_key: KeyTemplate,
+    /// The fields, in declaration order.
+    pub fields: &'static [FieldMeta],
+    /// The declared secondary indexes.
+    pub indexes: &'static [IndexMeta],
+    /// The declared index entities.
+    pub index_entities: &'static [IndexEntityMeta],
+    /// The declared denormalised fields.
+    pub denormalized: &'static [DenormalizedMeta],
+}
+
+impl Schema {
+    /// A field by its Rust name.
+    pub fn field(&self, name: &str) -> Option<&FieldMeta> {
+        self.fields.iter().find(|f| f.name == name)
+    }
+
+    /// An index by name.
+    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
+        self.indexes.iter().find(|i| i.name == name)
+    }
+
+    /// An index entity by name.
+    pub fn index_entity(&self, name: &str) -> Option<&IndexEntityMeta> {
+        self.index_entities.iter().find(|i| i.name == name)
+    }
+
+    /// The blob fields.
+    pub fn blob_fields(&self) -> impl Iterator<Item = &FieldMeta> {
+        self.fields
+            .iter()
+            .filter(|f| f.storage == FieldStorage::Blob)
+    }
+
+    /// The properties an entity of this type may have, system properties excluded: the
+    /// kind and version properties and every stored field's property.
+    pub fn properties(&self) -> impl Iterator<Item = &'static str> + '_ {
+        [self.kind_property, self.version_property]
+            .into_iter()
+            .chain(self.fields.iter().filter_map(|f| match f.storage {
+                FieldStorage::Skipped => None,
+                _ => Some(f.property),
+            }))
+    }
+}
+
+/// How a field is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldStorage {
+    /// As a typed property.
+    Property,
+    /// As a JSON string property (`#[entity(json)]`).
+    Json,
+    /// As content for the blob store (`#[entity(blob)]`); inline until a blob store
+    /// offloads it.
+    Blob,
+    /// Not stored (`#[entity(skip)]`).
+    Skipped,
+}
+
+/// One field of an entity type.
+#[derive(Debug)]
+pub struct FieldMeta {
+    /// The Rust field's name.
+    pub name: &'static str,
+    /// The property's name (after `rename`).
+    pub property: &'static str,
+    /// The property type; `String` for JSON fields; `None` for skipped fields.
+    pub edm: Option<EdmType>,
+    /// How the field is stored.
+    pub storage: FieldStorage,
+    /// Whether the property may be absent (an `Option` field).
+    pub optional: bool,
+    /// Whether a missing property reads as a default (`#[entity(default)]`).
+    pub has_default: bool,
+}
+
+/// Where an index's copies live relative to the primary entity.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexPlacement {
+    /// In the primary's partition: written in the primary's entity group transaction.
+    SamePartition,
+    /// In another partition of the primary's table: kept eventually consistent.
+    OtherPartition,
+    /// In another table: kept eventually consistent.
+    OtherTable,
+}
+
+impl IndexPlacement {
+    /// Whether copies are written atomically with the primary.
+    pub fn is_atomic(self) -> bool {
+        self == IndexPlacement::SamePartition
+    }
+}
+
+/// A declared secondary index (`#[index(...)]`): a copy of the entity under other keys.
+#[derive(Debug)]
+pub struct IndexMeta {
+    /// The index name, unique within the type.
+    pub name: &'static str,
+    /// The table of the copies, when not the primary's.
+    pub table: Option<&'static str>,
+    /// The copies' PartitionKey template.
+    pub partition_key: KeyTemplate,
+    /// The copies' RowKey template.
+    pub row_key: KeyTemplate,
+    /// The properties a copy carries (property names), or `None` for all of them.
+    pub properties: Option<&'static [&'static str]>,
+    /// Whether some entities have no copy (`when = ...`).
+    pub sparse: bool,
+    /// Where the copies live.
+    pub placement: IndexPlacement,
+}
+
+/// Where an index entity (a value → list of ids) is stored.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexEntityStorage {
+    /// In the primary's partition, updated in its entity group transaction.
+    Partition,
+    /// In another partition or table, kept eventually consistent by the worker.
+    Table,
+    /// One blob per value in the blob store, kept by the worker.
+    Blob,
+}
+
+/// A declared index entity (`#[index_entity(...)]`).
+#[derive(Debug)]
+pub struct IndexEntityMeta {
+    /// The index name, unique within the type.
+    pub name: &'static str,
+    /// The template of the indexed value (`"{last_name}"`).
+    pub key: KeyTemplate,
+    /// The table of the index entities, when not the primary's.
+    pub table: Option<&'static str>,
+    /// Where the index entities live.
+    pub storage: IndexEntityStorage,
+}
+
+/// A denormalised field (`#[entity(denormalized(...))]`): a copy of a property of another
+/// entity, found by keys computed from this entity's fields.
+#[derive(Debug)]
+pub struct DenormalizedMeta {
+    /// The field holding the copy.
+    pub field: &'static str,
+    /// Its property.
+    pub property: &'static str,
+    /// The kind of the source entity.
+    pub from_kind: &'static str,
+    /// The source's table, when not this type's.
+    pub table: Option<&'static str>,
+    /// The source's PartitionKey, from this entity's fields.
+    pub partition_key: KeyTemplate,
+    /// The source's RowKey, from this entity's fields.
+    pub row_key: KeyTemplate,
+    /// The property copied from the source.
+    pub source_property: &'static str,
+}

@@ -1,0 +1,478 @@
+//! [`Table`]: the typed view of a table, over any [`TableStore`].
+
+use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
+
+use chrono::{DateTime, Utc};
+use futures::{Stream, StreamExt, TryStreamExt};
+
+use crate::error::{Error, ErrorKind, Result};
+use crate::filter::{self, Filter};
+use crate::model::{ETag, IfMatch};
+use crate::query::{ContinuationToken, Query};
+use crate::store::{TableStore, WriteOp, plan_batches};
+
+use super::template::KeyBounds;
+use super::{Projection, Record};
+
+/// A typed value read from a table, with the entity's keys, ETag and timestamp.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Stored<T> {
+    /// The value.
+    pub value: T,
+    /// The entity's PartitionKey.
+    pub partition_key: String,
+    /// The entity's RowKey.
+    pub row_key: String,
+    /// The entity's ETag, for a conditional replace, merge or delete.
+    pub etag: Option<ETag>,
+    /// When the entity was last written.
+    pub timestamp: Option<DateTime<Utc>>,
+    /// The stored version, when it was older than the type's and was upcast on read.
+    pub upgraded_from: Option<u32>,
+}
+
+impl<T> Stored<T> {
+    /// The value alone.
+    pub fn into_inner(self) -> T {
+        self.value
+    }
+
+    /// The condition "unchanged since this read": the ETag, or any when there is none.
+    pub fn if_match(&self) -> IfMatch {
+        self.etag.clone().map_or(IfMatch::Any, IfMatch::ETag)
+    }
+
+    /// The same entity with its value mapped.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Stored<U> {
+        Stored {
+            value: f(self.value),
+            partition_key: self.partition_key,
+            row_key: self.row_key,
+            etag: self.etag,
+            timestamp: self.timestamp,
+            upgraded_from: self.upgraded_from,
+        }
+    }
+}
+
+impl<T> Deref for Stored<T> {
+    type Target = T;
+
+    fn deref(&self) -> &T {
+        &self.value
+    }
+}
+
+impl<T> DerefMut for Stored<T> {
+    fn deref_mut(&mut self) -> &mut T {
+        &mut self.value
+    }
+}
+
+/// One typed write for [`Table::write_all`].
+#[derive(Clone, Debug, PartialEq)]
+pub enum TypedWrite<R> {
+    /// Insert; fails if the keys are taken.
+    Insert(R),
+    /// Insert, or replace what is stored.
+    Upsert(R),
+    /// Replace what is stored, under a condition.
+    Replace(R, IfMatch),
+    /// Merge into what is stored, under a condition.
+    Merge(R, IfMatch),
+    /// Delete the entity with these keys, under a condition.
+    Delete {
+        /// The PartitionKey.
+        partition_key: String,
+        /// The RowKey.
+        row_key: String,
+        /// The condition.
+        if_match: IfMatch,
+    },
+}
+
+impl<R: Record> TypedWrite<R> {
+    fn into_op(self) -> Result<WriteOp> {
+        Ok(match self {
+            TypedWrite::Insert(value) => WriteOp::Insert(value.to_entity()?),
+            TypedWrite::Upsert(value) => WriteOp::InsertOrReplace(value.to_entity()?),
+            TypedWrite::Replace(value, if_match) => WriteOp::Replace(value.to_entity()?, if_match),
+            TypedWrite::Merge(value, if_match) => WriteOp::Merge(value.to_entity()?, if_match),
+            TypedWrite::Delete {
+                partition_key,
+                row_key,
+                if_match,
+            } => WriteOp::Delete {
+                partition_key,
+                row_key,
+                if_match,
+            },
+        })
+    }
+}
+
+/// What one entity group transaction of [`Table::write_all`] did.
+#[derive(Debug)]
+pub struct BatchOutcome {
+    /// The input positions of the batch's writes, in batch order.
+    pub inputs: Vec<usize>,
+    /// The new ETag of each write (none for deletes), or why the whole batch failed.
+    pub result: Result<Vec<Option<ETag>>>,
+}
+
+/// What [`Table::write_all`] did: one outcome per entity group transaction. Batches are
+/// atomic one by one, not together: a failed batch wrote nothing, the others are written.
+#[derive(Debug, Default)]
+pub struct WriteReport {
+    /// The batches, in the order they were submitted.
+    pub batches: Vec<BatchOutcome>,
+}
+
+impl WriteReport {
+    /// Whether every batch was written.
+    pub fn is_complete(&self) -> bool {
+        self.batches.iter().all(|b| b.result.is_ok())
+    }
+
+    /// The number of writes applied.
+    pub fn written(&self) -> usize {
+        self.batches
+            .iter()
+            .filter_map(|b| b.result.as_ref().ok().map(Vec::len))
+            .sum()
+    }
+
+    /// The first failure, with the input position of the write it names (or of the
+    /// batch's first write).
+    pub fn first_failure(&self) -> Option<(usize, &Error)> {
+        self.batches.iter().find_map(|b| match &b.result {
+            Ok(_) => None,
+            Err(e) => {
+                let at = e.batch_index().unwrap_or(0);
+                Some((b.inputs.get(at).copied().unwrap_or(0), e))
+            }
+        })
+    }
+
+    /// `Ok` with the ETag of every input write when every batch was written, else the
+    /// first failure.
+    ///
+    /// # Errors
+    /// The first failed batch's error.
+    pub fn into_result(self) -> Result<Vec<Option<ETag>>> {
+        let total = self.batches.iter().map(|b| b.inputs.len()).sum();
+        let mut etags = vec![None; total];
+        for batch in self.batches {
+            for (input, etag) in batch.inputs.into_iter().zip(batch.result?) {
+                etags[input] = etag;
+            }
+        }
+        Ok(etags)
+    }
+}
+
+/// The typed view of a table: values of `R` in, values of `R` out.
+///
+/// Queries only return `R`'s kind: for an entity type they add `EntityKind eq '<kind>'`
+/// to the filter (turn it off with [`without_kind_filter`](Self::without_kind_filter) to
+/// read entities written without a kind); for an `EntityKind` enum every entity must be of
+/// one of its kinds.
+///
+pub struct Table<R, S> {
+    store: S,
+    name: String,
+    kind_filter: bool,
+    write_back: bool,
+    record: PhantomData<fn() -> R>,
+}
+
+impl<R, S: Clone> Clone for Table<R, S> {
+    fn clone(&self) -> Self {
+        Table {
+            store: self.store.clone(),
+            name: self.name.clone(),
+            kind_filter: self.kind_filter,
+            write_back: self.write_back,
+            record: PhantomData,
+        }
+    }
+}
+
+impl<R, S> std::fmt::Debug for Table<R, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Table")
+            .field("name", &self.name)
+            .field("record", &std::any::type_name::<R>())
+            .finish()
+    }
+}
+
+impl<R: Record, S: TableStore> Table<R, S> {
+    /// The table `R` declares, on `store`.
+    pub fn new(store: S) -> Self {
+        Table {
+            store,
+            name: R::TABLE.to_owned(),
+            kind_filter: true,
+            write_back: false,
+            record: PhantomData,
+        }
+    }
+
+    /// The same view on another table (one table per tenant or per period).
+    pub fn with_name(mut self, name: impl Into<String>) -> Self {
+        self.name = name.into();
+        self
+    }
+
+    /// Queries return every entity, not only those recording `R`'s kind.
+    pub fn without_kind_filter(mut self) -> Self {
+        self.kind_filter = false;
+        self
+    }
+
+    /// Point reads write an entity upgraded from an older version back, under its ETag
+    /// (lazy migration); a concurrent change wins and the write-back is dropped.
+    pub fn write_back_upgrades(mut self, enabled: bool) -> Self {
+        self.write_back = enabled;
+        self
+    }
+
+    /// The table's name.
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// Creates the table if it does not exist; `true` when it was created.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn create(&self) -> Result<bool> {
+        self.store.create_table_if_not_exists(&self.name).await
+    }
+
+    /// Inserts a value; fails with `AlreadyExists` when its keys are taken.
+    ///
+    /// # Errors
+    /// Conversion errors of [`Record::to_entity`], the store's errors.
+    pub async fn insert(&self, value: &R) -> Result<ETag> {
+        self.store.insert(&self.name, value.to_entity()?).await
+    }
+
+    /// Inserts a value, or replaces the stored entity.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub async fn upsert(&self, value: &R) -> Result<ETag> {
+        self.store.insert_or_replace(&self.name, value.to_entity()?).await
+    }
+
+    /// Replaces the stored entity if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
+    pub async fn replace(&self, value: &R, if_match: IfMatch) -> Result<ETag> {
+        self.store
+            .replace(&self.name, value.to_entity()?, if_match)
+            .await
+    }
+
+    /// Merges the value's properties into the stored entity if `if_match` holds. A `None`
+    /// field is an absent property, which a merge leaves as stored: use
+    /// [`replace`](Self::replace) to clear it.
+    ///
+    /// # Errors
+    /// As [`replace`](Self::replace).
+    pub async fn merge(&self, value: &R, if_match: IfMatch) -> Result<ETag> {
+        self.store
+            .merge(&self.name, value.to_entity()?, if_match)
+            .await
+    }
+
+    /// Deletes the entity with these keys if `if_match` holds.
+    ///
+    /// # Errors
+    /// The store's errors; `NotFound`, `PreconditionFailed`.
+    pub async fn delete(&self, partition_key: &str, row_key: &str, if_match: IfMatch) -> Result<()> {
+        self.store
+            .delete(&self.name, partition_key, row_key, if_match)
+            .await
+    }
+
+    /// Deletes the entity of a value if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`delete`](Self::delete), and key errors.
+    pub async fn delete_value(&self, value: &R, if_match: IfMatch) -> Result<()> {
+        let (pk, rk) = (value.partition_key()?, value.row_key()?);
+        self.delete(&pk, &rk, if_match).await
+    }
+
+    /// Reads one entity.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Field`] when the entity does not read as `R`.
+    pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<R>>> {
+        let Some(entity) = self
+            .store
+            .get(&self.name, partition_key, row_key, None)
+            .await?
+        else {
+            return Ok(None);
+        };
+        let mut stored = R::from_entity(entity)?;
+        if self.write_back && stored.upgraded_from.is_some() {
+            let if_match = stored.if_match();
+            match self
+                .store
+                .replace(&self.name, stored.value.to_entity()?, if_match)
+                .await
+            {
+                Ok(etag) => {
+                    stored.etag = Some(etag);
+                    stored.upgraded_from = None;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(Some(stored))
+    }
+
+    /// Reads the stored entity with the same keys as `value`.
+    ///
+    /// # Errors
+    /// As [`get`](Self::get), and key errors.
+    pub async fn get_value(&self, value: &R) -> Result<Option<Stored<R>>> {
+        let (pk, rk) = (value.partition_key()?, value.row_key()?);
+        self.get(&pk, &rk).await
+    }
+
+    fn typed_query(&self, mut query: Query) -> Query {
+        if self.kind_filter {
+            if let Some(kind) = R::kind_filter() {
+                query.filter = Some(match query.filter.take() {
+                    Some(filter) => filter & kind,
+                    None => kind,
+                });
+            }
+        }
+        query
+    }
+
+    /// One page of a query, and the token of the next page.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Field`] for an entity that does not read as `R`.
+    pub async fn query_page(
+        &self,
+        query: Query,
+    ) -> Result<(Vec<Stored<R>>, Option<ContinuationToken>)> {
+        let page = self
+            .store
+            .query(&self.name, &self.typed_query(query))
+            .await?;
+        let values = page
+            .entities
+            .into_iter()
+            .map(R::from_entity)
+            .collect::<Result<_>>()?;
+        Ok((values, page.continuation))
+    }
+
+    /// Every result of a query, page after page, as a stream.
+    pub fn stream(&self, query: Query) -> impl Stream<Item = Result<Stored<R>>> + Send + '_
+    where
+        S: Sized,
+    {
+        self.store
+            .query_stream(&self.name, self.typed_query(query))
+            .map(|entity| entity.and_then(R::from_entity))
+    }
+
+    /// Every result of a query.
+    ///
+    /// # Errors
+    /// As [`query_page`](Self::query_page).
+    pub async fn query(&self, query: Query) -> Result<Vec<Stored<R>>> {
+        self.stream(query).try_collect().await
+    }
+
+    /// Every entity of a partition, in RowKey order.
+    ///
+    /// # Errors
+    /// As [`query_page`](Self::query_page).
+    pub async fn partition(&self, partition_key: &str) -> Result<Vec<Stored<R>>> {
+        self.query(Query::partition(partition_key)).await
+    }
+
+    /// The entities of a partition whose RowKeys lie in `bounds` (from a key template's
+    /// [`range`](super::KeyTemplate::range) or [`prefix`](super::KeyTemplate::prefix)).
+    ///
+    /// # Errors
+    /// As [`query_page`](Self::query_page).
+    pub async fn range(&self, partition_key: &str, bounds: &KeyBounds) -> Result<Vec<Stored<R>>> {
+        self.query(Query::with_filter(range_filter(partition_key, bounds)))
+            .await
+    }
+
+    /// A projected query: only `P`'s properties are read.
+    ///
+    /// # Errors
+    /// As [`query_page`](Self::query_page), for `P`.
+    pub async fn select<P: Projection>(&self, query: Query) -> Result<Vec<Stored<P>>> {
+        let query = self.typed_query(query).select(P::PROPERTIES.iter().copied());
+        self.store
+            .query_stream(&self.name, query)
+            .map(|entity| entity.and_then(P::from_entity))
+            .try_collect()
+            .await
+    }
+
+    /// Writes many values: planned per partition into entity group transactions of at
+    /// most 100 operations and 4 MiB, submitted one after the other. Every write is
+    /// converted and checked before the first batch is sent.
+    ///
+    /// # Errors
+    /// A conversion error or a [`Violation`](crate::Violation) naming the input position;
+    /// then nothing was written. Store failures are per batch, in the report.
+    pub async fn write_all(
+        &self,
+        writes: impl IntoIterator<Item = TypedWrite<R>>,
+    ) -> Result<WriteReport> {
+        let ops = writes
+            .into_iter()
+            .enumerate()
+            .map(|(i, w)| w.into_op().map_err(|e| e.in_batch(i)))
+            .collect::<Result<Vec<_>>>()?;
+        let mut report = WriteReport::default();
+        for planned in plan_batches(ops)? {
+            let result = self.store.submit_batch(&self.name, planned.batch).await;
+            report.batches.push(BatchOutcome {
+                inputs: planned.inputs,
+                result,
+            });
+        }
+        Ok(report)
+    }
+}
+
+/// The filter of a RowKey range within a partition.
+pub(crate) fn range_filter(partition_key: &str, bounds: &KeyBounds) -> Filter {
+    let end = if bounds.end_inclusive {
+        filter::row_key().le(bounds.end.as_str())
+    } else {
+        filter::row_key().lt(bounds.end.as_str())
+    };
+    filter::partition_key().eq(partition_key) & filter::row_key().ge(bounds.start.as_str()) & end
+}
