@@ -331,10 +331,11 @@ fn is_option(ty: &Type) -> bool {
 pub(crate) fn entity(input: &DeriveInput) -> Result<TokenStream, TokenStream> {
     let cx = Ctxt::default();
     let container = attr::container(&cx, &input.attrs);
-    let fields = named_fields(&cx, input, "Entity");
-    let models = fields
-        .map(|f| field_models(&cx, f, container.rename_all.as_ref(), attr::FIELD_KEYS))
-        .unwrap_or_default();
+    let Some(fields) = named_fields(&cx, input, "Entity") else {
+        cx.check()?;
+        return Err(quote!(::core::compile_error!("#[derive(Entity)] needs a struct with named fields");));
+    };
+    let models = field_models(&cx, fields, container.rename_all.as_ref(), attr::FIELD_KEYS);
     let checked = check_entity(&cx, input, &container, &models);
     cx.check()?;
     let Some(checked) = checked else {
@@ -673,19 +674,20 @@ fn field_code(models: &[FieldModel]) -> FieldCode {
             Some(DefaultAttr::Path(path)) => quote!(#path),
             _ => quote!(::core::default::Default::default),
         };
+        // Spanned on the field's type, so a type without a mapping is reported there only.
         match field.storage {
             Storage::Property | Storage::Blob => {
-                code.writes.push(quote!(writer.field(#property, &self.#ident)?;));
+                code.writes.push(quote_spanned!(span=> writer.field(#property, &self.#ident)?;));
                 code.reads.push(match field.attr.default {
-                    Some(_) => quote!(#ident: reader.field_or(#property, #default)?),
-                    None => quote!(#ident: reader.field(#property)?),
+                    Some(_) => quote_spanned!(span=> #ident: reader.field_or(#property, #default)?),
+                    None => quote_spanned!(span=> #ident: reader.field(#property)?),
                 });
             }
             Storage::Json => {
-                code.writes.push(quote!(writer.json(#property, &self.#ident)?;));
+                code.writes.push(quote_spanned!(span=> writer.json(#property, &self.#ident)?;));
                 code.reads.push(match field.attr.default {
-                    Some(_) => quote!(#ident: reader.json_or(#property, #default)?),
-                    None => quote!(#ident: reader.json(#property)?),
+                    Some(_) => quote_spanned!(span=> #ident: reader.json_or(#property, #default)?),
+                    None => quote_spanned!(span=> #ident: reader.json(#property)?),
                 });
             }
             Storage::Skipped => {

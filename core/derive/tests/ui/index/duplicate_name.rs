@@ -1,0 +1,13 @@
+use tablekit::Entity;
+
+#[derive(Entity)]
+#[entity(table = "Employees", partition_key = "{department}", row_key = "empid_{id:06}")]
+#[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+#[index_entity(name = "email", key = "{email}")]
+struct Employee {
+    department: String,
+    id: u32,
+    email: String,
+}
+
+fn main() {}
