@@ -99,7 +99,7 @@ pub enum Error {
     Key(#[from] crate::keys::KeyError),
     /// A field of a typed entity could not be written or read.
     #[error(transparent)]
-    Field(#[from] crate::typed::FieldError),
+    Field(Box<crate::typed::FieldError>),
     /// A name (an index, an index entity) the entity type does not declare.
     #[error("{type_name} declares no {what} `{name}`")]
     Undeclared {
@@ -222,6 +222,12 @@ impl Error {
             index,
             source: Box::new(self),
         }
+    }
+}
+
+impl From<crate::typed::FieldError> for Error {
+    fn from(error: crate::typed::FieldError) -> Self {
+        Error::Field(Box::new(error))
     }
 }
 

@@ -257,7 +257,9 @@ pub struct PlannedBatch {
 ///
 /// # Errors
 /// The first invalid operation's [`Violation`], naming its input index; nothing is planned.
-pub fn plan_batches(ops: impl IntoIterator<Item = WriteOp>) -> Result<Vec<PlannedBatch>, Violation> {
+pub fn plan_batches(
+    ops: impl IntoIterator<Item = WriteOp>,
+) -> Result<Vec<PlannedBatch>, Violation> {
     struct Filling {
         planned: PlannedBatch,
         size: usize,

@@ -22,15 +22,30 @@ pub(crate) const CONTAINER_KEYS: &[&str] = &[
     "upcast",
 ];
 /// The `#[entity(...)]` keys on a field.
-pub(crate) const FIELD_KEYS: &[&str] = &["rename", "skip", "default", "blob", "json", "denormalized"];
+pub(crate) const FIELD_KEYS: &[&str] =
+    &["rename", "skip", "default", "blob", "json", "denormalized"];
 /// The `#[index(...)]` keys.
-pub(crate) const INDEX_KEYS: &[&str] = &["name", "partition_key", "row_key", "table", "properties", "when"];
+pub(crate) const INDEX_KEYS: &[&str] = &[
+    "name",
+    "partition_key",
+    "row_key",
+    "table",
+    "properties",
+    "when",
+];
 /// The `#[index_entity(...)]` keys.
 pub(crate) const INDEX_ENTITY_KEYS: &[&str] = &["name", "key", "table", "storage"];
 /// The `denormalized(...)` keys.
-pub(crate) const DENORMALIZED_KEYS: &[&str] = &["from", "table", "partition_key", "row_key", "property"];
+pub(crate) const DENORMALIZED_KEYS: &[&str] =
+    &["from", "table", "partition_key", "row_key", "property"];
 /// The `rename_all` rules.
-pub(crate) const RENAME_RULES: &[&str] = &["PascalCase", "camelCase", "snake_case", "lowercase", "UPPERCASE"];
+pub(crate) const RENAME_RULES: &[&str] = &[
+    "PascalCase",
+    "camelCase",
+    "snake_case",
+    "lowercase",
+    "UPPERCASE",
+];
 /// The index entity storages.
 pub(crate) const STORAGES: &[&str] = &["partition", "table", "blob"];
 
@@ -103,7 +118,12 @@ fn key_name(meta: &ParseNestedMeta<'_>) -> String {
 }
 
 /// Records an unknown key and skips its value, so parsing carries on.
-fn unknown(cx: &Ctxt, meta: &ParseNestedMeta<'_>, attribute: &str, expected: &[&str]) -> syn::Result<()> {
+fn unknown(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attribute: &str,
+    expected: &[&str],
+) -> syn::Result<()> {
     let name = key_name(meta);
     cx.syn_error(meta.error(format!(
         "unknown `{attribute}` attribute `{name}`, expected one of {}",
@@ -122,7 +142,13 @@ fn skip_value(meta: &ParseNestedMeta<'_>) -> syn::Result<()> {
 }
 
 /// Stores a value once; a second one is an error on the key.
-fn set_once<T>(cx: &Ctxt, meta: &ParseNestedMeta<'_>, attribute: &str, slot: &mut Option<T>, value: T) {
+fn set_once<T>(
+    cx: &Ctxt,
+    meta: &ParseNestedMeta<'_>,
+    attribute: &str,
+    slot: &mut Option<T>,
+    value: T,
+) {
     if slot.is_some() {
         cx.syn_error(meta.error(format!(
             "duplicate `{attribute}` attribute `{}`",
@@ -193,7 +219,11 @@ fn string_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>> {
                 lit: Lit::Str(s), ..
             }) => Ok(s),
             Expr::Path(p) if p.path.get_ident().is_some() => {
-                let ident = p.path.get_ident().map(|i| i.to_string()).unwrap_or_default();
+                let ident = p
+                    .path
+                    .get_ident()
+                    .map(|i| i.to_string())
+                    .unwrap_or_default();
                 Ok(LitStr::new(&ident, p.path.span_of()))
             }
             other => Err(syn::Error::new_spanned(
@@ -232,22 +262,29 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             let result = attr.parse_nested_meta(|meta| {
                 let key = key_name(&meta);
                 let parsed = match key.as_str() {
-                    "table" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.table, v)),
+                    "table" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.table, v))
+                    }
                     "kind" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.kind, v)),
-                    "version" => integer(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.version, v)),
-                    "partition_key" => {
-                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.partition_key, v))
+                    "version" => {
+                        integer(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.version, v))
                     }
-                    "row_key" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.row_key, v)),
+                    "partition_key" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "entity", &mut c.partition_key, v)),
+                    "row_key" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.row_key, v))
+                    }
                     "crate" => path(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.krate, v)),
-                    "kind_property" => {
-                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.kind_property, v))
+                    "kind_property" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "entity", &mut c.kind_property, v)),
+                    "version_property" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "entity", &mut c.version_property, v)),
+                    "rename_all" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.rename_all, v))
                     }
-                    "version_property" => {
-                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.version_property, v))
+                    "upcast" => {
+                        path(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.upcast, v))
                     }
-                    "rename_all" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.rename_all, v)),
-                    "upcast" => path(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.upcast, v)),
                     _ => return unknown(cx, &meta, "entity", CONTAINER_KEYS),
                 };
                 record(cx, parsed)
@@ -265,15 +302,19 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             };
             let result = attr.parse_nested_meta(|meta| {
                 let parsed = match key_name(&meta).as_str() {
-                    "name" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.name, v)),
-                    "partition_key" => {
-                        string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.partition_key, v))
+                    "name" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.name, v))
                     }
-                    "row_key" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.row_key, v)),
-                    "table" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.table, v)),
-                    "properties" => {
-                        string_list(&meta).map(|v| set_once(cx, &meta, "index", &mut index.properties, v))
+                    "partition_key" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "index", &mut index.partition_key, v)),
+                    "row_key" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.row_key, v))
                     }
+                    "table" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.table, v))
+                    }
+                    "properties" => string_list(&meta)
+                        .map(|v| set_once(cx, &meta, "index", &mut index.properties, v)),
                     "when" => path(&meta).map(|v| set_once(cx, &meta, "index", &mut index.when, v)),
                     _ => return unknown(cx, &meta, "index", INDEX_KEYS),
                 };
@@ -291,12 +332,14 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             };
             let result = attr.parse_nested_meta(|meta| {
                 let parsed = match key_name(&meta).as_str() {
-                    "name" => string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.name, v)),
-                    "key" => string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.key, v)),
-                    "table" => string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.table, v)),
-                    "storage" => {
-                        string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.storage, v))
-                    }
+                    "name" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "index_entity", &mut index.name, v)),
+                    "key" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "index_entity", &mut index.key, v)),
+                    "table" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "index_entity", &mut index.table, v)),
+                    "storage" => string(&meta)
+                        .map(|v| set_once(cx, &meta, "index_entity", &mut index.storage, v)),
                     _ => return unknown(cx, &meta, "index_entity", INDEX_ENTITY_KEYS),
                 };
                 record(cx, parsed)
@@ -351,16 +394,17 @@ pub(crate) fn field(cx: &Ctxt, attrs: &[syn::Attribute], allowed: &[&str]) -> Fi
                     };
                     let inner = meta.parse_nested_meta(|meta| {
                         let parsed = match key_name(&meta).as_str() {
-                            "from" => string(&meta).map(|v| set_once(cx, &meta, "denormalized", &mut d.from, v)),
-                            "table" => string(&meta).map(|v| set_once(cx, &meta, "denormalized", &mut d.table, v)),
-                            "partition_key" => string(&meta)
-                                .map(|v| set_once(cx, &meta, "denormalized", &mut d.partition_key, v)),
-                            "row_key" => {
-                                string(&meta).map(|v| set_once(cx, &meta, "denormalized", &mut d.row_key, v))
-                            }
-                            "property" => {
-                                string(&meta).map(|v| set_once(cx, &meta, "denormalized", &mut d.property, v))
-                            }
+                            "from" => string(&meta)
+                                .map(|v| set_once(cx, &meta, "denormalized", &mut d.from, v)),
+                            "table" => string(&meta)
+                                .map(|v| set_once(cx, &meta, "denormalized", &mut d.table, v)),
+                            "partition_key" => string(&meta).map(|v| {
+                                set_once(cx, &meta, "denormalized", &mut d.partition_key, v)
+                            }),
+                            "row_key" => string(&meta)
+                                .map(|v| set_once(cx, &meta, "denormalized", &mut d.row_key, v)),
+                            "property" => string(&meta)
+                                .map(|v| set_once(cx, &meta, "denormalized", &mut d.property, v)),
                             _ => return unknown(cx, &meta, "denormalized", DENORMALIZED_KEYS),
                         };
                         record(cx, parsed)
@@ -380,7 +424,11 @@ pub(crate) fn field(cx: &Ctxt, attrs: &[syn::Attribute], allowed: &[&str]) -> Fi
 
 /// The `crate = "…"` path of an `#[entity]` attribute on an enum or projection, with the
 /// keys such a type accepts.
-pub(crate) fn crate_only(cx: &Ctxt, attrs: &[syn::Attribute], allowed: &[&str]) -> (Option<Path>, Option<LitStr>) {
+pub(crate) fn crate_only(
+    cx: &Ctxt,
+    attrs: &[syn::Attribute],
+    allowed: &[&str],
+) -> (Option<Path>, Option<LitStr>) {
     let mut krate = None;
     let mut rename_all = None;
     for attr in attrs.iter().filter(|a| a.path().is_ident("entity")) {
@@ -391,7 +439,9 @@ pub(crate) fn crate_only(cx: &Ctxt, attrs: &[syn::Attribute], allowed: &[&str]) 
             }
             let parsed = match key.as_str() {
                 "crate" => path(&meta).map(|v| set_once(cx, &meta, "entity", &mut krate, v)),
-                "rename_all" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut rename_all, v)),
+                "rename_all" => {
+                    string(&meta).map(|v| set_once(cx, &meta, "entity", &mut rename_all, v))
+                }
                 _ => unknown(cx, &meta, "entity", allowed),
             };
             record(cx, parsed)
@@ -416,7 +466,13 @@ pub(crate) fn apply_rename(rule: &str, field: &str) -> String {
         "camelCase" => words
             .iter()
             .enumerate()
-            .map(|(i, w)| if i == 0 { (*w).to_owned() } else { capitalise(w) })
+            .map(|(i, w)| {
+                if i == 0 {
+                    (*w).to_owned()
+                } else {
+                    capitalise(w)
+                }
+            })
             .collect(),
         "lowercase" => field.to_lowercase(),
         "UPPERCASE" => field.to_uppercase(),

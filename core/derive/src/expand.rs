@@ -60,11 +60,17 @@ fn respan(tokens: TokenStream, span: Span) -> TokenStream {
         .collect()
 }
 
-fn named_fields<'a>(cx: &Ctxt, input: &'a DeriveInput, derive: &str) -> Option<&'a syn::FieldsNamed> {
+fn named_fields<'a>(
+    cx: &Ctxt,
+    input: &'a DeriveInput,
+    derive: &str,
+) -> Option<&'a syn::FieldsNamed> {
     if !input.generics.params.is_empty() {
         cx.error_spanned(
             &input.generics,
-            format!("#[derive({derive})] does not support generic types; declare a concrete struct"),
+            format!(
+                "#[derive({derive})] does not support generic types; declare a concrete struct"
+            ),
         );
     }
     match &input.data {
@@ -88,7 +94,10 @@ fn named_fields<'a>(cx: &Ctxt, input: &'a DeriveInput, derive: &str) -> Option<&
             None
         }
         Data::Union(_) => {
-            cx.error_spanned(&input.ident, format!("#[derive({derive})] needs a struct with named fields"));
+            cx.error_spanned(
+                &input.ident,
+                format!("#[derive({derive})] needs a struct with named fields"),
+            );
             None
         }
     }
@@ -113,7 +122,10 @@ fn field_models(
         if !RENAME_RULES.contains(&rule.as_str()) {
             cx.error_spanned(
                 lit,
-                format!("unknown `rename_all` rule `{rule}`, expected one of {}", one_of(RENAME_RULES)),
+                format!(
+                    "unknown `rename_all` rule `{rule}`, expected one of {}",
+                    one_of(RENAME_RULES)
+                ),
             );
         }
     }
@@ -150,7 +162,9 @@ fn field_models(
                 if set {
                     cx.syn_error(syn::Error::new(
                         skip,
-                        format!("`skip` and `{other}` exclude each other: a skipped field is not stored"),
+                        format!(
+                            "`skip` and `{other}` exclude each other: a skipped field is not stored"
+                        ),
                     ));
                 }
             }
@@ -196,7 +210,10 @@ fn checked_template(cx: &Ctxt, lit: &LitStr, fields: &[FieldModel]) -> Option<Ch
     let template = match KeyTemplate::parse(&lit.value()) {
         Ok(t) => t,
         Err(e) => {
-            cx.error_spanned(lit, format!("invalid key template: {} (at byte {})", e.message, e.offset));
+            cx.error_spanned(
+                lit,
+                format!("invalid key template: {} (at byte {})", e.message, e.offset),
+            );
             return None;
         }
     };
@@ -207,7 +224,10 @@ fn checked_template(cx: &Ctxt, lit: &LitStr, fields: &[FieldModel]) -> Option<Ch
                 let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
                 cx.error_spanned(
                     lit,
-                    format!("unknown field `{name}` in key template, expected one of {}", one_of(&names)),
+                    format!(
+                        "unknown field `{name}` in key template, expected one of {}",
+                        one_of(&names)
+                    ),
                 );
                 ok = false;
             }
@@ -232,7 +252,13 @@ fn checked_template(cx: &Ctxt, lit: &LitStr, fields: &[FieldModel]) -> Option<Ch
     })
 }
 
-fn required<'a>(cx: &Ctxt, value: Option<&'a LitStr>, at: impl ToTokens, what: &str, example: &str) -> Option<&'a LitStr> {
+fn required<'a>(
+    cx: &Ctxt,
+    value: Option<&'a LitStr>,
+    at: impl ToTokens,
+    what: &str,
+    example: &str,
+) -> Option<&'a LitStr> {
     if value.is_none() {
         cx.error_spanned(at, format!("missing `{what}`: {example}"));
     }
@@ -248,7 +274,10 @@ fn check_table(cx: &Ctxt, lit: &LitStr) {
 fn check_name(cx: &Ctxt, lit: &LitStr, names: &mut HashMap<String, Span>, what: &str) {
     let name = lit.value();
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_') {
-        cx.error_spanned(lit, format!("{what} names are letters, digits and `_`, got `{name}`"));
+        cx.error_spanned(
+            lit,
+            format!("{what} names are letters, digits and `_`, got `{name}`"),
+        );
     }
     if names.insert(name.clone(), lit.span()).is_some() {
         cx.error_spanned(lit, format!("duplicate index name `{name}`: index and index entity names are unique within a type"));
@@ -302,7 +331,9 @@ fn template_assertions(t: &CheckedTemplate, fields: &[FieldModel]) -> TokenStrea
         let check = match format {
             KeyFormat::Pad(_) => quote_spanned!(span=> __tk::assert_padded::<#ty>();),
             KeyFormat::TicksDesc => quote_spanned!(span=> __tk::assert_ticks::<#ty>();),
-            KeyFormat::Plain | KeyFormat::Hash(_) => quote_spanned!(span=> __tk::assert_key_part::<#ty>();),
+            KeyFormat::Plain | KeyFormat::Hash(_) => {
+                quote_spanned!(span=> __tk::assert_key_part::<#ty>();)
+            }
         };
         checks.extend(check);
     }
@@ -318,11 +349,7 @@ fn option_str(value: Option<&LitStr>) -> TokenStream {
 
 fn is_option(ty: &Type) -> bool {
     match ty {
-        Type::Path(p) => p
-            .path
-            .segments
-            .last()
-            .is_some_and(|s| s.ident == "Option"),
+        Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Option"),
         _ => false,
     }
 }
@@ -333,7 +360,9 @@ pub(crate) fn entity(input: &DeriveInput) -> Result<TokenStream, TokenStream> {
     let container = attr::container(&cx, &input.attrs);
     let Some(fields) = named_fields(&cx, input, "Entity") else {
         cx.check()?;
-        return Err(quote!(::core::compile_error!("#[derive(Entity)] needs a struct with named fields");));
+        return Err(
+            quote!(::core::compile_error!("#[derive(Entity)] needs a struct with named fields");),
+        );
     };
     let models = field_models(&cx, fields, container.rename_all.as_ref(), attr::FIELD_KEYS);
     let checked = check_entity(&cx, input, &container, &models);
@@ -391,11 +420,20 @@ fn check_entity<'a>(
     fields: &'a [FieldModel],
 ) -> Option<CheckedEntity<'a>> {
     let at = &input.ident;
-    let table = required(cx, c.table.as_ref(), at, "table", "#[entity(table = \"Employees\", …)]");
+    let table = required(
+        cx,
+        c.table.as_ref(),
+        at,
+        "table",
+        "#[entity(table = \"Employees\", …)]",
+    );
     if let Some(table) = table {
         check_table(cx, table);
     }
-    let kind = c.kind.as_ref().map_or_else(|| input.ident.unraw().to_string(), LitStr::value);
+    let kind = c
+        .kind
+        .as_ref()
+        .map_or_else(|| input.ident.unraw().to_string(), LitStr::value);
     if let Some(lit) = &c.kind {
         if kind.is_empty() {
             cx.error_spanned(lit, "a kind cannot be empty");
@@ -411,14 +449,14 @@ fn check_entity<'a>(
             }
         },
     };
-    let kind_property = c
-        .kind_property
-        .as_ref()
-        .map_or_else(|| tablekit_core::typed::DEFAULT_KIND_PROPERTY.to_owned(), LitStr::value);
-    let version_property = c
-        .version_property
-        .as_ref()
-        .map_or_else(|| tablekit_core::typed::DEFAULT_VERSION_PROPERTY.to_owned(), LitStr::value);
+    let kind_property = c.kind_property.as_ref().map_or_else(
+        || tablekit_core::typed::DEFAULT_KIND_PROPERTY.to_owned(),
+        LitStr::value,
+    );
+    let version_property = c.version_property.as_ref().map_or_else(
+        || tablekit_core::typed::DEFAULT_VERSION_PROPERTY.to_owned(),
+        LitStr::value,
+    );
     if let Some(lit) = &c.kind_property {
         check_property_name(cx, lit, &kind_property);
     }
@@ -427,7 +465,9 @@ fn check_entity<'a>(
     }
     if kind_property == version_property {
         cx.error_spanned(
-            c.version_property.as_ref().map_or_else(|| at.to_token_stream(), ToTokens::to_token_stream),
+            c.version_property
+                .as_ref()
+                .map_or_else(|| at.to_token_stream(), ToTokens::to_token_stream),
             "the kind and version properties need different names",
         );
     }
@@ -445,22 +485,52 @@ fn check_entity<'a>(
         }
     }
 
-    let pk = required(cx, c.partition_key.as_ref(), at, "partition_key", "#[entity(partition_key = \"{department}\", …)]")
-        .and_then(|lit| checked_template(cx, lit, fields));
-    let rk = required(cx, c.row_key.as_ref(), at, "row_key", "#[entity(row_key = \"empid_{id:06}\", …)]")
-        .and_then(|lit| checked_template(cx, lit, fields));
+    let pk = required(
+        cx,
+        c.partition_key.as_ref(),
+        at,
+        "partition_key",
+        "#[entity(partition_key = \"{department}\", …)]",
+    )
+    .and_then(|lit| checked_template(cx, lit, fields));
+    let rk = required(
+        cx,
+        c.row_key.as_ref(),
+        at,
+        "row_key",
+        "#[entity(row_key = \"empid_{id:06}\", …)]",
+    )
+    .and_then(|lit| checked_template(cx, lit, fields));
 
     let mut names: HashMap<String, Span> = HashMap::new();
     let mut indexes = Vec::new();
     for index in &c.indexes {
-        let name = required(cx, index.name.as_ref(), index_span(index.span), "name", "#[index(name = \"email\", …)]");
+        let name = required(
+            cx,
+            index.name.as_ref(),
+            index_span(index.span),
+            "name",
+            "#[index(name = \"email\", …)]",
+        );
         if let Some(name) = name {
             check_name(cx, name, &mut names, "index");
         }
-        let ipk = required(cx, index.partition_key.as_ref(), index_span(index.span), "partition_key", "#[index(partition_key = \"{department}\", …)]")
-            .and_then(|lit| checked_template(cx, lit, fields));
-        let irk = required(cx, index.row_key.as_ref(), index_span(index.span), "row_key", "#[index(row_key = \"email_{email}\", …)]")
-            .and_then(|lit| checked_template(cx, lit, fields));
+        let ipk = required(
+            cx,
+            index.partition_key.as_ref(),
+            index_span(index.span),
+            "partition_key",
+            "#[index(partition_key = \"{department}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
+        let irk = required(
+            cx,
+            index.row_key.as_ref(),
+            index_span(index.span),
+            "row_key",
+            "#[index(row_key = \"email_{email}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
         if let Some(table) = &index.table {
             check_table(cx, table);
         }
@@ -470,13 +540,24 @@ fn check_entity<'a>(
                     let wanted = lit.value();
                     match fields.iter().find(|f| f.name == wanted) {
                         Some(f) if f.storage == Storage::Skipped => {
-                            cx.error_spanned(lit, format!("field `{wanted}` is skipped, so an index copy cannot carry it"));
+                            cx.error_spanned(
+                                lit,
+                                format!(
+                                    "field `{wanted}` is skipped, so an index copy cannot carry it"
+                                ),
+                            );
                             None
                         }
                         Some(f) => Some(f.property.clone()),
                         None => {
                             let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-                            cx.error_spanned(lit, format!("unknown field `{wanted}` in `properties`, expected one of {}", one_of(&names)));
+                            cx.error_spanned(
+                                lit,
+                                format!(
+                                    "unknown field `{wanted}` in `properties`, expected one of {}",
+                                    one_of(&names)
+                                ),
+                            );
                             None
                         }
                     }
@@ -484,8 +565,14 @@ fn check_entity<'a>(
                 .collect::<Vec<_>>()
         });
         if let (Some(name), Some(ipk), Some(irk)) = (name, ipk, irk) {
-            let same_table = index.table.as_ref().is_none_or(|t| Some(t.value()) == c.table.as_ref().map(LitStr::value));
-            let same_partition = same_table && pk.as_ref().is_some_and(|pk| pk.template.parts() == ipk.template.parts());
+            let same_table = index
+                .table
+                .as_ref()
+                .is_none_or(|t| Some(t.value()) == c.table.as_ref().map(LitStr::value));
+            let same_partition = same_table
+                && pk
+                    .as_ref()
+                    .is_some_and(|pk| pk.template.parts() == ipk.template.parts());
             let placement = if same_partition {
                 "SamePartition"
             } else if same_table {
@@ -527,12 +614,24 @@ fn check_entity<'a>(
 
     let mut index_entities = Vec::new();
     for index in &c.index_entities {
-        let name = required(cx, index.name.as_ref(), index_span(index.span), "name", "#[index_entity(name = \"last_name\", …)]");
+        let name = required(
+            cx,
+            index.name.as_ref(),
+            index_span(index.span),
+            "name",
+            "#[index_entity(name = \"last_name\", …)]",
+        );
         if let Some(name) = name {
             check_name(cx, name, &mut names, "index entity");
         }
-        let key = required(cx, index.key.as_ref(), index_span(index.span), "key", "#[index_entity(key = \"{last_name}\", …)]")
-            .and_then(|lit| checked_template(cx, lit, fields));
+        let key = required(
+            cx,
+            index.key.as_ref(),
+            index_span(index.span),
+            "key",
+            "#[index_entity(key = \"{last_name}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
         if let Some(table) = &index.table {
             check_table(cx, table);
         }
@@ -541,7 +640,14 @@ fn check_entity<'a>(
             Some(lit) => match STORAGES.iter().find(|s| **s == lit.value()) {
                 Some(s) => Some(*s),
                 None => {
-                    cx.error_spanned(lit, format!("unknown index entity storage `{}`, expected one of {}", lit.value(), one_of(STORAGES)));
+                    cx.error_spanned(
+                        lit,
+                        format!(
+                            "unknown index entity storage `{}`, expected one of {}",
+                            lit.value(),
+                            one_of(STORAGES)
+                        ),
+                    );
                     None
                 }
             },
@@ -570,8 +676,14 @@ fn check_entity<'a>(
         let example = "#[entity(denormalized(from = \"Employee\", partition_key = \"{department}\", row_key = \"empid_{manager_id:06}\", property = \"email\"))]";
         let span = index_span(d.span);
         let from = required(cx, d.from.as_ref(), &span, "from", example);
-        let dpk = required(cx, d.partition_key.as_ref(), &span, "partition_key", example)
-            .and_then(|lit| checked_template(cx, lit, fields));
+        let dpk = required(
+            cx,
+            d.partition_key.as_ref(),
+            &span,
+            "partition_key",
+            example,
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
         let drk = required(cx, d.row_key.as_ref(), &span, "row_key", example)
             .and_then(|lit| checked_template(cx, lit, fields));
         let property = required(cx, d.property.as_ref(), &span, "property", example);
@@ -677,21 +789,24 @@ fn field_code(models: &[FieldModel]) -> FieldCode {
         // Spanned on the field's type, so a type without a mapping is reported there only.
         match field.storage {
             Storage::Property | Storage::Blob => {
-                code.writes.push(quote_spanned!(span=> writer.field(#property, &self.#ident)?;));
+                code.writes
+                    .push(quote_spanned!(span=> writer.field(#property, &self.#ident)?;));
                 code.reads.push(match field.attr.default {
                     Some(_) => quote_spanned!(span=> #ident: reader.field_or(#property, #default)?),
                     None => quote_spanned!(span=> #ident: reader.field(#property)?),
                 });
             }
             Storage::Json => {
-                code.writes.push(quote_spanned!(span=> writer.json(#property, &self.#ident)?;));
+                code.writes
+                    .push(quote_spanned!(span=> writer.json(#property, &self.#ident)?;));
                 code.reads.push(match field.attr.default {
                     Some(_) => quote_spanned!(span=> #ident: reader.json_or(#property, #default)?),
                     None => quote_spanned!(span=> #ident: reader.json(#property)?),
                 });
             }
             Storage::Skipped => {
-                code.reads.push(quote!(#ident: ::core::default::Default::default()));
+                code.reads
+                    .push(quote!(#ident: ::core::default::Default::default()));
             }
         }
     }
@@ -943,7 +1058,14 @@ pub(crate) fn projection(input: &DeriveInput) -> Result<TokenStream, TokenStream
     let (krate_path, rename_all) = attr::crate_only(&cx, &input.attrs, &["crate", "rename_all"]);
     let fields = named_fields(&cx, input, "Projection");
     let models = fields
-        .map(|f| field_models(&cx, f, rename_all.as_ref(), &["rename", "skip", "default", "json"]))
+        .map(|f| {
+            field_models(
+                &cx,
+                f,
+                rename_all.as_ref(),
+                &["rename", "skip", "default", "json"],
+            )
+        })
         .unwrap_or_default();
     cx.check()?;
     let ident = &input.ident;
@@ -1016,7 +1138,10 @@ mod tests {
         assert!(out.contains("IndexPlacement :: OtherTable"), "{out}");
         assert!(out.contains("IndexEntityStorage :: Partition"), "{out}");
         assert!(out.contains("FieldStorage :: Blob"), "{out}");
-        assert!(out.contains("use :: tablekit :: typed :: __private as __tk"), "{out}");
+        assert!(
+            out.contains("use :: tablekit :: typed :: __private as __tk"),
+            "{out}"
+        );
     }
 
     #[test]
@@ -1026,8 +1151,14 @@ mod tests {
             struct Thing { id: String }
         })
         .expect("expands");
-        assert!(out.contains("use tk :: typed :: __private as __tk"), "{out}");
-        assert!(out.contains("const KIND : & 'static str = \"Thing\""), "{out}");
+        assert!(
+            out.contains("use tk :: typed :: __private as __tk"),
+            "{out}"
+        );
+        assert!(
+            out.contains("const KIND : & 'static str = \"Thing\""),
+            "{out}"
+        );
     }
 
     #[test]

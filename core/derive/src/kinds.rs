@@ -24,7 +24,10 @@ pub(crate) fn entity_kind(input: &DeriveInput) -> Result<TokenStream, TokenStrea
     match &input.data {
         Data::Enum(data) => {
             if data.variants.is_empty() {
-                cx.error_spanned(&input.ident, "#[derive(EntityKind)] needs at least one variant");
+                cx.error_spanned(
+                    &input.ident,
+                    "#[derive(EntityKind)] needs at least one variant",
+                );
             }
             for variant in &data.variants {
                 match &variant.fields {
@@ -52,12 +55,14 @@ pub(crate) fn entity_kind(input: &DeriveInput) -> Result<TokenStream, TokenStrea
     let ident = &input.ident;
     let type_name = ident.unraw().to_string();
     let Some((_, first)) = variants.first().copied() else {
-        return Err(quote!(::core::compile_error!("#[derive(EntityKind)] needs variants")));
+        return Err(quote!(::core::compile_error!(
+            "#[derive(EntityKind)] needs variants"
+        )));
     };
 
-    let assertions = variants.iter().map(|(_, ty)| {
-        quote_spanned!(ty.span()=> __tk::assert_entity_type::<#ty>();)
-    });
+    let assertions = variants
+        .iter()
+        .map(|(_, ty)| quote_spanned!(ty.span()=> __tk::assert_entity_type::<#ty>();));
     let mut same = Vec::new();
     for (_, ty) in variants.iter().skip(1) {
         same.push(quote_spanned! {ty.span()=>

@@ -206,7 +206,9 @@ use syn::{DeriveInput, parse_macro_input};
 #[proc_macro_derive(Entity, attributes(entity, index, index_entity))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::entity(&input).unwrap_or_else(|errors| errors).into()
+    expand::entity(&input)
+        .unwrap_or_else(|errors| errors)
+        .into()
 }
 
 /// Reads the entity types that share a table into one enum, by the kind each entity
@@ -242,7 +244,9 @@ pub fn derive_entity(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(EntityKind, attributes(entity))]
 pub fn derive_entity_kind(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    kinds::entity_kind(&input).unwrap_or_else(|errors| errors).into()
+    kinds::entity_kind(&input)
+        .unwrap_or_else(|errors| errors)
+        .into()
 }
 
 /// A typed projection: the subset of an entity's properties a query selects
@@ -261,5 +265,7 @@ pub fn derive_entity_kind(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(Projection, attributes(entity))]
 pub fn derive_projection(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::projection(&input).unwrap_or_else(|errors| errors).into()
+    expand::projection(&input)
+        .unwrap_or_else(|errors| errors)
+        .into()
 }

@@ -101,7 +101,11 @@ pub(crate) struct Renamed {
     partition_key = "{user:hash4}_{user}",
     row_key = "{at:ticks_desc}|{seq:04}|{tag}"
 )]
-#[index(name = "by_guid", partition_key = "g_{guid}", row_key = "{flag}_{when}_{n}")]
+#[index(
+    name = "by_guid",
+    partition_key = "g_{guid}",
+    row_key = "{flag}_{when}_{n}"
+)]
 #[index(name = "literal", partition_key = "{{const}}", row_key = "{small:03}")]
 struct Keyed {
     user: u64,
@@ -132,9 +136,19 @@ fn only_adults(p: &Person) -> bool {
 #[index(name = "email", partition_key = "{team}", row_key = "email_{email}", properties = ["id", "email"])]
 #[index(name = "adults", partition_key = "{team}", row_key = "adult_{id:06}", when = only_adults)]
 #[index(name = "by_email", partition_key = "email", row_key = "{email}")]
-#[index(name = "elsewhere", table = "PeopleByAge", partition_key = "{age:03}", row_key = "{id:06}")]
+#[index(
+    name = "elsewhere",
+    table = "PeopleByAge",
+    partition_key = "{age:03}",
+    row_key = "{id:06}"
+)]
 #[index_entity(name = "last_name", key = "{last_name}")]
-#[index_entity(name = "city", key = "{city}", storage = "table", table = "PeopleByCity")]
+#[index_entity(
+    name = "city",
+    key = "{city}",
+    storage = "table",
+    table = "PeopleByCity"
+)]
 #[index_entity(name = "age", key = "{age:03}", storage = "blob")]
 struct Person {
     team: String,
@@ -144,7 +158,12 @@ struct Person {
     city: String,
     age: u8,
     manager_id: u32,
-    #[entity(denormalized(from = "Person", partition_key = "{team}", row_key = "p_{manager_id:06}", property = "email"))]
+    #[entity(denormalized(
+        from = "Person",
+        partition_key = "{team}",
+        row_key = "p_{manager_id:06}",
+        property = "email"
+    ))]
     manager_email: Option<String>,
 }
 
@@ -320,7 +339,17 @@ fn properties_follow_rename_rules_and_system_property_names() {
     let names: Vec<&str> = entity.properties.keys().map(String::as_str).collect();
     assert_eq!(
         names,
-        ["Kind", "Rev", "Region", "Type", "FirstName", "mail", "Visits", "Rating", "Address"]
+        [
+            "Kind",
+            "Rev",
+            "Region",
+            "Type",
+            "FirstName",
+            "mail",
+            "Visits",
+            "Rating",
+            "Address"
+        ]
     );
     assert_eq!(entity.get("Kind"), Some(&Value::from("renamed-thing")));
     assert_eq!(entity.get("Rev"), Some(&Value::Int32(7)));
@@ -334,7 +363,10 @@ fn properties_follow_rename_rules_and_system_property_names() {
 fn integers_beyond_the_stored_range_are_refused_with_the_property_and_keys() {
     let keyed = Keyed {
         user: u64::MAX,
-        at: Utc.with_ymd_and_hms(2020, 1, 2, 3, 4, 5).single().expect("valid"),
+        at: Utc
+            .with_ymd_and_hms(2020, 1, 2, 3, 4, 5)
+            .single()
+            .expect("valid"),
         seq: 1,
         tag: "t".into(),
         guid: Uuid::nil(),
@@ -391,21 +423,39 @@ fn schema_describes_fields_indexes_index_entities_and_denormalised_fields() {
             ("elsewhere", IndexPlacement::OtherTable, false),
         ]
     );
-    assert_eq!(schema.index("email").and_then(|i| i.properties), Some(&["id", "email"][..]));
-    let storages: Vec<IndexEntityStorage> = schema.index_entities.iter().map(|i| i.storage).collect();
+    assert_eq!(
+        schema.index("email").and_then(|i| i.properties),
+        Some(&["id", "email"][..])
+    );
+    let storages: Vec<IndexEntityStorage> =
+        schema.index_entities.iter().map(|i| i.storage).collect();
     assert_eq!(
         storages,
-        [IndexEntityStorage::Partition, IndexEntityStorage::Table, IndexEntityStorage::Blob]
+        [
+            IndexEntityStorage::Partition,
+            IndexEntityStorage::Table,
+            IndexEntityStorage::Blob
+        ]
     );
-    assert_eq!(schema.index_entity("city").and_then(|i| i.table), Some("PeopleByCity"));
+    assert_eq!(
+        schema.index_entity("city").and_then(|i| i.table),
+        Some("PeopleByCity")
+    );
     let denormalized = &schema.denormalized[0];
     assert_eq!(
-        (denormalized.field, denormalized.from_kind, denormalized.source_property),
+        (
+            denormalized.field,
+            denormalized.from_kind,
+            denormalized.source_property
+        ),
         ("manager_email", "Person", "email")
     );
     assert!(schema.field("manager_email").is_some_and(|f| f.optional));
     assert_eq!(
-        AllTypes::schema().blob_fields().map(|f| f.name).collect::<Vec<_>>(),
+        AllTypes::schema()
+            .blob_fields()
+            .map(|f| f.name)
+            .collect::<Vec<_>>(),
         ["photo", "notes"]
     );
     assert_eq!(
@@ -440,10 +490,16 @@ fn index_keys_follow_the_declared_templates_and_sparse_predicates() {
         person.index_keys("elsewhere").expect("renders"),
         Some(("030".into(), "000042".into()))
     );
-    assert_eq!(person.index_entity_key("last_name").expect("renders"), "Lee");
+    assert_eq!(
+        person.index_entity_key("last_name").expect("renders"),
+        "Lee"
+    );
     let error = person.index_keys("nope").expect_err("undeclared");
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
-    assert!(error.to_string().contains("declares no index `nope`"), "{error}");
+    assert!(
+        error.to_string().contains("declares no index `nope`"),
+        "{error}"
+    );
     // The denormalised source is addressed from this entity's fields.
     let d = &Person::schema().denormalized[0];
     let rk = d.row_key.render(|f| person.key_part(f)).expect("renders");
@@ -453,14 +509,19 @@ fn index_keys_follow_the_declared_templates_and_sparse_predicates() {
 #[test]
 fn an_enum_of_kinds_reads_each_variant() {
     let values = [
-        Stored3::Settings(Settings { theme: "dark".into() }),
+        Stored3::Settings(Settings {
+            theme: "dark".into(),
+        }),
         Stored3::Other(OtherSettings { level: 3 }),
         Stored3::Third(ThirdSettings { n: 1 }),
     ];
     for value in values {
         round_trip(&value);
     }
-    assert_eq!(Stored3::kinds(), ["Settings", "OtherSettings", "ThirdSettings"]);
+    assert_eq!(
+        Stored3::kinds(),
+        ["Settings", "OtherSettings", "ThirdSettings"]
+    );
     let stranger = Entity::new("settings", "x").with("EntityKind", "Unknown");
     let error = Stored3::from_entity(stranger).expect_err("unknown kind");
     assert!(error.to_string().contains("one of"), "{error}");
@@ -487,15 +548,24 @@ fn projections_read_only_their_properties() {
 
 #[test]
 fn a_type_in_a_module_derives_without_imports() {
-    let inner = nested::Inner { a: "x".into(), b: -4 };
+    let inner = nested::Inner {
+        a: "x".into(),
+        b: -4,
+    };
     let entity = inner.to_entity().expect("converts");
     assert_eq!(entity.row_key, "-4");
-    assert_eq!(nested::Inner::from_entity(entity).expect("reads").value, inner);
+    assert_eq!(
+        nested::Inner::from_entity(entity).expect("reads").value,
+        inner
+    );
 }
 
 #[test]
 fn key_parts_cover_every_template_field() {
-    let at = Utc.with_ymd_and_hms(2020, 1, 2, 3, 4, 5).single().expect("valid");
+    let at = Utc
+        .with_ymd_and_hms(2020, 1, 2, 3, 4, 5)
+        .single()
+        .expect("valid");
     let keyed = Keyed {
         user: 1,
         at,
@@ -507,7 +577,9 @@ fn key_parts_cover_every_template_field() {
         n: -3,
         small: 4,
     };
-    for field in ["user", "at", "seq", "tag", "guid", "flag", "when", "n", "small"] {
+    for field in [
+        "user", "at", "seq", "tag", "guid", "flag", "when", "n", "small",
+    ] {
         assert!(keyed.key_part(field).is_some(), "{field}");
     }
     let mut text = String::new();

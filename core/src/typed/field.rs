@@ -60,7 +60,9 @@ pub enum FieldProblem {
         found: String,
     },
     /// The entity was written by a newer version of its type than this program knows.
-    #[error("the entity has version {stored}, newer than version {supported} that this program reads")]
+    #[error(
+        "the entity has version {stored}, newer than version {supported} that this program reads"
+    )]
     NewerVersion {
         /// The stored version.
         stored: i64,
@@ -154,7 +156,7 @@ impl FieldValue for String {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::String(s) => Ok(s),
-            other => Err(wrong("String", &other)),
+            other => Err(wrong("Edm.String", &other)),
         }
     }
 }
@@ -178,7 +180,7 @@ macro_rules! int32_field {
             }
 
             fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
-                let n = stored_integer(value, "Int32")?;
+                let n = stored_integer(value, "Edm.Int32")?;
                 <$t>::try_from(n).map_err(|_| FieldProblem::OutOfRange {
                     value: n.to_string(),
                     target: stringify!($t),
@@ -203,7 +205,7 @@ macro_rules! int64_field {
             }
 
             fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
-                let n = stored_integer(value, "Int64")?;
+                let n = stored_integer(value, "Edm.Int64")?;
                 <$t>::try_from(n).map_err(|_| FieldProblem::OutOfRange {
                     value: n.to_string(),
                     target: stringify!($t),
@@ -226,7 +228,7 @@ impl FieldValue for f64 {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::Double(n) => Ok(n),
-            other => Err(wrong("Double", &other)),
+            other => Err(wrong("Edm.Double", &other)),
         }
     }
 }
@@ -241,7 +243,7 @@ impl FieldValue for bool {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::Boolean(b) => Ok(b),
-            other => Err(wrong("Boolean", &other)),
+            other => Err(wrong("Edm.Boolean", &other)),
         }
     }
 }
@@ -256,7 +258,7 @@ impl FieldValue for DateTime<Utc> {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::DateTime(at) => Ok(at),
-            other => Err(wrong("DateTime", &other)),
+            other => Err(wrong("Edm.DateTime", &other)),
         }
     }
 }
@@ -271,7 +273,7 @@ impl FieldValue for Uuid {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::Guid(id) => Ok(id),
-            other => Err(wrong("Guid", &other)),
+            other => Err(wrong("Edm.Guid", &other)),
         }
     }
 }
@@ -286,7 +288,7 @@ impl FieldValue for Vec<u8> {
     fn from_value(value: Option<Value>) -> Result<Self, FieldProblem> {
         match required(value)? {
             Value::Binary(bytes) => Ok(bytes),
-            other => Err(wrong("Binary", &other)),
+            other => Err(wrong("Edm.Binary", &other)),
         }
     }
 }
@@ -337,7 +339,7 @@ pub fn json_from_value<T: DeserializeOwned>(value: Option<Value>) -> Result<T, F
         Some(Value::String(text)) => {
             serde_json::from_str(&text).map_err(|e| FieldProblem::Json(e.to_string()))
         }
-        Some(other) => Err(wrong("String (JSON)", &other)),
+        Some(other) => Err(wrong("Edm.String (JSON)", &other)),
     }
 }
 
@@ -362,7 +364,10 @@ mod tests {
     #[test]
     fn integers_map_to_the_narrowest_type_that_holds_them() {
         assert_eq!(7u16.to_value(), Ok(Some(Value::Int32(7))));
-        assert_eq!(u32::MAX.to_value(), Ok(Some(Value::Int64(i64::from(u32::MAX)))));
+        assert_eq!(
+            u32::MAX.to_value(),
+            Ok(Some(Value::Int64(i64::from(u32::MAX))))
+        );
         assert!(matches!(
             u64::MAX.to_value(),
             Err(FieldProblem::OutOfRange { .. })

@@ -164,7 +164,11 @@ fn unknown_name<E: EntityType>(what: &'static str, name: &str) -> Error {
 ///
 /// # Errors
 /// [`Error::Key`] or [`Error::Limit`].
-pub fn render_key<E: EntityType>(value: &E, template: &KeyTemplate, kind: KeyKind) -> Result<String> {
+pub fn render_key<E: EntityType>(
+    value: &E,
+    template: &KeyTemplate,
+    kind: KeyKind,
+) -> Result<String> {
     let key = template.render(|field| value.key_part(field))?;
     limits::check_key(kind, &key)?;
     Ok(key)
@@ -182,9 +186,10 @@ impl EntityWriter {
     pub fn new<E: EntityType>(partition_key: String, row_key: String, fields: usize) -> Self {
         let mut entity = Entity::new(partition_key, row_key);
         entity.properties.reserve(fields + 2);
-        entity
-            .properties
-            .insert(E::KIND_PROPERTY.to_owned(), Value::String(E::KIND.to_owned()));
+        entity.properties.insert(
+            E::KIND_PROPERTY.to_owned(),
+            Value::String(E::KIND.to_owned()),
+        );
         entity.properties.insert(
             E::VERSION_PROPERTY.to_owned(),
             Value::Int32(i32::try_from(E::VERSION).unwrap_or(i32::MAX)),
@@ -222,14 +227,14 @@ impl EntityWriter {
     }
 
     fn error(&self, property: &str, problem: FieldProblem) -> Error {
-        Error::Field(FieldError {
+        Error::Field(Box::new(FieldError {
             direction: Direction::Write,
             type_name: self.type_name,
             partition_key: self.entity.partition_key.clone(),
             row_key: self.entity.row_key.clone(),
             property: property.to_owned(),
             problem,
-        })
+        }))
     }
 
     /// The finished entity.
@@ -237,6 +242,9 @@ impl EntityWriter {
         self.entity
     }
 }
+
+/// An entity type's upcaster, adapted: upgrades a stored entity from the version given.
+pub type Upcaster = fn(&mut Entity, u32) -> Result<(), String>;
 
 /// Reads the fields of a stored entity into a typed value.
 #[doc(hidden)]
@@ -253,20 +261,17 @@ impl EntityReader {
     /// # Errors
     /// [`Error::Field`] for another kind, a newer version, a version of the wrong type or a
     /// failed upcast.
-    pub fn new<E: EntityType>(
-        mut entity: Entity,
-        upcast: Option<fn(&mut Entity, u32) -> Result<(), String>>,
-    ) -> Result<Self> {
+    pub fn new<E: EntityType>(mut entity: Entity, upcast: Option<Upcaster>) -> Result<Self> {
         let type_name = E::schema().type_name;
         let fail = |entity: &Entity, property: &str, problem| {
-            Error::Field(FieldError {
+            Error::Field(Box::new(FieldError {
                 direction: Direction::Read,
                 type_name,
                 partition_key: entity.partition_key.clone(),
                 row_key: entity.row_key.clone(),
                 property: property.to_owned(),
                 problem,
-            })
+            }))
         };
         match entity.properties.swap_remove(E::KIND_PROPERTY) {
             None => {}
@@ -286,7 +291,7 @@ impl EntityReader {
                     &entity,
                     E::KIND_PROPERTY,
                     FieldProblem::WrongType {
-                        expected: "String",
+                        expected: "Edm.String",
                         found: other.edm_type(),
                     },
                 ));
@@ -301,7 +306,7 @@ impl EntityReader {
                     &entity,
                     E::VERSION_PROPERTY,
                     FieldProblem::WrongType {
-                        expected: "Int32",
+                        expected: "Edm.Int32",
                         found: other.edm_type(),
                     },
                 ));
@@ -407,14 +412,14 @@ impl EntityReader {
     }
 
     fn error(&self, property: &str, problem: FieldProblem) -> Error {
-        Error::Field(FieldError {
+        Error::Field(Box::new(FieldError {
             direction: Direction::Read,
             type_name: self.type_name,
             partition_key: self.entity.partition_key.clone(),
             row_key: self.entity.row_key.clone(),
             property: property.to_owned(),
             problem,
-        })
+        }))
     }
 
     /// The value with the entity's keys, ETag and timestamp.
@@ -442,7 +447,7 @@ pub fn stored_kind<'e>(
 ) -> Result<&'e str> {
     match entity.get(kind_property) {
         Some(Value::String(kind)) => Ok(kind),
-        other => Err(Error::Field(FieldError {
+        other => Err(Error::Field(Box::new(FieldError {
             direction: Direction::Read,
             type_name,
             partition_key: entity.partition_key.clone(),
@@ -451,11 +456,11 @@ pub fn stored_kind<'e>(
             problem: match other {
                 None => FieldProblem::Missing,
                 Some(v) => FieldProblem::WrongType {
-                    expected: "String",
+                    expected: "Edm.String",
                     found: v.edm_type(),
                 },
             },
-        })),
+        }))),
     }
 }
 
@@ -468,7 +473,7 @@ pub fn unknown_kind(
     kinds: &[&str],
     found: &str,
 ) -> Error {
-    Error::Field(FieldError {
+    Error::Field(Box::new(FieldError {
         direction: Direction::Read,
         type_name,
         partition_key: entity.partition_key.clone(),
@@ -478,7 +483,7 @@ pub fn unknown_kind(
             expected: format!("one of {kinds:?}"),
             found: found.to_owned(),
         },
-    })
+    }))
 }
 
 /// The filter `kind_property eq 'kind'`.
@@ -510,9 +515,9 @@ pub mod __private {
     pub use super::{
         BlobField, DenormalizedMeta, EntityKinds, EntityReader, EntityType, EntityWriter,
         FieldMeta, FieldStorage, FieldValue, IndexEntityMeta, IndexEntityStorage, IndexMeta,
-        IndexPlacement, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, Projection, Record,
-        Schema, Stored, TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key,
-        stored_kind, unknown_kind,
+        IndexPlacement, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, Projection, Record, Schema,
+        Stored, TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key, stored_kind,
+        unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;

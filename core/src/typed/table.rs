@@ -270,7 +270,9 @@ impl<R: Record, S: TableStore> Table<R, S> {
     /// # Errors
     /// As [`insert`](Self::insert).
     pub async fn upsert(&self, value: &R) -> Result<ETag> {
-        self.store.insert_or_replace(&self.name, value.to_entity()?).await
+        self.store
+            .insert_or_replace(&self.name, value.to_entity()?)
+            .await
     }
 
     /// Replaces the stored entity if `if_match` holds.
@@ -299,7 +301,12 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// The store's errors; `NotFound`, `PreconditionFailed`.
-    pub async fn delete(&self, partition_key: &str, row_key: &str, if_match: IfMatch) -> Result<()> {
+    pub async fn delete(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> Result<()> {
         self.store
             .delete(&self.name, partition_key, row_key, if_match)
             .await
@@ -431,7 +438,9 @@ impl<R: Record, S: TableStore> Table<R, S> {
     /// # Errors
     /// As [`query_page`](Self::query_page), for `P`.
     pub async fn select<P: Projection>(&self, query: Query) -> Result<Vec<Stored<P>>> {
-        let query = self.typed_query(query).select(P::PROPERTIES.iter().copied());
+        let query = self
+            .typed_query(query)
+            .select(P::PROPERTIES.iter().copied());
         self.store
             .query_stream(&self.name, query)
             .map(|entity| entity.and_then(P::from_entity))
@@ -468,11 +477,6 @@ impl<R: Record, S: TableStore> Table<R, S> {
 }
 
 /// The filter of a RowKey range within a partition.
-pub(crate) fn range_filter(partition_key: &str, bounds: &KeyBounds) -> Filter {
-    let end = if bounds.end_inclusive {
-        filter::row_key().le(bounds.end.as_str())
-    } else {
-        filter::row_key().lt(bounds.end.as_str())
-    };
-    filter::partition_key().eq(partition_key) & filter::row_key().ge(bounds.start.as_str()) & end
+fn range_filter(partition_key: &str, bounds: &KeyBounds) -> Filter {
+    filter::partition_key().eq(partition_key) & bounds.row_key_filter()
 }

@@ -41,6 +41,7 @@ use std::fmt;
 use chrono::{DateTime, SecondsFormat, Utc};
 use uuid::Uuid;
 
+use crate::filter::{self, Filter};
 use crate::keys::{self, KeyError};
 use crate::limits::forbidden_in_key;
 
@@ -139,6 +140,25 @@ pub struct KeyBounds {
 }
 
 impl KeyBounds {
+    /// The filter `PartitionKey` in the range.
+    pub fn partition_key_filter(&self) -> Filter {
+        self.filter_on(filter::partition_key())
+    }
+
+    /// The filter `RowKey` in the range.
+    pub fn row_key_filter(&self) -> Filter {
+        self.filter_on(filter::row_key())
+    }
+
+    fn filter_on(&self, key: filter::Property) -> Filter {
+        let end = if self.end_inclusive {
+            key.le(self.end.as_str())
+        } else {
+            key.lt(self.end.as_str())
+        };
+        key.ge(self.start.as_str()) & end
+    }
+
     /// Whether a key is in the range.
     pub fn contains(&self, key: &str) -> bool {
         key >= self.start.as_str()
@@ -300,7 +320,9 @@ impl KeyTemplate {
         self.write_field(name, hi, *format, &mut hi_text)?;
         let (low, high) = match format {
             KeyFormat::Hash(_) => {
-                return Err(self.unordered(name, "a hashed field spreads its values; it has no order"));
+                return Err(
+                    self.unordered(name, "a hashed field spreads its values; it has no order")
+                );
             }
             KeyFormat::TicksDesc => (hi_text, lo_text),
             KeyFormat::Plain | KeyFormat::Pad(_) => (lo_text, hi_text),
@@ -380,7 +402,10 @@ impl KeyTemplate {
                         },
                     };
                     let (text, after) = rest.split_at(end);
-                    if format.fixed_width().is_some_and(|w| text.chars().count() != w) {
+                    if format
+                        .fixed_width()
+                        .is_some_and(|w| text.chars().count() != w)
+                    {
                         return Err(malformed());
                     }
                     out.push((name.as_ref(), text));
@@ -545,7 +570,9 @@ fn parse_parts(source: &str) -> Result<Vec<TemplatePart>, TemplateError> {
                         .map_err(|message| error(at + 1 + name.len() + 1, message))?,
                 };
                 if !literal.is_empty() {
-                    parts.push(TemplatePart::Literal(Cow::Owned(std::mem::take(&mut literal))));
+                    parts.push(TemplatePart::Literal(Cow::Owned(std::mem::take(
+                        &mut literal,
+                    ))));
                 }
                 if let Some(TemplatePart::Field {
                     name: previous,
@@ -572,7 +599,9 @@ fn parse_parts(source: &str) -> Result<Vec<TemplatePart>, TemplateError> {
             c if forbidden_in_key(c) => {
                 return Err(error(
                     at,
-                    format!("{c:?} may not appear in a key (keys forbid `/ \\ # ?` and control characters)"),
+                    format!(
+                        "{c:?} may not appear in a key (keys forbid `/ \\ # ?` and control characters)"
+                    ),
                 ));
             }
             c => literal.push(c),

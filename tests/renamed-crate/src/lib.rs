@@ -23,7 +23,12 @@ pub struct Customer {
 
 /// A region's summary, in the same table.
 #[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(crate = "tk", table = "Customers", partition_key = "{region}", row_key = "summary")]
+#[entity(
+    crate = "tk",
+    table = "Customers",
+    partition_key = "{region}",
+    row_key = "summary"
+)]
 pub struct RegionSummary {
     /// The region.
     pub region: String,

@@ -1,9 +1,9 @@
 //! The derives work through a renamed dependency, on both embedded backends.
 
+use tablekit_renamed_crate::{Customer, CustomerName, CustomerRecord, RegionSummary};
 use tk::core::query::Query;
 use tk::prelude::*;
 use tk::typed::Table;
-use tablekit_renamed_crate::{Customer, CustomerName, CustomerRecord, RegionSummary};
 
 fn customer(id: u64, name: &str) -> Customer {
     Customer {
@@ -25,7 +25,10 @@ async fn round_trip<S: TableStore + Clone>(store: S) -> Result<()> {
         })
         .await?;
 
-    let ada = customers.get("emea", "cust_00000007").await?.expect("stored");
+    let ada = customers
+        .get("emea", "cust_00000007")
+        .await?
+        .expect("stored");
     assert_eq!(ada.value, customer(7, "Ada"));
 
     // A typed query only returns its own kind; the enum reads the whole partition.
