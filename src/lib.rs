@@ -30,6 +30,11 @@ pub use tablekit_derive as derive;
 #[cfg(feature = "derive")]
 pub use tablekit_derive::{Entity, EntityKind, Projection};
 
+/// The README's code, compiled as doctests so it stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;
+
 /// The names most applications need, in one `use`.
 pub mod prelude {
     pub use tablekit_core::prelude::*;
