@@ -602,3 +602,52 @@ fn written(etag: Option<ETag>) -> Result<ETag> {
         message: "the backend returned no ETag for a write".to_owned(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn put(pk: &str, rk: usize) -> WriteOp {
+        WriteOp::InsertOrReplace(Entity::new(pk, format!("{rk:04}")).with("N", rk as i64))
+    }
+
+    #[test]
+    fn planning_groups_by_partition_and_keeps_each_partitions_order() {
+        let ops = (0..250).map(|i| put(["a", "b"][i % 2], i));
+        let plan = plan_batches(ops).expect("valid");
+        let shapes: Vec<(Option<&str>, usize)> = plan
+            .iter()
+            .map(|p| (p.batch.partition_key(), p.batch.len()))
+            .collect();
+        assert_eq!(
+            shapes,
+            [
+                (Some("a"), 100),
+                (Some("b"), 100),
+                (Some("a"), 25),
+                (Some("b"), 25)
+            ]
+        );
+        for planned in &plan {
+            assert!(planned.batch.check().is_ok());
+            assert!(planned.inputs.windows(2).all(|w| w[0] < w[1]));
+        }
+        let mut all: Vec<usize> = plan.iter().flat_map(|p| p.inputs.clone()).collect();
+        all.sort_unstable();
+        assert_eq!(all, (0..250).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn a_second_write_to_an_entity_starts_the_next_batch() {
+        let plan = plan_batches([put("a", 1), put("a", 2), put("a", 1)]).expect("valid");
+        let inputs: Vec<Vec<usize>> = plan.into_iter().map(|p| p.inputs).collect();
+        assert_eq!(inputs, [vec![0, 1], vec![2]]);
+    }
+
+    #[test]
+    fn an_invalid_write_is_refused_with_its_input_position() {
+        let bad = WriteOp::Insert(Entity::new("a/b", "x"));
+        let error = plan_batches([put("a", 1), bad]).expect_err("invalid key");
+        assert_eq!(error.batch_index(), Some(1));
+    }
+}

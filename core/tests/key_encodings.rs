@@ -65,3 +65,76 @@ proptest! {
         prop_assert!(keys::hashed(&value, n).ends_with(&value));
     }
 }
+
+mod templates {
+    use super::*;
+    use tablekit_core::typed::{KeyPart, KeyTemplate};
+
+    fn template(source: &str) -> KeyTemplate {
+        KeyTemplate::parse(source).expect("a valid template")
+    }
+
+    proptest! {
+        #[test]
+        fn padded_ranges_hold_exactly_the_ids_in_range(
+            lo in 0u32..5000, span in 0u32..500, id in 0u32..6000, year in 1990u32..2100,
+        ) {
+            let hi = lo + span;
+            // The range field last, and followed by more of the key.
+            for source in ["empid_{id:06}", "{id:06}_{year}"] {
+                let t = template(source);
+                let bounds = t.range(&[], &lo, &hi).expect("a range");
+                let key = t.render(|f| match f {
+                    "id" => Some(&id as &dyn KeyPart),
+                    _ => Some(&year as &dyn KeyPart),
+                }).expect("renders");
+                prop_assert_eq!(bounds.contains(&key), (lo..=hi).contains(&id), "{} in {:?}", key, bounds);
+            }
+        }
+
+        #[test]
+        fn string_ranges_before_a_low_separator_hold_exactly_the_values_in_range(
+            lo in "[0-9A-Za-z]{1,4}", hi in "[0-9A-Za-z]{1,4}", value in "[0-9A-Za-z]{1,5}", tail in "[0-9a-z]{0,3}",
+        ) {
+            prop_assume!(lo <= hi);
+            let t = template("{name},{tail}");
+            let bounds = t.range(&[], &lo, &hi).expect("a range");
+            let key = t.render_args(&[&value, &tail]).expect("renders");
+            let inside = lo.as_str() <= value.as_str() && value.as_str() <= hi.as_str();
+            prop_assert_eq!(bounds.contains(&key), inside, "{} in {:?}", key, bounds);
+        }
+
+        #[test]
+        fn prefixes_hold_exactly_the_keys_with_those_leading_fields(
+            device in 0u32..300, seller in "[0-9a-z]{1,5}", card in 0u32..1000,
+            other_device in 0u32..300, other_seller in "[0-9a-z]{1,5}",
+        ) {
+            let t = template("{device:06},{seller},{card}");
+            let key = t.render_args(&[&other_device, &other_seller, &card]).expect("renders");
+            let one = t.prefix(&[&device]).expect("a prefix");
+            prop_assert_eq!(one.contains(&key), other_device == device);
+            let two = t.prefix(&[&device, &seller]).expect("a prefix");
+            prop_assert_eq!(two.contains(&key), other_device == device && other_seller == seller);
+        }
+
+        #[test]
+        fn rendered_keys_split_back_into_their_parts(
+            user in any::<u64>(), at in arb_instant(), tag in "[a-z0-9]{1,8}", n in any::<u16>(),
+        ) {
+            let t = template("{user:hash4}{user}|{at:ticks_desc}{n:05}-{tag}");
+            let key = t.render(|f| match f {
+                "user" => Some(&user as &dyn KeyPart),
+                "at" => Some(&at as &dyn KeyPart),
+                "n" => Some(&n as &dyn KeyPart),
+                _ => Some(&tag as &dyn KeyPart),
+            }).expect("renders");
+            let parts = t.split(&key).expect("splits");
+            let texts: Vec<&str> = parts.iter().map(|(_, text)| *text).collect();
+            let user_text = user.to_string();
+            let hash = keys::hash_prefix(&user_text, 4);
+            let ticks = keys::ticks_desc(at).expect("in range");
+            let n_text = format!("{n:05}");
+            prop_assert_eq!(texts, vec![hash.as_str(), user_text.as_str(), ticks.as_str(), n_text.as_str(), tag.as_str()]);
+        }
+    }
+}

@@ -66,6 +66,26 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `crate` | the path of the `tablekit` crate, for a renamed dependency (`crate = "tk"`) | `::tablekit` |
 ///
 /// ```
+/// // A renamed dependency: `crate = "tk"` tells the derive where tablekit is.
+/// extern crate tablekit as tk;
+/// use tk::prelude::*;
+///
+/// #[derive(tk::Entity)]
+/// #[entity(crate = "tk", table = "Orders", kind = "order", version = 3,
+///          partition_key = "{customer}", row_key = "order_{number:08}",
+///          kind_property = "Type", version_property = "Schema", rename_all = "PascalCase")]
+/// struct Order { customer: String, number: u32, total_cents: i64 }
+///
+/// let order = Order { customer: "c1".into(), number: 42, total_cents: 1250 };
+/// let entity = order.to_entity()?;
+/// assert_eq!((entity.partition_key.as_str(), entity.row_key.as_str()), ("c1", "order_00000042"));
+/// assert_eq!(entity.get("Type"), Some(&Value::from("order")));
+/// assert_eq!(entity.get("Schema"), Some(&Value::Int32(3)));
+/// assert_eq!(entity.get("TotalCents"), Some(&Value::Int64(1250)));
+/// # Ok::<_, tk::Error>(())
+/// ```
+///
+/// ```
 /// use tablekit::prelude::*;
 ///
 /// // Version 2 split `name` into first and last name; version 1 entities are upgraded on read.
