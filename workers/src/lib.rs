@@ -1,5 +1,42 @@
-//! tablekit-workers: queues, idempotent operations and the worker runtime that keep copies
-//! eventually consistent across partitions, tables and blob storage.
+//! tablekit-workers: durable queues, idempotent operations and the worker runtime that keep
+//! copies eventually consistent across partitions, tables and blob storage — the eventually
+//! consistent transaction pattern as a reusable runtime.
 //!
-//! The queue backends and the `tablekit-worker` binary land with their own issue on top of
-//! the storage core.
+//! ```no_run
+//! use tablekit_core::{AnyStore, TableStore};
+//! use tablekit_workers::archive::ArchiveOperation;
+//! use tablekit_workers::queue::{Queue, sqlite::SqliteQueue};
+//! use tablekit_workers::{Envelope, Worker, WorkerConfig, cli};
+//!
+//! # async fn demo() -> tablekit_workers::Result<()> {
+//! let store = AnyStore::connect("sqlite:app.db").await?;
+//! let queue = SqliteQueue::open("queue.db").await?;
+//! let config = WorkerConfig::new("archive");
+//! queue.declare("archive", &config.queue_options()).await?;
+//!
+//! // A client asks for an employee to be archived...
+//! let envelope = Envelope::new(&ArchiveOperation {
+//!     source_table: "Current".into(),
+//!     target_table: "Archive".into(),
+//!     partition_key: "Sales".into(),
+//!     row_key: "empid_000123".into(),
+//! })?;
+//! queue.send("archive", &envelope.id.to_string(), &envelope.to_bytes()?).await?;
+//!
+//! // ...and a worker does it, until SIGINT or SIGTERM.
+//! let report = Worker::new(queue, cli::registry(store), config)
+//!     .run(tablekit_workers::runtime::shutdown_signal())
+//!     .await?;
+//! # Ok(()) }
+//! ```
+
+pub mod archive;
+pub mod cli;
+mod error;
+pub mod operation;
+pub mod queue;
+pub mod runtime;
+
+pub use error::{Error, Result};
+pub use operation::{Envelope, Operation, OperationError, Registry};
+pub use runtime::{Worker, WorkerConfig, WorkerReport};

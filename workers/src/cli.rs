@@ -1,0 +1,260 @@
+//! The `tablekit-worker` command line: options (every flag also an environment variable)
+//! and what each command does. The binary only parses, calls [`run`] and reports.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tablekit_core::AnyStore;
+
+use crate::archive::{ArchiveOperation, archive};
+use crate::error::{Error, Result};
+use crate::operation::{Envelope, Registry};
+use crate::queue::{AnyQueue, Queue};
+use crate::runtime::{Worker, WorkerConfig, install_prometheus, shutdown_signal};
+
+/// Runs tablekit's queue workers: the idempotent operations that keep copies eventually
+/// consistent across partitions, tables and blob storage.
+#[derive(Debug, Parser)]
+#[command(name = "tablekit-worker", version, about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consume a queue and run its operations until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Inspect or replay the messages of a queue's poison queue.
+    Poison {
+        /// What to do with the poison queue.
+        #[command(subcommand)]
+        command: PoisonCommand,
+    },
+    /// Send an operation to a queue (for scripts).
+    Enqueue {
+        /// The operation.
+        #[command(subcommand)]
+        operation: EnqueueCommand,
+    },
+    /// Print how many messages a queue and its poison queue hold.
+    Stats(QueueArgs),
+}
+
+/// Which queue, on which broker.
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// The queue's name.
+    #[arg(long, env = "TABLEKIT_QUEUE", default_value = "archive")]
+    pub queue: String,
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ) or `sqlite:PATH` (the
+    /// embedded queue file, which several processes may share).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+}
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The queue and broker.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// The table store the operations write: `sqlite:PATH` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// How many messages are handled at once.
+    #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    /// After this many deliveries without success a message goes to `<queue>.poison`.
+    #[arg(long, env = "TABLEKIT_MAX_DELIVERIES", default_value_t = 5)]
+    pub max_deliveries: u32,
+    /// Seconds to let in-flight messages finish after SIGINT/SIGTERM.
+    #[arg(long, env = "TABLEKIT_SHUTDOWN_TIMEOUT", default_value_t = 30)]
+    pub shutdown_timeout: u64,
+    /// Seconds a received message stays invisible to other workers (SQLite queue).
+    #[arg(long, env = "TABLEKIT_LEASE", default_value_t = 60)]
+    pub lease: u64,
+    /// Milliseconds of the first retry delay (doubled per retry, with jitter).
+    #[arg(long, env = "TABLEKIT_BACKOFF_MS", default_value_t = 250)]
+    pub backoff_ms: u64,
+    /// Serve Prometheus metrics at `http://ADDRESS/metrics`.
+    #[arg(long, env = "TABLEKIT_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+}
+
+/// The poison commands.
+#[derive(Debug, Subcommand)]
+pub enum PoisonCommand {
+    /// List the poison messages with their reasons, oldest first.
+    List {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// At most this many.
+        #[arg(long, env = "TABLEKIT_LIMIT", default_value_t = 100)]
+        limit: usize,
+    },
+    /// Move poison messages back to the queue, with a fresh delivery count.
+    Replay {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// Only the message with this id (all when absent).
+        #[arg(long, env = "TABLEKIT_MESSAGE_ID")]
+        id: Option<String>,
+    },
+}
+
+/// The operations `enqueue` sends.
+#[derive(Debug, Subcommand)]
+pub enum EnqueueCommand {
+    /// Move an entity from one table to another.
+    Archive {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// The table the entity leaves.
+        #[arg(long, env = "TABLEKIT_SOURCE_TABLE")]
+        source: String,
+        /// The table it moves to.
+        #[arg(long, env = "TABLEKIT_TARGET_TABLE")]
+        target: String,
+        /// Its PartitionKey.
+        #[arg(long)]
+        partition_key: String,
+        /// Its RowKey.
+        #[arg(long)]
+        row_key: String,
+    },
+}
+
+/// Exit code: a setting or argument was invalid.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: the broker or the store could not be reached.
+pub const EXIT_UNAVAILABLE: u8 = 3;
+/// Exit code: any other failure.
+pub const EXIT_FAILURE: u8 = 1;
+
+/// The exit code for an error.
+pub fn exit_code(error: &Error) -> u8 {
+    match error {
+        Error::InvalidBroker { .. } | Error::InvalidQueueName { .. } | Error::Config(_) => EXIT_USAGE,
+        Error::Store(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
+        e if e.is_retryable() => EXIT_UNAVAILABLE,
+        _ => EXIT_FAILURE,
+    }
+}
+
+/// The operations a worker process handles, over `store`.
+pub fn registry(store: AnyStore) -> Registry {
+    Registry::new().register(move |operation: ArchiveOperation| {
+        let store = store.clone();
+        async move {
+            let outcome = archive(&store, &operation).await?;
+            tracing::debug!(?outcome, row_key = %operation.row_key, "archive");
+            Ok(())
+        }
+    })
+}
+
+/// Runs a command; what it prints goes to `out`.
+///
+/// # Errors
+/// The command's failure; [`exit_code`] maps it to the process exit code.
+pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> {
+    let write = |out: &mut (dyn std::io::Write + Send), text: String| {
+        writeln!(out, "{text}").map_err(|e| Error::Config(format!("writing output: {e}")))
+    };
+    match cli.command {
+        Command::Run(args) => {
+            if let Some(address) = args.metrics_addr {
+                install_prometheus(address)?;
+            }
+            let store = AnyStore::connect(&args.store).await?;
+            let queue = AnyQueue::connect(&args.queue.broker).await?;
+            let config = WorkerConfig {
+                concurrency: args.concurrency,
+                max_deliveries: args.max_deliveries,
+                shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
+                lease: Duration::from_secs(args.lease),
+                base_backoff: Duration::from_millis(args.backoff_ms.max(1)),
+                ..WorkerConfig::new(args.queue.queue)
+            };
+            let report = Worker::new(queue, registry(store), config)
+                .run(shutdown_signal())
+                .await?;
+            write(
+                out,
+                format!(
+                    "processed {}, retried {}, poisoned {}, lost leases {}",
+                    report.processed, report.retried, report.poisoned, report.lost_leases
+                ),
+            )
+        }
+        Command::Poison {
+            command: PoisonCommand::List { queue, limit },
+        } => {
+            let broker = AnyQueue::connect(&queue.broker).await?;
+            let messages = broker.poison_list(&queue.queue, limit).await?;
+            for m in &messages {
+                write(
+                    out,
+                    format!(
+                        "{}\t{} deliveries\t{}\t{}",
+                        m.id,
+                        m.delivery_count,
+                        m.reason,
+                        String::from_utf8_lossy(&m.body)
+                    ),
+                )?;
+            }
+            write(out, format!("{} poison messages", messages.len()))
+        }
+        Command::Poison {
+            command: PoisonCommand::Replay { queue, id },
+        } => {
+            let broker = AnyQueue::connect(&queue.broker).await?;
+            let moved = broker.poison_replay(&queue.queue, id.as_deref()).await?;
+            write(out, format!("replayed {moved} messages"))
+        }
+        Command::Enqueue {
+            operation:
+                EnqueueCommand::Archive {
+                    queue,
+                    source,
+                    target,
+                    partition_key,
+                    row_key,
+                },
+        } => {
+            let broker = AnyQueue::connect(&queue.broker).await?;
+            broker
+                .declare(&queue.queue, &WorkerConfig::new(&queue.queue).queue_options())
+                .await?;
+            let envelope = Envelope::new(&ArchiveOperation {
+                source_table: source,
+                target_table: target,
+                partition_key,
+                row_key,
+            })?;
+            broker
+                .send(&queue.queue, &envelope.id.to_string(), &envelope.to_bytes()?)
+                .await?;
+            write(out, envelope.id.to_string())
+        }
+        Command::Stats(queue) => {
+            let broker = AnyQueue::connect(&queue.broker).await?;
+            let stats = broker.stats(&queue.queue).await?;
+            write(
+                out,
+                format!(
+                    "waiting {}\tleased {}\tpoisoned {}",
+                    stats.waiting, stats.leased, stats.poisoned
+                ),
+            )
+        }
+    }
+}

@@ -1,0 +1,186 @@
+//! Operations: the units of follow-up work a queue carries, as a versioned serde-JSON
+//! envelope (id, kind, version, created-at, payload), and the registry that maps kinds to
+//! handlers.
+//!
+//! Every step of an operation must be idempotent (insert-or-replace, delete-if-exists,
+//! conditional writes, set-add/set-remove, content-addressed blobs): a message delivered
+//! twice, or again after a crash between two steps, must converge to the same state.
+
+use std::collections::HashMap;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+
+use chrono::{DateTime, Utc};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use uuid::Uuid;
+
+/// The envelope every operation travels in.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// A unique id, kept across retries (the queue message id).
+    pub id: Uuid,
+    /// The operation's kind, which picks its handler.
+    pub kind: String,
+    /// The version of the payload's shape.
+    pub version: u32,
+    /// When the operation was created.
+    pub created_at: DateTime<Utc>,
+    /// The operation itself.
+    pub payload: serde_json::Value,
+}
+
+impl Envelope {
+    /// Wraps an operation.
+    ///
+    /// # Errors
+    /// When the payload cannot be serialised.
+    pub fn new<O: Operation>(operation: &O) -> serde_json::Result<Self> {
+        Ok(Envelope {
+            id: Uuid::new_v4(),
+            kind: O::KIND.to_owned(),
+            version: O::VERSION,
+            created_at: Utc::now(),
+            payload: serde_json::to_value(operation)?,
+        })
+    }
+
+    /// The envelope as JSON bytes.
+    ///
+    /// # Errors
+    /// When serialisation fails.
+    pub fn to_bytes(&self) -> serde_json::Result<Vec<u8>> {
+        serde_json::to_vec(self)
+    }
+
+    /// Reads an envelope.
+    ///
+    /// # Errors
+    /// [`OperationError::Permanent`] naming what is malformed.
+    pub fn from_bytes(bytes: &[u8]) -> Result<Self, OperationError> {
+        serde_json::from_slice(bytes)
+            .map_err(|e| OperationError::Permanent(format!("malformed operation envelope: {e}")))
+    }
+}
+
+/// A kind of operation: its payload type, kind name and version.
+pub trait Operation: Serialize + DeserializeOwned + Send + Sync + 'static {
+    /// The kind, unique among the operations a worker handles.
+    const KIND: &'static str;
+    /// The payload version this program writes and reads.
+    const VERSION: u32;
+}
+
+/// Why an operation failed: a retry may help, or it never will.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum OperationError {
+    /// A failure that may pass (a busy store, a lost connection): retried with backoff.
+    #[error("{0}")]
+    Retryable(String),
+    /// A failure no retry will fix (malformed input, a broken invariant): poisoned at once.
+    #[error("{0}")]
+    Permanent(String),
+}
+
+impl OperationError {
+    /// Whether a retry may help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, OperationError::Retryable(_))
+    }
+}
+
+impl From<tablekit_core::Error> for OperationError {
+    fn from(e: tablekit_core::Error) -> Self {
+        if e.is_retryable() {
+            OperationError::Retryable(e.to_string())
+        } else {
+            OperationError::Permanent(e.to_string())
+        }
+    }
+}
+
+impl From<crate::Error> for OperationError {
+    fn from(e: crate::Error) -> Self {
+        if e.is_retryable() {
+            OperationError::Retryable(e.to_string())
+        } else {
+            OperationError::Permanent(e.to_string())
+        }
+    }
+}
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+type ErasedHandler =
+    Arc<dyn Fn(serde_json::Value) -> BoxFuture<'static, Result<(), OperationError>> + Send + Sync>;
+
+/// The handlers of a worker, by operation kind.
+#[derive(Clone, Default)]
+pub struct Registry {
+    handlers: HashMap<String, (u32, ErasedHandler)>,
+}
+
+impl std::fmt::Debug for Registry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Registry")
+            .field("kinds", &self.handlers.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+impl Registry {
+    /// An empty registry.
+    pub fn new() -> Self {
+        Registry::default()
+    }
+
+    /// Registers the handler of operation `O`.
+    pub fn register<O, F, Fut>(mut self, handler: F) -> Self
+    where
+        O: Operation,
+        F: Fn(O) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), OperationError>> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let erased: ErasedHandler = Arc::new(move |payload| {
+            let handler = handler.clone();
+            Box::pin(async move {
+                let operation: O = serde_json::from_value(payload).map_err(|e| {
+                    OperationError::Permanent(format!("invalid `{}` payload: {e}", O::KIND))
+                })?;
+                handler(operation).await
+            })
+        });
+        self.handlers.insert(O::KIND.to_owned(), (O::VERSION, erased));
+        self
+    }
+
+    /// The kinds registered.
+    pub fn kinds(&self) -> Vec<&str> {
+        let mut kinds: Vec<&str> = self.handlers.keys().map(String::as_str).collect();
+        kinds.sort_unstable();
+        kinds
+    }
+
+    /// Runs the handler of an envelope's kind.
+    ///
+    /// # Errors
+    /// [`OperationError::Permanent`] for an unknown kind, a version other than the
+    /// handler's, or a payload that does not decode; the handler's own errors.
+    pub async fn handle(&self, envelope: Envelope) -> Result<(), OperationError> {
+        let Some((version, handler)) = self.handlers.get(&envelope.kind) else {
+            return Err(OperationError::Permanent(format!(
+                "unknown operation kind `{}` (this worker handles {:?})",
+                envelope.kind,
+                self.kinds()
+            )));
+        };
+        if envelope.version != *version {
+            return Err(OperationError::Permanent(format!(
+                "unknown version {} of operation `{}` (this worker reads version {version})",
+                envelope.version, envelope.kind
+            )));
+        }
+        handler(envelope.payload).await
+    }
+}

@@ -1,0 +1,169 @@
+//! [`AnyQueue`]: a queue backend chosen at run time from a connection string, for binaries
+//! whose broker is a flag.
+
+use std::time::Duration;
+
+use super::{ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received};
+use crate::error::{Error, Result};
+
+/// A queue backend chosen by connection string: `amqp://…` (RabbitMQ) or `sqlite:PATH`.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub enum AnyQueue {
+    /// RabbitMQ.
+    #[cfg(feature = "rabbitmq")]
+    Rabbit(super::rabbit::RabbitQueue),
+    /// The embedded SQLite queue.
+    #[cfg(feature = "sqlite")]
+    Sqlite(super::sqlite::SqliteQueue),
+}
+
+impl AnyQueue {
+    /// Connects to the queue backend a connection string names.
+    ///
+    /// # Errors
+    /// [`Error::InvalidBroker`] for a scheme not compiled in; the backend's connect errors.
+    pub async fn connect(broker: &str) -> Result<Self> {
+        #[cfg(feature = "rabbitmq")]
+        if broker.starts_with("amqp://") || broker.starts_with("amqps://") {
+            return Ok(AnyQueue::Rabbit(super::rabbit::RabbitQueue::connect(broker).await?));
+        }
+        #[cfg(feature = "sqlite")]
+        if let Some(path) = broker.strip_prefix("sqlite:") {
+            return Ok(AnyQueue::Sqlite(super::sqlite::SqliteQueue::open(path).await?));
+        }
+        Err(Error::InvalidBroker {
+            broker: broker.to_owned(),
+            reason: "expected `amqp://user:password@host:port/vhost` or `sqlite:PATH` (with the backend's feature compiled in)".to_owned(),
+        })
+    }
+}
+
+/// A consumer of an [`AnyQueue`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyConsumer {
+    /// RabbitMQ.
+    #[cfg(feature = "rabbitmq")]
+    Rabbit(super::rabbit::RabbitConsumer),
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(super::sqlite::SqliteConsumer),
+}
+
+/// A delivery of an [`AnyQueue`].
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyDelivery {
+    /// RabbitMQ.
+    #[cfg(feature = "rabbitmq")]
+    Rabbit(super::rabbit::RabbitDelivery),
+    /// SQLite.
+    #[cfg(feature = "sqlite")]
+    Sqlite(super::sqlite::SqliteDelivery),
+}
+
+macro_rules! dispatch {
+    ($value:expr, $inner:ident => $body:expr) => {
+        match $value {
+            #[cfg(feature = "rabbitmq")]
+            AnyQueue::Rabbit($inner) => $body,
+            #[cfg(feature = "sqlite")]
+            AnyQueue::Sqlite($inner) => $body,
+        }
+    };
+}
+
+impl Queue for AnyQueue {
+    type Consumer = AnyConsumer;
+    type Delivery = AnyDelivery;
+
+    async fn declare(&self, queue: &str, options: &QueueOptions) -> Result<()> {
+        dispatch!(self, q => q.declare(queue, options).await)
+    }
+
+    async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
+        dispatch!(self, q => q.send(queue, id, body).await)
+    }
+
+    async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<AnyConsumer> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyQueue::Rabbit(q) => q.consume(queue, options).await.map(AnyConsumer::Rabbit),
+            #[cfg(feature = "sqlite")]
+            AnyQueue::Sqlite(q) => q.consume(queue, options).await.map(AnyConsumer::Sqlite),
+        }
+    }
+
+    async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
+        dispatch!(self, q => q.poison_list(queue, limit).await)
+    }
+
+    async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        dispatch!(self, q => q.poison_replay(queue, id).await)
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        dispatch!(self, q => q.stats(queue).await)
+    }
+}
+
+impl Consumer for AnyConsumer {
+    type Delivery = AnyDelivery;
+
+    async fn next(&mut self) -> Result<Option<AnyDelivery>> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyConsumer::Rabbit(c) => c.next().await.map(|d| d.map(AnyDelivery::Rabbit)),
+            #[cfg(feature = "sqlite")]
+            AnyConsumer::Sqlite(c) => c.next().await.map(|d| d.map(AnyDelivery::Sqlite)),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyConsumer::Rabbit(c) => c.close().await,
+            #[cfg(feature = "sqlite")]
+            AnyConsumer::Sqlite(c) => c.close().await,
+        }
+    }
+}
+
+impl Delivery for AnyDelivery {
+    fn received(&self) -> &Received {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.received(),
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.received(),
+        }
+    }
+
+    async fn ack(self) -> Result<()> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.ack().await,
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.ack().await,
+        }
+    }
+
+    async fn retry(self, delay: Duration) -> Result<()> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.retry(delay).await,
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.retry(delay).await,
+        }
+    }
+
+    async fn poison(self, reason: &str) -> Result<()> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.poison(reason).await,
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.poison(reason).await,
+        }
+    }
+}

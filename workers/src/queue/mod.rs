@@ -1,0 +1,226 @@
+//! Durable queues with the semantics the eventually consistent transaction pattern needs:
+//! a send that returns once the message is stored, deliveries leased to one consumer until
+//! acknowledged, retries after a delay, a delivery count, and a `<queue>.poison` queue
+//! holding the messages that could not be processed, each with its reason.
+//!
+//! Backends: [`RabbitQueue`](rabbit::RabbitQueue) (feature `rabbitmq`) and
+//! [`SqliteQueue`](sqlite::SqliteQueue) (feature `sqlite`); [`AnyQueue`] picks one from a
+//! connection string (`amqp://…` or `sqlite:PATH`).
+
+use std::future::Future;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::error::{Error, Result};
+
+mod any;
+#[cfg(feature = "rabbitmq")]
+pub mod rabbit;
+#[cfg(feature = "sqlite")]
+pub mod sqlite;
+
+pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
+
+/// The suffix of a queue's poison queue.
+pub const POISON_SUFFIX: &str = ".poison";
+
+/// The longest queue name AMQP allows (a short string), in bytes.
+pub const MAX_QUEUE_NAME_BYTES: usize = 255;
+
+/// The name of a queue's poison queue.
+pub fn poison_queue(queue: &str) -> String {
+    format!("{queue}{POISON_SUFFIX}")
+}
+
+/// Checks a queue name: 1 to 200 bytes (room for the `.poison` and retry suffixes within
+/// AMQP's 255), printable, not starting with `amq.` (reserved by AMQP).
+///
+/// # Errors
+/// [`Error::InvalidQueueName`].
+pub fn check_queue_name(name: &str) -> Result<()> {
+    let reason = if name.is_empty() {
+        Some("a queue name cannot be empty")
+    } else if name.len() > 200 {
+        Some("a queue name has at most 200 bytes (AMQP allows 255, and the poison and retry queues add a suffix)")
+    } else if name.starts_with("amq.") {
+        Some("names starting with `amq.` are reserved by AMQP")
+    } else if name.chars().any(char::is_control) {
+        Some("a queue name cannot hold control characters")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(Error::InvalidQueueName {
+            name: name.chars().take(64).collect(),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// How a queue is declared.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueueOptions {
+    /// After this many deliveries without success a message goes to the poison queue.
+    pub max_deliveries: u32,
+    /// The delays a retry can wait, shortest first (RabbitMQ makes one retry queue per
+    /// delay; the SQLite queue waits the exact delay asked for).
+    pub retry_delays: Vec<Duration>,
+}
+
+impl Default for QueueOptions {
+    fn default() -> Self {
+        QueueOptions {
+            max_deliveries: 5,
+            retry_delays: [250, 1_000, 5_000, 30_000, 120_000]
+                .into_iter()
+                .map(Duration::from_millis)
+                .collect(),
+        }
+    }
+}
+
+/// How a consumer receives.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ConsumeOptions {
+    /// At most this many deliveries leased to the consumer and not yet settled.
+    pub prefetch: u16,
+    /// How long a delivery stays leased before another consumer may receive it (the SQLite
+    /// queue's visibility timeout; RabbitMQ leases until the channel closes).
+    pub lease: Duration,
+}
+
+impl Default for ConsumeOptions {
+    fn default() -> Self {
+        ConsumeOptions {
+            prefetch: 8,
+            lease: Duration::from_secs(60),
+        }
+    }
+}
+
+/// A message received from a queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Received {
+    /// The message id (set by the sender, kept across retries).
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// The number of this delivery: 1 the first time.
+    pub delivery_count: u32,
+    /// When the message was first sent, if the queue knows.
+    pub sent_at: Option<DateTime<Utc>>,
+}
+
+/// A message in a poison queue.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PoisonMessage {
+    /// The message id.
+    pub id: String,
+    /// The body.
+    pub body: Vec<u8>,
+    /// Why it was poisoned.
+    pub reason: String,
+    /// How many times it was delivered.
+    pub delivery_count: u32,
+}
+
+/// How many messages a queue holds.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct QueueStats {
+    /// Messages waiting, including those waiting out a retry delay.
+    pub waiting: u64,
+    /// Messages leased to a consumer and not yet settled (when the backend can tell).
+    pub leased: u64,
+    /// Messages in the poison queue.
+    pub poisoned: u64,
+}
+
+/// A queue backend.
+pub trait Queue: Send + Sync + 'static {
+    /// A consumer of one queue.
+    type Consumer: Consumer<Delivery = Self::Delivery>;
+    /// A delivery, settled by ack, retry or poison.
+    type Delivery: Delivery;
+
+    /// Creates the queue, its poison queue and what retries need, if they do not exist.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`], [`Error::Unavailable`], or a broker refusal (a queue
+    /// declared before with other arguments).
+    fn declare(&self, queue: &str, options: &QueueOptions) -> impl Future<Output = Result<()>> + Send;
+
+    /// Sends a message; returns once the queue has stored it durably.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] (nothing is known to be stored: send again),
+    /// [`Error::Refused`].
+    fn send(&self, queue: &str, id: &str, body: &[u8]) -> impl Future<Output = Result<()>> + Send;
+
+    /// Starts consuming a queue.
+    ///
+    /// # Errors
+    /// As [`declare`](Self::declare).
+    fn consume(&self, queue: &str, options: ConsumeOptions) -> impl Future<Output = Result<Self::Consumer>> + Send;
+
+    /// The messages of the queue's poison queue, oldest first, up to `limit`.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_list(&self, queue: &str, limit: usize) -> impl Future<Output = Result<Vec<PoisonMessage>>> + Send;
+
+    /// Moves poison messages (all, or the one with `id`) back to the queue with a fresh
+    /// delivery count; returns how many moved.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_replay(&self, queue: &str, id: Option<&str>) -> impl Future<Output = Result<usize>> + Send;
+
+    /// How many messages the queue and its poison queue hold.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+}
+
+/// Receives the deliveries of one queue.
+pub trait Consumer: Send + 'static {
+    /// The deliveries.
+    type Delivery: Delivery;
+
+    /// The next delivery, waiting for one; `None` once the consumer is closed.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`] when the broker is gone and reconnecting failed.
+    fn next(&mut self) -> impl Future<Output = Result<Option<Self::Delivery>>> + Send;
+
+    /// Stops consuming; deliveries received but not handed out go back to the queue at
+    /// once. Deliveries already handed out stay valid until settled.
+    fn close(self) -> impl Future<Output = ()> + Send;
+}
+
+/// One delivery, to settle exactly once.
+pub trait Delivery: Send + Sync + 'static {
+    /// The message.
+    fn received(&self) -> &Received;
+
+    /// Removes the message: it was processed.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`]: the lease was lost and the message will be delivered again
+    /// (operations are idempotent, so that is safe).
+    fn ack(self) -> impl Future<Output = Result<()>> + Send;
+
+    /// Delivers the message again after `delay`, counting this delivery.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
+    fn retry(self, delay: Duration) -> impl Future<Output = Result<()>> + Send;
+
+    /// Moves the message to the poison queue with a reason.
+    ///
+    /// # Errors
+    /// As [`ack`](Self::ack).
+    fn poison(self, reason: &str) -> impl Future<Output = Result<()>> + Send;
+}

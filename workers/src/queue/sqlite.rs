@@ -1,0 +1,438 @@
+//! The embedded queue: one SQLite file, shared safely by several processes, with the
+//! table-service queue semantics — a receive makes the message invisible for a lease (the
+//! visibility timeout) and counts the delivery; a pop receipt identifies the lease, so a
+//! consumer whose lease ran out cannot ack or retry a message leased again since; a poison
+//! queue keeps the messages that failed, each with its reason.
+//!
+//! All rows live in one table, `tablekit_queue`; a queue's poison queue is the queue name
+//! with `.poison` appended. Every receive, ack, retry or poison is one SQL statement, so it
+//! is atomic across processes.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use rusqlite::{Connection, params};
+
+use super::{
+    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
+    check_queue_name, poison_queue,
+};
+use crate::error::{Error, Result};
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tablekit_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    body BLOB NOT NULL,
+    sent_at INTEGER NOT NULL,
+    visible_at INTEGER NOT NULL,
+    dequeue_count INTEGER NOT NULL DEFAULT 0,
+    pop_receipt TEXT,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
+";
+
+const SEND: &str = "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
+
+const RECEIVE: &str = "
+UPDATE tablekit_queue
+SET visible_at = ?3 + ?4, dequeue_count = dequeue_count + 1, pop_receipt = ?5
+WHERE seq IN (
+    SELECT seq FROM tablekit_queue WHERE queue = ?1 AND visible_at <= ?3 ORDER BY visible_at, seq LIMIT ?2
+)
+RETURNING seq, id, body, sent_at, dequeue_count";
+
+const ACK: &str = "DELETE FROM tablekit_queue WHERE seq = ?1 AND pop_receipt = ?2";
+
+const RETRY: &str =
+    "UPDATE tablekit_queue SET visible_at = ?3, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible_at = ?5, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+const RELEASE: &str =
+    "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+const POISON_LIST: &str = "SELECT id, body, COALESCE(reason, ''), dequeue_count FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+
+const REPLAY_ALL: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1";
+
+const REPLAY_ONE: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1 AND id = ?4";
+
+const COUNT_WAITING: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NULL";
+const COUNT_LEASED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at > ?2";
+const COUNT_EXPIRED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at <= ?2";
+const COUNT_ALL: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1";
+
+/// The embedded queue in a SQLite file. Cheap to clone; clones share one connection.
+#[derive(Clone)]
+pub struct SqliteQueue {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    path: PathBuf,
+    connection: Mutex<Connection>,
+}
+
+impl std::fmt::Debug for SqliteQueue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteQueue").field("path", &self.inner.path).finish()
+    }
+}
+
+fn micros(at: DateTime<Utc>) -> i64 {
+    at.timestamp_micros()
+}
+
+fn now() -> i64 {
+    micros(Utc::now())
+}
+
+fn duration_micros(d: Duration) -> i64 {
+    i64::try_from(d.as_micros()).unwrap_or(i64::MAX / 2)
+}
+
+fn storage(e: rusqlite::Error) -> Error {
+    match e {
+        rusqlite::Error::SqliteFailure(f, _)
+            if matches!(
+                f.code,
+                rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
+            ) =>
+        {
+            Error::unavailable(format!("the queue file is busy: {e}"))
+        }
+        e => Error::storage(e),
+    }
+}
+
+impl SqliteQueue {
+    /// Opens (creating if needed) the queue file at `path`.
+    ///
+    /// # Errors
+    /// [`Error::Storage`] when the file cannot be opened or initialised.
+    pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        let opened = path.clone();
+        let connection = tokio::task::spawn_blocking(move || -> Result<Connection> {
+            let connection = Connection::open(&opened).map_err(storage)?;
+            connection
+                .busy_timeout(Duration::from_secs(10))
+                .map_err(storage)?;
+            connection
+                .pragma_update(None, "journal_mode", "WAL")
+                .map_err(storage)?;
+            connection
+                .pragma_update(None, "synchronous", "NORMAL")
+                .map_err(storage)?;
+            connection.execute_batch(SCHEMA).map_err(storage)?;
+            Ok(connection)
+        })
+        .await
+        .map_err(Error::storage)??;
+        Ok(SqliteQueue {
+            inner: Arc::new(Inner {
+                path,
+                connection: Mutex::new(connection),
+            }),
+        })
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.inner.path
+    }
+
+    async fn with<T, F>(&self, f: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Connection) -> rusqlite::Result<T> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let connection = inner
+                .connection
+                .lock()
+                .map_err(|_| Error::storage("a queue thread panicked holding the connection"))?;
+            f(&connection).map_err(storage)
+        })
+        .await
+        .map_err(Error::storage)?
+    }
+
+    fn receive_blocking(
+        connection: &Connection,
+        queue: &str,
+        options: ConsumeOptions,
+    ) -> rusqlite::Result<Vec<SqliteDelivery>> {
+        let receipt = uuid::Uuid::new_v4().to_string();
+        let mut statement = connection.prepare_cached(RECEIVE)?;
+        let rows = statement.query_map(
+            params![
+                queue,
+                i64::from(options.prefetch.max(1)),
+                now(),
+                duration_micros(options.lease),
+                receipt
+            ],
+            |row| {
+                let sent_at: i64 = row.get(3)?;
+                let count: i64 = row.get(4)?;
+                Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, sent_at, count))
+            },
+        )?;
+        let mut out = Vec::new();
+        for row in rows {
+            let (seq, id, body, sent_at, count) = row?;
+            out.push((seq, id, body, sent_at, count));
+        }
+        out.sort_by_key(|r| r.0);
+        Ok(out
+            .into_iter()
+            .map(|(seq, id, body, sent_at, count)| SqliteDelivery {
+                seq,
+                receipt: receipt.clone(),
+                queue: queue.to_owned(),
+                received: Received {
+                    id,
+                    body,
+                    delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
+                    sent_at: DateTime::from_timestamp_micros(sent_at),
+                },
+                owner: None,
+            })
+            .collect())
+    }
+}
+
+impl Queue for SqliteQueue {
+    type Consumer = SqliteConsumer;
+    type Delivery = SqliteDelivery;
+
+    async fn declare(&self, queue: &str, _options: &QueueOptions) -> Result<()> {
+        // Rows are created on send; a queue needs no declaration beyond a valid name.
+        check_queue_name(queue)
+    }
+
+    async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
+        check_queue_name(queue)?;
+        let (queue, id, body) = (queue.to_owned(), id.to_owned(), body.to_vec());
+        self.with(move |c| {
+            c.prepare_cached(SEND)?
+                .execute(params![queue, id, body, now()])
+                .map(|_| ())
+        })
+        .await
+    }
+
+    async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<SqliteConsumer> {
+        check_queue_name(queue)?;
+        Ok(SqliteConsumer {
+            queue: self.clone(),
+            name: queue.to_owned(),
+            options,
+            buffer: VecDeque::new(),
+            idle: Duration::ZERO,
+        })
+    }
+
+    async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
+        let poison = poison_queue(queue);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.with(move |c| {
+            let mut statement = c.prepare_cached(POISON_LIST)?;
+            let rows = statement.query_map(params![poison, limit], |row| {
+                let count: i64 = row.get(3)?;
+                Ok(PoisonMessage {
+                    id: row.get(0)?,
+                    body: row.get(1)?,
+                    reason: row.get(2)?,
+                    delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let (queue, poison, id) = (queue.to_owned(), poison_queue(queue), id.map(str::to_owned));
+        self.with(move |c| match id {
+            None => c.execute(REPLAY_ALL, params![poison, queue, now()]),
+            Some(id) => c.execute(REPLAY_ONE, params![poison, queue, now(), id]),
+        })
+        .await
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        let (queue, poison) = (queue.to_owned(), poison_queue(queue));
+        self.with(move |c| {
+            let at = now();
+            let count = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<u64> {
+                c.query_row(sql, p, |r| r.get::<_, i64>(0))
+                    .map(|n| u64::try_from(n).unwrap_or(0))
+            };
+            Ok(QueueStats {
+                // A lease that ran out is waiting again.
+                waiting: count(COUNT_WAITING, &[&queue])? + count(COUNT_EXPIRED, &[&queue, &at])?,
+                leased: count(COUNT_LEASED, &[&queue, &at])?,
+                poisoned: count(COUNT_ALL, &[&poison])?,
+            })
+        })
+        .await
+    }
+}
+
+/// A consumer of the SQLite queue: receives up to `prefetch` messages at a time, polling
+/// with a growing pause (up to 200 ms) while the queue is empty.
+pub struct SqliteConsumer {
+    queue: SqliteQueue,
+    name: String,
+    options: ConsumeOptions,
+    buffer: VecDeque<SqliteDelivery>,
+    idle: Duration,
+}
+
+impl std::fmt::Debug for SqliteConsumer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteConsumer")
+            .field("queue", &self.name)
+            .finish()
+    }
+}
+
+const MAX_IDLE: Duration = Duration::from_millis(200);
+
+impl Consumer for SqliteConsumer {
+    type Delivery = SqliteDelivery;
+
+    async fn next(&mut self) -> Result<Option<SqliteDelivery>> {
+        loop {
+            if let Some(mut delivery) = self.buffer.pop_front() {
+                delivery.owner = Some(self.queue.clone());
+                return Ok(Some(delivery));
+            }
+            let (name, options) = (self.name.clone(), self.options);
+            let received = self
+                .queue
+                .with(move |c| SqliteQueue::receive_blocking(c, &name, options))
+                .await?;
+            if received.is_empty() {
+                self.idle = (self.idle * 2).clamp(Duration::from_millis(2), MAX_IDLE);
+                tokio::time::sleep(self.idle).await;
+            } else {
+                self.idle = Duration::ZERO;
+                self.buffer.extend(received);
+            }
+        }
+    }
+
+    async fn close(mut self) {
+        self.release_buffer();
+    }
+}
+
+impl SqliteConsumer {
+    fn release_buffer(&mut self) {
+        if self.buffer.is_empty() {
+            return;
+        }
+        let pending: Vec<(i64, String)> = self
+            .buffer
+            .drain(..)
+            .map(|d| (d.seq, d.receipt))
+            .collect();
+        let queue = self.queue.clone();
+        let release = move || {
+            if let Ok(connection) = queue.inner.connection.lock() {
+                for (seq, receipt) in pending {
+                    // A failure leaves the lease to expire: the message is not lost.
+                    let _ = connection.execute(RELEASE, params![seq, receipt, now()]);
+                }
+            }
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(handle) => {
+                handle.spawn_blocking(release);
+            }
+            Err(_) => release(),
+        }
+    }
+}
+
+impl Drop for SqliteConsumer {
+    /// Deliveries received but never handed out are released at once rather than waiting
+    /// out their lease.
+    fn drop(&mut self) {
+        self.release_buffer();
+    }
+}
+
+/// A delivery of the SQLite queue, identified by its pop receipt.
+pub struct SqliteDelivery {
+    seq: i64,
+    receipt: String,
+    queue: String,
+    received: Received,
+    owner: Option<SqliteQueue>,
+}
+
+impl std::fmt::Debug for SqliteDelivery {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteDelivery")
+            .field("queue", &self.queue)
+            .field("id", &self.received.id)
+            .field("delivery_count", &self.received.delivery_count)
+            .finish()
+    }
+}
+
+impl SqliteDelivery {
+    async fn settle(self, sql: &'static str, extra: Vec<rusqlite::types::Value>) -> Result<()> {
+        let Some(queue) = self.owner else {
+            return Err(Error::storage("a delivery settled outside its consumer"));
+        };
+        let (seq, receipt) = (self.seq, self.receipt);
+        let changed = queue
+            .with(move |c| {
+                let mut values: Vec<rusqlite::types::Value> =
+                    vec![seq.into(), receipt.into()];
+                values.extend(extra);
+                c.prepare_cached(sql)?
+                    .execute(rusqlite::params_from_iter(values))
+            })
+            .await?;
+        if changed == 0 {
+            return Err(Error::unavailable(
+                "the lease ran out and the message was received again; it will be processed again",
+            ));
+        }
+        Ok(())
+    }
+}
+
+impl Delivery for SqliteDelivery {
+    fn received(&self) -> &Received {
+        &self.received
+    }
+
+    async fn ack(self) -> Result<()> {
+        self.settle(ACK, Vec::new()).await
+    }
+
+    async fn retry(self, delay: Duration) -> Result<()> {
+        let at = now().saturating_add(duration_micros(delay));
+        self.settle(RETRY, vec![at.into()]).await
+    }
+
+    async fn poison(self, reason: &str) -> Result<()> {
+        let poison = poison_queue(&self.queue);
+        self.settle(POISON, vec![poison.into(), reason.to_owned().into(), now().into()])
+            .await
+    }
+}

@@ -1,0 +1,320 @@
+//! The worker runtime, the same over every queue: up to N deliveries handled at once, each
+//! acknowledged only after its handler succeeded; retryable failures retried with
+//! exponential backoff and jitter, permanent ones (and messages that reached the delivery
+//! limit) moved to the poison queue with their reason — never dropped. Shutdown stops
+//! receiving, lets in-flight work finish within a timeout, and leaves everything else to be
+//! delivered again.
+//!
+//! Metrics (through the `metrics` facade; [`install_prometheus`] serves them):
+//! `tablekit_worker_processed_total`, `tablekit_worker_retried_total`,
+//! `tablekit_worker_poisoned_total` (counters, by queue and kind),
+//! `tablekit_worker_handler_seconds` and `tablekit_worker_queue_lag_seconds` (histograms).
+
+use std::future::Future;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tokio::sync::Semaphore;
+use tokio::task::JoinSet;
+
+use crate::error::{Error, Result};
+use crate::operation::{Envelope, OperationError, Registry};
+use crate::queue::{ConsumeOptions, Consumer, Delivery, Queue, QueueOptions};
+
+/// How a worker runs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WorkerConfig {
+    /// The queue to consume.
+    pub queue: String,
+    /// How many deliveries are handled at once.
+    pub concurrency: usize,
+    /// After this many deliveries without success, a message is poisoned.
+    pub max_deliveries: u32,
+    /// The first retry delay; each further retry doubles it, up to `max_backoff`.
+    pub base_backoff: Duration,
+    /// The longest retry delay.
+    pub max_backoff: Duration,
+    /// How long shutdown waits for in-flight deliveries.
+    pub shutdown_timeout: Duration,
+    /// How long a delivery stays leased (SQLite queue).
+    pub lease: Duration,
+}
+
+impl WorkerConfig {
+    /// The defaults for a queue: 4 at once, 5 deliveries, backoff 250 ms to 2 min, 30 s to
+    /// shut down, 60 s leases.
+    pub fn new(queue: impl Into<String>) -> Self {
+        WorkerConfig {
+            queue: queue.into(),
+            concurrency: 4,
+            max_deliveries: 5,
+            base_backoff: Duration::from_millis(250),
+            max_backoff: Duration::from_secs(120),
+            shutdown_timeout: Duration::from_secs(30),
+            lease: Duration::from_secs(60),
+        }
+    }
+
+    /// The queue declaration this configuration needs.
+    pub fn queue_options(&self) -> QueueOptions {
+        let mut delays = Vec::new();
+        let mut delay = self.base_backoff.max(Duration::from_millis(1));
+        while delay < self.max_backoff {
+            delays.push(delay);
+            delay *= 2;
+        }
+        delays.push(self.max_backoff);
+        QueueOptions {
+            max_deliveries: self.max_deliveries,
+            retry_delays: delays,
+        }
+    }
+
+    /// The delay before the retry that follows delivery number `delivery`: the base
+    /// doubled per earlier delivery, capped, with up to 25 % random jitter either way.
+    pub fn backoff(&self, delivery: u32) -> Duration {
+        let exponent = delivery.saturating_sub(1).min(30);
+        let delay = self
+            .base_backoff
+            .saturating_mul(1 << exponent)
+            .min(self.max_backoff);
+        let jitter = rand::rng().random_range(0.75..=1.25);
+        delay.mul_f64(jitter).min(self.max_backoff)
+    }
+}
+
+/// What a worker did before it stopped.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkerReport {
+    /// Deliveries processed and acknowledged.
+    pub processed: u64,
+    /// Deliveries sent back for a retry.
+    pub retried: u64,
+    /// Deliveries moved to the poison queue.
+    pub poisoned: u64,
+    /// Settlements the queue refused (the lease was lost; the message comes back).
+    pub lost_leases: u64,
+}
+
+#[derive(Default)]
+struct Counters {
+    processed: AtomicU64,
+    retried: AtomicU64,
+    poisoned: AtomicU64,
+    lost_leases: AtomicU64,
+}
+
+impl Counters {
+    fn report(&self) -> WorkerReport {
+        WorkerReport {
+            processed: self.processed.load(Ordering::Relaxed),
+            retried: self.retried.load(Ordering::Relaxed),
+            poisoned: self.poisoned.load(Ordering::Relaxed),
+            lost_leases: self.lost_leases.load(Ordering::Relaxed),
+        }
+    }
+}
+
+/// A worker: a queue, the handlers of the operations it carries, and how to run.
+#[derive(Debug)]
+pub struct Worker<Q> {
+    queue: Q,
+    registry: Registry,
+    config: WorkerConfig,
+}
+
+impl<Q: Queue + Clone> Worker<Q> {
+    /// A worker of `config.queue` on `queue`, running the handlers of `registry`.
+    pub fn new(queue: Q, registry: Registry, config: WorkerConfig) -> Self {
+        Worker {
+            queue,
+            registry,
+            config,
+        }
+    }
+
+    /// Declares the queue, then handles deliveries until `shutdown` completes; then stops
+    /// receiving and waits up to the shutdown timeout for in-flight deliveries (those still
+    /// running after it are left unsettled, so they come back).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for an invalid configuration; the queue's errors when it cannot be
+    /// declared or consumed (after its own reconnect attempts).
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<WorkerReport> {
+        let config = Arc::new(self.config);
+        if config.concurrency == 0 {
+            return Err(Error::Config("concurrency must be at least 1".into()));
+        }
+        self.queue
+            .declare(&config.queue, &config.queue_options())
+            .await?;
+        let prefetch = u16::try_from(config.concurrency).unwrap_or(u16::MAX);
+        let mut consumer = self
+            .queue
+            .consume(
+                &config.queue,
+                ConsumeOptions {
+                    prefetch,
+                    lease: config.lease,
+                },
+            )
+            .await?;
+        tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
+        let registry = Arc::new(self.registry);
+        let counters = Arc::new(Counters::default());
+        let permits = Arc::new(Semaphore::new(config.concurrency));
+        let mut tasks = JoinSet::new();
+        tokio::pin!(shutdown);
+        let outcome = loop {
+            let permit = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                permit = permits.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => break Ok(()),
+                },
+            };
+            let delivery = tokio::select! {
+                () = &mut shutdown => break Ok(()),
+                next = consumer.next() => next,
+            };
+            let delivery = match delivery {
+                Ok(Some(delivery)) => delivery,
+                Ok(None) => break Ok(()),
+                Err(e) => break Err(e),
+            };
+            let (registry, counters, config) = (registry.clone(), counters.clone(), config.clone());
+            tasks.spawn(async move {
+                handle(delivery, &registry, &counters, &config).await;
+                drop(permit);
+            });
+            while tasks.try_join_next().is_some() {}
+        };
+        tracing::info!(queue = %config.queue, in_flight = tasks.len(), "worker stopping");
+        let drained = tokio::time::timeout(config.shutdown_timeout, async {
+            while tasks.join_next().await.is_some() {}
+        })
+        .await;
+        if drained.is_err() {
+            tracing::warn!(queue = %config.queue, left = tasks.len(), "shutdown timeout: unfinished deliveries will be delivered again");
+            tasks.abort_all();
+        }
+        consumer.close().await;
+        let report = counters.report();
+        tracing::info!(queue = %config.queue, ?report, "worker stopped");
+        outcome.map(|()| report)
+    }
+}
+
+/// Handles one delivery and settles it.
+async fn handle<D: Delivery>(delivery: D, registry: &Registry, counters: &Counters, config: &WorkerConfig) {
+    let received = delivery.received().clone();
+    let queue = config.queue.clone();
+    let count = received.delivery_count;
+    let labels = |kind: &str| [("queue", queue.clone()), ("kind", kind.to_owned())];
+
+    // A message delivered more often than allowed (its consumers kept dying) is poisoned
+    // before it can kill another.
+    if count > config.max_deliveries {
+        let reason = format!(
+            "delivered {count} times without being settled (limit {})",
+            config.max_deliveries
+        );
+        settle(delivery.poison(&reason), counters, &counters.poisoned).await;
+        metrics::counter!("tablekit_worker_poisoned_total", &labels("unknown")).increment(1);
+        tracing::error!(queue = %queue, id = %received.id, %reason, "poisoned");
+        return;
+    }
+
+    let envelope = Envelope::from_bytes(&received.body);
+    let kind = envelope
+        .as_ref()
+        .map_or_else(|_| "malformed".to_owned(), |e| e.kind.clone());
+    if let Ok(envelope) = &envelope {
+        let lag = (chrono::Utc::now() - envelope.created_at)
+            .to_std()
+            .unwrap_or_default();
+        metrics::histogram!("tablekit_worker_queue_lag_seconds", &labels(&kind))
+            .record(lag.as_secs_f64());
+    }
+    let started = Instant::now();
+    let result = match envelope {
+        Ok(envelope) => registry.handle(envelope).await,
+        Err(e) => Err(e),
+    };
+    metrics::histogram!("tablekit_worker_handler_seconds", &labels(&kind))
+        .record(started.elapsed().as_secs_f64());
+
+    match result {
+        Ok(()) => {
+            settle(delivery.ack(), counters, &counters.processed).await;
+            metrics::counter!("tablekit_worker_processed_total", &labels(&kind)).increment(1);
+            tracing::debug!(queue = %queue, id = %received.id, kind, "processed");
+        }
+        Err(OperationError::Retryable(reason)) if count < config.max_deliveries => {
+            let delay = config.backoff(count);
+            settle(delivery.retry(delay), counters, &counters.retried).await;
+            metrics::counter!("tablekit_worker_retried_total", &labels(&kind)).increment(1);
+            tracing::warn!(queue = %queue, id = %received.id, kind, delivery = count, ?delay, %reason, "retrying");
+        }
+        Err(e) => {
+            let reason = if e.is_retryable() {
+                format!("failed {count} times (limit {}); last error: {e}", config.max_deliveries)
+            } else {
+                e.to_string()
+            };
+            settle(delivery.poison(&reason), counters, &counters.poisoned).await;
+            metrics::counter!("tablekit_worker_poisoned_total", &labels(&kind)).increment(1);
+            tracing::error!(queue = %queue, id = %received.id, kind, %reason, "poisoned");
+        }
+    }
+}
+
+async fn settle(settlement: impl Future<Output = Result<()>>, counters: &Counters, counter: &AtomicU64) {
+    match settlement.await {
+        Ok(()) => {
+            counter.fetch_add(1, Ordering::Relaxed);
+        }
+        Err(e) => {
+            counters.lost_leases.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(error = %e, "settlement failed; the message will be delivered again");
+        }
+    }
+}
+
+/// Completes on SIGINT or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {},
+            () = terminate => {},
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+/// Serves the metrics for Prometheus at `http://ADDRESS/metrics`.
+///
+/// # Errors
+/// [`Error::Config`] when the exporter cannot be installed (the address is taken, or a
+/// recorder is already installed).
+pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
+    metrics_exporter_prometheus::PrometheusBuilder::new()
+        .with_http_listener(address)
+        .install()
+        .map_err(|e| Error::Config(format!("metrics endpoint on {address}: {e}")))
+}
