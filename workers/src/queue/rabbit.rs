@@ -300,6 +300,28 @@ impl RabbitQueue {
             .unwrap_or_else(|| QueueOptions::default().retry_delays)
     }
 
+    /// Deletes a queue with its poison queue and retry queues (and the messages in them).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`].
+    pub async fn delete_queue(&self, queue: &str, options: &QueueOptions) -> Result<()> {
+        check_queue_name(queue)?;
+        let mut names = vec![queue.to_owned(), poison_queue(queue)];
+        names.extend(options.retry_delays.iter().map(|d| retry_queue(queue, *d)));
+        for name in names {
+            let channel = self.channel().await?;
+            // A queue that does not exist closes the channel; that is fine.
+            let _ = channel
+                .queue_delete(
+                    ShortString::from(name.as_str()),
+                    lapin::options::QueueDeleteOptions::default(),
+                )
+                .await;
+            let _ = channel.close(200, ShortString::from("deleted")).await;
+        }
+        Ok(())
+    }
+
     async fn get_all(&self, channel: &Channel, queue: &str, limit: usize) -> Result<Vec<BasicGetMessage>> {
         let mut out = Vec::new();
         while out.len() < limit {

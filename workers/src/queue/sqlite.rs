@@ -10,6 +10,7 @@
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -205,6 +206,7 @@ impl SqliteQueue {
                     sent_at: DateTime::from_timestamp_micros(sent_at),
                 },
                 owner: None,
+                slot: None,
             })
             .collect())
     }
@@ -238,6 +240,7 @@ impl Queue for SqliteQueue {
             options,
             buffer: VecDeque::new(),
             idle: Duration::ZERO,
+            outstanding: Arc::new(AtomicUsize::new(0)),
         })
     }
 
@@ -296,6 +299,17 @@ pub struct SqliteConsumer {
     options: ConsumeOptions,
     buffer: VecDeque<SqliteDelivery>,
     idle: Duration,
+    /// Deliveries handed out and not yet settled or dropped.
+    outstanding: Arc<AtomicUsize>,
+}
+
+/// Counts a delivery as outstanding until it is settled or dropped.
+struct Slot(Arc<AtomicUsize>);
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
 }
 
 impl std::fmt::Debug for SqliteConsumer {
@@ -312,12 +326,23 @@ impl Consumer for SqliteConsumer {
     type Delivery = SqliteDelivery;
 
     async fn next(&mut self) -> Result<Option<SqliteDelivery>> {
+        let prefetch = usize::from(self.options.prefetch.max(1));
         loop {
+            if self.outstanding.load(Ordering::Acquire) >= prefetch {
+                // As many deliveries unsettled as the prefetch allows: wait for one.
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                continue;
+            }
             if let Some(mut delivery) = self.buffer.pop_front() {
                 delivery.owner = Some(self.queue.clone());
+                self.outstanding.fetch_add(1, Ordering::AcqRel);
+                delivery.slot = Some(Slot(self.outstanding.clone()));
                 return Ok(Some(delivery));
             }
-            let (name, options) = (self.name.clone(), self.options);
+            let mut options = self.options;
+            let room = prefetch - self.outstanding.load(Ordering::Acquire).min(prefetch);
+            options.prefetch = u16::try_from(room.max(1)).unwrap_or(1);
+            let name = self.name.clone();
             let received = self
                 .queue
                 .with(move |c| SqliteQueue::receive_blocking(c, &name, options))
@@ -380,6 +405,7 @@ pub struct SqliteDelivery {
     queue: String,
     received: Received,
     owner: Option<SqliteQueue>,
+    slot: Option<Slot>,
 }
 
 impl std::fmt::Debug for SqliteDelivery {

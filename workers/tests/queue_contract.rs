@@ -1,0 +1,324 @@
+//! One contract for every queue backend, run against RabbitMQ and the SQLite queue.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::time::Duration;
+
+use tablekit_workers::Error;
+use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue, QueueOptions};
+use tokio::time::timeout;
+
+fn options() -> QueueOptions {
+    QueueOptions {
+        max_deliveries: 5,
+        retry_delays: vec![Duration::from_millis(200), Duration::from_millis(400)],
+    }
+}
+
+fn consume_options(prefetch: u16) -> ConsumeOptions {
+    ConsumeOptions {
+        prefetch,
+        lease: Duration::from_secs(30),
+    }
+}
+
+async fn next<C: Consumer>(consumer: &mut C) -> C::Delivery {
+    timeout(Duration::from_secs(10), consumer.next())
+        .await
+        .expect("a delivery within 10 s")
+        .expect("the queue works")
+        .expect("the consumer is open")
+}
+
+async fn nothing_within<C: Consumer>(consumer: &mut C, wait: Duration) -> bool {
+    timeout(wait, consumer.next()).await.is_err()
+}
+
+pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    for i in 0..3 {
+        queue
+            .send(&name, &format!("m{i}"), format!("body {i}").as_bytes())
+            .await
+            .unwrap();
+    }
+    let mut consumer = queue.consume(&name, consume_options(8)).await.unwrap();
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let delivery = next(&mut consumer).await;
+        let received = delivery.received().clone();
+        assert_eq!(received.delivery_count, 1);
+        assert_eq!(received.body, format!("body {}", &received.id[1..]).into_bytes());
+        assert!(received.sent_at.is_some());
+        seen.push(received.id);
+        delivery.ack().await.unwrap();
+    }
+    seen.sort();
+    assert_eq!(seen, ["m0", "m1", "m2"]);
+    assert!(nothing_within(&mut consumer, Duration::from_millis(500)).await);
+    consumer.close().await;
+    let stats = queue.stats(&name).await.unwrap();
+    assert_eq!((stats.waiting, stats.poisoned), (0, 0));
+}
+
+pub async fn a_retry_comes_back_after_its_delay_with_the_next_count<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    queue.send(&name, "r1", b"retry me").await.unwrap();
+    let mut consumer = queue.consume(&name, consume_options(4)).await.unwrap();
+    let first = next(&mut consumer).await;
+    assert_eq!(first.received().delivery_count, 1);
+    first.retry(Duration::from_millis(200)).await.unwrap();
+    let started = std::time::Instant::now();
+    let second = next(&mut consumer).await;
+    assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+    assert_eq!(second.received().id, "r1");
+    assert_eq!(second.received().body, b"retry me");
+    assert_eq!(second.received().delivery_count, 2);
+    second.retry(Duration::ZERO).await.unwrap();
+    let third = next(&mut consumer).await;
+    assert_eq!(third.received().delivery_count, 3);
+    third.ack().await.unwrap();
+    consumer.close().await;
+}
+
+pub async fn unsettled_deliveries_come_back_counted<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    queue.send(&name, "u1", b"x").await.unwrap();
+    let mut consumer = queue
+        .consume(
+            &name,
+            ConsumeOptions {
+                prefetch: 1,
+                lease: Duration::from_millis(300),
+            },
+        )
+        .await
+        .unwrap();
+    let delivery = next(&mut consumer).await;
+    assert_eq!(delivery.received().delivery_count, 1);
+    // The consumer dies without settling: the message returns.
+    drop(delivery);
+    consumer.close().await;
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+    let again = next(&mut consumer).await;
+    assert_eq!(again.received().id, "u1");
+    assert_eq!(again.received().delivery_count, 2);
+    again.ack().await.unwrap();
+    consumer.close().await;
+}
+
+pub async fn poison_keeps_the_reason_and_replay_brings_messages_back<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    for id in ["p1", "p2"] {
+        queue.send(&name, id, id.as_bytes()).await.unwrap();
+    }
+    let mut consumer = queue.consume(&name, consume_options(4)).await.unwrap();
+    for _ in 0..2 {
+        let delivery = next(&mut consumer).await;
+        let reason = format!("cannot handle {}", delivery.received().id);
+        delivery.poison(&reason).await.unwrap();
+    }
+    let mut poisoned = queue.poison_list(&name, 10).await.unwrap();
+    poisoned.sort_by(|a, b| a.id.cmp(&b.id));
+    assert_eq!(poisoned.len(), 2);
+    assert_eq!(poisoned[0].reason, "cannot handle p1");
+    assert_eq!(poisoned[0].body, b"p1");
+    assert_eq!(poisoned[0].delivery_count, 1);
+    // Listing does not consume.
+    assert_eq!(queue.poison_list(&name, 10).await.unwrap().len(), 2);
+    assert_eq!(queue.stats(&name).await.unwrap().poisoned, 2);
+
+    assert_eq!(queue.poison_replay(&name, Some("p2")).await.unwrap(), 1);
+    let back = next(&mut consumer).await;
+    assert_eq!(back.received().id, "p2");
+    assert_eq!(back.received().delivery_count, 1, "a replay starts a fresh count");
+    back.ack().await.unwrap();
+    assert_eq!(queue.poison_replay(&name, None).await.unwrap(), 1);
+    let back = next(&mut consumer).await;
+    assert_eq!(back.received().id, "p1");
+    back.ack().await.unwrap();
+    assert!(queue.poison_list(&name, 10).await.unwrap().is_empty());
+    consumer.close().await;
+}
+
+pub async fn prefetch_bounds_the_deliveries_held_at_once<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    for i in 0..5 {
+        queue.send(&name, &format!("f{i}"), b"x").await.unwrap();
+    }
+    let mut consumer = queue.consume(&name, consume_options(2)).await.unwrap();
+    let a = next(&mut consumer).await;
+    let b = next(&mut consumer).await;
+    assert!(
+        nothing_within(&mut consumer, Duration::from_millis(500)).await,
+        "a third delivery while two are unsettled"
+    );
+    a.ack().await.unwrap();
+    b.ack().await.unwrap();
+    for _ in 0..3 {
+        next(&mut consumer).await.ack().await.unwrap();
+    }
+    consumer.close().await;
+}
+
+pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(queue: Q, _name: String) {
+    let long = "q".repeat(300);
+    for name in ["", long.as_str(), "amq.reserved"] {
+        let error = queue.send(name, "id", b"x").await.expect_err("invalid name");
+        assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
+        let error = queue.declare(name, &options()).await.expect_err("invalid name");
+        assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
+    }
+}
+
+macro_rules! contract {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            use tablekit_workers::queue::sqlite::SqliteQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let queue = SqliteQueue::open(dir.path().join("queue.db")).await.unwrap();
+                    super::$case(queue, support::unique(stringify!($case))).await;
+                }
+            )*
+        }
+
+        mod rabbitmq {
+            use super::*;
+            use tablekit_workers::queue::rabbit::RabbitQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(url) = support::amqp_url() else { return };
+                    let queue = RabbitQueue::connect(&url).await.unwrap();
+                    let name = support::unique(stringify!($case));
+                    super::$case(queue.clone(), name.clone()).await;
+                    queue.delete_queue(&name, &options()).await.unwrap();
+                }
+            )*
+        }
+    };
+}
+
+contract!(
+    sent_messages_arrive_once_and_acked_ones_are_gone,
+    a_retry_comes_back_after_its_delay_with_the_next_count,
+    unsettled_deliveries_come_back_counted,
+    poison_keeps_the_reason_and_replay_brings_messages_back,
+    prefetch_bounds_the_deliveries_held_at_once,
+    invalid_queue_names_are_refused_before_any_io,
+);
+
+mod sqlite_only {
+    use super::*;
+    use tablekit_workers::queue::sqlite::SqliteQueue;
+
+    #[tokio::test]
+    async fn a_stale_ack_cannot_remove_a_message_leased_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db")).await.unwrap();
+        queue.send("q", "s1", b"x").await.unwrap();
+        let short = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_millis(100),
+        };
+        let mut slow = queue.consume("q", short).await.unwrap();
+        let stale = next(&mut slow).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let mut fast = queue.consume("q", consume_options(1)).await.unwrap();
+        let fresh = next(&mut fast).await;
+        assert_eq!(fresh.received().delivery_count, 2);
+        let error = stale.ack().await.expect_err("the lease ran out");
+        assert!(error.is_retryable(), "{error}");
+        assert_eq!(queue.stats("q").await.unwrap().leased, 1, "still leased to the fresh consumer");
+        fresh.ack().await.unwrap();
+        assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
+    }
+
+    #[tokio::test]
+    async fn processes_sharing_the_file_see_each_others_messages() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let a = SqliteQueue::open(&path).await.unwrap();
+        let b = SqliteQueue::open(&path).await.unwrap();
+        for i in 0..50 {
+            a.send("shared", &format!("{i}"), b"x").await.unwrap();
+        }
+        let (mut ca, mut cb) = (
+            a.consume("shared", consume_options(1)).await.unwrap(),
+            b.consume("shared", consume_options(1)).await.unwrap(),
+        );
+        let mut ids = Vec::new();
+        for turn in 0..50 {
+            let delivery = if turn % 2 == 0 { next(&mut ca).await } else { next(&mut cb).await };
+            ids.push(delivery.received().id.clone());
+            delivery.ack().await.unwrap();
+        }
+        ids.sort();
+        ids.dedup();
+        assert_eq!(ids.len(), 50, "every message once");
+    }
+}
+
+mod rabbitmq_only {
+    use super::*;
+    use tablekit_workers::queue::rabbit::RabbitQueue;
+
+    #[tokio::test]
+    async fn sending_to_an_undeclared_queue_is_refused_not_lost() {
+        let Some(url) = support::amqp_url() else { return };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let error = queue
+            .send(&support::unique("undeclared"), "x", b"x")
+            .await
+            .expect_err("no such queue");
+        assert!(matches!(error, Error::Refused { .. }), "{error}");
+        // The publishing channel survives the refusal.
+        let name = support::unique("after-refusal");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "y", b"y").await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 1);
+        queue.delete_queue(&name, &options()).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn the_broker_dead_letters_a_message_whose_consumers_keep_dying() {
+        let Some(url) = support::amqp_url() else { return };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let name = support::unique("delivery-limit");
+        let options = QueueOptions {
+            max_deliveries: 2,
+            retry_delays: vec![Duration::from_millis(100)],
+        };
+        queue.declare(&name, &options).await.unwrap();
+        queue.send(&name, "d1", b"doomed").await.unwrap();
+        // x-delivery-limit = 2 allows 3 deliveries; each consumer dies without settling.
+        for attempt in 1..=3 {
+            let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+            let delivery = next(&mut consumer).await;
+            assert_eq!(delivery.received().delivery_count, attempt);
+            drop(delivery);
+            consumer.close().await;
+        }
+        let mut poisoned = Vec::new();
+        for _ in 0..50 {
+            poisoned = queue.poison_list(&name, 10).await.unwrap();
+            if !poisoned.is_empty() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        assert_eq!(poisoned.len(), 1);
+        assert_eq!(poisoned[0].id, "d1");
+        assert_eq!(poisoned[0].reason, "delivery_limit");
+        queue.delete_queue(&name, &options).await.unwrap();
+    }
+}
