@@ -170,6 +170,8 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
     };
     match cli.command {
         Command::Run(args) => {
+            // Installed first, so a stop requested while connecting is honoured.
+            let shutdown = shutdown_signal();
             if let Some(address) = args.metrics_addr {
                 install_prometheus(address)?;
             }
@@ -184,7 +186,7 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 ..WorkerConfig::new(args.queue.queue)
             };
             let report = Worker::new(queue, registry(store), config)
-                .run(shutdown_signal())
+                .run(shutdown)
                 .await?;
             write(
                 out,

@@ -283,27 +283,35 @@ async fn settle(settlement: impl Future<Output = Result<()>>, counters: &Counter
     }
 }
 
-/// Completes on SIGINT or SIGTERM.
-pub async fn shutdown_signal() {
-    let interrupt = tokio::signal::ctrl_c();
+/// A future that completes on SIGINT or SIGTERM. The handlers are installed when this is
+/// called (inside a Tokio runtime), not when the future is first polled, so a signal that
+/// arrives while the worker is still connecting is not lost.
+pub fn shutdown_signal() -> impl Future<Output = ()> + Send {
     #[cfg(unix)]
     {
-        let terminate = async {
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(mut signal) => {
-                    signal.recv().await;
+        use tokio::signal::unix::{SignalKind, signal};
+        let mut terminate = signal(SignalKind::terminate()).ok();
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        async move {
+            let wait = |s: Option<tokio::signal::unix::Signal>| async move {
+                match s {
+                    Some(mut s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
                 }
-                Err(_) => std::future::pending::<()>().await,
+            };
+            tokio::select! {
+                () = wait(terminate.take()) => {},
+                () = wait(interrupt.take()) => {},
             }
-        };
-        tokio::select! {
-            _ = interrupt => {},
-            () = terminate => {},
         }
     }
     #[cfg(not(unix))]
     {
-        let _ = interrupt.await;
+        async {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }
 

@@ -272,8 +272,8 @@ impl RabbitQueue {
             })
     }
 
-    /// The number of ready messages in a queue (0 if it does not exist).
-    async fn ready(&self, name: &str) -> Result<u64> {
+    /// The number of ready messages in a queue, or an error if it does not exist.
+    async fn ready_checked(&self, name: &str) -> Result<u64> {
         let channel = self.channel().await?;
         let result = channel
             .queue_declare(
@@ -286,7 +286,19 @@ impl RabbitQueue {
             )
             .await;
         let _ = channel.close(200, ShortString::from("done")).await;
-        Ok(result.map_or(0, |q| u64::from(q.message_count())))
+        result
+            .map(|q| u64::from(q.message_count()))
+            .map_err(|e| Error::Refused {
+                message: format!("queue `{name}`: {e}"),
+            })
+    }
+
+    /// The number of ready messages in a queue (0 if it does not exist).
+    async fn ready(&self, name: &str) -> Result<u64> {
+        match self.ready_checked(name).await {
+            Err(Error::Refused { .. }) => Ok(0),
+            other => other,
+        }
     }
 
     async fn retry_delays(&self, queue: &str) -> Vec<Duration> {
@@ -396,8 +408,16 @@ impl Queue for RabbitQueue {
             "x-delivery-limit".into(),
             AMQPValue::LongLongInt(i64::from(options.max_deliveries)),
         );
-        Self::declare_one(&channel, queue, arguments).await?;
-        let _ = channel.close(200, ShortString::from("declared")).await;
+        if let Err(e) = Self::declare_one(&channel, queue, arguments).await {
+            // Declared before with other arguments (another delivery limit): a queue's
+            // arguments cannot change, so keep the existing queue if it is there.
+            if self.ready_checked(queue).await.is_err() {
+                return Err(e);
+            }
+            tracing::warn!(queue, error = %e, "the queue exists with other arguments; using it as it is");
+        } else {
+            let _ = channel.close(200, ShortString::from("declared")).await;
+        }
         let mut delays = options.retry_delays.clone();
         delays.sort();
         self.inner

@@ -1,0 +1,283 @@
+//! The worker runtime on both queues: poison after the delivery limit, bad messages
+//! poisoned with their reason while the worker keeps going, duplicates converging,
+//! graceful shutdown.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::{Entity, MemoryStore, TableStore};
+use tablekit_workers::archive::ArchiveOperation;
+use tablekit_workers::queue::{Queue, QueueOptions};
+use tablekit_workers::{Envelope, Operation, OperationError, Registry, Worker, WorkerConfig};
+use tokio::sync::oneshot;
+
+#[derive(Serialize, Deserialize)]
+struct Flaky {
+    note: String,
+}
+
+impl Operation for Flaky {
+    const KIND: &'static str = "flaky";
+    const VERSION: u32 = 1;
+}
+
+#[derive(Serialize, Deserialize)]
+struct Slow {
+    millis: u64,
+}
+
+impl Operation for Slow {
+    const KIND: &'static str = "slow";
+    const VERSION: u32 = 1;
+}
+
+fn config(queue: &str) -> WorkerConfig {
+    WorkerConfig {
+        max_deliveries: 3,
+        base_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(80),
+        shutdown_timeout: Duration::from_secs(5),
+        lease: Duration::from_secs(5),
+        ..WorkerConfig::new(queue)
+    }
+}
+
+async fn send<Q: Queue, O: Operation>(queue: &Q, name: &str, operation: &O) -> Envelope {
+    let envelope = Envelope::new(operation).unwrap();
+    queue
+        .send(name, &envelope.id.to_string(), &envelope.to_bytes().unwrap())
+        .await
+        .unwrap();
+    envelope
+}
+
+/// Runs a worker until `done` holds (checked every 50 ms, for at most 30 s).
+async fn run_until<Q, F, Fut>(queue: Q, registry: Registry, config: WorkerConfig, done: F) -> tablekit_workers::WorkerReport
+where
+    Q: Queue + Clone,
+    F: Fn() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let (stop, stopped) = oneshot::channel::<()>();
+    let worker = tokio::spawn(
+        Worker::new(queue, registry, config).run(async move {
+            let _ = stopped.await;
+        }),
+    );
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(tokio::time::Instant::now() < deadline, "the worker did not finish in 30 s");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = stop.send(());
+    worker.await.unwrap().unwrap()
+}
+
+pub async fn a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit<Q: Queue + Clone>(queue: Q, name: String) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let registry = Registry::new().register(move |_: Flaky| {
+        let calls = counted.clone();
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Err(OperationError::Retryable("the service is down".into()))
+        }
+    });
+    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    let envelope = send(&queue, &name, &Flaky { note: "x".into() }).await;
+    let q = queue.clone();
+    let n = name.clone();
+    let report = run_until(queue.clone(), registry, config(&name), || {
+        let (q, n) = (q.clone(), n.clone());
+        async move { !q.poison_list(&n, 10).await.unwrap().is_empty() }
+    })
+    .await;
+    assert_eq!(calls.load(Ordering::SeqCst), 3, "exactly max_deliveries attempts");
+    assert_eq!((report.retried, report.poisoned, report.processed), (2, 1, 0));
+    let poisoned = queue.poison_list(&name, 10).await.unwrap();
+    assert_eq!(poisoned.len(), 1);
+    assert_eq!(poisoned[0].id, envelope.id.to_string());
+    assert!(poisoned[0].reason.contains("failed 3 times"), "{}", poisoned[0].reason);
+    assert!(poisoned[0].reason.contains("the service is down"), "{}", poisoned[0].reason);
+    assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+}
+
+pub async fn bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_going<Q: Queue + Clone>(queue: Q, name: String) {
+    let store = MemoryStore::new();
+    store.create_table("Current").await.unwrap();
+    store
+        .insert("Current", Entity::new("Sales", "e1").with("Name", "Ann"))
+        .await
+        .unwrap();
+    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    queue.send(&name, "garbage", b"{not json").await.unwrap();
+    let mut unknown_kind = Envelope::new(&Flaky { note: "x".into() }).unwrap();
+    unknown_kind.kind = "teleport".into();
+    queue
+        .send(&name, "unknown-kind", &unknown_kind.to_bytes().unwrap())
+        .await
+        .unwrap();
+    let archive = ArchiveOperation {
+        source_table: "Current".into(),
+        target_table: "Archive".into(),
+        partition_key: "Sales".into(),
+        row_key: "e1".into(),
+    };
+    let mut future_version = Envelope::new(&archive).unwrap();
+    future_version.version = 9;
+    queue
+        .send(&name, "future-version", &future_version.to_bytes().unwrap())
+        .await
+        .unwrap();
+    let mut bad_payload = Envelope::new(&archive).unwrap();
+    bad_payload.payload = serde_json::json!({"source_table": 5});
+    queue
+        .send(&name, "bad-payload", &bad_payload.to_bytes().unwrap())
+        .await
+        .unwrap();
+    send(&queue, &name, &archive).await;
+
+    let (q, n) = (queue.clone(), name.clone());
+    let report = run_until(queue.clone(), tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())), config(&name), || {
+        let (q, n) = (q.clone(), n.clone());
+        async move {
+            let stats = q.stats(&n).await.unwrap();
+            stats.poisoned == 4 && stats.waiting == 0
+        }
+    })
+    .await;
+    assert_eq!((report.processed, report.poisoned, report.retried), (1, 4, 0));
+    let mut poisoned = queue.poison_list(&name, 10).await.unwrap();
+    poisoned.sort_by(|a, b| a.id.cmp(&b.id));
+    let reasons: Vec<(&str, &str)> = poisoned.iter().map(|p| (p.id.as_str(), p.reason.as_str())).collect();
+    assert!(reasons[0].0 == "bad-payload" && reasons[0].1.contains("invalid `archive` payload"), "{reasons:?}");
+    assert!(reasons[1].0 == "future-version" && reasons[1].1.contains("unknown version 9"), "{reasons:?}");
+    assert!(reasons[2].0 == "garbage" && reasons[2].1.contains("malformed operation envelope"), "{reasons:?}");
+    assert!(reasons[3].0 == "unknown-kind" && reasons[3].1.contains("unknown operation kind `teleport`"), "{reasons:?}");
+    assert!(poisoned.iter().all(|p| p.delivery_count == 1), "poisoned without retries");
+    assert!(store.get("Archive", "Sales", "e1", None).await.unwrap().is_some());
+    assert!(store.get("Current", "Sales", "e1", None).await.unwrap().is_none());
+}
+
+pub async fn duplicate_archive_messages_converge<Q: Queue + Clone>(queue: Q, name: String) {
+    let store = MemoryStore::new();
+    store.create_table("Current").await.unwrap();
+    for i in 0..20 {
+        store
+            .insert("Current", Entity::new("Ops", format!("e{i:02}")).with("N", i))
+            .await
+            .unwrap();
+    }
+    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    for i in 0..20 {
+        let envelope = Envelope::new(&ArchiveOperation {
+            source_table: "Current".into(),
+            target_table: "Archive".into(),
+            partition_key: "Ops".into(),
+            row_key: format!("e{i:02}"),
+        })
+        .unwrap();
+        // Every message twice, as an at-least-once broker may deliver it.
+        for _ in 0..2 {
+            queue
+                .send(&name, &envelope.id.to_string(), &envelope.to_bytes().unwrap())
+                .await
+                .unwrap();
+        }
+    }
+    let (q, n) = (queue.clone(), name.clone());
+    let report = run_until(queue.clone(), tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())), config(&name), || {
+        let (q, n) = (q.clone(), n.clone());
+        async move { q.stats(&n).await.unwrap().waiting == 0 }
+    })
+    .await;
+    assert_eq!(report.processed, 40);
+    let archived = store.query_all("Archive", tablekit_core::Query::new()).await.unwrap();
+    assert_eq!(archived.len(), 20);
+    assert!(store.query_all("Current", tablekit_core::Query::new()).await.unwrap().is_empty());
+    assert_eq!(queue.stats(&name).await.unwrap().poisoned, 0);
+}
+
+pub async fn shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued<Q: Queue + Clone>(queue: Q, name: String) {
+    let finished = Arc::new(AtomicU32::new(0));
+    let counted = finished.clone();
+    let registry = Registry::new().register(move |slow: Slow| {
+        let finished = counted.clone();
+        async move {
+            tokio::time::sleep(Duration::from_millis(slow.millis)).await;
+            finished.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let config = WorkerConfig {
+        concurrency: 1,
+        ..config(&name)
+    };
+    queue.declare(&name, &config.queue_options()).await.unwrap();
+    for _ in 0..3 {
+        send(&queue, &name, &Slow { millis: 400 }).await;
+    }
+    let (stop, stopped) = oneshot::channel::<()>();
+    let worker = tokio::spawn(Worker::new(queue.clone(), registry, config).run(async move {
+        let _ = stopped.await;
+    }));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let _ = stop.send(());
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!(report.processed, 1, "the in-flight message finished and was acked");
+    assert_eq!(finished.load(Ordering::SeqCst), 1);
+    let stats = queue.stats(&name).await.unwrap();
+    assert_eq!(stats.waiting, 2, "the others stay queued");
+    assert_eq!(stats.poisoned, 0);
+}
+
+macro_rules! on_both_queues {
+    ($($case:ident),* $(,)?) => {
+        mod sqlite {
+            use super::*;
+            use tablekit_workers::queue::sqlite::SqliteQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let dir = tempfile::tempdir().unwrap();
+                    let queue = SqliteQueue::open(dir.path().join("queue.db")).await.unwrap();
+                    super::$case(queue, support::unique(stringify!($case))).await;
+                }
+            )*
+        }
+
+        mod rabbitmq {
+            use super::*;
+            use tablekit_workers::queue::rabbit::RabbitQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(url) = support::amqp_url() else { return };
+                    let queue = RabbitQueue::connect(&url).await.unwrap();
+                    let name = support::unique(stringify!($case));
+                    super::$case(queue.clone(), name.clone()).await;
+                    queue
+                        .delete_queue(&name, &config(&name).queue_options())
+                        .await
+                        .unwrap();
+                    let _ = QueueOptions::default();
+                }
+            )*
+        }
+    };
+}
+
+on_both_queues!(
+    a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit,
+    bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_going,
+    duplicate_archive_messages_converge,
+    shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued,
+);
