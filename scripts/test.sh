@@ -9,6 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+./scripts/services.sh
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 

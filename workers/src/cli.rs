@@ -141,7 +141,9 @@ pub const EXIT_FAILURE: u8 = 1;
 /// The exit code for an error.
 pub fn exit_code(error: &Error) -> u8 {
     match error {
-        Error::InvalidBroker { .. } | Error::InvalidQueueName { .. } | Error::Config(_) => EXIT_USAGE,
+        Error::InvalidBroker { .. } | Error::InvalidQueueName { .. } | Error::Config(_) => {
+            EXIT_USAGE
+        }
         Error::Store(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
         e if e.is_retryable() => EXIT_UNAVAILABLE,
         _ => EXIT_FAILURE,
@@ -234,7 +236,10 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
         } => {
             let broker = AnyQueue::connect(&queue.broker).await?;
             broker
-                .declare(&queue.queue, &WorkerConfig::new(&queue.queue).queue_options())
+                .declare(
+                    &queue.queue,
+                    &WorkerConfig::new(&queue.queue).queue_options(),
+                )
                 .await?;
             let envelope = Envelope::new(&ArchiveOperation {
                 source_table: source,
@@ -243,7 +248,11 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 row_key,
             })?;
             broker
-                .send(&queue.queue, &envelope.id.to_string(), &envelope.to_bytes()?)
+                .send(
+                    &queue.queue,
+                    &envelope.id.to_string(),
+                    &envelope.to_bytes()?,
+                )
                 .await?;
             write(out, envelope.id.to_string())
         }

@@ -151,7 +151,8 @@ impl Registry {
                 handler(operation).await
             })
         });
-        self.handlers.insert(O::KIND.to_owned(), (O::VERSION, erased));
+        self.handlers
+            .insert(O::KIND.to_owned(), (O::VERSION, erased));
         self
     }
 

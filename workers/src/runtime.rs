@@ -208,7 +208,12 @@ impl<Q: Queue + Clone> Worker<Q> {
 }
 
 /// Handles one delivery and settles it.
-async fn handle<D: Delivery>(delivery: D, registry: &Registry, counters: &Counters, config: &WorkerConfig) {
+async fn handle<D: Delivery>(
+    delivery: D,
+    registry: &Registry,
+    counters: &Counters,
+    config: &WorkerConfig,
+) {
     let received = delivery.received().clone();
     let queue = config.queue.clone();
     let count = received.delivery_count;
@@ -260,7 +265,10 @@ async fn handle<D: Delivery>(delivery: D, registry: &Registry, counters: &Counte
         }
         Err(e) => {
             let reason = if e.is_retryable() {
-                format!("failed {count} times (limit {}); last error: {e}", config.max_deliveries)
+                format!(
+                    "failed {count} times (limit {}); last error: {e}",
+                    config.max_deliveries
+                )
             } else {
                 e.to_string()
             };
@@ -271,7 +279,11 @@ async fn handle<D: Delivery>(delivery: D, registry: &Registry, counters: &Counte
     }
 }
 
-async fn settle(settlement: impl Future<Output = Result<()>>, counters: &Counters, counter: &AtomicU64) {
+async fn settle(
+    settlement: impl Future<Output = Result<()>>,
+    counters: &Counters,
+    counter: &AtomicU64,
+) {
     match settlement.await {
         Ok(()) => {
             counter.fetch_add(1, Ordering::Relaxed);

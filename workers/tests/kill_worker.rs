@@ -22,8 +22,19 @@ const KILLS: usize = 10;
 
 fn spawn_worker(store: &str, broker: &str, queue: &str) -> Child {
     Command::new(env!("CARGO_BIN_EXE_tablekit-worker"))
-        .args(["run", "--queue", queue, "--store", store, "--broker", broker])
-        .args(["--concurrency", "4", "--lease", "2", "--max-deliveries", "20", "--backoff-ms", "20"])
+        .args([
+            "run", "--queue", queue, "--store", store, "--broker", broker,
+        ])
+        .args([
+            "--concurrency",
+            "4",
+            "--lease",
+            "2",
+            "--max-deliveries",
+            "20",
+            "--backoff-ms",
+            "20",
+        ])
         .env("RUST_LOG", "warn")
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -35,7 +46,10 @@ fn row_key(i: usize) -> String {
     format!("empid_{i:06}")
 }
 
-async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: String, queue: String) {
+async fn killed_and_restarted_workers_archive_everything_exactly_once(
+    broker: String,
+    queue: String,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
     let store_url = format!("sqlite:{}", store_path.display());
@@ -65,7 +79,11 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
         })
         .unwrap();
         broker_queue
-            .send(&queue, &envelope.id.to_string(), &envelope.to_bytes().unwrap())
+            .send(
+                &queue,
+                &envelope.id.to_string(),
+                &envelope.to_bytes().unwrap(),
+            )
             .await
             .unwrap();
     }
@@ -95,7 +113,11 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
     // Kill at random moments while work is going on: after the worker has archived a
     // random 20 to 80 more entities (or 2 s passed), so every kill lands mid-run.
     let remaining = |store: SqliteStore| async move {
-        store.query_all("Current", Query::new()).await.unwrap().len()
+        store
+            .query_all("Current", Query::new())
+            .await
+            .unwrap()
+            .len()
     };
     let mut worker = spawn_worker(&store_url, &broker, &queue);
     let mut kills_mid_run = 0;
@@ -103,7 +125,9 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
         let before = remaining(store.clone()).await;
         let progress = rand::rng().random_range(20..80);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(2);
-        while before - remaining(store.clone()).await < progress && tokio::time::Instant::now() < deadline {
+        while before - remaining(store.clone()).await < progress
+            && tokio::time::Instant::now() < deadline
+        {
             tokio::time::sleep(Duration::from_millis(rand::rng().random_range(5..25))).await;
         }
         worker.kill().unwrap();
@@ -113,7 +137,10 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
         }
         worker = spawn_worker(&store_url, &broker, &queue);
     }
-    assert_eq!(kills_mid_run, KILLS, "every kill landed while entities were left to archive");
+    assert_eq!(
+        kills_mid_run, KILLS,
+        "every kill landed while entities were left to archive"
+    );
     let latest = updater.await.unwrap();
     // Give the last worker time to start before the stop below.
     tokio::time::sleep(Duration::from_millis(1500)).await;
@@ -146,7 +173,13 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
 
     let archived = store.query_all("Archive", Query::new()).await.unwrap();
     assert_eq!(archived.len(), ENTITIES, "every entity archived once");
-    assert!(store.query_all("Current", Query::new()).await.unwrap().is_empty());
+    assert!(
+        store
+            .query_all("Current", Query::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     for entity in &archived {
         let i: usize = entity.row_key["empid_".len()..].parse().unwrap();
         let expected = latest.get(&i).copied().unwrap_or(0);
@@ -159,7 +192,13 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(broker: St
     }
     let stats = broker_queue.stats(&queue).await.unwrap();
     assert_eq!((stats.waiting, stats.poisoned), (0, 0), "{stats:?}");
-    assert!(broker_queue.poison_list(&queue, 10).await.unwrap().is_empty());
+    assert!(
+        broker_queue
+            .poison_list(&queue, 10)
+            .await
+            .unwrap()
+            .is_empty()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -171,7 +210,9 @@ async fn sigkilled_workers_on_the_sqlite_queue_lose_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn sigkilled_workers_on_rabbitmq_lose_nothing() {
-    let Some(url) = support::amqp_url() else { return };
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
     let queue = support::unique("kill");
     killed_and_restarted_workers_archive_everything_exactly_once(url.clone(), queue.clone()).await;
     if let AnyQueue::Rabbit(rabbit) = AnyQueue::connect(&url).await.unwrap() {

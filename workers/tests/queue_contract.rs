@@ -36,7 +36,10 @@ async fn nothing_within<C: Consumer>(consumer: &mut C, wait: Duration) -> bool {
     timeout(wait, consumer.next()).await.is_err()
 }
 
-pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
     queue.declare(&name, &options()).await.unwrap();
     for i in 0..3 {
         queue
@@ -50,7 +53,10 @@ pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>
         let delivery = next(&mut consumer).await;
         let received = delivery.received().clone();
         assert_eq!(received.delivery_count, 1);
-        assert_eq!(received.body, format!("body {}", &received.id[1..]).into_bytes());
+        assert_eq!(
+            received.body,
+            format!("body {}", &received.id[1..]).into_bytes()
+        );
         assert!(received.sent_at.is_some());
         seen.push(received.id);
         delivery.ack().await.unwrap();
@@ -63,7 +69,10 @@ pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>
     assert_eq!((stats.waiting, stats.poisoned), (0, 0));
 }
 
-pub async fn a_retry_comes_back_after_its_delay_with_the_next_count<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn a_retry_comes_back_after_its_delay_with_the_next_count<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
     queue.declare(&name, &options()).await.unwrap();
     queue.send(&name, "r1", b"retry me").await.unwrap();
     let mut consumer = queue.consume(&name, consume_options(4)).await.unwrap();
@@ -72,7 +81,11 @@ pub async fn a_retry_comes_back_after_its_delay_with_the_next_count<Q: Queue + C
     first.retry(Duration::from_millis(200)).await.unwrap();
     let started = std::time::Instant::now();
     let second = next(&mut consumer).await;
-    assert!(started.elapsed() >= Duration::from_millis(150), "{:?}", started.elapsed());
+    assert!(
+        started.elapsed() >= Duration::from_millis(150),
+        "{:?}",
+        started.elapsed()
+    );
     assert_eq!(second.received().id, "r1");
     assert_eq!(second.received().body, b"retry me");
     assert_eq!(second.received().delivery_count, 2);
@@ -110,7 +123,10 @@ pub async fn unsettled_deliveries_come_back_counted<Q: Queue + Clone>(queue: Q, 
     consumer.close().await;
 }
 
-pub async fn poison_keeps_the_reason_and_replay_brings_messages_back<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn poison_keeps_the_reason_and_replay_brings_messages_back<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
     queue.declare(&name, &options()).await.unwrap();
     for id in ["p1", "p2"] {
         queue.send(&name, id, id.as_bytes()).await.unwrap();
@@ -134,7 +150,11 @@ pub async fn poison_keeps_the_reason_and_replay_brings_messages_back<Q: Queue + 
     assert_eq!(queue.poison_replay(&name, Some("p2")).await.unwrap(), 1);
     let back = next(&mut consumer).await;
     assert_eq!(back.received().id, "p2");
-    assert_eq!(back.received().delivery_count, 1, "a replay starts a fresh count");
+    assert_eq!(
+        back.received().delivery_count,
+        1,
+        "a replay starts a fresh count"
+    );
     back.ack().await.unwrap();
     assert_eq!(queue.poison_replay(&name, None).await.unwrap(), 1);
     let back = next(&mut consumer).await;
@@ -164,12 +184,21 @@ pub async fn prefetch_bounds_the_deliveries_held_at_once<Q: Queue + Clone>(queue
     consumer.close().await;
 }
 
-pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(queue: Q, _name: String) {
+pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(
+    queue: Q,
+    _name: String,
+) {
     let long = "q".repeat(300);
     for name in ["", long.as_str(), "amq.reserved"] {
-        let error = queue.send(name, "id", b"x").await.expect_err("invalid name");
+        let error = queue
+            .send(name, "id", b"x")
+            .await
+            .expect_err("invalid name");
         assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
-        let error = queue.declare(name, &options()).await.expect_err("invalid name");
+        let error = queue
+            .declare(name, &options())
+            .await
+            .expect_err("invalid name");
         assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
     }
 }
@@ -224,7 +253,9 @@ mod sqlite_only {
     #[tokio::test]
     async fn a_stale_ack_cannot_remove_a_message_leased_again() {
         let dir = tempfile::tempdir().unwrap();
-        let queue = SqliteQueue::open(dir.path().join("queue.db")).await.unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
         queue.send("q", "s1", b"x").await.unwrap();
         let short = ConsumeOptions {
             prefetch: 1,
@@ -238,7 +269,11 @@ mod sqlite_only {
         assert_eq!(fresh.received().delivery_count, 2);
         let error = stale.ack().await.expect_err("the lease ran out");
         assert!(error.is_retryable(), "{error}");
-        assert_eq!(queue.stats("q").await.unwrap().leased, 1, "still leased to the fresh consumer");
+        assert_eq!(
+            queue.stats("q").await.unwrap().leased,
+            1,
+            "still leased to the fresh consumer"
+        );
         fresh.ack().await.unwrap();
         assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
     }
@@ -258,7 +293,11 @@ mod sqlite_only {
         );
         let mut ids = Vec::new();
         for turn in 0..50 {
-            let delivery = if turn % 2 == 0 { next(&mut ca).await } else { next(&mut cb).await };
+            let delivery = if turn % 2 == 0 {
+                next(&mut ca).await
+            } else {
+                next(&mut cb).await
+            };
             ids.push(delivery.received().id.clone());
             delivery.ack().await.unwrap();
         }
@@ -274,7 +313,9 @@ mod rabbitmq_only {
 
     #[tokio::test]
     async fn sending_to_an_undeclared_queue_is_refused_not_lost() {
-        let Some(url) = support::amqp_url() else { return };
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
         let queue = RabbitQueue::connect(&url).await.unwrap();
         let error = queue
             .send(&support::unique("undeclared"), "x", b"x")
@@ -291,7 +332,9 @@ mod rabbitmq_only {
 
     #[tokio::test]
     async fn the_broker_dead_letters_a_message_whose_consumers_keep_dying() {
-        let Some(url) = support::amqp_url() else { return };
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
         let queue = RabbitQueue::connect(&url).await.unwrap();
         let name = support::unique("delivery-limit");
         let options = QueueOptions {

@@ -51,35 +51,48 @@ fn config(queue: &str) -> WorkerConfig {
 async fn send<Q: Queue, O: Operation>(queue: &Q, name: &str, operation: &O) -> Envelope {
     let envelope = Envelope::new(operation).unwrap();
     queue
-        .send(name, &envelope.id.to_string(), &envelope.to_bytes().unwrap())
+        .send(
+            name,
+            &envelope.id.to_string(),
+            &envelope.to_bytes().unwrap(),
+        )
         .await
         .unwrap();
     envelope
 }
 
 /// Runs a worker until `done` holds (checked every 50 ms, for at most 30 s).
-async fn run_until<Q, F, Fut>(queue: Q, registry: Registry, config: WorkerConfig, done: F) -> tablekit_workers::WorkerReport
+async fn run_until<Q, F, Fut>(
+    queue: Q,
+    registry: Registry,
+    config: WorkerConfig,
+    done: F,
+) -> tablekit_workers::WorkerReport
 where
     Q: Queue + Clone,
     F: Fn() -> Fut,
     Fut: std::future::Future<Output = bool>,
 {
     let (stop, stopped) = oneshot::channel::<()>();
-    let worker = tokio::spawn(
-        Worker::new(queue, registry, config).run(async move {
-            let _ = stopped.await;
-        }),
-    );
+    let worker = tokio::spawn(Worker::new(queue, registry, config).run(async move {
+        let _ = stopped.await;
+    }));
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while !done().await {
-        assert!(tokio::time::Instant::now() < deadline, "the worker did not finish in 30 s");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the worker did not finish in 30 s"
+        );
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let _ = stop.send(());
     worker.await.unwrap().unwrap()
 }
 
-pub async fn a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
     let calls = Arc::new(AtomicU32::new(0));
     let counted = calls.clone();
     let registry = Registry::new().register(move |_: Flaky| {
@@ -89,7 +102,10 @@ pub async fn a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit<Q:
             Err(OperationError::Retryable("the service is down".into()))
         }
     });
-    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    queue
+        .declare(&name, &config(&name).queue_options())
+        .await
+        .unwrap();
     let envelope = send(&queue, &name, &Flaky { note: "x".into() }).await;
     let q = queue.clone();
     let n = name.clone();
@@ -98,24 +114,47 @@ pub async fn a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit<Q:
         async move { !q.poison_list(&n, 10).await.unwrap().is_empty() }
     })
     .await;
-    assert_eq!(calls.load(Ordering::SeqCst), 3, "exactly max_deliveries attempts");
-    assert_eq!((report.retried, report.poisoned, report.processed), (2, 1, 0));
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "exactly max_deliveries attempts"
+    );
+    assert_eq!(
+        (report.retried, report.poisoned, report.processed),
+        (2, 1, 0)
+    );
     let poisoned = queue.poison_list(&name, 10).await.unwrap();
     assert_eq!(poisoned.len(), 1);
     assert_eq!(poisoned[0].id, envelope.id.to_string());
-    assert!(poisoned[0].reason.contains("failed 3 times"), "{}", poisoned[0].reason);
-    assert!(poisoned[0].reason.contains("the service is down"), "{}", poisoned[0].reason);
+    assert!(
+        poisoned[0].reason.contains("failed 3 times"),
+        "{}",
+        poisoned[0].reason
+    );
+    assert!(
+        poisoned[0].reason.contains("the service is down"),
+        "{}",
+        poisoned[0].reason
+    );
     assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
 }
 
-pub async fn bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_going<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_going<
+    Q: Queue + Clone,
+>(
+    queue: Q,
+    name: String,
+) {
     let store = MemoryStore::new();
     store.create_table("Current").await.unwrap();
     store
         .insert("Current", Entity::new("Sales", "e1").with("Name", "Ann"))
         .await
         .unwrap();
-    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    queue
+        .declare(&name, &config(&name).queue_options())
+        .await
+        .unwrap();
     queue.send(&name, "garbage", b"{not json").await.unwrap();
     let mut unknown_kind = Envelope::new(&Flaky { note: "x".into() }).unwrap();
     unknown_kind.kind = "teleport".into();
@@ -144,25 +183,64 @@ pub async fn bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_go
     send(&queue, &name, &archive).await;
 
     let (q, n) = (queue.clone(), name.clone());
-    let report = run_until(queue.clone(), tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())), config(&name), || {
-        let (q, n) = (q.clone(), n.clone());
-        async move {
-            let stats = q.stats(&n).await.unwrap();
-            stats.poisoned == 4 && stats.waiting == 0
-        }
-    })
+    let report = run_until(
+        queue.clone(),
+        tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())),
+        config(&name),
+        || {
+            let (q, n) = (q.clone(), n.clone());
+            async move {
+                let stats = q.stats(&n).await.unwrap();
+                stats.poisoned == 4 && stats.waiting == 0
+            }
+        },
+    )
     .await;
-    assert_eq!((report.processed, report.poisoned, report.retried), (1, 4, 0));
+    assert_eq!(
+        (report.processed, report.poisoned, report.retried),
+        (1, 4, 0)
+    );
     let mut poisoned = queue.poison_list(&name, 10).await.unwrap();
     poisoned.sort_by(|a, b| a.id.cmp(&b.id));
-    let reasons: Vec<(&str, &str)> = poisoned.iter().map(|p| (p.id.as_str(), p.reason.as_str())).collect();
-    assert!(reasons[0].0 == "bad-payload" && reasons[0].1.contains("invalid `archive` payload"), "{reasons:?}");
-    assert!(reasons[1].0 == "future-version" && reasons[1].1.contains("unknown version 9"), "{reasons:?}");
-    assert!(reasons[2].0 == "garbage" && reasons[2].1.contains("malformed operation envelope"), "{reasons:?}");
-    assert!(reasons[3].0 == "unknown-kind" && reasons[3].1.contains("unknown operation kind `teleport`"), "{reasons:?}");
-    assert!(poisoned.iter().all(|p| p.delivery_count == 1), "poisoned without retries");
-    assert!(store.get("Archive", "Sales", "e1", None).await.unwrap().is_some());
-    assert!(store.get("Current", "Sales", "e1", None).await.unwrap().is_none());
+    let reasons: Vec<(&str, &str)> = poisoned
+        .iter()
+        .map(|p| (p.id.as_str(), p.reason.as_str()))
+        .collect();
+    assert!(
+        reasons[0].0 == "bad-payload" && reasons[0].1.contains("invalid `archive` payload"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[1].0 == "future-version" && reasons[1].1.contains("unknown version 9"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[2].0 == "garbage" && reasons[2].1.contains("malformed operation envelope"),
+        "{reasons:?}"
+    );
+    assert!(
+        reasons[3].0 == "unknown-kind"
+            && reasons[3].1.contains("unknown operation kind `teleport`"),
+        "{reasons:?}"
+    );
+    assert!(
+        poisoned.iter().all(|p| p.delivery_count == 1),
+        "poisoned without retries"
+    );
+    assert!(
+        store
+            .get("Archive", "Sales", "e1", None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .get("Current", "Sales", "e1", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
 }
 
 pub async fn duplicate_archive_messages_converge<Q: Queue + Clone>(queue: Q, name: String) {
@@ -170,11 +248,17 @@ pub async fn duplicate_archive_messages_converge<Q: Queue + Clone>(queue: Q, nam
     store.create_table("Current").await.unwrap();
     for i in 0..20 {
         store
-            .insert("Current", Entity::new("Ops", format!("e{i:02}")).with("N", i))
+            .insert(
+                "Current",
+                Entity::new("Ops", format!("e{i:02}")).with("N", i),
+            )
             .await
             .unwrap();
     }
-    queue.declare(&name, &config(&name).queue_options()).await.unwrap();
+    queue
+        .declare(&name, &config(&name).queue_options())
+        .await
+        .unwrap();
     for i in 0..20 {
         let envelope = Envelope::new(&ArchiveOperation {
             source_table: "Current".into(),
@@ -186,25 +270,46 @@ pub async fn duplicate_archive_messages_converge<Q: Queue + Clone>(queue: Q, nam
         // Every message twice, as an at-least-once broker may deliver it.
         for _ in 0..2 {
             queue
-                .send(&name, &envelope.id.to_string(), &envelope.to_bytes().unwrap())
+                .send(
+                    &name,
+                    &envelope.id.to_string(),
+                    &envelope.to_bytes().unwrap(),
+                )
                 .await
                 .unwrap();
         }
     }
     let (q, n) = (queue.clone(), name.clone());
-    let report = run_until(queue.clone(), tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())), config(&name), || {
-        let (q, n) = (q.clone(), n.clone());
-        async move { q.stats(&n).await.unwrap().waiting == 0 }
-    })
+    let report = run_until(
+        queue.clone(),
+        tablekit_workers::cli::registry(tablekit_core::AnyStore::Memory(store.clone())),
+        config(&name),
+        || {
+            let (q, n) = (q.clone(), n.clone());
+            async move { q.stats(&n).await.unwrap().waiting == 0 }
+        },
+    )
     .await;
     assert_eq!(report.processed, 40);
-    let archived = store.query_all("Archive", tablekit_core::Query::new()).await.unwrap();
+    let archived = store
+        .query_all("Archive", tablekit_core::Query::new())
+        .await
+        .unwrap();
     assert_eq!(archived.len(), 20);
-    assert!(store.query_all("Current", tablekit_core::Query::new()).await.unwrap().is_empty());
+    assert!(
+        store
+            .query_all("Current", tablekit_core::Query::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
     assert_eq!(queue.stats(&name).await.unwrap().poisoned, 0);
 }
 
-pub async fn shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued<Q: Queue + Clone>(queue: Q, name: String) {
+pub async fn shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
     let finished = Arc::new(AtomicU32::new(0));
     let counted = finished.clone();
     let registry = Registry::new().register(move |slow: Slow| {
@@ -224,13 +329,18 @@ pub async fn shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued<Q: Q
         send(&queue, &name, &Slow { millis: 400 }).await;
     }
     let (stop, stopped) = oneshot::channel::<()>();
-    let worker = tokio::spawn(Worker::new(queue.clone(), registry, config).run(async move {
-        let _ = stopped.await;
-    }));
+    let worker = tokio::spawn(
+        Worker::new(queue.clone(), registry, config).run(async move {
+            let _ = stopped.await;
+        }),
+    );
     tokio::time::sleep(Duration::from_millis(200)).await;
     let _ = stop.send(());
     let report = worker.await.unwrap().unwrap();
-    assert_eq!(report.processed, 1, "the in-flight message finished and was acked");
+    assert_eq!(
+        report.processed, 1,
+        "the in-flight message finished and was acked"
+    );
     assert_eq!(finished.load(Ordering::SeqCst), 1);
     let stats = queue.stats(&name).await.unwrap();
     assert_eq!(stats.waiting, 2, "the others stay queued");

@@ -111,6 +111,13 @@ struct Inner {
     path: PathBuf,
     options: SqliteOptions,
     pool: Mutex<Vec<Connection>>,
+    /// At most `pool_size` SQLite calls at once, so connections are reused rather than
+    /// opened per call.
+    permits: tokio::sync::Semaphore,
+    /// Writers of this process take turns here: a writer waiting for the file's write
+    /// lock inside SQLite sleeps in steps of milliseconds (its busy handler), while this
+    /// lock hands over at once. Other processes still meet the busy timeout.
+    write_lock: Mutex<()>,
     /// The statements of each table used so far, by lowercase table name.
     statements: Mutex<HashMap<String, Arc<TableSql>>>,
 }
@@ -399,8 +406,10 @@ impl SqliteStore {
         let store = SqliteStore {
             inner: Arc::new(Inner {
                 path: path.as_ref().to_owned(),
-                options,
+                options: options.clone(),
                 pool: Mutex::new(Vec::new()),
+                permits: tokio::sync::Semaphore::new(options.pool_size.max(1)),
+                write_lock: Mutex::new(()),
                 statements: Mutex::new(HashMap::new()),
             }),
         };
@@ -463,6 +472,31 @@ impl SqliteStore {
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
     {
+        self.run_on_pool(false, f).await
+    }
+
+    /// As [`run`](Self::run), for a write: in turn with this process's other writers.
+    async fn run_write<R, F>(&self, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+    {
+        self.run_on_pool(true, f).await
+    }
+
+    async fn run_on_pool<R, F>(&self, write: bool, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+    {
+        let _permit = self
+            .inner
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| Error::Backend {
+                message: "the SQLite store is closed".to_owned(),
+            })?;
         let inner = Arc::clone(&self.inner);
         tokio::task::spawn_blocking(move || {
             let pooled = inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
@@ -470,7 +504,12 @@ impl SqliteStore {
                 Some(conn) => conn,
                 None => open_connection(&inner.path, &inner.options)?,
             };
-            let result = f(&mut conn);
+            let result = if write {
+                let _turn = inner.write_lock.lock().unwrap_or_else(|e| e.into_inner());
+                f(&mut conn)
+            } else {
+                f(&mut conn)
+            };
             let mut pool = inner.pool.lock().unwrap_or_else(|e| e.into_inner());
             if pool.len() < inner.options.pool_size {
                 pool.push(conn);
@@ -488,7 +527,7 @@ impl TableStore for SqliteStore {
     async fn create_table(&self, table: &str) -> Result<()> {
         limits::check_table_name(table)?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run(move |conn| {
+        self.run_write(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sqlite_error)?;
@@ -511,7 +550,7 @@ impl TableStore for SqliteStore {
     async fn delete_table(&self, table: &str) -> Result<()> {
         limits::check_table_name(table)?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run(move |conn| {
+        self.run_write(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sqlite_error)?;
@@ -581,7 +620,7 @@ impl TableStore for SqliteStore {
         limits::check_table_name(table)?;
         op.check()?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run(move |conn| {
+        self.run_write(move |conn| {
             if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
                 return apply_op(conn, &sql, &table, op);
             }
@@ -599,7 +638,7 @@ impl TableStore for SqliteStore {
         limits::check_table_name(table)?;
         batch.check()?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run(move |conn| {
+        self.run_write(move |conn| {
             let tx = conn
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(sqlite_error)?;

@@ -3,7 +3,9 @@
 
 use std::time::Duration;
 
-use super::{ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received};
+use super::{
+    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
+};
 use crate::error::{Error, Result};
 
 /// A queue backend chosen by connection string: `amqp://…` (RabbitMQ) or `sqlite:PATH`.
@@ -26,11 +28,15 @@ impl AnyQueue {
     pub async fn connect(broker: &str) -> Result<Self> {
         #[cfg(feature = "rabbitmq")]
         if broker.starts_with("amqp://") || broker.starts_with("amqps://") {
-            return Ok(AnyQueue::Rabbit(super::rabbit::RabbitQueue::connect(broker).await?));
+            return Ok(AnyQueue::Rabbit(
+                super::rabbit::RabbitQueue::connect(broker).await?,
+            ));
         }
         #[cfg(feature = "sqlite")]
         if let Some(path) = broker.strip_prefix("sqlite:") {
-            return Ok(AnyQueue::Sqlite(super::sqlite::SqliteQueue::open(path).await?));
+            return Ok(AnyQueue::Sqlite(
+                super::sqlite::SqliteQueue::open(path).await?,
+            ));
         }
         Err(Error::InvalidBroker {
             broker: broker.to_owned(),

@@ -42,7 +42,9 @@ pub fn check_queue_name(name: &str) -> Result<()> {
     let reason = if name.is_empty() {
         Some("a queue name cannot be empty")
     } else if name.len() > 200 {
-        Some("a queue name has at most 200 bytes (AMQP allows 255, and the poison and retry queues add a suffix)")
+        Some(
+            "a queue name has at most 200 bytes (AMQP allows 255, and the poison and retry queues add a suffix)",
+        )
     } else if name.starts_with("amq.") {
         Some("names starting with `amq.` are reserved by AMQP")
     } else if name.chars().any(char::is_control) {
@@ -149,7 +151,11 @@ pub trait Queue: Send + Sync + 'static {
     /// # Errors
     /// [`Error::InvalidQueueName`], [`Error::Unavailable`], or a broker refusal (a queue
     /// declared before with other arguments).
-    fn declare(&self, queue: &str, options: &QueueOptions) -> impl Future<Output = Result<()>> + Send;
+    fn declare(
+        &self,
+        queue: &str,
+        options: &QueueOptions,
+    ) -> impl Future<Output = Result<()>> + Send;
 
     /// Sends a message; returns once the queue has stored it durably.
     ///
@@ -162,20 +168,32 @@ pub trait Queue: Send + Sync + 'static {
     ///
     /// # Errors
     /// As [`declare`](Self::declare).
-    fn consume(&self, queue: &str, options: ConsumeOptions) -> impl Future<Output = Result<Self::Consumer>> + Send;
+    fn consume(
+        &self,
+        queue: &str,
+        options: ConsumeOptions,
+    ) -> impl Future<Output = Result<Self::Consumer>> + Send;
 
     /// The messages of the queue's poison queue, oldest first, up to `limit`.
     ///
     /// # Errors
     /// [`Error::Unavailable`], [`Error::Storage`].
-    fn poison_list(&self, queue: &str, limit: usize) -> impl Future<Output = Result<Vec<PoisonMessage>>> + Send;
+    fn poison_list(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> impl Future<Output = Result<Vec<PoisonMessage>>> + Send;
 
     /// Moves poison messages (all, or the one with `id`) back to the queue with a fresh
     /// delivery count; returns how many moved.
     ///
     /// # Errors
     /// [`Error::Unavailable`], [`Error::Storage`].
-    fn poison_replay(&self, queue: &str, id: Option<&str>) -> impl Future<Output = Result<usize>> + Send;
+    fn poison_replay(
+        &self,
+        queue: &str,
+        id: Option<&str>,
+    ) -> impl Future<Output = Result<usize>> + Send;
 
     /// How many messages the queue and its poison queue hold.
     ///

@@ -123,18 +123,28 @@ fn death_reason(headers: Option<&FieldTable>) -> Option<String> {
     first.inner().get("reason").and_then(header_text)
 }
 
-fn properties(id: &str, attempts: u32, reason: Option<&str>, timestamp: Option<u64>) -> BasicProperties {
+fn properties(
+    id: &str,
+    attempts: u32,
+    reason: Option<&str>,
+    timestamp: Option<u64>,
+) -> BasicProperties {
     let mut headers = FieldTable::default();
-    headers.insert(ATTEMPTS_HEADER.into(), AMQPValue::LongLongInt(i64::from(attempts)));
+    headers.insert(
+        ATTEMPTS_HEADER.into(),
+        AMQPValue::LongLongInt(i64::from(attempts)),
+    );
     if let Some(reason) = reason {
         headers.insert(REASON_HEADER.into(), string_arg(reason));
     }
     BasicProperties::default()
         .with_delivery_mode(2)
         .with_message_id(ShortString::from(id))
-        .with_timestamp(timestamp.unwrap_or_else(|| {
-            u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default()
-        }))
+        .with_timestamp(
+            timestamp.unwrap_or_else(|| {
+                u64::try_from(chrono::Utc::now().timestamp()).unwrap_or_default()
+            }),
+        )
         .with_headers(headers)
 }
 
@@ -243,7 +253,12 @@ impl RabbitQueue {
     }
 
     /// Publishes, reconnecting and trying again while the broker is unreachable.
-    async fn publish_reliably(&self, queue: &str, body: &[u8], properties: BasicProperties) -> Result<()> {
+    async fn publish_reliably(
+        &self,
+        queue: &str,
+        body: &[u8],
+        properties: BasicProperties,
+    ) -> Result<()> {
         let deadline = tokio::time::Instant::now() + CONNECT_PATIENCE;
         loop {
             match self.publish(queue, body, properties.clone()).await {
@@ -256,7 +271,11 @@ impl RabbitQueue {
         }
     }
 
-    async fn declare_one(channel: &Channel, name: &str, arguments: FieldTable) -> Result<lapin::Queue> {
+    async fn declare_one(
+        channel: &Channel,
+        name: &str,
+        arguments: FieldTable,
+    ) -> Result<lapin::Queue> {
         channel
             .queue_declare(
                 ShortString::from(name),
@@ -334,7 +353,12 @@ impl RabbitQueue {
         Ok(())
     }
 
-    async fn get_all(&self, channel: &Channel, queue: &str, limit: usize) -> Result<Vec<BasicGetMessage>> {
+    async fn get_all(
+        &self,
+        channel: &Channel,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<BasicGetMessage>> {
         let mut out = Vec::new();
         while out.len() < limit {
             match channel
@@ -354,7 +378,10 @@ fn quorum_arguments(dead_letter_to: &str) -> FieldTable {
     let mut arguments = FieldTable::default();
     arguments.insert("x-queue-type".into(), string_arg("quorum"));
     arguments.insert("x-dead-letter-exchange".into(), string_arg(""));
-    arguments.insert("x-dead-letter-routing-key".into(), string_arg(dead_letter_to));
+    arguments.insert(
+        "x-dead-letter-routing-key".into(),
+        string_arg(dead_letter_to),
+    );
     arguments.insert("x-dead-letter-strategy".into(), string_arg("at-least-once"));
     arguments.insert("x-overflow".into(), string_arg("reject-publish"));
     arguments
@@ -466,8 +493,12 @@ impl Queue for RabbitQueue {
             if id.is_some_and(|id| id != poisoned.id) {
                 continue;
             }
-            self.publish_reliably(queue, &message.delivery.data, properties(&poisoned.id, 0, None, None))
-                .await?;
+            self.publish_reliably(
+                queue,
+                &message.delivery.data,
+                properties(&poisoned.id, 0, None, None),
+            )
+            .await?;
             message
                 .delivery
                 .acker
@@ -513,7 +544,10 @@ impl RabbitConsumer {
     async fn subscribe(&mut self) -> Result<()> {
         let channel = self.queue.channel().await?;
         channel
-            .basic_qos(self.options.prefetch.max(1), BasicQosOptions { global: false })
+            .basic_qos(
+                self.options.prefetch.max(1),
+                BasicQosOptions { global: false },
+            )
             .await
             .map_err(unavailable)?;
         let consumer = channel
@@ -565,7 +599,9 @@ impl Consumer for RabbitConsumer {
                             received,
                         }));
                     }
-                    Some(Err(e)) => tracing::warn!(error = %e, queue = %self.name, "consumer failed, resubscribing"),
+                    Some(Err(e)) => {
+                        tracing::warn!(error = %e, queue = %self.name, "consumer failed, resubscribing")
+                    }
                     None => tracing::warn!(queue = %self.name, "consumer closed, resubscribing"),
                 }
                 self.stream = None;
@@ -583,7 +619,9 @@ impl Consumer for RabbitConsumer {
     async fn close(self) {
         if let Some((channel, _)) = self.stream {
             // Unacknowledged deliveries of this channel go back to the queue.
-            let _ = channel.close(200, ShortString::from("consumer closed")).await;
+            let _ = channel
+                .close(200, ShortString::from("consumer closed"))
+                .await;
         }
     }
 }
@@ -652,7 +690,12 @@ impl Delivery for RabbitDelivery {
             .publish_reliably(
                 &retry_queue(&self.name, tier),
                 &self.received.body,
-                properties(&self.received.id, self.received.delivery_count, None, timestamp),
+                properties(
+                    &self.received.id,
+                    self.received.delivery_count,
+                    None,
+                    timestamp,
+                ),
             )
             .await?;
         settled(self.acker.ack(BasicAckOptions::default()).await)
@@ -664,7 +707,12 @@ impl Delivery for RabbitDelivery {
             .publish_reliably(
                 &poison_queue(&self.name),
                 &self.received.body,
-                properties(&self.received.id, self.received.delivery_count, Some(reason), timestamp),
+                properties(
+                    &self.received.id,
+                    self.received.delivery_count,
+                    Some(reason),
+                    timestamp,
+                ),
             )
             .await?;
         settled(self.acker.ack(BasicAckOptions::default()).await)

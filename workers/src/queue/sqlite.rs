@@ -38,7 +38,8 @@ CREATE TABLE IF NOT EXISTS tablekit_queue (
 CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
 ";
 
-const SEND: &str = "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
+const SEND: &str =
+    "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
 
 const RECEIVE: &str = "
 UPDATE tablekit_queue
@@ -50,13 +51,11 @@ RETURNING seq, id, body, sent_at, dequeue_count";
 
 const ACK: &str = "DELETE FROM tablekit_queue WHERE seq = ?1 AND pop_receipt = ?2";
 
-const RETRY: &str =
-    "UPDATE tablekit_queue SET visible_at = ?3, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+const RETRY: &str = "UPDATE tablekit_queue SET visible_at = ?3, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
 const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible_at = ?5, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
-const RELEASE: &str =
-    "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+const RELEASE: &str = "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
 const POISON_LIST: &str = "SELECT id, body, COALESCE(reason, ''), dequeue_count FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
 
@@ -64,7 +63,8 @@ const REPLAY_ALL: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, d
 
 const REPLAY_ONE: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1 AND id = ?4";
 
-const COUNT_WAITING: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NULL";
+const COUNT_WAITING: &str =
+    "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NULL";
 const COUNT_LEASED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at > ?2";
 const COUNT_EXPIRED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at <= ?2";
 const COUNT_ALL: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1";
@@ -82,7 +82,9 @@ struct Inner {
 
 impl std::fmt::Debug for SqliteQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SqliteQueue").field("path", &self.inner.path).finish()
+        f.debug_struct("SqliteQueue")
+            .field("path", &self.inner.path)
+            .finish()
     }
 }
 
@@ -184,7 +186,13 @@ impl SqliteQueue {
             |row| {
                 let sent_at: i64 = row.get(3)?;
                 let count: i64 = row.get(4)?;
-                Ok((row.get::<_, i64>(0)?, row.get(1)?, row.get(2)?, sent_at, count))
+                Ok((
+                    row.get::<_, i64>(0)?,
+                    row.get(1)?,
+                    row.get(2)?,
+                    sent_at,
+                    count,
+                ))
             },
         )?;
         let mut out = Vec::new();
@@ -367,11 +375,8 @@ impl SqliteConsumer {
         if self.buffer.is_empty() {
             return;
         }
-        let pending: Vec<(i64, String)> = self
-            .buffer
-            .drain(..)
-            .map(|d| (d.seq, d.receipt))
-            .collect();
+        let pending: Vec<(i64, String)> =
+            self.buffer.drain(..).map(|d| (d.seq, d.receipt)).collect();
         let queue = self.queue.clone();
         let release = move || {
             if let Ok(connection) = queue.inner.connection.lock() {
@@ -426,8 +431,7 @@ impl SqliteDelivery {
         let (seq, receipt) = (self.seq, self.receipt);
         let changed = queue
             .with(move |c| {
-                let mut values: Vec<rusqlite::types::Value> =
-                    vec![seq.into(), receipt.into()];
+                let mut values: Vec<rusqlite::types::Value> = vec![seq.into(), receipt.into()];
                 values.extend(extra);
                 c.prepare_cached(sql)?
                     .execute(rusqlite::params_from_iter(values))
@@ -458,7 +462,10 @@ impl Delivery for SqliteDelivery {
 
     async fn poison(self, reason: &str) -> Result<()> {
         let poison = poison_queue(&self.queue);
-        self.settle(POISON, vec![poison.into(), reason.to_owned().into(), now().into()])
-            .await
+        self.settle(
+            POISON,
+            vec![poison.into(), reason.to_owned().into(), now().into()],
+        )
+        .await
     }
 }

@@ -21,7 +21,8 @@ pub(crate) fn amqp_url() -> Option<String> {
     if reachable {
         return Some("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
     }
-    let message = "no RabbitMQ: set AMQP_URL or start the local broker (scripts/services.sh starts it)";
+    let message =
+        "no RabbitMQ: set AMQP_URL or start the local broker (scripts/services.sh starts it)";
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{message}; under CI=true a missing broker is a failure");
     }
