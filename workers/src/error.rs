@@ -69,6 +69,7 @@ impl Error {
         }
     }
 
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
     pub(crate) fn storage(message: impl std::fmt::Display) -> Self {
         Error::Storage {
             message: message.to_string(),

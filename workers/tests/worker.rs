@@ -13,7 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit_core::{Entity, MemoryStore, TableStore};
 use tablekit_workers::archive::ArchiveOperation;
-use tablekit_workers::queue::{Queue, QueueOptions};
+use tablekit_workers::queue::Queue;
 use tablekit_workers::{Envelope, Operation, OperationError, Registry, Worker, WorkerConfig};
 use tokio::sync::oneshot;
 
@@ -378,7 +378,6 @@ macro_rules! on_both_queues {
                         .delete_queue(&name, &config(&name).queue_options())
                         .await
                         .unwrap();
-                    let _ = QueueOptions::default();
                 }
             )*
         }

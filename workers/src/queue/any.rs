@@ -51,7 +51,7 @@ impl AnyQueue {
 pub enum AnyConsumer {
     /// RabbitMQ.
     #[cfg(feature = "rabbitmq")]
-    Rabbit(super::rabbit::RabbitConsumer),
+    Rabbit(Box<super::rabbit::RabbitConsumer>),
     /// SQLite.
     #[cfg(feature = "sqlite")]
     Sqlite(super::sqlite::SqliteConsumer),
@@ -63,7 +63,7 @@ pub enum AnyConsumer {
 pub enum AnyDelivery {
     /// RabbitMQ.
     #[cfg(feature = "rabbitmq")]
-    Rabbit(super::rabbit::RabbitDelivery),
+    Rabbit(Box<super::rabbit::RabbitDelivery>),
     /// SQLite.
     #[cfg(feature = "sqlite")]
     Sqlite(super::sqlite::SqliteDelivery),
@@ -95,7 +95,10 @@ impl Queue for AnyQueue {
     async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<AnyConsumer> {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyQueue::Rabbit(q) => q.consume(queue, options).await.map(AnyConsumer::Rabbit),
+            AnyQueue::Rabbit(q) => q
+                .consume(queue, options)
+                .await
+                .map(|c| AnyConsumer::Rabbit(Box::new(c))),
             #[cfg(feature = "sqlite")]
             AnyQueue::Sqlite(q) => q.consume(queue, options).await.map(AnyConsumer::Sqlite),
         }
@@ -120,7 +123,10 @@ impl Consumer for AnyConsumer {
     async fn next(&mut self) -> Result<Option<AnyDelivery>> {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyConsumer::Rabbit(c) => c.next().await.map(|d| d.map(AnyDelivery::Rabbit)),
+            AnyConsumer::Rabbit(c) => c
+                .next()
+                .await
+                .map(|d| d.map(|d| AnyDelivery::Rabbit(Box::new(d)))),
             #[cfg(feature = "sqlite")]
             AnyConsumer::Sqlite(c) => c.next().await.map(|d| d.map(AnyDelivery::Sqlite)),
         }
@@ -129,7 +135,7 @@ impl Consumer for AnyConsumer {
     async fn close(self) {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyConsumer::Rabbit(c) => c.close().await,
+            AnyConsumer::Rabbit(c) => (*c).close().await,
             #[cfg(feature = "sqlite")]
             AnyConsumer::Sqlite(c) => c.close().await,
         }
@@ -149,7 +155,7 @@ impl Delivery for AnyDelivery {
     async fn ack(self) -> Result<()> {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyDelivery::Rabbit(d) => d.ack().await,
+            AnyDelivery::Rabbit(d) => (*d).ack().await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.ack().await,
         }
@@ -158,7 +164,7 @@ impl Delivery for AnyDelivery {
     async fn retry(self, delay: Duration) -> Result<()> {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyDelivery::Rabbit(d) => d.retry(delay).await,
+            AnyDelivery::Rabbit(d) => (*d).retry(delay).await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.retry(delay).await,
         }
@@ -167,7 +173,7 @@ impl Delivery for AnyDelivery {
     async fn poison(self, reason: &str) -> Result<()> {
         match self {
             #[cfg(feature = "rabbitmq")]
-            AnyDelivery::Rabbit(d) => d.poison(reason).await,
+            AnyDelivery::Rabbit(d) => (*d).poison(reason).await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.poison(reason).await,
         }
