@@ -12,7 +12,14 @@ cd "$(dirname "$0")/.."
 ./scripts/services.sh
 
 log=$(mktemp)
-trap 'rm -f "$log"' EXIT
+cleanup() {
+    rm -f "$log"
+    # RabbitMQ containers that tests started through testcontainers (Docker hosts only).
+    if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
+        docker ps -aq --filter label=tablekit-test | xargs -r docker rm -f >/dev/null 2>&1 || true
+    fi
+}
+trap cleanup EXIT
 
 cargo test --workspace --all-features "$@" 2>&1 | tee "$log"
 

@@ -185,3 +185,57 @@ impl Registry {
         handler(envelope.payload).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Serialize, Deserialize, Debug, PartialEq)]
+    struct Ping {
+        n: u32,
+    }
+
+    impl Operation for Ping {
+        const KIND: &'static str = "ping";
+        const VERSION: u32 = 2;
+    }
+
+    #[test]
+    fn envelopes_round_trip_through_json() {
+        let envelope = Envelope::new(&Ping { n: 7 }).expect("serialises");
+        let back = Envelope::from_bytes(&envelope.to_bytes().expect("serialises")).expect("reads");
+        assert_eq!(back, envelope);
+        assert_eq!((back.kind.as_str(), back.version), ("ping", 2));
+    }
+
+    #[tokio::test]
+    async fn the_registry_refuses_unknown_kinds_versions_and_payloads() {
+        let registry = Registry::new().register(|ping: Ping| async move {
+            if ping.n == 0 {
+                Err(OperationError::Retryable("zero".into()))
+            } else {
+                Ok(())
+            }
+        });
+        let ok = Envelope::new(&Ping { n: 1 }).expect("serialises");
+        assert_eq!(registry.handle(ok.clone()).await, Ok(()));
+        let mut other = ok.clone();
+        other.kind = "pong".into();
+        assert!(
+            matches!(registry.handle(other).await, Err(OperationError::Permanent(m)) if m.contains("unknown operation kind `pong`"))
+        );
+        let mut old = ok.clone();
+        old.version = 1;
+        assert!(
+            matches!(registry.handle(old).await, Err(OperationError::Permanent(m)) if m.contains("unknown version 1"))
+        );
+        let mut bad = ok;
+        bad.payload = serde_json::json!({"n": "x"});
+        assert!(
+            matches!(registry.handle(bad).await, Err(OperationError::Permanent(m)) if m.contains("invalid `ping` payload"))
+        );
+        let zero = Envelope::new(&Ping { n: 0 }).expect("serialises");
+        assert!(registry.handle(zero).await.is_err_and(|e| e.is_retryable()));
+        assert!(Envelope::from_bytes(b"{").is_err());
+    }
+}

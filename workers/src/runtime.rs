@@ -338,3 +338,43 @@ pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
         .install()
         .map_err(|e| Error::Config(format!("metrics endpoint on {address}: {e}")))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retry_delays_double_from_the_base_up_to_the_cap() {
+        let config = WorkerConfig {
+            base_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_millis(1000),
+            ..WorkerConfig::new("q")
+        };
+        let delays: Vec<u128> = config
+            .queue_options()
+            .retry_delays
+            .iter()
+            .map(Duration::as_millis)
+            .collect();
+        assert_eq!(delays, [100, 200, 400, 800, 1000]);
+    }
+
+    #[test]
+    fn backoff_grows_with_each_delivery_within_its_jitter_and_cap() {
+        let config = WorkerConfig {
+            base_backoff: Duration::from_millis(100),
+            max_backoff: Duration::from_secs(2),
+            ..WorkerConfig::new("q")
+        };
+        for delivery in 1..=10u32 {
+            let nominal = (100u64 << (delivery - 1)).min(2000);
+            for _ in 0..20 {
+                let ms = config.backoff(delivery).as_millis() as u64;
+                assert!(
+                    ms >= nominal * 3 / 4 - 1 && ms <= (nominal * 5 / 4).min(2000) + 1,
+                    "{delivery}: {ms}"
+                );
+            }
+        }
+    }
+}

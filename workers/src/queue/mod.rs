@@ -242,3 +242,26 @@ pub trait Delivery: Send + Sync + 'static {
     /// As [`ack`](Self::ack).
     fn poison(self, reason: &str) -> impl Future<Output = Result<()>> + Send;
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names_are_checked_before_any_broker_sees_them() {
+        assert!(check_queue_name("archive").is_ok());
+        assert!(check_queue_name(&"a".repeat(200)).is_ok());
+        for bad in [
+            String::new(),
+            "a".repeat(201),
+            "amq.x".into(),
+            "a\nb".into(),
+        ] {
+            assert!(
+                matches!(check_queue_name(&bad), Err(Error::InvalidQueueName { .. })),
+                "{bad:?}"
+            );
+        }
+        assert_eq!(poison_queue("archive"), "archive.poison");
+    }
+}

@@ -718,3 +718,39 @@ impl Delivery for RabbitDelivery {
         settled(self.acker.ack(BasicAckOptions::default()).await)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_delivery_count_adds_our_attempts_to_the_brokers_count() {
+        let first = properties("m", 0, None, None);
+        assert_eq!(
+            delivery_count(&first),
+            1,
+            "x-delivery-count is absent on a first delivery"
+        );
+        let mut headers = FieldTable::default();
+        headers.insert(ATTEMPTS_HEADER.into(), AMQPValue::LongLongInt(2));
+        headers.insert("x-delivery-count".into(), AMQPValue::LongInt(1));
+        let redelivered = BasicProperties::default().with_headers(headers);
+        assert_eq!(delivery_count(&redelivered), 4);
+    }
+
+    #[test]
+    fn the_brokers_dead_letter_reason_is_read_from_x_death() {
+        let mut death = FieldTable::default();
+        death.insert("reason".into(), string_arg("delivery_limit"));
+        let mut headers = FieldTable::default();
+        headers.insert(
+            "x-death".into(),
+            AMQPValue::FieldArray(vec![AMQPValue::FieldTable(death)].into()),
+        );
+        assert_eq!(
+            death_reason(Some(&headers)).as_deref(),
+            Some("delivery_limit")
+        );
+        assert_eq!(death_reason(None), None);
+    }
+}

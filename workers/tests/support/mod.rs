@@ -3,11 +3,13 @@
 #![allow(dead_code)]
 
 use std::net::TcpStream;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-/// The broker to test against: `AMQP_URL`, else the local RabbitMQ if its port answers.
-/// Without one the test is skipped with a message — except under `CI=true`, where a
-/// missing broker fails the test.
+/// The broker to test against, in order: `AMQP_URL`; the local RabbitMQ if its port
+/// answers (`scripts/services.sh` starts it when installed); a RabbitMQ container through
+/// testcontainers when a Docker engine is reachable. Without any the test is skipped with
+/// a message — except under `CI=true`, where a missing broker fails the test.
 pub(crate) fn amqp_url() -> Option<String> {
     if let Ok(url) = std::env::var("AMQP_URL") {
         return Some(url);
@@ -21,13 +23,56 @@ pub(crate) fn amqp_url() -> Option<String> {
     if reachable {
         return Some("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
     }
-    let message =
-        "no RabbitMQ: set AMQP_URL or start the local broker (scripts/services.sh starts it)";
+    if let Some(url) = container_url() {
+        return Some(url);
+    }
+    let message = "no RabbitMQ: set AMQP_URL, start the local broker (scripts/services.sh), or run a Docker engine for testcontainers";
     if std::env::var("CI").is_ok_and(|v| v == "true") {
         panic!("{message}; under CI=true a missing broker is a failure");
     }
     eprintln!("skipped: {message}");
     None
+}
+
+fn docker_reachable() -> bool {
+    std::env::var_os("DOCKER_HOST").is_some()
+        || std::os::unix::net::UnixStream::connect("/var/run/docker.sock").is_ok()
+}
+
+/// One RabbitMQ container per test process, started on first use and kept for the
+/// process's life (labelled `tablekit-test`, so `scripts/test.sh` removes it afterwards).
+fn container_url() -> Option<String> {
+    static URL: OnceLock<Option<String>> = OnceLock::new();
+    URL.get_or_init(|| {
+        if !docker_reachable() {
+            return None;
+        }
+        // The sync runner owns a runtime, so it starts outside the test's runtime.
+        std::thread::spawn(|| {
+            use testcontainers_modules::rabbitmq::RabbitMq;
+            use testcontainers_modules::testcontainers::ImageExt;
+            use testcontainers_modules::testcontainers::runners::SyncRunner;
+            // The module's default image is 3.8, older than the 3.10 quorum-queue features
+            // the queue relies on.
+            let container = RabbitMq::default()
+                .with_tag("3.13-management")
+                .with_label("tablekit-test", "rabbitmq")
+                .with_startup_timeout(Duration::from_secs(120))
+                .start()
+                .map_err(|e| eprintln!("testcontainers could not start RabbitMQ: {e}"))
+                .ok()?;
+            let host = container.get_host().ok()?;
+            let port = container.get_host_port_ipv4(5672).ok()?;
+            let url = format!("amqp://guest:guest@{host}:{port}/%2f");
+            // Kept running until the process ends.
+            Box::leak(Box::new(container));
+            Some(url)
+        })
+        .join()
+        .ok()
+        .flatten()
+    })
+    .clone()
 }
 
 /// A name no other test (or earlier run) uses.
