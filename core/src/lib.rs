@@ -22,6 +22,8 @@
 
 pub mod any;
 pub mod apply;
+#[cfg(feature = "azure")]
+pub mod azure;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;
@@ -38,6 +40,8 @@ pub mod store;
 pub mod typed;
 
 pub use any::AnyStore;
+#[cfg(feature = "azure")]
+pub use azure::AzureTableStore;
 pub use error::{Error, ErrorKind, Result};
 pub use filter::{CompareOp, Filter, ParseError};
 pub use limits::Violation;

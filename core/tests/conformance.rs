@@ -29,3 +29,39 @@ fn suite_has_at_least_60_distinct_cases() {
     let distinct: std::collections::HashSet<&&str> = cases.iter().collect();
     assert_eq!(distinct.len(), cases.len(), "case names are unique");
 }
+
+/// Against Azurite (the Table service emulator): `TABLEKIT_AZURE_CONNECTION` if set, else
+/// Azurite on its default port if it answers (`scripts/services.sh` starts it). Every test
+/// gets its own table prefix, so the tests share one emulator.
+#[cfg(feature = "azure")]
+mod azure {
+    use tablekit_core::AzureTableStore;
+
+    fn connection() -> Option<String> {
+        if let Ok(connection) = std::env::var("TABLEKIT_AZURE_CONNECTION") {
+            return Some(connection);
+        }
+        let up = "127.0.0.1:10002"
+            .parse()
+            .ok()
+            .and_then(|a| std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok())
+            .is_some();
+        if up {
+            return Some("UseDevelopmentStorage=true".to_owned());
+        }
+        let message = "no Azurite: set TABLEKIT_AZURE_CONNECTION or run scripts/services.sh";
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "{message}; under CI=true a missing Azurite is a failure"
+        );
+        eprintln!("skipped: {message}");
+        None
+    }
+
+    tablekit_core::conformance_suite!(if connection().is_some(), async {
+        let connection = connection().expect("checked above");
+        AzureTableStore::connect(&connection)
+            .expect("a valid connection string")
+            .with_table_prefix(format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..10]))
+    });
+}
