@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Makes sure the services the tests use are up: RabbitMQ (unless AMQP_URL names one).
-# Starts the local broker when it is installed but not running, and waits for it. Under
-# CI=true a broker that cannot be reached is an error; elsewhere the tests that need it
-# report a skip.
+# Makes sure the services the tests use are up:
+# - RabbitMQ (unless AMQP_URL names one): started when installed but not running;
+# - Azurite's table service on 127.0.0.1:10002 (unless TABLEKIT_AZURE_CONNECTION names a
+#   service): installed from the npm registry into .azurite/ (a pinned version) and
+#   started in memory; its PID goes to .azurite/table.pid so scripts/test.sh can stop it.
+# Under CI=true a service that cannot be brought up is an error; elsewhere the tests that
+# need it report a skip.
 set -euo pipefail
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
@@ -35,4 +38,39 @@ ensure_rabbitmq() {
     return 0
 }
 
+AZURITE_VERSION=3.35.0
+
+ensure_azurite() {
+    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || port_open 127.0.0.1 10002; then
+        return 0
+    fi
+    local dir
+    dir="$(cd "$(dirname "$0")/.." && pwd)/.azurite"
+    if [[ ! -x "$dir/node_modules/.bin/azurite-table" ]]; then
+        if ! command -v npm >/dev/null; then
+            echo "services: npm is not installed, so Azurite cannot be" >&2
+            [[ "${CI:-}" == "true" ]] && return 1
+            return 0
+        fi
+        echo "services: installing azurite@$AZURITE_VERSION" >&2
+        mkdir -p "$dir"
+        npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" >&2
+    fi
+    # The binary itself, not `npx … &`: its PID is the process to stop.
+    "$dir/node_modules/.bin/azurite-table" --inMemoryPersistence --silent --skipApiVersionCheck \
+        --loose --disableTelemetry --tableHost 127.0.0.1 --tablePort 10002 >/dev/null 2>&1 &
+    echo $! >"$dir/table.pid"
+    for _ in $(seq 1 60); do
+        if port_open 127.0.0.1 10002; then
+            echo "services: Azurite (tables) is up" >&2
+            return 0
+        fi
+        sleep 0.5
+    done
+    echo "services: Azurite did not start within 30 s" >&2
+    [[ "${CI:-}" == "true" ]] && return 1
+    return 0
+}
+
 ensure_rabbitmq
+ensure_azurite

@@ -50,7 +50,7 @@ pub use model::{ETag, EdmType, Entity, IfMatch, Properties, Value};
 pub use query::{ContinuationToken, Page, Query, QueryClass};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};
-pub use store::{Batch, TableStore, WriteOp};
+pub use store::{Batch, KeyOrder, TableStore, WriteOp};
 
 /// The names most code needs, in one `use`.
 pub mod prelude {

@@ -17,8 +17,9 @@ use chrono::{DateTime, TimeZone, Utc};
 
 use crate::model::{Entity, PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
 
-/// Longest PartitionKey or RowKey, in UTF-16 code units.
-pub const MAX_KEY_CHARS: usize = 1024;
+/// Longest PartitionKey or RowKey, in UTF-16 code units: "up to 1 KiB" of the service's
+/// UTF-16 strings, as the table service emulator enforces it.
+pub const MAX_KEY_CHARS: usize = 512;
 /// Most user properties an entity may have (255 with the three system properties).
 pub const MAX_USER_PROPERTIES: usize = 252;
 /// Longest property name, in characters.
@@ -557,12 +558,12 @@ mod tests {
 
     #[test]
     fn key_length_counts_utf16_units() {
-        let astral = "𝄞".repeat(512); // 2 units each
+        let astral = "𝄞".repeat(256); // 2 units each
         assert!(check_key(KeyKind::RowKey, &astral).is_ok());
         let over = format!("{astral}a");
         assert!(matches!(
             check_key(KeyKind::RowKey, &over),
-            Err(Violation::KeyTooLong { length: 1025, .. })
+            Err(Violation::KeyTooLong { length: 513, .. })
         ));
     }
 

@@ -240,6 +240,26 @@ impl Batch {
     }
 }
 
+/// How a backend orders keys. The two orders differ only between characters above
+/// U+FFFF (stored as UTF-16 surrogates) and characters from U+E000 to U+FFFF.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KeyOrder {
+    /// Unicode code points (byte order of UTF-8): the SQLite and in-memory stores.
+    CodePoint,
+    /// UTF-16 code units: the table service (Azure, Cosmos DB for Table, Azurite).
+    Utf16,
+}
+
+impl KeyOrder {
+    /// Compares two keys in this order.
+    pub fn compare(self, a: &str, b: &str) -> std::cmp::Ordering {
+        match self {
+            KeyOrder::CodePoint => a.cmp(b),
+            KeyOrder::Utf16 => a.encode_utf16().cmp(b.encode_utf16()),
+        }
+    }
+}
+
 /// An entity group transaction planned by [`plan_batches`], with the position of each of
 /// its operations in the planner's input.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -397,6 +417,17 @@ pub trait TableStore: Send + Sync {
         table: &str,
         batch: Batch,
     ) -> impl Future<Output = Result<Vec<Option<ETag>>>> + Send;
+
+    /// How this backend orders keys (queries return entities in this order).
+    fn key_order(&self) -> KeyOrder {
+        KeyOrder::CodePoint
+    }
+
+    /// Whether a Double `-0.0` reads back with its sign (the table service emulator
+    /// returns `0.0`).
+    fn preserves_negative_zero(&self) -> bool {
+        true
+    }
 
     /// Creates a table unless it exists; `true` if this call created it.
     ///

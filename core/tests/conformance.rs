@@ -44,7 +44,9 @@ mod azure {
         let up = "127.0.0.1:10002"
             .parse()
             .ok()
-            .and_then(|a| std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok())
+            .and_then(|a| {
+                std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
+            })
             .is_some();
         if up {
             return Some("UseDevelopmentStorage=true".to_owned());

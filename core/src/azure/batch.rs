@@ -70,7 +70,9 @@ pub(crate) fn encode(requests: &[SubRequest]) -> (String, String) {
     let id = uuid::Uuid::new_v4().simple().to_string();
     let (batch, changeset) = (format!("batch_{id}"), format!("changeset_{id}"));
     let mut body = String::new();
-    body.push_str(&format!("--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"));
+    body.push_str(&format!(
+        "--{batch}\r\nContent-Type: multipart/mixed; boundary={changeset}\r\n\r\n"
+    ));
     for request in requests {
         body.push_str(&format!(
             "--{changeset}\r\nContent-Type: application/http\r\nContent-Transfer-Encoding: binary\r\n\r\n"
@@ -110,10 +112,7 @@ pub(crate) fn decode(body: &str) -> Vec<SubResponse> {
     let mut rest = body;
     while let Some(at) = rest.find("HTTP/1.1 ") {
         rest = &rest[at + "HTTP/1.1 ".len()..];
-        let status = rest
-            .get(..3)
-            .and_then(|s| s.parse().ok())
-            .unwrap_or(0u16);
+        let status = rest.get(..3).and_then(|s| s.parse().ok()).unwrap_or(0u16);
         // Headers until the blank line, then the body until the next boundary.
         let (head, tail) = rest.split_once("\r\n\r\n").unwrap_or((rest, ""));
         let etag = head.lines().find_map(|line| {
@@ -122,7 +121,11 @@ pub(crate) fn decode(body: &str) -> Vec<SubResponse> {
                 .eq_ignore_ascii_case("etag")
                 .then(|| ETag::new(value.trim()))
         });
-        let end = tail.find("\r\n--").unwrap_or(tail.len());
+        let end = if tail.starts_with("--") {
+            0
+        } else {
+            tail.find("\r\n--").unwrap_or(tail.len())
+        };
         responses.push(SubResponse {
             status,
             etag,

@@ -72,7 +72,11 @@ impl AzureConfig {
     /// key).
     pub fn from_connection_string(connection: &str) -> Result<Self> {
         let mut fields = std::collections::HashMap::new();
-        for part in connection.split(';').map(str::trim).filter(|p| !p.is_empty()) {
+        for part in connection
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
             let (key, value) = part
                 .split_once('=')
                 .ok_or_else(|| invalid(connection, format!("`{part}` is not KEY=VALUE")))?;
@@ -106,7 +110,10 @@ impl AzureConfig {
         };
         let endpoint = endpoint.trim_end_matches('/').to_owned();
         if !(endpoint.starts_with("http://") || endpoint.starts_with("https://")) {
-            return Err(invalid(connection, "the table endpoint must be an http(s) URL"));
+            return Err(invalid(
+                connection,
+                "the table endpoint must be an http(s) URL",
+            ));
         }
         let account = match get("accountname") {
             Some(account) => account,
@@ -147,7 +154,13 @@ fn account_from_endpoint(endpoint: &str) -> Option<String> {
 
 /// The SharedKeyLite signature of a request: `x-ms-date` + "\n" + "/" + account + the
 /// path as sent (+ `?comp=…` when present).
-pub(crate) fn shared_key_lite(key: &[u8], account: &str, date: &str, path: &str, comp: Option<&str>) -> String {
+pub(crate) fn shared_key_lite(
+    key: &[u8],
+    account: &str,
+    date: &str,
+    path: &str,
+    comp: Option<&str>,
+) -> String {
     let mut resource = format!("/{account}{path}");
     if let Some(comp) = comp {
         resource.push_str("?comp=");
@@ -169,7 +182,8 @@ mod tests {
 
     #[test]
     fn development_storage_points_at_azurite() {
-        let config = AzureConfig::from_connection_string("UseDevelopmentStorage=true").expect("valid");
+        let config =
+            AzureConfig::from_connection_string("UseDevelopmentStorage=true").expect("valid");
         assert_eq!(config.account, DEVELOPMENT_ACCOUNT);
         assert_eq!(config.endpoint, DEVELOPMENT_TABLE_ENDPOINT);
         assert!(matches!(config.credential, Credential::SharedKey(_)));
@@ -193,11 +207,15 @@ mod tests {
 
     #[test]
     fn bad_strings_name_the_problem_without_the_key() {
-        let error = AzureConfig::from_connection_string("AccountName=acme;AccountKey=!!notbase64!!")
-            .expect_err("bad key");
+        let error =
+            AzureConfig::from_connection_string("AccountName=acme;AccountKey=!!notbase64!!")
+                .expect_err("bad key");
         let message = error.to_string();
         assert!(message.contains("AccountKey is not base64"), "{message}");
-        assert!(!message.contains("notbase64"), "the key is not echoed: {message}");
+        assert!(
+            !message.contains("notbase64"),
+            "the key is not echoed: {message}"
+        );
         assert!(AzureConfig::from_connection_string("AccountName=acme").is_err());
         assert!(AzureConfig::from_connection_string("garbage").is_err());
     }
@@ -216,6 +234,9 @@ mod tests {
         let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("any key length");
         mac.update(b"Sun, 22 Nov 2026 02:53:09 GMT\n/devstoreaccount1/devstoreaccount1/Tables");
         let expected = STANDARD.encode(mac.finalize().into_bytes());
-        assert_eq!(signature, format!("SharedKeyLite devstoreaccount1:{expected}"));
+        assert_eq!(
+            signature,
+            format!("SharedKeyLite devstoreaccount1:{expected}")
+        );
     }
 }

@@ -13,7 +13,10 @@ const TYPE_SUFFIX: &str = "@odata.type";
 
 fn malformed(message: impl Into<String>) -> Error {
     Error::Backend {
-        message: format!("the table service sent an entity this client cannot read: {}", message.into()),
+        message: format!(
+            "the table service sent an entity this client cannot read: {}",
+            message.into()
+        ),
     }
 }
 
@@ -28,7 +31,10 @@ pub(crate) fn format_datetime(at: &DateTime<Utc>) -> String {
 /// The JSON body of an entity to write.
 pub(crate) fn entity_to_json(entity: &Entity) -> Json {
     let mut map = Map::with_capacity(entity.properties.len() * 2 + 2);
-    map.insert("PartitionKey".into(), Json::String(entity.partition_key.clone()));
+    map.insert(
+        "PartitionKey".into(),
+        Json::String(entity.partition_key.clone()),
+    );
     map.insert("RowKey".into(), Json::String(entity.row_key.clone()));
     for (name, value) in &entity.properties {
         let (json, edm) = match value {
@@ -193,7 +199,10 @@ mod tests {
         let json = entity_to_json(&entity);
         assert_eq!(json["L"], Json::String("5".into()));
         assert_eq!(json["L@odata.type"], Json::String("Edm.Int64".into()));
-        assert_eq!(json["T"], Json::String("2023-11-14T22:13:20.1234567Z".into()));
+        assert_eq!(
+            json["T"],
+            Json::String("2023-11-14T22:13:20.1234567Z".into())
+        );
         let text = serde_json::to_string(&json).expect("serialises");
         let back = entity_from_json(serde_json::from_str(&text).expect("parses")).expect("reads");
         for (name, value) in &entity.properties {

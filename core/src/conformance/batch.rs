@@ -6,7 +6,7 @@ use super::{
     insert_all, new_table, versions_of,
 };
 use crate::error::{Error, ErrorKind};
-use crate::model::{ETag, Entity, IfMatch, Value};
+use crate::model::{Entity, IfMatch, Value};
 use crate::store::{Batch, TableStore, WriteOp};
 
 /// Checks that a failed batch names operation `index`.
@@ -47,8 +47,8 @@ pub async fn batch_applies_every_operation_and_returns_one_etag_each<S: TableSto
         );
         assert_eq!(read.get("N"), Some(&Value::Int32(i as i32)), "entity #{i}");
     }
-    let distinct: std::collections::HashSet<&Option<ETag>> = etags.iter().collect();
-    assert_eq!(distinct.len(), 5, "each operation gets its own ETag");
+    // ETags identify versions of one entity; entities written in one transaction may share
+    // one (the table service's ETags are the transaction's timestamp).
     drop_table(store, &table).await;
 }
 

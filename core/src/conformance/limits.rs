@@ -82,41 +82,41 @@ async fn assert_every_write_refused<S: TableStore>(
     );
 }
 
-/// Keys of 1024 UTF-16 units are accepted; 1025 units (counted in UTF-16, so 512 astral
+/// Keys of 512 UTF-16 units are accepted; 1025 units (counted in UTF-16, so 512 astral
 /// characters make 1024) are `TooLarge`, in either key, for every write.
-pub async fn key_of_1024_utf16_units_is_accepted_and_1025_is_too_large<S: TableStore>(store: &S) {
+pub async fn key_of_512_utf16_units_is_accepted_and_513_is_too_large<S: TableStore>(store: &S) {
     let table = new_table(store, "KeyLength").await;
-    let astral_1024 = "𝄞".repeat(512);
-    let ascii_1024 = "k".repeat(1024);
+    let astral_512 = "𝄞".repeat(256);
+    let ascii_512 = "k".repeat(512);
     insert_all(
         store,
         &table,
         vec![
-            Entity::new(astral_1024.clone(), ascii_1024.clone()).with("N", 1),
-            Entity::new(ascii_1024.clone(), astral_1024.clone()).with("N", 2),
+            Entity::new(astral_512.clone(), ascii_512.clone()).with("N", 1),
+            Entity::new(ascii_512.clone(), astral_512.clone()).with("N", 2),
         ],
     )
     .await;
-    let read = fetch_existing(store, &table, &astral_1024, &ascii_1024).await;
+    let read = fetch_existing(store, &table, &astral_512, &ascii_512).await;
     assert_eq!(
         read.get("N"),
         Some(&Value::Int32(1)),
-        "the 1024-unit keys address it"
+        "the 512-unit keys address it"
     );
 
-    let over_astral = format!("{astral_1024}a");
-    let over_ascii = "k".repeat(1025);
+    let over_astral = format!("{astral_512}a");
+    let over_ascii = "k".repeat(513);
     for (pk, rk, what) in [
         (
             over_astral.as_str(),
             "r",
-            "a PartitionKey of 1025 UTF-16 units (513 chars)",
+            "a PartitionKey of 513 UTF-16 units (257 chars)",
         ),
-        ("p", over_ascii.as_str(), "a RowKey of 1025 characters"),
+        ("p", over_ascii.as_str(), "a RowKey of 513 characters"),
         (
-            astral_1024.as_str(),
+            astral_512.as_str(),
             over_astral.as_str(),
-            "a RowKey of 1025 UTF-16 units",
+            "a RowKey of 513 UTF-16 units",
         ),
     ] {
         assert_every_write_refused(

@@ -153,7 +153,7 @@ macro_rules! conformance_suite {
                 datetime_values_round_trip_to_the_microsecond,
                 guid_values_round_trip_exactly,
                 binary_values_round_trip_exactly,
-                property_order_is_preserved,
+                properties_set_in_any_order_read_back_by_name,
                 entity_without_properties_round_trips,
                 unicode_keys_round_trip,
             }
@@ -195,7 +195,7 @@ macro_rules! conformance_suite {
                 query_with_select_keeps_keys_timestamp_and_etag,
             }
             limits {
-                key_of_1024_utf16_units_is_accepted_and_1025_is_too_large,
+                key_of_512_utf16_units_is_accepted_and_513_is_too_large,
                 keys_with_forbidden_characters_are_invalid_input,
                 entity_with_252_properties_is_accepted_and_253_is_too_large,
                 invalid_property_names_are_invalid_input,
@@ -418,15 +418,18 @@ fn same_value(a: &Value, b: &Value) -> bool {
     }
 }
 
-/// Asserts that `actual` holds exactly the properties of `expected`, in the same order,
-/// with the same types and values.
+/// Asserts that `actual` holds exactly the properties of `expected`, with the same types
+/// and values. Property order is not compared: the table service's JSON has none (Azurite
+/// returns properties sorted by name), so it is not part of the contract.
 #[track_caller]
 fn assert_same_properties(actual: &Properties, expected: &Properties, what: &str) {
-    let actual_names: Vec<&String> = actual.keys().collect();
-    let expected_names: Vec<&String> = expected.keys().collect();
+    let mut actual_names: Vec<&String> = actual.keys().collect();
+    let mut expected_names: Vec<&String> = expected.keys().collect();
+    actual_names.sort();
+    expected_names.sort();
     assert_eq!(
         actual_names, expected_names,
-        "{what}: property names (in order) differ"
+        "{what}: property names differ"
     );
     for (name, want) in expected {
         let got = &actual[name];
