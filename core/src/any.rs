@@ -18,29 +18,38 @@ pub enum AnyStore {
     /// The SQLite store (`sqlite:PATH`).
     #[cfg(feature = "sqlite")]
     Sqlite(SqliteStore),
+    /// The Table service (`azure:CONNECTION-STRING`).
+    #[cfg(feature = "azure")]
+    Azure(crate::azure::AzureTableStore),
 }
 
 impl AnyStore {
     /// Opens the store a connection string names:
     ///
     /// - `sqlite:PATH` (or a bare path): the SQLite file at PATH;
-    /// - `memory:`: a fresh in-memory store.
+    /// - `memory:`: a fresh in-memory store;
+    /// - `azure:CONNECTION-STRING` (feature `azure`): Azure Table Storage, Cosmos DB for
+    ///   Table or Azurite (`azure:UseDevelopmentStorage=true`).
     ///
     /// # Errors
     /// `InvalidInput` for an unknown scheme or a backend not compiled in; the backend's
     /// own errors when it cannot open.
     pub async fn connect(connection: &str) -> Result<Self> {
         let (scheme, rest) = connection.split_once(':').unwrap_or(("sqlite", connection));
-        #[cfg(not(feature = "sqlite"))]
-        let _ = rest; // only the SQLite scheme has a path
+        #[cfg(not(any(feature = "sqlite", feature = "azure")))]
+        let _ = rest; // only the SQLite and Azure schemes have an argument
         match scheme {
             "memory" => Ok(AnyStore::Memory(MemoryStore::new())),
+            #[cfg(feature = "azure")]
+            "azure" => Ok(AnyStore::Azure(crate::azure::AzureTableStore::connect(
+                rest,
+            )?)),
             #[cfg(feature = "sqlite")]
             "sqlite" if !rest.is_empty() => Ok(AnyStore::Sqlite(SqliteStore::open(rest).await?)),
             _ => Err(Error::InvalidConnection {
                 connection: connection.to_owned(),
                 reason: format!(
-                    "expected `sqlite:PATH` or `memory:`{}",
+                    "expected `sqlite:PATH`, `memory:` or `azure:CONNECTION-STRING`{}",
                     if cfg!(feature = "sqlite") {
                         ""
                     } else {
@@ -58,11 +67,21 @@ macro_rules! each_backend {
             AnyStore::Memory($store) => $call,
             #[cfg(feature = "sqlite")]
             AnyStore::Sqlite($store) => $call,
+            #[cfg(feature = "azure")]
+            AnyStore::Azure($store) => $call,
         }
     };
 }
 
 impl TableStore for AnyStore {
+    fn key_order(&self) -> crate::store::KeyOrder {
+        each_backend!(self, s => s.key_order())
+    }
+
+    fn preserves_negative_zero(&self) -> bool {
+        each_backend!(self, s => s.preserves_negative_zero())
+    }
+
     async fn create_table(&self, table: &str) -> Result<()> {
         each_backend!(self, s => s.create_table(table).await)
     }

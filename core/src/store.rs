@@ -88,6 +88,39 @@ impl WriteOp {
         }
     }
 
+    /// The bytes the operation adds to a batch request, estimated from the JSON the table
+    /// service receives (binary values travel in base64, typed values with their
+    /// `@odata.type` annotation, each operation with its own headers and URL): the 4 MiB
+    /// batch limit is a limit on that payload.
+    pub fn payload_size(&self) -> usize {
+        const PER_OPERATION: usize = 400;
+        let (pk, rk) = self.key();
+        let keys = 2 * (pk.len() + rk.len()) + 64;
+        let properties: usize = self.entity().map_or(0, |e| {
+            e.properties
+                .iter()
+                .map(|(name, value)| {
+                    let annotation = name.len() + 36;
+                    name.len()
+                        + 4
+                        + match value {
+                            crate::model::Value::String(s) => s.len() + 2,
+                            crate::model::Value::Int32(_) => 11,
+                            crate::model::Value::Boolean(_) => 5,
+                            crate::model::Value::Int64(_) => 22 + annotation,
+                            crate::model::Value::Double(_) => 26 + annotation,
+                            crate::model::Value::DateTime(_) => 32 + annotation,
+                            crate::model::Value::Guid(_) => 38 + annotation,
+                            crate::model::Value::Binary(b) => {
+                                b.len().div_ceil(3) * 4 + 2 + annotation
+                            }
+                        }
+                })
+                .sum()
+        });
+        PER_OPERATION + keys + properties
+    }
+
     /// The bytes the operation adds to a batch, as the service counts them.
     pub fn size(&self) -> usize {
         match self.entity() {
@@ -193,7 +226,8 @@ impl Batch {
     }
 
     /// Checks the batch rules: 1 to 100 operations, one partition, one operation per
-    /// entity, every operation valid, at most 4 MiB in all.
+    /// entity, every operation valid, at most 4 MiB of request payload in all (see
+    /// [`WriteOp::payload_size`]).
     ///
     /// # Errors
     /// The first [`Violation`] found; those about one operation name its index.
@@ -211,7 +245,8 @@ impl Batch {
         let mut seen: HashMap<&str, usize> = HashMap::with_capacity(self.ops.len());
         let mut size = 0;
         for (index, op) in self.ops.iter().enumerate() {
-            let op_size = op.checked_size().map_err(|v| v.in_batch(index))?;
+            op.checked_size().map_err(|v| v.in_batch(index))?;
+            let op_size = op.payload_size();
             let (pk, rk) = op.key();
             if pk != partition {
                 return Err(Violation::BatchMixedPartitions {
@@ -290,7 +325,8 @@ pub fn plan_batches(
     let mut partitions: HashMap<String, usize> = HashMap::new();
     let mut order = 0usize;
     for (input, op) in ops.into_iter().enumerate() {
-        let size = op.checked_size().map_err(|v| v.in_batch(input))?;
+        op.checked_size().map_err(|v| v.in_batch(input))?;
+        let size = op.payload_size();
         let (pk, rk) = op.key();
         let slot = match partitions.get(pk) {
             Some(&slot) => slot,

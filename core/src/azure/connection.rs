@@ -45,6 +45,9 @@ pub struct AzureConfig {
     pub endpoint: String,
     /// The credential.
     pub credential: Credential,
+    /// A prefix for every table name (tablekit's own `TablePrefix=` key): tenants or test
+    /// runs sharing an account each see only their tables.
+    pub table_prefix: String,
 }
 
 fn invalid(connection: &str, reason: impl Into<String>) -> Error {
@@ -65,7 +68,8 @@ impl AzureConfig {
     /// - `DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…;EndpointSuffix=…`;
     /// - any of these with `TableEndpoint=…` (Azurite on another port, Cosmos DB for
     ///   Table's `https://ACCOUNT.table.cosmos.azure.com:443/`);
-    /// - `TableEndpoint=…;SharedAccessSignature=…` (SAS, no key).
+    /// - `TableEndpoint=…;SharedAccessSignature=…` (SAS, no key);
+    /// - and tablekit's own `TablePrefix=…`, prefixed to every table name.
     ///
     /// # Errors
     /// [`Error::InvalidConnection`] naming what is missing or malformed (never echoing the
@@ -89,6 +93,7 @@ impl AzureConfig {
                 .or_else(|| get("tableendpoint"))
                 .unwrap_or_else(|| DEVELOPMENT_TABLE_ENDPOINT.to_owned());
             return Ok(AzureConfig {
+                table_prefix: get("tableprefix").unwrap_or_default(),
                 account: DEVELOPMENT_ACCOUNT.to_owned(),
                 endpoint: endpoint.trim_end_matches('/').to_owned(),
                 credential: Credential::SharedKey(
@@ -134,10 +139,18 @@ impl AzureConfig {
                 ));
             }
         };
+        let table_prefix = get("tableprefix").unwrap_or_default();
+        if !table_prefix.bytes().all(|b| b.is_ascii_alphanumeric()) {
+            return Err(invalid(
+                connection,
+                "TablePrefix holds letters and digits only",
+            ));
+        }
         Ok(AzureConfig {
             account,
             endpoint,
             credential,
+            table_prefix,
         })
     }
 }

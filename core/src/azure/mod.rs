@@ -141,8 +141,8 @@ impl AzureTableStore {
         let emulator = config.account == DEVELOPMENT_ACCOUNT;
         Ok(AzureTableStore {
             client,
+            table_prefix: config.table_prefix.clone(),
             config,
-            table_prefix: String::new(),
             retry: RetryPolicy::default(),
             emulator,
             spellings: Default::default(),
