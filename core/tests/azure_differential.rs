@@ -138,7 +138,10 @@ const FILTERS: &[&str] = &[
     "Name ne 'Ann0' and (Big eq 0L or Big gt 200000000000L) and Active eq true",
 ];
 
-fn summary(entities: &[Entity]) -> Vec<(String, String, Vec<(String, Value)>)> {
+/// An entity's keys and its properties sorted by name.
+type Summary = (String, String, Vec<(String, Value)>);
+
+fn summary(entities: &[Entity]) -> Vec<Summary> {
     entities
         .iter()
         .map(|e| {
