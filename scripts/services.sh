@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes sure the services the tests use are up:
 # - RabbitMQ (unless AMQP_URL names one): started when installed but not running;
-# - Azurite's table service on 127.0.0.1:10002 (unless TABLEKIT_AZURE_CONNECTION names a
+# - Azurite's table and blob services on 127.0.0.1:10002 and :10000 (unless TABLEKIT_AZURE_CONNECTION names a
 #   service): installed from the npm registry into .azurite/ (a pinned version) and
 #   started in memory; its PID goes to .azurite/table.pid so scripts/test.sh can stop it.
 # Under CI=true a service that cannot be brought up is an error; elsewhere the tests that
@@ -41,7 +41,7 @@ ensure_rabbitmq() {
 AZURITE_VERSION=3.35.0
 
 ensure_azurite() {
-    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || port_open 127.0.0.1 10002; then
+    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || (port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000); then
         return 0
     fi
     local dir
@@ -56,13 +56,20 @@ ensure_azurite() {
         mkdir -p "$dir"
         npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" >&2
     fi
-    # The binary itself, not `npx … &`: its PID is the process to stop.
-    "$dir/node_modules/.bin/azurite-table" --inMemoryPersistence --silent --skipApiVersionCheck \
-        --loose --disableTelemetry --tableHost 127.0.0.1 --tablePort 10002 >/dev/null 2>&1 &
-    echo $! >"$dir/table.pid"
+    # The binaries themselves, not `npx … &`: their PIDs are the processes to stop.
+    if ! port_open 127.0.0.1 10002; then
+        "$dir/node_modules/.bin/azurite-table" --inMemoryPersistence --silent --skipApiVersionCheck \
+            --loose --disableTelemetry --tableHost 127.0.0.1 --tablePort 10002 >/dev/null 2>&1 &
+        echo $! >"$dir/table.pid"
+    fi
+    if ! port_open 127.0.0.1 10000; then
+        "$dir/node_modules/.bin/azurite-blob" --inMemoryPersistence --silent --skipApiVersionCheck \
+            --loose --disableTelemetry --blobHost 127.0.0.1 --blobPort 10000 >/dev/null 2>&1 &
+        echo $! >"$dir/blob.pid"
+    fi
     for _ in $(seq 1 60); do
-        if port_open 127.0.0.1 10002; then
-            echo "services: Azurite (tables) is up" >&2
+        if port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000; then
+            echo "services: Azurite (tables, blobs) is up" >&2
             return 0
         fi
         sleep 0.5

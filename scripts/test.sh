@@ -15,10 +15,12 @@ log=$(mktemp)
 cleanup() {
     rm -f "$log"
     # Azurite, if scripts/services.sh started it for this run.
-    if [[ -f .azurite/table.pid ]]; then
-        kill "$(cat .azurite/table.pid)" 2>/dev/null || true
-        rm -f .azurite/table.pid
-    fi
+    for pid in .azurite/table.pid .azurite/blob.pid; do
+        if [[ -f "$pid" ]]; then
+            kill "$(cat "$pid")" 2>/dev/null || true
+            rm -f "$pid"
+        fi
+    done
     # RabbitMQ containers that tests started through testcontainers (Docker hosts only).
     if command -v docker >/dev/null && docker info >/dev/null 2>&1; then
         docker ps -aq --filter label=tablekit-test | xargs -r docker rm -f >/dev/null 2>&1 || true

@@ -24,6 +24,8 @@ pub mod any;
 pub mod apply;
 #[cfg(feature = "azure")]
 pub mod azure;
+#[cfg(feature = "blob")]
+pub mod blob;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;

@@ -895,3 +895,97 @@ fn select_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
     list.extend(names.filter(|n| !matches!(*n, "PartitionKey" | "RowKey" | "Timestamp")));
     list.join(",")
 }
+
+/// Creates a blob container unless it exists (`true` when this call created it), for a
+/// storage connection string with shared-key credentials (`UseDevelopmentStorage=true`
+/// for Azurite, whose blob service listens on port 10000, or
+/// `AccountName=…;AccountKey=…[;BlobEndpoint=…]`).
+///
+/// # Errors
+/// [`Error::InvalidConnection`] for a string without a key; [`Error::Backend`] or
+/// [`Error::Transient`] from the service.
+pub async fn create_blob_container(connection: &str, container: &str) -> Result<bool> {
+    use base64::Engine;
+    let mut fields = std::collections::HashMap::new();
+    for part in connection
+        .split(';')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        if let Some((k, v)) = part.split_once('=') {
+            fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+        }
+    }
+    let invalid = |reason: &str| Error::InvalidConnection {
+        connection: "blob connection string".to_owned(),
+        reason: reason.to_owned(),
+    };
+    let (account, key, endpoint) = if fields
+        .get("usedevelopmentstorage")
+        .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    {
+        (
+            DEVELOPMENT_ACCOUNT.to_owned(),
+            DEVELOPMENT_KEY.to_owned(),
+            format!("http://127.0.0.1:10000/{DEVELOPMENT_ACCOUNT}"),
+        )
+    } else {
+        let account = fields
+            .get("accountname")
+            .ok_or_else(|| invalid("missing AccountName"))?
+            .clone();
+        let key = fields
+            .get("accountkey")
+            .ok_or_else(|| invalid("missing AccountKey"))?
+            .clone();
+        let endpoint = fields
+            .get("blobendpoint")
+            .cloned()
+            .unwrap_or_else(|| format!("https://{account}.blob.core.windows.net"));
+        (account, key, endpoint)
+    };
+    let key = base64::engine::general_purpose::STANDARD
+        .decode(key)
+        .map_err(|_| invalid("AccountKey is not base64"))?;
+    let url = reqwest::Url::parse(&format!(
+        "{}/{container}?restype=container",
+        endpoint.trim_end_matches('/')
+    ))
+    .map_err(|e| invalid(&e.to_string()))?;
+    let date = chrono::Utc::now()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    let version = "2021-08-06";
+    // The full SharedKey string to sign: verb, eleven standard headers (all empty here),
+    // the x-ms- headers, then the resource with its query parameters.
+    let to_sign = format!(
+        "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n/{account}{}\nrestype:container",
+        url.path()
+    );
+    #[allow(clippy::expect_used)]
+    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&key)
+        .expect("HMAC takes keys of any length");
+    hmac::Mac::update(&mut mac, to_sign.as_bytes());
+    let signature =
+        base64::engine::general_purpose::STANDARD.encode(hmac::Mac::finalize(mac).into_bytes());
+    let response = reqwest::Client::new()
+        .put(url)
+        .header("x-ms-date", date)
+        .header("x-ms-version", version)
+        .header("Authorization", format!("SharedKey {account}:{signature}"))
+        .header("Content-Length", "0")
+        .body("")
+        .send()
+        .await
+        .map_err(|e| transient(e.to_string()))?;
+    match response.status().as_u16() {
+        201 => Ok(true),
+        409 => Ok(false),
+        status => Err(Error::Backend {
+            message: format!(
+                "creating container `{container}`: HTTP {status} {}",
+                response.text().await.unwrap_or_default()
+            ),
+        }),
+    }
+}

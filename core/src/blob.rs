@@ -1,0 +1,296 @@
+//! `BlobStore`: named binary objects beside the tables, for what does not fit an entity
+//! (large properties, long id lists, log data). Built on the `object_store` crate: the
+//! local file system (the embedded default), memory (tests), and Azure Blob Storage
+//! (Azurite included).
+//!
+//! ```
+//! use tablekit_core::blob::BlobStore;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let blobs = BlobStore::memory();
+//! let name = blobs.put_content_addressed("photos/", b"jpeg bytes".to_vec()).await?;
+//! assert!(name.starts_with("photos/"));
+//! assert_eq!(blobs.get(&name).await?, Some(b"jpeg bytes".to_vec()));
+//! assert!(blobs.delete(&name).await?);
+//! assert!(!blobs.delete(&name).await?, "deleting again is not an error");
+//! # Ok::<_, tablekit_core::Error>(())
+//! # }).unwrap();
+//! ```
+
+use std::sync::Arc;
+
+use futures::TryStreamExt;
+use object_store::path::Path;
+use object_store::{ObjectStore, PutMode, PutOptions, PutPayload};
+use sha2::{Digest, Sha256};
+
+use crate::error::{Error, Result};
+
+/// A blob's name, size and last change.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobInfo {
+    /// The name.
+    pub name: String,
+    /// Its size in bytes.
+    pub size: u64,
+    /// When it was last written.
+    pub last_modified: chrono::DateTime<chrono::Utc>,
+}
+
+/// A blob container: the local file system, memory, or Azure Blob Storage.
+#[derive(Clone)]
+pub struct BlobStore {
+    store: Arc<dyn ObjectStore>,
+    description: String,
+}
+
+impl std::fmt::Debug for BlobStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobStore")
+            .field("store", &self.description)
+            .finish()
+    }
+}
+
+fn blob_error(e: object_store::Error) -> Error {
+    match e {
+        object_store::Error::InvalidPath { source } => Error::InvalidConnection {
+            connection: "blob name".to_owned(),
+            reason: source.to_string(),
+        },
+        other => {
+            let message = other.to_string();
+            if message.contains("timed out") || message.contains("connect") {
+                Error::Transient { message }
+            } else {
+                Error::Backend { message }
+            }
+        }
+    }
+}
+
+fn path(name: &str) -> Result<Path> {
+    if name.is_empty()
+        || name.ends_with('/')
+        || name
+            .split('/')
+            .any(|s| s.is_empty() || s == "." || s == "..")
+    {
+        return Err(Error::InvalidConnection {
+            connection: format!("blob name `{name}`"),
+            reason: "a blob name is `/`-separated non-empty segments, without `.` or `..`"
+                .to_owned(),
+        });
+    }
+    Path::parse(name).map_err(|e| Error::InvalidConnection {
+        connection: format!("blob name `{name}`"),
+        reason: e.to_string(),
+    })
+}
+
+impl BlobStore {
+    /// Blobs in memory (tests).
+    pub fn memory() -> Self {
+        BlobStore {
+            store: Arc::new(object_store::memory::InMemory::new()),
+            description: "memory".to_owned(),
+        }
+    }
+
+    /// Blobs as files under `dir` (created if needed): the embedded default.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when the folder cannot be created.
+    pub fn local(dir: impl AsRef<std::path::Path>) -> Result<Self> {
+        let dir = dir.as_ref();
+        std::fs::create_dir_all(dir).map_err(|e| Error::Backend {
+            message: format!("creating the blob folder {}: {e}", dir.display()),
+        })?;
+        let store =
+            object_store::local::LocalFileSystem::new_with_prefix(dir).map_err(blob_error)?;
+        Ok(BlobStore {
+            store: Arc::new(store),
+            description: format!("file:{}", dir.display()),
+        })
+    }
+
+    /// Blobs in a container of Azure Blob Storage, from a storage connection string with
+    /// tablekit's `Container=NAME` key: `UseDevelopmentStorage=true;Container=blobs`
+    /// (Azurite), or `AccountName=…;AccountKey=…[;BlobEndpoint=…];Container=…`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`] naming what is missing.
+    pub fn azure(connection: &str) -> Result<Self> {
+        let mut fields = std::collections::HashMap::new();
+        for part in connection
+            .split(';')
+            .map(str::trim)
+            .filter(|p| !p.is_empty())
+        {
+            if let Some((k, v)) = part.split_once('=') {
+                fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
+            }
+        }
+        let invalid = |reason: &str| Error::InvalidConnection {
+            connection: "blob connection string".to_owned(),
+            reason: reason.to_owned(),
+        };
+        let container = fields
+            .get("container")
+            .ok_or_else(|| invalid("missing Container=NAME"))?;
+        let mut builder =
+            object_store::azure::MicrosoftAzureBuilder::new().with_container_name(container);
+        if fields
+            .get("usedevelopmentstorage")
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+        {
+            builder = builder.with_use_emulator(true);
+        } else {
+            let account = fields
+                .get("accountname")
+                .ok_or_else(|| invalid("missing AccountName"))?;
+            let key = fields
+                .get("accountkey")
+                .ok_or_else(|| invalid("missing AccountKey"))?;
+            builder = builder.with_account(account).with_access_key(key);
+            if let Some(endpoint) = fields.get("blobendpoint") {
+                builder = builder
+                    .with_endpoint(endpoint.trim_end_matches('/').to_owned())
+                    .with_allow_http(endpoint.starts_with("http://"));
+            }
+        }
+        let store = builder.build().map_err(blob_error)?;
+        Ok(BlobStore {
+            store: Arc::new(store),
+            description: format!("azure container {container}"),
+        })
+    }
+
+    /// Opens the blob store a connection string names: `memory:`, `file:DIR`, or
+    /// `azure:CONNECTION-STRING;Container=NAME`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`] for an unknown scheme; the backend's errors.
+    pub fn connect(connection: &str) -> Result<Self> {
+        match connection.split_once(':') {
+            Some(("memory", _)) => Ok(Self::memory()),
+            Some(("file", dir)) if !dir.is_empty() => Self::local(dir),
+            Some(("azure", rest)) => Self::azure(rest),
+            _ => Err(Error::InvalidConnection {
+                connection: connection.to_owned(),
+                reason:
+                    "expected `memory:`, `file:DIR` or `azure:CONNECTION-STRING;Container=NAME`"
+                        .to_owned(),
+            }),
+        }
+    }
+
+    /// Writes a blob, replacing any blob of that name.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn put(&self, name: &str, bytes: Vec<u8>) -> Result<()> {
+        self.store
+            .put(&path(name)?, PutPayload::from(bytes))
+            .await
+            .map(drop)
+            .map_err(blob_error)
+    }
+
+    /// Writes a blob unless one of that name exists; `true` when this call wrote it.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    pub async fn put_if_absent(&self, name: &str, bytes: Vec<u8>) -> Result<bool> {
+        let options = PutOptions {
+            mode: PutMode::Create,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&path(name)?, PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
+    /// Writes a blob named by its content (`prefix` + the SHA-256 of the bytes, in hex)
+    /// and returns the name. Writing the same content again writes nothing: content
+    /// addressing makes the write idempotent.
+    ///
+    /// # Errors
+    /// As [`put`](Self::put).
+    pub async fn put_content_addressed(&self, prefix: &str, bytes: Vec<u8>) -> Result<String> {
+        let digest = Sha256::digest(&bytes);
+        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+        let name = format!("{prefix}{hex}");
+        self.put_if_absent(&name, bytes).await?;
+        Ok(name)
+    }
+
+    /// Reads a blob; `None` when there is none of that name.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn get(&self, name: &str) -> Result<Option<Vec<u8>>> {
+        match self.store.get(&path(name)?).await {
+            Ok(result) => result
+                .bytes()
+                .await
+                .map(|b| Some(b.to_vec()))
+                .map_err(blob_error),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
+    /// Deletes a blob; `false` when there was none (deleting is idempotent).
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn delete(&self, name: &str) -> Result<bool> {
+        let location = path(name)?;
+        match self.store.head(&location).await {
+            Ok(_) => {}
+            Err(object_store::Error::NotFound { .. }) => return Ok(false),
+            Err(e) => return Err(blob_error(e)),
+        }
+        match self.store.delete(&location).await {
+            Ok(()) => Ok(true),
+            Err(object_store::Error::NotFound { .. }) => Ok(false),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
+    /// The blobs whose names start with `prefix` (a folder: `photos/`), sorted by name.
+    ///
+    /// # Errors
+    /// The backend's errors.
+    pub async fn list(&self, prefix: &str) -> Result<Vec<BlobInfo>> {
+        let folder = prefix.rsplit_once('/').map(|(folder, _)| folder);
+        let folder_path = match folder {
+            Some(f) if !f.is_empty() => Some(path(f)?),
+            _ => None,
+        };
+        let mut out: Vec<BlobInfo> = self
+            .store
+            .list(folder_path.as_ref())
+            .map_err(blob_error)
+            .try_filter_map(|meta| async move {
+                let name = meta.location.to_string();
+                let keep = name.starts_with(prefix);
+                Ok(keep.then_some(BlobInfo {
+                    name,
+                    size: meta.size,
+                    last_modified: meta.last_modified,
+                }))
+            })
+            .try_collect()
+            .await?;
+        out.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(out)
+    }
+}
