@@ -198,3 +198,55 @@ async fn sixty_filters_return_the_same_entities_in_the_same_order_on_sqlite_and_
     assert!(nonempty >= 45, "most filters select something ({nonempty})");
     azure.delete_table("People").await.expect("cleanup");
 }
+
+/// A store authorised by an account SAS (no key) reads and writes like one with the key,
+/// and a SAS without write permission is refused by the service.
+#[tokio::test]
+async fn a_shared_access_signature_authorises_requests_without_the_key() {
+    use tablekit_core::azure::{
+        DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT, account_sas,
+    };
+    if azurite().is_none() {
+        return;
+    }
+    let expiry = Utc::now() + chrono::Duration::hours(1);
+    let prefix = format!("s{}", &uuid::Uuid::new_v4().simple().to_string()[..10]);
+    let sas = account_sas(DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, "raudlwc", expiry).expect("a SAS");
+    let store = AzureTableStore::connect(&format!(
+        "TableEndpoint={DEVELOPMENT_TABLE_ENDPOINT};SharedAccessSignature={sas};TablePrefix={prefix}"
+    ))
+    .expect("a SAS connection string");
+    store
+        .create_table("Sas")
+        .await
+        .expect("create with the SAS");
+    store
+        .insert("Sas", Entity::new("p", "r").with("N", 1))
+        .await
+        .expect("insert with the SAS");
+    let read = store
+        .get("Sas", "p", "r", None)
+        .await
+        .expect("get")
+        .expect("stored");
+    assert_eq!(read.get("N"), Some(&Value::Int32(1)));
+
+    let read_only = account_sas(DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, "rl", expiry).expect("a SAS");
+    let reader = AzureTableStore::connect(&format!(
+        "TableEndpoint={DEVELOPMENT_TABLE_ENDPOINT};SharedAccessSignature={read_only};TablePrefix={prefix}"
+    ))
+    .expect("a SAS connection string");
+    assert!(
+        reader
+            .get("Sas", "p", "r", None)
+            .await
+            .expect("read")
+            .is_some()
+    );
+    let refused = reader
+        .insert("Sas", Entity::new("p", "r2"))
+        .await
+        .expect_err("no write permission");
+    assert!(!refused.is_retryable(), "{refused}");
+    store.delete_table("Sas").await.expect("cleanup");
+}

@@ -30,6 +30,7 @@ use serde_json::Value as Json;
 
 pub use connection::{
     AzureConfig, Credential, DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT,
+    account_sas,
 };
 
 use crate::error::{Error, Result};
