@@ -189,6 +189,40 @@ pub(crate) fn shared_key_lite(
     )
 }
 
+/// An account shared access signature for the Table service, signed with the account
+/// key: the query string a `SharedAccessSignature=` connection string carries. `permissions`
+/// are the service's letters (`r` read, `a` add, `u` update, `d` delete, `l` list, `w`,
+/// `c`), valid from now until `expiry`, over HTTP and HTTPS.
+///
+/// # Errors
+/// [`Error::InvalidConnection`] when the key is not base64.
+pub fn account_sas(
+    account: &str,
+    key_base64: &str,
+    permissions: &str,
+    expiry: chrono::DateTime<chrono::Utc>,
+) -> Result<String> {
+    let key = STANDARD
+        .decode(key_base64)
+        .map_err(|_| invalid("", "the account key is not base64"))?;
+    let version = "2019-02-02";
+    let expiry = expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let to_sign =
+        format!("{account}\n{permissions}\nt\nsco\n\n{expiry}\n\nhttps,http\n{version}\n");
+    #[allow(clippy::expect_used)]
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes keys of any length");
+    mac.update(to_sign.as_bytes());
+    let signature = STANDARD.encode(mac.finalize().into_bytes());
+    let encode = |s: &str| {
+        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
+    };
+    Ok(format!(
+        "sv={version}&ss=t&srt=sco&sp={permissions}&se={}&spr=https,http&sig={}",
+        encode(&expiry),
+        encode(&signature)
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,38 +286,4 @@ mod tests {
             format!("SharedKeyLite devstoreaccount1:{expected}")
         );
     }
-}
-
-/// An account shared access signature for the Table service, signed with the account
-/// key: the query string a `SharedAccessSignature=` connection string carries. `permissions`
-/// are the service's letters (`r` read, `a` add, `u` update, `d` delete, `l` list, `w`,
-/// `c`), valid from now until `expiry`, over HTTP and HTTPS.
-///
-/// # Errors
-/// [`Error::InvalidConnection`] when the key is not base64.
-pub fn account_sas(
-    account: &str,
-    key_base64: &str,
-    permissions: &str,
-    expiry: chrono::DateTime<chrono::Utc>,
-) -> Result<String> {
-    let key = STANDARD
-        .decode(key_base64)
-        .map_err(|_| invalid("", "the account key is not base64"))?;
-    let version = "2019-02-02";
-    let expiry = expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string();
-    let to_sign =
-        format!("{account}\n{permissions}\nt\nsco\n\n{expiry}\n\nhttps,http\n{version}\n");
-    #[allow(clippy::expect_used)]
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes keys of any length");
-    mac.update(to_sign.as_bytes());
-    let signature = STANDARD.encode(mac.finalize().into_bytes());
-    let encode = |s: &str| {
-        percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
-    };
-    Ok(format!(
-        "sv={version}&ss=t&srt=sco&sp={permissions}&se={}&spr=https,http&sig={}",
-        encode(&expiry),
-        encode(&signature)
-    ))
 }
