@@ -189,7 +189,11 @@ impl<Q: Queue + Clone> Worker<Q> {
                 handle(delivery, &registry, &counters, &config).await;
                 drop(permit);
             });
-            while tasks.try_join_next().is_some() {}
+            while let Some(joined) = tasks.try_join_next() {
+                if let Err(e) = joined {
+                    tracing::error!(error = %e, "a delivery task failed");
+                }
+            }
         };
         tracing::info!(queue = %config.queue, in_flight = tasks.len(), "worker stopping");
         let drained = tokio::time::timeout(config.shutdown_timeout, async {
@@ -245,7 +249,15 @@ async fn handle<D: Delivery>(
     }
     let started = Instant::now();
     let result = match envelope {
-        Ok(envelope) => registry.handle(envelope).await,
+        // A panicking handler is a failed attempt, retried like any other: the delivery
+        // is settled either way.
+        Ok(envelope) => {
+            use futures::FutureExt;
+            std::panic::AssertUnwindSafe(registry.handle(envelope))
+                .catch_unwind()
+                .await
+                .unwrap_or_else(|_| Err(OperationError::Retryable("the handler panicked".into())))
+        }
         Err(e) => Err(e),
     };
     metrics::histogram!("tablekit_worker_handler_seconds", &labels(&kind))

@@ -161,7 +161,9 @@ pub(crate) fn entity_from_json(json: Json) -> Result<Entity> {
         entity.timestamp = Some(parse_datetime(ts)?);
     }
     for (name, json) in &map {
-        if name.starts_with("odata.")
+        // A property a `$select` names but the entity lacks comes back as null.
+        if json.is_null()
+            || name.starts_with("odata.")
             || name.ends_with(TYPE_SUFFIX)
             || matches!(name.as_str(), "PartitionKey" | "RowKey" | "Timestamp")
         {
@@ -213,6 +215,14 @@ mod tests {
                 _ => assert_eq!(back.get(name), Some(value), "{name}"),
             }
         }
+    }
+
+    #[test]
+    fn a_selected_property_the_entity_lacks_is_absent_not_an_error() {
+        let json = serde_json::json!({"PartitionKey": "p", "RowKey": "r", "Nope": null, "A": 1});
+        let entity = entity_from_json(json).expect("reads");
+        assert_eq!(entity.get("Nope"), None);
+        assert_eq!(entity.get("A"), Some(&Value::Int32(1)));
     }
 
     #[test]

@@ -163,7 +163,8 @@ impl AzureTableStore {
     }
 
     /// Every table name gets this prefix on the service (letters and digits): tenants, or
-    /// tests sharing one account, each see only their own tables.
+    /// tests sharing one account, each see only their own tables. No prefix may begin
+    /// another (`ab` and `abc`): the service cannot tell their tables apart.
     pub fn with_table_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.table_prefix = prefix.into();
         self
@@ -241,10 +242,7 @@ impl AzureTableStore {
             let body: Json = Self::json(response).await?;
             for table in body["value"].as_array().into_iter().flatten() {
                 if let Some(name) = table["TableName"].as_str() {
-                    if name
-                        .to_ascii_lowercase()
-                        .starts_with(&self.table_prefix.to_ascii_lowercase())
-                    {
+                    if name.starts_with(&self.table_prefix) {
                         names.push(name.to_owned());
                     }
                 }
@@ -350,12 +348,19 @@ impl AzureTableStore {
                     .body(body.clone());
             }
             let outcome = request.send().await;
+            // A read may be repeated after any transient failure. A write is repeated only
+            // when it surely was not applied (no connection, or the service said it is
+            // busy): after a timeout it may have been, and a repeat would report a wrong
+            // error (AlreadyExists for an insert that succeeded).
+            let idempotent = method == Method::GET || method == Method::HEAD;
             let retryable = match &outcome {
                 Ok(response) => {
                     let status = response.status();
-                    status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT
+                    status == StatusCode::SERVICE_UNAVAILABLE
+                        || (idempotent
+                            && (status.is_server_error() || status == StatusCode::REQUEST_TIMEOUT))
                 }
-                Err(e) => e.is_timeout() || e.is_connect() || e.is_request(),
+                Err(e) => e.is_connect() || (idempotent && (e.is_timeout() || e.is_request())),
             };
             if !retryable || attempt >= self.retry.attempts {
                 return outcome.map_err(|e| {
@@ -864,11 +869,12 @@ impl AzureTableStore {
             .await
             .map_err(|e| transient(e.to_string()))?;
         let parts = batch::decode(&text);
-        if let Some(failed) = parts.iter().find(|p| p.status >= 300) {
+        if let Some(failed) = parts.iter().find(|p| p.status >= 300 || p.status < 100) {
             let (_, message) = error_parts(&failed.body);
             let index = message
                 .split_once(':')
                 .and_then(|(n, _)| n.trim().parse::<usize>().ok())
+                .filter(|i| *i < ops.len())
                 .unwrap_or(0);
             let key = ops.get(index).map(WriteOp::key);
             let error = service_error(failed.status, &failed.body, table, key);

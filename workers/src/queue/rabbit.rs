@@ -305,11 +305,15 @@ impl RabbitQueue {
             )
             .await;
         let _ = channel.close(200, ShortString::from("done")).await;
-        result
-            .map(|q| u64::from(q.message_count()))
-            .map_err(|e| Error::Refused {
-                message: format!("queue `{name}`: {e}"),
-            })
+        result.map(|q| u64::from(q.message_count())).map_err(|e| {
+            if e.to_string().contains("NOT_FOUND") {
+                Error::Refused {
+                    message: format!("queue `{name}`: {e}"),
+                }
+            } else {
+                unavailable(e)
+            }
+        })
     }
 
     /// The number of ready messages in a queue (0 if it does not exist).
@@ -419,8 +423,10 @@ impl Queue for RabbitQueue {
         }
         let channel = self.channel().await?;
         let poison = poison_queue(queue);
+        // A classic durable queue: a quorum queue would apply a delivery limit of its own
+        // (20 by default on RabbitMQ 4) to the returns of `poison_list`, and drop.
         let mut poison_arguments = FieldTable::default();
-        poison_arguments.insert("x-queue-type".into(), string_arg("quorum"));
+        poison_arguments.insert("x-queue-type".into(), string_arg("classic"));
         Self::declare_one(&channel, &poison, poison_arguments).await?;
         for delay in &options.retry_delays {
             let mut arguments = quorum_arguments(queue);
@@ -458,6 +464,12 @@ impl Queue for RabbitQueue {
 
     async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
         check_queue_name(queue)?;
+        if id.len() > 255 {
+            return Err(Error::Config(format!(
+                "a message id has at most 255 bytes (AMQP), got {}",
+                id.len()
+            )));
+        }
         self.publish_reliably(queue, body, properties(id, 0, None, None))
             .await
     }
@@ -476,39 +488,44 @@ impl Queue for RabbitQueue {
 
     async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
         let channel = self.channel().await?;
-        let messages = self.get_all(&channel, &poison_queue(queue), limit).await?;
-        // Closing the channel returns every message got without an ack.
+        let messages = self.get_all(&channel, &poison_queue(queue), limit).await;
+        // Closing the channel returns every message got without an ack, on every path.
         let _ = channel.close(200, ShortString::from("listed")).await;
-        Ok(messages.iter().map(poison_message).collect())
+        Ok(messages?.iter().map(poison_message).collect())
     }
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         let channel = self.channel().await?;
-        let messages = self
-            .get_all(&channel, &poison_queue(queue), usize::MAX)
-            .await?;
-        let mut moved = 0;
-        for message in &messages {
-            let poisoned = poison_message(message);
-            if id.is_some_and(|id| id != poisoned.id) {
-                continue;
+        let replayed = async {
+            let messages = self
+                .get_all(&channel, &poison_queue(queue), usize::MAX)
+                .await?;
+            let mut moved = 0;
+            for message in &messages {
+                let poisoned = poison_message(message);
+                if id.is_some_and(|id| id != poisoned.id) {
+                    continue;
+                }
+                self.publish_reliably(
+                    queue,
+                    &message.delivery.data,
+                    properties(&poisoned.id, 0, None, None),
+                )
+                .await?;
+                message
+                    .delivery
+                    .acker
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map_err(unavailable)?;
+                moved += 1;
             }
-            self.publish_reliably(
-                queue,
-                &message.delivery.data,
-                properties(&poisoned.id, 0, None, None),
-            )
-            .await?;
-            message
-                .delivery
-                .acker
-                .ack(BasicAckOptions::default())
-                .await
-                .map_err(unavailable)?;
-            moved += 1;
+            Ok(moved)
         }
+        .await;
+        // Unacknowledged messages (skipped, or left by an error) go back on every path.
         let _ = channel.close(200, ShortString::from("replayed")).await;
-        Ok(moved)
+        replayed
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
@@ -645,6 +662,24 @@ impl std::fmt::Debug for RabbitDelivery {
     }
 }
 
+impl RabbitDelivery {
+    /// Acks once the copy is published; when publishing failed, hands the delivery back
+    /// to the broker (a dropped delivery would hold its prefetch slot until the channel
+    /// closes).
+    async fn settle_after(self, published: Result<()>) -> Result<()> {
+        match published {
+            Ok(()) => settled(self.acker.ack(BasicAckOptions::default()).await),
+            Err(e) => {
+                let _ = self
+                    .acker
+                    .reject(BasicRejectOptions { requeue: true })
+                    .await;
+                Err(e)
+            }
+        }
+    }
+}
+
 fn settled(done: std::result::Result<bool, lapin::Error>) -> Result<()> {
     match done {
         Ok(true) => Ok(()),
@@ -686,7 +721,8 @@ impl Delivery for RabbitDelivery {
             );
         };
         let timestamp = *self.properties.timestamp();
-        self.queue
+        let published = self
+            .queue
             .publish_reliably(
                 &retry_queue(&self.name, tier),
                 &self.received.body,
@@ -697,13 +733,14 @@ impl Delivery for RabbitDelivery {
                     timestamp,
                 ),
             )
-            .await?;
-        settled(self.acker.ack(BasicAckOptions::default()).await)
+            .await;
+        self.settle_after(published).await
     }
 
     async fn poison(self, reason: &str) -> Result<()> {
         let timestamp = *self.properties.timestamp();
-        self.queue
+        let published = self
+            .queue
             .publish_reliably(
                 &poison_queue(&self.name),
                 &self.received.body,
@@ -714,8 +751,8 @@ impl Delivery for RabbitDelivery {
                     timestamp,
                 ),
             )
-            .await?;
-        settled(self.acker.ack(BasicAckOptions::default()).await)
+            .await;
+        self.settle_after(published).await
     }
 }
 

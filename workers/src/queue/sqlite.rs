@@ -248,6 +248,7 @@ impl Queue for SqliteQueue {
             options,
             buffer: VecDeque::new(),
             idle: Duration::ZERO,
+            pending: None,
             outstanding: Arc::new(AtomicUsize::new(0)),
         })
     }
@@ -307,6 +308,8 @@ pub struct SqliteConsumer {
     options: ConsumeOptions,
     buffer: VecDeque<SqliteDelivery>,
     idle: Duration,
+    /// A receive under way on the blocking pool.
+    pending: Option<tokio::task::JoinHandle<Result<Vec<SqliteDelivery>>>>,
     /// Deliveries handed out and not yet settled or dropped.
     outstanding: Arc<AtomicUsize>,
 }
@@ -350,11 +353,24 @@ impl Consumer for SqliteConsumer {
             let mut options = self.options;
             let room = prefetch - self.outstanding.load(Ordering::Acquire).min(prefetch);
             options.prefetch = u16::try_from(room.max(1)).unwrap_or(1);
-            let name = self.name.clone();
-            let received = self
-                .queue
-                .with(move |c| SqliteQueue::receive_blocking(c, &name, options))
-                .await?;
+            // The receive runs to completion on the blocking pool even if this call is
+            // cancelled (a shutdown): its handle is kept, and its rows are collected by
+            // the next call or released when the consumer closes.
+            let handle = match self.pending.as_mut() {
+                Some(handle) => handle,
+                None => {
+                    let (queue, name) = (self.queue.clone(), self.name.clone());
+                    self.pending.insert(tokio::task::spawn_blocking(move || {
+                        let connection = queue.inner.connection.lock().map_err(|_| {
+                            Error::storage("a queue thread panicked holding the connection")
+                        })?;
+                        SqliteQueue::receive_blocking(&connection, &name, options).map_err(storage)
+                    }))
+                }
+            };
+            let joined = handle.await;
+            self.pending = None;
+            let received = joined.map_err(Error::storage)??;
             if received.is_empty() {
                 self.idle = (self.idle * 2).clamp(Duration::from_millis(2), MAX_IDLE);
                 tokio::time::sleep(self.idle).await;
@@ -372,6 +388,25 @@ impl Consumer for SqliteConsumer {
 
 impl SqliteConsumer {
     fn release_buffer(&mut self) {
+        if let Some(pending) = self.pending.take() {
+            // Rows a cancelled receive leased go back once it finishes.
+            let queue = self.queue.clone();
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                runtime.spawn(async move {
+                    if let Ok(Ok(rows)) = pending.await {
+                        let _ = tokio::task::spawn_blocking(move || {
+                            if let Ok(connection) = queue.inner.connection.lock() {
+                                for row in rows {
+                                    let _ = connection
+                                        .execute(RELEASE, params![row.seq, row.receipt, now()]);
+                                }
+                            }
+                        })
+                        .await;
+                    }
+                });
+            }
+        }
         if self.buffer.is_empty() {
             return;
         }
