@@ -121,16 +121,7 @@ impl BlobStore {
     /// # Errors
     /// [`Error::InvalidConnection`] naming what is missing.
     pub fn azure(connection: &str) -> Result<Self> {
-        let mut fields = std::collections::HashMap::new();
-        for part in connection
-            .split(';')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            if let Some((k, v)) = part.split_once('=') {
-                fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-            }
-        }
+        let (fields, _) = crate::any::connection_fields(connection);
         let invalid = |reason: &str| Error::InvalidConnection {
             connection: "blob connection string".to_owned(),
             reason: reason.to_owned(),

@@ -6,28 +6,9 @@
 use chrono::{TimeZone, Utc};
 use tablekit_core::{AzureTableStore, Entity, Query, SqliteStore, TableStore, Value};
 
-fn azurite() -> Option<String> {
-    if let Ok(connection) = std::env::var("TABLEKIT_AZURE_CONNECTION") {
-        return Some(connection);
-    }
-    let up = "127.0.0.1:10002"
-        .parse()
-        .ok()
-        .and_then(|a| {
-            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
-        })
-        .is_some();
-    if up {
-        return Some("UseDevelopmentStorage=true".to_owned());
-    }
-    let message = "no Azurite: set TABLEKIT_AZURE_CONNECTION or run scripts/services.sh";
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "{message}; under CI=true a missing Azurite is a failure"
-    );
-    eprintln!("skipped: {message}");
-    None
-}
+mod support;
+
+use support::azurite_tables as azurite;
 
 fn entities() -> Vec<Entity> {
     let at = |y, m, d| {

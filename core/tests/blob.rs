@@ -3,6 +3,9 @@
 
 use tablekit_core::blob::BlobStore;
 
+#[cfg(feature = "azure")]
+mod support;
+
 async fn writes_read_back_and_deletes_are_idempotent(blobs: BlobStore) {
     blobs.put("a/one.bin", vec![1, 2, 3]).await.expect("put");
     assert_eq!(
@@ -166,28 +169,13 @@ contract!(local, {
 
 #[cfg(feature = "azure")]
 async fn azurite_container() -> Option<(BlobStore, ())> {
-    let up = "127.0.0.1:10000"
-        .parse()
-        .ok()
-        .and_then(|a| {
-            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
-        })
-        .is_some();
-    if !up {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "no Azurite blob service under CI=true (scripts/services.sh starts it)"
-        );
-        eprintln!("skipped: no Azurite blob service on 127.0.0.1:10000");
-        return None;
-    }
+    let connection = support::azurite(None, "127.0.0.1:10000")?;
     let container = format!("c{}", uuid::Uuid::new_v4().simple());
-    let created =
-        tablekit_core::azure::create_blob_container("UseDevelopmentStorage=true", &container)
-            .await
-            .expect("the container is created");
+    let created = tablekit_core::azure::create_blob_container(&connection, &container)
+        .await
+        .expect("the container is created");
     assert!(created);
-    let blobs = BlobStore::azure(&format!("UseDevelopmentStorage=true;Container={container}"))
+    let blobs = BlobStore::azure(&format!("{connection};Container={container}"))
         .expect("an Azure blob store");
     Some((blobs, ()))
 }

@@ -2,6 +2,8 @@
 //! and the SQLite store (one database file per test, in a temporary directory that lives
 //! as long as the test).
 
+mod support;
+
 mod memory {
     use tablekit_core::MemoryStore;
 
@@ -38,26 +40,7 @@ mod azure {
     use tablekit_core::AzureTableStore;
 
     fn connection() -> Option<String> {
-        if let Ok(connection) = std::env::var("TABLEKIT_AZURE_CONNECTION") {
-            return Some(connection);
-        }
-        let up = "127.0.0.1:10002"
-            .parse()
-            .ok()
-            .and_then(|a| {
-                std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
-            })
-            .is_some();
-        if up {
-            return Some("UseDevelopmentStorage=true".to_owned());
-        }
-        let message = "no Azurite: set TABLEKIT_AZURE_CONNECTION or run scripts/services.sh";
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "{message}; under CI=true a missing Azurite is a failure"
-        );
-        eprintln!("skipped: {message}");
-        None
+        super::support::azurite_tables()
     }
 
     tablekit_core::conformance_suite!(if connection().is_some(), async {

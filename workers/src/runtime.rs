@@ -218,10 +218,12 @@ async fn handle<D: Delivery>(
     counters: &Counters,
     config: &WorkerConfig,
 ) {
-    let received = delivery.received().clone();
-    let queue = config.queue.clone();
-    let count = received.delivery_count;
-    let labels = |kind: &str| [("queue", queue.clone()), ("kind", kind.to_owned())];
+    // The id and count only: the body is read in place, not copied.
+    let (id, count) = {
+        let received = delivery.received();
+        (received.id.clone(), received.delivery_count)
+    };
+    let queue = &config.queue;
 
     // A message delivered more often than allowed (its consumers kept dying) is poisoned
     // before it can kill another.
@@ -231,21 +233,22 @@ async fn handle<D: Delivery>(
             config.max_deliveries
         );
         settle(delivery.poison(&reason), counters, &counters.poisoned).await;
-        metrics::counter!("tablekit_worker_poisoned_total", &labels("unknown")).increment(1);
-        tracing::error!(queue = %queue, id = %received.id, %reason, "poisoned");
+        let labels = [("queue", queue.clone()), ("kind", "unknown".to_owned())];
+        metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
+        tracing::error!(queue = %queue, %id, %reason, "poisoned");
         return;
     }
 
-    let envelope = Envelope::from_bytes(&received.body);
+    let envelope = Envelope::from_bytes(&delivery.received().body);
     let kind = envelope
         .as_ref()
         .map_or_else(|_| "malformed".to_owned(), |e| e.kind.clone());
+    let labels = [("queue", queue.clone()), ("kind", kind.clone())];
     if let Ok(envelope) = &envelope {
         let lag = (chrono::Utc::now() - envelope.created_at)
             .to_std()
             .unwrap_or_default();
-        metrics::histogram!("tablekit_worker_queue_lag_seconds", &labels(&kind))
-            .record(lag.as_secs_f64());
+        metrics::histogram!("tablekit_worker_queue_lag_seconds", &labels).record(lag.as_secs_f64());
     }
     let started = Instant::now();
     let result = match envelope {
@@ -260,20 +263,20 @@ async fn handle<D: Delivery>(
         }
         Err(e) => Err(e),
     };
-    metrics::histogram!("tablekit_worker_handler_seconds", &labels(&kind))
+    metrics::histogram!("tablekit_worker_handler_seconds", &labels)
         .record(started.elapsed().as_secs_f64());
 
     match result {
         Ok(()) => {
             settle(delivery.ack(), counters, &counters.processed).await;
-            metrics::counter!("tablekit_worker_processed_total", &labels(&kind)).increment(1);
-            tracing::debug!(queue = %queue, id = %received.id, kind, "processed");
+            metrics::counter!("tablekit_worker_processed_total", &labels).increment(1);
+            tracing::debug!(queue = %queue, %id, kind, "processed");
         }
         Err(OperationError::Retryable(reason)) if count < config.max_deliveries => {
             let delay = config.backoff(count);
             settle(delivery.retry(delay), counters, &counters.retried).await;
-            metrics::counter!("tablekit_worker_retried_total", &labels(&kind)).increment(1);
-            tracing::warn!(queue = %queue, id = %received.id, kind, delivery = count, ?delay, %reason, "retrying");
+            metrics::counter!("tablekit_worker_retried_total", &labels).increment(1);
+            tracing::warn!(queue = %queue, %id, kind, delivery = count, ?delay, %reason, "retrying");
         }
         Err(e) => {
             let reason = if e.is_retryable() {
@@ -285,8 +288,8 @@ async fn handle<D: Delivery>(
                 e.to_string()
             };
             settle(delivery.poison(&reason), counters, &counters.poisoned).await;
-            metrics::counter!("tablekit_worker_poisoned_total", &labels(&kind)).increment(1);
-            tracing::error!(queue = %queue, id = %received.id, kind, %reason, "poisoned");
+            metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
+            tracing::error!(queue = %queue, %id, kind, %reason, "poisoned");
         }
     }
 }

@@ -75,16 +75,9 @@ impl AzureConfig {
     /// [`Error::InvalidConnection`] naming what is missing or malformed (never echoing the
     /// key).
     pub fn from_connection_string(connection: &str) -> Result<Self> {
-        let mut fields = std::collections::HashMap::new();
-        for part in connection
-            .split(';')
-            .map(str::trim)
-            .filter(|p| !p.is_empty())
-        {
-            let (key, value) = part
-                .split_once('=')
-                .ok_or_else(|| invalid(connection, format!("`{part}` is not KEY=VALUE")))?;
-            fields.insert(key.trim().to_ascii_lowercase(), value.trim().to_owned());
+        let (fields, malformed) = crate::any::connection_fields(connection);
+        if let Some(part) = malformed.first() {
+            return Err(invalid(connection, format!("`{part}` is not KEY=VALUE")));
         }
         let get = |k: &str| fields.get(k).cloned();
         if get("usedevelopmentstorage").is_some_and(|v| v.eq_ignore_ascii_case("true")) {
@@ -179,14 +172,26 @@ pub(crate) fn shared_key_lite(
         resource.push_str("?comp=");
         resource.push_str(comp);
     }
-    let to_sign = format!("{date}\n{resource}");
+    format!(
+        "SharedKeyLite {account}:{}",
+        sign(key, &format!("{date}\n{resource}"))
+    )
+}
+
+/// The base64 HMAC-SHA256 of a string to sign: every storage signature (shared key, shared
+/// key lite, SAS) ends in it.
+pub(crate) fn sign(key: &[u8], to_sign: &str) -> String {
     #[allow(clippy::expect_used)]
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(to_sign.as_bytes());
-    format!(
-        "SharedKeyLite {account}:{}",
-        STANDARD.encode(mac.finalize().into_bytes())
-    )
+    STANDARD.encode(mac.finalize().into_bytes())
+}
+
+/// Now, as the `x-ms-date` header carries it (RFC 1123).
+pub(crate) fn http_date() -> String {
+    chrono::Utc::now()
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string()
 }
 
 /// An account shared access signature for the Table service, signed with the account
@@ -209,10 +214,7 @@ pub fn account_sas(
     let expiry = expiry.format("%Y-%m-%dT%H:%M:%SZ").to_string();
     let to_sign =
         format!("{account}\n{permissions}\nt\nsco\n\n{expiry}\n\nhttps,http\n{version}\n");
-    #[allow(clippy::expect_used)]
-    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("HMAC takes keys of any length");
-    mac.update(to_sign.as_bytes());
-    let signature = STANDARD.encode(mac.finalize().into_bytes());
+    let signature = sign(&key, &to_sign);
     let encode = |s: &str| {
         percent_encoding::utf8_percent_encode(s, percent_encoding::NON_ALPHANUMERIC).to_string()
     };

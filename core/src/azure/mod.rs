@@ -312,9 +312,7 @@ impl AzureTableStore {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            let date = chrono::Utc::now()
-                .format("%a, %d %b %Y %H:%M:%S GMT")
-                .to_string();
+            let date = connection::http_date();
             let mut request = self
                 .client
                 .request(method.clone(), parsed.clone())
@@ -913,16 +911,7 @@ fn select_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// [`Error::Transient`] from the service.
 pub async fn create_blob_container(connection: &str, container: &str) -> Result<bool> {
     use base64::Engine;
-    let mut fields = std::collections::HashMap::new();
-    for part in connection
-        .split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        if let Some((k, v)) = part.split_once('=') {
-            fields.insert(k.trim().to_ascii_lowercase(), v.trim().to_owned());
-        }
-    }
+    let (fields, _) = crate::any::connection_fields(connection);
     let invalid = |reason: &str| Error::InvalidConnection {
         connection: "blob connection string".to_owned(),
         reason: reason.to_owned(),
@@ -959,9 +948,7 @@ pub async fn create_blob_container(connection: &str, container: &str) -> Result<
         endpoint.trim_end_matches('/')
     ))
     .map_err(|e| invalid(&e.to_string()))?;
-    let date = chrono::Utc::now()
-        .format("%a, %d %b %Y %H:%M:%S GMT")
-        .to_string();
+    let date = connection::http_date();
     let version = "2021-08-06";
     // The full SharedKey string to sign: verb, eleven standard headers (all empty here),
     // the x-ms- headers, then the resource with its query parameters.
@@ -969,12 +956,7 @@ pub async fn create_blob_container(connection: &str, container: &str) -> Result<
         "PUT\n\n\n\n\n\n\n\n\n\n\n\nx-ms-date:{date}\nx-ms-version:{version}\n/{account}{}\nrestype:container",
         url.path()
     );
-    #[allow(clippy::expect_used)]
-    let mut mac = <hmac::Hmac<sha2::Sha256> as hmac::Mac>::new_from_slice(&key)
-        .expect("HMAC takes keys of any length");
-    hmac::Mac::update(&mut mac, to_sign.as_bytes());
-    let signature =
-        base64::engine::general_purpose::STANDARD.encode(hmac::Mac::finalize(mac).into_bytes());
+    let signature = connection::sign(&key, &to_sign);
     let response = reqwest::Client::new()
         .put(url)
         .header("x-ms-date", date)

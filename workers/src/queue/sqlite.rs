@@ -394,15 +394,7 @@ impl SqliteConsumer {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 runtime.spawn(async move {
                     if let Ok(Ok(rows)) = pending.await {
-                        let _ = tokio::task::spawn_blocking(move || {
-                            if let Ok(connection) = queue.inner.connection.lock() {
-                                for row in rows {
-                                    let _ = connection
-                                        .execute(RELEASE, params![row.seq, row.receipt, now()]);
-                                }
-                            }
-                        })
-                        .await;
+                        let _ = tokio::task::spawn_blocking(move || release(&queue, rows)).await;
                     }
                 });
             }
@@ -410,22 +402,25 @@ impl SqliteConsumer {
         if self.buffer.is_empty() {
             return;
         }
-        let pending: Vec<(i64, String)> =
-            self.buffer.drain(..).map(|d| (d.seq, d.receipt)).collect();
-        let queue = self.queue.clone();
-        let release = move || {
-            if let Ok(connection) = queue.inner.connection.lock() {
-                for (seq, receipt) in pending {
-                    // A failure leaves the lease to expire: the message is not lost.
-                    let _ = connection.execute(RELEASE, params![seq, receipt, now()]);
-                }
-            }
-        };
+        let (queue, rows) = (
+            self.queue.clone(),
+            self.buffer.drain(..).collect::<Vec<_>>(),
+        );
         match tokio::runtime::Handle::try_current() {
             Ok(handle) => {
-                handle.spawn_blocking(release);
+                handle.spawn_blocking(move || release(&queue, rows));
             }
-            Err(_) => release(),
+            Err(_) => release(&queue, rows),
+        }
+    }
+}
+
+/// Ends the leases of deliveries never handed out, so they are received again at once. A
+/// failure leaves the lease to expire: the message is not lost.
+fn release(queue: &SqliteQueue, rows: Vec<SqliteDelivery>) {
+    if let Ok(connection) = queue.inner.connection.lock() {
+        for row in rows {
+            let _ = connection.execute(RELEASE, params![row.seq, row.receipt, now()]);
         }
     }
 }
