@@ -40,4 +40,5 @@ pub mod prelude {
     pub use tablekit_core::prelude::*;
     #[cfg(feature = "derive")]
     pub use tablekit_derive::{Entity, EntityKind, Projection};
+    pub use tablekit_patterns::index::IndexedTable;
 }

@@ -42,7 +42,17 @@ pub struct BlobInfo {
 pub struct BlobStore {
     store: Arc<dyn ObjectStore>,
     description: String,
+    /// The folder of a local store: its compare-and-swap runs under a file lock there,
+    /// because the local file system has no conditional replace.
+    local_root: Option<Arc<std::path::PathBuf>>,
 }
+
+/// The version of a blob as read, for [`BlobStore::put_if_version`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BlobVersion(String);
+
+/// The folder of a local store holding the compare-and-swap lock files; never listed.
+const LOCK_FOLDER: &str = ".tablekit-locks";
 
 impl std::fmt::Debug for BlobStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -88,12 +98,55 @@ fn path(name: &str) -> Result<Path> {
     })
 }
 
+fn content_hash(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// The local compare-and-swap: under an exclusive lock file for the name, compare the
+/// current content's hash with `expected`, then write a temporary file and rename it over
+/// the blob (readers see the old or the new content, never a part).
+fn local_swap(
+    root: &std::path::Path,
+    name: &str,
+    expected: Option<String>,
+    bytes: &[u8],
+) -> Result<bool> {
+    let io = |what: &str, e: std::io::Error| Error::Backend {
+        message: format!("{what} for blob `{name}`: {e}"),
+    };
+    let locks = root.join(LOCK_FOLDER);
+    std::fs::create_dir_all(&locks).map_err(|e| io("creating the lock folder", e))?;
+    let lock = std::fs::File::create(locks.join(format!("{}.lock", content_hash(name.as_bytes()))))
+        .map_err(|e| io("opening the lock file", e))?;
+    lock.lock().map_err(|e| io("locking", e))?;
+    let target = root.join(name);
+    let current = match std::fs::read(&target) {
+        Ok(current) => Some(content_hash(&current)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(io("reading", e)),
+    };
+    if current != expected {
+        return Ok(false);
+    }
+    if let Some(parent) = target.parent() {
+        std::fs::create_dir_all(parent).map_err(|e| io("creating the folder", e))?;
+    }
+    let staging = locks.join(format!("{}.tmp", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&staging, bytes).map_err(|e| io("writing", e))?;
+    std::fs::rename(&staging, &target).map_err(|e| io("renaming", e))?;
+    Ok(true)
+}
+
 impl BlobStore {
     /// Blobs in memory (tests).
     pub fn memory() -> Self {
         BlobStore {
             store: Arc::new(object_store::memory::InMemory::new()),
             description: "memory".to_owned(),
+            local_root: None,
         }
     }
 
@@ -111,6 +164,7 @@ impl BlobStore {
         Ok(BlobStore {
             store: Arc::new(store),
             description: format!("file:{}", dir.display()),
+            local_root: Some(Arc::new(dir.to_path_buf())),
         })
     }
 
@@ -154,6 +208,7 @@ impl BlobStore {
         Ok(BlobStore {
             store: Arc::new(store),
             description: format!("azure container {container}"),
+            local_root: None,
         })
     }
 
@@ -215,9 +270,7 @@ impl BlobStore {
     /// # Errors
     /// As [`put`](Self::put).
     pub async fn put_content_addressed(&self, prefix: &str, bytes: Vec<u8>) -> Result<String> {
-        let digest = Sha256::digest(&bytes);
-        let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-        let name = format!("{prefix}{hex}");
+        let name = format!("{prefix}{}", content_hash(&bytes));
         self.put_if_absent(&name, bytes).await?;
         Ok(name)
     }
@@ -256,6 +309,83 @@ impl BlobStore {
         }
     }
 
+    /// Reads a blob with its version, for a later [`put_if_version`](Self::put_if_version);
+    /// `None` when there is none of that name.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn get_versioned(&self, name: &str) -> Result<Option<(Vec<u8>, BlobVersion)>> {
+        if self.local_root.is_some() {
+            return Ok(self.get(name).await?.map(|bytes| {
+                let version = BlobVersion(content_hash(&bytes));
+                (bytes, version)
+            }));
+        }
+        match self.store.get(&path(name)?).await {
+            Ok(result) => {
+                let meta = result.meta.clone();
+                let bytes = result.bytes().await.map_err(blob_error)?.to_vec();
+                let version = meta
+                    .e_tag
+                    .or(meta.version)
+                    .unwrap_or_else(|| content_hash(&bytes));
+                Ok(Some((bytes, BlobVersion(version))))
+            }
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
+    /// Compare-and-swap: writes the blob only if it is still at `expected` (`None`: only if
+    /// there is none); `false` when another writer changed it first. Read it again and
+    /// retry. On the local file system the check and the write run under a lock file, so
+    /// processes sharing the folder serialise.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn put_if_version(
+        &self,
+        name: &str,
+        bytes: Vec<u8>,
+        expected: Option<&BlobVersion>,
+    ) -> Result<bool> {
+        let location = path(name)?;
+        if let Some(root) = &self.local_root {
+            let root = Arc::clone(root);
+            let name = location.to_string();
+            let expected = expected.map(|v| v.0.clone());
+            return tokio::task::spawn_blocking(move || local_swap(&root, &name, expected, &bytes))
+                .await
+                .map_err(|e| Error::Backend {
+                    message: format!("the blob write task failed: {e}"),
+                })?;
+        }
+        let mode = match expected {
+            None => PutMode::Create,
+            Some(version) => PutMode::Update(object_store::UpdateVersion {
+                e_tag: Some(version.0.clone()),
+                version: None,
+            }),
+        };
+        let options = PutOptions {
+            mode,
+            ..PutOptions::default()
+        };
+        match self
+            .store
+            .put_opts(&location, PutPayload::from(bytes), options)
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(
+                object_store::Error::AlreadyExists { .. }
+                | object_store::Error::Precondition { .. }
+                | object_store::Error::NotFound { .. },
+            ) => Ok(false),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
     /// The blobs whose names start with `prefix` (a folder: `photos/`), sorted by name.
     ///
     /// # Errors
@@ -272,7 +402,7 @@ impl BlobStore {
             .map_err(blob_error)
             .try_filter_map(|meta| async move {
                 let name = meta.location.to_string();
-                let keep = name.starts_with(prefix);
+                let keep = name.starts_with(prefix) && !name.starts_with(LOCK_FOLDER);
                 Ok(keep.then_some(BlobInfo {
                     name,
                     size: meta.size,

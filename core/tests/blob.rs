@@ -109,6 +109,83 @@ async fn invalid_names_are_refused(blobs: BlobStore) {
     }
 }
 
+async fn compare_and_swap_refuses_a_stale_version(blobs: BlobStore) {
+    assert!(blobs.get_versioned("cas/x").await.expect("get").is_none());
+    assert!(
+        blobs
+            .put_if_version("cas/x", b"1".to_vec(), None)
+            .await
+            .expect("create")
+    );
+    assert!(
+        !blobs
+            .put_if_version("cas/x", b"again".to_vec(), None)
+            .await
+            .expect("create again"),
+        "creating over an existing blob is refused"
+    );
+    let (bytes, v1) = blobs
+        .get_versioned("cas/x")
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(bytes, b"1");
+    assert!(
+        blobs
+            .put_if_version("cas/x", b"2".to_vec(), Some(&v1))
+            .await
+            .expect("swap")
+    );
+    assert!(
+        !blobs
+            .put_if_version("cas/x", b"3".to_vec(), Some(&v1))
+            .await
+            .expect("stale swap"),
+        "a swap from a version that changed is refused"
+    );
+    assert_eq!(blobs.get("cas/x").await.expect("get"), Some(b"2".to_vec()));
+    // Concurrent read-modify-write increments through the swap lose nothing.
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let blobs = blobs.clone();
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    loop {
+                        let current = blobs.get_versioned("cas/n").await.expect("get");
+                        let (n, version) = match current {
+                            Some((bytes, v)) => (
+                                String::from_utf8(bytes)
+                                    .expect("utf8")
+                                    .parse::<u32>()
+                                    .expect("n"),
+                                Some(v),
+                            ),
+                            None => (0, None),
+                        };
+                        let next = (n + 1).to_string().into_bytes();
+                        if blobs
+                            .put_if_version("cas/n", next, version.as_ref())
+                            .await
+                            .expect("swap")
+                        {
+                            break;
+                        }
+                    }
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    assert_eq!(blobs.get("cas/n").await.expect("get"), Some(b"40".to_vec()));
+    let listed = blobs.list("").await.expect("list");
+    assert!(
+        listed.iter().all(|b| b.name.starts_with("cas/")),
+        "no lock or staging file is listed: {listed:?}"
+    );
+}
+
 macro_rules! contract {
     ($module:ident, $make:expr) => {
         mod $module {
@@ -144,6 +221,14 @@ macro_rules! contract {
                     return;
                 };
                 super::listing_is_by_prefix_and_sorted(blobs).await;
+            }
+
+            #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn compare_and_swap_refuses_a_stale_version() {
+                let Some((blobs, _guard)) = ($make) else {
+                    return;
+                };
+                super::compare_and_swap_refuses_a_stale_version(blobs).await;
             }
 
             #[tokio::test]

@@ -1,5 +1,10 @@
 //! tablekit-patterns: the table-design patterns as composable modules over a
 //! [`TableStore`](tablekit_core::TableStore).
 //!
-//! The pattern modules (secondary indexes, index entities, log tail, wide and large
-//! entities, …) land with their own issues on top of the storage core.
+//! - [`index`]: secondary indexes (same partition, other partition or table), index
+//!   entities, the transactional outbox and its relay, audit, repair and backfill.
+
+mod error;
+pub mod index;
+
+pub use error::{Error, Result};

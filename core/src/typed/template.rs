@@ -806,6 +806,32 @@ macro_rules! signed_key_part {
 unsigned_key_part!(u8, u16, u32, u64, usize);
 signed_key_part!(i8, i16, i32, i64, isize);
 
+/// A stored property as a key part, so a template renders from an entity's properties
+/// as it does from the typed fields they were written from (an unsigned field stored as
+/// `Int64` pads the same way).
+impl KeyPart for crate::model::Value {
+    fn write_key(&self, format: KeyFormat, out: &mut String) -> Result<(), KeyError> {
+        use crate::model::Value;
+        match self {
+            Value::String(s) => s.write_key(format, out),
+            Value::Int32(n) => n.write_key(format, out),
+            Value::Int64(n) => n.write_key(format, out),
+            Value::Boolean(b) => b.write_key(format, out),
+            Value::DateTime(t) => t.write_key(format, out),
+            Value::Guid(g) => g.write_key(format, out),
+            Value::Double(_) => Err(wrong_format(format, "Double")),
+            Value::Binary(_) => Err(wrong_format(format, "Binary")),
+        }
+    }
+
+    fn is_numeric(&self) -> bool {
+        matches!(
+            self,
+            crate::model::Value::Int32(_) | crate::model::Value::Int64(_)
+        )
+    }
+}
+
 /// The types a `{field:0N}` template may pad: unsigned integers, whose padded text sorts
 /// numerically. `#[derive(Entity)]` requires it at compile time.
 #[diagnostic::on_unimplemented(

@@ -1,0 +1,531 @@
+//! Index operations: the follow-up work of an indexed write that lies outside the
+//! primary's partition (copies in other partitions or tables, worker-kept id lists), as
+//! serde messages, and [`IndexApplier`], which applies them idempotently.
+//!
+//! Each operation names the primary and the version of the write that produced it:
+//! - a copy is only ever written from the primary's current state, and only when the
+//!   primary is still at that version; a copy never replaces a copy of a newer version;
+//!   when the primary moved on while the copy was written, the copy is taken back (the
+//!   newer write's own operations bring the copy up to date);
+//! - a copy is only deleted by an operation at least as new as the copy, and only if it
+//!   is the copy of that primary;
+//! - id lists are last-writer-wins sets keyed by primary (see [`super::members`]).
+//!
+//! So a message delivered twice, late, out of order, or again after a crash between two
+//! steps converges to the state of the primary's last write.
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::blob::BlobStore;
+use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
+
+use super::members::{self, Member, plan_partition_change, read_partition_pages};
+use super::record::{
+    EntityRef, IndexRecord, MemberStorage, Target, copy_of, copy_source, same_content,
+};
+use crate::error::{Error, Result};
+
+/// One step of follow-up work for an indexed write.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "op", rename_all = "snake_case")]
+pub enum IndexOperation {
+    /// Write the copy of `source` (at `version`) for `index` at `target`.
+    PutCopy {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write.
+        version: i64,
+        /// The index.
+        index: String,
+        /// Where the copy lives.
+        target: EntityRef,
+        /// The properties the copy carries; all when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        properties: Option<Vec<String>>,
+        /// The primary's kind property (marked `<kind>#<index>` on the copy).
+        kind_property: String,
+    },
+    /// Delete the copy of `source` at `target`, unless a newer one is there.
+    DeleteCopy {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write that dropped the copy.
+        version: i64,
+        /// The index.
+        index: String,
+        /// Where the copy lives.
+        target: EntityRef,
+    },
+    /// Add `source` to the id list of `value`.
+    AddMember {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write.
+        version: i64,
+        /// The index entity.
+        index: String,
+        /// Where the list lives (table or blob).
+        storage: MemberStorage,
+        /// The list's table (or blob folder).
+        table: String,
+        /// The indexed value.
+        value: String,
+    },
+    /// Remove `source` from the id list of `value`.
+    RemoveMember {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write.
+        version: i64,
+        /// The index entity.
+        index: String,
+        /// Where the list lives (table or blob).
+        storage: MemberStorage,
+        /// The list's table (or blob folder).
+        table: String,
+        /// The indexed value.
+        value: String,
+    },
+}
+
+impl IndexOperation {
+    /// The operation that brings a target in line with a primary at `version`: the
+    /// target's write when the primary has it, its removal otherwise.
+    pub fn for_target(
+        source: &EntityRef,
+        version: i64,
+        target: &Target,
+        present: bool,
+        kind_property: &str,
+    ) -> Self {
+        match (target, present) {
+            (
+                Target::Copy {
+                    index,
+                    at,
+                    properties,
+                },
+                true,
+            ) => IndexOperation::PutCopy {
+                source: source.clone(),
+                version,
+                index: index.clone(),
+                target: at.clone(),
+                properties: properties.clone(),
+                kind_property: kind_property.to_owned(),
+            },
+            (Target::Copy { index, at, .. }, false) => IndexOperation::DeleteCopy {
+                source: source.clone(),
+                version,
+                index: index.clone(),
+                target: at.clone(),
+            },
+            (
+                Target::Member {
+                    index,
+                    storage,
+                    table,
+                    value,
+                },
+                present,
+            ) => {
+                let (source, index, storage, table, value) = (
+                    source.clone(),
+                    index.clone(),
+                    *storage,
+                    table.clone(),
+                    value.clone(),
+                );
+                if present {
+                    IndexOperation::AddMember {
+                        source,
+                        version,
+                        index,
+                        storage,
+                        table,
+                        value,
+                    }
+                } else {
+                    IndexOperation::RemoveMember {
+                        source,
+                        version,
+                        index,
+                        storage,
+                        table,
+                        value,
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The follow-up work of one indexed write: the payload of one queue message, recorded
+/// first in the primary's outbox entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexOperations {
+    /// The outbox entry's id (unique per write).
+    pub id: String,
+    /// The steps, applied in order.
+    pub operations: Vec<IndexOperation>,
+}
+
+/// What applying one operation did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Applied {
+    /// The target changed.
+    Changed,
+    /// The target was already in that state, or newer.
+    Unchanged,
+    /// The primary moved on (a newer write, or deleted): that write's own operations
+    /// apply instead.
+    Superseded,
+}
+
+/// How many times an operation re-reads after a concurrent change.
+const MAX_ATTEMPTS: usize = 64;
+
+/// Applies index operations to a store (and a blob store, for blob-stored id lists).
+#[derive(Clone, Debug)]
+pub struct IndexApplier<S> {
+    store: S,
+    blobs: Option<BlobStore>,
+}
+
+async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<Entity>> {
+    match store
+        .get(&at.table, &at.partition_key, &at.row_key, None)
+        .await
+    {
+        Ok(found) => Ok(found),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+impl<S: TableStore> IndexApplier<S> {
+    /// An applier over a store, without blob-stored id lists.
+    pub fn new(store: S) -> Self {
+        IndexApplier { store, blobs: None }
+    }
+
+    /// The same applier, with a blob store for blob-stored id lists.
+    pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The blob store, if any.
+    pub fn blobs(&self) -> Option<&BlobStore> {
+        self.blobs.as_ref()
+    }
+
+    /// Applies every operation of a message, in order.
+    ///
+    /// # Errors
+    /// The first failure; the message can be applied again.
+    pub async fn apply_all(&self, operations: &IndexOperations) -> Result<()> {
+        for operation in &operations.operations {
+            self.apply(operation).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies one operation.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
+    pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
+        match operation {
+            IndexOperation::PutCopy {
+                source,
+                version,
+                index,
+                target,
+                properties,
+                kind_property,
+            } => {
+                self.put_copy(
+                    source,
+                    *version,
+                    index,
+                    target,
+                    properties.as_deref(),
+                    kind_property,
+                    false,
+                )
+                .await
+            }
+            IndexOperation::DeleteCopy {
+                source,
+                version,
+                target,
+                ..
+            } => self.delete_copy(source, Some(*version), target).await,
+            IndexOperation::AddMember {
+                source,
+                version,
+                index,
+                storage,
+                table,
+                value,
+            } => {
+                self.change_member(source, *version, index, *storage, table, value, true, false)
+                    .await
+            }
+            IndexOperation::RemoveMember {
+                source,
+                version,
+                index,
+                storage,
+                table,
+                value,
+            } => {
+                self.change_member(
+                    source, *version, index, *storage, table, value, false, false,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Writes the copy of `source` at `target` from the primary's current state, if the
+    /// primary is at `version`. With `force` (repair) a copy of the same version whose
+    /// content differs is rewritten too.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn put_copy(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        index: &str,
+        target: &EntityRef,
+        properties: Option<&[String]>,
+        kind_property: &str,
+        force: bool,
+    ) -> Result<Applied> {
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(primary) = get_or_none(&self.store, source).await? else {
+                return Ok(Applied::Superseded);
+            };
+            match IndexRecord::read(&primary)? {
+                Some(record) if record.version == version => {}
+                _ => return Ok(Applied::Superseded),
+            }
+            let copy = copy_of(
+                &primary,
+                source,
+                version,
+                index,
+                target,
+                properties,
+                kind_property,
+            );
+            let existing = get_or_none(&self.store, target).await?;
+            let op = match existing {
+                Some(existing) => {
+                    let existing_version = copy_source(&existing).map_or(i64::MIN, |(_, v)| v);
+                    let current = existing_version > version
+                        || (existing_version == version
+                            && (!force || same_content(&existing, &copy)));
+                    if current {
+                        return Ok(Applied::Unchanged);
+                    }
+                    let etag = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                    WriteOp::Replace(copy, etag)
+                }
+                None => WriteOp::Insert(copy),
+            };
+            let written = match self.store.execute(&target.table, op.clone()).await {
+                Ok(etag) => etag,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                    self.store.create_table_if_not_exists(&target.table).await?;
+                    continue;
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed
+                            | ErrorKind::AlreadyExists
+                            | ErrorKind::NotFound
+                    ) =>
+                {
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            // The primary may have moved on while the copy was written, and the newer
+            // write's removal of this copy may already have run: take the copy back.
+            let still = match get_or_none(&self.store, source).await? {
+                Some(primary) => IndexRecord::read(&primary)?.map(|r| r.version),
+                None => None,
+            };
+            if still != Some(version) {
+                let if_match = written.map_or(IfMatch::Any, IfMatch::ETag);
+                match self
+                    .store
+                    .delete(
+                        &target.table,
+                        &target.partition_key,
+                        &target.row_key,
+                        if_match,
+                    )
+                    .await
+                {
+                    Ok(()) => {}
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                        ) => {}
+                    Err(e) => return Err(e.into()),
+                }
+                return Ok(Applied::Superseded);
+            }
+            return Ok(Applied::Changed);
+        }
+        Err(Error::Contention {
+            what: format!("copy {target} of {source}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Deletes the copy of `source` at `target` unless it is newer than `version` (any
+    /// version when `None`: an orphan found by the audit).
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    pub async fn delete_copy(
+        &self,
+        source: &EntityRef,
+        version: Option<i64>,
+        target: &EntityRef,
+    ) -> Result<Applied> {
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(existing) = get_or_none(&self.store, target).await? else {
+                return Ok(Applied::Unchanged);
+            };
+            let Some((owner, existing_version)) = copy_source(&existing) else {
+                return Ok(Applied::Unchanged);
+            };
+            if owner != *source || version.is_some_and(|v| existing_version > v) {
+                return Ok(Applied::Unchanged);
+            }
+            let if_match = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            match self
+                .store
+                .delete(
+                    &target.table,
+                    &target.partition_key,
+                    &target.row_key,
+                    if_match,
+                )
+                .await
+            {
+                Ok(()) => return Ok(Applied::Changed),
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Unchanged),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Contention {
+            what: format!("copy {target} of {source}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Adds `source` to or removes it from the id list of `value`. With `force` (repair)
+    /// the membership is set whatever the versions say.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
+    #[allow(clippy::too_many_arguments)]
+    pub async fn change_member(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        index: &str,
+        storage: MemberStorage,
+        table: &str,
+        value: &str,
+        present: bool,
+        force: bool,
+    ) -> Result<Applied> {
+        let change = Member {
+            source: source.clone(),
+            version,
+            present,
+        };
+        let changed = match storage {
+            MemberStorage::Table => {
+                members::change_table_member(&self.store, table, index, value, &change, force)
+                    .await?
+            }
+            MemberStorage::Blob => {
+                let blobs = self.blobs.as_ref().ok_or_else(|| Error::NoBlobStore {
+                    index: index.to_owned(),
+                })?;
+                members::change_blob_member(blobs, table, index, value, &change, force).await?
+            }
+            MemberStorage::Partition => {
+                self.change_partition_member(source, index, value, present)
+                    .await?
+            }
+        };
+        Ok(if changed {
+            Applied::Changed
+        } else {
+            Applied::Unchanged
+        })
+    }
+
+    /// Repairs a partition-stored id list outside a primary's write (the audit).
+    async fn change_partition_member(
+        &self,
+        source: &EntityRef,
+        index: &str,
+        value: &str,
+        present: bool,
+    ) -> Result<bool> {
+        for _ in 0..MAX_ATTEMPTS {
+            let pages = read_partition_pages(
+                &self.store,
+                &source.table,
+                &source.partition_key,
+                index,
+                value,
+            )
+            .await?;
+            let ops = plan_partition_change(
+                &pages,
+                &source.partition_key,
+                index,
+                value,
+                &source.row_key,
+                present,
+            );
+            let Some(op) = ops.into_iter().next() else {
+                return Ok(false);
+            };
+            match self.store.execute(&source.table, op).await {
+                Ok(_) => return Ok(true),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Contention {
+            what: format!("id list `{index}` value `{value}` of {source}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+}

@@ -1,0 +1,438 @@
+//! What tablekit keeps beside an application's properties to maintain indexes:
+//!
+//! - on a primary, `TablekitVersion` (a version that grows with every indexed write) and
+//!   `TablekitTargets` (JSON: every copy and id-list membership the primary has at that
+//!   version), so a worker, the audit and the repair know what should exist without the
+//!   entity type;
+//! - on a copy, `TablekitSource` (the primary's table and keys) and the `TablekitVersion`
+//!   of the primary it was made from, so a late or repeated message never replaces a newer
+//!   copy with an older one; its kind property reads `<kind>#<index>`, so queries of the
+//!   primary's kind never return copies.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::{IndexEntityStorage, IndexPlacement, KeyTemplate, Schema};
+use tablekit_core::{Entity, Value};
+
+use crate::error::{Error, Result};
+
+/// The property holding the version of a primary or of the primary a copy was made from.
+pub const VERSION_PROPERTY: &str = "TablekitVersion";
+/// The property of a primary listing its copies and id-list memberships (JSON).
+pub const TARGETS_PROPERTY: &str = "TablekitTargets";
+/// The property of a copy naming its primary (JSON).
+pub const SOURCE_PROPERTY: &str = "TablekitSource";
+/// The property marking tablekit's own entities (outbox entries, id-list pages).
+pub const MARKER_PROPERTY: &str = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
+/// The marker of an outbox entry.
+pub const OUTBOX_KIND: &str = "TablekitOutbox";
+/// The marker of an id-list page (an index entity).
+pub const INDEX_ENTITY_KIND: &str = "TablekitIndexEntity";
+
+/// Whether a property is tablekit's, not the application's.
+pub fn is_hidden(name: &str) -> bool {
+    matches!(name, VERSION_PROPERTY | TARGETS_PROPERTY | SOURCE_PROPERTY)
+}
+
+/// An entity's address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EntityRef {
+    /// The table.
+    pub table: String,
+    /// The PartitionKey.
+    pub partition_key: String,
+    /// The RowKey.
+    pub row_key: String,
+}
+
+impl EntityRef {
+    /// An address.
+    pub fn new(
+        table: impl Into<String>,
+        partition_key: impl Into<String>,
+        row_key: impl Into<String>,
+    ) -> Self {
+        EntityRef {
+            table: table.into(),
+            partition_key: partition_key.into(),
+            row_key: row_key.into(),
+        }
+    }
+
+    /// The address of a stored entity.
+    pub fn of(table: &str, entity: &Entity) -> Self {
+        EntityRef::new(table, &entity.partition_key, &entity.row_key)
+    }
+}
+
+impl std::fmt::Display for EntityRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}({}, {})",
+            self.table, self.partition_key, self.row_key
+        )
+    }
+}
+
+/// Where an id list (an index entity) is kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberStorage {
+    /// In the primary's partition, in its entity group transaction (option 2).
+    Partition,
+    /// In its own partition of a table, by the worker (option 3).
+    Table,
+    /// One blob per value, by the worker (option 1).
+    Blob,
+}
+
+impl From<IndexEntityStorage> for MemberStorage {
+    fn from(storage: IndexEntityStorage) -> Self {
+        match storage {
+            IndexEntityStorage::Partition => MemberStorage::Partition,
+            IndexEntityStorage::Table => MemberStorage::Table,
+            IndexEntityStorage::Blob => MemberStorage::Blob,
+        }
+    }
+}
+
+/// Something a primary keeps in step with itself.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(tag = "t", rename_all = "snake_case")]
+pub enum Target {
+    /// A copy of the primary (a secondary index entry).
+    Copy {
+        /// The index.
+        index: String,
+        /// Where the copy lives.
+        at: EntityRef,
+        /// The properties the copy carries; all of them when `None`.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        properties: Option<Vec<String>>,
+    },
+    /// The primary's membership in the id list of a value (an index entity).
+    Member {
+        /// The index entity.
+        index: String,
+        /// Where the id list lives.
+        storage: MemberStorage,
+        /// The table of the id list (the primary's, for partition storage; the blob
+        /// folder's name, for blobs).
+        table: String,
+        /// The indexed value.
+        value: String,
+    },
+}
+
+impl Target {
+    /// The index or index entity the target belongs to.
+    pub fn index(&self) -> &str {
+        match self {
+            Target::Copy { index, .. } | Target::Member { index, .. } => index,
+        }
+    }
+
+    /// Whether the target is written in the primary's entity group transaction.
+    pub fn is_atomic(&self, source: &EntityRef) -> bool {
+        match self {
+            Target::Copy { at, .. } => {
+                at.table == source.table && at.partition_key == source.partition_key
+            }
+            Target::Member { storage, .. } => *storage == MemberStorage::Partition,
+        }
+    }
+}
+
+/// A primary's index state: its version and its targets.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct IndexRecord {
+    /// The version of the write that stored the primary.
+    pub version: i64,
+    /// The copies and memberships the primary has at that version.
+    pub targets: BTreeSet<Target>,
+}
+
+impl IndexRecord {
+    /// The record of a stored entity; `None` when the entity is not a primary written
+    /// through an indexed table.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] when the record does not read.
+    pub fn read(entity: &Entity) -> Result<Option<Self>> {
+        let Some(targets) = entity.properties.get(TARGETS_PROPERTY) else {
+            return Ok(None);
+        };
+        let what = || {
+            format!(
+                "index record of {}/{}",
+                entity.partition_key, entity.row_key
+            )
+        };
+        let Value::String(json) = targets else {
+            return Err(Error::malformed(what(), "TablekitTargets is not a string"));
+        };
+        let targets = serde_json::from_str(json).map_err(|e| Error::malformed(what(), e))?;
+        let version = version_of(entity).ok_or_else(|| {
+            Error::malformed(what(), "TablekitVersion is missing or not an Int64")
+        })?;
+        Ok(Some(IndexRecord { version, targets }))
+    }
+
+    /// Writes the record onto an entity.
+    pub fn write(&self, entity: &mut Entity) {
+        let json = serde_json::to_string(&self.targets).unwrap_or_else(|_| "[]".to_owned());
+        entity
+            .properties
+            .insert(TARGETS_PROPERTY.to_owned(), Value::String(json));
+        entity
+            .properties
+            .insert(VERSION_PROPERTY.to_owned(), Value::Int64(self.version));
+    }
+}
+
+/// The `TablekitVersion` of an entity.
+pub fn version_of(entity: &Entity) -> Option<i64> {
+    match entity.properties.get(VERSION_PROPERTY) {
+        Some(Value::Int64(v)) => Some(*v),
+        Some(Value::Int32(v)) => Some(i64::from(*v)),
+        _ => None,
+    }
+}
+
+/// The version of the next write of a primary: microseconds since the epoch, and always
+/// above the previous version, so versions grow with every write of a primary — also
+/// across a delete and a new insert with the same keys, as far as the writers' clocks
+/// agree.
+pub fn next_version(previous: Option<i64>) -> i64 {
+    let now = chrono::Utc::now().timestamp_micros();
+    previous.map_or(now, |p| now.max(p.saturating_add(1)))
+}
+
+/// The primary a copy was made from, and its version.
+pub fn copy_source(entity: &Entity) -> Option<(EntityRef, i64)> {
+    let Some(Value::String(json)) = entity.properties.get(SOURCE_PROPERTY) else {
+        return None;
+    };
+    let source = serde_json::from_str(json).ok()?;
+    Some((source, version_of(entity)?))
+}
+
+/// The copy of a primary for an index: the primary's application properties (or the
+/// declared subset), its kind marked `<kind>#<index>`, its source and version.
+pub fn copy_of(
+    primary: &Entity,
+    source: &EntityRef,
+    version: i64,
+    index: &str,
+    at: &EntityRef,
+    properties: Option<&[String]>,
+    kind_property: &str,
+) -> Entity {
+    let mut copy = Entity::new(at.partition_key.clone(), at.row_key.clone());
+    for (name, value) in &primary.properties {
+        if is_hidden(name) {
+            continue;
+        }
+        let keep = name == kind_property
+            || properties.is_none_or(|subset| subset.iter().any(|p| p == name));
+        if !keep {
+            continue;
+        }
+        let value = match value {
+            Value::String(kind) if name == kind_property => {
+                Value::String(format!("{kind}#{index}"))
+            }
+            other => other.clone(),
+        };
+        copy.properties.insert(name.clone(), value);
+    }
+    copy.properties.insert(
+        SOURCE_PROPERTY.to_owned(),
+        Value::String(serde_json::to_string(source).unwrap_or_default()),
+    );
+    copy.properties
+        .insert(VERSION_PROPERTY.to_owned(), Value::Int64(version));
+    copy
+}
+
+/// A copy as its primary's entity type reads it: the kind marker undone, tablekit's
+/// properties removed.
+pub fn as_primary(mut copy: Entity, kind_property: &str) -> Entity {
+    if let Some(Value::String(kind)) = copy.properties.get_mut(kind_property) {
+        if let Some(at) = kind.rfind('#') {
+            kind.truncate(at);
+        }
+    }
+    copy.properties.retain(|name, _| !is_hidden(name));
+    copy
+}
+
+/// Whether two entities hold the same application properties (copies are compared with
+/// what they should be; timestamps and ETags are ignored).
+pub fn same_content(a: &Entity, b: &Entity) -> bool {
+    a.partition_key == b.partition_key
+        && a.row_key == b.row_key
+        && a.properties.len() == b.properties.len()
+        && a.properties
+            .iter()
+            .all(|(name, value)| b.properties.get(name) == Some(value))
+}
+
+/// One declared secondary index, with its templates parsed.
+#[derive(Clone, Debug)]
+pub struct IndexLayout {
+    /// The name.
+    pub name: String,
+    /// The copies' table; the primary's when `None`.
+    pub table: Option<String>,
+    /// The copies' PartitionKey template.
+    pub partition_key: KeyTemplate,
+    /// The copies' RowKey template.
+    pub row_key: KeyTemplate,
+    /// The properties a copy carries.
+    pub properties: Option<Vec<String>>,
+    /// Whether some entities have no copy.
+    pub sparse: bool,
+}
+
+/// One declared index entity, with its template parsed.
+#[derive(Clone, Debug)]
+pub struct MemberLayout {
+    /// The name.
+    pub name: String,
+    /// The template of the indexed value.
+    pub key: KeyTemplate,
+    /// The id lists' table; the primary's when `None`.
+    pub table: Option<String>,
+    /// Where the id lists live.
+    pub storage: MemberStorage,
+}
+
+/// The indexes and index entities of an entity type: what its primaries keep in step.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The primaries' table.
+    pub table: String,
+    /// The kind of the primaries.
+    pub kind: String,
+    /// The property holding the kind.
+    pub kind_property: String,
+    /// The secondary indexes.
+    pub indexes: Vec<IndexLayout>,
+    /// The index entities.
+    pub members: Vec<MemberLayout>,
+}
+
+impl Layout {
+    /// The layout a derived entity type declares.
+    pub fn of(schema: &Schema) -> Self {
+        Layout {
+            table: schema.table.to_owned(),
+            kind: schema.kind.to_owned(),
+            kind_property: schema.kind_property.to_owned(),
+            indexes: schema
+                .indexes
+                .iter()
+                .map(|i| IndexLayout {
+                    name: i.name.to_owned(),
+                    table: match i.placement {
+                        IndexPlacement::OtherTable => i.table.map(str::to_owned),
+                        _ => None,
+                    },
+                    partition_key: i.partition_key.clone(),
+                    row_key: i.row_key.clone(),
+                    properties: i
+                        .properties
+                        .map(|p| p.iter().map(|s| (*s).to_owned()).collect()),
+                    sparse: i.sparse,
+                })
+                .collect(),
+            members: schema
+                .index_entities
+                .iter()
+                .map(|m| MemberLayout {
+                    name: m.name.to_owned(),
+                    key: m.key.clone(),
+                    table: m.table.map(str::to_owned),
+                    storage: m.storage.into(),
+                })
+                .collect(),
+        }
+    }
+
+    /// The same layout on another table name (one table per tenant).
+    pub fn on_table(mut self, table: &str) -> Self {
+        self.table = table.to_owned();
+        self
+    }
+
+    /// The targets of a primary: `render` renders a template (PartitionKey or RowKey
+    /// rules), `in_index` says whether a sparse index holds the primary. With `only`, the
+    /// targets of that index or index entity alone.
+    ///
+    /// # Errors
+    /// The rendering's errors.
+    pub fn targets(
+        &self,
+        source: &EntityRef,
+        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+        in_index: &dyn Fn(&str) -> bool,
+        only: Option<&str>,
+    ) -> Result<BTreeSet<Target>> {
+        let mut targets = BTreeSet::new();
+        for index in &self.indexes {
+            if only.is_some_and(|o| o != index.name) || (index.sparse && !in_index(&index.name)) {
+                continue;
+            }
+            let at = EntityRef::new(
+                index.table.clone().unwrap_or_else(|| source.table.clone()),
+                render(&index.partition_key, KeyKind::PartitionKey)?,
+                render(&index.row_key, KeyKind::RowKey)?,
+            );
+            targets.insert(Target::Copy {
+                index: index.name.clone(),
+                at,
+                properties: index.properties.clone(),
+            });
+        }
+        for member in &self.members {
+            if only.is_some_and(|o| o != member.name) {
+                continue;
+            }
+            let table = match member.storage {
+                MemberStorage::Partition => source.table.clone(),
+                _ => member.table.clone().unwrap_or_else(|| source.table.clone()),
+            };
+            targets.insert(Target::Member {
+                index: member.name.clone(),
+                storage: member.storage,
+                table,
+                value: render(&member.key, KeyKind::RowKey)?,
+            });
+        }
+        Ok(targets)
+    }
+
+    /// Whether the layout declares an index or index entity of that name.
+    pub fn declares(&self, name: &str) -> bool {
+        self.indexes.iter().any(|i| i.name == name) || self.members.iter().any(|m| m.name == name)
+    }
+
+    /// The tables other than the primaries' that hold copies or id lists.
+    pub fn other_tables(&self) -> BTreeSet<String> {
+        self.indexes
+            .iter()
+            .filter_map(|i| i.table.clone())
+            .chain(
+                self.members
+                    .iter()
+                    .filter(|m| m.storage == MemberStorage::Table)
+                    .filter_map(|m| m.table.clone()),
+            )
+            .filter(|t| *t != self.table)
+            .collect()
+    }
+}

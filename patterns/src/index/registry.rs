@@ -1,0 +1,213 @@
+//! The schema registry: each indexed table records, in the `TablekitSchemas` table, the
+//! indexes and index entities its entity types declare (templates as text). The
+//! deployable worker reads it to find the tables whose outboxes it relays, and the audit
+//! and backfill read it to work on a table without the application's entity types.
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::limits::{self, KeyKind};
+use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
+use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
+
+use super::record::{IndexLayout, Layout, MemberLayout, MemberStorage};
+use crate::error::{Error, Result};
+
+/// The table holding the registry.
+pub const SCHEMA_TABLE: &str = "TablekitSchemas";
+const SCHEMA_PROPERTY: &str = "Schema";
+
+/// A declared secondary index, as registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexDecl {
+    /// The name.
+    pub name: String,
+    /// The copies' table, when not the primaries'.
+    pub table: Option<String>,
+    /// The PartitionKey template.
+    pub partition_key: String,
+    /// The RowKey template.
+    pub row_key: String,
+    /// The properties a copy carries.
+    pub properties: Option<Vec<String>>,
+    /// Whether the index is sparse (`when = …`: only the entity type can tell).
+    pub sparse: bool,
+}
+
+/// A declared index entity, as registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MemberDecl {
+    /// The name.
+    pub name: String,
+    /// The template of the value.
+    pub key: String,
+    /// The id lists' table, when not the primaries'.
+    pub table: Option<String>,
+    /// Where the id lists live.
+    pub storage: MemberStorage,
+}
+
+/// What one entity type of a table declares.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRecord {
+    /// The primaries' table.
+    pub table: String,
+    /// The kind.
+    pub kind: String,
+    /// The property holding the kind.
+    pub kind_property: String,
+    /// Each stored field: (field name, property name).
+    pub fields: Vec<(String, String)>,
+    /// The secondary indexes.
+    pub indexes: Vec<IndexDecl>,
+    /// The index entities.
+    pub members: Vec<MemberDecl>,
+}
+
+impl SchemaRecord {
+    /// The record of a derived entity type, on `table`.
+    pub fn of(schema: &Schema, table: &str) -> Self {
+        let layout = Layout::of(schema);
+        SchemaRecord {
+            table: table.to_owned(),
+            kind: schema.kind.to_owned(),
+            kind_property: schema.kind_property.to_owned(),
+            fields: schema
+                .fields
+                .iter()
+                .filter(|f| f.storage != FieldStorage::Skipped)
+                .map(|f| (f.name.to_owned(), f.property.to_owned()))
+                .collect(),
+            indexes: layout
+                .indexes
+                .iter()
+                .map(|i| IndexDecl {
+                    name: i.name.clone(),
+                    table: i.table.clone(),
+                    partition_key: i.partition_key.source().to_owned(),
+                    row_key: i.row_key.source().to_owned(),
+                    properties: i.properties.clone(),
+                    sparse: i.sparse,
+                })
+                .collect(),
+            members: layout
+                .members
+                .iter()
+                .map(|m| MemberDecl {
+                    name: m.name.clone(),
+                    key: m.key.source().to_owned(),
+                    table: m.table.clone(),
+                    storage: m.storage,
+                })
+                .collect(),
+        }
+    }
+
+    /// The layout, with the templates parsed.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] for a template that does not parse.
+    pub fn layout(&self) -> Result<Layout> {
+        let parse = |source: &str| {
+            KeyTemplate::parse(source)
+                .map_err(|e| Error::malformed(format!("registered template `{source}`"), e))
+        };
+        Ok(Layout {
+            table: self.table.clone(),
+            kind: self.kind.clone(),
+            kind_property: self.kind_property.clone(),
+            indexes: self
+                .indexes
+                .iter()
+                .map(|i| {
+                    Ok(IndexLayout {
+                        name: i.name.clone(),
+                        table: i.table.clone(),
+                        partition_key: parse(&i.partition_key)?,
+                        row_key: parse(&i.row_key)?,
+                        properties: i.properties.clone(),
+                        sparse: i.sparse,
+                    })
+                })
+                .collect::<Result<_>>()?,
+            members: self
+                .members
+                .iter()
+                .map(|m| {
+                    Ok(MemberLayout {
+                        name: m.name.clone(),
+                        key: parse(&m.key)?,
+                        table: m.table.clone(),
+                        storage: m.storage,
+                    })
+                })
+                .collect::<Result<_>>()?,
+        })
+    }
+
+    /// Renders a template from a stored entity's properties.
+    ///
+    /// # Errors
+    /// A key error naming the field; a limit violation.
+    pub fn render(&self, entity: &Entity, template: &KeyTemplate, kind: KeyKind) -> Result<String> {
+        let value_of = |field: &str| -> Option<&dyn KeyPart> {
+            let property = self
+                .fields
+                .iter()
+                .find(|(f, _)| f == field)
+                .map_or(field, |(_, p)| p.as_str());
+            entity
+                .properties
+                .get(property)
+                .map(|v: &Value| v as &dyn KeyPart)
+        };
+        let key = template
+            .render(value_of)
+            .map_err(tablekit_core::Error::from)?;
+        limits::check_key(kind, &key).map_err(tablekit_core::Error::from)?;
+        Ok(key)
+    }
+
+    /// Records the schema (replacing an older record of the same table and kind).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn register<S: TableStore>(&self, store: &S) -> Result<()> {
+        store.create_table_if_not_exists(SCHEMA_TABLE).await?;
+        let mut entity = Entity::new(self.table.as_str(), self.kind.as_str());
+        entity.properties.insert(
+            SCHEMA_PROPERTY.to_owned(),
+            Value::String(serde_json::to_string(self).unwrap_or_default()),
+        );
+        store.insert_or_replace(SCHEMA_TABLE, entity).await?;
+        Ok(())
+    }
+
+    /// Every registered schema, or those of one table.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Malformed`].
+    pub async fn list<S: TableStore>(store: &S, table: Option<&str>) -> Result<Vec<Self>> {
+        let query = match table {
+            Some(t) => Query::with_filter(filter::partition_key().eq(t)),
+            None => Query::new(),
+        };
+        let rows = match store.query_all(SCHEMA_TABLE, query).await {
+            Ok(rows) => rows,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        rows.into_iter()
+            .map(|row| match row.properties.get(SCHEMA_PROPERTY) {
+                Some(Value::String(json)) => serde_json::from_str(json).map_err(|e| {
+                    Error::malformed(
+                        format!("schema record {}/{}", row.partition_key, row.row_key),
+                        e,
+                    )
+                }),
+                _ => Err(Error::malformed(
+                    format!("schema record {}/{}", row.partition_key, row.row_key),
+                    "no Schema property",
+                )),
+            })
+            .collect()
+    }
+}

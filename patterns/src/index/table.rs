@@ -1,0 +1,965 @@
+//! [`IndexedTable`]: a typed table whose declared indexes and index entities are kept by
+//! the framework. The application declares them on the entity type and writes through
+//! this table; nothing else.
+//!
+//! Every write runs the design guide's read–modify–write under ETags:
+//! 1. read the stored primary (not for an insert) and its index record;
+//! 2. compute the new targets from the new value; diff them with the old ones;
+//! 3. submit one entity group transaction with the primary (under the ETag read), the
+//!    same-partition copies (an insert for a new copy, so a value another entity holds is
+//!    refused; a delete for a dropped one), the changed partition id-list pages (each under
+//!    its ETag), and — when anything lies outside the partition — an outbox entry holding
+//!    that work;
+//! 4. on a conflict (a concurrent writer changed the primary or a page), start over.
+//!
+//! After the commit the outbox entry goes to the sink and is deleted; if that does not
+//! happen the relay does it later.
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use rand::Rng;
+use tablekit_core::blob::BlobStore;
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::{
+    EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, render_key,
+};
+use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+
+use super::audit::{AuditOptions, AuditReport};
+use super::members::{
+    plan_partition_change, read_blob_members, read_partition_pages, read_table_members,
+};
+use super::operation::{IndexApplier, IndexOperation, IndexOperations};
+use super::outbox::{InlineSink, OUTBOX_PREFIX, OutboxSink, outbox_entity, remove_entry};
+use super::record::{
+    EntityRef, IndexLayout, IndexRecord, Layout, MemberStorage, Target, as_primary, copy_of,
+    copy_source, next_version,
+};
+use super::registry::SchemaRecord;
+use crate::error::{Error, Result};
+
+/// What an indexed write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WriteOutcome {
+    /// The primary's new ETag (`None` for a delete).
+    pub etag: Option<ETag>,
+    /// The version recorded on the primary.
+    pub version: i64,
+    /// The operations recorded in the outbox for the worker (0: everything was atomic).
+    pub operations: usize,
+    /// Whether the outbox entry was handed to the sink and removed (otherwise the relay
+    /// publishes it later).
+    pub published: bool,
+}
+
+enum Intent<'a, E> {
+    Insert(&'a E),
+    Upsert(&'a E),
+    Replace(&'a E, IfMatch),
+    Delete(String, String, IfMatch),
+}
+
+/// The role of each operation of a write's batch, to read a failure back.
+enum Role {
+    Primary,
+    NewCopy(String, EntityRef),
+    KeptCopy,
+    DroppedCopy(EntityRef),
+    Page,
+    Outbox,
+}
+
+/// A typed table that keeps the indexes and index entities its entity type declares.
+///
+/// ```
+/// use tablekit_core::MemoryStore;
+/// use tablekit_derive::Entity;
+/// use tablekit_patterns::index::IndexedTable;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
+///          row_key = "empid_{id:06}", crate = "tablekit_core")]
+/// #[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+/// struct Employee {
+///     department: String,
+///     id: u32,
+///     email: String,
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let employees = IndexedTable::<Employee, _>::new(MemoryStore::new());
+/// employees.open().await?;
+/// employees
+///     .insert(&Employee { department: "Sales".into(), id: 1, email: "a@x.com".into() })
+///     .await?;
+/// let hit = employees.find("email", &[&"Sales"], &[&"a@x.com"]).await?;
+/// assert_eq!(hit.map(|e| e.id), Some(1));
+/// # Ok::<_, tablekit_patterns::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct IndexedTable<E, S> {
+    table: Table<E, S>,
+    layout: Arc<Layout>,
+    sink: Option<Arc<dyn OutboxSink>>,
+    blobs: Option<BlobStore>,
+    verify: bool,
+    max_attempts: usize,
+    lookup_concurrency: usize,
+}
+
+impl<E, S: Clone> Clone for IndexedTable<E, S> {
+    fn clone(&self) -> Self {
+        IndexedTable {
+            table: self.table.clone(),
+            layout: Arc::clone(&self.layout),
+            sink: self.sink.clone(),
+            blobs: self.blobs.clone(),
+            verify: self.verify,
+            max_attempts: self.max_attempts,
+            lookup_concurrency: self.lookup_concurrency,
+        }
+    }
+}
+
+impl<E, S> std::fmt::Debug for IndexedTable<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexedTable")
+            .field("table", &self.layout.table)
+            .field("indexes", &self.layout.indexes.len())
+            .field("index_entities", &self.layout.members.len())
+            .finish()
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// The table `E` declares, on `store`. Without a sink, follow-up work outside the
+    /// partition waits in the outbox for the relay; see [`with_sink`](Self::with_sink)
+    /// and [`with_inline_apply`](Self::with_inline_apply).
+    pub fn new(store: S) -> Self {
+        IndexedTable {
+            table: Table::new(store),
+            layout: Arc::new(Layout::of(E::schema())),
+            sink: None,
+            blobs: None,
+            verify: false,
+            max_attempts: 64,
+            lookup_concurrency: 16,
+        }
+    }
+
+    /// The same table under another name (copies in the primaries' table follow it).
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.table = self.table.with_name(name);
+        self.layout = Arc::new(Layout::of(E::schema()).on_table(name));
+        self
+    }
+
+    /// Hands each write's follow-up work to `sink` after the commit (a queue).
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Applies each write's follow-up work in this process, right after the commit.
+    pub fn with_inline_apply(mut self) -> Self {
+        let mut applier = IndexApplier::new(self.table.store().clone());
+        if let Some(blobs) = &self.blobs {
+            applier = applier.with_blobs(blobs.clone());
+        }
+        self.sink = Some(Arc::new(InlineSink::new(applier)));
+        self
+    }
+
+    /// The blob store of blob-stored index entities (set it before
+    /// [`with_inline_apply`](Self::with_inline_apply)).
+    pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// Index lookups check each hit against its primary and return the primary (read
+    /// your own write: a copy the worker has not updated yet is never returned stale).
+    pub fn verified_lookups(mut self, verify: bool) -> Self {
+        self.verify = verify;
+        self
+    }
+
+    /// How many concurrent writes may conflict before a write gives up (default 64).
+    pub fn max_attempts(mut self, attempts: usize) -> Self {
+        self.max_attempts = attempts.max(1);
+        self
+    }
+
+    /// The typed table of the primaries (reads, queries).
+    pub fn table(&self) -> &Table<E, S> {
+        &self.table
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        self.table.store()
+    }
+
+    /// The declared indexes and index entities.
+    pub fn layout(&self) -> &Layout {
+        &self.layout
+    }
+
+    /// Creates the primaries' table and the index tables, and records the schema in the
+    /// registry (for the worker's relay, the audit and the backfill).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(&self) -> Result<()> {
+        let store = self.table.store();
+        store.create_table_if_not_exists(self.table.name()).await?;
+        for table in self.layout.other_tables() {
+            store.create_table_if_not_exists(&table).await?;
+        }
+        SchemaRecord::of(E::schema(), self.table.name())
+            .register(store)
+            .await
+    }
+
+    /// Inserts a value and its index entries; `AlreadyExists` when its keys are taken,
+    /// [`Error::IndexValueTaken`] when a same-partition index value is.
+    ///
+    /// # Errors
+    /// As described; the store's errors; limit violations before any I/O.
+    pub async fn insert(&self, value: &E) -> Result<WriteOutcome> {
+        self.write(Intent::Insert(value)).await
+    }
+
+    /// Inserts or replaces a value, and moves its index entries.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub async fn upsert(&self, value: &E) -> Result<WriteOutcome> {
+        self.write(Intent::Upsert(value)).await
+    }
+
+    /// Replaces a stored value if `if_match` holds, and moves its index entries.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
+    pub async fn replace(&self, value: &E, if_match: IfMatch) -> Result<WriteOutcome> {
+        self.write(Intent::Replace(value, if_match)).await
+    }
+
+    /// Deletes an entity and every index entry of it.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; the store's errors.
+    pub async fn delete(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> Result<WriteOutcome> {
+        self.write(Intent::Delete(
+            partition_key.to_owned(),
+            row_key.to_owned(),
+            if_match,
+        ))
+        .await
+    }
+
+    /// Reads one primary.
+    ///
+    /// # Errors
+    /// As [`Table::get`].
+    pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
+        Ok(self.table.get(partition_key, row_key).await?)
+    }
+
+    fn source(&self, partition_key: &str, row_key: &str) -> EntityRef {
+        EntityRef::new(self.table.name(), partition_key, row_key)
+    }
+
+    async fn write(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
+        let value = match &intent {
+            Intent::Insert(v) | Intent::Upsert(v) | Intent::Replace(v, _) => Some(*v),
+            Intent::Delete(..) => None,
+        };
+        let (pk, rk) = match (&intent, value) {
+            (Intent::Delete(pk, rk, _), _) => (pk.clone(), rk.clone()),
+            (_, Some(v)) => (v.partition_key()?, v.row_key()?),
+            (_, None) => unreachable!("every intent but delete has a value"),
+        };
+        let source = self.source(&pk, &rk);
+        let (new_entity, new_targets) = match value {
+            Some(v) => {
+                let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> {
+                    Ok(render_key(v, t, kind)?)
+                };
+                let in_index = |index: &str| v.in_index(index);
+                (
+                    Some(v.to_entity()?),
+                    self.layout.targets(&source, &render, &in_index, None)?,
+                )
+            }
+            None => (None, BTreeSet::new()),
+        };
+        self.precheck(&source, &new_targets)?;
+        let user_etag = match &intent {
+            Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
+                Some(e.clone())
+            }
+            _ => None,
+        };
+        let mut missing: HashSet<EntityRef> = HashSet::new();
+        for attempt in 0..self.max_attempts {
+            if attempt > 0 {
+                backoff(attempt).await;
+            }
+            let old = match intent {
+                Intent::Insert(_) => None,
+                _ => {
+                    self.table
+                        .store()
+                        .get(self.table.name(), &pk, &rk, None)
+                        .await?
+                }
+            };
+            match (&intent, &old) {
+                (Intent::Replace(..) | Intent::Delete(..), None) => {
+                    return Err(tablekit_core::Error::NotFound {
+                        table: self.table.name().to_owned(),
+                        partition_key: pk,
+                        row_key: rk,
+                    }
+                    .into());
+                }
+                (_, Some(old)) if user_etag.is_some() && old.etag != user_etag => {
+                    return Err(precondition_failed(self.table.name(), &pk, &rk));
+                }
+                _ => {}
+            }
+            let old_record = match &old {
+                Some(o) => IndexRecord::read(o)?,
+                None => None,
+            };
+            let version = next_version(old_record.as_ref().map(|r| r.version));
+            let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
+            let (batch, roles, outbox) = self
+                .plan(
+                    &source,
+                    version,
+                    new_entity.as_ref(),
+                    &new_targets,
+                    old.as_ref(),
+                    &old_targets,
+                    &missing,
+                )
+                .await?;
+            batch.check().map_err(tablekit_core::Error::from)?;
+            match self
+                .table
+                .store()
+                .submit_batch(self.table.name(), batch)
+                .await
+            {
+                Ok(etags) => {
+                    let outbox_etag = roles
+                        .iter()
+                        .position(|r| matches!(r, Role::Outbox))
+                        .and_then(|at| etags.get(at).cloned().flatten());
+                    let published = self.publish(&pk, outbox.as_ref(), outbox_etag).await;
+                    return Ok(WriteOutcome {
+                        etag: etags.first().cloned().flatten(),
+                        version,
+                        operations: outbox.map_or(0, |o| o.operations.len()),
+                        published,
+                    });
+                }
+                Err(e) => {
+                    let role = e.batch_index().and_then(|at| roles.get(at));
+                    match (role, e.kind()) {
+                        (Some(Role::Primary), ErrorKind::AlreadyExists)
+                            if matches!(intent, Intent::Insert(_)) =>
+                        {
+                            return Err(e.into());
+                        }
+                        (
+                            Some(Role::Primary),
+                            ErrorKind::PreconditionFailed | ErrorKind::NotFound,
+                        ) if user_etag.is_some() => {
+                            return Err(precondition_failed(self.table.name(), &pk, &rk));
+                        }
+                        (Some(Role::NewCopy(index, at)), ErrorKind::AlreadyExists) => {
+                            return Err(Error::IndexValueTaken {
+                                index: index.clone(),
+                                table: at.table.clone(),
+                                partition_key: at.partition_key.clone(),
+                                row_key: at.row_key.clone(),
+                            });
+                        }
+                        (Some(Role::DroppedCopy(at)), ErrorKind::NotFound) => {
+                            missing.insert(at.clone());
+                        }
+                        (
+                            Some(Role::Primary | Role::Page | Role::Outbox | Role::KeptCopy),
+                            ErrorKind::PreconditionFailed
+                            | ErrorKind::AlreadyExists
+                            | ErrorKind::NotFound,
+                        ) => {}
+                        _ => return Err(e.into()),
+                    }
+                }
+            }
+        }
+        Err(Error::Contention {
+            what: format!("indexed write of {source}"),
+            attempts: self.max_attempts,
+        })
+    }
+
+    /// Refuses, before any I/O, a write whose entity group transaction cannot fit.
+    fn precheck(&self, source: &EntityRef, targets: &BTreeSet<Target>) -> Result<()> {
+        let atomic = targets.iter().filter(|t| t.is_atomic(source)).count();
+        let outbox = usize::from(targets.iter().any(|t| !t.is_atomic(source)));
+        let needed = 1 + atomic + outbox;
+        if needed > tablekit_core::limits::MAX_BATCH_OPERATIONS {
+            return Err(tablekit_core::Error::from(
+                tablekit_core::Violation::BatchTooManyOperations {
+                    count: needed,
+                    max: tablekit_core::limits::MAX_BATCH_OPERATIONS,
+                },
+            )
+            .into());
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn plan(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        new_entity: Option<&Entity>,
+        new_targets: &BTreeSet<Target>,
+        old: Option<&Entity>,
+        old_targets: &BTreeSet<Target>,
+        missing: &HashSet<EntityRef>,
+    ) -> Result<(Batch, Vec<Role>, Option<IndexOperations>)> {
+        let kind_property = &self.layout.kind_property;
+        let mut batch = Batch::new();
+        let mut roles = Vec::new();
+        let old_if_match = || {
+            old.and_then(|o| o.etag.clone())
+                .map_or(IfMatch::Any, IfMatch::ETag)
+        };
+        let primary = new_entity.map(|e| {
+            let mut e = e.clone();
+            IndexRecord {
+                version,
+                targets: new_targets.clone(),
+            }
+            .write(&mut e);
+            e
+        });
+        match (&primary, old) {
+            (Some(e), None) => {
+                batch.insert(e.clone());
+            }
+            (Some(e), Some(_)) => {
+                batch.replace(e.clone(), old_if_match());
+            }
+            (None, _) => {
+                batch.delete(&source.partition_key, &source.row_key, old_if_match());
+            }
+        }
+        roles.push(Role::Primary);
+        let mut operations = Vec::new();
+        for target in new_targets {
+            let kept = old_targets.contains(target);
+            match target {
+                Target::Copy {
+                    index,
+                    at,
+                    properties,
+                } if target.is_atomic(source) => {
+                    let Some(primary) = &primary else { continue };
+                    let copy = copy_of(
+                        primary,
+                        source,
+                        version,
+                        index,
+                        at,
+                        properties.as_deref(),
+                        kind_property,
+                    );
+                    if kept {
+                        batch.insert_or_replace(copy);
+                        roles.push(Role::KeptCopy);
+                    } else {
+                        batch.insert(copy);
+                        roles.push(Role::NewCopy(index.clone(), at.clone()));
+                    }
+                }
+                Target::Copy { .. } => operations.push(IndexOperation::for_target(
+                    source,
+                    version,
+                    target,
+                    true,
+                    kind_property,
+                )),
+                Target::Member { .. } if kept => {}
+                Target::Member {
+                    storage: MemberStorage::Partition,
+                    ..
+                } => {}
+                Target::Member { .. } => operations.push(IndexOperation::for_target(
+                    source,
+                    version,
+                    target,
+                    true,
+                    kind_property,
+                )),
+            }
+        }
+        for target in old_targets.difference(new_targets) {
+            match target {
+                Target::Copy { at, .. } if target.is_atomic(source) => {
+                    if !missing.contains(at) {
+                        batch.delete(&at.partition_key, &at.row_key, IfMatch::Any);
+                        roles.push(Role::DroppedCopy(at.clone()));
+                    }
+                }
+                Target::Member {
+                    storage: MemberStorage::Partition,
+                    ..
+                } => {}
+                _ => operations.push(IndexOperation::for_target(
+                    source,
+                    version,
+                    target,
+                    false,
+                    kind_property,
+                )),
+            }
+        }
+        // Partition id lists: one page write per changed membership, under its ETag.
+        for (target, add) in new_targets
+            .difference(old_targets)
+            .map(|t| (t, true))
+            .chain(old_targets.difference(new_targets).map(|t| (t, false)))
+        {
+            if let Target::Member {
+                index,
+                storage: MemberStorage::Partition,
+                value,
+                ..
+            } = target
+            {
+                let pages = read_partition_pages(
+                    self.table.store(),
+                    self.table.name(),
+                    &source.partition_key,
+                    index,
+                    value,
+                )
+                .await?;
+                for op in plan_partition_change(
+                    &pages,
+                    &source.partition_key,
+                    index,
+                    value,
+                    &source.row_key,
+                    add,
+                ) {
+                    batch.push(op);
+                    roles.push(Role::Page);
+                }
+            }
+        }
+        let outbox = if operations.is_empty() {
+            None
+        } else {
+            let operations = IndexOperations {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                operations,
+            };
+            batch.insert(outbox_entity(&source.partition_key, &operations));
+            roles.push(Role::Outbox);
+            Some(operations)
+        };
+        Ok((batch, roles, outbox))
+    }
+
+    async fn publish(
+        &self,
+        partition_key: &str,
+        outbox: Option<&IndexOperations>,
+        etag: Option<ETag>,
+    ) -> bool {
+        let (Some(operations), Some(sink)) = (outbox, &self.sink) else {
+            return false;
+        };
+        if let Err(e) = sink.publish(operations).await {
+            tracing::warn!(table = self.table.name(), error = %e, "publishing index work failed; the relay will retry it");
+            return false;
+        }
+        let row_key = format!("{OUTBOX_PREFIX}{}", operations.id);
+        let if_match = etag.map_or(IfMatch::Any, IfMatch::ETag);
+        match remove_entry(
+            self.table.store(),
+            self.table.name(),
+            partition_key,
+            &row_key,
+            if_match,
+        )
+        .await
+        {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(table = self.table.name(), error = %e, "removing a published outbox entry failed; the relay will publish it again");
+                false
+            }
+        }
+    }
+
+    fn index(&self, name: &str) -> Result<&IndexLayout> {
+        self.layout
+            .indexes
+            .iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| {
+                tablekit_core::Error::Undeclared {
+                    type_name: E::schema().type_name,
+                    what: "index",
+                    name: name.to_owned(),
+                }
+                .into()
+            })
+    }
+
+    fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
+        index.table.as_deref().unwrap_or(self.table.name())
+    }
+
+    /// Reads a copy as the primary's type (or, verified, the primary itself).
+    async fn read_hit(&self, index: &IndexLayout, copy: Entity) -> Result<Option<Stored<E>>> {
+        let Some((source, _)) = copy_source(&copy) else {
+            return Ok(None);
+        };
+        if self.verify {
+            let Some(primary) = self
+                .table
+                .get(&source.partition_key, &source.row_key)
+                .await?
+            else {
+                return Ok(None);
+            };
+            let keys = primary.value.index_keys(&index.name)?;
+            let matches =
+                keys.is_some_and(|(pk, rk)| pk == copy.partition_key && rk == copy.row_key);
+            return Ok(matches.then_some(primary));
+        }
+        let mut stored = E::from_entity(as_primary(copy, &self.layout.kind_property))?;
+        stored.partition_key = source.partition_key;
+        stored.row_key = source.row_key;
+        stored.etag = None;
+        Ok(Some(stored))
+    }
+
+    /// The entity whose index value is given: `partition` and `row` are the values of
+    /// the fields of the index's PartitionKey and RowKey templates, in template order.
+    /// The hit carries the primary's keys (and, with
+    /// [`verified_lookups`](Self::verified_lookups), its ETag).
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`] for an unknown index; key errors; the store's
+    /// errors; a copy with a property subset that does not read as `E` (use
+    /// [`find_entities`](Self::find_entities)).
+    pub async fn find(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row: &[&dyn KeyPart],
+    ) -> Result<Option<Stored<E>>> {
+        let layout = self.index(index)?;
+        let pk = layout
+            .partition_key
+            .render_args(partition)
+            .map_err(tablekit_core::Error::from)?;
+        let rk = layout
+            .row_key
+            .render_args(row)
+            .map_err(tablekit_core::Error::from)?;
+        let copy = match self
+            .table
+            .store()
+            .get(self.index_table(layout), &pk, &rk, None)
+            .await
+        {
+            Ok(copy) => copy,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        match copy {
+            Some(copy) => self.read_hit(layout, copy).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The copies of an index in a RowKey range, in index order, as stored entities (the
+    /// declared property subset, tablekit's properties included).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find).
+    pub async fn find_entities(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+    ) -> Result<Vec<Entity>> {
+        let layout = self.index(index)?;
+        let pk = layout
+            .partition_key
+            .render_args(partition)
+            .map_err(tablekit_core::Error::from)?;
+        let marker = format!("{}#{}", self.layout.kind, layout.name);
+        let query = Query::with_filter(
+            filter::partition_key().eq(pk.as_str())
+                & bounds.row_key_filter()
+                & filter::prop(self.layout.kind_property.as_str()).eq(marker.as_str()),
+        );
+        match self
+            .table
+            .store()
+            .query_all(self.index_table(layout), query)
+            .await
+        {
+            Ok(rows) => Ok(rows),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Vec::new()),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The entities whose index values lie in a range, in index order: `row_fixed` are
+    /// the values of the RowKey template's leading fields, and the next field lies in
+    /// `lo ..= hi` (emails from `a` to `b`).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`].
+    pub async fn find_range(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        lo: &dyn KeyPart,
+        hi: &dyn KeyPart,
+    ) -> Result<Vec<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .range(row_fixed, lo, hi)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits(layout, partition, &bounds).await
+    }
+
+    /// The entities whose index RowKeys start with the given leading field values, in
+    /// index order.
+    ///
+    /// # Errors
+    /// As [`find_range`](Self::find_range).
+    pub async fn find_prefix(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+    ) -> Result<Vec<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .prefix(row_fixed)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits(layout, partition, &bounds).await
+    }
+
+    async fn read_hits(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+    ) -> Result<Vec<Stored<E>>> {
+        let copies = self.find_entities(&layout.name, partition, bounds).await?;
+        let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies)
+            .map(|copy| self.read_hit(layout, copy))
+            .buffered(self.lookup_concurrency)
+            .try_collect()
+            .await?;
+        Ok(hits.into_iter().flatten().collect())
+    }
+
+    /// The primaries listed under a value of an index entity (`value` holds the values of
+    /// the fields of its key template). A partition-stored index entity needs the
+    /// partition.
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`]; [`Error::Unsupported`] when a partition is
+    /// needed and missing; [`Error::NoBlobStore`]; the store's errors.
+    pub async fn member_ids(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+    ) -> Result<Vec<EntityRef>> {
+        let member = self
+            .layout
+            .members
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index entity",
+                name: name.to_owned(),
+            })?;
+        let value = member
+            .key
+            .render_args(value)
+            .map_err(tablekit_core::Error::from)?;
+        let table = member.table.as_deref().unwrap_or(self.table.name());
+        match member.storage {
+            MemberStorage::Partition => {
+                let pk = partition_key.ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "index entity `{name}` lives in the primaries' partitions: give the partition"
+                    ))
+                })?;
+                let pages =
+                    read_partition_pages(self.table.store(), self.table.name(), pk, name, &value)
+                        .await?;
+                Ok(pages
+                    .into_iter()
+                    .flat_map(|p| p.ids)
+                    .map(|rk| self.source(pk, &rk))
+                    .collect())
+            }
+            MemberStorage::Table => Ok(read_table_members(self.table.store(), table, name, &value)
+                .await?
+                .into_iter()
+                .filter(|m| m.present)
+                .map(|m| m.source)
+                .collect()),
+            MemberStorage::Blob => {
+                let blobs = self.blobs.as_ref().ok_or_else(|| Error::NoBlobStore {
+                    index: name.to_owned(),
+                })?;
+                Ok(read_blob_members(blobs, table, name, &value)
+                    .await?
+                    .into_iter()
+                    .filter(|m| m.present)
+                    .map(|m| m.source)
+                    .collect())
+            }
+        }
+    }
+
+    /// The primaries listed under a value of an index entity, read with at most
+    /// `concurrency` point reads at a time; ids whose primary is gone are left out.
+    ///
+    /// # Errors
+    /// As [`member_ids`](Self::member_ids); the reads' errors.
+    pub async fn members(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+        concurrency: usize,
+    ) -> Result<Vec<Stored<E>>> {
+        let ids = self.member_ids(name, partition_key, value).await?;
+        let found: Vec<Option<Stored<E>>> = futures::stream::iter(ids)
+            .map(|id| async move { self.table.get(&id.partition_key, &id.row_key).await })
+            .buffered(concurrency.max(1))
+            .try_collect()
+            .await?;
+        Ok(found.into_iter().flatten().collect())
+    }
+
+    /// Audits this table's indexes (and repairs them with [`AuditOptions::repair`]); the
+    /// table's blob store is used unless the options name one.
+    ///
+    /// # Errors
+    /// As [`audit`](super::audit).
+    pub async fn audit(&self, options: &AuditOptions) -> Result<AuditReport> {
+        let mut options = options.clone();
+        if options.blobs.is_none() {
+            options.blobs = self.blobs.clone();
+        }
+        super::audit::audit(self.table.store(), self.table.name(), &options).await
+    }
+
+    /// Backfills an index or index entity declared after the data was written: each
+    /// primary of this type gets the index's entries, computed from its value (sparse
+    /// indexes included).
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`]; the store's errors.
+    pub async fn backfill(&self, index: &str, options: &AuditOptions) -> Result<AuditReport> {
+        if !self.layout.declares(index) {
+            return Err(tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index",
+                name: index.to_owned(),
+            }
+            .into());
+        }
+        let mut options = options.clone();
+        if options.blobs.is_none() {
+            options.blobs = self.blobs.clone();
+        }
+        let layout = Arc::clone(&self.layout);
+        let compute =
+            move |source: &EntityRef, entity: &Entity| -> Result<Option<BTreeSet<Target>>> {
+                let Ok(stored) = E::from_entity(entity.clone()) else {
+                    return Ok(None);
+                };
+                let value = &stored.value;
+                let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> {
+                    Ok(render_key(value, t, kind)?)
+                };
+                layout
+                    .targets(source, &render, &|i| value.in_index(i), Some(index))
+                    .map(Some)
+            };
+        super::audit::backfill_with(
+            self.table.store(),
+            self.table.name(),
+            &self.layout,
+            index,
+            &options,
+            &compute,
+        )
+        .await
+    }
+
+    /// The kind property's value marking this type's copies of an index.
+    pub fn copy_kind(&self, index: &str) -> String {
+        format!("{}#{index}", self.layout.kind)
+    }
+
+    /// The value of a stored property of a primary, for tests and tools.
+    pub fn property(entity: &Entity, name: &str) -> Option<Value> {
+        entity.properties.get(name).cloned()
+    }
+}
+
+fn precondition_failed(table: &str, pk: &str, rk: &str) -> Error {
+    tablekit_core::Error::PreconditionFailed {
+        table: table.to_owned(),
+        partition_key: pk.to_owned(),
+        row_key: rk.to_owned(),
+    }
+    .into()
+}
+
+async fn backoff(attempt: usize) {
+    let cap = 1u64 << attempt.min(7);
+    let millis = rand::rng().random_range(0..=cap.min(100));
+    tokio::time::sleep(Duration::from_millis(millis)).await;
+}

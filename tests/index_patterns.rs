@@ -1,0 +1,1205 @@
+//! The secondary-index patterns on every backend (memory, a SQLite file and, with the
+//! `azure` feature, Azurite): intra-partition copies in the primary's transaction,
+//! inter-partition copies through the outbox, index entities in the partition, in a table
+//! and in blobs, verified lookups, idempotent and ordered operations, the audit, repair and
+//! backfill.
+
+#![allow(missing_docs)]
+
+mod support;
+
+use std::sync::{Arc, Mutex};
+
+use tablekit::core::blob::BlobStore;
+use tablekit::core::fault::FaultyStore;
+use tablekit::core::typed::KeyPart;
+use tablekit::core::{AnyStore, Query, filter};
+use tablekit::patterns::Error as PatternError;
+use tablekit::patterns::index::outbox::{self, BoxFuture};
+use tablekit::patterns::index::record::{SOURCE_PROPERTY, VERSION_PROPERTY};
+use tablekit::patterns::index::{
+    AuditOptions, Drift, EntityRef, IndexApplier, IndexOperations, InlineSink, OutboxSink, Relay,
+};
+use tablekit::prelude::*;
+
+/// The DESIGN.md Employee, as declared there.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Employee",
+    version = 1,
+    partition_key = "{department}",
+    row_key = "empid_{id:06}"
+)]
+#[index(
+    name = "email",
+    partition_key = "{department}",
+    row_key = "email_{email}"
+)] // same partition
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
+#[index_entity(name = "last_name", key = "{last_name}")] // id lists
+struct Employee {
+    department: String,
+    id: u32,
+    first_name: String,
+    last_name: String,
+    age: i32,
+    email: String,
+    #[entity(blob)]
+    photo: Option<Vec<u8>>,
+}
+
+fn employee(department: &str, id: u32, last_name: &str, email: &str) -> Employee {
+    Employee {
+        department: department.into(),
+        id,
+        first_name: format!("First{id}"),
+        last_name: last_name.into(),
+        age: 30,
+        email: email.into(),
+        photo: None,
+    }
+}
+
+fn is_active(p: &Person) -> bool {
+    p.active
+}
+
+/// Every other shape: a property subset, a sparse index, an index in another partition of
+/// the same table, id lists in a table and in blobs.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "People",
+    kind = "Person",
+    partition_key = "{team}",
+    row_key = "p_{id:06}"
+)]
+#[index(name = "city", partition_key = "{team}", row_key = "city_{city}_{id:06}", properties = ["city", "name"])]
+#[index(name = "active", partition_key = "{team}", row_key = "active_{id:06}", when = is_active)]
+#[index(
+    name = "by_city",
+    partition_key = "city_{city}",
+    row_key = "{team}_{id:06}"
+)]
+#[index_entity(
+    name = "by_name",
+    key = "{name}",
+    storage = "table",
+    table = "PeopleByName"
+)]
+#[index_entity(name = "by_age", key = "{age:03}", storage = "blob")]
+struct Person {
+    team: String,
+    id: u32,
+    name: String,
+    city: String,
+    age: u8,
+    active: bool,
+}
+
+fn person(id: u32, name: &str, city: &str, age: u8, active: bool) -> Person {
+    Person {
+        team: "T1".into(),
+        id,
+        name: name.into(),
+        city: city.into(),
+        age,
+        active,
+    }
+}
+
+/// Only a same-partition id list: a last-name change is three entities in one batch.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Staff",
+    kind = "Staff",
+    partition_key = "{department}",
+    row_key = "{id:06}"
+)]
+#[index_entity(name = "last_name", key = "{last_name}")]
+struct Staff {
+    department: String,
+    id: u32,
+    last_name: String,
+}
+
+/// Long RowKeys, so an id list fills pages fast.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Tags",
+    kind = "Tagged",
+    partition_key = "all",
+    row_key = "{code}"
+)]
+#[index_entity(name = "tag", key = "{tag}")]
+struct Tagged {
+    code: String,
+    tag: String,
+}
+
+/// 100 same-partition indexes: a write would need 101 operations in one batch.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Wide",
+    kind = "Wide",
+    partition_key = "{p}",
+    row_key = "w_{r}"
+)]
+#[index(name = "i0", partition_key = "{p}", row_key = "i0_{r}")]
+#[index(name = "i1", partition_key = "{p}", row_key = "i1_{r}")]
+#[index(name = "i2", partition_key = "{p}", row_key = "i2_{r}")]
+#[index(name = "i3", partition_key = "{p}", row_key = "i3_{r}")]
+#[index(name = "i4", partition_key = "{p}", row_key = "i4_{r}")]
+#[index(name = "i5", partition_key = "{p}", row_key = "i5_{r}")]
+#[index(name = "i6", partition_key = "{p}", row_key = "i6_{r}")]
+#[index(name = "i7", partition_key = "{p}", row_key = "i7_{r}")]
+#[index(name = "i8", partition_key = "{p}", row_key = "i8_{r}")]
+#[index(name = "i9", partition_key = "{p}", row_key = "i9_{r}")]
+#[index(name = "i10", partition_key = "{p}", row_key = "i10_{r}")]
+#[index(name = "i11", partition_key = "{p}", row_key = "i11_{r}")]
+#[index(name = "i12", partition_key = "{p}", row_key = "i12_{r}")]
+#[index(name = "i13", partition_key = "{p}", row_key = "i13_{r}")]
+#[index(name = "i14", partition_key = "{p}", row_key = "i14_{r}")]
+#[index(name = "i15", partition_key = "{p}", row_key = "i15_{r}")]
+#[index(name = "i16", partition_key = "{p}", row_key = "i16_{r}")]
+#[index(name = "i17", partition_key = "{p}", row_key = "i17_{r}")]
+#[index(name = "i18", partition_key = "{p}", row_key = "i18_{r}")]
+#[index(name = "i19", partition_key = "{p}", row_key = "i19_{r}")]
+#[index(name = "i20", partition_key = "{p}", row_key = "i20_{r}")]
+#[index(name = "i21", partition_key = "{p}", row_key = "i21_{r}")]
+#[index(name = "i22", partition_key = "{p}", row_key = "i22_{r}")]
+#[index(name = "i23", partition_key = "{p}", row_key = "i23_{r}")]
+#[index(name = "i24", partition_key = "{p}", row_key = "i24_{r}")]
+#[index(name = "i25", partition_key = "{p}", row_key = "i25_{r}")]
+#[index(name = "i26", partition_key = "{p}", row_key = "i26_{r}")]
+#[index(name = "i27", partition_key = "{p}", row_key = "i27_{r}")]
+#[index(name = "i28", partition_key = "{p}", row_key = "i28_{r}")]
+#[index(name = "i29", partition_key = "{p}", row_key = "i29_{r}")]
+#[index(name = "i30", partition_key = "{p}", row_key = "i30_{r}")]
+#[index(name = "i31", partition_key = "{p}", row_key = "i31_{r}")]
+#[index(name = "i32", partition_key = "{p}", row_key = "i32_{r}")]
+#[index(name = "i33", partition_key = "{p}", row_key = "i33_{r}")]
+#[index(name = "i34", partition_key = "{p}", row_key = "i34_{r}")]
+#[index(name = "i35", partition_key = "{p}", row_key = "i35_{r}")]
+#[index(name = "i36", partition_key = "{p}", row_key = "i36_{r}")]
+#[index(name = "i37", partition_key = "{p}", row_key = "i37_{r}")]
+#[index(name = "i38", partition_key = "{p}", row_key = "i38_{r}")]
+#[index(name = "i39", partition_key = "{p}", row_key = "i39_{r}")]
+#[index(name = "i40", partition_key = "{p}", row_key = "i40_{r}")]
+#[index(name = "i41", partition_key = "{p}", row_key = "i41_{r}")]
+#[index(name = "i42", partition_key = "{p}", row_key = "i42_{r}")]
+#[index(name = "i43", partition_key = "{p}", row_key = "i43_{r}")]
+#[index(name = "i44", partition_key = "{p}", row_key = "i44_{r}")]
+#[index(name = "i45", partition_key = "{p}", row_key = "i45_{r}")]
+#[index(name = "i46", partition_key = "{p}", row_key = "i46_{r}")]
+#[index(name = "i47", partition_key = "{p}", row_key = "i47_{r}")]
+#[index(name = "i48", partition_key = "{p}", row_key = "i48_{r}")]
+#[index(name = "i49", partition_key = "{p}", row_key = "i49_{r}")]
+#[index(name = "i50", partition_key = "{p}", row_key = "i50_{r}")]
+#[index(name = "i51", partition_key = "{p}", row_key = "i51_{r}")]
+#[index(name = "i52", partition_key = "{p}", row_key = "i52_{r}")]
+#[index(name = "i53", partition_key = "{p}", row_key = "i53_{r}")]
+#[index(name = "i54", partition_key = "{p}", row_key = "i54_{r}")]
+#[index(name = "i55", partition_key = "{p}", row_key = "i55_{r}")]
+#[index(name = "i56", partition_key = "{p}", row_key = "i56_{r}")]
+#[index(name = "i57", partition_key = "{p}", row_key = "i57_{r}")]
+#[index(name = "i58", partition_key = "{p}", row_key = "i58_{r}")]
+#[index(name = "i59", partition_key = "{p}", row_key = "i59_{r}")]
+#[index(name = "i60", partition_key = "{p}", row_key = "i60_{r}")]
+#[index(name = "i61", partition_key = "{p}", row_key = "i61_{r}")]
+#[index(name = "i62", partition_key = "{p}", row_key = "i62_{r}")]
+#[index(name = "i63", partition_key = "{p}", row_key = "i63_{r}")]
+#[index(name = "i64", partition_key = "{p}", row_key = "i64_{r}")]
+#[index(name = "i65", partition_key = "{p}", row_key = "i65_{r}")]
+#[index(name = "i66", partition_key = "{p}", row_key = "i66_{r}")]
+#[index(name = "i67", partition_key = "{p}", row_key = "i67_{r}")]
+#[index(name = "i68", partition_key = "{p}", row_key = "i68_{r}")]
+#[index(name = "i69", partition_key = "{p}", row_key = "i69_{r}")]
+#[index(name = "i70", partition_key = "{p}", row_key = "i70_{r}")]
+#[index(name = "i71", partition_key = "{p}", row_key = "i71_{r}")]
+#[index(name = "i72", partition_key = "{p}", row_key = "i72_{r}")]
+#[index(name = "i73", partition_key = "{p}", row_key = "i73_{r}")]
+#[index(name = "i74", partition_key = "{p}", row_key = "i74_{r}")]
+#[index(name = "i75", partition_key = "{p}", row_key = "i75_{r}")]
+#[index(name = "i76", partition_key = "{p}", row_key = "i76_{r}")]
+#[index(name = "i77", partition_key = "{p}", row_key = "i77_{r}")]
+#[index(name = "i78", partition_key = "{p}", row_key = "i78_{r}")]
+#[index(name = "i79", partition_key = "{p}", row_key = "i79_{r}")]
+#[index(name = "i80", partition_key = "{p}", row_key = "i80_{r}")]
+#[index(name = "i81", partition_key = "{p}", row_key = "i81_{r}")]
+#[index(name = "i82", partition_key = "{p}", row_key = "i82_{r}")]
+#[index(name = "i83", partition_key = "{p}", row_key = "i83_{r}")]
+#[index(name = "i84", partition_key = "{p}", row_key = "i84_{r}")]
+#[index(name = "i85", partition_key = "{p}", row_key = "i85_{r}")]
+#[index(name = "i86", partition_key = "{p}", row_key = "i86_{r}")]
+#[index(name = "i87", partition_key = "{p}", row_key = "i87_{r}")]
+#[index(name = "i88", partition_key = "{p}", row_key = "i88_{r}")]
+#[index(name = "i89", partition_key = "{p}", row_key = "i89_{r}")]
+#[index(name = "i90", partition_key = "{p}", row_key = "i90_{r}")]
+#[index(name = "i91", partition_key = "{p}", row_key = "i91_{r}")]
+#[index(name = "i92", partition_key = "{p}", row_key = "i92_{r}")]
+#[index(name = "i93", partition_key = "{p}", row_key = "i93_{r}")]
+#[index(name = "i94", partition_key = "{p}", row_key = "i94_{r}")]
+#[index(name = "i95", partition_key = "{p}", row_key = "i95_{r}")]
+#[index(name = "i96", partition_key = "{p}", row_key = "i96_{r}")]
+#[index(name = "i97", partition_key = "{p}", row_key = "i97_{r}")]
+#[index(name = "i98", partition_key = "{p}", row_key = "i98_{r}")]
+#[index(name = "i99", partition_key = "{p}", row_key = "i99_{r}")]
+struct Wide {
+    p: String,
+    r: String,
+}
+
+/// Version 1 of a type, before it declared an index; version 2 declares it.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Clients",
+    kind = "Client",
+    partition_key = "{region}",
+    row_key = "c_{id:06}"
+)]
+struct ClientV1 {
+    region: String,
+    id: u32,
+    email: String,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Clients",
+    kind = "Client",
+    partition_key = "{region}",
+    row_key = "c_{id:06}"
+)]
+#[index(
+    name = "by_email",
+    table = "ClientsByEmail",
+    partition_key = "{region}",
+    row_key = "{email}"
+)]
+#[index(
+    name = "local_email",
+    partition_key = "{region}",
+    row_key = "email_{email}"
+)]
+#[index_entity(
+    name = "domain",
+    key = "{email}",
+    storage = "table",
+    table = "ClientDomains"
+)]
+struct ClientV2 {
+    region: String,
+    id: u32,
+    email: String,
+}
+
+/// A sink that keeps every message instead of publishing it (the tests then deliver them
+/// in any order, any number of times).
+#[derive(Clone, Default)]
+struct RecordingSink {
+    messages: Arc<Mutex<Vec<IndexOperations>>>,
+}
+
+impl OutboxSink for RecordingSink {
+    fn publish<'a>(
+        &'a self,
+        operations: &'a IndexOperations,
+    ) -> BoxFuture<'a, tablekit::patterns::Result<()>> {
+        let messages = Arc::clone(&self.messages);
+        Box::pin(async move {
+            messages.lock().expect("lock").push(operations.clone());
+            Ok(())
+        })
+    }
+}
+
+impl RecordingSink {
+    fn take(&self) -> Vec<IndexOperations> {
+        std::mem::take(&mut *self.messages.lock().expect("lock"))
+    }
+}
+
+async fn raw(store: &AnyStore, table: &str, pk: &str, rk: &str) -> Option<Entity> {
+    store.get(table, pk, rk, None).await.expect("get")
+}
+
+fn ids(refs: &[EntityRef]) -> Vec<String> {
+    let mut ids: Vec<String> = refs.iter().map(|r| r.row_key.clone()).collect();
+    ids.sort();
+    ids
+}
+
+async fn intra_partition_copies_follow_every_write(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let mut jun = employee("Sales", 1, "Cao", "jun@x.com");
+    employees.insert(&jun).await.expect("insert");
+    let copy = raw(&store, "Employees", "Sales", "email_jun@x.com")
+        .await
+        .expect("copy");
+    assert_eq!(
+        copy.get("FirstName").or(copy.get("first_name")).is_some(),
+        true
+    );
+    assert_eq!(
+        copy.get("EntityKind"),
+        Some(&Value::from("Employee#email")),
+        "a copy is marked, so queries of the kind skip it"
+    );
+    let hit = employees
+        .find("email", &[&"Sales"], &[&"jun@x.com"])
+        .await
+        .expect("find")
+        .expect("hit");
+    assert_eq!((hit.row_key.as_str(), &hit.value), ("empid_000001", &jun));
+    // The typed table's queries return primaries only.
+    assert_eq!(
+        employees
+            .table()
+            .partition("Sales")
+            .await
+            .expect("scan")
+            .len(),
+        1
+    );
+
+    jun.email = "jun.cao@x.com".into();
+    employees.upsert(&jun).await.expect("change email");
+    assert!(
+        raw(&store, "Employees", "Sales", "email_jun@x.com")
+            .await
+            .is_none(),
+        "old copy gone"
+    );
+    assert!(
+        raw(&store, "Employees", "Sales", "email_jun.cao@x.com")
+            .await
+            .is_some()
+    );
+    assert!(
+        employees
+            .find("email", &[&"Sales"], &[&"jun@x.com"])
+            .await
+            .expect("find")
+            .is_none()
+    );
+
+    employees
+        .delete("Sales", "empid_000001", IfMatch::Any)
+        .await
+        .expect("delete");
+    let left = store
+        .query_all("Employees", Query::new())
+        .await
+        .expect("scan");
+    assert!(
+        left.is_empty(),
+        "primary, copies, id lists' members and outbox gone: {left:?}"
+    );
+    let by_email = store
+        .query_all("EmployeesByEmail", Query::new())
+        .await
+        .expect("scan");
+    assert!(
+        by_email.is_empty(),
+        "the other table's copy is gone too: {by_email:?}"
+    );
+}
+
+async fn email_ranges_come_back_in_index_order(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    for (id, email) in [
+        (1, "dora@x"),
+        (2, "anna@x"),
+        (3, "bob@x"),
+        (4, "carl@x"),
+        (5, "bea@x"),
+    ] {
+        employees
+            .insert(&employee("Sales", id, "L", email))
+            .await
+            .expect("insert");
+    }
+    employees
+        .insert(&employee("Ops", 6, "L", "b@ops"))
+        .await
+        .expect("insert");
+    let hits = employees
+        .find_range("email", &[&"Sales"], &[], &"a", &"c")
+        .await
+        .expect("range");
+    let emails: Vec<&str> = hits.iter().map(|h| h.email.as_str()).collect();
+    assert_eq!(
+        emails,
+        ["anna@x", "bea@x", "bob@x"],
+        "emails from a to c, in index order"
+    );
+    let across = employees
+        .find_range("by_email", &[&"Sales"], &[], &"b", &"d")
+        .await
+        .expect("range in the other table");
+    let emails: Vec<&str> = across.iter().map(|h| h.email.as_str()).collect();
+    assert_eq!(emails, ["bea@x", "bob@x", "carl@x"]);
+    assert!(
+        across.iter().all(|h| h.partition_key == "Sales"),
+        "hits carry the primary's keys"
+    );
+}
+
+async fn a_taken_index_value_is_refused_and_nothing_is_written(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    employees
+        .insert(&employee("Sales", 1, "A", "same@x"))
+        .await
+        .expect("first");
+    let err = employees
+        .insert(&employee("Sales", 2, "B", "same@x"))
+        .await
+        .expect_err("the value is taken");
+    assert!(
+        matches!(&err, PatternError::IndexValueTaken { index, .. } if index == "email"),
+        "{err}"
+    );
+    assert_eq!(err.kind(), ErrorKind::AlreadyExists);
+    assert!(
+        raw(&store, "Employees", "Sales", "empid_000002")
+            .await
+            .is_none(),
+        "nothing written"
+    );
+    let again = employees
+        .insert(&employee("Sales", 1, "A", "other@x"))
+        .await
+        .expect_err("the primary exists");
+    assert_eq!(again.kind(), ErrorKind::AlreadyExists);
+    let stale = employees
+        .replace(
+            &employee("Sales", 1, "A", "x@x"),
+            IfMatch::ETag(ETag::new("W/\"stale\"")),
+        )
+        .await
+        .expect_err("stale etag");
+    assert_eq!(stale.kind(), ErrorKind::PreconditionFailed);
+    let missing = employees
+        .replace(&employee("Sales", 9, "A", "nine@x"), IfMatch::Any)
+        .await
+        .expect_err("missing");
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+}
+
+async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
+    let blobs = BlobStore::memory();
+    let people = IndexedTable::<Person, _>::new(store.clone())
+        .with_blobs(blobs)
+        .with_inline_apply();
+    people.open().await.expect("open");
+    let mut ann = person(1, "Ann", "Oslo", 40, false);
+    people.insert(&ann).await.expect("insert");
+    let copy = raw(&store, "People", "T1", "city_Oslo_000001")
+        .await
+        .expect("subset copy");
+    let mut names: Vec<&str> = copy.properties.keys().map(String::as_str).collect();
+    names.sort_unstable();
+    assert_eq!(
+        names,
+        [
+            "EntityKind",
+            SOURCE_PROPERTY,
+            VERSION_PROPERTY,
+            "city",
+            "name"
+        ],
+        "the copy carries the declared subset"
+    );
+    assert!(
+        raw(&store, "People", "T1", "active_000001").await.is_none(),
+        "inactive: no copy"
+    );
+    ann.active = true;
+    people.upsert(&ann).await.expect("activate");
+    assert!(
+        raw(&store, "People", "T1", "active_000001").await.is_some(),
+        "sparse copy added"
+    );
+    ann.active = false;
+    people.upsert(&ann).await.expect("deactivate");
+    assert!(
+        raw(&store, "People", "T1", "active_000001").await.is_none(),
+        "sparse copy removed"
+    );
+    let bounds = tablekit::core::typed::KeyBounds {
+        start: "city_".into(),
+        end: "city_~".into(),
+        end_inclusive: false,
+    };
+    let subset = people
+        .find_entities("city", &[&"T1"], &bounds)
+        .await
+        .expect("find entities");
+    assert_eq!(subset.len(), 1);
+    // The other-partition index of the same table.
+    let elsewhere = raw(&store, "People", "city_Oslo", "T1_000001")
+        .await
+        .expect("copy");
+    assert_eq!(elsewhere.get("name"), Some(&Value::from("Ann")));
+}
+
+async fn writes_past_the_batch_limit_are_refused_before_any_io(store: AnyStore) {
+    let store = FaultyStore::new(store);
+    let wide = IndexedTable::<Wide, _>::new(store.clone());
+    wide.open().await.expect("open");
+    let before = store.calls();
+    let err = wide
+        .insert(&Wide {
+            p: "p".into(),
+            r: "r".into(),
+        })
+        .await
+        .expect_err("101 operations do not fit a batch");
+    assert_eq!(err.kind(), ErrorKind::TooLarge);
+    assert!(err.to_string().contains("101"), "{err}");
+    assert_eq!(store.calls(), before, "refused before any I/O");
+}
+
+async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: AnyStore) {
+    // No sink: as if the writer died right after its commit.
+    let employees = IndexedTable::<Employee, _>::new(store.clone());
+    employees.open().await.expect("open");
+    let outcome = employees
+        .insert(&employee("Sales", 7, "Lee", "lee@x"))
+        .await
+        .expect("insert");
+    assert_eq!((outcome.operations, outcome.published), (1, false));
+    assert_eq!(
+        outbox::pending(&store, "Employees")
+            .await
+            .expect("outbox")
+            .len(),
+        1
+    );
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "lee@x")
+            .await
+            .is_none()
+    );
+    assert!(
+        raw(&store, "Employees", "Sales", "email_lee@x")
+            .await
+            .is_some(),
+        "atomic copy there"
+    );
+
+    let applier = IndexApplier::new(store.clone());
+    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(applier));
+    let relay = Relay::new(store.clone(), sink).grace(std::time::Duration::ZERO);
+    let report = relay.run_once().await.expect("relay");
+    assert_eq!(report.published, 1);
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "lee@x")
+            .await
+            .is_some(),
+        "copy made"
+    );
+    assert!(
+        outbox::pending(&store, "Employees")
+            .await
+            .expect("outbox")
+            .is_empty()
+    );
+    assert_eq!(
+        relay.run_once().await.expect("relay").published,
+        0,
+        "nothing left"
+    );
+    // A relay with a grace period leaves young entries to their writers.
+    employees
+        .insert(&employee("Sales", 8, "Lee", "lee8@x"))
+        .await
+        .expect("insert");
+    let patient = Relay::new(store.clone(), Arc::new(RecordingSink::default()));
+    let report = patient.run_once().await.expect("relay");
+    assert_eq!((report.published, report.deferred), (0, 1));
+}
+
+async fn late_and_repeated_messages_never_bring_back_an_older_copy(store: AnyStore) {
+    let sink = RecordingSink::default();
+    let employees =
+        IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink.clone()));
+    employees.open().await.expect("open");
+    let mut kim = employee("Sales", 3, "Kim", "a@x");
+    employees.insert(&kim).await.expect("v1");
+    kim.first_name = "Kimberly".into();
+    employees.upsert(&kim).await.expect("v2, same email");
+    kim.email = "b@x".into();
+    employees.upsert(&kim).await.expect("v3, new email");
+    let messages = sink.take();
+    assert_eq!(messages.len(), 3);
+    let applier = IndexApplier::new(store.clone());
+    // Newest first, then the older ones, then everything again.
+    for message in messages.iter().rev().chain(messages.iter()) {
+        applier.apply_all(message).await.expect("apply");
+    }
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "a@x")
+            .await
+            .is_none(),
+        "old copy gone"
+    );
+    let copy = raw(&store, "EmployeesByEmail", "email_Sales", "b@x")
+        .await
+        .expect("new copy");
+    assert_eq!(copy.get("first_name"), Some(&Value::from("Kimberly")));
+    let primary = raw(&store, "Employees", "Sales", "empid_000003")
+        .await
+        .expect("primary");
+    assert_eq!(
+        copy.get(VERSION_PROPERTY),
+        primary.get(VERSION_PROPERTY),
+        "the newest version won"
+    );
+    // The delete's message, delivered before and after an older put: the copy stays gone.
+    employees
+        .delete("Sales", "empid_000003", IfMatch::Any)
+        .await
+        .expect("delete");
+    let delete = sink.take();
+    for message in delete.iter().chain(messages.iter()).chain(delete.iter()) {
+        applier.apply_all(message).await.expect("apply");
+    }
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "b@x")
+            .await
+            .is_none()
+    );
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "a@x")
+            .await
+            .is_none()
+    );
+}
+
+async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let mut ida = employee("Ops", 4, "Ng", "ida@x");
+    employees.insert(&ida).await.expect("insert");
+    // The email changes while the worker is away: the other table's copy is stale.
+    let lagging = IndexedTable::<Employee, _>::new(store.clone());
+    ida.email = "ida.ng@x".into();
+    lagging.upsert(&ida).await.expect("change");
+    let stale = employees
+        .find("by_email", &[&"Ops"], &[&"ida@x"])
+        .await
+        .expect("find");
+    assert!(stale.is_some(), "the stale copy is still there");
+    let verified = employees.clone().verified_lookups(true);
+    assert!(
+        verified
+            .find("by_email", &[&"Ops"], &[&"ida@x"])
+            .await
+            .expect("find")
+            .is_none(),
+        "a verified lookup checks the primary"
+    );
+}
+
+async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(store: AnyStore) {
+    let store = FaultyStore::new(store);
+    let staff = IndexedTable::<Staff, _>::new(store.clone());
+    staff.open().await.expect("open");
+    for id in 1..=3 {
+        staff
+            .insert(&Staff {
+                department: "D".into(),
+                id,
+                last_name: "Jones".into(),
+            })
+            .await
+            .expect("insert");
+    }
+    let jones = staff
+        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .await
+        .expect("ids");
+    assert_eq!(ids(&jones), ["000001", "000002", "000003"]);
+    let before = store.writes();
+    staff
+        .upsert(&Staff {
+            department: "D".into(),
+            id: 2,
+            last_name: "Smith".into(),
+        })
+        .await
+        .expect("rename");
+    assert_eq!(
+        store.writes() - before,
+        1,
+        "primary and both id lists in one batch"
+    );
+    let jones = staff
+        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .await
+        .expect("ids");
+    let smith = staff
+        .member_ids("last_name", Some("D"), &[&"Smith"])
+        .await
+        .expect("ids");
+    assert_eq!(
+        (ids(&jones), ids(&smith)),
+        (
+            vec!["000001".to_owned(), "000003".to_owned()],
+            vec!["000002".to_owned()]
+        )
+    );
+    let entities = staff
+        .members("last_name", Some("D"), &[&"Jones"], 4)
+        .await
+        .expect("entities");
+    assert_eq!(entities.len(), 2);
+    let missing = staff.member_ids("last_name", None, &[&"Jones"]).await;
+    assert!(
+        missing.is_err(),
+        "a partition-stored list needs the partition"
+    );
+}
+
+async fn eight_concurrent_writers_of_one_last_name_lose_no_id(store: AnyStore) {
+    let staff = IndexedTable::<Staff, _>::new(store.clone());
+    staff.open().await.expect("open");
+    let tasks: Vec<_> = (0..8u32)
+        .map(|task| {
+            let staff = staff.clone();
+            tokio::spawn(async move {
+                for n in 0..5u32 {
+                    staff
+                        .insert(&Staff {
+                            department: "D".into(),
+                            id: task * 100 + n,
+                            last_name: "Jones".into(),
+                        })
+                        .await
+                        .expect("insert");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let jones = staff
+        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .await
+        .expect("ids");
+    assert_eq!(jones.len(), 40, "no id lost");
+    let report = staff.audit(&AuditOptions::default()).await.expect("audit");
+    assert!(report.is_clean(), "{report:?}");
+}
+
+async fn table_and_blob_id_lists_are_kept_by_the_worker(store: AnyStore) {
+    let blobs = BlobStore::memory();
+    table_and_blob_id_lists_with(store, blobs).await;
+}
+
+async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
+    let sink = RecordingSink::default();
+    let people = IndexedTable::<Person, _>::new(store.clone())
+        .with_blobs(blobs.clone())
+        .with_sink(Arc::new(sink.clone()));
+    people.open().await.expect("open");
+    let mut a = person(1, "Ann", "Oslo", 40, true);
+    people.insert(&a).await.expect("insert");
+    people
+        .insert(&person(2, "Ann", "Rome", 40, true))
+        .await
+        .expect("insert");
+    a.name = "Anne".into();
+    a.age = 41;
+    people.upsert(&a).await.expect("rename");
+    let applier = IndexApplier::new(store.clone()).with_blobs(blobs.clone());
+    let messages = sink.take();
+    // Out of order, twice.
+    for message in messages.iter().rev().chain(messages.iter()) {
+        applier.apply_all(message).await.expect("apply");
+    }
+    let ann = people
+        .member_ids("by_name", None, &[&"Ann"])
+        .await
+        .expect("ids");
+    let anne = people
+        .member_ids("by_name", None, &[&"Anne"])
+        .await
+        .expect("ids");
+    assert_eq!(
+        (ids(&ann), ids(&anne)),
+        (vec!["p_000002".to_owned()], vec!["p_000001".to_owned()])
+    );
+    let forty = people
+        .member_ids("by_age", None, &[&40u8])
+        .await
+        .expect("ids");
+    let forty_one = people
+        .member_ids("by_age", None, &[&41u8])
+        .await
+        .expect("ids");
+    assert_eq!(
+        (ids(&forty), ids(&forty_one)),
+        (vec!["p_000002".to_owned()], vec!["p_000001".to_owned()])
+    );
+    let entities = people
+        .members("by_age", None, &[&41u8], 4)
+        .await
+        .expect("entities");
+    assert_eq!(
+        entities.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(),
+        ["Anne"]
+    );
+    let report = people.audit(&AuditOptions::default()).await.expect("audit");
+    assert!(report.is_clean(), "{report:?}");
+    // Without a blob store, a blob-stored list is a clear error.
+    let no_blobs = IndexedTable::<Person, _>::new(store.clone());
+    let err = no_blobs
+        .member_ids("by_age", None, &[&41u8])
+        .await
+        .expect_err("no blobs");
+    assert!(matches!(err, PatternError::NoBlobStore { .. }), "{err}");
+}
+
+async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
+    let tags = IndexedTable::<Tagged, _>::new(store.clone());
+    tags.open().await.expect("open");
+    let long = "x".repeat(400);
+    for n in 0..160 {
+        tags.insert(&Tagged {
+            code: format!("{n:04}{long}"),
+            tag: "red".into(),
+        })
+        .await
+        .expect("insert");
+    }
+    let members = tags
+        .member_ids("tag", Some("all"), &[&"red"])
+        .await
+        .expect("ids");
+    assert_eq!(members.len(), 160, "every id, over several pages");
+    let pages = store
+        .query_all(
+            "Tags",
+            Query::with_filter(filter::prop("EntityKind").eq("TablekitIndexEntity")),
+        )
+        .await
+        .expect("pages");
+    assert!(
+        pages.len() >= 3,
+        "the list continued on more pages: {}",
+        pages.len()
+    );
+    tags.delete("all", &format!("0000{long}"), IfMatch::Any)
+        .await
+        .expect("delete");
+    assert_eq!(
+        tags.member_ids("tag", Some("all"), &[&"red"])
+            .await
+            .expect("ids")
+            .len(),
+        159
+    );
+}
+
+async fn the_audit_finds_injected_drift_and_repairs_it(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    for id in 1..=6 {
+        employees
+            .insert(&employee(
+                "Sales",
+                id,
+                if id % 2 == 0 { "Even" } else { "Odd" },
+                &format!("e{id}@x"),
+            ))
+            .await
+            .expect("insert");
+    }
+    let clean = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(clean.is_clean(), "{clean:?}");
+    assert_eq!(clean.primaries, 6);
+    // Drift: a missing same-partition copy, a stale other-table copy, an orphan copy, a
+    // membership lost from an id list.
+    store
+        .delete("Employees", "Sales", "email_e1@x", IfMatch::Any)
+        .await
+        .expect("drop copy");
+    let mut stale = raw(&store, "EmployeesByEmail", "email_Sales", "e2@x")
+        .await
+        .expect("copy");
+    stale
+        .properties
+        .insert("first_name".into(), Value::from("Wrong"));
+    store
+        .insert_or_replace("EmployeesByEmail", stale.clone())
+        .await
+        .expect("stale");
+    let mut orphan = raw(&store, "EmployeesByEmail", "email_Sales", "e3@x")
+        .await
+        .expect("copy");
+    orphan.row_key = "ghost@x".into();
+    store
+        .insert("EmployeesByEmail", orphan)
+        .await
+        .expect("orphan");
+    let lost = Staff {
+        department: "x".into(),
+        id: 0,
+        last_name: String::new(),
+    };
+    drop(lost);
+    let pages = store
+        .query_all(
+            "Employees",
+            Query::with_filter(filter::prop("EntityKind").eq("TablekitIndexEntity")),
+        )
+        .await
+        .expect("pages");
+    let mut odd = pages
+        .into_iter()
+        .find(|p| p.get("Value") == Some(&Value::from("Odd")))
+        .expect("odd page");
+    odd.properties.insert(
+        "Ids".into(),
+        Value::from("[\"empid_000001\",\"empid_000003\",\"empid_000099\"]"),
+    );
+    store
+        .insert_or_replace("Employees", odd)
+        .await
+        .expect("drift the list");
+
+    let found = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert_eq!(
+        (found.missing, found.stale, found.orphaned, found.repaired),
+        (2, 1, 2, 0),
+        "{:#?}",
+        found.findings
+    );
+    assert!(
+        found
+            .findings
+            .iter()
+            .any(|f| f.drift == Drift::Stale && f.index == "by_email")
+    );
+    let repaired = employees
+        .audit(&AuditOptions {
+            repair: true,
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("repair");
+    assert_eq!(repaired.repaired, 5, "{:#?}", repaired.findings);
+    let after = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(after.is_clean(), "{:#?}", after.findings);
+    let odd_ids = employees
+        .member_ids("last_name", Some("Sales"), &[&"Odd"])
+        .await
+        .expect("ids");
+    assert_eq!(
+        ids(&odd_ids),
+        ["empid_000001", "empid_000003", "empid_000005"]
+    );
+    assert!(
+        raw(&store, "EmployeesByEmail", "email_Sales", "ghost@x")
+            .await
+            .is_none()
+    );
+}
+
+async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
+    let v1 = Table::<ClientV1, _>::new(store.clone());
+    v1.create().await.expect("create");
+    for id in 1..=5 {
+        v1.insert(&ClientV1 {
+            region: "EU".into(),
+            id,
+            email: format!("c{id}@x"),
+        })
+        .await
+        .expect("insert");
+    }
+    let v2 = IndexedTable::<ClientV2, _>::new(store.clone()).with_inline_apply();
+    v2.open().await.expect("open registers the new index");
+    let progress_calls = Arc::new(Mutex::new(0u64));
+    let calls = Arc::clone(&progress_calls);
+    let options = AuditOptions {
+        progress: Some(Arc::new(move |_| *calls.lock().expect("lock") += 1)),
+        progress_every: 2,
+        ..AuditOptions::default()
+    };
+    // The deployable path: from the registry, without the type.
+    let report = tablekit::patterns::index::backfill(&store, "Clients", "by_email", &options)
+        .await
+        .expect("backfill");
+    assert_eq!(report.repaired, 5);
+    assert!(
+        *progress_calls.lock().expect("lock") >= 2,
+        "progress was reported"
+    );
+    let hit = v2
+        .find("by_email", &[&"EU"], &[&"c3@x"])
+        .await
+        .expect("find")
+        .expect("hit");
+    assert_eq!(hit.id, 3);
+    // The typed path, for the other two.
+    v2.backfill("local_email", &AuditOptions::default())
+        .await
+        .expect("backfill");
+    v2.backfill("domain", &AuditOptions::default())
+        .await
+        .expect("backfill");
+    assert!(
+        v2.find("local_email", &[&"EU"], &[&"c5@x"])
+            .await
+            .expect("find")
+            .is_some()
+    );
+    assert_eq!(
+        v2.member_ids("domain", None, &[&"c4@x"])
+            .await
+            .expect("ids")
+            .len(),
+        1
+    );
+    let again = tablekit::patterns::index::backfill(&store, "Clients", "by_email", &options)
+        .await
+        .expect("backfill again");
+    assert_eq!(again.repaired, 0, "a second backfill finds nothing to do");
+    let audit = v2.audit(&AuditOptions::default()).await.expect("audit");
+    assert!(audit.is_clean(), "{:#?}", audit.findings);
+    // Writes after the backfill keep every index.
+    v2.upsert(&ClientV2 {
+        region: "EU".into(),
+        id: 3,
+        email: "new3@x".into(),
+    })
+    .await
+    .expect("update");
+    assert!(
+        v2.find("by_email", &[&"EU"], &[&"c3@x"])
+            .await
+            .expect("find")
+            .is_none()
+    );
+    assert!(
+        v2.find("by_email", &[&"EU"], &[&"new3@x"])
+            .await
+            .expect("find")
+            .is_some()
+    );
+    let err = tablekit::patterns::index::backfill(&store, "Clients", "nope", &options)
+        .await
+        .expect_err("undeclared");
+    assert_eq!(err.kind(), ErrorKind::InvalidInput);
+}
+
+async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    for id in 1..=12 {
+        employees
+            .insert(&employee("Sales", id, "Same", &format!("r{id}@x")))
+            .await
+            .expect("insert");
+    }
+    store
+        .delete("Employees", "Sales", "email_r11@x", IfMatch::Any)
+        .await
+        .expect("drift");
+    let job = Some("audit-resume".to_owned());
+    let first = employees
+        .audit(&AuditOptions {
+            job: job.clone(),
+            stop_after: Some(5),
+            progress_every: 2,
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("first part");
+    assert_eq!(first.scanned, 5);
+    let rest = employees
+        .audit(&AuditOptions {
+            job: job.clone(),
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("the rest");
+    assert!(rest.resumed);
+    let whole = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("whole");
+    assert_eq!(
+        rest.scanned, whole.scanned,
+        "the resumed run covers the rest, once"
+    );
+    assert_eq!((rest.missing, whole.missing), (1, 1));
+    let fresh = employees
+        .audit(&AuditOptions {
+            job,
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("fresh");
+    assert!(!fresh.resumed, "a finished run leaves no checkpoint");
+}
+
+on_backends!(
+    intra_partition_copies_follow_every_write,
+    email_ranges_come_back_in_index_order,
+    a_taken_index_value_is_refused_and_nothing_is_written,
+    subsets_and_sparse_indexes_follow_the_declaration,
+    writes_past_the_batch_limit_are_refused_before_any_io,
+    the_outbox_keeps_follow_up_work_until_the_relay_publishes_it,
+    late_and_repeated_messages_never_bring_back_an_older_copy,
+    verified_lookups_never_return_a_stale_hit,
+    partition_id_lists_move_with_a_last_name_change_in_one_transaction,
+    eight_concurrent_writers_of_one_last_name_lose_no_id,
+    table_and_blob_id_lists_are_kept_by_the_worker,
+    long_id_lists_continue_on_more_pages,
+    the_audit_finds_injected_drift_and_repairs_it,
+    backfill_adds_an_index_declared_after_the_data,
+    an_interrupted_audit_resumes_from_its_checkpoint,
+);
+
+/// The blob-stored id lists on Azure Blob Storage (Azurite), with the tables on SQLite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blob_id_lists_on_azure_blob_storage() {
+    let Some(base) = support::azurite_blobs() else {
+        return;
+    };
+    // A container of its own, so every run starts empty.
+    let container = format!("tk{}", uuid::Uuid::new_v4().simple());
+    tablekit::core::azure::create_blob_container(&base, &container)
+        .await
+        .expect("container");
+    let blobs = BlobStore::connect(&format!("azure:{base};Container={container}"))
+        .expect("azure blob store");
+    let backend = support::sqlite().await.expect("sqlite");
+    table_and_blob_id_lists_with(backend.store.clone(), blobs).await;
+}
+
+#[allow(dead_code)]
+fn _key_part_is_object_safe(_: &dyn KeyPart) {}
