@@ -4,8 +4,12 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
+use std::sync::Arc;
+
 use clap::{Args, Parser, Subcommand};
 use tablekit_core::AnyStore;
+use tablekit_core::blob::BlobStore;
+use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay};
 
 use crate::archive::{ArchiveOperation, archive};
 use crate::error::{Error, Result};
@@ -42,6 +46,60 @@ pub enum Command {
     },
     /// Print how many messages a queue and its poison queue hold.
     Stats(QueueArgs),
+    /// Check a table's indexes against its primaries: missing, stale and orphaned copies
+    /// and id-list entries; repair them with `--repair`. Exits 4 when drift is left.
+    Audit(AuditArgs),
+    /// Write the entries of an index declared after the table had data.
+    Backfill(BackfillArgs),
+}
+
+/// Options of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the primaries.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// Repair the drift found.
+    #[arg(long)]
+    pub repair: bool,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// Print at most this many findings.
+    #[arg(long, default_value_t = 20)]
+    pub findings: usize,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the primaries.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The index or index entity to backfill (as declared on the entity type).
+    #[arg(long)]
+    pub index: String,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob-stored index entities.
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
 }
 
 /// Which queue, on which broker.
@@ -83,6 +141,19 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at `http://ADDRESS/metrics`.
     #[arg(long, env = "TABLEKIT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// Run the outbox relay, publishing to this queue what writers left in their outboxes
+    /// (on by default for `--queue index`).
+    #[arg(long, env = "TABLEKIT_RELAY")]
+    pub relay: bool,
+    /// Seconds between two relay passes.
+    #[arg(long, env = "TABLEKIT_RELAY_INTERVAL", default_value_t = 5)]
+    pub relay_interval: u64,
+    /// Milliseconds an outbox entry is left to its writer before the relay takes it.
+    #[arg(long, env = "TABLEKIT_RELAY_GRACE_MS", default_value_t = 2000)]
+    pub relay_grace_ms: u64,
 }
 
 /// The poison commands.
@@ -137,6 +208,8 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_UNAVAILABLE: u8 = 3;
 /// Exit code: any other failure.
 pub const EXIT_FAILURE: u8 = 1;
+/// Exit code: an audit found drift it did not repair.
+pub const EXIT_DRIFT: u8 = 4;
 
 /// The exit code for an error.
 pub fn exit_code(error: &Error) -> u8 {
@@ -145,21 +218,70 @@ pub fn exit_code(error: &Error) -> u8 {
             EXIT_USAGE
         }
         Error::Store(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
+        Error::Pattern(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
+        Error::Drift(_) => EXIT_DRIFT,
         e if e.is_retryable() => EXIT_UNAVAILABLE,
         _ => EXIT_FAILURE,
     }
 }
 
-/// The operations a worker process handles, over `store`.
+/// The operations a worker process handles, over `store`: archive and index work
+/// (without blob-stored index entities; see [`registry_with_blobs`]).
 pub fn registry(store: AnyStore) -> Registry {
-    Registry::new().register(move |operation: ArchiveOperation| {
-        let store = store.clone();
+    registry_with_blobs(store, None)
+}
+
+/// The operations a worker process handles, over `store` and, for blob-stored index
+/// entities, `blobs`.
+pub fn registry_with_blobs(store: AnyStore, blobs: Option<BlobStore>) -> Registry {
+    let archive_store = store.clone();
+    let registry = Registry::new().register(move |operation: ArchiveOperation| {
+        let store = archive_store.clone();
         async move {
             let outcome = archive(&store, &operation).await?;
             tracing::debug!(?outcome, row_key = %operation.row_key, "archive");
             Ok(())
         }
-    })
+    });
+    crate::index::register(registry, store, blobs)
+}
+
+fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
+    connection
+        .map(|c| BlobStore::connect(c).map_err(Error::from))
+        .transpose()
+}
+
+/// A progress bar on stderr for a scan (hidden when stderr is not a terminal).
+fn progress_bar(hidden: bool, what: &str) -> indicatif::ProgressBar {
+    let bar = if hidden {
+        indicatif::ProgressBar::hidden()
+    } else {
+        indicatif::ProgressBar::new_spinner()
+    };
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{spinner} {elapsed_precise} {msg}")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+    );
+    bar.set_message(format!("{what}: starting"));
+    bar.enable_steady_tick(Duration::from_millis(200));
+    bar
+}
+
+fn summary(what: &str, report: &AuditReport) -> String {
+    format!(
+        "{what}: scanned {} entities ({} primaries, {} entries checked) in {:.1} s ({:.0}/s); missing {}, stale {}, orphaned {}, repaired {}{}",
+        report.scanned,
+        report.primaries,
+        report.checked,
+        report.seconds,
+        report.rate(),
+        report.missing,
+        report.stale,
+        report.orphaned,
+        report.repaired,
+        if report.resumed { " (resumed)" } else { "" }
+    )
 }
 
 /// Runs a command; what it prints goes to `out`.
@@ -185,11 +307,40 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
                 lease: Duration::from_secs(args.lease),
                 base_backoff: Duration::from_millis(args.backoff_ms.max(1)),
-                ..WorkerConfig::new(args.queue.queue)
+                ..WorkerConfig::new(args.queue.queue.clone())
             };
-            let report = Worker::new(queue, registry(store), config)
-                .run(shutdown)
+            let blobs = blob_store(args.blobs.as_deref())?;
+            let relay = args.relay || args.queue.queue == crate::index::DEFAULT_INDEX_QUEUE;
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let relay_task = if relay {
+                let sink = crate::index::QueueSink::open(
+                    AnyQueue::connect(&args.queue.broker).await?,
+                    &args.queue.queue,
+                )
                 .await?;
+                let sink: Arc<dyn OutboxSink> = Arc::new(sink);
+                let relay = Relay::new(store.clone(), sink)
+                    .grace(Duration::from_millis(args.relay_grace_ms));
+                let interval = Duration::from_secs(args.relay_interval.max(1));
+                let mut stopped = stopped;
+                Some(tokio::spawn(async move {
+                    relay
+                        .run(interval, async move {
+                            let _ = stopped.wait_for(|s| *s).await;
+                        })
+                        .await;
+                }))
+            } else {
+                None
+            };
+            let report = Worker::new(queue, registry_with_blobs(store, blobs), config)
+                .run(shutdown)
+                .await;
+            let _ = stop.send(true);
+            if let Some(task) = relay_task {
+                let _ = task.await;
+            }
+            let report = report?;
             write(
                 out,
                 format!(
@@ -255,6 +406,79 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 )
                 .await?;
             write(out, envelope.id.to_string())
+        }
+        Command::Audit(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            let bar = progress_bar(args.no_progress, "audit");
+            let progress_bar = bar.clone();
+            let options = AuditOptions {
+                repair: args.repair,
+                job: args.job,
+                blobs: blob_store(args.blobs.as_deref())?,
+                progress: Some(Arc::new(move |p| {
+                    progress_bar.set_message(format!(
+                        "{}: {} scanned, {} out of step",
+                        p.table, p.scanned, p.drift
+                    ));
+                })),
+                ..AuditOptions::default()
+            };
+            let report = tablekit_patterns::index::audit(&store, &args.table, &options).await;
+            bar.finish_and_clear();
+            let report = report?;
+            write(out, summary(&format!("audit of {}", args.table), &report))?;
+            for finding in report.findings.iter().take(args.findings) {
+                write(
+                    out,
+                    format!(
+                        "{:?}\t{}\t{}\t{}{}",
+                        finding.drift,
+                        finding.index,
+                        finding
+                            .source
+                            .as_ref()
+                            .map_or_else(String::new, ToString::to_string),
+                        finding.target,
+                        if finding.repaired { "\trepaired" } else { "" }
+                    ),
+                )?;
+            }
+            let left = report.missing + report.stale + report.orphaned;
+            if left > 0 && !args.repair {
+                return Err(Error::Drift(left));
+            }
+            Ok(())
+        }
+        Command::Backfill(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            let bar = progress_bar(args.no_progress, "backfill");
+            let progress_bar = bar.clone();
+            let options = AuditOptions {
+                repair: true,
+                job: args.job,
+                blobs: blob_store(args.blobs.as_deref())?,
+                progress: Some(Arc::new(move |p| {
+                    progress_bar.set_message(format!("{}: {} scanned", p.table, p.scanned));
+                })),
+                ..AuditOptions::default()
+            };
+            let report =
+                tablekit_patterns::index::backfill(&store, &args.table, &args.index, &options)
+                    .await;
+            bar.finish_and_clear();
+            let report = report?;
+            write(
+                out,
+                format!(
+                    "backfill of `{}` in {}: {} entries written for {} primaries ({} scanned in {:.1} s)",
+                    args.index,
+                    args.table,
+                    report.repaired,
+                    report.primaries,
+                    report.scanned,
+                    report.seconds
+                ),
+            )
         }
         Command::Stats(queue) => {
             let broker = AnyQueue::connect(&queue.broker).await?;

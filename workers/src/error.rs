@@ -51,6 +51,12 @@ pub enum Error {
     /// A setting of the worker is invalid.
     #[error("invalid setting: {0}")]
     Config(String),
+    /// A pattern module failed (an index write, an audit, a backfill).
+    #[error(transparent)]
+    Pattern(#[from] tablekit_patterns::Error),
+    /// An audit found drift and was not asked to repair it.
+    #[error("the audit found {0} index entries out of step (run again with --repair)")]
+    Drift(u64),
 }
 
 impl Error {
@@ -59,6 +65,7 @@ impl Error {
         match self {
             Error::Unavailable { .. } => true,
             Error::Store(e) => e.is_retryable(),
+            Error::Pattern(e) => e.is_retryable(),
             _ => false,
         }
     }

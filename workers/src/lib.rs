@@ -33,6 +33,7 @@
 pub mod archive;
 pub mod cli;
 mod error;
+pub mod index;
 pub mod operation;
 pub mod queue;
 pub mod runtime;

@@ -100,6 +100,16 @@ impl From<tablekit_core::Error> for OperationError {
     }
 }
 
+impl From<tablekit_patterns::Error> for OperationError {
+    fn from(e: tablekit_patterns::Error) -> Self {
+        if e.is_retryable() {
+            OperationError::Retryable(e.to_string())
+        } else {
+            OperationError::Permanent(e.to_string())
+        }
+    }
+}
+
 impl From<crate::Error> for OperationError {
     fn from(e: crate::Error) -> Self {
         if e.is_retryable() {

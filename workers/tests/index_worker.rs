@@ -1,0 +1,399 @@
+//! The index worker end to end, as deployed: a writer process killed right after its
+//! commit (before its index work is published) leaves the work in the outbox, and
+//! `tablekit-worker run --queue index` relays and applies it — on the SQLite queue and on
+//! RabbitMQ; writers publishing straight to the queue; `tablekit-worker audit` finding,
+//! reporting (exit code 4) and repairing drift; `tablekit-worker backfill`.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tablekit_core::{AnyStore, IfMatch, TableStore};
+use tablekit_derive::Entity;
+use tablekit_patterns::index::outbox::{self, BoxFuture};
+use tablekit_patterns::index::{IndexOperations, IndexedTable, OutboxSink};
+use tablekit_workers::WorkerConfig;
+use tablekit_workers::index::QueueSink;
+use tablekit_workers::queue::AnyQueue;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "email",
+    partition_key = "{department}",
+    row_key = "email_{email}"
+)]
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
+#[index_entity(
+    name = "last_name",
+    key = "{last_name}",
+    storage = "table",
+    table = "EmployeesByLastName"
+)]
+struct Employee {
+    department: String,
+    id: u32,
+    last_name: String,
+    email: String,
+}
+
+fn employee(id: u32) -> Employee {
+    Employee {
+        department: "Sales".into(),
+        id,
+        last_name: "Jones".into(),
+        email: format!("e{id}@x"),
+    }
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Clients",
+    kind = "Client",
+    partition_key = "{region}",
+    row_key = "c_{id:06}",
+    crate = "tablekit_core"
+)]
+struct ClientV1 {
+    region: String,
+    id: u32,
+    email: String,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Clients",
+    kind = "Client",
+    partition_key = "{region}",
+    row_key = "c_{id:06}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_email",
+    table = "ClientsByEmail",
+    partition_key = "{region}",
+    row_key = "{email}"
+)]
+struct ClientV2 {
+    region: String,
+    id: u32,
+    email: String,
+}
+
+/// A sink that kills its process: the write has committed, its index work is only in
+/// the outbox.
+struct DieOnPublish;
+
+impl OutboxSink for DieOnPublish {
+    fn publish<'a>(
+        &'a self,
+        _: &'a IndexOperations,
+    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+        std::process::abort()
+    }
+}
+
+const CHILD: &str = "TABLEKIT_TEST_WRITER_STORE";
+
+/// In the child process: write employee 1 and die right after the commit.
+#[tokio::test]
+async fn writer_child() {
+    let Ok(store) = std::env::var(CHILD) else {
+        return; // Only meaningful as the child of the kill test.
+    };
+    let store = AnyStore::connect(&store).await.unwrap();
+    let employees = IndexedTable::<Employee, _>::new(store).with_sink(Arc::new(DieOnPublish));
+    employees.open().await.unwrap();
+    employees.insert(&employee(1)).await.unwrap();
+    unreachable!("the sink ends the process");
+}
+
+fn worker() -> Command {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_tablekit-worker"));
+    command.env("RUST_LOG", "warn");
+    command
+}
+
+fn output(command: &mut Command) -> (Option<i32>, String) {
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = command.output().unwrap();
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&stdout),
+        String::from_utf8_lossy(&stderr)
+    );
+    (status.code(), text)
+}
+
+fn spawn_index_worker(store: &str, broker: &str, queue: &str) -> Child {
+    worker()
+        .args([
+            "run", "--queue", queue, "--broker", broker, "--store", store, "--relay",
+        ])
+        .args([
+            "--relay-interval",
+            "1",
+            "--relay-grace-ms",
+            "0",
+            "--backoff-ms",
+            "20",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+fn stop(mut child: Child) {
+    let status = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    assert!(child.wait().unwrap().success(), "the worker stops cleanly");
+}
+
+async fn wait_for(what: &str, mut check: impl AsyncFnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !check().await {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+async fn killed_writer_then_worker(broker: &str, queue: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    // The writer process dies between its commit and publishing the index work.
+    let status = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "writer_child", "--nocapture"])
+        .env(CHILD, &store_url)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .unwrap();
+    assert!(!status.success(), "the writer died");
+    let store = AnyStore::connect(&store_url).await.unwrap();
+    assert!(
+        store
+            .get("Employees", "Sales", "empid_000001", None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .get("Employees", "Sales", "email_e1@x", None)
+            .await
+            .unwrap()
+            .is_some(),
+        "the same-partition copy committed with the primary"
+    );
+    assert!(
+        store
+            .get("EmployeesByEmail", "email_Sales", "e1@x", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(outbox::pending(&store, "Employees").await.unwrap().len(), 1);
+
+    let running = spawn_index_worker(&store_url, broker, queue);
+    wait_for("the relayed copy", async || {
+        store
+            .get("EmployeesByEmail", "email_Sales", "e1@x", None)
+            .await
+            .unwrap()
+            .is_some()
+    })
+    .await;
+    wait_for("the outbox to empty", async || {
+        outbox::pending(&store, "Employees")
+            .await
+            .unwrap()
+            .is_empty()
+    })
+    .await;
+
+    // A live writer publishes straight to the queue; the worker applies it.
+    let sink = QueueSink::open(AnyQueue::connect(broker).await.unwrap(), queue)
+        .await
+        .unwrap();
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
+    employees.open().await.unwrap();
+    for id in 2..=5 {
+        let outcome = employees.insert(&employee(id)).await.unwrap();
+        assert!(outcome.published, "published at once, outbox entry removed");
+    }
+    let mut changed = employee(3);
+    changed.email = "three@x".into();
+    changed.last_name = "Smith".into();
+    employees.upsert(&changed).await.unwrap();
+    employees
+        .delete("Sales", "empid_000004", IfMatch::Any)
+        .await
+        .unwrap();
+    wait_for("every copy", async || {
+        let copies = store
+            .query_all("EmployeesByEmail", tablekit_core::Query::new())
+            .await
+            .unwrap();
+        let mut keys: Vec<String> = copies.into_iter().map(|c| c.row_key).collect();
+        keys.sort();
+        keys == ["e1@x", "e2@x", "e5@x", "three@x"]
+    })
+    .await;
+    wait_for("the id lists", async || {
+        let jones = employees
+            .member_ids("last_name", None, &[&"Jones"])
+            .await
+            .unwrap();
+        let smith = employees
+            .member_ids("last_name", None, &[&"Smith"])
+            .await
+            .unwrap();
+        jones.len() == 3 && smith.len() == 1
+    })
+    .await;
+    stop(running);
+    let (code, text) = output(worker().args([
+        "audit",
+        "--store",
+        &store_url,
+        "--table",
+        "Employees",
+        "--no-progress",
+    ]));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("missing 0, stale 0, orphaned 0"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_writers_index_work_is_relayed_on_the_sqlite_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    killed_writer_then_worker(&broker, "index").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_writers_index_work_is_relayed_on_rabbitmq() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let queue = support::unique("index");
+    killed_writer_then_worker(&url, &queue).await;
+    if let AnyQueue::Rabbit(rabbit) = AnyQueue::connect(&url).await.unwrap() {
+        rabbit
+            .delete_queue(&queue, &WorkerConfig::new(&queue).queue_options())
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let store = AnyStore::connect(&store_url).await.unwrap();
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.unwrap();
+    for id in 1..=4 {
+        employees.insert(&employee(id)).await.unwrap();
+    }
+    store
+        .delete("EmployeesByEmail", "email_Sales", "e2@x", IfMatch::Any)
+        .await
+        .unwrap();
+    let audit = |repair: bool| {
+        let mut command = worker();
+        command.args([
+            "audit",
+            "--store",
+            &store_url,
+            "--table",
+            "Employees",
+            "--no-progress",
+        ]);
+        if repair {
+            command.arg("--repair");
+        }
+        output(&mut command)
+    };
+    let (code, text) = audit(false);
+    assert_eq!(code, Some(4), "{text}");
+    assert!(text.contains("missing 1, stale 0, orphaned 0"), "{text}");
+    assert!(text.contains("Missing\tby_email"), "{text}");
+    let (code, text) = audit(true);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("repaired 1"), "{text}");
+    let (code, text) = audit(false);
+    assert_eq!(code, Some(0), "{text}");
+    let (code, text) =
+        output(worker().args(["audit", "--store", &store_url, "--table", "Nothing"]));
+    assert_eq!(
+        code,
+        Some(2),
+        "an unregistered table is a usage error: {text}"
+    );
+    assert!(text.contains("no registered schema"), "{text}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backfill_command_writes_an_index_declared_later() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let store = AnyStore::connect(&store_url).await.unwrap();
+    let v1 = tablekit_core::typed::Table::<ClientV1, _>::new(store.clone());
+    v1.create().await.unwrap();
+    for id in 1..=7 {
+        v1.insert(&ClientV1 {
+            region: "EU".into(),
+            id,
+            email: format!("c{id}@x"),
+        })
+        .await
+        .unwrap();
+    }
+    let v2 = IndexedTable::<ClientV2, _>::new(store.clone());
+    v2.open().await.unwrap();
+    let (code, text) = output(worker().args([
+        "backfill",
+        "--store",
+        &store_url,
+        "--table",
+        "Clients",
+        "--index",
+        "by_email",
+        "--no-progress",
+    ]));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("7 entries written for 7 primaries"), "{text}");
+    assert_eq!(
+        v2.find("by_email", &[&"EU"], &[&"c6@x"])
+            .await
+            .unwrap()
+            .map(|c| c.id),
+        Some(6)
+    );
+    let (code, text) = output(worker().args([
+        "backfill", "--store", &store_url, "--table", "Clients", "--index", "nope",
+    ]));
+    assert_eq!(code, Some(2), "{text}");
+}
