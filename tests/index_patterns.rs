@@ -143,6 +143,7 @@ struct Tagged {
 }
 
 /// 100 same-partition indexes: a write would need 101 operations in one batch.
+#[allow(clippy::duplicated_attributes)] // Every index shares `partition_key = "{p}"`.
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
     table = "Wide",
@@ -269,6 +270,7 @@ struct ClientV1 {
     email: String,
 }
 
+#[allow(clippy::duplicated_attributes)] // The index shares the entity's `partition_key`.
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
     table = "Clients",
@@ -343,10 +345,7 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
     let copy = raw(&store, "Employees", "Sales", "email_jun@x.com")
         .await
         .expect("copy");
-    assert_eq!(
-        copy.get("FirstName").or(copy.get("first_name")).is_some(),
-        true
-    );
+    assert!(copy.get("FirstName").or(copy.get("first_name")).is_some());
     assert_eq!(
         copy.get("EntityKind"),
         Some(&Value::from("Employee#email")),

@@ -122,7 +122,7 @@ fn entity(pk: &str, i: usize) -> Entity {
             "HireDate",
             DateTime::from_timestamp(1_500_000_000 + (i as i64) * 86_400, 0).unwrap(),
         )
-        .with("Active", i % 3 != 0)
+        .with("Active", !i.is_multiple_of(3))
 }
 
 fn partition(pk: &str, n: usize) -> Vec<Entity> {

@@ -25,8 +25,13 @@ use tablekit_derive::Entity;
 use tablekit_patterns::index::{AuditOptions, IndexedTable};
 
 #[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(table = "Plain", kind = "Employee", partition_key = "{department}",
-         row_key = "empid_{id:06}", crate = "tablekit_core")]
+#[entity(
+    table = "Plain",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}",
+    crate = "tablekit_core"
+)]
 struct Plain {
     department: String,
     id: u32,
@@ -37,9 +42,18 @@ struct Plain {
 }
 
 #[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(table = "Indexed", kind = "Employee", partition_key = "{department}",
-         row_key = "empid_{id:06}", crate = "tablekit_core")]
-#[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+#[entity(
+    table = "Indexed",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "email",
+    partition_key = "{department}",
+    row_key = "email_{email}"
+)]
 struct Indexed {
     department: String,
     id: u32,

@@ -26,14 +26,23 @@ use tablekit_patterns::index::{
     AuditOptions, IndexApplier, IndexOperation, IndexOperations, IndexedTable,
 };
 use tablekit_workers::index::QueueSink;
-use tablekit_workers::queue::Queue;
 use tablekit_workers::queue::rabbit::RabbitQueue;
 use tablekit_workers::{OperationError, Registry, Worker, WorkerConfig};
 
 #[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
-         row_key = "empid_{id:06}", crate = "tablekit_core")]
-#[index(name = "by_email", table = "EmployeesByEmail", partition_key = "email_{department}", row_key = "{email}")]
+#[entity(
+    table = "Employees",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
 struct Employee {
     department: String,
     id: u32,
@@ -85,11 +94,10 @@ fn main() {
                     .map_err(OperationError::from)?;
                 let done = Instant::now();
                 for op in &operations.operations {
-                    if let IndexOperation::PutCopy { source, .. } = op {
-                        if let Some(t0) = started.lock().unwrap().remove(&source.row_key) {
+                    if let IndexOperation::PutCopy { source, .. } = op
+                        && let Some(t0) = started.lock().unwrap().remove(&source.row_key) {
                             lags.lock().unwrap().push(done - t0);
                         }
-                    }
                 }
                 Ok(())
             }

@@ -118,16 +118,16 @@ fn field_models(
     allowed: &[&str],
 ) -> Vec<FieldModel> {
     let rule = rename_all.map(LitStr::value);
-    if let (Some(rule), Some(lit)) = (&rule, rename_all) {
-        if !RENAME_RULES.contains(&rule.as_str()) {
-            cx.error_spanned(
-                lit,
-                format!(
-                    "unknown `rename_all` rule `{rule}`, expected one of {}",
-                    one_of(RENAME_RULES)
-                ),
-            );
-        }
+    if let (Some(rule), Some(lit)) = (&rule, rename_all)
+        && !RENAME_RULES.contains(&rule.as_str())
+    {
+        cx.error_spanned(
+            lit,
+            format!(
+                "unknown `rename_all` rule `{rule}`, expected one of {}",
+                one_of(RENAME_RULES)
+            ),
+        );
     }
     let mut models = Vec::new();
     for field in &fields.named {
@@ -434,10 +434,10 @@ fn check_entity<'a>(
         .kind
         .as_ref()
         .map_or_else(|| input.ident.unraw().to_string(), LitStr::value);
-    if let Some(lit) = &c.kind {
-        if kind.is_empty() {
-            cx.error_spanned(lit, "a kind cannot be empty");
-        }
+    if let Some(lit) = &c.kind
+        && kind.is_empty()
+    {
+        cx.error_spanned(lit, "a kind cannot be empty");
     }
     let version = match &c.version {
         None => Some(1),

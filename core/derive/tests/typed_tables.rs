@@ -69,7 +69,7 @@ fn employee(department: &str, id: u32) -> Employee {
         last_name: format!("Last{}", id % 7),
         age: 20 + (id % 40) as i32,
         email: format!("e{id}@contoso.com"),
-        photo: (id % 2 == 0).then(|| vec![id as u8; 16]),
+        photo: id.is_multiple_of(2).then(|| vec![id as u8; 16]),
     }
 }
 

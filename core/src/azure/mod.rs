@@ -185,12 +185,11 @@ impl AzureTableStore {
         limits::check_table_name(table)?;
         let name = format!("{}{table}", self.table_prefix);
         limits::check_table_name(&name)?;
-        if self.emulator {
-            if let Ok(spellings) = self.spellings.lock() {
-                if let Some(stored) = spellings.get(&name.to_ascii_lowercase()) {
-                    return Ok(stored.clone());
-                }
-            }
+        if self.emulator
+            && let Ok(spellings) = self.spellings.lock()
+            && let Some(stored) = spellings.get(&name.to_ascii_lowercase())
+        {
+            return Ok(stored.clone());
         }
         Ok(name)
     }
@@ -241,10 +240,10 @@ impl AzureTableStore {
                 .map(str::to_owned);
             let body: Json = Self::json(response).await?;
             for table in body["value"].as_array().into_iter().flatten() {
-                if let Some(name) = table["TableName"].as_str() {
-                    if name.starts_with(&self.table_prefix) {
-                        names.push(name.to_owned());
-                    }
+                if let Some(name) = table["TableName"].as_str()
+                    && name.starts_with(&self.table_prefix)
+                {
+                    names.push(name.to_owned());
                 }
             }
             if next.is_none() {

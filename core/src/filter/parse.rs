@@ -527,7 +527,7 @@ fn parse_guid(text: &str) -> Result<Uuid, &'static str> {
 }
 
 fn parse_hex(text: &str) -> Result<Vec<u8>, &'static str> {
-    if text.len() % 2 != 0 {
+    if !text.len().is_multiple_of(2) {
         return Err(EXPECTED_BINARY);
     }
     text.as_bytes()

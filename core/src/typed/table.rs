@@ -366,13 +366,13 @@ impl<R: Record, S: TableStore> Table<R, S> {
     }
 
     fn typed_query(&self, mut query: Query) -> Query {
-        if self.kind_filter {
-            if let Some(kind) = R::kind_filter() {
-                query.filter = Some(match query.filter.take() {
-                    Some(filter) => filter & kind,
-                    None => kind,
-                });
-            }
+        if self.kind_filter
+            && let Some(kind) = R::kind_filter()
+        {
+            query.filter = Some(match query.filter.take() {
+                Some(filter) => filter & kind,
+                None => kind,
+            });
         }
         query
     }

@@ -208,10 +208,10 @@ impl KeyTemplate {
     pub fn fields(&self) -> Vec<&str> {
         let mut names: Vec<&str> = Vec::new();
         for part in self.parts.iter() {
-            if let TemplatePart::Field { name, .. } = part {
-                if !names.contains(&name.as_ref()) {
-                    names.push(name);
-                }
+            if let TemplatePart::Field { name, .. } = part
+                && !names.contains(&name.as_ref())
+            {
+                names.push(name);
             }
         }
         names
@@ -444,14 +444,12 @@ impl KeyTemplate {
                         Some(value) => {
                             let start = prefix.len();
                             self.write_field(name, *value, *format, &mut prefix)?;
-                            if format.fixed_width().is_none() {
-                                if let Some(TemplatePart::Literal(separator)) =
+                            if format.fixed_width().is_none()
+                                && let Some(TemplatePart::Literal(separator)) =
                                     self.parts.get(index + 1)
-                                {
-                                    let separator = separator.chars().next().unwrap_or(char::MAX);
-                                    keys::CompoundKey::new(separator)
-                                        .check_part(&prefix[start..])?;
-                                }
+                            {
+                                let separator = separator.chars().next().unwrap_or(char::MAX);
+                                keys::CompoundKey::new(separator).check_part(&prefix[start..])?;
                             }
                         }
                         None => return Ok((prefix, Some(index))),
@@ -578,15 +576,14 @@ fn parse_parts(source: &str) -> Result<Vec<TemplatePart>, TemplateError> {
                     name: previous,
                     format: previous_format,
                 }) = parts.last()
+                    && previous_format.fixed_width().is_none()
                 {
-                    if previous_format.fixed_width().is_none() {
-                        return Err(error(
-                            at,
-                            format!(
-                                "field `{name}` follows field `{previous}` with no separator; put a separator between them or give `{previous}` a fixed width (`{{{previous}:06}}`)"
-                            ),
-                        ));
-                    }
+                    return Err(error(
+                        at,
+                        format!(
+                            "field `{name}` follows field `{previous}` with no separator; put a separator between them or give `{previous}` a fixed width (`{{{previous}:06}}`)"
+                        ),
+                    ));
                 }
                 parts.push(TemplatePart::Field {
                     name: Cow::Owned(name.to_owned()),

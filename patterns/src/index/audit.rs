@@ -120,6 +120,14 @@ pub struct AuditProgress {
     pub drift: u64,
 }
 
+/// A progress callback.
+pub type ProgressFn = Arc<dyn Fn(&AuditProgress) + Send + Sync>;
+
+/// How a backfill computes a primary's targets for one index (`None`: not a primary of
+/// the type).
+pub(crate) type TargetsFn<'a> =
+    dyn Fn(&EntityRef, &Entity) -> Result<Option<BTreeSet<Target>>> + Sync + 'a;
+
 /// How an audit or backfill runs.
 #[derive(Clone)]
 pub struct AuditOptions {
@@ -130,7 +138,7 @@ pub struct AuditOptions {
     /// The blob store of blob-stored index entities.
     pub blobs: Option<BlobStore>,
     /// Called every [`progress_every`](Self::progress_every) entities.
-    pub progress: Option<Arc<dyn Fn(&AuditProgress) + Send + Sync>>,
+    pub progress: Option<ProgressFn>,
     /// How often progress is reported and the checkpoint saved.
     pub progress_every: u64,
     /// How many findings the report lists (all are counted).
@@ -790,7 +798,7 @@ pub(crate) async fn backfill_with<S: TableStore + Clone>(
     layout: &Layout,
     index: &str,
     options: &AuditOptions,
-    compute: &(dyn Fn(&EntityRef, &Entity) -> Result<Option<BTreeSet<Target>>> + Sync),
+    compute: &TargetsFn<'_>,
 ) -> Result<AuditReport> {
     let mut applier = IndexApplier::new(store.clone());
     if let Some(blobs) = &options.blobs {
@@ -823,7 +831,7 @@ async fn backfill_one<S: TableStore + Clone>(
     index: &str,
     source: &EntityRef,
     mut entity: Entity,
-    compute: &(dyn Fn(&EntityRef, &Entity) -> Result<Option<BTreeSet<Target>>> + Sync),
+    compute: &TargetsFn<'_>,
     report: &mut AuditReport,
 ) -> Result<()> {
     for _ in 0..64 {

@@ -261,10 +261,10 @@ pub fn copy_of(
 /// A copy as its primary's entity type reads it: the kind marker undone, tablekit's
 /// properties removed.
 pub fn as_primary(mut copy: Entity, kind_property: &str) -> Entity {
-    if let Some(Value::String(kind)) = copy.properties.get_mut(kind_property) {
-        if let Some(at) = kind.rfind('#') {
-            kind.truncate(at);
-        }
+    if let Some(Value::String(kind)) = copy.properties.get_mut(kind_property)
+        && let Some(at) = kind.rfind('#')
+    {
+        kind.truncate(at);
     }
     copy.properties.retain(|name, _| !is_hidden(name));
     copy

@@ -205,10 +205,10 @@ impl RabbitQueue {
     async fn publisher(&self) -> Result<Channel> {
         {
             let state = self.inner.state.lock().await;
-            if let Some(channel) = &state.publisher {
-                if channel.status().connected() {
-                    return Ok(channel.clone());
-                }
+            if let Some(channel) = &state.publisher
+                && channel.status().connected()
+            {
+                return Ok(channel.clone());
             }
         }
         let channel = self.channel().await?;
