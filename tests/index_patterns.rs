@@ -301,6 +301,49 @@ struct ClientV2 {
     email: String,
 }
 
+/// A department holding its manager's last name: a denormalised field whose source is
+/// in the same partition.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Department",
+    partition_key = "{department}",
+    row_key = "dept"
+)]
+struct Department {
+    department: String,
+    manager_id: u32,
+    #[entity(denormalized(
+        from = "Employee",
+        partition_key = "{department}",
+        row_key = "empid_{manager_id:06}",
+        property = "last_name"
+    ))]
+    manager_name: Option<String>,
+}
+
+/// A project holding its lead's email: the source is in another table.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Projects",
+    kind = "Project",
+    partition_key = "{code}",
+    row_key = "project"
+)]
+struct Project {
+    code: String,
+    department: String,
+    lead_id: u32,
+    #[entity(denormalized(
+        from = "Employee",
+        table = "Employees",
+        partition_key = "{department}",
+        row_key = "empid_{lead_id:06}",
+        property = "email"
+    ))]
+    lead_email: Option<String>,
+}
+
 /// A sink that keeps every message instead of publishing it (the tests then deliver them
 /// in any order, any number of times).
 #[derive(Clone, Default)]
@@ -1165,7 +1208,135 @@ async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
     assert!(!fresh.resumed, "a finished run leaves no checkpoint");
 }
 
+async fn denormalized_fields_follow_their_source(store: AnyStore) {
+    // The dependents' types are registered first, so the employees' writes track them.
+    let departments = IndexedTable::<Department, _>::new(store.clone()).with_inline_apply();
+    departments.open().await.expect("open");
+    let projects = IndexedTable::<Project, _>::new(store.clone()).with_inline_apply();
+    projects.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let mut lee = employee("Sales", 7, "Lee", "lee@x");
+    employees.insert(&lee).await.expect("insert");
+    employees
+        .insert(&employee("Sales", 8, "Park", "park@x"))
+        .await
+        .expect("insert");
+    let mut sales = Department {
+        department: "Sales".into(),
+        manager_id: 7,
+        manager_name: None,
+    };
+    departments.insert(&sales).await.expect("department");
+    let name = |d: Option<Stored<Department>>| d.and_then(|d| d.value.manager_name);
+    assert_eq!(
+        name(departments.get("Sales", "dept").await.expect("get")),
+        Some("Lee".to_owned()),
+        "filled from the source on write"
+    );
+    projects
+        .insert(&Project {
+            code: "P1".into(),
+            department: "Sales".into(),
+            lead_id: 7,
+            lead_email: None,
+        })
+        .await
+        .expect("project");
+
+    // The source changes: the department (same partition) in the same transaction, the
+    // project (another table) through the worker.
+    lee.last_name = "Li".into();
+    lee.email = "li@x".into();
+    employees.upsert(&lee).await.expect("rename");
+    assert_eq!(
+        name(departments.get("Sales", "dept").await.expect("get")),
+        Some("Li".to_owned())
+    );
+    let project = projects
+        .get("P1", "project")
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(project.lead_email.as_deref(), Some("li@x"));
+
+    // The department's manager changes: the link to the old manager goes.
+    sales.manager_id = 8;
+    departments.upsert(&sales).await.expect("new manager");
+    assert_eq!(
+        name(departments.get("Sales", "dept").await.expect("get")),
+        Some("Park".to_owned())
+    );
+    lee.last_name = "Lee".into();
+    employees.upsert(&lee).await.expect("rename back");
+    assert_eq!(
+        name(departments.get("Sales", "dept").await.expect("get")),
+        Some("Park".to_owned()),
+        "the old manager no longer reaches the department"
+    );
+    let clean = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(clean.is_clean(), "{:#?}", clean.findings);
+
+    // Drift in a copied value is found and repaired.
+    let mut raw_dept = raw(&store, "Employees", "Sales", "dept")
+        .await
+        .expect("dept");
+    raw_dept
+        .properties
+        .insert("manager_name".into(), Value::from("Wrong"));
+    store
+        .insert_or_replace("Employees", raw_dept)
+        .await
+        .expect("drift");
+    let found = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert_eq!(found.stale, 1, "{:#?}", found.findings);
+    let repaired = employees
+        .audit(&AuditOptions {
+            repair: true,
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("repair");
+    assert_eq!(repaired.repaired, 1);
+    assert_eq!(
+        name(departments.get("Sales", "dept").await.expect("get")),
+        Some("Park".to_owned())
+    );
+    // Deleting the department removes its link.
+    departments
+        .delete("Sales", "dept", IfMatch::Any)
+        .await
+        .expect("delete");
+    let links = store
+        .query_all(
+            "Employees",
+            Query::with_filter(filter::prop("EntityKind").eq("TablekitLink")),
+        )
+        .await
+        .expect("links");
+    let dependents: Vec<&Value> = links.iter().filter_map(|l| l.get("Dependent")).collect();
+    assert_eq!(
+        dependents,
+        [&Value::from(
+            "{\"table\":\"Projects\",\"partition_key\":\"P1\",\"row_key\":\"project\"}"
+        )],
+        "only the project's link is left"
+    );
+    let project_audit = projects
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(project_audit.is_clean(), "{:#?}", project_audit.findings);
+}
+
 on_backends!(
+    denormalized_fields_follow_their_source,
     intra_partition_copies_follow_every_write,
     email_ranges_come_back_in_index_order,
     a_taken_index_value_is_refused_and_nothing_is_written,

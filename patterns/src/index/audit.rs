@@ -26,6 +26,7 @@ use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::KeyTemplate;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
 
+use super::links;
 use super::members::{
     self, PageIds, list_blob_lists, read_blob_members, read_partition_pages, read_table_members,
 };
@@ -422,6 +423,8 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             report.checked += 1;
             self.check_copy_claimed(table, &entity, &source, report)
                 .await?;
+        } else if links::is_link(&entity) {
+            self.check_link_claimed(table, &entity, report).await?;
         } else if matches!(entity.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == INDEX_ENTITY_KIND)
         {
             self.check_page(table, &entity, report).await?;
@@ -492,6 +495,49 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
                     },
                 );
             }
+            Target::Denormalized {
+                property,
+                source: from,
+                source_property,
+            } => {
+                if from == source {
+                    return Ok(());
+                }
+                let link = links::link_ref(source, property, from);
+                let link_found = self.get(&link).await?.is_some();
+                let value_ok = match self.get(from).await? {
+                    Some(f) => {
+                        primary.properties.get(property) == f.properties.get(source_property)
+                    }
+                    None => true,
+                };
+                let drift = match (link_found, value_ok) {
+                    (true, true) => return Ok(()),
+                    (false, _) => Drift::Missing,
+                    (true, false) => Drift::Stale,
+                };
+                let repaired = if self.options.repair {
+                    self.applier
+                        .put_link(source, property, from, source_property)
+                        .await?;
+                    self.applier
+                        .sync_denormalized(source, property, from, source_property)
+                        .await?;
+                    true
+                } else {
+                    false
+                };
+                self.record(
+                    report,
+                    Finding {
+                        drift,
+                        index: property.clone(),
+                        source: Some(source.clone()),
+                        target: format!("`{property}` copied from {from}"),
+                        repaired,
+                    },
+                );
+            }
             Target::Member {
                 index,
                 storage,
@@ -523,6 +569,77 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
                 );
             }
         }
+        Ok(())
+    }
+
+    async fn get(&self, at: &EntityRef) -> Result<Option<Entity>> {
+        match self
+            .store()
+            .get(&at.table, &at.partition_key, &at.row_key, None)
+            .await
+        {
+            Ok(found) => Ok(found),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn check_link_claimed(
+        &mut self,
+        table: &str,
+        entity: &Entity,
+        report: &mut AuditReport,
+    ) -> Result<()> {
+        report.checked += 1;
+        let link = links::read_link(table, entity)?;
+        let claim = Target::Denormalized {
+            property: link.property.clone(),
+            source: link.source.clone(),
+            source_property: link.source_property.clone(),
+        };
+        if self
+            .record_of(&link.dependent)
+            .await?
+            .is_some_and(|r| r.targets.contains(&claim))
+        {
+            return Ok(());
+        }
+        let repaired = if self.options.repair {
+            let if_match = link.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            match self
+                .store()
+                .delete(
+                    &link.at.table,
+                    &link.at.partition_key,
+                    &link.at.row_key,
+                    if_match,
+                )
+                .await
+            {
+                Ok(()) => true,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::NotFound | ErrorKind::PreconditionFailed
+                    ) =>
+                {
+                    false
+                }
+                Err(e) => return Err(e.into()),
+            }
+        } else {
+            false
+        };
+        self.record(
+            report,
+            Finding {
+                drift: Drift::Orphaned,
+                index: link.property.clone(),
+                source: Some(link.dependent.clone()),
+                target: format!("link at {}", link.at),
+                repaired,
+            },
+        );
         Ok(())
     }
 
@@ -923,6 +1040,33 @@ async fn apply_target<S: TableStore>(
                 .await
         }
         (Target::Copy { at, .. }, false) => applier.delete_copy(source, None, at).await,
+        (
+            Target::Denormalized {
+                property,
+                source: from,
+                source_property,
+            },
+            true,
+        ) => {
+            applier
+                .put_link(source, property, from, source_property)
+                .await?;
+            applier
+                .sync_denormalized(source, property, from, source_property)
+                .await?;
+            Ok(Applied::Changed)
+        }
+        (Target::Denormalized { .. }, false) => {
+            applier
+                .apply(&super::operation::IndexOperation::for_target(
+                    source,
+                    version,
+                    target,
+                    false,
+                    &layout.kind_property,
+                ))
+                .await
+        }
         (
             Target::Member {
                 index,

@@ -70,6 +70,22 @@ pub enum IndexOperation {
         /// The indexed value.
         value: String,
     },
+    /// Bring `dependent`'s copy of `source`'s property up to date (a denormalised field).
+    SyncDenormalized {
+        /// The entity holding the copy.
+        dependent: EntityRef,
+        /// Its property.
+        property: String,
+        /// The entity the value comes from.
+        source: EntityRef,
+        /// The source's property.
+        source_property: String,
+    },
+    /// Delete a denormalisation link that no longer applies.
+    RemoveLink {
+        /// The link entity.
+        link: EntityRef,
+    },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
         /// The primary.
@@ -118,6 +134,29 @@ impl IndexOperation {
                 version,
                 index: index.clone(),
                 target: at.clone(),
+            },
+            (
+                Target::Denormalized {
+                    property,
+                    source: from,
+                    source_property,
+                },
+                true,
+            ) => IndexOperation::SyncDenormalized {
+                dependent: source.clone(),
+                property: property.clone(),
+                source: from.clone(),
+                source_property: source_property.clone(),
+            },
+            (
+                Target::Denormalized {
+                    property,
+                    source: from,
+                    ..
+                },
+                false,
+            ) => IndexOperation::RemoveLink {
+                link: super::links::link_ref(source, property, from),
             },
             (
                 Target::Member {
@@ -290,7 +329,119 @@ impl<S: TableStore> IndexApplier<S> {
                 )
                 .await
             }
+            IndexOperation::SyncDenormalized {
+                dependent,
+                property,
+                source,
+                source_property,
+            } => {
+                self.sync_denormalized(dependent, property, source, source_property)
+                    .await
+            }
+            IndexOperation::RemoveLink { link } => {
+                match self
+                    .store
+                    .delete_if_exists(&link.table, &link.partition_key, &link.row_key)
+                    .await
+                {
+                    Ok(true) => Ok(Applied::Changed),
+                    Ok(false) => Ok(Applied::Unchanged),
+                    Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Applied::Unchanged),
+                    Err(e) => Err(e.into()),
+                }
+            }
         }
+    }
+
+    /// Writes the link of a denormalised field beside its source (idempotent).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn put_link(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<()> {
+        let link = super::links::link_entity(dependent, property, source, source_property);
+        match self
+            .store
+            .insert_or_replace(&source.table, link.clone())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                self.store.create_table_if_not_exists(&source.table).await?;
+                self.store.insert_or_replace(&source.table, link).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Copies `source`'s property into `dependent`'s, if the dependent still declares
+    /// that source; again when the source changed meanwhile, so the last run leaves the
+    /// source's latest value.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    pub async fn sync_denormalized(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<Applied> {
+        let claim = Target::Denormalized {
+            property: property.to_owned(),
+            source: source.clone(),
+            source_property: source_property.to_owned(),
+        };
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(from) = get_or_none(&self.store, source).await? else {
+                return Ok(Applied::Unchanged);
+            };
+            let Some(current) = get_or_none(&self.store, dependent).await? else {
+                return Ok(Applied::Superseded);
+            };
+            let claims = IndexRecord::read(&current)?.is_some_and(|r| r.targets.contains(&claim));
+            if !claims {
+                return Ok(Applied::Superseded);
+            }
+            let value = from.properties.get(source_property);
+            if current.properties.get(property) == value {
+                return Ok(Applied::Unchanged);
+            }
+            let if_match = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            let op = match value {
+                Some(value) => {
+                    let mut patch = Entity::new(&dependent.partition_key, &dependent.row_key);
+                    patch.properties.insert(property.to_owned(), value.clone());
+                    WriteOp::Merge(patch, if_match)
+                }
+                None => {
+                    let mut whole = current.clone();
+                    whole.properties.shift_remove(property);
+                    WriteOp::Replace(whole, if_match)
+                }
+            };
+            match self.store.execute(&dependent.table, op).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Superseded),
+                Err(e) => return Err(e.into()),
+            }
+            // The source may have changed while the copy was written: copy again.
+            let again = get_or_none(&self.store, source).await?;
+            if again.and_then(|a| a.etag) == from.etag {
+                return Ok(Applied::Changed);
+            }
+        }
+        Err(Error::Contention {
+            what: format!("denormalised `{property}` of {dependent}"),
+            attempts: MAX_ATTEMPTS,
+        })
     }
 
     /// Writes the copy of `source` at `target` from the primary's current state, if the

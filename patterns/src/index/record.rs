@@ -113,6 +113,16 @@ pub enum Target {
         #[serde(default, skip_serializing_if = "Option::is_none")]
         properties: Option<Vec<String>>,
     },
+    /// A denormalised property of the primary, copied from another entity (the source);
+    /// a link entity beside the source names the primary, so the source's writes reach it.
+    Denormalized {
+        /// The primary's property holding the copy.
+        property: String,
+        /// The entity the value comes from.
+        source: EntityRef,
+        /// The source's property.
+        source_property: String,
+    },
     /// The primary's membership in the id list of a value (an index entity).
     Member {
         /// The index entity.
@@ -132,6 +142,7 @@ impl Target {
     pub fn index(&self) -> &str {
         match self {
             Target::Copy { index, .. } | Target::Member { index, .. } => index,
+            Target::Denormalized { property, .. } => property,
         }
     }
 
@@ -142,6 +153,9 @@ impl Target {
                 at.table == source.table && at.partition_key == source.partition_key
             }
             Target::Member { storage, .. } => *storage == MemberStorage::Partition,
+            Target::Denormalized { source: from, .. } => {
+                from.table == source.table && from.partition_key == source.partition_key
+            }
         }
     }
 }
@@ -311,6 +325,23 @@ pub struct MemberLayout {
     pub storage: MemberStorage,
 }
 
+/// One declared denormalised field, with its templates parsed.
+#[derive(Clone, Debug)]
+pub struct DenormalizedLayout {
+    /// The property holding the copy.
+    pub property: String,
+    /// The kind of the source.
+    pub from_kind: String,
+    /// The source's table; the primary's when `None`.
+    pub table: Option<String>,
+    /// The source's PartitionKey, from the primary's fields.
+    pub partition_key: KeyTemplate,
+    /// The source's RowKey, from the primary's fields.
+    pub row_key: KeyTemplate,
+    /// The source's property.
+    pub source_property: String,
+}
+
 /// The indexes and index entities of an entity type: what its primaries keep in step.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -324,6 +355,8 @@ pub struct Layout {
     pub indexes: Vec<IndexLayout>,
     /// The index entities.
     pub members: Vec<MemberLayout>,
+    /// The denormalised fields.
+    pub denormalized: Vec<DenormalizedLayout>,
 }
 
 impl Layout {
@@ -358,6 +391,18 @@ impl Layout {
                     key: m.key.clone(),
                     table: m.table.map(str::to_owned),
                     storage: m.storage.into(),
+                })
+                .collect(),
+            denormalized: schema
+                .denormalized
+                .iter()
+                .map(|d| DenormalizedLayout {
+                    property: d.property.to_owned(),
+                    from_kind: d.from_kind.to_owned(),
+                    table: d.table.map(str::to_owned),
+                    partition_key: d.partition_key.clone(),
+                    row_key: d.row_key.clone(),
+                    source_property: d.source_property.to_owned(),
                 })
                 .collect(),
         }
@@ -413,12 +458,28 @@ impl Layout {
                 value: render(&member.key, KeyKind::RowKey)?,
             });
         }
+        for field in &self.denormalized {
+            if only.is_some_and(|o| o != field.property) {
+                continue;
+            }
+            targets.insert(Target::Denormalized {
+                property: field.property.clone(),
+                source: EntityRef::new(
+                    field.table.clone().unwrap_or_else(|| source.table.clone()),
+                    render(&field.partition_key, KeyKind::PartitionKey)?,
+                    render(&field.row_key, KeyKind::RowKey)?,
+                ),
+                source_property: field.source_property.clone(),
+            });
+        }
         Ok(targets)
     }
 
     /// Whether the layout declares an index or index entity of that name.
     pub fn declares(&self, name: &str) -> bool {
-        self.indexes.iter().any(|i| i.name == name) || self.members.iter().any(|m| m.name == name)
+        self.indexes.iter().any(|i| i.name == name)
+            || self.members.iter().any(|m| m.name == name)
+            || self.denormalized.iter().any(|d| d.property == name)
     }
 
     /// The tables other than the primaries' that hold copies or id lists.

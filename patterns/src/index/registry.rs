@@ -8,7 +8,7 @@ use tablekit_core::limits::{self, KeyKind};
 use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
-use super::record::{IndexLayout, Layout, MemberLayout, MemberStorage};
+use super::record::{DenormalizedLayout, IndexLayout, Layout, MemberLayout, MemberStorage};
 use crate::error::{Error, Result};
 
 /// The table holding the registry.
@@ -45,6 +45,23 @@ pub struct MemberDecl {
     pub storage: MemberStorage,
 }
 
+/// A declared denormalised field, as registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DenormalizedDecl {
+    /// The property holding the copy.
+    pub property: String,
+    /// The kind of the source.
+    pub from_kind: String,
+    /// The source's table, when not the primaries'.
+    pub table: Option<String>,
+    /// The source's PartitionKey template.
+    pub partition_key: String,
+    /// The source's RowKey template.
+    pub row_key: String,
+    /// The source's property.
+    pub source_property: String,
+}
+
 /// What one entity type of a table declares.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaRecord {
@@ -60,6 +77,9 @@ pub struct SchemaRecord {
     pub indexes: Vec<IndexDecl>,
     /// The index entities.
     pub members: Vec<MemberDecl>,
+    /// The denormalised fields.
+    #[serde(default)]
+    pub denormalized: Vec<DenormalizedDecl>,
 }
 
 impl SchemaRecord {
@@ -96,6 +116,18 @@ impl SchemaRecord {
                     key: m.key.source().to_owned(),
                     table: m.table.clone(),
                     storage: m.storage,
+                })
+                .collect(),
+            denormalized: layout
+                .denormalized
+                .iter()
+                .map(|d| DenormalizedDecl {
+                    property: d.property.clone(),
+                    from_kind: d.from_kind.clone(),
+                    table: d.table.clone(),
+                    partition_key: d.partition_key.source().to_owned(),
+                    row_key: d.row_key.source().to_owned(),
+                    source_property: d.source_property.clone(),
                 })
                 .collect(),
         }
@@ -137,6 +169,20 @@ impl SchemaRecord {
                         key: parse(&m.key)?,
                         table: m.table.clone(),
                         storage: m.storage,
+                    })
+                })
+                .collect::<Result<_>>()?,
+            denormalized: self
+                .denormalized
+                .iter()
+                .map(|d| {
+                    Ok(DenormalizedLayout {
+                        property: d.property.clone(),
+                        from_kind: d.from_kind.clone(),
+                        table: d.table.clone(),
+                        partition_key: parse(&d.partition_key)?,
+                        row_key: parse(&d.row_key)?,
+                        source_property: d.source_property.clone(),
                     })
                 })
                 .collect::<Result<_>>()?,

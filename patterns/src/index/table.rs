@@ -17,6 +17,7 @@
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -26,7 +27,11 @@ use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{
     EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, render_key,
 };
-use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+use tablekit_core::{
+    Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter,
+};
+
+use super::links::links_of;
 
 use super::audit::{AuditOptions, AuditReport};
 use super::members::{
@@ -70,6 +75,16 @@ enum Role {
     DroppedCopy(EntityRef),
     Page,
     Outbox,
+    /// An unchanged source of a denormalised field, under the ETag its value was read at.
+    Guard,
+    /// A dependent's denormalised field, or a stale link.
+    Dependent,
+}
+
+/// What a write does to the entities that copy one of its properties.
+struct DependentWork {
+    ops: Vec<WriteOp>,
+    operations: Vec<IndexOperation>,
 }
 
 /// A typed table that keeps the indexes and index entities its entity type declares.
@@ -108,6 +123,7 @@ pub struct IndexedTable<E, S> {
     verify: bool,
     max_attempts: usize,
     lookup_concurrency: usize,
+    track_dependents: Arc<AtomicBool>,
 }
 
 impl<E, S: Clone> Clone for IndexedTable<E, S> {
@@ -120,6 +136,7 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
             verify: self.verify,
             max_attempts: self.max_attempts,
             lookup_concurrency: self.lookup_concurrency,
+            track_dependents: Arc::clone(&self.track_dependents),
         }
     }
 }
@@ -147,7 +164,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             verify: false,
             max_attempts: 64,
             lookup_concurrency: 16,
+            track_dependents: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Writes look for entities that copy one of this type's properties
+    /// (`#[entity(denormalized(from = "<this kind>", …))]` on another type) and update
+    /// them. [`open`](Self::open) turns it on when the registry holds such a type.
+    pub fn track_dependents(self, on: bool) -> Self {
+        self.track_dependents.store(on, Ordering::Relaxed);
+        self
     }
 
     /// The same table under another name (copies in the primaries' table follow it).
@@ -221,7 +247,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         }
         SchemaRecord::of(E::schema(), self.table.name())
             .register(store)
-            .await
+            .await?;
+        let copied = SchemaRecord::list(store, None).await?.iter().any(|s| {
+            s.denormalized
+                .iter()
+                .any(|d| d.from_kind == self.layout.kind)
+        });
+        if copied {
+            self.track_dependents.store(true, Ordering::Relaxed);
+        }
+        Ok(())
     }
 
     /// Inserts a value and its index entries; `AlreadyExists` when its keys are taken,
@@ -310,6 +345,25 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             }
             _ => None,
         };
+        // Links beside sources in other partitions come first: a source written after
+        // this point finds the link, one written before is read below.
+        if value.is_some() {
+            let applier = IndexApplier::new(self.table.store().clone());
+            for target in &new_targets {
+                if let Target::Denormalized {
+                    property,
+                    source: from,
+                    source_property,
+                } = target
+                {
+                    if !target.is_atomic(&source) {
+                        applier
+                            .put_link(&source, property, from, source_property)
+                            .await?;
+                    }
+                }
+            }
+        }
         let mut missing: HashSet<EntityRef> = HashSet::new();
         for attempt in 0..self.max_attempts {
             if attempt > 0 {
@@ -344,15 +398,24 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             };
             let version = next_version(old_record.as_ref().map(|r| r.version));
             let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
+            let mut entity = new_entity.clone();
+            let guards = self
+                .read_sources(&source, entity.as_mut(), &new_targets)
+                .await?;
+            let dependents = self
+                .dependents(&source, entity.as_ref(), old.as_ref())
+                .await?;
             let (batch, roles, outbox) = self
                 .plan(
                     &source,
                     version,
-                    new_entity.as_ref(),
+                    entity.as_ref(),
                     &new_targets,
                     old.as_ref(),
                     &old_targets,
                     &missing,
+                    guards,
+                    dependents,
                 )
                 .await?;
             batch.check().map_err(tablekit_core::Error::from)?;
@@ -401,7 +464,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                             missing.insert(at.clone());
                         }
                         (
-                            Some(Role::Primary | Role::Page | Role::Outbox | Role::KeptCopy),
+                            Some(
+                                Role::Primary
+                                | Role::Page
+                                | Role::Outbox
+                                | Role::KeptCopy
+                                | Role::Guard
+                                | Role::Dependent,
+                            ),
                             ErrorKind::PreconditionFailed
                             | ErrorKind::AlreadyExists
                             | ErrorKind::NotFound,
@@ -444,6 +514,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         old: Option<&Entity>,
         old_targets: &BTreeSet<Target>,
         missing: &HashSet<EntityRef>,
+        guards: Vec<(EntityRef, ETag)>,
+        dependents: DependentWork,
     ) -> Result<(Batch, Vec<Role>, Option<IndexOperations>)> {
         let kind_property = &self.layout.kind_property;
         let mut batch = Batch::new();
@@ -519,8 +591,34 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     true,
                     kind_property,
                 )),
+                Target::Denormalized {
+                    property,
+                    source: from,
+                    source_property,
+                } if !kept && target.is_atomic(source) && from != source => {
+                    batch.insert_or_replace(super::links::link_entity(
+                        source,
+                        property,
+                        from,
+                        source_property,
+                    ));
+                    roles.push(Role::KeptCopy);
+                }
+                Target::Denormalized { .. } => {}
             }
         }
+        for (from, etag) in guards {
+            batch.merge(
+                Entity::new(from.partition_key, from.row_key),
+                IfMatch::ETag(etag),
+            );
+            roles.push(Role::Guard);
+        }
+        for op in dependents.ops {
+            batch.push(op);
+            roles.push(Role::Dependent);
+        }
+        operations.extend(dependents.operations);
         for target in old_targets.difference(new_targets) {
             match target {
                 Target::Copy { at, .. } if target.is_atomic(source) => {
@@ -533,6 +631,17 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     storage: MemberStorage::Partition,
                     ..
                 } => {}
+                Target::Denormalized {
+                    property,
+                    source: from,
+                    ..
+                } if target.is_atomic(source) => {
+                    let link = super::links::link_ref(source, property, from);
+                    if from != source && !missing.contains(&link) {
+                        batch.delete(&link.partition_key, &link.row_key, IfMatch::Any);
+                        roles.push(Role::DroppedCopy(link));
+                    }
+                }
                 _ => operations.push(IndexOperation::for_target(
                     source,
                     version,
@@ -588,6 +697,123 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             Some(operations)
         };
         Ok((batch, roles, outbox))
+    }
+
+    /// Sets each denormalised field of `entity` from its source's current value and
+    /// returns the ETags of the sources in this partition, which the write's transaction
+    /// requires unchanged.
+    async fn read_sources(
+        &self,
+        source: &EntityRef,
+        entity: Option<&mut Entity>,
+        targets: &BTreeSet<Target>,
+    ) -> Result<Vec<(EntityRef, ETag)>> {
+        let Some(entity) = entity else {
+            return Ok(Vec::new());
+        };
+        let mut guards: Vec<(EntityRef, ETag)> = Vec::new();
+        for target in targets {
+            let Target::Denormalized {
+                property,
+                source: from,
+                source_property,
+            } = target
+            else {
+                continue;
+            };
+            if from == source {
+                continue;
+            }
+            let found = match self
+                .table
+                .store()
+                .get(&from.table, &from.partition_key, &from.row_key, None)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+                Err(e) => return Err(e.into()),
+            };
+            let Some(found) = found else { continue };
+            if let Some(value) = found.properties.get(source_property) {
+                entity.properties.insert(property.clone(), value.clone());
+            }
+            if target.is_atomic(source) && !guards.iter().any(|(r, _)| r == from) {
+                if let Some(etag) = found.etag {
+                    guards.push((from.clone(), etag));
+                }
+            }
+        }
+        Ok(guards)
+    }
+
+    /// The updates of the entities that copy a changed property of this one: merges in
+    /// this transaction for those in the partition, worker operations for the others.
+    async fn dependents(
+        &self,
+        source: &EntityRef,
+        entity: Option<&Entity>,
+        old: Option<&Entity>,
+    ) -> Result<DependentWork> {
+        let mut work = DependentWork {
+            ops: Vec::new(),
+            operations: Vec::new(),
+        };
+        let (Some(entity), true) = (entity, self.track_dependents.load(Ordering::Relaxed)) else {
+            return Ok(work);
+        };
+        for link in links_of(self.table.store(), source).await? {
+            let value = entity.properties.get(&link.source_property);
+            let before = old.and_then(|o| o.properties.get(&link.source_property));
+            if (old.is_some() && value == before) || link.dependent == *source {
+                continue;
+            }
+            let same_partition = link.dependent.table == source.table
+                && link.dependent.partition_key == source.partition_key;
+            if !same_partition {
+                work.operations.push(IndexOperation::SyncDenormalized {
+                    dependent: link.dependent,
+                    property: link.property,
+                    source: source.clone(),
+                    source_property: link.source_property,
+                });
+                continue;
+            }
+            let claim = Target::Denormalized {
+                property: link.property.clone(),
+                source: source.clone(),
+                source_property: link.source_property.clone(),
+            };
+            let dependent = self
+                .table
+                .store()
+                .get(
+                    &link.dependent.table,
+                    &link.dependent.partition_key,
+                    &link.dependent.row_key,
+                    None,
+                )
+                .await?;
+            let claimed = match &dependent {
+                Some(d) => IndexRecord::read(d)?.is_some_and(|r| r.targets.contains(&claim)),
+                None => false,
+            };
+            match (dependent, claimed, value) {
+                (Some(d), true, Some(value)) => {
+                    let mut patch = Entity::new(d.partition_key, d.row_key);
+                    patch.properties.insert(link.property, value.clone());
+                    let if_match = d.etag.map_or(IfMatch::Any, IfMatch::ETag);
+                    work.ops.push(WriteOp::Merge(patch, if_match));
+                }
+                (_, true, None) => {}
+                _ => work.ops.push(WriteOp::Delete {
+                    partition_key: link.at.partition_key,
+                    row_key: link.at.row_key,
+                    if_match: link.etag.map_or(IfMatch::Any, IfMatch::ETag),
+                }),
+            }
+        }
+        Ok(work)
     }
 
     async fn publish(
