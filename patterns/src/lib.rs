@@ -2,7 +2,45 @@
 //! [`TableStore`](tablekit_core::TableStore).
 //!
 //! - [`index`]: secondary indexes (same partition, other partition or table), index
-//!   entities, the transactional outbox and its relay, audit, repair and backfill.
+//!   entities, denormalised fields, the transactional outbox and its relay, audit, repair
+//!   and backfill.
+//!
+//! ```
+//! use tablekit_core::MemoryStore;
+//! use tablekit_derive::Entity;
+//! use tablekit_patterns::index::{AuditOptions, IndexedTable};
+//!
+//! #[derive(Entity, Clone, Debug, PartialEq)]
+//! #[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
+//!          row_key = "empid_{id:06}", crate = "tablekit_core")]
+//! #[index(name = "by_email", table = "EmployeesByEmail", partition_key = "{department}",
+//!         row_key = "{email}")]
+//! #[index_entity(name = "last_name", key = "{last_name}")]
+//! struct Employee {
+//!     department: String,
+//!     id: u32,
+//!     last_name: String,
+//!     email: String,
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! // In process: the other table's copies are written right after each commit.
+//! let employees = IndexedTable::<Employee, _>::new(MemoryStore::new()).with_inline_apply();
+//! employees.open().await?;
+//! for (id, last_name) in [(1, "Jones"), (2, "Jones"), (3, "Smith")] {
+//!     let email = format!("e{id}@contoso.com");
+//!     employees
+//!         .insert(&Employee { department: "Sales".into(), id, last_name: last_name.into(), email })
+//!         .await?;
+//! }
+//! let hit = employees.find("by_email", &[&"Sales"], &[&"e3@contoso.com"]).await?;
+//! assert_eq!(hit.map(|e| e.id), Some(3));
+//! let joneses = employees.member_ids("last_name", Some("Sales"), &[&"Jones"]).await?;
+//! assert_eq!(joneses.len(), 2);
+//! assert!(employees.audit(&AuditOptions::default()).await?.is_clean());
+//! # Ok::<_, tablekit_patterns::Error>(())
+//! # }).unwrap();
+//! ```
 
 mod error;
 pub mod index;

@@ -7,7 +7,7 @@
 //! Composition: [`IndexedTable`] wraps a typed [`Table`](tablekit_core::typed::Table)
 //! over any store; it writes the atomic parts itself and hands the rest to an
 //! [`OutboxSink`] (a queue, or [`InlineSink`]); the worker applies the messages with an
-//! [`IndexApplier`]; the [`Relay`] publishes what a crash left in the outbox; [`audit`]
+//! [`IndexApplier`]; the [`Relay`] publishes what a crash left in the outbox; [`audit()`]
 //! checks every primary against what it should have.
 
 pub mod audit;

@@ -355,12 +355,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     source: from,
                     source_property,
                 } = target
+                    && !target.is_atomic(&source)
                 {
-                    if !target.is_atomic(&source) {
-                        applier
-                            .put_link(&source, property, from, source_property)
-                            .await?;
-                    }
+                    applier
+                        .put_link(&source, property, from, source_property)
+                        .await?;
                 }
             }
         }
@@ -738,10 +737,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             if let Some(value) = found.properties.get(source_property) {
                 entity.properties.insert(property.clone(), value.clone());
             }
-            if target.is_atomic(source) && !guards.iter().any(|(r, _)| r == from) {
-                if let Some(etag) = found.etag {
-                    guards.push((from.clone(), etag));
-                }
+            if target.is_atomic(source)
+                && !guards.iter().any(|(r, _)| r == from)
+                && let Some(etag) = found.etag
+            {
+                guards.push((from.clone(), etag));
             }
         }
         Ok(guards)
@@ -1111,7 +1111,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// table's blob store is used unless the options name one.
     ///
     /// # Errors
-    /// As [`audit`](super::audit).
+    /// As [`audit()`](super::audit()).
     pub async fn audit(&self, options: &AuditOptions) -> Result<AuditReport> {
         let mut options = options.clone();
         if options.blobs.is_none() {
