@@ -7,8 +7,8 @@
 //! `cargo bench -p tablekit-patterns --bench index_overhead` (`BENCH_INSERTS` per path
 //! and round, default 2000; `BENCH_ROUNDS`, default 5; `BENCH_STORE`, a store connection
 //! string, default a fresh SQLite file — `azure:UseDevelopmentStorage=true` measures
-//! Azurite, with the `azure` feature). Rounds alternate the two paths; the medians are
-//! printed.
+//! Azurite, with the `azure` feature; `BENCH_SYNC=full` opens the SQLite file with
+//! `synchronous=FULL`). Rounds alternate the two paths; the medians are printed.
 
 #![allow(
     missing_docs,
@@ -19,8 +19,9 @@
 
 use std::time::Instant;
 
-use tablekit_core::AnyStore;
+use tablekit_core::sqlite::Synchronous;
 use tablekit_core::typed::Table;
+use tablekit_core::{AnyStore, SqliteOptions, SqliteStore};
 use tablekit_derive::Entity;
 use tablekit_patterns::index::{AuditOptions, IndexedTable};
 
@@ -81,15 +82,31 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
         let dir = tempfile::tempdir().unwrap();
-        let url = std::env::var("BENCH_STORE")
-            .unwrap_or_else(|_| format!("sqlite:{}", dir.path().join("bench.db").display()));
-        let url = if url.starts_with("azure:") {
-            format!("{url};TablePrefix=b{}", uuid::Uuid::new_v4().simple())
-        } else {
-            url
+        let store = match std::env::var("BENCH_STORE") {
+            Ok(url) => {
+                let url = if url.starts_with("azure:") {
+                    format!("{url};TablePrefix=b{}", uuid::Uuid::new_v4().simple())
+                } else {
+                    url
+                };
+                println!("store: {}", url.split(';').next().unwrap_or_default());
+                AnyStore::connect(&url).await.unwrap()
+            }
+            Err(_) => {
+                // `BENCH_SYNC=full`: every commit on disk before it returns.
+                let full = std::env::var("BENCH_SYNC").is_ok_and(|s| s == "full");
+                let options = SqliteOptions {
+                    synchronous: if full { Synchronous::Full } else { Synchronous::Normal },
+                    ..SqliteOptions::default()
+                };
+                println!("store: SQLite file, synchronous={}", if full { "FULL" } else { "NORMAL" });
+                AnyStore::Sqlite(
+                    SqliteStore::open_with(dir.path().join("bench.db"), options)
+                        .await
+                        .unwrap(),
+                )
+            }
         };
-        let store = AnyStore::connect(&url).await.unwrap();
-        println!("store: {}", url.split(';').next().unwrap_or_default());
         let plain = Table::<Plain, _>::new(store.clone());
         plain.create().await.unwrap();
         let indexed = IndexedTable::<Indexed, _>::new(store.clone());
