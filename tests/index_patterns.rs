@@ -344,6 +344,37 @@ struct Project {
     lead_email: Option<String>,
 }
 
+/// Two versions of one type whose index carries other properties.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Notes",
+    kind = "Note",
+    partition_key = "{owner}",
+    row_key = "n_{id:06}"
+)]
+#[index(name = "by_title", partition_key = "{owner}", row_key = "t_{title}", properties = ["title"])]
+struct NoteV1 {
+    owner: String,
+    id: u32,
+    title: String,
+    body: String,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Notes",
+    kind = "Note",
+    partition_key = "{owner}",
+    row_key = "n_{id:06}"
+)]
+#[index(name = "by_title", partition_key = "{owner}", row_key = "t_{title}", properties = ["title", "body"])]
+struct NoteV2 {
+    owner: String,
+    id: u32,
+    title: String,
+    body: String,
+}
+
 /// A sink that keeps every message instead of publishing it (the tests then deliver them
 /// in any order, any number of times).
 #[derive(Clone, Default)]
@@ -1335,7 +1366,139 @@ async fn denormalized_fields_follow_their_source(store: AnyStore) {
     assert!(project_audit.is_clean(), "{:#?}", project_audit.findings);
 }
 
+async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    employees
+        .insert(&employee("Sales", 7, "Lee", "lee@x"))
+        .await
+        .expect("source");
+    let sink = RecordingSink::default();
+    let projects = IndexedTable::<Project, _>::new(store.clone()).with_sink(Arc::new(sink.clone()));
+    projects.open().await.expect("open");
+    let project = Project {
+        code: "P9".into(),
+        department: "Sales".into(),
+        lead_id: 7,
+        lead_email: None,
+    };
+    projects.insert(&project).await.expect("insert");
+    projects
+        .delete("P9", "project", IfMatch::Any)
+        .await
+        .expect("delete");
+    projects.insert(&project).await.expect("insert again");
+    let applier = IndexApplier::new(store.clone());
+    // The delete's link removal arrives after the new claim, and twice.
+    for message in sink.take().iter().chain(sink.take().iter()) {
+        applier.apply_all(message).await.expect("apply");
+    }
+    let links = store
+        .query_all(
+            "Employees",
+            Query::with_filter(filter::prop("EntityKind").eq("TablekitLink")),
+        )
+        .await
+        .expect("links");
+    assert_eq!(links.len(), 1, "the re-inserted project keeps its link");
+    let audit = projects
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{:#?}", audit.findings);
+}
+
+async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) {
+    let v1 = IndexedTable::<NoteV1, _>::new(store.clone());
+    v1.open().await.expect("open");
+    v1.insert(&NoteV1 {
+        owner: "o".into(),
+        id: 1,
+        title: "hello".into(),
+        body: "text".into(),
+    })
+    .await
+    .expect("insert");
+    let v2 = IndexedTable::<NoteV2, _>::new(store.clone());
+    v2.open().await.expect("open");
+    v2.upsert(&NoteV2 {
+        owner: "o".into(),
+        id: 1,
+        title: "hello".into(),
+        body: "more text".into(),
+    })
+    .await
+    .expect("the same slot, other properties: updated in place");
+    let copy = raw(&store, "Notes", "o", "t_hello").await.expect("copy");
+    assert_eq!(copy.get("body"), Some(&Value::from("more text")));
+    let audit = v2.audit(&AuditOptions::default()).await.expect("audit");
+    assert!(audit.is_clean(), "{:#?}", audit.findings);
+}
+
+async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_reported(
+    store: AnyStore,
+) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    for id in 1..=6 {
+        employees
+            .insert(&employee("Sales", id, "Same", &format!("k{id}@x")))
+            .await
+            .expect("insert");
+    }
+    let job = Some("shared-job".to_owned());
+    employees
+        .audit(&AuditOptions {
+            job: job.clone(),
+            stop_after: Some(2),
+            ..AuditOptions::default()
+        })
+        .await
+        .expect("part of an audit");
+    let err = employees
+        .backfill(
+            "by_email",
+            &AuditOptions {
+                job: job.clone(),
+                ..AuditOptions::default()
+            },
+        )
+        .await
+        .expect_err("another job's checkpoint");
+    assert!(err.to_string().contains("audit Employees"), "{err}");
+    // A primary whose record does not read: reported, and the scan goes on.
+    let mut broken = raw(&store, "Employees", "Sales", "empid_000003")
+        .await
+        .expect("primary");
+    broken
+        .properties
+        .insert("TablekitTargets".into(), Value::from("{not json"));
+    store
+        .insert_or_replace("Employees", broken)
+        .await
+        .expect("corrupt");
+    let report = employees
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    // The primary, and what points at it (its copies, its id list), cannot be checked.
+    assert!(
+        report.findings.iter().any(|f| f.drift == Drift::Unreadable
+            && f.source
+                .as_ref()
+                .is_some_and(|s| s.row_key == "empid_000003")),
+        "{:#?}",
+        report.findings
+    );
+    assert_eq!(report.unreadable, 4, "{:#?}", report.findings);
+    assert_eq!(report.primaries, 5, "the other primaries were checked");
+    assert!(!report.is_clean());
+}
+
 on_backends!(
+    a_late_link_removal_never_undoes_a_newer_claim,
+    changing_an_indexs_properties_updates_copies_in_place,
+    a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_reported,
     denormalized_fields_follow_their_source,
     intra_partition_copies_follow_every_write,
     email_ranges_come_back_in_index_order,

@@ -443,8 +443,13 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                     ),
                 )?;
             }
-            let left = report.missing + report.stale + report.orphaned;
-            if left > 0 && !args.repair {
+            let found = report.missing + report.stale + report.orphaned;
+            let left = if args.repair {
+                found.saturating_sub(report.repaired)
+            } else {
+                found
+            };
+            if left > 0 {
                 return Err(Error::Drift(left));
             }
             Ok(())

@@ -55,7 +55,9 @@ pub enum Error {
     #[error(transparent)]
     Pattern(#[from] tablekit_patterns::Error),
     /// An audit found drift and was not asked to repair it.
-    #[error("the audit found {0} index entries out of step (run again with --repair)")]
+    #[error(
+        "the audit left {0} index entries out of step (see the findings; --repair fixes what it can)"
+    )]
     Drift(u64),
 }
 

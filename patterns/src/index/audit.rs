@@ -52,6 +52,9 @@ pub enum Drift {
     Stale,
     /// A copy or membership that no primary claims.
     Orphaned,
+    /// A record tablekit keeps (an index record, a page, a link) that does not read; it
+    /// is reported, never repaired, and the scan goes on.
+    Unreadable,
 }
 
 /// One drift found.
@@ -84,6 +87,9 @@ pub struct AuditReport {
     pub stale: u64,
     /// Orphaned copies or memberships.
     pub orphaned: u64,
+    /// Records that do not read.
+    #[serde(default)]
+    pub unreadable: u64,
     /// Drift repaired (or, for a backfill, index entries written).
     pub repaired: u64,
     /// The first findings (at most [`AuditOptions::max_findings`]).
@@ -97,7 +103,7 @@ pub struct AuditReport {
 impl AuditReport {
     /// Whether no drift was found.
     pub fn is_clean(&self) -> bool {
-        self.missing + self.stale + self.orphaned == 0
+        self.missing + self.stale + self.orphaned + self.unreadable == 0
     }
 
     /// Entities scanned per second.
@@ -173,6 +179,10 @@ impl std::fmt::Debug for AuditOptions {
 
 #[derive(Serialize, Deserialize, Default)]
 struct Checkpoint {
+    /// What the job is (`audit Employees`, `backfill Employees by_email`): a checkpoint
+    /// only resumes the same work.
+    #[serde(default)]
+    scope: String,
     table: usize,
     last: Option<(String, String)>,
     report: AuditReport,
@@ -227,6 +237,7 @@ struct Scan<'a, S> {
     store: &'a S,
     options: &'a AuditOptions,
     started: Instant,
+    scope: String,
 }
 
 impl<S: TableStore> Scan<'_, S> {
@@ -236,11 +247,20 @@ impl<S: TableStore> Scan<'_, S> {
     {
         let mut state = match &self.options.job {
             Some(job) => match load_checkpoint(self.store, job).await? {
+                Some(state) if state.scope != self.scope => {
+                    return Err(Error::Unsupported(format!(
+                        "job `{job}` holds the checkpoint of `{}`, not of `{}`: finish it or use another job name",
+                        state.scope, self.scope
+                    )));
+                }
                 Some(mut state) => {
                     state.report.resumed = true;
                     state
                 }
-                None => Checkpoint::default(),
+                None => Checkpoint {
+                    scope: self.scope.clone(),
+                    ..Checkpoint::default()
+                },
             },
             None => Checkpoint::default(),
         };
@@ -333,6 +353,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             Drift::Missing => report.missing += 1,
             Drift::Stale => report.stale += 1,
             Drift::Orphaned => report.orphaned += 1,
+            Drift::Unreadable => report.unreadable += 1,
         }
         if finding.repaired {
             report.repaired += 1;
@@ -411,6 +432,31 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
     }
 
     async fn visit(&mut self, table: &str, entity: Entity, report: &mut AuditReport) -> Result<()> {
+        let at = EntityRef::of(table, &entity);
+        match self.visit_entity(table, entity, report).await {
+            Err(Error::Malformed { what, reason }) => {
+                self.record(
+                    report,
+                    Finding {
+                        drift: Drift::Unreadable,
+                        index: String::new(),
+                        source: Some(at),
+                        target: format!("{what}: {reason}"),
+                        repaired: false,
+                    },
+                );
+                Ok(())
+            }
+            other => other,
+        }
+    }
+
+    async fn visit_entity(
+        &mut self,
+        table: &str,
+        entity: Entity,
+        report: &mut AuditReport,
+    ) -> Result<()> {
         if let Some(record) = IndexRecord::read(&entity)? {
             report.primaries += 1;
             let source = EntityRef::of(table, &entity);
@@ -572,6 +618,30 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         Ok(())
     }
 
+    /// The version of a primary's entry in a worker-kept id list (0 for partition lists,
+    /// which hold no versions).
+    async fn member_version(
+        &self,
+        source: &EntityRef,
+        index: &str,
+        storage: MemberStorage,
+        table: &str,
+        value: &str,
+    ) -> Result<i64> {
+        let members = match storage {
+            MemberStorage::Partition => return Ok(0),
+            MemberStorage::Table => read_table_members(self.store(), table, index, value).await?,
+            MemberStorage::Blob => match &self.options.blobs {
+                Some(blobs) => read_blob_members(blobs, table, index, value).await?,
+                None => return Ok(0),
+            },
+        };
+        Ok(members
+            .iter()
+            .find(|m| m.source == *source)
+            .map_or(0, |m| m.version))
+    }
+
     async fn get(&self, at: &EntityRef) -> Result<Option<Entity>> {
         match self
             .store()
@@ -716,7 +786,10 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         if record.is_some_and(|r| r.targets.contains(&wanted)) {
             return Ok(());
         }
-        let version = chrono::Utc::now().timestamp_micros();
+        // The orphan's own version: the removal replaces exactly that entry.
+        let version = self
+            .member_version(source, index, storage, table, value)
+            .await?;
         let repaired = self.options.repair
             && self
                 .applier
@@ -823,6 +896,7 @@ pub async fn audit<S: TableStore + Clone>(
         store,
         options,
         started: Instant::now(),
+        scope: format!("audit {table}"),
     };
     let (mut report, finished) = scan
         .run(&tables, async |table, entity, report| {
@@ -925,6 +999,7 @@ pub(crate) async fn backfill_with<S: TableStore + Clone>(
         store,
         options,
         started: Instant::now(),
+        scope: format!("backfill {table} {index}"),
     };
     let tables = vec![table.to_owned()];
     let (report, _) = scan

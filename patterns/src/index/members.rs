@@ -266,12 +266,15 @@ fn members_from_json(what: &str, json: &str) -> Result<Vec<Member>> {
 
 /// Applies one change to a last-writer-wins member list: `false` when the list already
 /// holds this change or a newer one for the member.
+/// With `force` (repair) a change of the same version as the stored entry applies too;
+/// a newer stored entry always wins.
 fn merge_member(members: &mut Vec<Member>, change: &Member, force: bool) -> bool {
     match members.iter_mut().find(|m| m.source == change.source) {
-        Some(m) if !force && m.version >= change.version => false,
-        Some(m) if force && m.present == change.present => false,
+        Some(m) if m.version > change.version => false,
+        Some(m) if !force && m.version == change.version => false,
+        Some(m) if m.present == change.present => false,
         Some(m) => {
-            m.version = m.version.max(change.version);
+            m.version = change.version;
             m.present = change.present;
             true
         }

@@ -81,10 +81,17 @@ pub enum IndexOperation {
         /// The source's property.
         source_property: String,
     },
-    /// Delete a denormalisation link that no longer applies.
+    /// Delete a denormalisation link that no longer applies, unless the dependent claims
+    /// it again (it was written anew since).
     RemoveLink {
-        /// The link entity.
-        link: EntityRef,
+        /// The entity that held the copy.
+        dependent: EntityRef,
+        /// Its property.
+        property: String,
+        /// The entity the value came from.
+        source: EntityRef,
+        /// The source's property.
+        source_property: String,
     },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
@@ -152,11 +159,14 @@ impl IndexOperation {
                 Target::Denormalized {
                     property,
                     source: from,
-                    ..
+                    source_property,
                 },
                 false,
             ) => IndexOperation::RemoveLink {
-                link: super::links::link_ref(source, property, from),
+                dependent: source.clone(),
+                property: property.clone(),
+                source: from.clone(),
+                source_property: source_property.clone(),
             },
             (
                 Target::Member {
@@ -338,19 +348,63 @@ impl<S: TableStore> IndexApplier<S> {
                 self.sync_denormalized(dependent, property, source, source_property)
                     .await
             }
-            IndexOperation::RemoveLink { link } => {
-                match self
-                    .store
-                    .delete_if_exists(&link.table, &link.partition_key, &link.row_key)
+            IndexOperation::RemoveLink {
+                dependent,
+                property,
+                source,
+                source_property,
+            } => {
+                self.remove_link(dependent, property, source, source_property)
                     .await
-                {
-                    Ok(true) => Ok(Applied::Changed),
-                    Ok(false) => Ok(Applied::Unchanged),
-                    Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Applied::Unchanged),
-                    Err(e) => Err(e.into()),
-                }
             }
         }
+    }
+
+    /// Deletes the link of `dependent`'s `property` to `source`, unless the dependent
+    /// claims it (a late or repeated removal never undoes a newer claim).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn remove_link(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<Applied> {
+        let claim = Target::Denormalized {
+            property: property.to_owned(),
+            source: source.clone(),
+            source_property: source_property.to_owned(),
+        };
+        let link = super::links::link_ref(dependent, property, source);
+        for _ in 0..MAX_ATTEMPTS {
+            let Some(found) = get_or_none(&self.store, &link).await? else {
+                return Ok(Applied::Unchanged);
+            };
+            let claimed = match get_or_none(&self.store, dependent).await? {
+                Some(d) => IndexRecord::read(&d)?.is_some_and(|r| r.targets.contains(&claim)),
+                None => false,
+            };
+            if claimed {
+                return Ok(Applied::Superseded);
+            }
+            let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
+            match self
+                .store
+                .delete(&link.table, &link.partition_key, &link.row_key, if_match)
+                .await
+            {
+                Ok(()) => return Ok(Applied::Changed),
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Unchanged),
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Contention {
+            what: format!("link of `{property}` of {dependent}"),
+            attempts: MAX_ATTEMPTS,
+        })
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).
@@ -481,7 +535,18 @@ impl<S: TableStore> IndexApplier<S> {
             let existing = get_or_none(&self.store, target).await?;
             let op = match existing {
                 Some(existing) => {
-                    let existing_version = copy_source(&existing).map_or(i64::MIN, |(_, v)| v);
+                    let Some((owner, existing_version)) = copy_source(&existing) else {
+                        // Not a copy: an application entity holds the slot; never
+                        // overwritten (the audit reports the copy missing).
+                        tracing::warn!(%target, index, "an entity that is not a copy holds the index slot");
+                        return Ok(Applied::Unchanged);
+                    };
+                    if owner != *source && self.claims(&owner, index, target).await? {
+                        // Two primaries share one index value: the copy stays its
+                        // holder's (the audit reports the other's copy missing).
+                        tracing::warn!(%target, index, holder = %owner, "index value held by another entity");
+                        return Ok(Applied::Unchanged);
+                    }
                     let current = existing_version > version
                         || (existing_version == version
                             && (!force || same_content(&existing, &copy)));
@@ -544,6 +609,18 @@ impl<S: TableStore> IndexApplier<S> {
         Err(Error::Contention {
             what: format!("copy {target} of {source}"),
             attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Whether a primary's record names the copy of `index` at `target`.
+    async fn claims(&self, primary: &EntityRef, index: &str, target: &EntityRef) -> Result<bool> {
+        Ok(match get_or_none(&self.store, primary).await? {
+            Some(p) => IndexRecord::read(&p)?.is_some_and(|r| {
+                r.targets.iter().any(
+                    |t| matches!(t, Target::Copy { index: i, at, .. } if i == index && at == target),
+                )
+            }),
+            None => false,
         })
     }
 

@@ -191,8 +191,10 @@ impl<S: TableStore> Relay<S> {
             tables: tables.len(),
             ..RelayReport::default()
         };
-        let cutoff =
-            Utc::now() - chrono::Duration::from_std(self.grace).unwrap_or(chrono::Duration::zero());
+        let cutoff = chrono::Duration::from_std(self.grace)
+            .ok()
+            .and_then(|grace| Utc::now().checked_sub_signed(grace))
+            .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
         for table in &tables {
             for entry in pending(&self.store, table).await? {
                 let young = matches!(

@@ -146,6 +146,35 @@ impl Target {
         }
     }
 
+    /// What the target occupies: two targets with the same slot are the same entry with
+    /// other settings (a changed `properties` list, another source property), so a write
+    /// updates it in place instead of adding one and dropping the other.
+    pub fn same_slot(&self, other: &Target) -> bool {
+        match (self, other) {
+            (
+                Target::Copy {
+                    index: a, at: x, ..
+                },
+                Target::Copy {
+                    index: b, at: y, ..
+                },
+            ) => a == b && x == y,
+            (
+                Target::Denormalized {
+                    property: a,
+                    source: x,
+                    ..
+                },
+                Target::Denormalized {
+                    property: b,
+                    source: y,
+                    ..
+                },
+            ) => a == b && x == y,
+            (a, b) => a == b,
+        }
+    }
+
     /// Whether the target is written in the primary's entity group transaction.
     pub fn is_atomic(&self, source: &EntityRef) -> bool {
         match self {

@@ -546,7 +546,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         roles.push(Role::Primary);
         let mut operations = Vec::new();
         for target in new_targets {
-            let kept = old_targets.contains(target);
+            let kept = old_targets.iter().any(|o| o.same_slot(target));
             match target {
                 Target::Copy {
                     index,
@@ -603,10 +603,24 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     ));
                     roles.push(Role::KeptCopy);
                 }
+                // A source in another partition may have changed between the read above
+                // and this commit: the worker copies its value again afterwards.
+                Target::Denormalized { .. } if !target.is_atomic(source) => operations.push(
+                    IndexOperation::for_target(source, version, target, true, kind_property),
+                ),
                 Target::Denormalized { .. } => {}
             }
         }
         for (from, etag) in guards {
+            // A source that is also a dependent of this write is merged below, under the
+            // ETag read: that is its guard.
+            let also_dependent = dependents
+                .ops
+                .iter()
+                .any(|op| op.key() == (from.partition_key.as_str(), from.row_key.as_str()));
+            if also_dependent {
+                continue;
+            }
             batch.merge(
                 Entity::new(from.partition_key, from.row_key),
                 IfMatch::ETag(etag),
@@ -618,7 +632,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             roles.push(Role::Dependent);
         }
         operations.extend(dependents.operations);
-        for target in old_targets.difference(new_targets) {
+        let dropped: Vec<&Target> = old_targets
+            .iter()
+            .filter(|o| !new_targets.iter().any(|n| n.same_slot(o)))
+            .collect();
+        for target in dropped {
             match target {
                 Target::Copy { at, .. } if target.is_atomic(source) => {
                     if !missing.contains(at) {
@@ -805,7 +823,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     let if_match = d.etag.map_or(IfMatch::Any, IfMatch::ETag);
                     work.ops.push(WriteOp::Merge(patch, if_match));
                 }
-                (_, true, None) => {}
+                (Some(d), true, None) => {
+                    // The source no longer has the property: neither does the copy.
+                    if d.properties.contains_key(&link.property) {
+                        let if_match = d.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                        let mut whole = d;
+                        whole.properties.shift_remove(&link.property);
+                        work.ops.push(WriteOp::Replace(whole, if_match));
+                    }
+                }
                 _ => work.ops.push(WriteOp::Delete {
                     partition_key: link.at.partition_key,
                     row_key: link.at.row_key,
