@@ -375,6 +375,281 @@ struct NoteV2 {
     body: String,
 }
 
+/// 40 indexes in another table with long keys: one write's work is more than one outbox
+/// entry holds.
+#[allow(clippy::duplicated_attributes)] // Every index shares `table` and `row_key`.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "ManyCopies",
+    kind = "Many",
+    partition_key = "m",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c0",
+    table = "ManyCopiesIdx",
+    partition_key = "c0",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c1",
+    table = "ManyCopiesIdx",
+    partition_key = "c1",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c2",
+    table = "ManyCopiesIdx",
+    partition_key = "c2",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c3",
+    table = "ManyCopiesIdx",
+    partition_key = "c3",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c4",
+    table = "ManyCopiesIdx",
+    partition_key = "c4",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c5",
+    table = "ManyCopiesIdx",
+    partition_key = "c5",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c6",
+    table = "ManyCopiesIdx",
+    partition_key = "c6",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c7",
+    table = "ManyCopiesIdx",
+    partition_key = "c7",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c8",
+    table = "ManyCopiesIdx",
+    partition_key = "c8",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c9",
+    table = "ManyCopiesIdx",
+    partition_key = "c9",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c10",
+    table = "ManyCopiesIdx",
+    partition_key = "c10",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c11",
+    table = "ManyCopiesIdx",
+    partition_key = "c11",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c12",
+    table = "ManyCopiesIdx",
+    partition_key = "c12",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c13",
+    table = "ManyCopiesIdx",
+    partition_key = "c13",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c14",
+    table = "ManyCopiesIdx",
+    partition_key = "c14",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c15",
+    table = "ManyCopiesIdx",
+    partition_key = "c15",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c16",
+    table = "ManyCopiesIdx",
+    partition_key = "c16",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c17",
+    table = "ManyCopiesIdx",
+    partition_key = "c17",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c18",
+    table = "ManyCopiesIdx",
+    partition_key = "c18",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c19",
+    table = "ManyCopiesIdx",
+    partition_key = "c19",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c20",
+    table = "ManyCopiesIdx",
+    partition_key = "c20",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c21",
+    table = "ManyCopiesIdx",
+    partition_key = "c21",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c22",
+    table = "ManyCopiesIdx",
+    partition_key = "c22",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c23",
+    table = "ManyCopiesIdx",
+    partition_key = "c23",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c24",
+    table = "ManyCopiesIdx",
+    partition_key = "c24",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c25",
+    table = "ManyCopiesIdx",
+    partition_key = "c25",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c26",
+    table = "ManyCopiesIdx",
+    partition_key = "c26",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c27",
+    table = "ManyCopiesIdx",
+    partition_key = "c27",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c28",
+    table = "ManyCopiesIdx",
+    partition_key = "c28",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c29",
+    table = "ManyCopiesIdx",
+    partition_key = "c29",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c30",
+    table = "ManyCopiesIdx",
+    partition_key = "c30",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c31",
+    table = "ManyCopiesIdx",
+    partition_key = "c31",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c32",
+    table = "ManyCopiesIdx",
+    partition_key = "c32",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c33",
+    table = "ManyCopiesIdx",
+    partition_key = "c33",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c34",
+    table = "ManyCopiesIdx",
+    partition_key = "c34",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c35",
+    table = "ManyCopiesIdx",
+    partition_key = "c35",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c36",
+    table = "ManyCopiesIdx",
+    partition_key = "c36",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c37",
+    table = "ManyCopiesIdx",
+    partition_key = "c37",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c38",
+    table = "ManyCopiesIdx",
+    partition_key = "c38",
+    row_key = "{code}"
+)]
+#[index(
+    name = "c39",
+    table = "ManyCopiesIdx",
+    partition_key = "c39",
+    row_key = "{code}"
+)]
+struct ManyCopies {
+    code: String,
+}
+
+/// Teams of a department that copy the department head's last name (many dependents).
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Team",
+    partition_key = "{department}",
+    row_key = "team_{n:04}"
+)]
+struct Team {
+    department: String,
+    n: u32,
+    head_id: u32,
+    #[entity(denormalized(
+        from = "Employee",
+        partition_key = "{department}",
+        row_key = "empid_{head_id:06}",
+        property = "last_name"
+    ))]
+    head_name: Option<String>,
+}
+
 /// A sink that keeps every message instead of publishing it (the tests then deliver them
 /// in any order, any number of times).
 #[derive(Clone, Default)]
@@ -1495,7 +1770,56 @@ async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_report
     assert!(!report.is_clean());
 }
 
+async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
+    let many = IndexedTable::<ManyCopies, _>::new(store.clone()).with_inline_apply();
+    many.open().await.expect("open");
+    let code = "k".repeat(450);
+    let outcome = many
+        .insert(&ManyCopies { code: code.clone() })
+        .await
+        .expect("insert");
+    assert_eq!((outcome.operations, outcome.published), (40, true));
+    let copies = store
+        .query_all("ManyCopiesIdx", Query::new())
+        .await
+        .expect("copies");
+    assert_eq!(copies.len(), 40);
+    assert!(
+        outbox::pending(&store, "ManyCopies")
+            .await
+            .expect("outbox")
+            .is_empty()
+    );
+}
+
+async fn a_source_with_more_dependents_than_a_batch_holds_reaches_them_all(store: AnyStore) {
+    let teams = IndexedTable::<Team, _>::new(store.clone()).with_inline_apply();
+    teams.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let mut head = employee("Big", 1, "Stone", "stone@x");
+    employees.insert(&head).await.expect("head");
+    for n in 0..120 {
+        teams
+            .insert(&Team {
+                department: "Big".into(),
+                n,
+                head_id: 1,
+                head_name: None,
+            })
+            .await
+            .expect("team");
+    }
+    head.last_name = "Rock".into();
+    employees.upsert(&head).await.expect("rename");
+    let all = teams.table().partition("Big").await.expect("teams");
+    assert_eq!(all.len(), 120);
+    assert!(all.iter().all(|t| t.head_name.as_deref() == Some("Rock")));
+}
+
 on_backends!(
+    work_past_one_outbox_entry_is_spread_over_several,
+    a_source_with_more_dependents_than_a_batch_holds_reaches_them_all,
     a_late_link_removal_never_undoes_a_newer_claim,
     changing_an_indexs_properties_updates_copies_in_place,
     a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_reported,

@@ -83,9 +83,15 @@ enum Role {
 
 /// What a write does to the entities that copy one of its properties.
 struct DependentWork {
-    ops: Vec<WriteOp>,
+    /// Writes in this transaction, each with the worker operation that does the same
+    /// when the transaction has no room left.
+    ops: Vec<(WriteOp, IndexOperation)>,
     operations: Vec<IndexOperation>,
 }
+
+/// The most characters of operations one outbox entry holds (a string property holds
+/// 32 Ki UTF-16 units); more work is spread over several entries.
+const OUTBOX_ENTRY_CHARS: usize = 30_000;
 
 /// A typed table that keeps the indexes and index entities its entity type declares.
 ///
@@ -124,7 +130,12 @@ pub struct IndexedTable<E, S> {
     max_attempts: usize,
     lookup_concurrency: usize,
     track_dependents: Arc<AtomicBool>,
+    /// When the registry was last asked whether another type copies from this one.
+    dependents_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
+
+/// How often a table that no registered type copies from asks the registry again.
+const DEPENDENTS_RECHECK: Duration = Duration::from_secs(30);
 
 impl<E, S: Clone> Clone for IndexedTable<E, S> {
     fn clone(&self) -> Self {
@@ -137,6 +148,7 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
             max_attempts: self.max_attempts,
             lookup_concurrency: self.lookup_concurrency,
             track_dependents: Arc::clone(&self.track_dependents),
+            dependents_checked: Arc::clone(&self.dependents_checked),
         }
     }
 }
@@ -165,6 +177,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             max_attempts: 64,
             lookup_concurrency: 16,
             track_dependents: Arc::new(AtomicBool::new(false)),
+            dependents_checked: Arc::default(),
         }
     }
 
@@ -248,13 +261,41 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         SchemaRecord::of(E::schema(), self.table.name())
             .register(store)
             .await?;
-        let copied = SchemaRecord::list(store, None).await?.iter().any(|s| {
-            s.denormalized
-                .iter()
-                .any(|d| d.from_kind == self.layout.kind)
-        });
+        self.check_dependents().await
+    }
+
+    /// Asks the registry whether a type copies a property from this one (then writes
+    /// track the copies). Writes ask again every 30 seconds until one does, so a type
+    /// registered after this table opened is picked up.
+    async fn check_dependents(&self) -> Result<()> {
+        let copied = SchemaRecord::list(self.table.store(), None)
+            .await?
+            .iter()
+            .any(|s| {
+                s.denormalized
+                    .iter()
+                    .any(|d| d.from_kind == self.layout.kind)
+            });
         if copied {
             self.track_dependents.store(true, Ordering::Relaxed);
+        }
+        if let Ok(mut checked) = self.dependents_checked.lock() {
+            *checked = Some(std::time::Instant::now());
+        }
+        Ok(())
+    }
+
+    async fn recheck_dependents(&self) -> Result<()> {
+        if self.track_dependents.load(Ordering::Relaxed) {
+            return Ok(());
+        }
+        let due = self
+            .dependents_checked
+            .lock()
+            .map(|c| c.is_none_or(|at| at.elapsed() >= DEPENDENTS_RECHECK))
+            .unwrap_or(true);
+        if due {
+            self.check_dependents().await?;
         }
         Ok(())
     }
@@ -339,6 +380,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             None => (None, BTreeSet::new()),
         };
         self.precheck(&source, &new_targets)?;
+        self.recheck_dependents().await?;
         let user_etag = match &intent {
             Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
                 Some(e.clone())
@@ -425,15 +467,19 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 .await
             {
                 Ok(etags) => {
-                    let outbox_etag = roles
+                    let outbox_etags = roles
                         .iter()
-                        .position(|r| matches!(r, Role::Outbox))
-                        .and_then(|at| etags.get(at).cloned().flatten());
-                    let published = self.publish(&pk, outbox.as_ref(), outbox_etag).await;
+                        .zip(&etags)
+                        .filter(|(r, _)| matches!(r, Role::Outbox))
+                        .map(|(_, etag)| etag.clone());
+                    let mut published = !outbox.is_empty();
+                    for (entry, etag) in outbox.iter().zip(outbox_etags) {
+                        published &= self.publish(&pk, Some(entry), etag).await;
+                    }
                     return Ok(WriteOutcome {
                         etag: etags.first().cloned().flatten(),
                         version,
-                        operations: outbox.map_or(0, |o| o.operations.len()),
+                        operations: outbox.iter().map(|o| o.operations.len()).sum(),
                         published,
                     });
                 }
@@ -515,7 +561,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         missing: &HashSet<EntityRef>,
         guards: Vec<(EntityRef, ETag)>,
         dependents: DependentWork,
-    ) -> Result<(Batch, Vec<Role>, Option<IndexOperations>)> {
+    ) -> Result<(Batch, Vec<Role>, Vec<IndexOperations>)> {
         let kind_property = &self.layout.kind_property;
         let mut batch = Batch::new();
         let mut roles = Vec::new();
@@ -617,7 +663,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             let also_dependent = dependents
                 .ops
                 .iter()
-                .any(|op| op.key() == (from.partition_key.as_str(), from.row_key.as_str()));
+                .any(|(op, _)| op.key() == (from.partition_key.as_str(), from.row_key.as_str()));
             if also_dependent {
                 continue;
             }
@@ -627,9 +673,19 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             );
             roles.push(Role::Guard);
         }
-        for op in dependents.ops {
-            batch.push(op);
-            roles.push(Role::Dependent);
+        // Dependents in the partition join the transaction while it has room (keeping
+        // room for the dropped copies, pages and outbox entries below); past that the
+        // worker updates them.
+        let room = tablekit_core::limits::MAX_BATCH_OPERATIONS
+            .saturating_sub(batch.len() + 2 * old_targets.len() + 4);
+        let in_batch = dependents.ops.len() <= room;
+        for (op, fallback) in dependents.ops {
+            if in_batch {
+                batch.push(op);
+                roles.push(Role::Dependent);
+            } else {
+                operations.push(fallback);
+            }
         }
         operations.extend(dependents.operations);
         let dropped: Vec<&Target> = old_targets
@@ -702,17 +758,28 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 }
             }
         }
-        let outbox = if operations.is_empty() {
-            None
-        } else {
-            let operations = IndexOperations {
-                id: uuid::Uuid::new_v4().simple().to_string(),
-                operations,
-            };
-            batch.insert(outbox_entity(&source.partition_key, &operations));
+        let mut outbox: Vec<IndexOperations> = Vec::new();
+        let mut chars = 0;
+        for operation in operations {
+            let size = serde_json::to_string(&operation).map_or(0, |j| j.len()) + 1;
+            match outbox.last_mut() {
+                Some(entry) if chars + size <= OUTBOX_ENTRY_CHARS => {
+                    entry.operations.push(operation);
+                    chars += size;
+                }
+                _ => {
+                    outbox.push(IndexOperations {
+                        id: uuid::Uuid::new_v4().simple().to_string(),
+                        operations: vec![operation],
+                    });
+                    chars = size;
+                }
+            }
+        }
+        for entry in &outbox {
+            batch.insert(outbox_entity(&source.partition_key, entry));
             roles.push(Role::Outbox);
-            Some(operations)
-        };
+        }
         Ok((batch, roles, outbox))
     }
 
@@ -816,12 +883,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 Some(d) => IndexRecord::read(d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
             };
+            let sync = IndexOperation::SyncDenormalized {
+                dependent: link.dependent.clone(),
+                property: link.property.clone(),
+                source: source.clone(),
+                source_property: link.source_property.clone(),
+            };
             match (dependent, claimed, value) {
                 (Some(d), true, Some(value)) => {
                     let mut patch = Entity::new(d.partition_key, d.row_key);
                     patch.properties.insert(link.property, value.clone());
                     let if_match = d.etag.map_or(IfMatch::Any, IfMatch::ETag);
-                    work.ops.push(WriteOp::Merge(patch, if_match));
+                    work.ops.push((WriteOp::Merge(patch, if_match), sync));
                 }
                 (Some(d), true, None) => {
                     // The source no longer has the property: neither does the copy.
@@ -829,14 +902,25 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                         let if_match = d.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
                         let mut whole = d;
                         whole.properties.shift_remove(&link.property);
-                        work.ops.push(WriteOp::Replace(whole, if_match));
+                        work.ops.push((WriteOp::Replace(whole, if_match), sync));
                     }
                 }
-                _ => work.ops.push(WriteOp::Delete {
-                    partition_key: link.at.partition_key,
-                    row_key: link.at.row_key,
-                    if_match: link.etag.map_or(IfMatch::Any, IfMatch::ETag),
-                }),
+                _ => {
+                    let remove = IndexOperation::RemoveLink {
+                        dependent: link.dependent.clone(),
+                        property: link.property.clone(),
+                        source: source.clone(),
+                        source_property: link.source_property.clone(),
+                    };
+                    work.ops.push((
+                        WriteOp::Delete {
+                            partition_key: link.at.partition_key,
+                            row_key: link.at.row_key,
+                            if_match: link.etag.map_or(IfMatch::Any, IfMatch::ETag),
+                        },
+                        remove,
+                    ));
+                }
             }
         }
         Ok(work)
