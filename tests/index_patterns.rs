@@ -1817,7 +1817,60 @@ async fn a_source_with_more_dependents_than_a_batch_holds_reaches_them_all(store
     assert!(all.iter().all(|t| t.head_name.as_deref() == Some("Rock")));
 }
 
+async fn concurrent_adds_to_a_table_list_leave_each_id_on_one_page(store: AnyStore) {
+    let applier = IndexApplier::new(store.clone());
+    let long = "r".repeat(400);
+    let tasks: Vec<_> = (0..8u32)
+        .map(|task| {
+            let (applier, long) = (applier.clone(), long.clone());
+            tokio::spawn(async move {
+                for n in 0..20u32 {
+                    let source = EntityRef::new("Src", "p", format!("{task}_{n:02}{long}"));
+                    applier
+                        .change_member(
+                            &source,
+                            1,
+                            "tag",
+                            tablekit::patterns::index::MemberStorage::Table,
+                            "TagLists",
+                            "red",
+                            true,
+                            false,
+                        )
+                        .await
+                        .expect("add");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    let pages = store
+        .query_all("TagLists", Query::new())
+        .await
+        .expect("pages");
+    assert!(pages.len() >= 3, "the list spans pages: {}", pages.len());
+    let mut entries: Vec<String> = Vec::new();
+    for page in &pages {
+        let Some(Value::String(json)) = page.get("Ids") else {
+            panic!("a page without ids: {page:?}");
+        };
+        let rows: Vec<serde_json::Value> = serde_json::from_str(json).expect("json");
+        entries.extend(rows.iter().map(|r| r[2].as_str().expect("rk").to_owned()));
+    }
+    let total = entries.len();
+    entries.sort();
+    entries.dedup();
+    assert_eq!(
+        (total, entries.len()),
+        (160, 160),
+        "each id once, none lost"
+    );
+}
+
 on_backends!(
+    concurrent_adds_to_a_table_list_leave_each_id_on_one_page,
     work_past_one_outbox_entry_is_spread_over_several,
     a_source_with_more_dependents_than_a_batch_holds_reaches_them_all,
     a_late_link_removal_never_undoes_a_newer_claim,

@@ -330,11 +330,19 @@ pub async fn read_table_members<S: TableStore>(
     index: &str,
     value: &str,
 ) -> Result<Vec<Member>> {
-    Ok(read_table_pages(store, table, index, value)
+    let mut newest: Vec<Member> = Vec::new();
+    for member in read_table_pages(store, table, index, value)
         .await?
         .into_iter()
         .flat_map(|p| p.members)
-        .collect())
+    {
+        match newest.iter_mut().find(|m| m.source == member.source) {
+            Some(m) if m.version < member.version => *m = member,
+            Some(_) => {}
+            None => newest.push(member),
+        }
+    }
+    Ok(newest)
 }
 
 /// Applies a membership change to a table-stored id list, under the pages' ETags, again
@@ -354,6 +362,15 @@ pub async fn change_table_member<S: TableStore>(
     let partition = table_list_partition(index, value);
     for _ in 0..MAX_ATTEMPTS {
         let mut pages = read_table_pages(store, table, index, value).await?;
+        let holders = pages
+            .iter()
+            .filter(|p| p.members.iter().any(|m| m.source == change.source))
+            .count();
+        if holders > 1 {
+            // Two writers put the member on two pages at once: one entry again first.
+            dedupe_member(store, table, index, value, &change.source).await?;
+            continue;
+        }
         let holder = pages
             .iter()
             .position(|p| p.members.iter().any(|m| m.source == change.source));
@@ -393,7 +410,13 @@ pub async fn change_table_member<S: TableStore>(
             _ => WriteOp::Insert(entity),
         };
         match store.execute(table, op).await {
-            Ok(_) => return Ok(true),
+            Ok(_) => {
+                if holder.is_none() {
+                    // A concurrent writer may have added the member on another page.
+                    dedupe_member(store, table, index, value, &change.source).await?;
+                }
+                return Ok(true);
+            }
             Err(e) if e.kind() == ErrorKind::TableNotFound => {
                 store.create_table_if_not_exists(table).await?;
             }
@@ -404,6 +427,75 @@ pub async fn change_table_member<S: TableStore>(
                 ) => {}
             Err(e) => return Err(e.into()),
         }
+    }
+    Err(Error::Contention {
+        what: format!("id list `{index}` value `{value}` in table `{table}`"),
+        attempts: MAX_ATTEMPTS,
+    })
+}
+
+/// Leaves one entry of `source` in a table-stored id list, the newest, on the first page
+/// that held it.
+async fn dedupe_member<S: TableStore>(
+    store: &S,
+    table: &str,
+    index: &str,
+    value: &str,
+    source: &EntityRef,
+) -> Result<()> {
+    let partition = table_list_partition(index, value);
+    'attempt: for _ in 0..MAX_ATTEMPTS {
+        let pages = read_table_pages(store, table, index, value).await?;
+        let holders: Vec<&TablePage> = pages
+            .iter()
+            .filter(|p| p.members.iter().any(|m| m.source == *source))
+            .collect();
+        if holders.len() <= 1 {
+            return Ok(());
+        }
+        let Some(winner) = holders
+            .iter()
+            .flat_map(|p| p.members.iter().filter(|m| m.source == *source))
+            .max_by_key(|m| m.version)
+            .cloned()
+        else {
+            return Ok(());
+        };
+        for (n, page) in holders.iter().enumerate() {
+            let mut members: Vec<Member> = page
+                .members
+                .iter()
+                .filter(|m| m.source != *source)
+                .cloned()
+                .collect();
+            if n == 0 {
+                members.push(winner.clone());
+            }
+            let entity = page_entity(
+                &partition,
+                &page.row_key,
+                index,
+                value,
+                members_json(&members),
+            );
+            let if_match = page.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            match store
+                .execute(table, WriteOp::Replace(entity, if_match))
+                .await
+            {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                    ) =>
+                {
+                    continue 'attempt;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        return Ok(());
     }
     Err(Error::Contention {
         what: format!("id list `{index}` value `{value}` in table `{table}`"),
