@@ -76,6 +76,67 @@ fn median(mut values: Vec<f64>) -> f64 {
     values[values.len() / 2]
 }
 
+/// The same comparison one layer down, for reference: raw rusqlite on a file with the
+/// SQLite backend's table layout and pragmas, one row per transaction against two rows
+/// (the primary and its copy, on different pages) in one transaction. Returns the median
+/// µs of each.
+fn raw_sqlite(dir: &std::path::Path, inserts: usize, rounds: usize, full: bool) -> (f64, f64) {
+    use rusqlite::{Connection, params};
+    let conn = Connection::open(dir.join("raw.db")).unwrap();
+    conn.pragma_update(None, "journal_mode", "WAL").unwrap();
+    conn.pragma_update(None, "synchronous", if full { "FULL" } else { "NORMAL" })
+        .unwrap();
+    for t in ["one", "two"] {
+        conn.execute(
+            &format!(
+                "CREATE TABLE {t} (pk TEXT NOT NULL, rk TEXT NOT NULL, ts INTEGER NOT NULL, \
+                 etag TEXT NOT NULL, props BLOB NOT NULL, PRIMARY KEY (pk, rk)) WITHOUT ROWID"
+            ),
+            [],
+        )
+        .unwrap();
+    }
+    let props = vec![7u8; 350];
+    let (mut one_us, mut two_us) = (Vec::new(), Vec::new());
+    for round in 0..rounds {
+        let started = Instant::now();
+        for i in 0..inserts {
+            let id = round * inserts + i;
+            let mut insert = conn
+                .prepare_cached("INSERT INTO one VALUES (?1, ?2, 1, 'e', ?3)")
+                .unwrap();
+            insert
+                .execute(params![
+                    format!("D{:02}", id % 20),
+                    format!("empid_{id:06}"),
+                    props
+                ])
+                .unwrap();
+        }
+        one_us.push(started.elapsed().as_secs_f64() * 1e6 / inserts as f64);
+        let started = Instant::now();
+        for i in 0..inserts {
+            let id = round * inserts + i;
+            let tx = conn.unchecked_transaction().unwrap();
+            {
+                let mut insert = tx
+                    .prepare_cached("INSERT INTO two VALUES (?1, ?2, 1, 'e', ?3)")
+                    .unwrap();
+                let pk = format!("D{:02}", id % 20);
+                insert
+                    .execute(params![pk, format!("empid_{id:06}"), props])
+                    .unwrap();
+                insert
+                    .execute(params![pk, format!("email_e{id}@contoso.com"), props])
+                    .unwrap();
+            }
+            tx.commit().unwrap();
+        }
+        two_us.push(started.elapsed().as_secs_f64() * 1e6 / inserts as f64);
+    }
+    (median(one_us), median(two_us))
+}
+
 fn main() {
     let inserts = env_usize("BENCH_INSERTS", 2000);
     let rounds = env_usize("BENCH_ROUNDS", 5);
@@ -159,6 +220,14 @@ fn main() {
             1e6 / i,
             i / p
         );
+        if std::env::var("BENCH_STORE").is_err() {
+            let full = std::env::var("BENCH_SYNC").is_ok_and(|s| s == "full");
+            let (one, two) = raw_sqlite(dir.path(), inserts, rounds, full);
+            println!(
+                "reference, raw rusqlite on the same layout: one row per transaction {one:.1} µs, two rows in one transaction {two:.1} µs: {:.2}x",
+                two / one
+            );
+        }
         let report = indexed.audit(&AuditOptions::default()).await.unwrap();
         assert!(report.is_clean(), "{report:?}");
         println!(
