@@ -44,8 +44,9 @@ pub enum Error {
         /// Why.
         reason: String,
     },
-    /// An index entity stored in blobs, without a blob store configured.
-    #[error("index entity `{index}` is stored in blobs: configure a blob store")]
+    /// Blob-stored data (an index entity, a large property) without a blob store
+    /// configured.
+    #[error("`{index}` is stored in blobs: configure a blob store")]
     NoBlobStore {
         /// The index entity.
         index: String,

@@ -4,6 +4,7 @@
 //! - [`index`]: secondary indexes (same partition, other partition or table), index
 //!   entities, denormalised fields, the transactional outbox and its relay, audit, repair
 //!   and backfill.
+//! - [`large`]: large entities: blob fields and oversized properties in the blob store.
 //!
 //! ```
 //! use tablekit_core::MemoryStore;
@@ -44,5 +45,6 @@
 
 mod error;
 pub mod index;
+pub mod large;
 
 pub use error::{Error, Result};

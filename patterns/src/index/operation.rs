@@ -93,6 +93,14 @@ pub enum IndexOperation {
         /// The source's property.
         source_property: String,
     },
+    /// Delete a blob an entity no longer references (a replaced large property), unless
+    /// it references it again.
+    DeleteBlob {
+        /// The entity that held the blob's address.
+        entity: EntityRef,
+        /// The blob.
+        name: String,
+    },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
         /// The primary.
@@ -356,6 +364,20 @@ impl<S: TableStore> IndexApplier<S> {
             } => {
                 self.remove_link(dependent, property, source, source_property)
                     .await
+            }
+            IndexOperation::DeleteBlob { entity, name } => {
+                let blobs = self.blobs.as_ref().ok_or_else(|| Error::NoBlobStore {
+                    index: "large entities".to_owned(),
+                })?;
+                let holder = get_or_none(&self.store, entity).await?;
+                if holder.is_some_and(|h| crate::large::references(&h, name)) {
+                    return Ok(Applied::Superseded);
+                }
+                Ok(if blobs.delete(name).await? {
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                })
             }
         }
     }

@@ -1,0 +1,585 @@
+//! Large entities: `#[entity(blob)]` fields, and any property that would break the
+//! table service's limits (a value over 64 KiB, an entity over 1 MiB), kept in the blob
+//! store while the entity holds the blob's address.
+//!
+//! The order makes every crash safe:
+//! 1. the blob is written first, under a name made of the entity's keys, the property and
+//!    the SHA-256 of the content (writing it again writes nothing);
+//! 2. the entity is written with the address in `TablekitBlob_<property>`, in one entity
+//!    group transaction with an outbox entry naming the blobs it no longer references;
+//! 3. after the commit those blobs are deleted (by the sink: in process, or the worker),
+//!    each only if the entity does not reference it.
+//!
+//! A crash after 1 leaves a blob no entity references: [`LargeTable::sweep`] deletes such
+//! blobs once they are older than a grace period. A crash after 2 leaves the outbox entry,
+//! which the relay publishes.
+//!
+//! ```
+//! use tablekit_core::MemoryStore;
+//! use tablekit_core::blob::BlobStore;
+//! use tablekit_derive::Entity;
+//! use tablekit_patterns::large::LargeTable;
+//!
+//! #[derive(Entity, Clone, Debug, PartialEq)]
+//! #[entity(table = "Employees", partition_key = "{department}", row_key = "{id:06}",
+//!          crate = "tablekit_core")]
+//! struct Employee {
+//!     department: String,
+//!     id: u32,
+//!     #[entity(blob)]
+//!     photo: Option<Vec<u8>>,
+//! }
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let blobs = BlobStore::memory();
+//! let employees = LargeTable::<Employee, _>::new(MemoryStore::new(), blobs.clone())
+//!     .with_inline_cleanup();
+//! employees.open().await?;
+//! let jun = Employee { department: "Sales".into(), id: 1, photo: Some(vec![7; 200_000]) };
+//! employees.upsert(&jun).await?;
+//! assert_eq!(employees.get("Sales", "000001").await?.map(|e| e.value), Some(jun));
+//! assert_eq!(blobs.list("large/").await?.len(), 1);
+//! # Ok::<_, tablekit_patterns::Error>(())
+//! # }).unwrap();
+//! ```
+
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use tablekit_core::blob::BlobStore;
+use tablekit_core::limits::{self, MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES};
+use tablekit_core::typed::{EntityType, Stored};
+use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, TableStore, Value};
+
+use crate::error::{Error, Result};
+use crate::index::outbox::{InlineSink, OUTBOX_PREFIX, OutboxSink, outbox_entity, remove_entry};
+use crate::index::record::EntityRef;
+use crate::index::registry::SchemaRecord;
+use crate::index::{IndexApplier, IndexOperation, IndexOperations};
+
+/// The prefix of the property holding a property's blob address.
+pub const ADDRESS_PREFIX: &str = "TablekitBlob_";
+
+const NAME_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+
+/// The blob folder of one property of one entity.
+pub fn blob_folder(entity: &EntityRef, property: &str) -> String {
+    format!(
+        "large/{}/{}/{}/{}/",
+        utf8_percent_encode(&entity.table, NAME_SET),
+        utf8_percent_encode(&entity.partition_key, NAME_SET),
+        utf8_percent_encode(&entity.row_key, NAME_SET),
+        utf8_percent_encode(property, NAME_SET)
+    )
+}
+
+/// The blob addresses an entity holds: (property, blob name, whether the value is text).
+pub fn addresses(entity: &Entity) -> Vec<(String, String, bool)> {
+    entity
+        .properties
+        .iter()
+        .filter_map(|(name, value)| {
+            let property = name.strip_prefix(ADDRESS_PREFIX)?;
+            let Value::String(address) = value else {
+                return None;
+            };
+            let (kind, blob) = address.split_once(':')?;
+            Some((property.to_owned(), blob.to_owned(), kind == "s"))
+        })
+        .collect()
+}
+
+/// Whether an entity holds the address of `blob`.
+pub fn references(entity: &Entity, blob: &str) -> bool {
+    addresses(entity).iter().any(|(_, name, _)| name == blob)
+}
+
+/// What a sweep found.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SweepReport {
+    /// Blobs looked at.
+    pub blobs: usize,
+    /// Blobs no entity referenced, deleted.
+    pub deleted: usize,
+    /// Unreferenced blobs younger than the grace period, left.
+    pub young: usize,
+}
+
+/// A typed table whose blob fields and oversized properties live in the blob store.
+pub struct LargeTable<E, S> {
+    store: S,
+    table: String,
+    blobs: BlobStore,
+    sink: Option<Arc<dyn OutboxSink>>,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E, S: Clone> Clone for LargeTable<E, S> {
+    fn clone(&self) -> Self {
+        LargeTable {
+            store: self.store.clone(),
+            table: self.table.clone(),
+            blobs: self.blobs.clone(),
+            sink: self.sink.clone(),
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E, S> std::fmt::Debug for LargeTable<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LargeTable")
+            .field("table", &self.table)
+            .field("blobs", &self.blobs)
+            .finish()
+    }
+}
+
+/// A stored entity read without its blobs: the addresses, and the blobs on request.
+#[derive(Debug)]
+pub struct LazyEntity<E> {
+    entity: Entity,
+    blobs: BlobStore,
+    table: String,
+    record: PhantomData<fn() -> E>,
+}
+
+impl<E: EntityType> LazyEntity<E> {
+    /// The properties held in blobs: (property, blob name).
+    pub fn blob_addresses(&self) -> Vec<(String, String)> {
+        addresses(&self.entity)
+            .into_iter()
+            .map(|(p, n, _)| (p, n))
+            .collect()
+    }
+
+    /// The entity as stored (addresses instead of the offloaded properties).
+    pub fn entity(&self) -> &Entity {
+        &self.entity
+    }
+
+    /// Fetches the blobs and reads the value.
+    ///
+    /// # Errors
+    /// The blob store's errors; [`Error::Malformed`] for a missing blob; the read's
+    /// errors.
+    pub async fn load(self) -> Result<Stored<E>> {
+        let entity = restore(&self.blobs, &self.table, self.entity).await?;
+        Ok(E::from_entity(entity)?)
+    }
+}
+
+/// Puts the offloaded properties back.
+async fn restore(blobs: &BlobStore, table: &str, mut entity: Entity) -> Result<Entity> {
+    for (property, name, text) in addresses(&entity) {
+        let bytes = blobs.get(&name).await?.ok_or_else(|| {
+            Error::malformed(
+                format!("{table}({}, {})", entity.partition_key, entity.row_key),
+                format!("the blob `{name}` of `{property}` is missing"),
+            )
+        })?;
+        let value = if text {
+            Value::String(
+                String::from_utf8(bytes)
+                    .map_err(|e| Error::malformed(format!("blob `{name}`"), e))?,
+            )
+        } else {
+            Value::Binary(bytes)
+        };
+        entity
+            .properties
+            .shift_remove(&format!("{ADDRESS_PREFIX}{property}"));
+        entity.properties.insert(property, value);
+    }
+    Ok(entity)
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
+    /// The table `E` declares, on `store`, with blobs in `blobs`. Without a sink, blobs a
+    /// write stops referencing wait in the outbox for the relay; see
+    /// [`with_inline_cleanup`](Self::with_inline_cleanup) and [`with_sink`](Self::with_sink).
+    pub fn new(store: S, blobs: BlobStore) -> Self {
+        LargeTable {
+            store,
+            table: E::TABLE.to_owned(),
+            blobs,
+            sink: None,
+            entity: PhantomData,
+        }
+    }
+
+    /// The same table under another name.
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.table = name.to_owned();
+        self
+    }
+
+    /// Deletes replaced blobs in this process, right after the commit.
+    pub fn with_inline_cleanup(mut self) -> Self {
+        let applier = IndexApplier::new(self.store.clone()).with_blobs(self.blobs.clone());
+        self.sink = Some(Arc::new(InlineSink::new(applier)));
+        self
+    }
+
+    /// Hands the deletion of replaced blobs to `sink` (the worker's queue).
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Creates the table and registers it, so the worker's relay finds its outbox.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(&self) -> Result<()> {
+        self.store.create_table_if_not_exists(&self.table).await?;
+        SchemaRecord::of(E::schema(), &self.table)
+            .register(&self.store)
+            .await
+    }
+
+    /// Inserts a value; `AlreadyExists` when its keys are taken.
+    ///
+    /// # Errors
+    /// The store's and the blob store's errors; limit violations.
+    pub async fn insert(&self, value: &E) -> Result<ETag> {
+        self.write(Some(value), None, Mode::Insert)
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Inserts or replaces a value.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub async fn upsert(&self, value: &E) -> Result<ETag> {
+        self.write(Some(value), None, Mode::Upsert)
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Replaces a stored value if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
+    pub async fn replace(&self, value: &E, if_match: IfMatch) -> Result<ETag> {
+        self.write(Some(value), None, Mode::Replace(if_match))
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Deletes an entity and, after the commit, its blobs.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; the store's errors.
+    pub async fn delete(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> Result<()> {
+        self.write(
+            None,
+            Some((partition_key, row_key)),
+            Mode::Replace(if_match),
+        )
+        .await
+        .map(drop)
+    }
+
+    /// Reads a value with its blobs.
+    ///
+    /// # Errors
+    /// The store's and blob store's errors; [`Error::Malformed`] for a missing blob.
+    pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
+        match self.get_lazy(partition_key, row_key).await? {
+            Some(lazy) => lazy.load().await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a value without its blobs; [`LazyEntity::load`] fetches them.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn get_lazy(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Option<LazyEntity<E>>> {
+        let found = match self
+            .store
+            .get(&self.table, partition_key, row_key, None)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(found.map(|entity| LazyEntity {
+            entity,
+            blobs: self.blobs.clone(),
+            table: self.table.clone(),
+            record: PhantomData,
+        }))
+    }
+
+    /// Moves blob fields and oversized properties to the blob store; the entity keeps
+    /// their addresses.
+    async fn offload(&self, entity: &mut Entity) -> Result<()> {
+        let at = EntityRef::new(&self.table, &entity.partition_key, &entity.row_key);
+        let declared: BTreeSet<&str> = E::schema().blob_fields().map(|f| f.property).collect();
+        let mut chosen: Vec<String> = entity
+            .properties
+            .iter()
+            .filter(|(name, value)| {
+                matches!(value, Value::Binary(_) | Value::String(_))
+                    && (declared.contains(name.as_str())
+                        || limits::value_size(value) > MAX_PROPERTY_BYTES)
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        // Then the largest values, until the entity fits.
+        let mut rest: Vec<(usize, String)> = entity
+            .properties
+            .iter()
+            .filter(|(name, value)| {
+                matches!(value, Value::Binary(_) | Value::String(_)) && !chosen.contains(name)
+            })
+            .map(|(name, value)| (limits::value_size(value), name.clone()))
+            .collect();
+        rest.sort();
+        let mut size = limits::entity_size(entity);
+        for name in &chosen {
+            size -= entity.properties.get(name).map_or(0, limits::value_size);
+        }
+        while size > MAX_ENTITY_BYTES - 64 * chosen.len().max(1) {
+            let Some((value_size, name)) = rest.pop() else {
+                break;
+            };
+            size -= value_size;
+            chosen.push(name);
+        }
+        for name in chosen {
+            let Some(value) = entity.properties.shift_remove(&name) else {
+                continue;
+            };
+            let (bytes, kind) = match value {
+                Value::Binary(b) => (b, "b"),
+                Value::String(s) => (s.into_bytes(), "s"),
+                other => {
+                    entity.properties.insert(name, other);
+                    continue;
+                }
+            };
+            let blob = self
+                .blobs
+                .put_content_addressed(&blob_folder(&at, &name), bytes)
+                .await?;
+            entity.properties.insert(
+                format!("{ADDRESS_PREFIX}{name}"),
+                Value::String(format!("{kind}:{blob}")),
+            );
+        }
+        Ok(())
+    }
+
+    async fn write(
+        &self,
+        value: Option<&E>,
+        keys: Option<(&str, &str)>,
+        mode: Mode,
+    ) -> Result<Option<ETag>> {
+        let mut entity = match value {
+            Some(v) => Some(v.to_entity()?),
+            None => None,
+        };
+        let (pk, rk) = match (&entity, keys) {
+            (Some(e), _) => (e.partition_key.clone(), e.row_key.clone()),
+            (None, Some((pk, rk))) => (pk.to_owned(), rk.to_owned()),
+            (None, None) => unreachable!("a delete names its keys"),
+        };
+        if let Some(e) = entity.as_mut() {
+            self.offload(e).await?;
+            limits::check_entity(e).map_err(tablekit_core::Error::from)?;
+        }
+        let source = EntityRef::new(&self.table, &pk, &rk);
+        for _ in 0..64 {
+            let old = match &mode {
+                Mode::Insert => None,
+                _ => self.store.get(&self.table, &pk, &rk, None).await?,
+            };
+            let user_etag = match &mode {
+                Mode::Replace(IfMatch::ETag(e)) => Some(e.clone()),
+                _ => None,
+            };
+            if let Mode::Replace(_) = &mode {
+                match &old {
+                    None => {
+                        return Err(tablekit_core::Error::NotFound {
+                            table: self.table.clone(),
+                            partition_key: pk,
+                            row_key: rk,
+                        }
+                        .into());
+                    }
+                    Some(o) if user_etag.is_some() && o.etag != user_etag => {
+                        return Err(tablekit_core::Error::PreconditionFailed {
+                            table: self.table.clone(),
+                            partition_key: pk,
+                            row_key: rk,
+                        }
+                        .into());
+                    }
+                    _ => {}
+                }
+            }
+            let kept: Vec<String> = entity
+                .as_ref()
+                .map(|e| addresses(e).into_iter().map(|(_, n, _)| n).collect())
+                .unwrap_or_default();
+            let dropped: Vec<IndexOperation> = old
+                .as_ref()
+                .map(addresses)
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|(_, name, _)| !kept.contains(name))
+                .map(|(_, name, _)| IndexOperation::DeleteBlob {
+                    entity: source.clone(),
+                    name,
+                })
+                .collect();
+            let if_match = old
+                .as_ref()
+                .and_then(|o| o.etag.clone())
+                .map_or(IfMatch::Any, IfMatch::ETag);
+            let mut batch = Batch::new();
+            match (&entity, &old) {
+                (Some(e), None) => {
+                    batch.insert(e.clone());
+                }
+                (Some(e), Some(_)) => {
+                    batch.replace(e.clone(), if_match);
+                }
+                (None, _) => {
+                    batch.delete(&pk, &rk, if_match);
+                }
+            }
+            let outbox = (!dropped.is_empty()).then(|| IndexOperations {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                operations: dropped,
+            });
+            if let Some(ops) = &outbox {
+                batch.insert(outbox_entity(&pk, ops));
+            }
+            match self.store.submit_batch(&self.table, batch).await {
+                Ok(etags) => {
+                    if let (Some(ops), Some(sink)) = (&outbox, &self.sink) {
+                        match sink.publish(ops).await {
+                            Ok(()) => {
+                                let row_key = format!("{OUTBOX_PREFIX}{}", ops.id);
+                                let if_match = etags
+                                    .get(1)
+                                    .cloned()
+                                    .flatten()
+                                    .map_or(IfMatch::Any, IfMatch::ETag);
+                                if let Err(e) =
+                                    remove_entry(&self.store, &self.table, &pk, &row_key, if_match)
+                                        .await
+                                {
+                                    tracing::warn!(error = %e, "removing a published outbox entry failed; the relay publishes it again");
+                                }
+                            }
+                            Err(e) => {
+                                tracing::warn!(error = %e, "deleting replaced blobs failed; the relay retries it");
+                            }
+                        }
+                    }
+                    return Ok(etags.first().cloned().flatten());
+                }
+                Err(e) => match (e.batch_index(), e.kind(), &mode) {
+                    (Some(0), ErrorKind::AlreadyExists, Mode::Insert) => return Err(e.into()),
+                    (
+                        Some(0),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound,
+                        Mode::Replace(_),
+                    ) if user_etag.is_some() => {
+                        return Err(e.into());
+                    }
+                    (
+                        Some(_),
+                        ErrorKind::PreconditionFailed
+                        | ErrorKind::NotFound
+                        | ErrorKind::AlreadyExists,
+                        _,
+                    ) => {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    _ => return Err(e.into()),
+                },
+            }
+        }
+        Err(Error::Contention {
+            what: format!("large-entity write of {source}"),
+            attempts: 64,
+        })
+    }
+
+    /// Deletes the blobs of this table that no entity references and that are older than
+    /// `grace` (younger ones may belong to a write in progress).
+    ///
+    /// # Errors
+    /// The store's and blob store's errors.
+    pub async fn sweep(&self, grace: Duration) -> Result<SweepReport> {
+        let folder = format!("large/{}/", utf8_percent_encode(&self.table, NAME_SET));
+        let cutoff = chrono::Duration::from_std(grace)
+            .ok()
+            .and_then(|g| chrono::Utc::now().checked_sub_signed(g))
+            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+        let mut report = SweepReport::default();
+        for blob in self.blobs.list(&folder).await? {
+            report.blobs += 1;
+            let Some(rest) = blob.name.strip_prefix(&folder) else {
+                continue;
+            };
+            let parts: Vec<&str> = rest.split('/').collect();
+            let [pk, rk, ..] = parts.as_slice() else {
+                continue;
+            };
+            let decode = |s: &str| {
+                percent_encoding::percent_decode_str(s)
+                    .decode_utf8()
+                    .map(|c| c.into_owned())
+            };
+            let (Ok(pk), Ok(rk)) = (decode(pk), decode(rk)) else {
+                continue;
+            };
+            let entity = match self.store.get(&self.table, &pk, &rk, None).await {
+                Ok(found) => found,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+                Err(e) => return Err(e.into()),
+            };
+            if entity.is_some_and(|e| references(&e, &blob.name)) {
+                continue;
+            }
+            if blob.last_modified > cutoff {
+                report.young += 1;
+                continue;
+            }
+            if self.blobs.delete(&blob.name).await? {
+                report.deleted += 1;
+            }
+        }
+        Ok(report)
+    }
+}
+
+#[derive(Clone)]
+enum Mode {
+    Insert,
+    Upsert,
+    Replace(IfMatch),
+}
