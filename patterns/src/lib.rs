@@ -5,6 +5,10 @@
 //!   entities, denormalised fields, the transactional outbox and its relay, audit, repair
 //!   and backfill.
 //! - [`large`]: large entities: blob fields and oversized properties in the blob store.
+//! - [`log_tail`]: inverted-ticks RowKeys, the newest entities first.
+//! - [`buckets`]: hash-prefixed keys and fan-out queries over the buckets.
+//! - [`periods`]: a table per day or month (high-volume delete, hot/cold tables).
+//! - [`import`]: parallel bulk import in entity group transactions.
 //!
 //! ```
 //! use tablekit_core::MemoryStore;
@@ -43,8 +47,12 @@
 //! # }).unwrap();
 //! ```
 
+pub mod buckets;
 mod error;
+pub mod import;
 pub mod index;
 pub mod large;
+pub mod log_tail;
+pub mod periods;
 
 pub use error::{Error, Result};

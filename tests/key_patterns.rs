@@ -1,0 +1,324 @@
+//! The key and shape patterns on every backend (memory, a SQLite file, Azurite): log
+//! tails with .NET-compatible inverted ticks, hash-prefixed keys with fan-out queries,
+//! tables per period (high-volume delete, hot/cold export), parallel bulk import.
+
+#![allow(missing_docs)]
+
+mod support;
+
+use chrono::{Duration, TimeZone, Utc};
+use tablekit::core::blob::BlobStore;
+use tablekit::core::fault::FaultyStore;
+use tablekit::core::{AnyStore, Query, filter};
+use tablekit::patterns::buckets::HashBuckets;
+use tablekit::patterns::import::{bulk_import, sequential_import};
+use tablekit::patterns::log_tail;
+use tablekit::patterns::periods::{Period, PeriodTables};
+use tablekit::prelude::*;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Events",
+    kind = "Event",
+    partition_key = "{device}",
+    row_key = "{at:ticks_desc}"
+)]
+struct Event {
+    device: String,
+    at: chrono::DateTime<Utc>,
+    reading: i32,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Orders",
+    kind = "Order",
+    partition_key = "{id:hash2}",
+    row_key = "{id:08}"
+)]
+struct Order {
+    id: u32,
+    amount: i64,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Logs",
+    kind = "Log",
+    partition_key = "{source}",
+    row_key = "{n:06}"
+)]
+struct Log {
+    source: String,
+    n: u32,
+    text: String,
+}
+
+#[test]
+fn log_tail_keys_match_dotnet_ticks() {
+    // (instant, DateTime.Ticks in .NET)
+    let pairs = [
+        (
+            Utc.with_ymd_and_hms(1970, 1, 1, 0, 0, 0).unwrap(),
+            621_355_968_000_000_000i64,
+        ),
+        (
+            Utc.with_ymd_and_hms(2000, 1, 1, 0, 0, 0).unwrap(),
+            630_822_816_000_000_000,
+        ),
+        (
+            Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap(),
+            638_396_640_000_000_000,
+        ),
+        (
+            Utc.with_ymd_and_hms(9999, 12, 31, 23, 59, 59).unwrap(),
+            3_155_378_975_990_000_000,
+        ),
+    ];
+    for (at, ticks) in pairs {
+        let key = log_tail::row_key(at).expect("in range");
+        assert_eq!(
+            key,
+            format!("{:019}", 3_155_378_975_999_999_999i64 - ticks),
+            "{at}"
+        );
+        assert_eq!(key.len(), 19);
+        assert_eq!(log_tail::instant_of(&key).expect("parses"), at);
+    }
+    let at = Utc.with_ymd_and_hms(2024, 1, 1, 0, 0, 0).unwrap();
+    let a = log_tail::unique_row_key(at).expect("key");
+    let b = log_tail::unique_row_key(at).expect("key");
+    assert_ne!(a, b, "same tick, distinct keys");
+    assert!(a.starts_with(&log_tail::row_key(at).expect("key")));
+    assert_eq!(log_tail::instant_of(&a).expect("parses"), at);
+    let later = log_tail::unique_row_key(at + Duration::milliseconds(1)).expect("key");
+    assert!(
+        later < a && later < b,
+        "a later instant sorts first, suffix or not"
+    );
+    let ancient = chrono::DateTime::<Utc>::MIN_UTC;
+    assert!(
+        log_tail::row_key(ancient).is_err(),
+        "outside .NET's range: a typed error"
+    );
+}
+
+async fn log_tail_latest_is_one_query(store: AnyStore) {
+    let events = Table::<Event, _>::new(store.clone());
+    events.create().await.expect("create");
+    let start = Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap();
+    for minute in 0..30 {
+        events
+            .insert(&Event {
+                device: "d1".into(),
+                at: start + Duration::minutes(minute),
+                reading: i32::try_from(minute).expect("small"),
+            })
+            .await
+            .expect("insert");
+    }
+    let counted = FaultyStore::new(store.clone());
+    let view = Table::<Event, _>::new(counted.clone());
+    let newest = log_tail::latest(&view, "d1", 5).await.expect("latest");
+    assert_eq!(counted.calls(), 1, "one query");
+    let readings: Vec<i32> = newest.iter().map(|e| e.reading).collect();
+    assert_eq!(readings, [29, 28, 27, 26, 25], "newest first");
+    let window = log_tail::between(
+        &events,
+        "d1",
+        start + Duration::minutes(10),
+        start + Duration::minutes(12),
+    )
+    .await
+    .expect("between");
+    assert_eq!(
+        window.iter().map(|e| e.reading).collect::<Vec<_>>(),
+        [12, 11, 10]
+    );
+    // Appends in one tick stay distinct and in order.
+    store
+        .create_table_if_not_exists("Ticks")
+        .await
+        .expect("create");
+    let now = Utc::now();
+    for n in 0..5 {
+        log_tail::append(&store, "Ticks", "p", now, Entity::new("", "").with("n", n))
+            .await
+            .expect("append");
+    }
+    let rows = store
+        .query_all("Ticks", Query::partition("p"))
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 5);
+}
+
+async fn hash_buckets_spread_keys_and_fan_out_in_key_order(store: AnyStore) {
+    let orders = Table::<Order, _>::new(store.clone());
+    orders.create().await.expect("create");
+    let buckets = HashBuckets::new(2).expect("buckets");
+    for id in 0..300u32 {
+        orders
+            .insert(&Order {
+                id,
+                amount: i64::from(id) * 10,
+            })
+            .await
+            .expect("insert");
+    }
+    // A point read computes the bucket from the natural key.
+    let id = 123u32;
+    let pk = buckets.of(&id.to_string());
+    assert_eq!(pk, Order { id, amount: 0 }.partition_key().expect("key"));
+    let hit = orders
+        .get(&pk, &format!("{id:08}"))
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(hit.amount, 1230);
+    let used: std::collections::BTreeSet<String> =
+        (0..300u32).map(|i| buckets.of(&i.to_string())).collect();
+    assert!(
+        used.len() > 100,
+        "sequential ids spread over many partitions: {}",
+        used.len()
+    );
+    // A range of natural keys: every bucket in parallel, merged into key order.
+    let range = buckets
+        .fan_out(
+            &orders,
+            |bucket| {
+                Query::with_filter(
+                    filter::partition_key().eq(bucket)
+                        & filter::row_key().ge("00000100")
+                        & filter::row_key().le("00000199"),
+                )
+            },
+            16,
+        )
+        .await
+        .expect("fan out");
+    let ids: Vec<u32> = range.iter().map(|o| o.id).collect();
+    assert_eq!(ids, (100..=199).collect::<Vec<_>>());
+    assert!(HashBuckets::new(0).is_err() && HashBuckets::new(5).is_err());
+}
+
+async fn period_tables_route_span_drop_and_export(store: AnyStore) {
+    let logs = PeriodTables::new("Logs", Period::Day).expect("periods");
+    let day = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 12, 0, 0).unwrap();
+    for d in 1..=5u32 {
+        let table = logs
+            .table_at::<Log, _>(&store, day(d))
+            .await
+            .expect("table");
+        assert_eq!(table.name(), format!("Logs202611{d:02}"));
+        for n in 0..3 {
+            table
+                .insert(&Log {
+                    source: "api".into(),
+                    n,
+                    text: format!("day {d}"),
+                })
+                .await
+                .expect("insert");
+        }
+    }
+    let spanned = logs
+        .query::<Log, _>(&store, day(2), day(4), Query::partition("api"))
+        .await
+        .expect("span");
+    assert_eq!(spanned.len(), 9, "three days, oldest first");
+    assert_eq!(spanned[0].text, "day 2");
+    assert_eq!(spanned[8].text, "day 4");
+    // Retention of two days on the 5th: the 1st and 2nd go, as whole tables.
+    let dropped = logs
+        .drop_older_than(&store, Duration::days(2), day(5))
+        .await
+        .expect("drop");
+    assert_eq!(dropped, ["Logs20261101", "Logs20261102"]);
+    assert_eq!(logs.existing(&store).await.expect("list").len(), 3);
+    // Hot/cold: a cold table exported to blobs, then dropped.
+    let blobs = BlobStore::memory();
+    let (name, count) = logs
+        .export_to_blobs(&store, "Logs20261103", &blobs)
+        .await
+        .expect("export");
+    assert_eq!((name.as_str(), count), ("cold/Logs20261103.jsonl", 3));
+    let body =
+        String::from_utf8(blobs.get(&name).await.expect("get").expect("there")).expect("utf8");
+    assert_eq!(body.lines().count(), 3);
+    assert!(body.contains("day 3"));
+    assert_eq!(
+        logs.existing(&store).await.expect("list"),
+        ["Logs20261104", "Logs20261105"]
+    );
+    let months = PeriodTables::new("Sales", Period::Month).expect("periods");
+    assert_eq!(
+        months.tables_between(day(1), Utc.with_ymd_and_hms(2027, 2, 3, 0, 0, 0).unwrap()),
+        ["Sales202611", "Sales202612", "Sales202701", "Sales202702"]
+    );
+    assert!(PeriodTables::new("Logs2", Period::Day).is_err());
+}
+
+async fn bulk_import_writes_everything_in_batches_and_runs_again(store: AnyStore) {
+    store
+        .create_table_if_not_exists("Imported")
+        .await
+        .expect("create");
+    let entities: Vec<Entity> = (0..1000)
+        .map(|i| Entity::new(format!("p{:02}", i % 30), format!("{i:06}")).with("n", i))
+        .collect();
+    let calls = std::sync::atomic::AtomicUsize::new(0);
+    let report = bulk_import(&store, "Imported", entities.clone(), 4, |done, total| {
+        calls.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        assert!(done <= total);
+    })
+    .await
+    .expect("import");
+    assert_eq!(report.written, 1000);
+    assert!(report.failed.is_empty());
+    assert!(
+        report.batches >= 30 && report.batches <= 60,
+        "{}",
+        report.batches
+    );
+    assert_eq!(
+        calls.load(std::sync::atomic::Ordering::Relaxed),
+        report.batches
+    );
+    let rows = store
+        .query_all("Imported", Query::new())
+        .await
+        .expect("rows");
+    assert_eq!(rows.len(), 1000);
+    // Running it again converges to the same table.
+    let again = bulk_import(&store, "Imported", entities.clone(), 4, |_, _| {})
+        .await
+        .expect("again");
+    assert_eq!(again.written, 1000);
+    assert_eq!(
+        store
+            .query_all("Imported", Query::new())
+            .await
+            .expect("rows")
+            .len(),
+        1000
+    );
+    store
+        .create_table_if_not_exists("Sequential")
+        .await
+        .expect("create");
+    assert_eq!(
+        sequential_import(&store, "Sequential", entities[..50].to_vec())
+            .await
+            .expect("sequential"),
+        50
+    );
+}
+
+on_backends!(
+    log_tail_latest_is_one_query,
+    hash_buckets_spread_keys_and_fan_out_in_key_order,
+    period_tables_route_span_drop_and_export,
+    bulk_import_writes_everything_in_batches_and_runs_again,
+);
