@@ -14,6 +14,7 @@ use tablekit::patterns::buckets::HashBuckets;
 use tablekit::patterns::import::{bulk_import, sequential_import};
 use tablekit::patterns::log_tail;
 use tablekit::patterns::periods::{Period, PeriodTables};
+use tablekit::patterns::wide::WideTable;
 use tablekit::prelude::*;
 
 #[derive(Entity, Clone, Debug, PartialEq)]
@@ -316,7 +317,151 @@ async fn bulk_import_writes_everything_in_batches_and_runs_again(store: AnyStore
     );
 }
 
+async fn wide_entities_span_chunks_written_in_one_transaction(store: AnyStore) {
+    store
+        .create_table_if_not_exists("Wide")
+        .await
+        .expect("create");
+    let wide = WideTable::new(store.clone(), "Wide");
+    let mut year = tablekit::core::Properties::new();
+    for day in 1..=365 {
+        year.insert(format!("d{day:03}"), Value::Int64(i64::from(day)));
+    }
+    let faulty = FaultyStore::new(store.clone());
+    let counted = WideTable::new(faulty.clone(), "Wide");
+    counted
+        .write("s", "2026", year.clone())
+        .await
+        .expect("write");
+    assert_eq!(faulty.writes(), 1, "one transaction");
+    let chunks = store
+        .query_all("Wide", Query::partition("s"))
+        .await
+        .expect("chunks");
+    assert_eq!(chunks.len(), 2, "365 properties, two physical entities");
+    let back = wide.read("s", "2026").await.expect("read").expect("there");
+    assert_eq!(back.len(), 365);
+    assert_eq!(back.get("d300"), Some(&Value::Int64(300)));
+    // One property touches one chunk.
+    let before: Vec<_> = chunks.iter().map(|c| c.etag.clone()).collect();
+    wide.set("s", "2026", "d001", Value::Int64(-1))
+        .await
+        .expect("set");
+    let after: Vec<_> = store
+        .query_all("Wide", Query::partition("s"))
+        .await
+        .expect("chunks")
+        .iter()
+        .map(|c| c.etag.clone())
+        .collect();
+    assert_eq!(
+        before.iter().zip(&after).filter(|(a, b)| a != b).count(),
+        1,
+        "exactly one physical entity changed"
+    );
+    // A smaller rewrite drops the chunk it no longer needs, in the same transaction.
+    let small: tablekit::core::Properties = year.into_iter().take(100).collect();
+    wide.write("s", "2026", small).await.expect("rewrite");
+    assert_eq!(
+        store
+            .query_all("Wide", Query::partition("s"))
+            .await
+            .expect("chunks")
+            .len(),
+        1
+    );
+    assert_eq!(
+        wide.read("s", "2026")
+            .await
+            .expect("read")
+            .expect("there")
+            .len(),
+        100
+    );
+    // Too wide for one transaction: refused before any I/O.
+    let huge: tablekit::core::Properties = (0..30_000)
+        .map(|n| (format!("p{n:05}"), Value::Int32(n)))
+        .collect();
+    let before = faulty.calls();
+    let err = counted
+        .write("s", "huge", huge)
+        .await
+        .expect_err("too wide");
+    assert!(err.to_string().contains("chunks"), "{err}");
+    assert_eq!(faulty.calls(), before);
+    assert!(wide.delete("s", "2026").await.expect("delete"));
+    assert!(wide.read("s", "2026").await.expect("read").is_none());
+}
+
+async fn data_series_count_under_contention_and_spill(store: AnyStore) {
+    store
+        .create_table_if_not_exists("Series")
+        .await
+        .expect("create");
+    let series = WideTable::new(store.clone(), "Series");
+    let tasks: Vec<_> = (0..8)
+        .map(|_| {
+            let series = series.clone();
+            tokio::spawn(async move {
+                for _ in 0..25 {
+                    series
+                        .add("web", "2026-11-22", "h10", 1)
+                        .await
+                        .expect("add");
+                }
+            })
+        })
+        .collect();
+    for task in tasks {
+        task.await.expect("task");
+    }
+    for hour in 0..24 {
+        series
+            .add("web", "2026-11-22", &format!("h{hour:02}"), 1)
+            .await
+            .expect("add");
+    }
+    let faulty = FaultyStore::new(store.clone());
+    let counted = WideTable::new(faulty.clone(), "Series");
+    let day = counted
+        .read("web", "2026-11-22")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(faulty.calls(), 1, "one point get");
+    assert_eq!(day.len(), 24);
+    assert_eq!(
+        day.get("h10"),
+        Some(&Value::Int64(201)),
+        "no increment lost"
+    );
+    // A series past 250 periods spills into another chunk.
+    for minute in 0..300 {
+        series
+            .add("web", "minutes", &format!("m{minute:04}"), 2)
+            .await
+            .expect("add");
+    }
+    let minutes = series
+        .read("web", "minutes")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(minutes.len(), 300);
+    assert!(minutes.values().all(|v| *v == Value::Int64(2)));
+    series
+        .set("web", "minutes", "label", Value::from("x"))
+        .await
+        .expect("set");
+    assert!(
+        series.add("web", "minutes", "label", 1).await.is_err(),
+        "not a counter"
+    );
+}
+
 on_backends!(
+    wide_entities_span_chunks_written_in_one_transaction,
+    data_series_count_under_contention_and_spill,
     log_tail_latest_is_one_query,
     hash_buckets_spread_keys_and_fan_out_in_key_order,
     period_tables_route_span_drop_and_export,

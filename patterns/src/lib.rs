@@ -9,6 +9,7 @@
 //! - [`buckets`]: hash-prefixed keys and fan-out queries over the buckets.
 //! - [`periods`]: a table per day or month (high-volume delete, hot/cold tables).
 //! - [`import`]: parallel bulk import in entity group transactions.
+//! - [`wide`]: wide entities (more than 252 properties) and data series.
 //!
 //! ```
 //! use tablekit_core::MemoryStore;
@@ -54,5 +55,6 @@ pub mod index;
 pub mod large;
 pub mod log_tail;
 pub mod periods;
+pub mod wide;
 
 pub use error::{Error, Result};

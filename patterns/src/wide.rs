@@ -1,0 +1,406 @@
+//! Wide entities and data series.
+//!
+//! A **wide entity** is one logical entity with more properties than the table service
+//! allows in one (252), stored as several physical entities in one partition: chunk 0
+//! at the logical RowKey (it records how many chunks there are), chunk `n` at
+//! `<RowKey>~<n:03>`. The whole entity is written in one entity group transaction and
+//! read back as one; updating one property touches the one chunk that holds it.
+//!
+//! A **data series** is one entity with a property per period (24 hourly counters, 365
+//! daily ones), updated by merge under its ETag (retried on conflict) and read with one
+//! point get while it fits one entity; past 250 properties it spills into further chunks.
+//!
+//! ```
+//! use tablekit_core::{MemoryStore, Properties, TableStore, Value};
+//! use tablekit_patterns::wide::WideTable;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! store.create_table("Counters").await?;
+//! let wide = WideTable::new(store, "Counters");
+//! let mut year = Properties::new();
+//! for day in 1..=365 {
+//!     year.insert(format!("d{day:03}"), Value::Int64(0));
+//! }
+//! wide.write("site1", "2026", year).await?;          // two chunks, one transaction
+//! wide.add("site1", "2026", "d200", 5).await?;       // touches one chunk
+//! let back = wide.read("site1", "2026").await?.expect("stored");
+//! assert_eq!((back.len(), back.get("d200")), (365, Some(&Value::Int64(5))));
+//! # Ok::<_, tablekit_patterns::Error>(())
+//! # }).unwrap();
+//! ```
+
+use tablekit_core::limits::{self, MAX_BATCH_OPERATIONS};
+use tablekit_core::{
+    Batch, ETag, Entity, ErrorKind, IfMatch, Properties, Query, TableStore, Value, WriteOp, filter,
+};
+
+use crate::error::{Error, Result};
+
+/// The property of chunk 0 holding the number of chunks.
+pub const CHUNKS_PROPERTY: &str = "TablekitChunks";
+/// The most application properties one chunk holds (252, less the chunk count and room
+/// for a kind property).
+pub const PROPERTIES_PER_CHUNK: usize = 250;
+/// The most bytes of properties one chunk holds (under the 1 MiB entity limit).
+const BYTES_PER_CHUNK: usize = 900 * 1024;
+const MAX_ATTEMPTS: usize = 64;
+
+fn chunk_key(row_key: &str, n: usize) -> String {
+    if n == 0 {
+        row_key.to_owned()
+    } else {
+        format!("{row_key}~{n:03}")
+    }
+}
+
+struct Chunk {
+    entity: Entity,
+}
+
+impl Chunk {
+    fn user_properties(&self) -> impl Iterator<Item = (&String, &Value)> {
+        self.entity
+            .properties
+            .iter()
+            .filter(|(n, _)| n.as_str() != CHUNKS_PROPERTY)
+    }
+
+    fn has_room(&self, name: &str, value: &Value) -> bool {
+        self.user_properties().count() < PROPERTIES_PER_CHUNK
+            && limits::entity_size(&self.entity) + name.len() * 2 + limits::value_size(value)
+                < BYTES_PER_CHUNK
+    }
+}
+
+/// The wide entities (and data series) of a table.
+#[derive(Clone, Debug)]
+pub struct WideTable<S> {
+    store: S,
+    table: String,
+}
+
+impl<S: TableStore> WideTable<S> {
+    /// Wide entities in `table`.
+    pub fn new(store: S, table: &str) -> Self {
+        WideTable {
+            store,
+            table: table.to_owned(),
+        }
+    }
+
+    /// Splits properties into chunks, in name order.
+    fn split(row_key: &str, partition_key: &str, properties: Properties) -> Result<Vec<Entity>> {
+        let mut names: Vec<(String, Value)> = properties.into_iter().collect();
+        names.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut chunks = vec![Entity::new(partition_key, row_key)];
+        for (name, value) in names {
+            limits::check_property(&name, &value).map_err(tablekit_core::Error::from)?;
+            let fits = chunks.last().is_some_and(|last| {
+                Chunk {
+                    entity: last.clone(),
+                }
+                .has_room(&name, &value)
+            });
+            if !fits {
+                let n = chunks.len();
+                chunks.push(Entity::new(partition_key, chunk_key(row_key, n)));
+            }
+            if let Some(last) = chunks.last_mut() {
+                last.properties.insert(name, value);
+            }
+        }
+        if chunks.len() > MAX_BATCH_OPERATIONS - 1 {
+            return Err(Error::Unsupported(format!(
+                "a wide entity of {} chunks does not fit one entity group transaction (at most {})",
+                chunks.len(),
+                MAX_BATCH_OPERATIONS - 1
+            )));
+        }
+        let count = i32::try_from(chunks.len()).unwrap_or(i32::MAX);
+        chunks[0]
+            .properties
+            .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(count));
+        Ok(chunks)
+    }
+
+    async fn chunk0(&self, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
+        match self
+            .store
+            .get(&self.table, partition_key, row_key, None)
+            .await
+        {
+            Ok(found) => Ok(found),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    fn count_of(chunk0: &Entity) -> usize {
+        match chunk0.properties.get(CHUNKS_PROPERTY) {
+            Some(Value::Int32(n)) => usize::try_from(*n).unwrap_or(1).max(1),
+            _ => 1,
+        }
+    }
+
+    /// Every chunk, chunk 0 first: one point get while there is one chunk, one range
+    /// query more otherwise.
+    async fn chunks(&self, partition_key: &str, row_key: &str) -> Result<Option<Vec<Entity>>> {
+        let Some(first) = self.chunk0(partition_key, row_key).await? else {
+            return Ok(None);
+        };
+        let count = Self::count_of(&first);
+        let mut chunks = vec![first];
+        if count > 1 {
+            let start = chunk_key(row_key, 1);
+            let end = chunk_key(row_key, count - 1);
+            let rest = self
+                .store
+                .query_all(
+                    &self.table,
+                    Query::with_filter(
+                        filter::partition_key().eq(partition_key)
+                            & filter::row_key().ge(start.as_str())
+                            & filter::row_key().le(end.as_str()),
+                    ),
+                )
+                .await?;
+            for n in 1..count {
+                let key = chunk_key(row_key, n);
+                if let Some(chunk) = rest.iter().find(|e| e.row_key == key) {
+                    chunks.push(chunk.clone());
+                }
+            }
+        }
+        Ok(Some(chunks))
+    }
+
+    /// Writes a whole wide entity, replacing what is stored, in one entity group
+    /// transaction (the chunks it no longer needs are deleted in it).
+    ///
+    /// # Errors
+    /// Limit violations before any I/O; [`Error::Unsupported`] past 99 chunks; the
+    /// store's errors; [`Error::Contention`].
+    pub async fn write(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        properties: Properties,
+    ) -> Result<()> {
+        let chunks = Self::split(row_key, partition_key, properties)?;
+        for _ in 0..MAX_ATTEMPTS {
+            let old = self.chunk0(partition_key, row_key).await?;
+            let old_count = old.as_ref().map_or(0, Self::count_of);
+            let mut batch = Batch::new();
+            for (n, chunk) in chunks.iter().enumerate() {
+                match (n, &old) {
+                    (0, Some(o)) => {
+                        let etag = o.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                        batch.replace(chunk.clone(), etag);
+                    }
+                    (0, None) => {
+                        batch.insert(chunk.clone());
+                    }
+                    _ => {
+                        batch.insert_or_replace(chunk.clone());
+                    }
+                }
+            }
+            for n in chunks.len()..old_count {
+                batch.push(WriteOp::Delete {
+                    partition_key: partition_key.to_owned(),
+                    row_key: chunk_key(row_key, n),
+                    if_match: IfMatch::Any,
+                });
+            }
+            match self.store.submit_batch(&self.table, batch).await {
+                Ok(_) => return Ok(()),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed
+                            | ErrorKind::AlreadyExists
+                            | ErrorKind::NotFound
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Contention {
+            what: format!("wide entity {row_key}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+
+    /// Reads a wide entity back as one set of properties.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn read(&self, partition_key: &str, row_key: &str) -> Result<Option<Properties>> {
+        let Some(chunks) = self.chunks(partition_key, row_key).await? else {
+            return Ok(None);
+        };
+        let mut all = Properties::new();
+        for chunk in chunks {
+            for (name, value) in chunk.properties {
+                if name != CHUNKS_PROPERTY {
+                    all.insert(name, value);
+                }
+            }
+        }
+        Ok(Some(all))
+    }
+
+    /// Deletes a wide entity (every chunk, in one transaction).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn delete(&self, partition_key: &str, row_key: &str) -> Result<bool> {
+        let Some(first) = self.chunk0(partition_key, row_key).await? else {
+            return Ok(false);
+        };
+        let mut batch = Batch::new();
+        let etag = first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+        batch.delete(partition_key, row_key, etag);
+        for n in 1..Self::count_of(&first) {
+            batch.delete(partition_key, &chunk_key(row_key, n), IfMatch::Any);
+        }
+        self.store.submit_batch(&self.table, batch).await?;
+        Ok(true)
+    }
+
+    /// Sets one property, touching only the chunk that holds it (or one with room, or a
+    /// new chunk with chunk 0's count, in one transaction).
+    ///
+    /// # Errors
+    /// Limit violations; the store's errors; [`Error::Contention`].
+    pub async fn set(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        name: &str,
+        value: Value,
+    ) -> Result<()> {
+        self.update(partition_key, row_key, name, |_| Some(value.clone()))
+            .await
+            .map(drop)
+    }
+
+    /// Adds `delta` to an integer property (a counter of a data series; absent counts as
+    /// 0), under the chunk's ETag, retried on conflict. Returns the new value.
+    ///
+    /// # Errors
+    /// As [`set`](Self::set); [`Error::Unsupported`] when the property is not an Int64.
+    pub async fn add(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        name: &str,
+        delta: i64,
+    ) -> Result<i64> {
+        let mut wrong_type = false;
+        let value = self
+            .update(partition_key, row_key, name, |current| match current {
+                None => Some(Value::Int64(delta)),
+                Some(Value::Int64(n)) => Some(Value::Int64(n.saturating_add(delta))),
+                Some(Value::Int32(n)) => Some(Value::Int64(i64::from(*n).saturating_add(delta))),
+                Some(_) => {
+                    wrong_type = true;
+                    None
+                }
+            })
+            .await?;
+        match value {
+            Some(Value::Int64(n)) => Ok(n),
+            _ if wrong_type => Err(Error::Unsupported(format!(
+                "`{name}` of {row_key} is not an integer counter"
+            ))),
+            _ => Ok(0),
+        }
+    }
+
+    async fn update(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        name: &str,
+        mut change: impl FnMut(Option<&Value>) -> Option<Value>,
+    ) -> Result<Option<Value>> {
+        for _ in 0..MAX_ATTEMPTS {
+            let chunks = self
+                .chunks(partition_key, row_key)
+                .await?
+                .unwrap_or_default();
+            let holder = chunks.iter().position(|c| c.properties.contains_key(name));
+            let current = holder.and_then(|h| chunks[h].properties.get(name));
+            let Some(value) = change(current) else {
+                return Ok(None);
+            };
+            limits::check_property(name, &value).map_err(tablekit_core::Error::from)?;
+            let room = holder.or_else(|| {
+                chunks
+                    .iter()
+                    .position(|c| Chunk { entity: c.clone() }.has_room(name, &value))
+            });
+            let patch = |n: usize| {
+                let mut e = Entity::new(partition_key, chunk_key(row_key, n));
+                e.properties.insert(name.to_owned(), value.clone());
+                e
+            };
+            let result = match (room, chunks.first()) {
+                (Some(n), _) => {
+                    let etag: Option<ETag> = chunks[n].etag.clone();
+                    self.store
+                        .merge(
+                            &self.table,
+                            patch(n),
+                            etag.map_or(IfMatch::Any, IfMatch::ETag),
+                        )
+                        .await
+                        .map(drop)
+                }
+                (None, None) => {
+                    let mut first = patch(0);
+                    first
+                        .properties
+                        .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(1));
+                    self.store.insert(&self.table, first).await.map(drop)
+                }
+                (None, Some(first)) => {
+                    let n = chunks.len();
+                    if n + 1 > MAX_BATCH_OPERATIONS - 1 {
+                        return Err(Error::Unsupported(format!(
+                            "wide entity {row_key} is full ({n} chunks)"
+                        )));
+                    }
+                    let mut batch = Batch::new();
+                    let mut count = Entity::new(partition_key, row_key);
+                    count.properties.insert(
+                        CHUNKS_PROPERTY.to_owned(),
+                        Value::Int32(i32::try_from(n + 1).unwrap_or(i32::MAX)),
+                    );
+                    batch.merge(
+                        count,
+                        first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
+                    );
+                    batch.insert(patch(n));
+                    self.store.submit_batch(&self.table, batch).await.map(drop)
+                }
+            };
+            match result {
+                Ok(()) => return Ok(Some(value)),
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed
+                            | ErrorKind::AlreadyExists
+                            | ErrorKind::NotFound
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(Error::Contention {
+            what: format!("property `{name}` of wide entity {row_key}"),
+            attempts: MAX_ATTEMPTS,
+        })
+    }
+}
