@@ -262,7 +262,7 @@ impl<S: TableStore> WideTable<S> {
         let etag = first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         batch.delete(partition_key, row_key, etag);
         for n in 1..Self::count_of(&first) {
-            batch.delete(partition_key, &chunk_key(row_key, n), IfMatch::Any);
+            batch.delete(partition_key, chunk_key(row_key, n), IfMatch::Any);
         }
         self.store.submit_batch(&self.table, batch).await?;
         Ok(true)
