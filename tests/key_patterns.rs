@@ -55,6 +55,71 @@ struct Log {
     text: String,
 }
 
+async fn log_blobs_by_minute_with_a_range_reader(blobs: BlobStore) {
+    use tablekit::patterns::log_blobs::{LogWriter, read_range};
+    let start = Utc.with_ymd_and_hms(2026, 11, 22, 23, 58, 0).unwrap();
+    let mut writer = LogWriter::new(
+        blobs.clone(),
+        "app",
+        2_000,
+        std::time::Duration::from_secs(3600),
+    );
+    let mut written = Vec::new();
+    for n in 0..200 {
+        let at = start + Duration::seconds(n);
+        if let Some(name) = writer
+            .append(at, &format!("request {n}"))
+            .await
+            .expect("append")
+        {
+            written.push(name);
+        }
+    }
+    written.extend(writer.flush().await.expect("flush"));
+    assert!(written.len() > 3, "flushed by size: {written:?}");
+    assert!(
+        written[0].starts_with("app/2026/11/22/2358/000001.log"),
+        "{}",
+        written[0]
+    );
+    assert!(
+        written.iter().any(|n| n.starts_with("app/2026/11/23/")),
+        "past midnight"
+    );
+    let window = read_range(
+        &blobs,
+        "app",
+        start + Duration::seconds(50),
+        start + Duration::seconds(149),
+    )
+    .await
+    .expect("read");
+    assert_eq!(window.len(), 100);
+    assert_eq!(window[0].1, "request 50");
+    assert_eq!(window[99].1, "request 149");
+    assert!(writer.append(start, "two\nlines").await.is_err());
+}
+
+#[tokio::test]
+async fn log_blobs_on_memory_and_local_files() {
+    log_blobs_by_minute_with_a_range_reader(BlobStore::memory()).await;
+    let dir = tempfile::tempdir().expect("a temp dir");
+    log_blobs_by_minute_with_a_range_reader(BlobStore::local(dir.path()).expect("blobs")).await;
+}
+
+#[tokio::test]
+async fn log_blobs_on_azure_blob_storage() {
+    let Some(base) = support::azurite_blobs() else {
+        return;
+    };
+    let container = format!("tk{}", uuid::Uuid::new_v4().simple());
+    tablekit::core::azure::create_blob_container(&base, &container)
+        .await
+        .expect("container");
+    let blobs = BlobStore::connect(&format!("azure:{base};Container={container}")).expect("blobs");
+    log_blobs_by_minute_with_a_range_reader(blobs).await;
+}
+
 #[test]
 fn log_tail_keys_match_dotnet_ticks() {
     // (instant, DateTime.Ticks in .NET)

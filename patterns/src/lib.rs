@@ -6,6 +6,7 @@
 //!   and backfill.
 //! - [`large`]: large entities: blob fields and oversized properties in the blob store.
 //! - [`log_tail`]: inverted-ticks RowKeys, the newest entities first.
+//! - [`log_blobs`]: log data in blobs, by minute, with a time-range reader.
 //! - [`buckets`]: hash-prefixed keys and fan-out queries over the buckets.
 //! - [`periods`]: a table per day or month (high-volume delete, hot/cold tables).
 //! - [`import`]: parallel bulk import in entity group transactions.
@@ -53,6 +54,7 @@ mod error;
 pub mod import;
 pub mod index;
 pub mod large;
+pub mod log_blobs;
 pub mod log_tail;
 pub mod periods;
 pub mod wide;
