@@ -1,0 +1,60 @@
+//! Hot/cold tables: this month's table takes the writes, reads span months, an old month
+//! is exported to the blob store and dropped.
+//!
+//! `cargo run --example hot_cold`
+
+#![allow(clippy::print_stdout)]
+
+use chrono::{Duration, Utc};
+use tablekit::core::blob::BlobStore;
+use tablekit::patterns::periods::{Period, PeriodTables};
+use tablekit::prelude::*;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Sales",
+    kind = "Sale",
+    partition_key = "{shop}",
+    row_key = "{n:06}"
+)]
+struct Sale {
+    shop: String,
+    n: u32,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let store = MemoryStore::new();
+    let sales = PeriodTables::new("Sales", Period::Month)?;
+    let now = Utc::now();
+    let old = now - Duration::days(62);
+    sales
+        .table_at::<Sale, _>(&store, old)
+        .await?
+        .insert(&Sale {
+            shop: "s1".into(),
+            n: 1,
+        })
+        .await?;
+    sales
+        .table_at::<Sale, _>(&store, now)
+        .await?
+        .insert(&Sale {
+            shop: "s1".into(),
+            n: 2,
+        })
+        .await?;
+    let both = sales
+        .query::<Sale, _>(&store, old, now, Query::partition("s1"))
+        .await?;
+    println!("sales across months: {}", both.len());
+    let blobs = BlobStore::memory();
+    let (blob, count) = sales
+        .export_to_blobs(&store, &sales.table_for(old), &blobs)
+        .await?;
+    println!(
+        "exported {count} to {blob}; tables now {:?}",
+        sales.existing(&store).await?
+    );
+    Ok(())
+}

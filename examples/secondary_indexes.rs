@@ -1,0 +1,80 @@
+//! Secondary indexes: an email index in the employees' partition (same transaction), an
+//! email index in another table (eventually consistent, applied in process here), and
+//! last-name id lists — declared on the type, kept by `IndexedTable`.
+//!
+//! `cargo run --example secondary_indexes`
+
+#![allow(clippy::print_stdout)]
+
+use tablekit::patterns::index::AuditOptions;
+use tablekit::prelude::*;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}"
+)]
+#[index(
+    name = "email",
+    partition_key = "{department}",
+    row_key = "email_{email}"
+)]
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
+#[index_entity(name = "last_name", key = "{last_name}")]
+struct Employee {
+    department: String,
+    id: u32,
+    last_name: String,
+    email: String,
+}
+
+#[tokio::main]
+async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store =
+        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+    let employees = IndexedTable::<Employee, _>::new(store).with_inline_apply();
+    employees.open().await?;
+    for (id, last, email) in [
+        (1, "Jones", "ann@contoso.com"),
+        (2, "Jones", "bob@contoso.com"),
+        (3, "Smith", "cy@contoso.com"),
+    ] {
+        employees
+            .insert(&Employee {
+                department: "Sales".into(),
+                id,
+                last_name: last.into(),
+                email: email.into(),
+            })
+            .await?;
+    }
+    let bob = employees
+        .find("email", &[&"Sales"], &[&"bob@contoso.com"])
+        .await?;
+    println!("by email: {:?}", bob.map(|b| b.id));
+    let a_to_b = employees
+        .find_range("email", &[&"Sales"], &[], &"a", &"bz")
+        .await?;
+    println!(
+        "emails a..bz: {:?}",
+        a_to_b.iter().map(|e| e.email.as_str()).collect::<Vec<_>>()
+    );
+    let joneses = employees
+        .members("last_name", Some("Sales"), &[&"Jones"], 4)
+        .await?;
+    println!(
+        "Joneses: {:?}",
+        joneses.iter().map(|e| e.id).collect::<Vec<_>>()
+    );
+    let report = employees.audit(&AuditOptions::default()).await?;
+    println!("audit clean: {}", report.is_clean());
+    Ok(())
+}
