@@ -1869,7 +1869,66 @@ async fn concurrent_adds_to_a_table_list_leave_each_id_on_one_page(store: AnySto
     );
 }
 
+async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyStore) {
+    let blobs = BlobStore::memory();
+    let employees = IndexedTable::<Employee, _>::new(store.clone())
+        .with_blobs(blobs.clone())
+        .with_inline_apply();
+    employees.open().await.expect("open");
+    let mut jun = employee("Sales", 5, "Cao", "jun@x");
+    jun.photo = Some(vec![9u8; 200_000]);
+    employees.insert(&jun).await.expect("insert");
+    let raw_primary = raw(&store, "Employees", "Sales", "empid_000005")
+        .await
+        .expect("primary");
+    assert!(
+        raw_primary.get("photo").is_none(),
+        "the photo is in the blob store"
+    );
+    assert_eq!(blobs.list("large/").await.expect("list").len(), 1);
+    let read = employees
+        .get("Sales", "empid_000005")
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(read.photo.as_ref().map(Vec::len), Some(200_000));
+    let same = employees
+        .find("email", &[&"Sales"], &[&"jun@x"])
+        .await
+        .expect("find")
+        .expect("hit");
+    assert_eq!(
+        same.value, jun,
+        "the same-partition copy reads with its photo"
+    );
+    let other = employees
+        .find("by_email", &[&"Sales"], &[&"jun@x"])
+        .await
+        .expect("find")
+        .expect("hit");
+    assert_eq!(other.value, jun, "so does the other table's");
+    // A new photo: the old blob goes after the commit.
+    jun.photo = Some(vec![1u8; 150_000]);
+    employees.upsert(&jun).await.expect("new photo");
+    let names = blobs.list("large/").await.expect("list");
+    assert_eq!(names.len(), 1, "{names:?}");
+    assert_eq!(
+        employees
+            .get("Sales", "empid_000005")
+            .await
+            .expect("get")
+            .and_then(|e| e.value.photo),
+        Some(vec![1u8; 150_000])
+    );
+    employees
+        .delete("Sales", "empid_000005", IfMatch::Any)
+        .await
+        .expect("delete");
+    assert!(blobs.list("large/").await.expect("list").is_empty());
+}
+
 on_backends!(
+    the_design_photo_lives_in_the_blob_store_beside_its_indexes,
     concurrent_adds_to_a_table_list_leave_each_id_on_one_page,
     work_past_one_outbox_entry_is_spread_over_several,
     a_source_with_more_dependents_than_a_batch_holds_reaches_them_all,

@@ -172,8 +172,78 @@ impl<E: EntityType> LazyEntity<E> {
     }
 }
 
+/// Moves the `declared` blob properties, values over 64 KiB and, while the entity would
+/// pass 1 MiB, its largest values to the blob store; the entity keeps their addresses.
+///
+/// # Errors
+/// The blob store's errors.
+pub async fn offload(
+    blobs: &BlobStore,
+    table: &str,
+    declared: &[&str],
+    entity: &mut Entity,
+) -> Result<()> {
+    let at = EntityRef::new(table, &entity.partition_key, &entity.row_key);
+    let declared: BTreeSet<&str> = declared.iter().copied().collect();
+    let mut chosen: Vec<String> = entity
+        .properties
+        .iter()
+        .filter(|(name, value)| {
+            matches!(value, Value::Binary(_) | Value::String(_))
+                && (declared.contains(name.as_str())
+                    || limits::value_size(value) > MAX_PROPERTY_BYTES)
+        })
+        .map(|(name, _)| name.clone())
+        .collect();
+    // Then the largest values, until the entity fits.
+    let mut rest: Vec<(usize, String)> = entity
+        .properties
+        .iter()
+        .filter(|(name, value)| {
+            matches!(value, Value::Binary(_) | Value::String(_)) && !chosen.contains(name)
+        })
+        .map(|(name, value)| (limits::value_size(value), name.clone()))
+        .collect();
+    rest.sort();
+    let mut size = limits::entity_size(entity);
+    for name in &chosen {
+        size -= entity.properties.get(name).map_or(0, limits::value_size);
+    }
+    while size > MAX_ENTITY_BYTES - 64 * chosen.len().max(1) {
+        let Some((value_size, name)) = rest.pop() else {
+            break;
+        };
+        size -= value_size;
+        chosen.push(name);
+    }
+    for name in chosen {
+        let Some(value) = entity.properties.shift_remove(&name) else {
+            continue;
+        };
+        let (bytes, kind) = match value {
+            Value::Binary(b) => (b, "b"),
+            Value::String(s) => (s.into_bytes(), "s"),
+            other => {
+                entity.properties.insert(name, other);
+                continue;
+            }
+        };
+        let blob = blobs
+            .put_content_addressed(&blob_folder(&at, &name), bytes)
+            .await?;
+        entity.properties.insert(
+            format!("{ADDRESS_PREFIX}{name}"),
+            Value::String(format!("{kind}:{blob}")),
+        );
+    }
+    Ok(())
+}
+
 /// Puts the offloaded properties back.
-async fn restore(blobs: &BlobStore, table: &str, mut entity: Entity) -> Result<Entity> {
+///
+/// # Errors
+/// The blob store's errors; [`Error::Malformed`] for a missing blob.
+pub async fn restore(blobs: &BlobStore, table: &str, mut entity: Entity) -> Result<Entity> {
     for (property, name, text) in addresses(&entity) {
         let bytes = blobs.get(&name).await?.ok_or_else(|| {
             Error::malformed(
@@ -327,64 +397,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
         }))
     }
 
-    /// Moves blob fields and oversized properties to the blob store; the entity keeps
-    /// their addresses.
     async fn offload(&self, entity: &mut Entity) -> Result<()> {
-        let at = EntityRef::new(&self.table, &entity.partition_key, &entity.row_key);
-        let declared: BTreeSet<&str> = E::schema().blob_fields().map(|f| f.property).collect();
-        let mut chosen: Vec<String> = entity
-            .properties
-            .iter()
-            .filter(|(name, value)| {
-                matches!(value, Value::Binary(_) | Value::String(_))
-                    && (declared.contains(name.as_str())
-                        || limits::value_size(value) > MAX_PROPERTY_BYTES)
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        // Then the largest values, until the entity fits.
-        let mut rest: Vec<(usize, String)> = entity
-            .properties
-            .iter()
-            .filter(|(name, value)| {
-                matches!(value, Value::Binary(_) | Value::String(_)) && !chosen.contains(name)
-            })
-            .map(|(name, value)| (limits::value_size(value), name.clone()))
-            .collect();
-        rest.sort();
-        let mut size = limits::entity_size(entity);
-        for name in &chosen {
-            size -= entity.properties.get(name).map_or(0, limits::value_size);
-        }
-        while size > MAX_ENTITY_BYTES - 64 * chosen.len().max(1) {
-            let Some((value_size, name)) = rest.pop() else {
-                break;
-            };
-            size -= value_size;
-            chosen.push(name);
-        }
-        for name in chosen {
-            let Some(value) = entity.properties.shift_remove(&name) else {
-                continue;
-            };
-            let (bytes, kind) = match value {
-                Value::Binary(b) => (b, "b"),
-                Value::String(s) => (s.into_bytes(), "s"),
-                other => {
-                    entity.properties.insert(name, other);
-                    continue;
-                }
-            };
-            let blob = self
-                .blobs
-                .put_content_addressed(&blob_folder(&at, &name), bytes)
-                .await?;
-            entity.properties.insert(
-                format!("{ADDRESS_PREFIX}{name}"),
-                Value::String(format!("{kind}:{blob}")),
-            );
-        }
-        Ok(())
+        let declared: Vec<&str> = E::schema().blob_fields().map(|f| f.property).collect();
+        offload(&self.blobs, &self.table, &declared, entity).await
     }
 
     async fn write(

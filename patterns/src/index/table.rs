@@ -348,7 +348,26 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// # Errors
     /// As [`Table::get`].
     pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
-        Ok(self.table.get(partition_key, row_key).await?)
+        let Some(blobs) = &self.blobs else {
+            return Ok(self.table.get(partition_key, row_key).await?);
+        };
+        let found = match self
+            .table
+            .store()
+            .get(self.table.name(), partition_key, row_key, None)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+            Err(e) => return Err(e.into()),
+        };
+        match found {
+            Some(entity) => {
+                let entity = crate::large::restore(blobs, self.table.name(), entity).await?;
+                Ok(Some(E::from_entity(entity)?))
+            }
+            None => Ok(None),
+        }
     }
 
     fn source(&self, partition_key: &str, row_key: &str) -> EntityRef {
@@ -366,7 +385,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             (_, None) => unreachable!("every intent but delete has a value"),
         };
         let source = self.source(&pk, &rk);
-        let (new_entity, new_targets) = match value {
+        let (mut new_entity, new_targets) = match value {
             Some(v) => {
                 let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> {
                     Ok(render_key(v, t, kind)?)
@@ -381,6 +400,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         };
         self.precheck(&source, &new_targets)?;
         self.recheck_dependents().await?;
+        // Large values go to the blob store first (with a blob store configured): the
+        // entity and its copies hold their addresses.
+        if let (Some(blobs), Some(entity)) = (&self.blobs, new_entity.as_mut()) {
+            let declared: Vec<&str> = E::schema().blob_fields().map(|f| f.property).collect();
+            crate::large::offload(blobs, self.table.name(), &declared, entity).await?;
+        }
         let user_etag = match &intent {
             Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
                 Some(e.clone())
@@ -443,9 +468,31 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             let guards = self
                 .read_sources(&source, entity.as_mut(), &new_targets)
                 .await?;
-            let dependents = self
+            let mut dependents = self
                 .dependents(&source, entity.as_ref(), old.as_ref())
                 .await?;
+            // Blobs this write stops referencing are deleted after the commit.
+            let kept: Vec<String> = entity
+                .as_ref()
+                .map(|e| {
+                    crate::large::addresses(e)
+                        .into_iter()
+                        .map(|(_, n, _)| n)
+                        .collect()
+                })
+                .unwrap_or_default();
+            for (_, name, _) in old
+                .as_ref()
+                .map(crate::large::addresses)
+                .unwrap_or_default()
+            {
+                if !kept.contains(&name) {
+                    dependents.operations.push(IndexOperation::DeleteBlob {
+                        entity: source.clone(),
+                        name,
+                    });
+                }
+            }
             let (batch, roles, outbox) = self
                 .plan(
                     &source,
@@ -983,23 +1030,42 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             return Ok(None);
         };
         if self.verify {
-            let Some(primary) = self
-                .table
-                .get(&source.partition_key, &source.row_key)
-                .await?
-            else {
-                return Ok(None);
-            };
-            let keys = primary.value.index_keys(&index.name)?;
-            let matches =
-                keys.is_some_and(|(pk, rk)| pk == copy.partition_key && rk == copy.row_key);
-            return Ok(matches.then_some(primary));
+            return self.verified_hit(index, &source, &copy).await;
         }
-        let mut stored = E::from_entity(as_primary(copy, &self.layout.kind_property))?;
+        let restored = match &self.blobs {
+            Some(blobs) => {
+                match crate::large::restore(blobs, self.table.name(), copy.clone()).await {
+                    Ok(restored) => restored,
+                    // A stale copy whose blob the primary's newer write deleted: the
+                    // primary answers instead.
+                    Err(Error::Malformed { .. }) => {
+                        return self.verified_hit(index, &source, &copy).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => copy,
+        };
+        let mut stored = E::from_entity(as_primary(restored, &self.layout.kind_property))?;
         stored.partition_key = source.partition_key;
         stored.row_key = source.row_key;
         stored.etag = None;
         Ok(Some(stored))
+    }
+
+    /// The primary of a copy, if it still has that copy.
+    async fn verified_hit(
+        &self,
+        index: &IndexLayout,
+        source: &EntityRef,
+        copy: &Entity,
+    ) -> Result<Option<Stored<E>>> {
+        let Some(primary) = self.get(&source.partition_key, &source.row_key).await? else {
+            return Ok(None);
+        };
+        let keys = primary.value.index_keys(&index.name)?;
+        let matches = keys.is_some_and(|(pk, rk)| pk == copy.partition_key && rk == copy.row_key);
+        Ok(matches.then_some(primary))
     }
 
     /// The entity whose index value is given: `partition` and `row` are the values of
@@ -1210,7 +1276,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ) -> Result<Vec<Stored<E>>> {
         let ids = self.member_ids(name, partition_key, value).await?;
         let found: Vec<Option<Stored<E>>> = futures::stream::iter(ids)
-            .map(|id| async move { self.table.get(&id.partition_key, &id.row_key).await })
+            .map(|id| async move { self.get(&id.partition_key, &id.row_key).await })
             .buffered(concurrency.max(1))
             .try_collect()
             .await?;
