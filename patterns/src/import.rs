@@ -2,6 +2,25 @@
 //! of at most 100 operations (and 4 MiB), the batches shuffled so concurrent writers hit
 //! different partitions, written with bounded concurrency, with progress. Each batch is
 //! insert-or-replace, so an import that stops can simply run again.
+//!
+//! ```
+//! use tablekit_core::{Entity, MemoryStore, Query, TableStore};
+//! use tablekit_patterns::import::bulk_import;
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let store = MemoryStore::new();
+//! store.create_table("Customers").await?;
+//! let entities: Vec<Entity> = (0..1_000)
+//!     .map(|i| Entity::new(format!("r{:02}", i % 10), format!("{i:06}")))
+//!     .collect();
+//! let report = bulk_import(&store, "Customers", entities, 8, |done, total| {
+//!     assert!(done <= total); // drive a progress bar here
+//! })
+//! .await?;
+//! assert_eq!((report.written, report.batches), (1_000, 10));
+//! # Ok::<_, tablekit_patterns::Error>(())
+//! # }).unwrap();
+//! ```
 
 use futures::StreamExt;
 use rand::seq::SliceRandom;

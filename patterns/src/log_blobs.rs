@@ -7,6 +7,26 @@
 //!
 //! A record is a UTC timestamp and one line of text (`2026-11-22T10:00:00.000000Z\t…`);
 //! text holding a newline is refused.
+//!
+//! ```
+//! use chrono::{Duration, TimeZone, Utc};
+//! use tablekit_core::blob::BlobStore;
+//! use tablekit_patterns::log_blobs::{LogWriter, read_range};
+//!
+//! # tokio::runtime::Runtime::new().unwrap().block_on(async {
+//! let blobs = BlobStore::memory();
+//! let mut log = LogWriter::new(blobs.clone(), "app", 64 * 1024, std::time::Duration::from_secs(60));
+//! let t0 = Utc.with_ymd_and_hms(2026, 11, 22, 10, 0, 0).unwrap();
+//! for n in 0..10 {
+//!     log.append(t0 + Duration::seconds(n), &format!("event {n}")).await?;
+//! }
+//! let name = log.flush().await?.expect("written");
+//! assert_eq!(name, "app/2026/11/22/1000/000001.log");
+//! let some = read_range(&blobs, "app", t0 + Duration::seconds(2), t0 + Duration::seconds(4)).await?;
+//! assert_eq!(some.len(), 3);
+//! # Ok::<_, tablekit_patterns::Error>(())
+//! # }).unwrap();
+//! ```
 
 use std::time::Duration;
 
