@@ -5,15 +5,23 @@
 //! 1. read the entity from the source; if it is gone, it was archived (or never existed):
 //!    check the target and finish;
 //! 2. insert-or-replace the copy into the target (creating the table if needed);
-//! 3. delete the source under the ETag read in step 1; if the source changed meanwhile,
-//!    start over so that the newer version is the one archived; if it is already gone,
-//!    another delivery finished the move.
+//! 3. delete the source under the ETag read in step 1 — with its index entries when it
+//!    was written through an indexed table (its same-partition copies and id-list entries
+//!    in the same transaction, the others applied right after) — if the source changed
+//!    meanwhile, start over so that the newer version is the one archived; if it is
+//!    already gone, another delivery finished the move.
+//!
+//! The copy in the target leaves tablekit's index record behind: the archived entity
+//! has no index entries of its own.
 //!
 //! A crash after step 2 leaves the entity in both tables; the redelivery repeats step 2
 //! (same data) and finishes step 3. Nothing is ever in neither table.
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
+use tablekit_patterns::index::generic::delete_indexed;
+use tablekit_patterns::index::record::{EntityRef, is_hidden};
+use tablekit_patterns::index::{IndexApplier, InlineSink};
 
 use crate::operation::{Operation, OperationError};
 
@@ -55,7 +63,7 @@ const MAX_RACES: usize = 16;
 /// # Errors
 /// The store's errors, retryable or not; [`OperationError::Retryable`] when the source
 /// keeps changing.
-pub async fn archive<S: TableStore>(
+pub async fn archive<S: TableStore + Clone + 'static>(
     store: &S,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
@@ -90,6 +98,7 @@ pub async fn archive<S: TableStore>(
         };
         let mut copy = Entity::new(current.partition_key, current.row_key);
         copy.properties = current.properties;
+        copy.properties.retain(|name, _| !is_hidden(name));
         match store.insert_or_replace(target_table, copy.clone()).await {
             Ok(_) => {}
             Err(e) if e.kind() == ErrorKind::TableNotFound => {
@@ -98,15 +107,14 @@ pub async fn archive<S: TableStore>(
             }
             Err(e) => return Err(e.into()),
         }
-        match store
-            .delete(source_table, partition_key, row_key, IfMatch::ETag(etag))
-            .await
-        {
-            Ok(()) => return Ok(ArchiveOutcome::Archived),
+        let sink = InlineSink::new(IndexApplier::new(store.clone()));
+        let at = EntityRef::new(source_table, partition_key, row_key);
+        match delete_indexed(store, &at, IfMatch::ETag(etag), Some(&sink)).await {
+            Ok(true) => return Ok(ArchiveOutcome::Archived),
+            // Another delivery of this operation finished the move.
+            Ok(false) => return Ok(ArchiveOutcome::Archived),
             // Changed since the read: archive the newer version.
             Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
-            // Another delivery of this operation finished the move.
-            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(ArchiveOutcome::Archived),
             Err(e) => return Err(e.into()),
         }
     }

@@ -308,6 +308,69 @@ async fn a_killed_writers_index_work_is_relayed_on_rabbitmq() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
+    use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive};
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.unwrap();
+    for id in 1..=3 {
+        employees.insert(&employee(id)).await.unwrap();
+    }
+    let operation = ArchiveOperation {
+        source_table: "Employees".into(),
+        target_table: "Archive".into(),
+        partition_key: "Sales".into(),
+        row_key: "empid_000002".into(),
+    };
+    assert_eq!(
+        archive(&store, &operation).await.unwrap(),
+        ArchiveOutcome::Archived
+    );
+    assert_eq!(
+        archive(&store, &operation).await.unwrap(),
+        ArchiveOutcome::AlreadyArchived,
+        "a repeated delivery changes nothing"
+    );
+    assert!(
+        store
+            .get("Employees", "Sales", "email_e2@x", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        store
+            .get("EmployeesByEmail", "email_Sales", "e2@x", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    let jones = employees
+        .member_ids("last_name", None, &[&"Jones"])
+        .await
+        .unwrap();
+    assert_eq!(jones.len(), 2);
+    let archived = store
+        .get("Archive", "Sales", "empid_000002", None)
+        .await
+        .unwrap()
+        .expect("archived");
+    assert!(
+        archived.get("TablekitTargets").is_none(),
+        "no index record in the archive"
+    );
+    assert_eq!(
+        archived.get("email"),
+        Some(&tablekit_core::Value::from("e2@x"))
+    );
+    let report = employees
+        .audit(&tablekit_patterns::index::AuditOptions::default())
+        .await
+        .unwrap();
+    assert!(report.is_clean(), "{:#?}", report.findings);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());

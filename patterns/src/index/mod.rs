@@ -11,6 +11,7 @@
 //! checks every primary against what it should have.
 
 pub mod audit;
+pub mod generic;
 pub mod links;
 pub mod members;
 pub mod operation;
