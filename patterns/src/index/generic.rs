@@ -42,15 +42,15 @@ pub async fn delete_indexed<S: TableStore>(
         }) else {
             return Ok(false);
         };
-        if let IfMatch::ETag(expected) = &if_match {
-            if primary.etag.as_ref() != Some(expected) {
-                return Err(tablekit_core::Error::PreconditionFailed {
-                    table: at.table.clone(),
-                    partition_key: at.partition_key.clone(),
-                    row_key: at.row_key.clone(),
-                }
-                .into());
+        if let IfMatch::ETag(expected) = &if_match
+            && primary.etag.as_ref() != Some(expected)
+        {
+            return Err(tablekit_core::Error::PreconditionFailed {
+                table: at.table.clone(),
+                partition_key: at.partition_key.clone(),
+                row_key: at.row_key.clone(),
             }
+            .into());
         }
         let read = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         let Some(record) = IndexRecord::read(&primary)? else {
@@ -123,20 +123,15 @@ pub async fn delete_indexed<S: TableStore>(
         }
         match store.submit_batch(&at.table, batch).await {
             Ok(_) => {
-                if let (Some(entry), Some(sink)) = (&outbox, sink) {
-                    if sink.publish(entry).await.is_ok() {
-                        let row_key = format!("{OUTBOX_PREFIX}{}", entry.id);
-                        if let Err(e) = remove_entry(
-                            store,
-                            &at.table,
-                            &at.partition_key,
-                            &row_key,
-                            IfMatch::Any,
-                        )
-                        .await
-                        {
-                            tracing::warn!(error = %e, "removing a published outbox entry failed; the relay publishes it again");
-                        }
+                if let (Some(entry), Some(sink)) = (&outbox, sink)
+                    && sink.publish(entry).await.is_ok()
+                {
+                    let row_key = format!("{OUTBOX_PREFIX}{}", entry.id);
+                    if let Err(e) =
+                        remove_entry(store, &at.table, &at.partition_key, &row_key, IfMatch::Any)
+                            .await
+                    {
+                        tracing::warn!(error = %e, "removing a published outbox entry failed; the relay publishes it again");
                     }
                 }
                 return Ok(true);
