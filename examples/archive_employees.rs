@@ -1,0 +1,412 @@
+//! The archive-employees example, end to end: the eventually consistent transaction
+//! pattern of the design guide. Employees and departments are declared with
+//! `#[derive(Entity)]` (an email index in the department's partition, an email index in
+//! another table, last-name id lists); the Current table is seeded; a client enqueues an
+//! archive request per leaver; separate worker processes (the `tablekit-worker` code,
+//! started from this binary) move them into the Archive table and keep the indexes; the
+//! run ends with a report: counts, the audit of every index, time and rate.
+//!
+//! `cargo run --example archive_employees` — the embedded default: a SQLite file, the
+//! SQLite queue and local blobs in `./archive-data`, no set-up. Flags:
+//! `--departments 5 --employees 200 --leavers 10 (percent) --workers 2`,
+//! `--broker amqp://guest:guest@localhost:5672/%2f` for RabbitMQ,
+//! `--store azure:UseDevelopmentStorage=true` for Azurite (feature `azure`),
+//! `--chaos` to kill and restart worker processes at random during the run.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use clap::{Parser, Subcommand};
+use rand::Rng;
+use tablekit::patterns::index::AuditOptions;
+use tablekit::prelude::*;
+use tablekit::workers::archive::ArchiveOperation;
+use tablekit::workers::index::QueueSink;
+use tablekit::workers::queue::{AnyQueue, Queue};
+use tablekit::workers::{Envelope, WorkerConfig};
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Current",
+    kind = "Employee",
+    version = 1,
+    partition_key = "{department}",
+    row_key = "empid_{id:06}"
+)]
+#[index(
+    name = "email",
+    partition_key = "{department}",
+    row_key = "email_{email}"
+)]
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
+#[index_entity(name = "last_name", key = "{last_name}")]
+struct Employee {
+    department: String,
+    id: u32,
+    first_name: String,
+    last_name: String,
+    age: i32,
+    email: String,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Current",
+    kind = "Department",
+    partition_key = "{department}",
+    row_key = "department"
+)]
+struct Department {
+    department: String,
+    manager_id: u32,
+    head_count: i32,
+}
+
+/// The archive-employees example (see the file's docs).
+#[derive(Debug, Parser)]
+struct Args {
+    #[command(subcommand)]
+    worker: Option<WorkerMode>,
+    /// Departments to seed.
+    #[arg(long, default_value_t = 5)]
+    departments: u32,
+    /// Employees per department.
+    #[arg(long, default_value_t = 200)]
+    employees: u32,
+    /// Percent of the employees who leave (and are archived).
+    #[arg(long, default_value_t = 10)]
+    leavers: u32,
+    /// Archive worker processes.
+    #[arg(long, default_value_t = 2)]
+    workers: usize,
+    /// The folder of the embedded files (SQLite store and queue, blobs).
+    #[arg(long, default_value = "archive-data")]
+    data: PathBuf,
+    /// The queue broker: `sqlite:PATH` (default: in the data folder) or `amqp://…`.
+    #[arg(long)]
+    broker: Option<String>,
+    /// The table store: `sqlite:PATH` (default: in the data folder) or `azure:…`.
+    #[arg(long)]
+    store: Option<String>,
+    /// Kill and restart worker processes at random during the run.
+    #[arg(long)]
+    chaos: bool,
+    /// Seconds to wait for the workers before giving up.
+    #[arg(long, default_value_t = 300)]
+    timeout: u64,
+}
+
+#[derive(Debug, Subcommand)]
+enum WorkerMode {
+    /// Run as a worker process (what the example starts; the `tablekit-worker` code).
+    Worker {
+        /// The arguments of `tablekit-worker`.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
+}
+
+/// The worker processes and how to start them again.
+struct Workers {
+    exe: PathBuf,
+    store: String,
+    broker: String,
+    children: Vec<(String, Child)>,
+    killed: usize,
+}
+
+impl Workers {
+    fn spawn(&self, queue: &str) -> std::io::Result<Child> {
+        Command::new(&self.exe)
+            .args([
+                "worker",
+                "run",
+                "--queue",
+                queue,
+                "--broker",
+                &self.broker,
+                "--store",
+                &self.store,
+            ])
+            .args(["--relay-interval", "1", "--shutdown-timeout", "10"])
+            // A killed worker's leased messages come back after 5 s (SQLite queue).
+            .args(["--lease", "5", "--relay-grace-ms", "500"])
+            .env("RUST_LOG", "error")
+            .stdout(Stdio::null())
+            .spawn()
+    }
+
+    fn start(&mut self, queue: &str) -> std::io::Result<()> {
+        let child = self.spawn(queue)?;
+        self.children.push((queue.to_owned(), child));
+        Ok(())
+    }
+
+    /// Kills a random worker with SIGKILL and starts it again.
+    fn chaos(&mut self) -> std::io::Result<()> {
+        if self.children.is_empty() {
+            return Ok(());
+        }
+        let at = rand::rng().random_range(0..self.children.len());
+        let (queue, mut child) = self.children.swap_remove(at);
+        child.kill()?;
+        child.wait()?;
+        self.killed += 1;
+        self.start(&queue)
+    }
+
+    fn stop(&mut self) {
+        for (_, child) in &mut self.children {
+            let _ = Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+        }
+        for (_, child) in &mut self.children {
+            let _ = child.wait();
+        }
+    }
+}
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let args = Args::parse();
+    let runtime = tokio::runtime::Runtime::new()?;
+    if let Some(WorkerMode::Worker { args }) = &args.worker {
+        let cli = tablekit::workers::cli::Cli::parse_from(
+            std::iter::once("tablekit-worker".to_owned()).chain(args.iter().cloned()),
+        );
+        let mut out = std::io::sink();
+        if let Err(e) = runtime.block_on(tablekit::workers::cli::run(cli, &mut out)) {
+            eprintln!("worker: {e}");
+            std::process::exit(i32::from(tablekit::workers::cli::exit_code(&e)));
+        }
+        return Ok(());
+    }
+    runtime.block_on(run(args))
+}
+
+async fn count(
+    store: &AnyStore,
+    table: &str,
+    kind: &str,
+) -> Result<usize, Box<dyn std::error::Error>> {
+    match store
+        .query_all(
+            table,
+            Query::with_filter(tablekit::core::filter::prop("EntityKind").eq(kind)),
+        )
+        .await
+    {
+        Ok(rows) => Ok(rows.len()),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(0),
+        Err(e) => Err(e.into()),
+    }
+}
+
+async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+    std::fs::create_dir_all(&args.data)?;
+    let data = std::fs::canonicalize(&args.data)?;
+    let store_url = args
+        .store
+        .clone()
+        .unwrap_or_else(|| format!("sqlite:{}", data.join("store.db").display()));
+    let broker = args
+        .broker
+        .clone()
+        .unwrap_or_else(|| format!("sqlite:{}", data.join("queue.db").display()));
+    let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    let (archive_queue, index_queue) = (format!("archive-{run_id}"), format!("index-{run_id}"));
+    let store = AnyStore::connect(&store_url).await?;
+    let queue = AnyQueue::connect(&broker).await?;
+    queue
+        .declare(
+            &archive_queue,
+            &WorkerConfig::new(&archive_queue).queue_options(),
+        )
+        .await?;
+    let sink = QueueSink::open(AnyQueue::connect(&broker).await?, &index_queue).await?;
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
+    employees.open().await?;
+    let departments = Table::<Department, _>::new(store.clone());
+    println!("store {store_url}\nbroker {broker}");
+
+    // The workers: separate processes sharing the store and the queue.
+    let mut workers = Workers {
+        exe: std::env::current_exe()?,
+        store: store_url.clone(),
+        broker: broker.clone(),
+        children: Vec::new(),
+        killed: 0,
+    };
+    workers.start(&index_queue)?;
+    for _ in 0..args.workers.max(1) {
+        workers.start(&archive_queue)?;
+    }
+    let started = Instant::now();
+    let result = drive(
+        &args,
+        &store,
+        &queue,
+        &employees,
+        &departments,
+        &mut workers,
+        &archive_queue,
+        &index_queue,
+    )
+    .await;
+    workers.stop();
+    // Each run's queues are its own: the broker keeps none of them.
+    if let AnyQueue::Rabbit(rabbit) = &queue {
+        for name in [&archive_queue, &index_queue] {
+            let options = WorkerConfig::new(name.as_str()).queue_options();
+            let _ = rabbit.delete_queue(name, &options).await;
+        }
+    }
+    let (leavers, total) = result?;
+    if args.chaos {
+        println!(
+            "chaos: {} worker processes killed and restarted",
+            workers.killed
+        );
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+
+    // The report.
+    let current = count(&store, "Current", "Employee").await?;
+    let archived = count(&store, "Archive", "Employee").await?;
+    let audit = employees.audit(&AuditOptions::default()).await?;
+    println!(
+        "current employees: {current} (expected {})",
+        total - leavers
+    );
+    println!("archived employees: {archived} (expected {leavers})");
+    println!(
+        "audit of every index: {} (scanned {}, missing {}, stale {}, orphaned {})",
+        if audit.is_clean() { "clean" } else { "DRIFT" },
+        audit.scanned,
+        audit.missing,
+        audit.stale,
+        audit.orphaned
+    );
+    println!(
+        "elapsed {elapsed:.1} s, {:.0} operations/s ({} writes and archive moves)",
+        (total + leavers) as f64 / elapsed,
+        total + leavers
+    );
+    let ok = current == total - leavers && archived == leavers && audit.is_clean();
+    println!("report: {}", if ok { "OK" } else { "FAILED" });
+    if !ok {
+        std::process::exit(1);
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn drive(
+    args: &Args,
+    store: &AnyStore,
+    queue: &AnyQueue,
+    employees: &IndexedTable<Employee, AnyStore>,
+    departments: &Table<Department, AnyStore>,
+    workers: &mut Workers,
+    archive_queue: &str,
+    index_queue: &str,
+) -> Result<(usize, usize), Box<dyn std::error::Error>> {
+    let total = usize::try_from(args.departments * args.employees)?;
+    let bar = indicatif::ProgressBar::new(total as u64);
+    bar.set_style(indicatif::ProgressStyle::with_template(
+        "{msg:>10} {bar:40} {pos}/{len}",
+    )?);
+    bar.set_message("seeding");
+    for d in 0..args.departments {
+        let department = format!("D{d:02}");
+        departments
+            .upsert(&Department {
+                department: department.clone(),
+                manager_id: d * args.employees,
+                head_count: i32::try_from(args.employees)?,
+            })
+            .await?;
+        for n in 0..args.employees {
+            let id = d * args.employees + n;
+            employees
+                .upsert(&Employee {
+                    department: department.clone(),
+                    id,
+                    first_name: format!("First{id}"),
+                    last_name: ["Jones", "Smith", "Cao", "Ng", "Lee"][(id % 5) as usize].to_owned(),
+                    age: 20 + i32::try_from(id % 40)?,
+                    email: format!("e{id}@contoso.com"),
+                })
+                .await?;
+            bar.inc(1);
+        }
+    }
+    // A client asks for the leavers to be archived.
+    let step = (100 / args.leavers.clamp(1, 100)).max(1);
+    let mut leavers = 0;
+    for id in (0..args.departments * args.employees).step_by(step as usize) {
+        let envelope = Envelope::new(&ArchiveOperation {
+            source_table: "Current".into(),
+            target_table: "Archive".into(),
+            partition_key: format!("D{:02}", id / args.employees),
+            row_key: format!("empid_{id:06}"),
+        })?;
+        queue
+            .send(
+                archive_queue,
+                &envelope.id.to_string(),
+                &envelope.to_bytes()?,
+            )
+            .await?;
+        leavers += 1;
+    }
+    bar.set_length(leavers as u64);
+    bar.set_position(0);
+    bar.set_message("archiving");
+    let deadline = Instant::now() + Duration::from_secs(args.timeout);
+    let mut next_chaos = Instant::now();
+    loop {
+        let archived = count(store, "Archive", "Employee").await?;
+        bar.set_position(archived as u64);
+        let stats = queue.stats(archive_queue).await?;
+        if archived >= leavers && stats.waiting == 0 && stats.leased == 0 {
+            break;
+        }
+        if Instant::now() > deadline {
+            bar.abandon();
+            return Err(
+                format!("timed out: {archived} of {leavers} archived, queue {stats:?}").into(),
+            );
+        }
+        if args.chaos && Instant::now() > next_chaos {
+            workers.chaos()?;
+            next_chaos = Instant::now() + Duration::from_millis(rand::rng().random_range(200..800));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The index worker finishes what the writes and moves left.
+    bar.set_message("indexing");
+    loop {
+        let stats = queue.stats(index_queue).await?;
+        let outbox = tablekit::patterns::index::outbox::pending(store, "Current").await?;
+        if stats.waiting == 0 && stats.leased == 0 && outbox.is_empty() {
+            break;
+        }
+        if Instant::now() > deadline {
+            bar.abandon();
+            return Err(format!("timed out waiting for the index worker: {stats:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bar.finish_and_clear();
+    Ok((leavers, total))
+}
