@@ -126,9 +126,24 @@ struct Workers {
 
 impl Workers {
     fn spawn(&self, queue: &str) -> std::io::Result<Child> {
-        Command::new(&self.exe)
+        // The `tablekit-worker` binary when it was built beside this example (`cargo
+        // build`), else this binary in worker mode: the same code.
+        let binary = self
+            .exe
+            .parent()
+            .and_then(|examples| examples.parent())
+            .map(|profile| profile.join("tablekit-worker"))
+            .filter(|path| path.exists());
+        let mut command = match &binary {
+            Some(path) => Command::new(path),
+            None => {
+                let mut command = Command::new(&self.exe);
+                command.arg("worker");
+                command
+            }
+        };
+        command
             .args([
-                "worker",
                 "run",
                 "--queue",
                 queue,

@@ -1,6 +1,7 @@
 //! The archive-employees example's flow at a small size, as a user runs it: on the
 //! embedded SQLite queue and on RabbitMQ, with and without `--chaos` (worker processes
-//! killed and restarted at random); the final report must be clean.
+//! killed and restarted at random), and with its tables on Azurite; the final report must
+//! be clean.
 
 #![allow(missing_docs)]
 
@@ -93,6 +94,35 @@ fn the_example_archives_on_the_sqlite_queue() {
 #[test]
 fn the_example_archives_on_the_sqlite_queue_with_chaos() {
     run(&["--chaos"]);
+}
+
+#[test]
+fn the_example_archives_on_azurite() {
+    let up = "127.0.0.1:10002"
+        .parse()
+        .ok()
+        .and_then(|a| {
+            std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
+        })
+        .is_some();
+    if !up {
+        assert!(
+            std::env::var("CI").map_or(true, |v| v != "true"),
+            "no Azurite under CI=true (scripts/services.sh starts it)"
+        );
+        eprintln!("skipped on Azurite: not running");
+        return;
+    }
+    let prefix = format!(
+        "tex{}",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos())
+    );
+    run(&[
+        "--store",
+        &format!("azure:UseDevelopmentStorage=true;TablePrefix={prefix}"),
+    ]);
 }
 
 #[test]
