@@ -193,6 +193,10 @@ impl Workers {
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = Args::parse();
+    let size = args.departments.checked_mul(args.employees);
+    if args.worker.is_none() && size.is_none_or(|n| n > 10_000_000) {
+        return Err("--departments × --employees must be at most 10,000,000".into());
+    }
     let runtime = tokio::runtime::Runtime::new()?;
     if let Some(WorkerMode::Worker { args }) = &args.worker {
         let cli = tablekit::workers::cli::Cli::parse_from(
@@ -366,9 +370,12 @@ async fn drive(
         }
     }
     // A client asks for the leavers to be archived.
-    let step = (100 / args.leavers.clamp(1, 100)).max(1);
     let mut leavers = 0;
-    for id in (0..args.departments * args.employees).step_by(step as usize) {
+    // Exactly `--leavers` percent, spread evenly over the ids.
+    let percent = u64::from(args.leavers.min(100));
+    for id in (0..args.departments * args.employees)
+        .filter(|id| (u64::from(*id) * percent) % 100 < percent)
+    {
         let envelope = Envelope::new(&ArchiveOperation {
             source_table: "Current".into(),
             target_table: "Archive".into(),

@@ -53,6 +53,18 @@ pub async fn bulk_import<S: TableStore>(
     concurrency: usize,
     progress: impl Fn(usize, usize),
 ) -> Result<ImportReport> {
+    // Batches run in any order: of entities with the same keys, the last one is written.
+    let mut last: std::collections::HashMap<(String, String), usize> =
+        std::collections::HashMap::with_capacity(entities.len());
+    for (at, e) in entities.iter().enumerate() {
+        last.insert((e.partition_key.clone(), e.row_key.clone()), at);
+    }
+    let entities: Vec<Entity> = entities
+        .into_iter()
+        .enumerate()
+        .filter(|(at, e)| last.get(&(e.partition_key.clone(), e.row_key.clone())) == Some(at))
+        .map(|(_, e)| e)
+        .collect();
     let total = entities.len();
     let ops: Vec<WriteOp> = entities.into_iter().map(WriteOp::InsertOrReplace).collect();
     let mut planned = plan_batches(ops).map_err(tablekit_core::Error::from)?;

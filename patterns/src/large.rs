@@ -3,8 +3,9 @@
 //! store while the entity holds the blob's address.
 //!
 //! The order makes every crash safe:
-//! 1. the blob is written first, under a name made of the entity's keys, the property and
-//!    the SHA-256 of the content (writing it again writes nothing);
+//! 1. the blob is written first, under a name made of the entity's keys, the property, a
+//!    part unique to the write and the SHA-256 of the content (a blob is never shared by
+//!    two writes, so deleting a replaced one never takes one in use);
 //! 2. the entity is written with the address in `TablekitBlob_<property>`, in one entity
 //!    group transaction with an outbox entry naming the blobs it no longer references;
 //! 3. after the commit those blobs are deleted (by the sink: in process, or the worker),
@@ -69,11 +70,21 @@ const NAME_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
 pub fn blob_folder(entity: &EntityRef, property: &str) -> String {
     format!(
         "large/{}/{}/{}/{}/",
-        utf8_percent_encode(&entity.table, NAME_SET),
-        utf8_percent_encode(&entity.partition_key, NAME_SET),
-        utf8_percent_encode(&entity.row_key, NAME_SET),
-        utf8_percent_encode(property, NAME_SET)
+        segment(&entity.table),
+        segment(&entity.partition_key),
+        segment(&entity.row_key),
+        segment(property)
     )
+}
+
+/// A key as a blob-name segment: percent-encoded, and `~` (which encoding never
+/// produces) for the empty key.
+fn segment(text: &str) -> String {
+    if text.is_empty() {
+        "~".to_owned()
+    } else {
+        utf8_percent_encode(text, NAME_SET).to_string()
+    }
 }
 
 /// The blob addresses an entity holds: (property, blob name, whether the value is text).
@@ -209,7 +220,9 @@ pub async fn offload(
     for name in &chosen {
         size -= entity.properties.get(name).map_or(0, limits::value_size);
     }
-    while size > MAX_ENTITY_BYTES - 64 * chosen.len().max(1) {
+    // An address costs its property name and the blob name, in UTF-16.
+    let address_bytes = 2 * (blob_folder(&at, "").len() + 160);
+    while size + address_bytes * chosen.len() > MAX_ENTITY_BYTES {
         let Some((value_size, name)) = rest.pop() else {
             break;
         };
@@ -229,7 +242,17 @@ pub async fn offload(
             }
         };
         let blob = blobs
-            .put_content_addressed(&blob_folder(&at, &name), bytes)
+            // The content's hash names the blob, after a part unique to this write: a
+            // blob is never shared by two writes, so deleting one a write replaced can
+            // never take one a later write uses.
+            .put_content_addressed(
+                &format!(
+                    "{}{}-",
+                    blob_folder(&at, &name),
+                    &uuid::Uuid::new_v4().simple().to_string()[..12]
+                ),
+                bytes,
+            )
             .await?;
         entity.properties.insert(
             format!("{ADDRESS_PREFIX}{name}"),
@@ -565,6 +588,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
                 continue;
             };
             let decode = |s: &str| {
+                if s == "~" {
+                    return Ok(String::new());
+                }
                 percent_encoding::percent_decode_str(s)
                     .decode_utf8()
                     .map(|c| c.into_owned())

@@ -92,13 +92,22 @@ impl LogWriter {
                 "a log record is one line: its text cannot hold a newline".to_owned(),
             ));
         }
+        // A blob holds one UTC day at most, so a reader looks back one day only.
+        let other_day = self
+            .buffer
+            .first()
+            .is_some_and(|(first, _)| first.date_naive() != at.date_naive());
+        let mut flushed = None;
+        if other_day {
+            flushed = self.flush().await?;
+        }
         self.bytes += line(at, text).len();
         self.buffer.push((at, text.to_owned()));
         let opened = *self.opened.get_or_insert_with(std::time::Instant::now);
         if self.bytes >= self.max_bytes || opened.elapsed() >= self.max_age {
             return self.flush().await;
         }
-        Ok(None)
+        Ok(flushed)
     }
 
     /// Writes the buffered records to a new blob (and its `.meta`), if there are any.
@@ -133,22 +142,24 @@ impl LogWriter {
                 b.name
                     .strip_prefix(&folder)?
                     .strip_suffix(".log")?
-                    .parse::<u32>()
+                    .parse::<u64>()
                     .ok()
             })
             .max()
-            .unwrap_or(0);
+            .unwrap_or(0)
+            .min(999_000);
         for n in taken + 1..taken + 1000 {
             let name = format!("{folder}{n:06}.log");
-            // The metadata first: a reader never sees a log without its span.
-            self.blobs
-                .put(&format!("{name}.meta"), meta.clone())
-                .await?;
+            // The log first, then its span: a writer that loses the name to another
+            // never touches the winner's metadata; a log without metadata is read whole.
             if self
                 .blobs
                 .put_if_absent(&name, body.clone().into_bytes())
                 .await?
             {
+                self.blobs
+                    .put(&format!("{name}.meta"), meta.clone())
+                    .await?;
                 self.buffer.clear();
                 self.bytes = 0;
                 self.opened = None;
@@ -176,20 +187,23 @@ pub async fn read_range(
     let mut out = Vec::new();
     // A blob is filed under its first record's minute: start a day early for spans that
     // began before `from`.
-    let mut day = (from - chrono::Duration::days(1)).date_naive();
+    let mut day = from
+        .checked_sub_signed(chrono::Duration::days(1))
+        .unwrap_or(from)
+        .date_naive();
     while day <= to.date_naive() {
         let folder = format!("{prefix}/{}/", day.format("%Y/%m/%d"));
         for info in blobs.list(&folder).await? {
-            let Some(log) = info.name.strip_suffix(".meta") else {
+            let log = info.name.as_str();
+            if !log.ends_with(".log") {
                 continue;
-            };
-            let Some(meta_bytes) = blobs.get(&info.name).await? else {
-                continue;
-            };
-            let meta: LogBlobMeta = serde_json::from_slice(&meta_bytes)
-                .map_err(|e| Error::malformed(format!("blob {}", info.name), e))?;
-            if meta.last < from || meta.first > to {
-                continue;
+            }
+            if let Some(meta_bytes) = blobs.get(&format!("{log}.meta")).await? {
+                let meta: LogBlobMeta = serde_json::from_slice(&meta_bytes)
+                    .map_err(|e| Error::malformed(format!("blob {log}.meta"), e))?;
+                if meta.last < from || meta.first > to {
+                    continue;
+                }
             }
             let Some(body) = blobs.get(log).await? else {
                 continue; // metadata of a flush that never wrote its log

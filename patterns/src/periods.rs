@@ -175,7 +175,15 @@ impl PeriodTables {
         retention: Duration,
         now: DateTime<Utc>,
     ) -> Result<Vec<String>> {
-        let cutoff = (now - retention).date_naive();
+        if retention < Duration::zero() {
+            return Err(Error::Unsupported(
+                "a retention cannot be negative".to_owned(),
+            ));
+        }
+        let cutoff = now
+            .checked_sub_signed(retention)
+            .unwrap_or(DateTime::<Utc>::MIN_UTC)
+            .date_naive();
         let mut dropped = Vec::new();
         for table in self.existing(store).await? {
             let Some(start) = self.period_of(&table) else {
@@ -216,7 +224,11 @@ impl PeriodTables {
                 .map_err(|e| Error::malformed(format!("entity of {table}"), e))?;
             body.push(b'\n');
         }
-        let name = format!("cold/{table}.jsonl");
+        // Export a period no longer written: writes after the read below are not in it.
+        let name = format!(
+            "cold/{table}-{}.jsonl",
+            Utc::now().format("%Y%m%dT%H%M%S%.6f")
+        );
         blobs.put(&name, body.clone()).await?;
         if blobs.get(&name).await?.as_deref() != Some(body.as_slice()) {
             return Err(Error::malformed(

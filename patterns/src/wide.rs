@@ -89,8 +89,28 @@ impl<S: TableStore> WideTable<S> {
         }
     }
 
+    /// Refuses names a wide entity cannot take: the chunk count's property, and RowKeys
+    /// with `~` (chunk `n` of `x` is `x~00n`).
+    fn check(row_key: &str, name: Option<&str>) -> Result<()> {
+        if row_key.contains('~') {
+            return Err(Error::Unsupported(format!(
+                "a wide entity's RowKey cannot hold `~` (`{row_key}`): its chunks use it"
+            )));
+        }
+        if name == Some(CHUNKS_PROPERTY) {
+            return Err(Error::Unsupported(format!(
+                "`{CHUNKS_PROPERTY}` is the chunk count of a wide entity, not a property"
+            )));
+        }
+        Ok(())
+    }
+
     /// Splits properties into chunks, in name order.
     fn split(row_key: &str, partition_key: &str, properties: Properties) -> Result<Vec<Entity>> {
+        Self::check(row_key, None)?;
+        if properties.contains_key(CHUNKS_PROPERTY) {
+            return Self::check(row_key, Some(CHUNKS_PROPERTY)).map(|()| Vec::new());
+        }
         let mut names: Vec<(String, Value)> = properties.into_iter().collect();
         names.sort_by(|a, b| a.0.cmp(&b.0));
         let mut chunks = vec![Entity::new(partition_key, row_key)];
@@ -109,6 +129,12 @@ impl<S: TableStore> WideTable<S> {
             if let Some(last) = chunks.last_mut() {
                 last.properties.insert(name, value);
             }
+        }
+        let bytes: usize = chunks.iter().map(limits::entity_size).sum();
+        if bytes > limits::MAX_BATCH_BYTES - 256 * 1024 {
+            return Err(Error::Unsupported(format!(
+                "a wide entity of {bytes} bytes does not fit one entity group transaction (4 MiB)"
+            )));
         }
         if chunks.len() > MAX_BATCH_OPERATIONS - 1 {
             return Err(Error::Unsupported(format!(
@@ -138,7 +164,9 @@ impl<S: TableStore> WideTable<S> {
 
     fn count_of(chunk0: &Entity) -> usize {
         match chunk0.properties.get(CHUNKS_PROPERTY) {
-            Some(Value::Int32(n)) => usize::try_from(*n).unwrap_or(1).max(1),
+            Some(Value::Int32(n)) => usize::try_from(*n)
+                .unwrap_or(1)
+                .clamp(1, MAX_BATCH_OPERATIONS),
             _ => 1,
         }
     }
@@ -325,6 +353,7 @@ impl<S: TableStore> WideTable<S> {
         name: &str,
         mut change: impl FnMut(Option<&Value>) -> Option<Value>,
     ) -> Result<Option<Value>> {
+        Self::check(row_key, Some(name))?;
         for _ in 0..MAX_ATTEMPTS {
             let chunks = self
                 .chunks(partition_key, row_key)

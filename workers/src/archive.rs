@@ -54,6 +54,55 @@ pub enum ArchiveOutcome {
     Missing,
 }
 
+/// Writes the archived copy unless the target holds a copy of a newer source version;
+/// `false` when it does.
+async fn write_copy<S: TableStore>(
+    store: &S,
+    table: &str,
+    copy: Entity,
+    source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
+) -> Result<bool, OperationError> {
+    for _ in 0..MAX_RACES {
+        let existing = match store
+            .get(table, &copy.partition_key, &copy.row_key, None)
+            .await
+        {
+            Ok(found) => found,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                store.create_table_if_not_exists(table).await?;
+                None
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let op = match existing {
+            Some(existing) => {
+                let theirs = match existing.properties.get(SOURCE_TIMESTAMP_PROPERTY) {
+                    Some(tablekit_core::Value::DateTime(t)) => Some(*t),
+                    _ => None,
+                };
+                if theirs.is_some() && source_timestamp.is_some() && theirs > source_timestamp {
+                    return Ok(false);
+                }
+                let if_match = existing.etag.map_or(IfMatch::Any, IfMatch::ETag);
+                tablekit_core::WriteOp::Replace(copy.clone(), if_match)
+            }
+            None => tablekit_core::WriteOp::Insert(copy.clone()),
+        };
+        match store.execute(table, op).await {
+            Ok(_) => return Ok(true),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
+                ) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Err(OperationError::Retryable(
+        "the archived copy kept changing".to_owned(),
+    ))
+}
+
 /// How many times the source may change under the move before the operation gives up
 /// (and retries later).
 const MAX_RACES: usize = 16;
@@ -67,12 +116,36 @@ pub async fn archive<S: TableStore + Clone + 'static>(
     store: &S,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
+    archive_with_blobs(store, None, operation).await
+}
+
+/// The property of an archived copy holding the Timestamp of the source version it was
+/// made from: a late delivery never replaces a newer archived version with an older one.
+pub const SOURCE_TIMESTAMP_PROPERTY: &str = "TablekitSourceTimestamp";
+
+/// Runs an archive operation; entities with blob-stored properties (large entities) have
+/// their blobs copied under the target's name, so the archive does not depend on the
+/// source's blobs, which are deleted after the move.
+///
+/// # Errors
+/// As [`archive`]; [`OperationError::Permanent`] for a source and target that are one
+/// table, or blob-stored properties without a blob store.
+pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
+    store: &S,
+    blobs: Option<&tablekit_core::blob::BlobStore>,
+    operation: &ArchiveOperation,
+) -> Result<ArchiveOutcome, OperationError> {
     let ArchiveOperation {
         source_table,
         target_table,
         partition_key,
         row_key,
     } = operation;
+    if source_table.eq_ignore_ascii_case(target_table) {
+        return Err(OperationError::Permanent(format!(
+            "cannot archive `{source_table}` into itself"
+        )));
+    }
     for _ in 0..MAX_RACES {
         let current = match store.get(source_table, partition_key, row_key, None).await {
             Ok(current) => current,
@@ -96,21 +169,57 @@ pub async fn archive<S: TableStore + Clone + 'static>(
                 "the store returned an entity without an ETag".to_owned(),
             ));
         };
-        let mut copy = Entity::new(current.partition_key, current.row_key);
-        copy.properties = current.properties;
+        let source_blobs = tablekit_patterns::large::addresses(&current);
+        let mut copy = Entity::new(current.partition_key.clone(), current.row_key.clone());
+        copy.properties = current.properties.clone();
         copy.properties.retain(|name, _| !is_hidden(name));
-        match store.insert_or_replace(target_table, copy.clone()).await {
-            Ok(_) => {}
-            Err(e) if e.kind() == ErrorKind::TableNotFound => {
-                store.create_table_if_not_exists(target_table).await?;
-                store.insert_or_replace(target_table, copy).await?;
-            }
-            Err(e) => return Err(e.into()),
+        if let Some(stamp) = current.timestamp {
+            copy.properties.insert(
+                SOURCE_TIMESTAMP_PROPERTY.to_owned(),
+                tablekit_core::Value::DateTime(stamp),
+            );
         }
+        if !source_blobs.is_empty() {
+            let Some(blobs) = blobs else {
+                return Err(OperationError::Permanent(
+                    "the entity has blob-stored properties: archiving it needs a blob store (--blobs)".to_owned(),
+                ));
+            };
+            let target = EntityRef::new(target_table, partition_key, row_key);
+            for (property, name, text) in &source_blobs {
+                let bytes = blobs.get(name).await?.ok_or_else(|| {
+                    OperationError::Permanent(format!(
+                        "the blob `{name}` of `{property}` is missing"
+                    ))
+                })?;
+                let moved = blobs
+                    .put_content_addressed(
+                        &tablekit_patterns::large::blob_folder(&target, property),
+                        bytes,
+                    )
+                    .await?;
+                let kind = if *text { "s" } else { "b" };
+                copy.properties.insert(
+                    format!("{}{property}", tablekit_patterns::large::ADDRESS_PREFIX),
+                    tablekit_core::Value::String(format!("{kind}:{moved}")),
+                );
+            }
+        }
+        // `false`: a newer version is archived already (this delivery is late); the
+        // source delete below then finds the source gone or changed.
+        let _written = write_copy(store, target_table, copy, current.timestamp).await?;
         let sink = InlineSink::new(IndexApplier::new(store.clone()));
         let at = EntityRef::new(source_table, partition_key, row_key);
         match delete_indexed(store, &at, IfMatch::ETag(etag), Some(&sink)).await {
-            Ok(true) => return Ok(ArchiveOutcome::Archived),
+            Ok(true) => {
+                // The source is gone: so are its blobs (the archive has its own).
+                if let Some(blobs) = blobs {
+                    for (_, name, _) in &source_blobs {
+                        let _ = blobs.delete(name).await;
+                    }
+                }
+                return Ok(ArchiveOutcome::Archived);
+            }
             // Another delivery of this operation finished the move.
             Ok(false) => return Ok(ArchiveOutcome::Archived),
             // Changed since the read: archive the newer version.

@@ -11,7 +11,7 @@ use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
 use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay};
 
-use crate::archive::{ArchiveOperation, archive};
+use crate::archive::ArchiveOperation;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
 use crate::queue::{AnyQueue, Queue};
@@ -235,10 +235,13 @@ pub fn registry(store: AnyStore) -> Registry {
 /// entities, `blobs`.
 pub fn registry_with_blobs(store: AnyStore, blobs: Option<BlobStore>) -> Registry {
     let archive_store = store.clone();
+    let archive_blobs = blobs.clone();
     let registry = Registry::new().register(move |operation: ArchiveOperation| {
         let store = archive_store.clone();
+        let blobs = archive_blobs.clone();
         async move {
-            let outcome = archive(&store, &operation).await?;
+            let outcome =
+                crate::archive::archive_with_blobs(&store, blobs.as_ref(), &operation).await?;
             tracing::debug!(?outcome, row_key = %operation.row_key, "archive");
             Ok(())
         }

@@ -370,6 +370,83 @@ async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
     assert!(report.is_clean(), "{:#?}", report.findings);
 }
 
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Staff",
+    kind = "Staff",
+    partition_key = "{team}",
+    row_key = "{id:06}",
+    crate = "tablekit_core"
+)]
+struct Staff {
+    team: String,
+    id: u32,
+    #[entity(blob)]
+    photo: Option<Vec<u8>>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archiving_a_large_entity_moves_its_blobs_and_refuses_its_own_table() {
+    use tablekit_core::blob::BlobStore;
+    use tablekit_patterns::large::LargeTable;
+    use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive_with_blobs};
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let blobs = BlobStore::memory();
+    let staff = LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_inline_cleanup();
+    staff.open().await.unwrap();
+    let ann = Staff {
+        team: "t".into(),
+        id: 1,
+        photo: Some(vec![5u8; 100_000]),
+    };
+    staff.insert(&ann).await.unwrap();
+    let operation = ArchiveOperation {
+        source_table: "Staff".into(),
+        target_table: "StaffArchive".into(),
+        partition_key: "t".into(),
+        row_key: "000001".into(),
+    };
+    let without = archive_with_blobs(&store, None, &operation).await;
+    assert!(
+        matches!(&without, Err(e) if !e.is_retryable()),
+        "blob-stored properties need the blob store: {without:?}"
+    );
+    assert_eq!(
+        archive_with_blobs(&store, Some(&blobs), &operation)
+            .await
+            .unwrap(),
+        ArchiveOutcome::Archived
+    );
+    let archived =
+        LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_name("StaffArchive");
+    assert_eq!(
+        archived.get("t", "000001").await.unwrap().map(|s| s.value),
+        Some(ann)
+    );
+    let names: Vec<String> = blobs
+        .list("large/")
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    assert_eq!(
+        names.len(),
+        1,
+        "the source's blob went with the source: {names:?}"
+    );
+    assert!(names[0].starts_with("large/StaffArchive/"), "{names:?}");
+    let same = ArchiveOperation {
+        target_table: "staff".into(),
+        ..operation
+    };
+    assert!(
+        archive_with_blobs(&store, Some(&blobs), &same)
+            .await
+            .is_err()
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
