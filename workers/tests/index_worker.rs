@@ -301,6 +301,19 @@ async fn a_killed_writers_index_work_is_relayed_on_rabbitmq() {
     killed_writer_then_worker(&url, &queue).await;
     if let AnyQueue::Rabbit(rabbit) = AnyQueue::connect(&url).await.unwrap() {
         rabbit
+            .delete_queue(
+                &queue,
+                // The retry queues the workers declared, with their `--backoff-ms 20`.
+                &WorkerConfig {
+                    base_backoff: std::time::Duration::from_millis(20),
+                    ..WorkerConfig::new(&queue)
+                }
+                .queue_options(),
+            )
+            .await
+            .unwrap();
+        // And those the sending side declared, with the default backoff.
+        rabbit
             .delete_queue(&queue, &WorkerConfig::new(&queue).queue_options())
             .await
             .unwrap();

@@ -217,6 +217,19 @@ async fn sigkilled_workers_on_rabbitmq_lose_nothing() {
     killed_and_restarted_workers_archive_everything_exactly_once(url.clone(), queue.clone()).await;
     if let AnyQueue::Rabbit(rabbit) = AnyQueue::connect(&url).await.unwrap() {
         rabbit
+            .delete_queue(
+                &queue,
+                // The retry queues the workers declared, with their `--backoff-ms 20`.
+                &WorkerConfig {
+                    base_backoff: std::time::Duration::from_millis(20),
+                    ..WorkerConfig::new(&queue)
+                }
+                .queue_options(),
+            )
+            .await
+            .unwrap();
+        // And those the sending side declared, with the default backoff.
+        rabbit
             .delete_queue(&queue, &WorkerConfig::new(&queue).queue_options())
             .await
             .unwrap();
