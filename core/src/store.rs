@@ -573,6 +573,26 @@ pub trait TableStore: Send + Sync {
         }
     }
 
+    /// Reads one entity, a missing table reading as a missing entity: for code that
+    /// looks for entities in tables it does not create (copies, archives, links).
+    ///
+    /// # Errors
+    /// As [`get`](Self::get), but never `TableNotFound`.
+    fn get_if_table_exists(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+    ) -> impl Future<Output = Result<Option<Entity>>> + Send {
+        async move {
+            match self.get(table, partition_key, row_key, None).await {
+                Ok(found) => Ok(found),
+                Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
     /// Deletes an entity if it exists; `true` if this call deleted it.
     ///
     /// # Errors

@@ -49,14 +49,14 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::time::Duration;
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::utf8_percent_encode;
 use tablekit_core::blob::BlobStore;
 use tablekit_core::limits::{self, MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES};
 use tablekit_core::typed::{EntityType, Stored};
 use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use crate::error::{Error, Result};
-use crate::index::outbox::{InlineSink, OUTBOX_PREFIX, OutboxSink, outbox_entity, remove_entry};
+use crate::index::outbox::{InlineSink, OutboxSink, outbox_entity, publish_entry};
 use crate::index::record::EntityRef;
 use crate::index::registry::SchemaRecord;
 use crate::index::{IndexApplier, IndexOperation, IndexOperations};
@@ -64,7 +64,7 @@ use crate::index::{IndexApplier, IndexOperation, IndexOperations};
 /// The prefix of the property holding a property's blob address.
 pub const ADDRESS_PREFIX: &str = "TablekitBlob_";
 
-const NAME_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+use crate::index::members::BLOB_SET as NAME_SET;
 
 /// The blob folder of one property of one entity.
 pub fn blob_folder(entity: &EntityRef, property: &str) -> String {
@@ -403,15 +403,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
         partition_key: &str,
         row_key: &str,
     ) -> Result<Option<LazyEntity<E>>> {
-        let found = match self
+        let found = self
             .store
-            .get(&self.table, partition_key, row_key, None)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+            .get_if_table_exists(&self.table, partition_key, row_key)
+            .await?;
         Ok(found.map(|entity| LazyEntity {
             entity,
             blobs: self.blobs.clone(),
@@ -516,25 +511,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             match self.store.submit_batch(&self.table, batch).await {
                 Ok(etags) => {
                     if let (Some(ops), Some(sink)) = (&outbox, &self.sink) {
-                        match sink.publish(ops).await {
-                            Ok(()) => {
-                                let row_key = format!("{OUTBOX_PREFIX}{}", ops.id);
-                                let if_match = etags
-                                    .get(1)
-                                    .cloned()
-                                    .flatten()
-                                    .map_or(IfMatch::Any, IfMatch::ETag);
-                                if let Err(e) =
-                                    remove_entry(&self.store, &self.table, &pk, &row_key, if_match)
-                                        .await
-                                {
-                                    tracing::warn!(error = %e, "removing a published outbox entry failed; the relay publishes it again");
-                                }
-                            }
-                            Err(e) => {
-                                tracing::warn!(error = %e, "deleting replaced blobs failed; the relay retries it");
-                            }
-                        }
+                        let etag = etags.get(1).cloned().flatten();
+                        publish_entry(&self.store, &self.table, &pk, sink.as_ref(), ops, etag)
+                            .await;
                     }
                     return Ok(etags.first().cloned().flatten());
                 }
@@ -573,10 +552,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// The store's and blob store's errors.
     pub async fn sweep(&self, grace: Duration) -> Result<SweepReport> {
         let folder = format!("large/{}/", utf8_percent_encode(&self.table, NAME_SET));
-        let cutoff = chrono::Duration::from_std(grace)
-            .ok()
-            .and_then(|g| chrono::Utc::now().checked_sub_signed(g))
-            .unwrap_or(chrono::DateTime::<chrono::Utc>::MIN_UTC);
+        let cutoff = crate::index::outbox::ago(grace);
         let mut report = SweepReport::default();
         for blob in self.blobs.list(&folder).await? {
             report.blobs += 1;
@@ -598,11 +574,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             let (Ok(pk), Ok(rk)) = (decode(pk), decode(rk)) else {
                 continue;
             };
-            let entity = match self.store.get(&self.table, &pk, &rk, None).await {
-                Ok(found) => found,
-                Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-                Err(e) => return Err(e.into()),
-            };
+            let entity = self
+                .store
+                .get_if_table_exists(&self.table, &pk, &rk)
+                .await?;
             if entity.is_some_and(|e| references(&e, &blob.name)) {
                 continue;
             }

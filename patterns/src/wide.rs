@@ -151,15 +151,10 @@ impl<S: TableStore> WideTable<S> {
     }
 
     async fn chunk0(&self, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
-        match self
+        Ok(self
             .store
-            .get(&self.table, partition_key, row_key, None)
-            .await
-        {
-            Ok(found) => Ok(found),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+            .get_if_table_exists(&self.table, partition_key, row_key)
+            .await?)
     }
 
     fn count_of(chunk0: &Entity) -> usize {

@@ -147,17 +147,14 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
         )));
     }
     for _ in 0..MAX_RACES {
-        let current = match store.get(source_table, partition_key, row_key, None).await {
-            Ok(current) => current,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+        let current = store
+            .get_if_table_exists(source_table, partition_key, row_key)
+            .await?;
         let Some(current) = current else {
-            let archived = match store.get(target_table, partition_key, row_key, None).await {
-                Ok(found) => found.is_some(),
-                Err(e) if e.kind() == ErrorKind::TableNotFound => false,
-                Err(e) => return Err(e.into()),
-            };
+            let archived = store
+                .get_if_table_exists(target_table, partition_key, row_key)
+                .await?
+                .is_some();
             return Ok(if archived {
                 ArchiveOutcome::AlreadyArchived
             } else {

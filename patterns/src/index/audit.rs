@@ -502,15 +502,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
                     properties.as_deref(),
                     &kind_property,
                 );
-                let found = match self
-                    .store()
-                    .get(&at.table, &at.partition_key, &at.row_key, None)
-                    .await
-                {
-                    Ok(found) => found,
-                    Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-                    Err(e) => return Err(e.into()),
-                };
+                let found = self.get(at).await?;
                 let drift = match found {
                     None => Drift::Missing,
                     Some(copy) if same_content(&copy, &expected) => return Ok(()),
@@ -643,15 +635,10 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
     }
 
     async fn get(&self, at: &EntityRef) -> Result<Option<Entity>> {
-        match self
+        Ok(self
             .store()
-            .get(&at.table, &at.partition_key, &at.row_key, None)
-            .await
-        {
-            Ok(found) => Ok(found),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
-            Err(e) => Err(e.into()),
-        }
+            .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
+            .await?)
     }
 
     async fn check_link_claimed(
@@ -715,16 +702,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
 
     /// The record of a primary, if it exists and has one.
     async fn record_of(&self, source: &EntityRef) -> Result<Option<IndexRecord>> {
-        let primary = match self
-            .store()
-            .get(&source.table, &source.partition_key, &source.row_key, None)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        };
-        match primary {
+        match self.get(source).await? {
             Some(p) => IndexRecord::read(&p),
             None => Ok(None),
         }

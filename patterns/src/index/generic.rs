@@ -10,7 +10,7 @@ use tablekit_core::{Batch, ErrorKind, IfMatch, TableStore};
 
 use super::members::{plan_partition_change, read_partition_pages};
 use super::operation::{IndexOperation, IndexOperations};
-use super::outbox::{OUTBOX_PREFIX, OutboxSink, outbox_entity, remove_entry};
+use super::outbox::{OutboxSink, outbox_entity, publish_entry};
 use super::record::{EntityRef, IndexRecord, MemberStorage, Target};
 use crate::error::{Error, Result};
 
@@ -32,14 +32,10 @@ pub async fn delete_indexed<S: TableStore>(
 ) -> Result<bool> {
     let mut missing: HashSet<EntityRef> = HashSet::new();
     for _ in 0..MAX_ATTEMPTS {
-        let Some(primary) = (match store
-            .get(&at.table, &at.partition_key, &at.row_key, None)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        }) else {
+        let Some(primary) = store
+            .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
+            .await?
+        else {
             return Ok(false);
         };
         if let IfMatch::ETag(expected) = &if_match
@@ -123,16 +119,8 @@ pub async fn delete_indexed<S: TableStore>(
         }
         match store.submit_batch(&at.table, batch).await {
             Ok(_) => {
-                if let (Some(entry), Some(sink)) = (&outbox, sink)
-                    && sink.publish(entry).await.is_ok()
-                {
-                    let row_key = format!("{OUTBOX_PREFIX}{}", entry.id);
-                    if let Err(e) =
-                        remove_entry(store, &at.table, &at.partition_key, &row_key, IfMatch::Any)
-                            .await
-                    {
-                        tracing::warn!(error = %e, "removing a published outbox entry failed; the relay publishes it again");
-                    }
+                if let (Some(entry), Some(sink)) = (&outbox, sink) {
+                    publish_entry(store, &at.table, &at.partition_key, sink, entry, None).await;
                 }
                 return Ok(true);
             }

@@ -53,7 +53,8 @@ pub fn table_list_partition(index: &str, value: &str) -> String {
     format!("~ix~{}~{}", escape(index), escape(value))
 }
 
-const BLOB_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+/// The characters percent-encoded in a blob-name segment made from keys or names.
+pub(crate) const BLOB_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
 
 /// The blob of a blob-stored id list.
 pub fn blob_name(table: &str, index: &str, value: &str) -> String {

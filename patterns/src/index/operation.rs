@@ -249,14 +249,9 @@ pub struct IndexApplier<S> {
 }
 
 async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<Entity>> {
-    match store
-        .get(&at.table, &at.partition_key, &at.row_key, None)
-        .await
-    {
-        Ok(found) => Ok(found),
-        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
-        Err(e) => Err(e.into()),
-    }
+    Ok(store
+        .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
+        .await?)
 }
 
 impl<S: TableStore> IndexApplier<S> {

@@ -125,6 +125,40 @@ pub async fn remove_entry<S: TableStore>(
     }
 }
 
+/// After a write committed its outbox entry: hands the work to the sink, then deletes
+/// the entry (under its ETag when known). `true` when both happened; otherwise the entry
+/// stays for the relay (the failure is logged, the write stands).
+pub async fn publish_entry<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    sink: &dyn OutboxSink,
+    entry: &IndexOperations,
+    etag: Option<tablekit_core::ETag>,
+) -> bool {
+    if let Err(e) = sink.publish(entry).await {
+        tracing::warn!(table, error = %e, "publishing outbox work failed; the relay will retry it");
+        return false;
+    }
+    let row_key = format!("{OUTBOX_PREFIX}{}", entry.id);
+    let if_match = etag.map_or(IfMatch::Any, IfMatch::ETag);
+    match remove_entry(store, table, partition_key, &row_key, if_match).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(table, error = %e, "removing a published outbox entry failed; the relay will publish it again");
+            false
+        }
+    }
+}
+
+/// The instant `grace` before now (the earliest instant when that is out of range).
+pub(crate) fn ago(grace: Duration) -> chrono::DateTime<Utc> {
+    chrono::Duration::from_std(grace)
+        .ok()
+        .and_then(|grace| Utc::now().checked_sub_signed(grace))
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
+}
+
 /// What a relay pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RelayReport {
@@ -191,10 +225,7 @@ impl<S: TableStore> Relay<S> {
             tables: tables.len(),
             ..RelayReport::default()
         };
-        let cutoff = chrono::Duration::from_std(self.grace)
-            .ok()
-            .and_then(|grace| Utc::now().checked_sub_signed(grace))
-            .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC);
+        let cutoff = ago(self.grace);
         for table in &tables {
             for entry in pending(&self.store, table).await? {
                 let young = matches!(

@@ -38,7 +38,7 @@ use super::members::{
     plan_partition_change, read_blob_members, read_partition_pages, read_table_members,
 };
 use super::operation::{IndexApplier, IndexOperation, IndexOperations};
-use super::outbox::{InlineSink, OUTBOX_PREFIX, OutboxSink, outbox_entity, remove_entry};
+use super::outbox::{InlineSink, OutboxSink, outbox_entity, publish_entry};
 use super::record::{
     EntityRef, IndexLayout, IndexRecord, Layout, MemberStorage, Target, as_primary, copy_of,
     copy_source, next_version,
@@ -351,16 +351,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let Some(blobs) = &self.blobs else {
             return Ok(self.table.get(partition_key, row_key).await?);
         };
-        let found = match self
+        let found = self
             .table
             .store()
-            .get(self.table.name(), partition_key, row_key, None)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+            .get_if_table_exists(self.table.name(), partition_key, row_key)
+            .await?;
         match found {
             Some(entity) => {
                 let entity = crate::large::restore(blobs, self.table.name(), entity).await?;
@@ -855,17 +850,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             if from == source {
                 continue;
             }
-            let found = match self
+            let Some(found) = self
                 .table
                 .store()
-                .get(&from.table, &from.partition_key, &from.row_key, None)
-                .await
-            {
-                Ok(found) => found,
-                Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-                Err(e) => return Err(e.into()),
+                .get_if_table_exists(&from.table, &from.partition_key, &from.row_key)
+                .await?
+            else {
+                continue;
             };
-            let Some(found) = found else { continue };
             if let Some(value) = found.properties.get(source_property) {
                 entity.properties.insert(property.clone(), value.clone());
             }
@@ -982,27 +974,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let (Some(operations), Some(sink)) = (outbox, &self.sink) else {
             return false;
         };
-        if let Err(e) = sink.publish(operations).await {
-            tracing::warn!(table = self.table.name(), error = %e, "publishing index work failed; the relay will retry it");
-            return false;
-        }
-        let row_key = format!("{OUTBOX_PREFIX}{}", operations.id);
-        let if_match = etag.map_or(IfMatch::Any, IfMatch::ETag);
-        match remove_entry(
+        publish_entry(
             self.table.store(),
             self.table.name(),
             partition_key,
-            &row_key,
-            if_match,
+            sink.as_ref(),
+            operations,
+            etag,
         )
         .await
-        {
-            Ok(()) => true,
-            Err(e) => {
-                tracing::warn!(table = self.table.name(), error = %e, "removing a published outbox entry failed; the relay will publish it again");
-                false
-            }
-        }
     }
 
     fn index(&self, name: &str) -> Result<&IndexLayout> {
@@ -1092,16 +1072,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             .row_key
             .render_args(row)
             .map_err(tablekit_core::Error::from)?;
-        let copy = match self
+        let copy = self
             .table
             .store()
-            .get(self.index_table(layout), &pk, &rk, None)
-            .await
-        {
-            Ok(copy) => copy,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-            Err(e) => return Err(e.into()),
-        };
+            .get_if_table_exists(self.index_table(layout), &pk, &rk)
+            .await?;
         match copy {
             Some(copy) => self.read_hit(layout, copy).await,
             None => Ok(None),
