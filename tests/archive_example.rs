@@ -96,6 +96,7 @@ fn the_example_archives_on_the_sqlite_queue_with_chaos() {
     run(&["--chaos"]);
 }
 
+#[cfg(feature = "azure")]
 #[test]
 fn the_example_archives_on_azurite() {
     let up = "127.0.0.1:10002"

@@ -1954,6 +1954,7 @@ on_backends!(
 );
 
 /// The blob-stored id lists on Azure Blob Storage (Azurite), with the tables on SQLite.
+#[cfg(feature = "azure")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn blob_id_lists_on_azure_blob_storage() {
     let Some(base) = support::azurite_blobs() else {

@@ -107,6 +107,7 @@ async fn log_blobs_on_memory_and_local_files() {
     log_blobs_by_minute_with_a_range_reader(BlobStore::local(dir.path()).expect("blobs")).await;
 }
 
+#[cfg(feature = "azure")]
 #[tokio::test]
 async fn log_blobs_on_azure_blob_storage() {
     let Some(base) = support::azurite_blobs() else {

@@ -214,6 +214,7 @@ async fn a_sqlite_file_with_local_blob_files() {
     }
 }
 
+#[cfg(feature = "azure")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn azurite_tables_with_azurite_blobs() {
     for case in 0..2 {
