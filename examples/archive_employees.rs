@@ -419,7 +419,7 @@ async fn drive(
     bar.set_message("indexing");
     loop {
         let stats = queue.stats(index_queue).await?;
-        let outbox = tablekit::patterns::index::outbox::pending(store, "Current").await?;
+        let outbox = tablekit::patterns::consistency::outbox::scan(store, "Current").await?;
         if stats.waiting == 0 && stats.leased == 0 && outbox.is_empty() {
             break;
         }

@@ -49,9 +49,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .await?;
     println!("sales across months: {}", both.len());
     let blobs = BlobStore::memory();
+    // The export streams the table page by page into a blob written in parts, checks it
+    // by streaming it back, then drops the table; the bar follows it.
+    let bar = indicatif::ProgressBar::new_spinner();
     let (blob, count) = sales
-        .export_to_blobs(&store, &sales.table_for(old), &blobs)
+        .export_to_blobs_with_progress(&store, &sales.table_for(old), &blobs, |n| {
+            bar.set_message(format!("exported {n}"));
+        })
         .await?;
+    bar.finish_and_clear();
     println!(
         "exported {count} to {blob}; tables now {:?}",
         sales.existing(&store).await?

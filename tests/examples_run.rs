@@ -18,6 +18,7 @@ const EXAMPLES: &[&str] = &[
     "hot_cold",
     "log_blobs",
     "bulk_import",
+    "custom_operation",
 ];
 
 fn example(name: &str) -> PathBuf {

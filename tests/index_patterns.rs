@@ -15,7 +15,7 @@ use tablekit::core::fault::FaultyStore;
 use tablekit::core::typed::KeyPart;
 use tablekit::core::{AnyStore, Query, filter};
 use tablekit::patterns::Error as PatternError;
-use tablekit::patterns::index::outbox::{self, BoxFuture};
+use tablekit::patterns::consistency::{BoxFuture, Envelope, outbox};
 use tablekit::patterns::index::record::{SOURCE_PROPERTY, VERSION_PROPERTY};
 use tablekit::patterns::index::{
     AuditOptions, Drift, EntityRef, IndexApplier, IndexOperations, InlineSink, OutboxSink, Relay,
@@ -660,11 +660,15 @@ struct RecordingSink {
 impl OutboxSink for RecordingSink {
     fn publish<'a>(
         &'a self,
-        operations: &'a IndexOperations,
+        envelope: &'a Envelope,
     ) -> BoxFuture<'a, tablekit::patterns::Result<()>> {
         let messages = Arc::clone(&self.messages);
         Box::pin(async move {
-            messages.lock().expect("lock").push(operations.clone());
+            if envelope.kind == "index" {
+                let operations: IndexOperations =
+                    serde_json::from_value(envelope.payload.clone()).expect("index work");
+                messages.lock().expect("lock").push(operations);
+            }
             Ok(())
         })
     }
@@ -927,7 +931,7 @@ async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: Any
         .expect("insert");
     assert_eq!((outcome.operations, outcome.published), (1, false));
     assert_eq!(
-        outbox::pending(&store, "Employees")
+        outbox::scan(&store, "Employees")
             .await
             .expect("outbox")
             .len(),
@@ -945,8 +949,8 @@ async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: Any
         "atomic copy there"
     );
 
-    let applier = IndexApplier::new(store.clone());
-    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(applier));
+    let handlers = tablekit::patterns::index::handlers(store.clone(), None);
+    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
     let relay = Relay::new(store.clone(), sink).grace(std::time::Duration::ZERO);
     let report = relay.run_once().await.expect("relay");
     assert_eq!(report.published, 1);
@@ -957,7 +961,7 @@ async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: Any
         "copy made"
     );
     assert!(
-        outbox::pending(&store, "Employees")
+        outbox::scan(&store, "Employees")
             .await
             .expect("outbox")
             .is_empty()
@@ -1785,7 +1789,7 @@ async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
         .expect("copies");
     assert_eq!(copies.len(), 40);
     assert!(
-        outbox::pending(&store, "ManyCopies")
+        outbox::scan(&store, "ManyCopies")
             .await
             .expect("outbox")
             .is_empty()
@@ -1927,7 +1931,145 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
     assert!(blobs.list("large/").await.expect("list").is_empty());
 }
 
+async fn a_partial_update_of_an_indexed_field_moves_its_entries(store: AnyStore) {
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let jun = employee("Sales", 7, "Cao", "jun@x");
+    employees.insert(&jun).await.expect("insert");
+    // Only `email` and `last_name` are taken from the value; `age` stays as stored.
+    let changed = Employee {
+        email: "cao@x".into(),
+        last_name: "Nguyen".into(),
+        age: 99,
+        ..jun.clone()
+    };
+    let outcome = employees
+        .update(&changed, &["email", "last_name"], IfMatch::Any)
+        .await
+        .expect("update");
+    assert!(outcome.published);
+    let stored = employees
+        .get("Sales", "empid_000007")
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(
+        (
+            stored.value.email.as_str(),
+            stored.value.last_name.as_str(),
+            stored.value.age
+        ),
+        ("cao@x", "Nguyen", 30)
+    );
+    let by_new = employees
+        .find("by_email", &[&"Sales"], &[&"cao@x"])
+        .await
+        .expect("find");
+    assert_eq!(by_new.map(|e| e.id), Some(7));
+    assert!(
+        employees
+            .find("by_email", &[&"Sales"], &[&"jun@x"])
+            .await
+            .expect("find")
+            .is_none()
+    );
+    assert!(
+        employees
+            .find("email", &[&"Sales"], &[&"cao@x"])
+            .await
+            .expect("find")
+            .is_some()
+    );
+    assert_eq!(
+        employees
+            .member_ids("last_name", Some("Sales"), &[&"Nguyen"])
+            .await
+            .expect("ids")
+            .len(),
+        1
+    );
+    assert!(
+        employees
+            .member_ids("last_name", Some("Sales"), &[&"Cao"])
+            .await
+            .expect("ids")
+            .is_empty()
+    );
+    // Under a stale ETag nothing changes; an unknown field is refused before any I/O.
+    let stale = tablekit::core::ETag::new("W/\"stale\"");
+    let refused = employees
+        .update(&jun, &["email"], IfMatch::ETag(stale))
+        .await
+        .expect_err("stale");
+    assert_eq!(refused.kind(), ErrorKind::PreconditionFailed);
+    assert!(
+        employees
+            .update(&jun, &["salary"], IfMatch::Any)
+            .await
+            .is_err()
+    );
+    assert!(
+        employees
+            .audit(&AuditOptions::default())
+            .await
+            .expect("audit")
+            .is_clean()
+    );
+}
+
+async fn write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit_clean(
+    store: AnyStore,
+) {
+    use tablekit::typed::TypedWrite;
+    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
+    employees.open().await.expect("open");
+    let writes = (0..1_000u32).map(|id| {
+        TypedWrite::Upsert(employee(
+            &format!("D{}", id % 10),
+            id,
+            &format!("L{}", id % 7),
+            &format!("e{id}@x"),
+        ))
+    });
+    let report = employees.write_all(writes).await.expect("write all");
+    assert!(report.is_complete(), "{:?}", report.refused);
+    assert_eq!(report.written.len(), 1_000);
+    let primaries = store
+        .query_all(
+            "Employees",
+            Query::with_filter(filter::prop("EntityKind").eq("Employee")),
+        )
+        .await
+        .expect("primaries");
+    assert_eq!(primaries.len(), 1_000);
+    let hit = employees
+        .find("by_email", &[&"D3"], &[&"e523@x"])
+        .await
+        .expect("find");
+    assert_eq!(hit.map(|e| e.id), Some(523));
+    // A taken same-partition index value is refused on its own; the rest is written.
+    let report = employees
+        .write_all([
+            TypedWrite::Insert(employee("D1", 5_001, "X", "e1@x")),
+            TypedWrite::Insert(employee("D1", 5_002, "X", "fresh@x")),
+        ])
+        .await
+        .expect("write all");
+    assert_eq!(report.refused.len(), 1);
+    assert_eq!(report.refused[0].0, 0);
+    assert_eq!(report.written, vec![(1, report.written[0].1)]);
+    assert!(
+        employees
+            .audit(&AuditOptions::default())
+            .await
+            .expect("audit")
+            .is_clean()
+    );
+}
+
 on_backends!(
+    a_partial_update_of_an_indexed_field_moves_its_entries,
+    write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit_clean,
     the_design_photo_lives_in_the_blob_store_beside_its_indexes,
     concurrent_adds_to_a_table_list_leave_each_id_on_one_page,
     work_past_one_outbox_entry_is_spread_over_several,

@@ -7,11 +7,14 @@
 mod support;
 
 use chrono::{Duration, TimeZone, Utc};
+use futures::TryStreamExt;
 use tablekit::core::blob::BlobStore;
 use tablekit::core::fault::FaultyStore;
-use tablekit::core::{AnyStore, Query, filter};
+use tablekit::core::{AnyStore, ErrorKind, Query, filter};
 use tablekit::patterns::buckets::HashBuckets;
-use tablekit::patterns::import::{bulk_import, sequential_import};
+use tablekit::patterns::import::{
+    ImportOptions, bulk_import, import_records, import_stream, sequential_import,
+};
 use tablekit::patterns::log_tail;
 use tablekit::patterns::periods::{Period, PeriodTables};
 use tablekit::patterns::wide::WideTable;
@@ -97,6 +100,21 @@ async fn log_blobs_by_minute_with_a_range_reader(blobs: BlobStore) {
     assert_eq!(window.len(), 100);
     assert_eq!(window[0].1, "request 50");
     assert_eq!(window[99].1, "request 149");
+    // The stream reads blob by blob, across midnight, in time order.
+    let streamed: Vec<String> = tablekit::patterns::log_blobs::read_range_stream(
+        &blobs,
+        "app",
+        start,
+        start + Duration::seconds(199),
+    )
+    .map_ok(|(_, text)| text)
+    .try_collect()
+    .await
+    .expect("stream");
+    assert_eq!(
+        streamed,
+        (0..200).map(|n| format!("request {n}")).collect::<Vec<_>>()
+    );
     assert!(writer.append(start, "two\nlines").await.is_err());
 }
 
@@ -387,6 +405,200 @@ async fn bulk_import_writes_everything_in_batches_and_runs_again(store: AnyStore
     );
 }
 
+async fn an_import_from_a_stream_of_100k_entities_completes(store: AnyStore) {
+    store
+        .create_table_if_not_exists("Streamed")
+        .await
+        .expect("create");
+    // Generated lazily: the import holds a bounded number of them at a time.
+    let entities = futures::stream::iter((0..100_000u32).map(|i| {
+        Entity::new(format!("p{:03}", i % 500), format!("{i:08}")).with("n", i64::from(i))
+    }));
+    let mut reports = 0;
+    let options = ImportOptions {
+        buffered: 5_000,
+        ..ImportOptions::default()
+    };
+    let report = import_stream(&store, "Streamed", entities, &options, |r| {
+        reports += 1;
+        assert!(r.written <= 100_000);
+    })
+    .await
+    .expect("import");
+    assert_eq!((report.written, report.failed.len()), (100_000, 0));
+    assert_eq!(reports, report.batches);
+    assert!(report.batches >= 1_000, "{}", report.batches);
+    let mut rows = std::pin::pin!(store.query_stream("Streamed", Query::new()));
+    let mut count = 0;
+    while let Some(row) = futures::TryStreamExt::try_next(&mut rows)
+        .await
+        .expect("row")
+    {
+        assert!(row.get("n").is_some());
+        count += 1;
+    }
+    assert_eq!(count, 100_000);
+
+    // Typed records, from an iterator turned stream; the last of repeated keys wins.
+    let orders = Table::<Order, _>::new(store.clone());
+    orders.create().await.expect("create");
+    let records = futures::stream::iter(
+        (0..300u32)
+            .map(|id| Order { id, amount: 1 })
+            .chain((0..300u32).map(|id| Order { id, amount: 2 })),
+    );
+    let report = import_records(&orders, records, &ImportOptions::default(), |_| {})
+        .await
+        .expect("records");
+    assert_eq!(report.failed.len(), 0);
+    let all = orders.query(Query::new()).await.expect("orders");
+    assert_eq!(all.len(), 300);
+    assert!(
+        all.iter().all(|o| o.amount == 2),
+        "the last write of each key"
+    );
+}
+
+/// A period table larger than one upload part (5 MiB) goes to the blob store in parts,
+/// read back as a stream and checked, on local files and Azurite's blob service.
+async fn a_large_period_table_exports_in_parts(blobs: BlobStore) {
+    let store = AnyStore::connect("memory:").await.expect("memory");
+    let logs = PeriodTables::new("Big", Period::Day).expect("periods");
+    let table = logs.table_for(Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap());
+    store.create_table(&table).await.expect("create");
+    let text = "x".repeat(400);
+    let entities = futures::stream::iter((0..20_000u32).map(|i| {
+        Entity::new(format!("p{}", i % 20), format!("{i:06}")).with("Text", text.as_str())
+    }));
+    import_stream(&store, &table, entities, &ImportOptions::default(), |_| {})
+        .await
+        .expect("seed");
+    let mut seen = Vec::new();
+    let (name, count) = logs
+        .export_to_blobs_with_progress(&store, &table, &blobs, |n| seen.push(n))
+        .await
+        .expect("export");
+    assert_eq!(count, 20_000);
+    assert_eq!(seen.last(), Some(&20_000));
+    assert!(seen.len() >= 20, "progress per page: {}", seen.len());
+    let mut lines = 0;
+    let mut bytes = 0;
+    let mut chunks = std::pin::pin!(
+        blobs
+            .read_stream(&name)
+            .await
+            .expect("read")
+            .expect("there")
+    );
+    while let Some(chunk) = futures::TryStreamExt::try_next(&mut chunks)
+        .await
+        .expect("chunk")
+    {
+        lines += chunk.iter().filter(|b| **b == b'\n').count();
+        bytes += chunk.len();
+    }
+    assert_eq!(lines, 20_000);
+    assert!(bytes > 8 * 1024 * 1024, "more than one part: {bytes}");
+    assert!(
+        logs.existing(&store).await.expect("list").is_empty(),
+        "dropped"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_period_table_exports_in_parts_to_local_files() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    a_large_period_table_exports_in_parts(BlobStore::local(dir.path()).expect("blobs")).await;
+}
+
+#[cfg(feature = "azure")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_period_table_exports_in_parts_to_azure_blob_storage() {
+    let Some(base) = support::azurite_blobs() else {
+        return;
+    };
+    let container = format!("export{}", uuid::Uuid::new_v4().simple());
+    tablekit::core::azure::create_blob_container(&base, &container)
+        .await
+        .expect("container");
+    let blobs = BlobStore::connect(&format!("azure:{base};Container={container}")).expect("blobs");
+    a_large_period_table_exports_in_parts(blobs).await;
+}
+
+#[tokio::test]
+async fn an_import_retries_transient_failures_and_reports_the_rest_with_their_keys() {
+    let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
+    store.create_table("Imported").await.expect("create");
+    store.fail_write(0, tablekit::core::fault::Timing::BeforeWrite);
+    let too_big = Entity::new("p0", "huge").with("Blob", vec![0u8; 70_000]);
+    let entities: Vec<Entity> = (0..250u32)
+        .map(|i| Entity::new(format!("p{}", i % 2), format!("{i:06}")))
+        .chain(std::iter::once(too_big))
+        .collect();
+    let report = import_stream(
+        &store,
+        "Imported",
+        futures::stream::iter(entities),
+        &ImportOptions::default(),
+        |_| {},
+    )
+    .await
+    .expect("import");
+    assert_eq!(report.written, 250, "everything valid is written");
+    assert_eq!(report.retried, 1, "the failed batch was retried");
+    assert_eq!(report.failed.len(), 1);
+    assert_eq!(
+        report.failed[0].keys,
+        vec![("p0".to_owned(), "huge".to_owned())]
+    );
+    assert_eq!(report.failed[0].error.kind(), ErrorKind::TooLarge);
+}
+
+async fn a_wide_entity_is_replaced_under_the_callers_etag(store: AnyStore) {
+    store
+        .create_table_if_not_exists("WideIf")
+        .await
+        .expect("create");
+    let wide = WideTable::new(store.clone(), "WideIf");
+    let props = |v: i64| {
+        let mut p = tablekit::core::Properties::new();
+        for n in 0..300 {
+            p.insert(format!("p{n:03}"), Value::Int64(v));
+        }
+        p
+    };
+    let stale = ETag::new("W/\"stale\"");
+    let missing = wide
+        .write_if("s", "w1", props(1), IfMatch::ETag(stale.clone()))
+        .await
+        .expect_err("nothing stored");
+    assert_eq!(missing.kind(), ErrorKind::NotFound);
+    wide.write("s", "w1", props(1)).await.expect("write");
+    let (read, etag) = wide
+        .read_with_etag("s", "w1")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(read.get("p299"), Some(&Value::Int64(1)));
+    let new_etag = wide
+        .write_if("s", "w1", props(2), IfMatch::ETag(etag.clone()))
+        .await
+        .expect("conditional write");
+    // The old ETag is stale now: refused, nothing changed.
+    let refused = wide
+        .write_if("s", "w1", props(3), IfMatch::ETag(etag))
+        .await
+        .expect_err("stale");
+    assert_eq!(refused.kind(), ErrorKind::PreconditionFailed);
+    let (read, current) = wide
+        .read_with_etag("s", "w1")
+        .await
+        .expect("read")
+        .expect("there");
+    assert_eq!(read.get("p000"), Some(&Value::Int64(2)));
+    assert_eq!(current, new_etag);
+}
+
 async fn wide_entities_span_chunks_written_in_one_transaction(store: AnyStore) {
     store
         .create_table_if_not_exists("Wide")
@@ -536,4 +748,6 @@ on_backends!(
     hash_buckets_spread_keys_and_fan_out_in_key_order,
     period_tables_route_span_drop_and_export,
     bulk_import_writes_everything_in_batches_and_runs_again,
+    an_import_from_a_stream_of_100k_entities_completes,
+    a_wide_entity_is_replaced_under_the_callers_etag,
 );

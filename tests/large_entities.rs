@@ -13,8 +13,8 @@ use std::time::Duration;
 use tablekit::core::blob::BlobStore;
 use tablekit::core::fault::{FaultyStore, Timing};
 use tablekit::core::{AnyStore, Query};
-use tablekit::patterns::index::outbox;
-use tablekit::patterns::index::{IndexApplier, InlineSink, OutboxSink, Relay};
+use tablekit::patterns::consistency::outbox;
+use tablekit::patterns::index::{InlineSink, OutboxSink, Relay};
 use tablekit::patterns::large::{ADDRESS_PREFIX, LargeTable};
 use tablekit::prelude::*;
 
@@ -128,7 +128,7 @@ async fn large_entities_round_trip_and_clean_up(store: AnyStore, blobs: BlobStor
         .expect("delete");
     assert_eq!(blob_count(&blobs).await, 0);
     assert!(
-        outbox::pending(&store, "Staff")
+        outbox::scan(&store, "Staff")
             .await
             .expect("outbox")
             .is_empty()
@@ -150,14 +150,11 @@ async fn crashes_leave_blobs_the_relay_and_the_sweep_remove(store: AnyStore, blo
         .expect("replace");
     assert_eq!(blob_count(&blobs).await, 2, "the replaced blob waits");
     assert_eq!(
-        outbox::pending(&store, "Staff")
-            .await
-            .expect("outbox")
-            .len(),
+        outbox::scan(&store, "Staff").await.expect("outbox").len(),
         1
     );
-    let applier = IndexApplier::new(store.clone()).with_blobs(blobs.clone());
-    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(applier));
+    let handlers = tablekit::patterns::index::handlers(store.clone(), Some(blobs.clone()));
+    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
     let relay = Relay::new(store.clone(), sink).grace(Duration::ZERO);
     assert_eq!(relay.run_once().await.expect("relay").published, 1);
     assert_eq!(blob_count(&blobs).await, 1, "the relay deleted it");

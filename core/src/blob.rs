@@ -275,6 +275,44 @@ impl BlobStore {
         Ok(name)
     }
 
+    /// Starts writing a blob in parts, for content too large to hold whole: the parts
+    /// are uploaded as they fill (5 MiB each, a few at a time) and the blob appears only
+    /// at [`BlobWriter::finish`], replacing any blob of that name.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors.
+    pub async fn writer(&self, name: &str) -> Result<BlobWriter> {
+        let upload = self
+            .store
+            .put_multipart(&path(name)?)
+            .await
+            .map_err(blob_error)?;
+        Ok(BlobWriter {
+            upload: object_store::WriteMultipart::new(upload),
+        })
+    }
+
+    /// Reads a blob as a stream of chunks, for content too large to hold whole; `None`
+    /// when there is none of that name.
+    ///
+    /// # Errors
+    /// An invalid name; the backend's errors (also as items of the stream).
+    pub async fn read_stream(
+        &self,
+        name: &str,
+    ) -> Result<Option<impl futures::Stream<Item = Result<Vec<u8>>> + Send + use<>>> {
+        match self.store.get(&path(name)?).await {
+            Ok(result) => Ok(Some(
+                result
+                    .into_stream()
+                    .map_ok(|chunk| chunk.to_vec())
+                    .map_err(blob_error),
+            )),
+            Err(object_store::Error::NotFound { .. }) => Ok(None),
+            Err(e) => Err(blob_error(e)),
+        }
+    }
+
     /// Reads a blob; `None` when there is none of that name.
     ///
     /// # Errors
@@ -413,5 +451,50 @@ impl BlobStore {
             .await?;
         out.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(out)
+    }
+}
+
+/// A blob being written in parts ([`BlobStore::writer`]).
+pub struct BlobWriter {
+    upload: object_store::WriteMultipart,
+}
+
+impl std::fmt::Debug for BlobWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BlobWriter").finish_non_exhaustive()
+    }
+}
+
+impl BlobWriter {
+    /// How many parts may upload at once before `write` waits.
+    const PARTS_IN_FLIGHT: usize = 4;
+
+    /// Appends bytes; waits while too many parts are uploading, so memory stays bounded.
+    ///
+    /// # Errors
+    /// The backend's errors of a part upload.
+    pub async fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        self.upload
+            .wait_for_capacity(Self::PARTS_IN_FLIGHT)
+            .await
+            .map_err(blob_error)?;
+        self.upload.write(bytes);
+        Ok(())
+    }
+
+    /// Uploads what is left and makes the blob appear.
+    ///
+    /// # Errors
+    /// The backend's errors.
+    pub async fn finish(self) -> Result<()> {
+        self.upload.finish().await.map(drop).map_err(blob_error)
+    }
+
+    /// Gives the upload up: no blob appears.
+    ///
+    /// # Errors
+    /// The backend's errors.
+    pub async fn abort(self) -> Result<()> {
+        self.upload.abort().await.map_err(blob_error)
     }
 }

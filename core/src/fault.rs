@@ -49,6 +49,8 @@ struct Plan {
 struct State {
     calls: AtomicUsize,
     writes: AtomicUsize,
+    rows: AtomicUsize,
+    scans: Mutex<Vec<String>>,
     plan: Mutex<Plan>,
 }
 
@@ -111,6 +113,31 @@ impl<S: TableStore> FaultyStore<S> {
         self.state.writes.load(Ordering::SeqCst)
     }
 
+    /// Entities returned so far by point reads and queries.
+    pub fn rows_read(&self) -> usize {
+        self.state.rows.load(Ordering::SeqCst)
+    }
+
+    /// The tables read by queries that scan the whole table (no PartitionKey bound), in
+    /// call order.
+    pub fn table_scans(&self) -> Vec<String> {
+        self.state
+            .scans
+            .lock()
+            .map(|s| s.clone())
+            .unwrap_or_default()
+    }
+
+    /// Sets the call, write and row counters and the scans back to zero (not the plan).
+    pub fn reset_counters(&self) {
+        self.state.calls.store(0, Ordering::SeqCst);
+        self.state.writes.store(0, Ordering::SeqCst);
+        self.state.rows.store(0, Ordering::SeqCst);
+        if let Ok(mut scans) = self.state.scans.lock() {
+            scans.clear();
+        }
+    }
+
     fn check_crashed(&self) -> Result<()> {
         self.state.calls.fetch_add(1, Ordering::SeqCst);
         match self.plan().crash_at {
@@ -165,12 +192,28 @@ impl<S: TableStore> TableStore for FaultyStore<S> {
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
         self.check_crashed()?;
-        self.inner.get(table, partition_key, row_key, select).await
+        let found = self
+            .inner
+            .get(table, partition_key, row_key, select)
+            .await?;
+        if found.is_some() {
+            self.state.rows.fetch_add(1, Ordering::SeqCst);
+        }
+        Ok(found)
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         self.check_crashed()?;
-        self.inner.query(table, query).await
+        if query.explain() == crate::query::QueryClass::TableScan
+            && let Ok(mut scans) = self.state.scans.lock()
+        {
+            scans.push(table.to_owned());
+        }
+        let page = self.inner.query(table, query).await?;
+        self.state
+            .rows
+            .fetch_add(page.entities.len(), Ordering::SeqCst);
+        Ok(page)
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {

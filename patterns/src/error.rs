@@ -44,6 +44,15 @@ pub enum Error {
         /// Why.
         reason: String,
     },
+    /// A record tablekit keeps could not be encoded; nothing was written.
+    #[error("cannot encode {what}")]
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
     /// Blob-stored data (an index entity, a large property) without a blob store
     /// configured.
     #[error("`{index}` is stored in blobs: configure a blob store")]
@@ -55,9 +64,9 @@ pub enum Error {
     /// serve (a sparse index backfilled without the entity type).
     #[error("{0}")]
     Unsupported(String),
-    /// The outbox sink could not publish; the outbox entry stays for the relay.
-    #[error("publishing outbox entry failed: {0}")]
-    Publish(String),
+    /// The sink could not publish follow-up work; its outbox entry stays for the relay.
+    #[error("publishing follow-up work failed: {0}")]
+    Publish(#[source] Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl Error {
@@ -68,13 +77,23 @@ impl Error {
             Error::IndexValueTaken { .. } => ErrorKind::AlreadyExists,
             Error::Contention { .. } | Error::Publish(_) => ErrorKind::Transient,
             Error::Malformed { .. } => ErrorKind::InvalidData,
-            Error::NoBlobStore { .. } | Error::Unsupported(_) => ErrorKind::InvalidInput,
+            Error::NoBlobStore { .. } | Error::Unsupported(_) | Error::Encode { .. } => {
+                ErrorKind::InvalidInput
+            }
         }
     }
 
     /// Whether the same request may succeed later.
     pub fn is_retryable(&self) -> bool {
         self.kind() == ErrorKind::Transient
+    }
+
+    /// JSON text of a record tablekit writes.
+    pub(crate) fn json<T: serde::Serialize + ?Sized>(what: &str, value: &T) -> Result<String> {
+        serde_json::to_string(value).map_err(|source| Error::Encode {
+            what: what.to_owned(),
+            source,
+        })
     }
 
     pub(crate) fn malformed(what: impl Into<String>, reason: impl std::fmt::Display) -> Self {

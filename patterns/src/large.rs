@@ -6,8 +6,9 @@
 //! 1. the blob is written first, under a name made of the entity's keys, the property, a
 //!    part unique to the write and the SHA-256 of the content (a blob is never shared by
 //!    two writes, so deleting a replaced one never takes one in use);
-//! 2. the entity is written with the address in `TablekitBlob_<property>`, in one entity
-//!    group transaction with an outbox entry naming the blobs it no longer references;
+//! 2. the entity is written with the address in `TablekitBlob_<property>` through the
+//!    consistency engine's commit, with a [`DeleteBlobs`] operation naming the blobs it no
+//!    longer references as its follow-up work;
 //! 3. after the commit those blobs are deleted (by the sink: in process, or the worker),
 //!    each only if the entity does not reference it.
 //!
@@ -50,21 +51,95 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use percent_encoding::utf8_percent_encode;
+use serde::{Deserialize, Serialize};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::limits::{self, MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES};
 use tablekit_core::typed::{EntityType, Stored};
-use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, TableStore, Value};
+use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, TableStore, Value, WriteOp};
 
+use crate::address::{BLOB_NAME_SET as NAME_SET, EntityRef};
+use crate::consistency::outbox::ago;
+use crate::consistency::{
+    Engine, InlineSink, Operation, OutboxSink, Plan, Planner, Registry, lost_race,
+};
 use crate::error::{Error, Result};
-use crate::index::outbox::{InlineSink, OutboxSink, outbox_entity, publish_entry};
-use crate::index::record::EntityRef;
-use crate::index::registry::SchemaRecord;
-use crate::index::{IndexApplier, IndexOperation, IndexOperations};
 
 /// The prefix of the property holding a property's blob address.
 pub const ADDRESS_PREFIX: &str = "TablekitBlob_";
 
-use crate::index::members::BLOB_SET as NAME_SET;
+/// Deletes the blobs an entity stopped referencing (operation kind `delete_blobs`), each
+/// unless the entity references it again.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeleteBlobs {
+    /// The entity that held the blobs' addresses.
+    pub entity: EntityRef,
+    /// The blobs.
+    pub names: Vec<String>,
+}
+
+impl Operation for DeleteBlobs {
+    const KIND: &'static str = "delete_blobs";
+    const VERSION: u32 = 1;
+}
+
+impl DeleteBlobs {
+    /// The blobs `old` references and `new` does not; `None` when there are none.
+    pub fn dropped(entity: &EntityRef, old: Option<&Entity>, new: Option<&Entity>) -> Option<Self> {
+        let kept: Vec<String> = new
+            .map(|e| addresses(e).into_iter().map(|(_, n, _)| n).collect())
+            .unwrap_or_default();
+        let names: Vec<String> = old
+            .map(addresses)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(_, name, _)| name)
+            .filter(|name| !kept.contains(name))
+            .collect();
+        (!names.is_empty()).then(|| DeleteBlobs {
+            entity: entity.clone(),
+            names,
+        })
+    }
+
+    /// Deletes the blobs the entity does not reference. Returns how many were deleted.
+    ///
+    /// # Errors
+    /// The store's and the blob store's errors.
+    pub async fn apply<S: TableStore>(&self, store: &S, blobs: &BlobStore) -> Result<usize> {
+        let holder = store
+            .get_if_table_exists(
+                &self.entity.table,
+                &self.entity.partition_key,
+                &self.entity.row_key,
+            )
+            .await?;
+        let mut deleted = 0;
+        for name in &self.names {
+            if holder.as_ref().is_some_and(|h| references(h, name)) {
+                continue;
+            }
+            if blobs.delete(name).await? {
+                deleted += 1;
+            }
+        }
+        Ok(deleted)
+    }
+
+    /// Registers the handler of this operation in `registry`.
+    pub fn register<S: TableStore + Clone + 'static>(
+        registry: Registry,
+        store: S,
+        blobs: BlobStore,
+    ) -> Registry {
+        registry.register(move |operation: DeleteBlobs| {
+            let (store, blobs) = (store.clone(), blobs.clone());
+            async move {
+                operation.apply(&store, &blobs).await?;
+                Ok(())
+            }
+        })
+    }
+}
 
 /// The blob folder of one property of one entity.
 pub fn blob_folder(entity: &EntityRef, property: &str) -> String {
@@ -121,20 +196,18 @@ pub struct SweepReport {
 
 /// A typed table whose blob fields and oversized properties live in the blob store.
 pub struct LargeTable<E, S> {
-    store: S,
+    engine: Engine<S>,
     table: String,
     blobs: BlobStore,
-    sink: Option<Arc<dyn OutboxSink>>,
     entity: PhantomData<fn() -> E>,
 }
 
 impl<E, S: Clone> Clone for LargeTable<E, S> {
     fn clone(&self) -> Self {
         LargeTable {
-            store: self.store.clone(),
+            engine: self.engine.clone(),
             table: self.table.clone(),
             blobs: self.blobs.clone(),
-            sink: self.sink.clone(),
             entity: PhantomData,
         }
     }
@@ -296,10 +369,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// [`with_inline_cleanup`](Self::with_inline_cleanup) and [`with_sink`](Self::with_sink).
     pub fn new(store: S, blobs: BlobStore) -> Self {
         LargeTable {
-            store,
+            engine: Engine::new(store),
             table: E::TABLE.to_owned(),
             blobs,
-            sink: None,
             entity: PhantomData,
         }
     }
@@ -312,26 +384,37 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
 
     /// Deletes replaced blobs in this process, right after the commit.
     pub fn with_inline_cleanup(mut self) -> Self {
-        let applier = IndexApplier::new(self.store.clone()).with_blobs(self.blobs.clone());
-        self.sink = Some(Arc::new(InlineSink::new(applier)));
+        let registry = DeleteBlobs::register(
+            Registry::new(),
+            self.engine.store().clone(),
+            self.blobs.clone(),
+        );
+        self.engine = self.engine.with_sink(Arc::new(InlineSink::new(registry)));
         self
     }
 
     /// Hands the deletion of replaced blobs to `sink` (the worker's queue).
     pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
-        self.sink = Some(sink);
+        self.engine = self.engine.with_sink(sink);
         self
     }
 
-    /// Creates the table and registers it, so the worker's relay finds its outbox.
+    /// Commits through `engine` (its sink, markers and retry policy) instead.
+    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
+        self.engine = engine;
+        self
+    }
+
+    /// Creates the table (and the consistency engine's table of pending markers).
     ///
     /// # Errors
     /// The store's errors.
     pub async fn open(&self) -> Result<()> {
-        self.store.create_table_if_not_exists(&self.table).await?;
-        SchemaRecord::of(E::schema(), &self.table)
-            .register(&self.store)
-            .await
+        self.engine
+            .store()
+            .create_table_if_not_exists(&self.table)
+            .await?;
+        self.engine.open().await
     }
 
     /// Inserts a value; `AlreadyExists` when its keys are taken.
@@ -404,7 +487,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
         row_key: &str,
     ) -> Result<Option<LazyEntity<E>>> {
         let found = self
-            .store
+            .engine
+            .store()
             .get_if_table_exists(&self.table, partition_key, row_key)
             .await?;
         Ok(found.map(|entity| LazyEntity {
@@ -440,109 +524,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             limits::check_entity(e).map_err(tablekit_core::Error::from)?;
         }
         let source = EntityRef::new(&self.table, &pk, &rk);
-        for _ in 0..64 {
-            let old = match &mode {
-                Mode::Insert => None,
-                _ => self.store.get(&self.table, &pk, &rk, None).await?,
-            };
-            let user_etag = match &mode {
-                Mode::Replace(IfMatch::ETag(e)) => Some(e.clone()),
-                _ => None,
-            };
-            if let Mode::Replace(_) = &mode {
-                match &old {
-                    None => {
-                        return Err(tablekit_core::Error::NotFound {
-                            table: self.table.clone(),
-                            partition_key: pk,
-                            row_key: rk,
-                        }
-                        .into());
-                    }
-                    Some(o) if user_etag.is_some() && o.etag != user_etag => {
-                        return Err(tablekit_core::Error::PreconditionFailed {
-                            table: self.table.clone(),
-                            partition_key: pk,
-                            row_key: rk,
-                        }
-                        .into());
-                    }
-                    _ => {}
-                }
-            }
-            let kept: Vec<String> = entity
-                .as_ref()
-                .map(|e| addresses(e).into_iter().map(|(_, n, _)| n).collect())
-                .unwrap_or_default();
-            let dropped: Vec<IndexOperation> = old
-                .as_ref()
-                .map(addresses)
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|(_, name, _)| !kept.contains(name))
-                .map(|(_, name, _)| IndexOperation::DeleteBlob {
-                    entity: source.clone(),
-                    name,
-                })
-                .collect();
-            let if_match = old
-                .as_ref()
-                .and_then(|o| o.etag.clone())
-                .map_or(IfMatch::Any, IfMatch::ETag);
-            let mut batch = Batch::new();
-            match (&entity, &old) {
-                (Some(e), None) => {
-                    batch.insert(e.clone());
-                }
-                (Some(e), Some(_)) => {
-                    batch.replace(e.clone(), if_match);
-                }
-                (None, _) => {
-                    batch.delete(&pk, &rk, if_match);
-                }
-            }
-            let outbox = (!dropped.is_empty()).then(|| IndexOperations {
-                id: uuid::Uuid::new_v4().simple().to_string(),
-                operations: dropped,
-            });
-            if let Some(ops) = &outbox {
-                batch.insert(outbox_entity(&pk, ops));
-            }
-            match self.store.submit_batch(&self.table, batch).await {
-                Ok(etags) => {
-                    if let (Some(ops), Some(sink)) = (&outbox, &self.sink) {
-                        let etag = etags.get(1).cloned().flatten();
-                        publish_entry(&self.store, &self.table, &pk, sink.as_ref(), ops, etag)
-                            .await;
-                    }
-                    return Ok(etags.first().cloned().flatten());
-                }
-                Err(e) => match (e.batch_index(), e.kind(), &mode) {
-                    (Some(0), ErrorKind::AlreadyExists, Mode::Insert) => return Err(e.into()),
-                    (
-                        Some(0),
-                        ErrorKind::PreconditionFailed | ErrorKind::NotFound,
-                        Mode::Replace(_),
-                    ) if user_etag.is_some() => {
-                        return Err(e.into());
-                    }
-                    (
-                        Some(_),
-                        ErrorKind::PreconditionFailed
-                        | ErrorKind::NotFound
-                        | ErrorKind::AlreadyExists,
-                        _,
-                    ) => {
-                        tokio::time::sleep(Duration::from_millis(2)).await;
-                    }
-                    _ => return Err(e.into()),
-                },
-            }
-        }
-        Err(Error::Contention {
-            what: format!("large-entity write of {source}"),
-            attempts: 64,
-        })
+        let mut write = LargeWrite {
+            store: self.engine.store(),
+            source,
+            entity,
+            mode,
+        };
+        let committed = self.engine.commit(&self.table, &pk, &mut write).await?;
+        Ok(committed.and_then(|c| c.etags.into_iter().next().flatten()))
     }
 
     /// Deletes the blobs of this table that no entity references and that are older than
@@ -552,7 +541,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// The store's and blob store's errors.
     pub async fn sweep(&self, grace: Duration) -> Result<SweepReport> {
         let folder = format!("large/{}/", utf8_percent_encode(&self.table, NAME_SET));
-        let cutoff = crate::index::outbox::ago(grace);
+        let cutoff = ago(grace);
         let mut report = SweepReport::default();
         for blob in self.blobs.list(&folder).await? {
             report.blobs += 1;
@@ -575,7 +564,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
                 continue;
             };
             let entity = self
-                .store
+                .engine
+                .store()
                 .get_if_table_exists(&self.table, &pk, &rk)
                 .await?;
             if entity.is_some_and(|e| references(&e, &blob.name)) {
@@ -598,4 +588,90 @@ enum Mode {
     Insert,
     Upsert,
     Replace(IfMatch),
+}
+
+/// One large-entity write, run by the engine: the entity (or its delete) under the ETag
+/// read, and the deletion of the blobs it stops referencing as follow-up work.
+struct LargeWrite<'a, S> {
+    store: &'a S,
+    source: EntityRef,
+    entity: Option<Entity>,
+    mode: Mode,
+}
+
+impl<S: TableStore> LargeWrite<'_, S> {
+    fn user_etag(&self) -> Option<&ETag> {
+        match &self.mode {
+            Mode::Replace(IfMatch::ETag(e)) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl<S: TableStore> Planner for LargeWrite<'_, S> {
+    type Role = ();
+
+    async fn plan(&mut self) -> Result<Option<Plan<()>>> {
+        let EntityRef {
+            table,
+            partition_key: pk,
+            row_key: rk,
+        } = &self.source;
+        let old = match &self.mode {
+            Mode::Insert => None,
+            _ => self.store.get(table, pk, rk, None).await?,
+        };
+        if let Mode::Replace(_) = &self.mode {
+            match &old {
+                None => return Err(self.source.not_found()),
+                Some(o) if self.user_etag().is_some() && o.etag.as_ref() != self.user_etag() => {
+                    return Err(self.source.precondition_failed());
+                }
+                _ => {}
+            }
+        }
+        let if_match = old
+            .as_ref()
+            .and_then(|o| o.etag.clone())
+            .map_or(IfMatch::Any, IfMatch::ETag);
+        let mut plan = Plan::new();
+        let op = match (&self.entity, &old) {
+            (Some(e), None) => WriteOp::Insert(e.clone()),
+            (Some(e), Some(_)) => WriteOp::Replace(e.clone(), if_match),
+            (None, _) => WriteOp::Delete {
+                partition_key: pk.clone(),
+                row_key: rk.clone(),
+                if_match,
+            },
+        };
+        plan.push(op, ());
+        if let Some(dropped) =
+            DeleteBlobs::dropped(&self.source, old.as_ref(), self.entity.as_ref())
+        {
+            plan.follow_up(
+                crate::consistency::Envelope::new(&dropped).map_err(|source| Error::Encode {
+                    what: "a blob deletion".to_owned(),
+                    source,
+                })?,
+            );
+        }
+        Ok(Some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, _: Option<&()>) -> Result<()> {
+        match (error.batch_index(), error.kind(), &self.mode) {
+            (Some(0), ErrorKind::AlreadyExists, Mode::Insert) => Err(error.into()),
+            (Some(0), ErrorKind::PreconditionFailed | ErrorKind::NotFound, Mode::Replace(_))
+                if self.user_etag().is_some() =>
+            {
+                Err(error.into())
+            }
+            _ if lost_race(&error) => Ok(()),
+            _ => Err(error.into()),
+        }
+    }
+
+    fn what(&self) -> String {
+        format!("large-entity write of {}", self.source)
+    }
 }

@@ -1,13 +1,17 @@
 //! tablekit-patterns: the table-design patterns as composable modules over a
 //! [`TableStore`](tablekit_core::TableStore).
 //!
+//! - [`consistency`]: the consistency engine every cross-partition pattern uses: operations
+//!   and their registry, the one commit primitive, the outbox, pending markers, sinks and
+//!   the relay.
 //! - [`index`]: secondary indexes (same partition, other partition or table), index
-//!   entities, denormalised fields, the transactional outbox and its relay, audit, repair
-//!   and backfill.
+//!   entities, denormalised fields, audit, repair and backfill.
 //! - [`large`]: large entities: blob fields and oversized properties in the blob store.
 //! - [`log_tail`]: inverted-ticks RowKeys, the newest entities first.
 //! - [`log_blobs`]: log data in blobs, by minute, with a time-range reader.
-//! - [`buckets`]: hash-prefixed keys and fan-out queries over the buckets.
+//! - [`cursor`]: one resumable cursor for reads that span several queries.
+//! - [`buckets`]: hash-prefixed keys and fan-out queries over the buckets, merged a page
+//!   at a time.
 //! - [`periods`]: a table per day or month (high-volume delete, hot/cold tables).
 //! - [`import`]: parallel bulk import in entity group transactions.
 //! - [`wide`]: wide entities (more than 252 properties) and data series.
@@ -49,7 +53,10 @@
 //! # }).unwrap();
 //! ```
 
+mod address;
 pub mod buckets;
+pub mod consistency;
+pub mod cursor;
 mod error;
 pub mod import;
 pub mod index;
@@ -59,4 +66,5 @@ pub mod log_tail;
 pub mod periods;
 pub mod wide;
 
+pub use address::EntityRef;
 pub use error::{Error, Result};

@@ -173,7 +173,8 @@ impl LogWriter {
     }
 }
 
-/// The records written from `from` to `to` (inclusive) under `prefix`, in time order.
+/// The records written from `from` to `to` (inclusive) under `prefix`, in time order,
+/// collected: for ranges that fit in memory; [`read_range_stream`] reads any range.
 ///
 /// # Errors
 /// The blob store's errors; [`Error::Malformed`] for a blob that does not read.
@@ -183,48 +184,192 @@ pub async fn read_range(
     from: DateTime<Utc>,
     to: DateTime<Utc>,
 ) -> Result<Vec<(DateTime<Utc>, String)>> {
-    let prefix = prefix.trim_end_matches('/');
-    let mut out = Vec::new();
+    use futures::TryStreamExt;
+    read_range_stream(blobs, prefix, from, to)
+        .try_collect()
+        .await
+}
+
+/// The records written from `from` to `to` (inclusive) under `prefix`, in time order, as
+/// a stream: day folders are listed as the read reaches them and a blob is read when the
+/// read reaches its first record, so memory holds the blobs whose spans overlap the
+/// current instant, never the range.
+pub fn read_range_stream<'a>(
+    blobs: &'a BlobStore,
+    prefix: &'a str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+) -> impl futures::Stream<Item = Result<(DateTime<Utc>, String)>> + Send + 'a {
     // A blob is filed under its first record's minute: start a day early for spans that
     // began before `from`.
-    let mut day = from
+    let first_day = from
         .checked_sub_signed(chrono::Duration::days(1))
         .unwrap_or(from)
         .date_naive();
-    while day <= to.date_naive() {
-        let folder = format!("{prefix}/{}/", day.format("%Y/%m/%d"));
-        for info in blobs.list(&folder).await? {
-            let log = info.name.as_str();
+    let reader = RangeReader {
+        blobs,
+        prefix: prefix.trim_end_matches('/'),
+        from,
+        to,
+        next_day: Some(first_day),
+        pending: Vec::new(),
+        open: std::collections::BinaryHeap::new(),
+        opened: 0,
+    };
+    futures::stream::try_unfold(reader, |mut reader| async move {
+        Ok(reader.next().await?.map(|record| (record, reader)))
+    })
+}
+
+/// A blob listed but not read yet: when its first record was written.
+struct Listed {
+    first: DateTime<Utc>,
+    name: String,
+}
+
+/// The next record of a blob being read, ordered for the merge (the earliest first).
+struct Open {
+    at: DateTime<Utc>,
+    blob: usize,
+    rest: std::collections::VecDeque<(DateTime<Utc>, String)>,
+    text: String,
+}
+
+impl PartialEq for Open {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.blob) == (other.at, other.blob)
+    }
+}
+impl Eq for Open {}
+impl PartialOrd for Open {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Open {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        // Reversed: the heap pops its greatest, the read wants the earliest.
+        (other.at, other.blob).cmp(&(self.at, self.blob))
+    }
+}
+
+struct RangeReader<'a> {
+    blobs: &'a BlobStore,
+    prefix: &'a str,
+    from: DateTime<Utc>,
+    to: DateTime<Utc>,
+    /// The next day folder to list.
+    next_day: Option<chrono::NaiveDate>,
+    /// Listed blobs, the earliest last (popped first).
+    pending: Vec<Listed>,
+    open: std::collections::BinaryHeap<Open>,
+    opened: usize,
+}
+
+impl RangeReader<'_> {
+    /// The earliest instant a record not yet returned can have, as far as is known.
+    fn horizon(&self) -> Option<DateTime<Utc>> {
+        let open = self.open.peek().map(|o| o.at);
+        let listed = self.pending.last().map(|l| l.first);
+        match (open, listed) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<(DateTime<Utc>, String)>> {
+        loop {
+            // Every blob that may hold an earlier record is listed first: a day folder
+            // holds the blobs whose first record is on that day.
+            if let Some(day) = self.next_day
+                && day <= self.to.date_naive()
+                && self.horizon().is_none_or(|t| day <= t.date_naive())
+            {
+                self.list(day).await?;
+                self.next_day = day.succ_opt();
+                continue;
+            }
+            // A listed blob whose first record is due is read now.
+            let due = match (self.pending.last(), self.open.peek()) {
+                (Some(listed), Some(open)) => listed.first <= open.at,
+                (Some(_), None) => true,
+                (None, _) => false,
+            };
+            if due {
+                if let Some(listed) = self.pending.pop() {
+                    self.read(listed).await?;
+                }
+                continue;
+            }
+            let Some(mut head) = self.open.pop() else {
+                return Ok(None);
+            };
+            let record = (head.at, std::mem::take(&mut head.text));
+            if let Some((at, text)) = head.rest.pop_front() {
+                head.at = at;
+                head.text = text;
+                self.open.push(head);
+            }
+            return Ok(Some(record));
+        }
+    }
+
+    async fn list(&mut self, day: chrono::NaiveDate) -> Result<()> {
+        let folder = format!("{}/{}/", self.prefix, day.format("%Y/%m/%d"));
+        for info in self.blobs.list(&folder).await? {
+            let log = info.name;
             if !log.ends_with(".log") {
                 continue;
             }
-            if let Some(meta_bytes) = blobs.get(&format!("{log}.meta")).await? {
-                let meta: LogBlobMeta = serde_json::from_slice(&meta_bytes)
-                    .map_err(|e| Error::malformed(format!("blob {log}.meta"), e))?;
-                if meta.last < from || meta.first > to {
-                    continue;
+            let first = match self.blobs.get(&format!("{log}.meta")).await? {
+                Some(meta_bytes) => {
+                    let meta: LogBlobMeta = serde_json::from_slice(&meta_bytes)
+                        .map_err(|e| Error::malformed(format!("blob {log}.meta"), e))?;
+                    if meta.last < self.from || meta.first > self.to {
+                        continue;
+                    }
+                    meta.first
                 }
-            }
-            let Some(body) = blobs.get(log).await? else {
-                continue; // metadata of a flush that never wrote its log
+                // No metadata: the start of its day bounds its first record.
+                None => day.and_hms_opt(0, 0, 0).map_or(self.from, |t| t.and_utc()),
             };
-            let text =
-                String::from_utf8(body).map_err(|e| Error::malformed(format!("blob {log}"), e))?;
-            for record in text.lines() {
-                let (stamp, rest) = record.split_once('\t').ok_or_else(|| {
-                    Error::malformed(format!("blob {log}"), "a record without a timestamp")
-                })?;
-                let at = DateTime::parse_from_rfc3339(stamp)
-                    .map_err(|e| Error::malformed(format!("blob {log}"), e))?
-                    .with_timezone(&Utc);
-                if at >= from && at <= to {
-                    out.push((at, rest.to_owned()));
-                }
+            self.pending.push(Listed { first, name: log });
+        }
+        self.pending
+            .sort_by_key(|listed| std::cmp::Reverse(listed.first));
+        Ok(())
+    }
+
+    async fn read(&mut self, listed: Listed) -> Result<()> {
+        let log = listed.name;
+        let Some(body) = self.blobs.get(&log).await? else {
+            return Ok(()); // metadata of a flush that never wrote its log
+        };
+        let text =
+            String::from_utf8(body).map_err(|e| Error::malformed(format!("blob {log}"), e))?;
+        let mut records = Vec::new();
+        for record in text.lines() {
+            let (stamp, rest) = record.split_once('\t').ok_or_else(|| {
+                Error::malformed(format!("blob {log}"), "a record without a timestamp")
+            })?;
+            let at = DateTime::parse_from_rfc3339(stamp)
+                .map_err(|e| Error::malformed(format!("blob {log}"), e))?
+                .with_timezone(&Utc);
+            if at >= self.from && at <= self.to {
+                records.push((at, rest.to_owned()));
             }
         }
-        let Some(next) = day.succ_opt() else { break };
-        day = next;
+        records.sort_by_key(|(at, _)| *at);
+        let mut rest: std::collections::VecDeque<_> = records.into();
+        if let Some((at, text)) = rest.pop_front() {
+            self.opened += 1;
+            self.open.push(Open {
+                at,
+                blob: self.opened,
+                rest,
+                text,
+            });
+        }
+        Ok(())
     }
-    out.sort_by_key(|(at, _)| *at);
-    Ok(out)
 }

@@ -19,7 +19,7 @@ use tablekit_core::keys;
 use tablekit_core::typed::{Record, Stored, Table};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore};
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The separator before a uniqueness suffix: below every digit, so `<ticks>_<suffix>`
 /// sorts with `<ticks>`.
@@ -67,7 +67,13 @@ pub async fn append<S: TableStore>(
     mut entity: Entity,
 ) -> Result<String> {
     entity.partition_key = partition_key.to_owned();
-    for _ in 0..8 {
+    let mut retry = crate::consistency::RetryPolicy::default()
+        .attempts(8)
+        .start();
+    loop {
+        retry
+            .next(|| format!("log-tail append to {table}({partition_key})"))
+            .await?;
         entity.row_key = unique_row_key(at)?;
         match store.insert(table, entity.clone()).await {
             Ok(_) => return Ok(entity.row_key),
@@ -75,10 +81,6 @@ pub async fn append<S: TableStore>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Contention {
-        what: format!("log-tail append to {table}({partition_key})"),
-        attempts: 8,
-    })
 }
 
 /// The newest `n` entities of a partition (at most 1,000), newest first, in one query.

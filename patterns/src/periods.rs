@@ -13,12 +13,15 @@
 //! ```
 
 use chrono::{DateTime, Datelike, Duration, NaiveDate, Utc};
-use futures::TryStreamExt;
+use futures::{Stream, TryStreamExt};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::limits;
 use tablekit_core::typed::{Record, Stored, Table};
 use tablekit_core::{ErrorKind, Query, TableStore};
 
+use sha2::{Digest, Sha256};
+
+use crate::cursor::{Cursor, CursorPage, Position};
 use crate::error::{Error, Result};
 
 /// The length of a period.
@@ -141,7 +144,9 @@ impl PeriodTables {
     }
 
     /// Runs a query on the tables of every period from `from` to `to` and returns the
-    /// results period by period, oldest first (missing tables count as empty).
+    /// results period by period, oldest first (missing tables count as empty), collected:
+    /// for results that fit in memory; [`query_page`](Self::query_page) and
+    /// [`query_stream`](Self::query_stream) page through any size.
     ///
     /// # Errors
     /// The store's errors.
@@ -152,16 +157,85 @@ impl PeriodTables {
         to: DateTime<Utc>,
         query: Query,
     ) -> Result<Vec<Stored<R>>> {
-        let mut out = Vec::new();
-        for name in self.tables_between(from, to) {
-            let table = Table::<R, S>::new(store.clone()).with_name(name);
-            match table.query(query.clone()).await {
-                Ok(rows) => out.extend(rows),
-                Err(e) if e.kind() == ErrorKind::TableNotFound => {}
-                Err(e) => return Err(e.into()),
+        self.query_stream(store, from, to, query, 1000)
+            .try_collect()
+            .await
+    }
+
+    /// One page of at most `page_size` (1 ..= 1000) results of `query` over the tables of
+    /// every period from `from` to `to`, oldest table first, each in key order, and the
+    /// cursor that resumes the read after it (`None` at the end).
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Unsupported`] for a cursor of another read.
+    pub async fn query_page<R: Record, S: TableStore + Clone>(
+        &self,
+        store: &S,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        query: Query,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<R>>> {
+        let tables = self.tables_between(from, to);
+        let read = format!("periods-{}", self.base);
+        let mut positions = match cursor {
+            Some(cursor) => cursor.positions_for(&read, tables.len())?.to_vec(),
+            None => vec![Position::Start; tables.len()],
+        };
+        let size = page_size.clamp(1, 1000);
+        let mut items: Vec<Stored<R>> = Vec::with_capacity(size);
+        for (i, name) in tables.iter().enumerate() {
+            let table = Table::<R, S>::new(store.clone()).with_name(name.clone());
+            let mut next = positions[i].resume(query.clone());
+            while let Some(page_query) = next.take() {
+                let wanted = size - items.len();
+                if wanted == 0 {
+                    break;
+                }
+                let (rows, more) = match table.query_page(page_query.clone().top(wanted)).await {
+                    Ok(page) => page,
+                    Err(e) if e.kind() == ErrorKind::TableNotFound => (Vec::new(), None),
+                    Err(e) => return Err(e.into()),
+                };
+                if let Some(last) = rows.last() {
+                    positions[i] =
+                        Position::After(last.partition_key.clone(), last.row_key.clone());
+                }
+                items.extend(rows);
+                match more {
+                    Some(token) => next = Some(page_query.continue_from(Some(token))),
+                    None => positions[i] = Position::Done,
+                }
+            }
+            if items.len() == size {
+                break;
             }
         }
-        Ok(out)
+        let cursor = positions
+            .iter()
+            .any(|p| *p != Position::Done)
+            .then(|| Cursor::new(read, positions));
+        Ok(CursorPage { items, cursor })
+    }
+
+    /// Every result of `query` over the tables of every period from `from` to `to`, in
+    /// the order of [`query_page`](Self::query_page), read a page of `page_size` at a time.
+    pub fn query_stream<'a, R: Record + Send + 'a, S: TableStore + Clone + 'a>(
+        &'a self,
+        store: &'a S,
+        from: DateTime<Utc>,
+        to: DateTime<Utc>,
+        query: Query,
+        page_size: usize,
+    ) -> impl Stream<Item = Result<Stored<R>>> + Send + 'a {
+        crate::cursor::stream_pages(move |cursor| {
+            let query = query.clone();
+            async move {
+                self.query_page(store, from, to, query, page_size, cursor.as_ref())
+                    .await
+            }
+        })
     }
 
     /// Deletes the tables of every period that ended more than `retention` before `now`
@@ -202,41 +276,97 @@ impl PeriodTables {
     }
 
     /// Hot/cold: writes every entity of a period's table to the blob store as JSON lines
-    /// (`cold/<table>.jsonl`), checks the blob, then deletes the table. Returns the blob
-    /// name and the number of entities.
+    /// (`cold/<table>-<time>.jsonl`), page by page into a blob written in parts, checks
+    /// the blob by streaming it back (its length, line count and SHA-256), then deletes
+    /// the table. Returns the blob name and the number of entities. Memory holds a page
+    /// of entities and a few parts, whatever the table's size.
     ///
     /// # Errors
     /// The store's and blob store's errors; [`Error::Malformed`] when the blob does not
-    /// read back whole (the table is then kept).
+    /// read back as written (the table is then kept).
     pub async fn export_to_blobs<S: TableStore>(
         &self,
         store: &S,
         table: &str,
         blobs: &BlobStore,
     ) -> Result<(String, usize)> {
-        let rows: Vec<tablekit_core::Entity> = store
-            .query_stream(table, Query::new())
-            .try_collect()
-            .await?;
-        let mut body = Vec::new();
-        for row in &rows {
-            serde_json::to_writer(&mut body, row)
-                .map_err(|e| Error::malformed(format!("entity of {table}"), e))?;
-            body.push(b'\n');
-        }
+        self.export_to_blobs_with_progress(store, table, blobs, |_| {})
+            .await
+    }
+
+    /// [`export_to_blobs`](Self::export_to_blobs), calling `progress(entities_written)`
+    /// after each page.
+    ///
+    /// # Errors
+    /// As [`export_to_blobs`](Self::export_to_blobs).
+    pub async fn export_to_blobs_with_progress<S: TableStore>(
+        &self,
+        store: &S,
+        table: &str,
+        blobs: &BlobStore,
+        mut progress: impl FnMut(usize),
+    ) -> Result<(String, usize)> {
         // Export a period no longer written: writes after the read below are not in it.
         let name = format!(
             "cold/{table}-{}.jsonl",
             Utc::now().format("%Y%m%dT%H%M%S%.6f")
         );
-        blobs.put(&name, body.clone()).await?;
-        if blobs.get(&name).await?.as_deref() != Some(body.as_slice()) {
+        let mut writer = blobs.writer(&name).await?;
+        let written = write_lines(store, table, &mut writer, &mut progress).await;
+        let (count, bytes, digest) = match written {
+            Ok(summary) => summary,
+            Err(e) => {
+                let _ = writer.abort().await;
+                return Err(e);
+            }
+        };
+        writer.finish().await?;
+        let back = blobs.read_stream(&name).await?;
+        let mut read = (0usize, 0usize, Sha256::new());
+        if let Some(chunks) = back {
+            let mut chunks = std::pin::pin!(chunks);
+            while let Some(chunk) = chunks.try_next().await? {
+                read.0 += chunk.iter().filter(|b| **b == b'\n').count();
+                read.1 += chunk.len();
+                read.2.update(&chunk);
+            }
+        }
+        if (read.0, read.1, read.2.finalize().to_vec()) != (count, bytes, digest) {
             return Err(Error::malformed(
                 format!("blob {name}"),
                 "it does not read back as written; the table is kept",
             ));
         }
         store.delete_table(table).await?;
-        Ok((name, rows.len()))
+        Ok((name, count))
     }
+}
+
+/// Writes a table's entities as JSON lines, page by page: (lines, bytes, SHA-256).
+async fn write_lines<S: TableStore>(
+    store: &S,
+    table: &str,
+    writer: &mut tablekit_core::blob::BlobWriter,
+    progress: &mut impl FnMut(usize),
+) -> Result<(usize, usize, Vec<u8>)> {
+    let mut rows = std::pin::pin!(store.query_stream(table, Query::new()));
+    let (mut count, mut bytes, mut digest) = (0usize, 0usize, Sha256::new());
+    let mut line = Vec::new();
+    while let Some(row) = rows.try_next().await? {
+        line.clear();
+        serde_json::to_writer(&mut line, &row).map_err(|source| Error::Encode {
+            what: format!("an entity of {table}"),
+            source,
+        })?;
+        line.push(b'\n');
+        digest.update(&line);
+        bytes += line.len();
+        count += 1;
+        writer.write(&line).await?;
+        if count % 1000 == 0 {
+            progress(count);
+        }
+    }
+    progress(count);
+    Ok((count, bytes, digest.finalize().to_vec()))
 }

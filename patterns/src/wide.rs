@@ -32,9 +32,11 @@
 
 use tablekit_core::limits::{self, MAX_BATCH_OPERATIONS};
 use tablekit_core::{
-    Batch, ETag, Entity, ErrorKind, IfMatch, Properties, Query, TableStore, Value, WriteOp, filter,
+    Batch, ETag, Entity, IfMatch, Properties, Query, TableStore, Value, WriteOp, filter,
 };
 
+use crate::address::EntityRef;
+use crate::consistency::{Engine, Plan, Planner, lost_race};
 use crate::error::{Error, Result};
 
 /// The property of chunk 0 holding the number of chunks.
@@ -44,7 +46,6 @@ pub const CHUNKS_PROPERTY: &str = "TablekitChunks";
 pub const PROPERTIES_PER_CHUNK: usize = 250;
 /// The most bytes of properties one chunk holds (under the 1 MiB entity limit).
 const BYTES_PER_CHUNK: usize = 900 * 1024;
-const MAX_ATTEMPTS: usize = 64;
 
 fn chunk_key(row_key: &str, n: usize) -> String {
     if n == 0 {
@@ -76,7 +77,7 @@ impl Chunk {
 /// The wide entities (and data series) of a table.
 #[derive(Clone, Debug)]
 pub struct WideTable<S> {
-    store: S,
+    engine: Engine<S>,
     table: String,
 }
 
@@ -84,7 +85,7 @@ impl<S: TableStore> WideTable<S> {
     /// Wide entities in `table`.
     pub fn new(store: S, table: &str) -> Self {
         WideTable {
-            store,
+            engine: Engine::new(store),
             table: table.to_owned(),
         }
     }
@@ -152,7 +153,8 @@ impl<S: TableStore> WideTable<S> {
 
     async fn chunk0(&self, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
         Ok(self
-            .store
+            .engine
+            .store()
             .get_if_table_exists(&self.table, partition_key, row_key)
             .await?)
     }
@@ -178,7 +180,8 @@ impl<S: TableStore> WideTable<S> {
             let start = chunk_key(row_key, 1);
             let end = chunk_key(row_key, count - 1);
             let rest = self
-                .store
+                .engine
+                .store()
                 .query_all(
                     &self.table,
                     Query::with_filter(
@@ -199,7 +202,8 @@ impl<S: TableStore> WideTable<S> {
     }
 
     /// Writes a whole wide entity, replacing what is stored, in one entity group
-    /// transaction (the chunks it no longer needs are deleted in it).
+    /// transaction (the chunks it no longer needs are deleted in it); the last writer
+    /// wins.
     ///
     /// # Errors
     /// Limit violations before any I/O; [`Error::Unsupported`] past 99 chunks; the
@@ -210,58 +214,58 @@ impl<S: TableStore> WideTable<S> {
         row_key: &str,
         properties: Properties,
     ) -> Result<()> {
-        let chunks = Self::split(row_key, partition_key, properties)?;
-        for _ in 0..MAX_ATTEMPTS {
-            let old = self.chunk0(partition_key, row_key).await?;
-            let old_count = old.as_ref().map_or(0, Self::count_of);
-            let mut batch = Batch::new();
-            for (n, chunk) in chunks.iter().enumerate() {
-                match (n, &old) {
-                    (0, Some(o)) => {
-                        let etag = o.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-                        batch.replace(chunk.clone(), etag);
-                    }
-                    (0, None) => {
-                        batch.insert(chunk.clone());
-                    }
-                    _ => {
-                        batch.insert_or_replace(chunk.clone());
-                    }
-                }
-            }
-            for n in chunks.len()..old_count {
-                batch.push(WriteOp::Delete {
-                    partition_key: partition_key.to_owned(),
-                    row_key: chunk_key(row_key, n),
-                    if_match: IfMatch::Any,
-                });
-            }
-            match self.store.submit_batch(&self.table, batch).await {
-                Ok(_) => return Ok(()),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::PreconditionFailed
-                            | ErrorKind::AlreadyExists
-                            | ErrorKind::NotFound
-                    ) => {}
-                Err(e) => return Err(e.into()),
-            }
-        }
-        Err(Error::Contention {
-            what: format!("wide entity {row_key}"),
-            attempts: MAX_ATTEMPTS,
-        })
+        self.write_if(partition_key, row_key, properties, IfMatch::Any)
+            .await
+            .map(drop)
     }
 
-    /// Reads a wide entity back as one set of properties.
+    /// Writes a whole wide entity if `if_match` holds for what is stored (the ETag of
+    /// [`read_with_etag`](Self::read_with_etag), which changes with every whole write and
+    /// every update of chunk 0's properties), and returns the new ETag. `IfMatch::ETag`
+    /// with nothing stored is `NotFound`.
+    ///
+    /// # Errors
+    /// As [`write`](Self::write); `PreconditionFailed`, `NotFound`.
+    pub async fn write_if(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        properties: Properties,
+        if_match: IfMatch,
+    ) -> Result<ETag> {
+        let chunks = Self::split(row_key, partition_key, properties)?;
+        let mut write = WholeWrite {
+            wide: self,
+            partition_key,
+            row_key,
+            chunks,
+            if_match,
+        };
+        let committed = self
+            .engine
+            .commit(&self.table, partition_key, &mut write)
+            .await?;
+        Ok(committed
+            .and_then(|c| c.etags.into_iter().next().flatten())
+            .unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Reads a wide entity with the ETag a conditional [`write_if`](Self::write_if) takes.
     ///
     /// # Errors
     /// The store's errors.
-    pub async fn read(&self, partition_key: &str, row_key: &str) -> Result<Option<Properties>> {
+    pub async fn read_with_etag(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Option<(Properties, ETag)>> {
         let Some(chunks) = self.chunks(partition_key, row_key).await? else {
             return Ok(None);
         };
+        let etag = chunks
+            .first()
+            .and_then(|c| c.etag.clone())
+            .unwrap_or_else(|| ETag::new(""));
         let mut all = Properties::new();
         for chunk in chunks {
             for (name, value) in chunk.properties {
@@ -270,7 +274,18 @@ impl<S: TableStore> WideTable<S> {
                 }
             }
         }
-        Ok(Some(all))
+        Ok(Some((all, etag)))
+    }
+
+    /// Reads a wide entity back as one set of properties.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn read(&self, partition_key: &str, row_key: &str) -> Result<Option<Properties>> {
+        Ok(self
+            .read_with_etag(partition_key, row_key)
+            .await?
+            .map(|(properties, _)| properties))
     }
 
     /// Deletes a wide entity (every chunk, in one transaction).
@@ -287,7 +302,7 @@ impl<S: TableStore> WideTable<S> {
         for n in 1..Self::count_of(&first) {
             batch.delete(partition_key, chunk_key(row_key, n), IfMatch::Any);
         }
-        self.store.submit_batch(&self.table, batch).await?;
+        self.engine.store().submit_batch(&self.table, batch).await?;
         Ok(true)
     }
 
@@ -346,85 +361,188 @@ impl<S: TableStore> WideTable<S> {
         partition_key: &str,
         row_key: &str,
         name: &str,
-        mut change: impl FnMut(Option<&Value>) -> Option<Value>,
+        mut change: impl FnMut(Option<&Value>) -> Option<Value> + Send,
     ) -> Result<Option<Value>> {
         Self::check(row_key, Some(name))?;
-        for _ in 0..MAX_ATTEMPTS {
-            let chunks = self
-                .chunks(partition_key, row_key)
-                .await?
-                .unwrap_or_default();
-            let holder = chunks.iter().position(|c| c.properties.contains_key(name));
-            let current = holder.and_then(|h| chunks[h].properties.get(name));
-            let Some(value) = change(current) else {
-                return Ok(None);
-            };
-            limits::check_property(name, &value).map_err(tablekit_core::Error::from)?;
-            let room = holder.or_else(|| {
-                chunks
-                    .iter()
-                    .position(|c| Chunk { entity: c.clone() }.has_room(name, &value))
-            });
-            let patch = |n: usize| {
-                let mut e = Entity::new(partition_key, chunk_key(row_key, n));
-                e.properties.insert(name.to_owned(), value.clone());
-                e
-            };
-            let result = match (room, chunks.first()) {
-                (Some(n), _) => {
-                    let etag: Option<ETag> = chunks[n].etag.clone();
-                    self.store
-                        .merge(
-                            &self.table,
-                            patch(n),
-                            etag.map_or(IfMatch::Any, IfMatch::ETag),
-                        )
-                        .await
-                        .map(drop)
-                }
-                (None, None) => {
-                    let mut first = patch(0);
-                    first
-                        .properties
-                        .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(1));
-                    self.store.insert(&self.table, first).await.map(drop)
-                }
-                (None, Some(first)) => {
-                    let n = chunks.len();
-                    if n + 1 > MAX_BATCH_OPERATIONS - 1 {
-                        return Err(Error::Unsupported(format!(
-                            "wide entity {row_key} is full ({n} chunks)"
-                        )));
-                    }
-                    let mut batch = Batch::new();
-                    let mut count = Entity::new(partition_key, row_key);
-                    count.properties.insert(
-                        CHUNKS_PROPERTY.to_owned(),
-                        Value::Int32(i32::try_from(n + 1).unwrap_or(i32::MAX)),
-                    );
-                    batch.merge(
-                        count,
-                        first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
-                    );
-                    batch.insert(patch(n));
-                    self.store.submit_batch(&self.table, batch).await.map(drop)
-                }
-            };
-            match result {
-                Ok(()) => return Ok(Some(value)),
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::PreconditionFailed
-                            | ErrorKind::AlreadyExists
-                            | ErrorKind::NotFound
-                    ) => {}
-                Err(e) => return Err(e.into()),
+        let mut update = PropertyUpdate {
+            wide: self,
+            partition_key,
+            row_key,
+            name,
+            change: &mut change,
+            value: None,
+        };
+        self.engine
+            .commit(&self.table, partition_key, &mut update)
+            .await?;
+        Ok(update.value)
+    }
+}
+
+/// Refusals a wide entity's writes retry: a concurrent writer changed a chunk.
+fn retry_lost_race(error: tablekit_core::Error) -> Result<()> {
+    if lost_race(&error) {
+        Ok(())
+    } else {
+        Err(error.into())
+    }
+}
+
+/// A whole wide entity's write: every chunk, and the deletion of chunks no longer
+/// needed, under chunk 0's ETag.
+struct WholeWrite<'a, S> {
+    wide: &'a WideTable<S>,
+    partition_key: &'a str,
+    row_key: &'a str,
+    chunks: Vec<Entity>,
+    /// The caller's condition on chunk 0.
+    if_match: IfMatch,
+}
+
+impl<S> WholeWrite<'_, S> {
+    fn refusal(&self, not_found: bool) -> Error {
+        let at = EntityRef::new(self.wide.table.as_str(), self.partition_key, self.row_key);
+        if not_found {
+            at.not_found()
+        } else {
+            at.precondition_failed()
+        }
+    }
+}
+
+impl<S: TableStore> Planner for WholeWrite<'_, S> {
+    type Role = ();
+
+    async fn plan(&mut self) -> Result<Option<Plan<()>>> {
+        let old = self.wide.chunk0(self.partition_key, self.row_key).await?;
+        if let IfMatch::ETag(expected) = &self.if_match {
+            match &old {
+                None => return Err(self.refusal(true)),
+                Some(o) if o.etag.as_ref() != Some(expected) => return Err(self.refusal(false)),
+                Some(_) => {}
             }
         }
-        Err(Error::Contention {
-            what: format!("property `{name}` of wide entity {row_key}"),
-            attempts: MAX_ATTEMPTS,
-        })
+        let old_count = old.as_ref().map_or(0, WideTable::<S>::count_of);
+        let mut plan = Plan::new();
+        for (n, chunk) in self.chunks.iter().enumerate() {
+            let op = match (n, &old) {
+                (0, Some(o)) => {
+                    let etag = o.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                    WriteOp::Replace(chunk.clone(), etag)
+                }
+                (0, None) => WriteOp::Insert(chunk.clone()),
+                _ => WriteOp::InsertOrReplace(chunk.clone()),
+            };
+            plan.push(op, ());
+        }
+        for n in self.chunks.len()..old_count {
+            let delete = WriteOp::Delete {
+                partition_key: self.partition_key.to_owned(),
+                row_key: chunk_key(self.row_key, n),
+                if_match: IfMatch::Any,
+            };
+            plan.push(delete, ());
+        }
+        Ok(Some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, _: Option<&()>) -> Result<()> {
+        // Under the caller's ETag a change of chunk 0 is theirs to see, not to retry.
+        if self.if_match != IfMatch::Any && error.batch_index() == Some(0) {
+            return Err(self.refusal(error.kind() == tablekit_core::ErrorKind::NotFound));
+        }
+        retry_lost_race(error)
+    }
+
+    fn what(&self) -> String {
+        format!("wide entity {}", self.row_key)
+    }
+}
+
+/// One property's update: a merge of the chunk holding it (or one with room) under that
+/// chunk's ETag, or a new chunk with chunk 0's count in one transaction.
+struct PropertyUpdate<'a, S, F> {
+    wide: &'a WideTable<S>,
+    partition_key: &'a str,
+    row_key: &'a str,
+    name: &'a str,
+    change: &'a mut F,
+    /// The value the last plan writes.
+    value: Option<Value>,
+}
+
+impl<S, F> Planner for PropertyUpdate<'_, S, F>
+where
+    S: TableStore,
+    F: FnMut(Option<&Value>) -> Option<Value> + Send,
+{
+    type Role = ();
+
+    async fn plan(&mut self) -> Result<Option<Plan<()>>> {
+        let (partition_key, row_key, name) = (self.partition_key, self.row_key, self.name);
+        let chunks = self
+            .wide
+            .chunks(partition_key, row_key)
+            .await?
+            .unwrap_or_default();
+        let holder = chunks.iter().position(|c| c.properties.contains_key(name));
+        let current = holder.and_then(|h| chunks[h].properties.get(name));
+        self.value = (self.change)(current);
+        let Some(value) = self.value.clone() else {
+            return Ok(None);
+        };
+        limits::check_property(name, &value).map_err(tablekit_core::Error::from)?;
+        let room = holder.or_else(|| {
+            chunks
+                .iter()
+                .position(|c| Chunk { entity: c.clone() }.has_room(name, &value))
+        });
+        let patch = |n: usize| {
+            let mut e = Entity::new(partition_key, chunk_key(row_key, n));
+            e.properties.insert(name.to_owned(), value.clone());
+            e
+        };
+        let mut plan = Plan::new();
+        match (room, chunks.first()) {
+            (Some(n), _) => {
+                let etag: Option<ETag> = chunks[n].etag.clone();
+                plan.push(
+                    WriteOp::Merge(patch(n), etag.map_or(IfMatch::Any, IfMatch::ETag)),
+                    (),
+                );
+            }
+            (None, None) => {
+                let mut first = patch(0);
+                first
+                    .properties
+                    .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(1));
+                plan.push(WriteOp::Insert(first), ());
+            }
+            (None, Some(first)) => {
+                let n = chunks.len();
+                if n + 1 > MAX_BATCH_OPERATIONS - 1 {
+                    return Err(Error::Unsupported(format!(
+                        "wide entity {row_key} is full ({n} chunks)"
+                    )));
+                }
+                let mut count = Entity::new(partition_key, row_key);
+                count.properties.insert(
+                    CHUNKS_PROPERTY.to_owned(),
+                    Value::Int32(i32::try_from(n + 1).unwrap_or(i32::MAX)),
+                );
+                let etag = first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                plan.push(WriteOp::Merge(count, etag), ());
+                plan.push(WriteOp::Insert(patch(n)), ());
+            }
+        }
+        Ok(Some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, _: Option<&()>) -> Result<()> {
+        retry_lost_race(error)
+    }
+
+    fn what(&self) -> String {
+        format!("property `{}` of wide entity {}", self.name, self.row_key)
     }
 }

@@ -18,10 +18,13 @@
 //! (same data) and finishes step 3. Nothing is ever in neither table.
 
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
+
+use tablekit_patterns::consistency::{Engine, InlineSink, Registry, RetryPolicy};
+use tablekit_patterns::index::IndexApplier;
 use tablekit_patterns::index::generic::delete_indexed;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
-use tablekit_patterns::index::{IndexApplier, InlineSink};
 
 use crate::operation::{Operation, OperationError};
 
@@ -62,7 +65,16 @@ async fn write_copy<S: TableStore>(
     copy: Entity,
     source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
 ) -> Result<bool, OperationError> {
-    for _ in 0..MAX_RACES {
+    let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
+    loop {
+        retry
+            .next(|| {
+                format!(
+                    "the archived copy {table}({}, {})",
+                    copy.partition_key, copy.row_key
+                )
+            })
+            .await?;
         let existing = match store
             .get(table, &copy.partition_key, &copy.row_key, None)
             .await
@@ -98,9 +110,6 @@ async fn write_copy<S: TableStore>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(OperationError::Retryable(
-        "the archived copy kept changing".to_owned(),
-    ))
 }
 
 /// How many times the source may change under the move before the operation gives up
@@ -146,7 +155,18 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
             "cannot archive `{source_table}` into itself"
         )));
     }
-    for _ in 0..MAX_RACES {
+    // The source's deletion applies its index work in this process.
+    let registry = IndexApplier::new(store.clone()).register(Registry::new());
+    let engine = Engine::new(store.clone()).with_sink(Arc::new(InlineSink::new(registry)));
+    let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
+    loop {
+        retry
+            .next(|| {
+                format!(
+                    "archiving {source_table}({partition_key}, {row_key}): the source kept changing"
+                )
+            })
+            .await?;
         let current = store
             .get_if_table_exists(source_table, partition_key, row_key)
             .await?;
@@ -205,9 +225,8 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
         // `false`: a newer version is archived already (this delivery is late); the
         // source delete below then finds the source gone or changed.
         let _written = write_copy(store, target_table, copy, current.timestamp).await?;
-        let sink = InlineSink::new(IndexApplier::new(store.clone()));
         let at = EntityRef::new(source_table, partition_key, row_key);
-        match delete_indexed(store, &at, IfMatch::ETag(etag), Some(&sink)).await {
+        match delete_indexed(&engine, &at, IfMatch::ETag(etag)).await {
             Ok(true) => {
                 // The source is gone: so are its blobs (the archive has its own).
                 if let Some(blobs) = blobs {
@@ -224,7 +243,4 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(OperationError::Retryable(format!(
-        "the source entity kept changing during {MAX_RACES} attempts to archive it"
-    )))
 }

@@ -1,5 +1,6 @@
 //! The `tablekit-worker` command line: options (every flag also an environment variable)
-//! and what each command does. The binary only parses, calls [`run`] and reports.
+//! and what each command does. The binary is [`main`]; an application's own worker binary,
+//! which adds its operations, is [`main_with`].
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -7,8 +8,8 @@ use std::time::Duration;
 use std::sync::Arc;
 
 use clap::{Args, Parser, Subcommand};
-use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
+use tablekit_core::{AnyStore, TableStore};
 use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay};
 
 use crate::archive::ArchiveOperation;
@@ -16,6 +17,9 @@ use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
 use crate::queue::{AnyQueue, Queue};
 use crate::runtime::{Worker, WorkerConfig, install_prometheus, shutdown_signal};
+
+mod process;
+pub use process::{main, main_from, main_with};
 
 /// Runs tablekit's queue workers: the idempotent operations that keep copies eventually
 /// consistent across partitions, tables and blob storage.
@@ -51,6 +55,80 @@ pub enum Command {
     Audit(AuditArgs),
     /// Write the entries of an index declared after the table had data.
     Backfill(BackfillArgs),
+    /// Mark the partitions of a table that hold outbox entries written before pending
+    /// markers existed, so the relay finds them (once, after an upgrade; scans the table).
+    AdoptOutbox(AdoptArgs),
+    /// Import entities from a JSON-lines file (one entity per line, as `export-period`
+    /// writes them) into a table: entity group transactions per partition, a bounded
+    /// number in flight, retryable failures retried, the rest listed with their keys.
+    Import(ImportArgs),
+    /// Move a cold period table (`<base>YYYYMMDD` or `<base>YYYYMM`) to the blob store:
+    /// its entities as JSON lines, checked by reading the blob back, then the table is
+    /// deleted.
+    ExportPeriod(ExportPeriodArgs),
+}
+
+/// Options of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table to write (created when missing).
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The JSON-lines file.
+    #[arg(long)]
+    pub file: std::path::PathBuf,
+    /// Batches in flight at most.
+    #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// The length of a period, for `export-period`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PeriodArg {
+    /// Tables named `<base>YYYYMMDD`.
+    Day,
+    /// Tables named `<base>YYYYMM`.
+    Month,
+}
+
+/// Options of `export-period`.
+#[derive(Debug, Args)]
+pub struct ExportPeriodArgs {
+    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The blob store: `file:DIR` or `azure:…;Container=NAME`.
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: String,
+    /// The base name of the period tables.
+    #[arg(long)]
+    pub base: String,
+    /// The length of a period.
+    #[arg(long, value_enum)]
+    pub period: PeriodArg,
+    /// The period's table to export and drop.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `adopt-outbox`.
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table whose outbox entries to adopt.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
 }
 
 /// Options of `audit`.
@@ -154,6 +232,10 @@ pub struct RunArgs {
     /// Milliseconds an outbox entry is left to its writer before the relay takes it.
     #[arg(long, env = "TABLEKIT_RELAY_GRACE_MS", default_value_t = 2000)]
     pub relay_grace_ms: u64,
+    /// Milliseconds the relay keeps a pending marker past its lease (the longest a
+    /// commit may take to land, plus clock skew between processes).
+    #[arg(long, env = "TABLEKIT_RELAY_LATE_MS", default_value_t = 60_000)]
+    pub relay_late_ms: u64,
 }
 
 /// The poison commands.
@@ -249,10 +331,92 @@ pub fn registry_with_blobs(store: AnyStore, blobs: Option<BlobStore>) -> Registr
     crate::index::register(registry, store, blobs)
 }
 
+/// What a worker process connected to before it builds its registry: the table store of
+/// `--store` and, with `--blobs`, the blob store. Handlers clone what they need.
+#[derive(Clone, Debug)]
+#[non_exhaustive]
+pub struct Connections {
+    /// The table store (`--store`).
+    pub store: AnyStore,
+    /// The blob store (`--blobs`), if any.
+    pub blobs: Option<BlobStore>,
+}
+
+impl Connections {
+    /// The connections to `store` and, optionally, `blobs`.
+    pub fn new(store: AnyStore, blobs: Option<BlobStore>) -> Self {
+        Connections { store, blobs }
+    }
+}
+
+/// The operations a worker process handles: the built-in ones of
+/// [`registry_with_blobs`] over `connections`, then whatever `operations` registers (an
+/// operation registered under a built-in kind replaces the built-in handler).
+///
+/// The registry the `run` command builds in [`run_with`] and [`main_with`].
+pub fn registry_with_operations<F>(connections: &Connections, operations: F) -> Registry
+where
+    F: FnOnce(Registry, &Connections) -> Registry,
+{
+    let built_in = registry_with_blobs(connections.store.clone(), connections.blobs.clone());
+    operations(built_in, connections)
+}
+
 fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
     connection
         .map(|c| BlobStore::connect(c).map_err(Error::from))
         .transpose()
+}
+
+/// The entities of a JSON-lines file, read on a thread of their own a bounded number
+/// ahead; a line that does not read ends the stream and leaves its error in the slot.
+#[allow(clippy::type_complexity)]
+fn json_lines(
+    file: std::path::PathBuf,
+) -> (
+    impl futures::Stream<Item = tablekit_core::Entity> + Send,
+    Arc<std::sync::Mutex<Option<Error>>>,
+) {
+    let unreadable: Arc<std::sync::Mutex<Option<Error>>> = Arc::default();
+    let slot = Arc::clone(&unreadable);
+    let (send, receive) = tokio::sync::mpsc::channel::<tablekit_core::Entity>(1024);
+    tokio::task::spawn_blocking(move || {
+        use std::io::BufRead;
+        let fail = |e: Error| {
+            if let Ok(mut slot) = slot.lock() {
+                *slot = Some(e);
+            }
+        };
+        let reader = match std::fs::File::open(&file) {
+            Ok(f) => std::io::BufReader::new(f),
+            Err(e) => return fail(Error::Config(format!("reading {}: {e}", file.display()))),
+        };
+        for (n, line) in reader.lines().enumerate() {
+            let entity = line
+                .map_err(|e| Error::Config(format!("reading {}: {e}", file.display())))
+                .and_then(|line| {
+                    serde_json::from_str::<tablekit_core::Entity>(&line).map_err(|e| {
+                        Error::Config(format!(
+                            "{} line {}: not an entity: {e}",
+                            file.display(),
+                            n + 1
+                        ))
+                    })
+                });
+            match entity {
+                Ok(entity) => {
+                    if send.blocking_send(entity).is_err() {
+                        return;
+                    }
+                }
+                Err(e) => return fail(e),
+            }
+        }
+    });
+    let entities = futures::stream::unfold(receive, |mut receive| async move {
+        receive.recv().await.map(|entity| (entity, receive))
+    });
+    (entities, unreadable)
 }
 
 /// A progress bar on stderr for a scan (hidden when stderr is not a terminal).
@@ -292,6 +456,22 @@ fn summary(what: &str, report: &AuditReport) -> String {
 /// # Errors
 /// The command's failure; [`exit_code`] maps it to the process exit code.
 pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> {
+    run_with(cli, out, |registry, _| registry).await
+}
+
+/// Runs a command as [`run`] does; the worker of the `run` command handles the built-in
+/// operations and those `operations` registers (see [`registry_with_operations`]).
+///
+/// # Errors
+/// The command's failure; [`exit_code`] maps it to the process exit code.
+pub async fn run_with<F>(
+    cli: Cli,
+    out: &mut (dyn std::io::Write + Send),
+    operations: F,
+) -> Result<()>
+where
+    F: FnOnce(Registry, &Connections) -> Registry,
+{
     let write = |out: &mut (dyn std::io::Write + Send), text: String| {
         writeln!(out, "{text}").map_err(|e| Error::Config(format!("writing output: {e}")))
     };
@@ -323,7 +503,8 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 .await?;
                 let sink: Arc<dyn OutboxSink> = Arc::new(sink);
                 let relay = Relay::new(store.clone(), sink)
-                    .grace(Duration::from_millis(args.relay_grace_ms));
+                    .grace(Duration::from_millis(args.relay_grace_ms))
+                    .late(Duration::from_millis(args.relay_late_ms));
                 let interval = Duration::from_secs(args.relay_interval.max(1));
                 let mut stopped = stopped;
                 Some(tokio::spawn(async move {
@@ -336,9 +517,8 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
             } else {
                 None
             };
-            let report = Worker::new(queue, registry_with_blobs(store, blobs), config)
-                .run(shutdown)
-                .await;
+            let registry = registry_with_operations(&Connections::new(store, blobs), operations);
+            let report = Worker::new(queue, registry, config).run(shutdown).await;
             let _ = stop.send(true);
             if let Some(task) = relay_task {
                 let _ = task.await;
@@ -456,6 +636,96 @@ pub async fn run(cli: Cli, out: &mut (dyn std::io::Write + Send)) -> Result<()> 
                 return Err(Error::Drift(left));
             }
             Ok(())
+        }
+        Command::Import(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            store.create_table_if_not_exists(&args.table).await?;
+            let bar = progress_bar(args.no_progress, "import");
+            let (entities, unreadable) = json_lines(args.file.clone());
+            let options = tablekit_patterns::import::ImportOptions {
+                concurrency: args.concurrency.max(1),
+                ..Default::default()
+            };
+            let report = tablekit_patterns::import::import_stream(
+                &store,
+                &args.table,
+                entities,
+                &options,
+                |r| {
+                    bar.set_message(format!(
+                        "import: {} written, {} retried, {} failed",
+                        r.written,
+                        r.retried,
+                        r.failed.len()
+                    ));
+                },
+            )
+            .await;
+            bar.finish_and_clear();
+            let report = report?;
+            if let Some(e) = unreadable.lock().ok().and_then(|mut e| e.take()) {
+                return Err(e);
+            }
+            for failed in &report.failed {
+                for (pk, rk) in &failed.keys {
+                    write(out, format!("failed {pk}/{rk}: {}", failed.error))?;
+                }
+            }
+            write(
+                out,
+                format!(
+                    "imported {} entities into {} in {} batches ({} retried)",
+                    report.written, args.table, report.batches, report.retried
+                ),
+            )?;
+            let failed: usize = report.failed.iter().map(|f| f.keys.len()).sum();
+            if failed > 0 {
+                return Err(Error::Incomplete(failed));
+            }
+            Ok(())
+        }
+        Command::ExportPeriod(args) => {
+            use tablekit_patterns::periods::{Period, PeriodTables};
+            let store = AnyStore::connect(&args.store).await?;
+            let blobs = BlobStore::connect(&args.blobs)?;
+            let period = match args.period {
+                PeriodArg::Day => Period::Day,
+                PeriodArg::Month => Period::Month,
+            };
+            let tables = PeriodTables::new(&args.base, period)?;
+            if tables.period_of(&args.table).is_none() {
+                return Err(Error::Config(format!(
+                    "`{}` is not a {:?} table of `{}`",
+                    args.table, args.period, args.base
+                )));
+            }
+            let bar = progress_bar(args.no_progress, "export");
+            let exported = tables
+                .export_to_blobs_with_progress(&store, &args.table, &blobs, |n| {
+                    bar.set_message(format!("export: {n} entities written"));
+                })
+                .await;
+            bar.finish_and_clear();
+            let (name, count) = exported?;
+            write(
+                out,
+                format!(
+                    "exported {count} entities of {} to {name}; the table is deleted",
+                    args.table
+                ),
+            )
+        }
+        Command::AdoptOutbox(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            let marked =
+                tablekit_patterns::consistency::pending::adopt(&store, &args.table).await?;
+            write(
+                out,
+                format!(
+                    "marked {marked} partitions of {} holding outbox entries",
+                    args.table
+                ),
+            )
         }
         Command::Backfill(args) => {
             let store = AnyStore::connect(&args.store).await?;

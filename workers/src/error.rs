@@ -1,5 +1,8 @@
 //! The one error type of the workers crate.
 
+/// A boxed error kept as a source.
+pub(crate) type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
 /// A result with the workers [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
@@ -29,18 +32,27 @@ pub enum Error {
     Unavailable {
         /// What happened.
         message: String,
+        /// The broker's or the queue file's own error.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The broker refused a message (a negative publisher confirm, an unroutable message).
     #[error("the broker refused the message: {message}")]
     Refused {
         /// What the broker said.
         message: String,
+        /// The broker's own error.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The queue's own storage failed.
     #[error("queue storage failure: {message}")]
     Storage {
         /// What failed.
         message: String,
+        /// The queue file's own error.
+        #[source]
+        source: Option<BoxError>,
     },
     /// The table store failed.
     #[error(transparent)]
@@ -54,6 +66,11 @@ pub enum Error {
     /// A pattern module failed (an index write, an audit, a backfill).
     #[error(transparent)]
     Pattern(#[from] tablekit_patterns::Error),
+    /// An import left entities unwritten (their keys are in the output).
+    #[error(
+        "{0} entities could not be written (see the output; running the import again retries them)"
+    )]
+    Incomplete(usize),
     /// An audit found drift and was not asked to repair it.
     #[error(
         "the audit left {0} index entries out of step (see the findings; --repair fixes what it can)"
@@ -75,6 +92,19 @@ impl Error {
     pub(crate) fn unavailable(message: impl std::fmt::Display) -> Self {
         Error::Unavailable {
             message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// The broker or queue file failed with `source` while doing `what`.
+    #[cfg_attr(not(any(feature = "sqlite", feature = "rabbitmq")), allow(dead_code))]
+    pub(crate) fn unavailable_because(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Unavailable {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
         }
     }
 
@@ -82,6 +112,37 @@ impl Error {
     pub(crate) fn storage(message: impl std::fmt::Display) -> Self {
         Error::Storage {
             message: message.to_string(),
+            source: None,
+        }
+    }
+
+    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    pub(crate) fn storage_because(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Storage {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    #[cfg_attr(not(feature = "rabbitmq"), allow(dead_code))]
+    pub(crate) fn refused(message: impl std::fmt::Display) -> Self {
+        Error::Refused {
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    #[cfg_attr(not(feature = "rabbitmq"), allow(dead_code))]
+    pub(crate) fn refused_because(
+        what: impl std::fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Refused {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
         }
     }
 }

@@ -1,8 +1,8 @@
-//! The index worker: the operations an indexed table records in its outbox
-//! ([`IndexOperations`], kind `index`) applied by [`IndexApplier`], and [`QueueSink`],
-//! the [`OutboxSink`] that publishes them to a queue — from the writer right after its
-//! commit, and from the [`Relay`](tablekit_patterns::index::Relay) for what a crash left
-//! behind.
+//! The index worker: the follow-up work the pattern modules record through the
+//! consistency engine (index work, kind `index`, applied by [`IndexApplier`](tablekit_patterns::index::IndexApplier); blob
+//! deletions, kind `delete_blobs`) and [`QueueSink`], the [`OutboxSink`] that publishes
+//! any operation to a queue — from the writer right after its commit, and from the
+//! [`Relay`](tablekit_patterns::consistency::Relay) for what a crash left behind.
 //!
 //! ```no_run
 //! use std::sync::Arc;
@@ -27,35 +27,15 @@
 
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
-use tablekit_patterns::index::outbox::BoxFuture;
-use tablekit_patterns::index::{IndexApplier, IndexOperations, OutboxSink};
-use uuid::Uuid;
+use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 
 use crate::error::Result;
-use crate::operation::{Envelope, Operation, OperationError, Registry};
+use crate::operation::Registry;
 use crate::queue::Queue;
 use crate::runtime::WorkerConfig;
 
 /// The queue index work goes to unless configured otherwise.
 pub const DEFAULT_INDEX_QUEUE: &str = "index";
-
-impl Operation for IndexOperations {
-    const KIND: &'static str = "index";
-    const VERSION: u32 = 1;
-}
-
-/// The envelope of one write's index work. Its id comes from the outbox entry, so a
-/// message the writer and the relay both publish carries one id.
-///
-/// # Errors
-/// When the payload cannot be encoded.
-pub fn envelope(operations: &IndexOperations) -> serde_json::Result<Envelope> {
-    let mut envelope = Envelope::new(operations)?;
-    if let Ok(id) = Uuid::parse_str(&operations.id) {
-        envelope.id = id;
-    }
-    Ok(envelope)
-}
 
 /// Publishes index work to a queue.
 #[derive(Debug)]
@@ -83,39 +63,25 @@ impl<Q: Queue> QueueSink<Q> {
 impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
     fn publish<'a>(
         &'a self,
-        operations: &'a IndexOperations,
+        envelope: &'a Envelope,
     ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
         Box::pin(async move {
-            let envelope = envelope(operations)
-                .map_err(|e| tablekit_patterns::Error::Publish(e.to_string()))?;
-            let body = envelope
-                .to_bytes()
-                .map_err(|e| tablekit_patterns::Error::Publish(e.to_string()))?;
+            let publish = |e: crate::Error| tablekit_patterns::Error::Publish(Box::new(e));
+            let body = envelope.to_bytes().map_err(|e| publish(e.into()))?;
             self.queue
                 .send(&self.name, &envelope.id.to_string(), &body)
                 .await
-                .map_err(|e| tablekit_patterns::Error::Publish(e.to_string()))
+                .map_err(publish)
         })
     }
 }
 
-/// Adds the index operations' handler to a registry.
+/// Adds the handlers of the follow-up work the pattern modules record to a registry:
+/// index work and, with a blob store, the deletion of blobs writes stopped referencing.
 pub fn register<S: TableStore + Clone + 'static>(
     registry: Registry,
     store: S,
     blobs: Option<BlobStore>,
 ) -> Registry {
-    let mut applier = IndexApplier::new(store);
-    if let Some(blobs) = blobs {
-        applier = applier.with_blobs(blobs);
-    }
-    registry.register(move |operations: IndexOperations| {
-        let applier = applier.clone();
-        async move {
-            applier
-                .apply_all(&operations)
-                .await
-                .map_err(OperationError::from)
-        }
-    })
+    registry.merge(tablekit_patterns::index::handlers(store, blobs))
 }

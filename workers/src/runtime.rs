@@ -272,7 +272,8 @@ async fn handle<D: Delivery>(
             metrics::counter!("tablekit_worker_processed_total", &labels).increment(1);
             tracing::debug!(queue = %queue, %id, kind, "processed");
         }
-        Err(OperationError::Retryable(reason)) if count < config.max_deliveries => {
+        Err(e) if e.is_retryable() && count < config.max_deliveries => {
+            let reason = chain(&e);
             let delay = config.backoff(count);
             settle(delivery.retry(delay), counters, &counters.retried).await;
             metrics::counter!("tablekit_worker_retried_total", &labels).increment(1);
@@ -281,17 +282,33 @@ async fn handle<D: Delivery>(
         Err(e) => {
             let reason = if e.is_retryable() {
                 format!(
-                    "failed {count} times (limit {}); last error: {e}",
-                    config.max_deliveries
+                    "failed {count} times (limit {}); last error: {}",
+                    config.max_deliveries,
+                    chain(&e)
                 )
             } else {
-                e.to_string()
+                chain(&e)
             };
             settle(delivery.poison(&reason), counters, &counters.poisoned).await;
             metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
             tracing::error!(queue = %queue, %id, kind, %reason, "poisoned");
         }
     }
+}
+
+/// An error and its causes, on one line.
+fn chain(error: &OperationError) -> String {
+    let mut text = error.to_string();
+    let mut source = std::error::Error::source(error);
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
 }
 
 async fn settle(

@@ -1,5 +1,6 @@
 //! The `tablekit-worker` binary end to end on the embedded backends: enqueue, stats, run
-//! with a metrics endpoint, poison list and replay, environment variables, exit codes.
+//! with a metrics endpoint, poison list and replay, environment variables, exit codes; and
+//! the registry of a worker binary built with `cli::main_with`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -8,9 +9,12 @@ use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use tablekit_core::{Entity, SqliteStore, TableStore};
+use serde::{Deserialize, Serialize};
+use tablekit_core::{AnyStore, Entity, MemoryStore, SqliteStore, TableStore};
+use tablekit_workers::cli::{self, Connections};
 use tablekit_workers::queue::Queue;
 use tablekit_workers::queue::sqlite::SqliteQueue;
+use tablekit_workers::{Envelope, Operation, OperationError, Registry};
 
 fn worker() -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_tablekit-worker"));
@@ -201,4 +205,221 @@ fn bad_arguments_exit_with_the_usage_code_and_say_why() {
     ] {
         assert!(help.contains(flag), "{flag} in --help:\n{help}");
     }
+}
+
+/// An application's own operation: stamps a department as reviewed.
+#[derive(Serialize, Deserialize)]
+struct Review {
+    department: String,
+}
+
+impl Operation for Review {
+    const KIND: &'static str = "review";
+    const VERSION: u32 = 1;
+}
+
+/// What an application passes to `cli::main_with`.
+fn review_operations(registry: Registry, connections: &Connections) -> Registry {
+    let store = connections.store.clone();
+    registry.register(move |review: Review| {
+        let store = store.clone();
+        async move {
+            let stamp = Entity::new(review.department, "reviewed").with("Reviewed", true);
+            store.insert_or_replace("Reviews", stamp).await?;
+            Ok::<_, OperationError>(())
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_worker_binary_handles_its_own_operations_beside_the_built_in_ones() {
+    let store = MemoryStore::new();
+    store.create_table("Reviews").await.unwrap();
+    let connections = Connections::new(AnyStore::Memory(store.clone()), None);
+    let registry = cli::registry_with_operations(&connections, review_operations);
+    assert_eq!(registry.kinds(), ["archive", "index", "review"]);
+
+    let review = Envelope::new(&Review {
+        department: "Sales".into(),
+    })
+    .unwrap();
+    assert_eq!(registry.handle(review).await, Ok(()));
+    let stamp = store
+        .get("Reviews", "Sales", "reviewed", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        stamp.and_then(|e| e.get("Reviewed").cloned()),
+        Some(true.into())
+    );
+
+    // The built-in operations are still there: an archive of a missing entity is a no-op.
+    let archive = Envelope::new(&tablekit_workers::archive::ArchiveOperation {
+        source_table: "Current".into(),
+        target_table: "Archive".into(),
+        partition_key: "Sales".into(),
+        row_key: "empid_000001".into(),
+    })
+    .unwrap();
+    assert_eq!(registry.handle(archive).await, Ok(()));
+
+    // A kind nobody registered is still refused, permanently (the worker poisons it).
+    let mut unknown = Envelope::new(&Review {
+        department: "Sales".into(),
+    })
+    .unwrap();
+    unknown.kind = "recount".into();
+    let refused = registry.handle(unknown).await;
+    assert!(
+        matches!(&refused, Err(OperationError::Permanent(m)) if m.contains("unknown operation kind `recount`")),
+        "{refused:?}"
+    );
+
+    // Without them, the same kind is refused: the application's operations are its own.
+    let built_in = cli::registry_with_operations(&connections, |registry, _| registry);
+    assert_eq!(built_in.kinds(), ["archive", "index"]);
+    let review = Envelope::new(&Review {
+        department: "Ops".into(),
+    })
+    .unwrap();
+    assert!(
+        built_in
+            .handle(review)
+            .await
+            .is_err_and(|e| !e.is_retryable())
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn adopt_outbox_marks_the_partitions_of_entries_written_without_markers() {
+    use tablekit_patterns::consistency::pending::PENDING_TABLE;
+    use tablekit_patterns::consistency::{Envelope as Work, outbox};
+
+    #[derive(Serialize, Deserialize)]
+    struct Note {
+        text: String,
+    }
+    impl Operation for Note {
+        const KIND: &'static str = "note";
+        const VERSION: u32 = 1;
+    }
+
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store.db");
+    let store = SqliteStore::open(&store_path).await.unwrap();
+    store.create_table("Orders").await.unwrap();
+    // Entries left by a writer that knew no markers, in two partitions.
+    for (pk, text) in [("east", "a"), ("east", "b"), ("west", "c")] {
+        let work = Work::new(&Note { text: text.into() }).unwrap();
+        store
+            .insert("Orders", outbox::entry(pk, &work).unwrap())
+            .await
+            .unwrap();
+    }
+    let out = ok(worker()
+        .args(["adopt-outbox", "--table", "Orders"])
+        .env("TABLEKIT_STORE", format!("sqlite:{}", store_path.display()))
+        .output()
+        .unwrap());
+    assert!(out.contains("marked 2 partitions of Orders"), "{out}");
+    let markers = store
+        .query_all(PENDING_TABLE, tablekit_core::Query::new())
+        .await
+        .unwrap();
+    let marked: Vec<(&str, &str)> = markers
+        .iter()
+        .map(|m| (m.partition_key.as_str(), m.row_key.as_str()))
+        .collect();
+    assert_eq!(marked, vec![("Orders", "east"), ("Orders", "west")]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn export_period_and_import_round_trip_a_cold_table_through_json_lines() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store.db");
+    let store_url = format!("sqlite:{}", store_path.display());
+    let blobs_dir = dir.path().join("blobs");
+    std::fs::create_dir_all(&blobs_dir).unwrap();
+    let store = SqliteStore::open(&store_path).await.unwrap();
+    store.create_table("Sales20261101").await.unwrap();
+    for i in 0..1_500u32 {
+        store
+            .insert(
+                "Sales20261101",
+                Entity::new(format!("shop{}", i % 7), format!("{i:06}")).with("n", i64::from(i)),
+            )
+            .await
+            .unwrap();
+    }
+    let out = ok(worker()
+        .args([
+            "export-period",
+            "--base",
+            "Sales",
+            "--period",
+            "day",
+            "--table",
+            "Sales20261101",
+            "--no-progress",
+        ])
+        .env("TABLEKIT_STORE", &store_url)
+        .env("TABLEKIT_BLOBS", format!("file:{}", blobs_dir.display()))
+        .output()
+        .unwrap());
+    assert!(
+        out.contains("exported 1500 entities of Sales20261101"),
+        "{out}"
+    );
+    assert!(
+        store.list_tables("Sales").await.unwrap().is_empty(),
+        "dropped"
+    );
+    let blob = walk(&blobs_dir)
+        .into_iter()
+        .find(|p| p.extension().is_some_and(|e| e == "jsonl"))
+        .expect("the exported blob");
+
+    let out = ok(worker()
+        .args(["import", "--table", "Restored", "--no-progress"])
+        .arg("--file")
+        .arg(&blob)
+        .env("TABLEKIT_STORE", &store_url)
+        .output()
+        .unwrap());
+    assert!(
+        out.contains("imported 1500 entities into Restored"),
+        "{out}"
+    );
+    let rows = store
+        .query_all("Restored", tablekit_core::Query::new())
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 1_500);
+
+    // A line that is not an entity stops the import with its line number.
+    let bad = dir.path().join("bad.jsonl");
+    std::fs::write(&bad, "{\"partition_key\":\"a\"\nnot json\n").unwrap();
+    let output = worker()
+        .args(["import", "--table", "Restored", "--no-progress"])
+        .arg("--file")
+        .arg(&bad)
+        .env("TABLEKIT_STORE", &store_url)
+        .output()
+        .unwrap();
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("line 1"), "{stderr}");
+}
+
+fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
+    let mut files = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files.extend(walk(&path));
+        } else {
+            files.push(path);
+        }
+    }
+    files
 }

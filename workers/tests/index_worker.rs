@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use tablekit_core::{AnyStore, IfMatch, TableStore};
 use tablekit_derive::Entity;
-use tablekit_patterns::index::outbox::{self, BoxFuture};
-use tablekit_patterns::index::{IndexOperations, IndexedTable, OutboxSink};
+use tablekit_patterns::consistency::{BoxFuture, Envelope, outbox};
+use tablekit_patterns::index::{IndexedTable, OutboxSink};
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::AnyQueue;
@@ -100,10 +100,7 @@ struct ClientV2 {
 struct DieOnPublish;
 
 impl OutboxSink for DieOnPublish {
-    fn publish<'a>(
-        &'a self,
-        _: &'a IndexOperations,
-    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+    fn publish<'a>(&'a self, _: &'a Envelope) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
         std::process::abort()
     }
 }
@@ -213,7 +210,7 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
             .unwrap()
             .is_none()
     );
-    assert_eq!(outbox::pending(&store, "Employees").await.unwrap().len(), 1);
+    assert_eq!(outbox::scan(&store, "Employees").await.unwrap().len(), 1);
 
     let running = spawn_index_worker(&store_url, broker, queue);
     wait_for("the relayed copy", async || {
@@ -225,10 +222,7 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
     })
     .await;
     wait_for("the outbox to empty", async || {
-        outbox::pending(&store, "Employees")
-            .await
-            .unwrap()
-            .is_empty()
+        outbox::scan(&store, "Employees").await.unwrap().is_empty()
     })
     .await;
 

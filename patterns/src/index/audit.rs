@@ -36,6 +36,7 @@ use super::record::{
     copy_of, copy_source, same_content,
 };
 use super::registry::SchemaRecord;
+use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
 /// The table holding checkpoints of audits and backfills.
@@ -207,7 +208,7 @@ async fn save_checkpoint<S: TableStore>(store: &S, job: &str, state: &Checkpoint
     let mut row = Entity::new(job, "checkpoint");
     row.properties.insert(
         STATE_PROPERTY.to_owned(),
-        Value::String(serde_json::to_string(state).unwrap_or_default()),
+        Value::String(Error::json("an audit checkpoint", state)?),
     );
     store.insert_or_replace(JOBS_TABLE, row).await?;
     Ok(())
@@ -501,7 +502,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
                     at,
                     properties.as_deref(),
                     &kind_property,
-                );
+                )?;
                 let found = self.get(at).await?;
                 let drift = match found {
                     None => Drift::Missing,
@@ -832,7 +833,8 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
 /// primary against its copies and id lists, every copy and id list against the primaries.
 /// The tables to scan and the blob-stored lists come from the schema registry.
 ///
-/// Work still in the outbox or the queue shows as drift until the worker applies it:
+/// Work not yet applied (pending in the writer's partition or in the queue) shows as
+/// drift until the worker applies it:
 /// audit a quiet table, or audit again.
 ///
 /// # Errors
@@ -1004,7 +1006,9 @@ async fn backfill_one<S: TableStore + Clone>(
     compute: &TargetsFn<'_>,
     report: &mut AuditReport,
 ) -> Result<()> {
-    for _ in 0..64 {
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry.next(|| format!("backfill of {source}")).await?;
         let Some(wanted) = compute(source, &entity)? else {
             return Ok(());
         };
@@ -1025,7 +1029,7 @@ async fn backfill_one<S: TableStore + Clone>(
         targets.retain(|t| t.index() != index);
         targets.extend(wanted.iter().cloned());
         let mut patch = Entity::new(source.partition_key.clone(), source.row_key.clone());
-        IndexRecord { version, targets }.write(&mut patch);
+        IndexRecord { version, targets }.write(&mut patch)?;
         let if_match = entity.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         match store.merge(&source.table, patch, if_match).await {
             Ok(_) => {}
@@ -1057,10 +1061,6 @@ async fn backfill_one<S: TableStore + Clone>(
         }
         return Ok(());
     }
-    Err(Error::Contention {
-        what: format!("backfill of {source}"),
-        attempts: 64,
-    })
 }
 
 async fn apply_target<S: TableStore>(

@@ -1,90 +1,108 @@
 //! Index maintenance without the entity type: deleting a primary written through an
 //! indexed table removes everything its record names — its same-partition copies, links
-//! and id-list entries in the delete's entity group transaction, the rest through an
-//! outbox entry. The archive operation of the worker uses it, so a moved entity leaves no
-//! index entry behind.
+//! and id-list entries in the delete's entity group transaction, the rest as follow-up
+//! work committed with it through the consistency engine. The archive operation of the
+//! worker uses it, so a moved entity leaves no index entry behind.
 
 use std::collections::HashSet;
 
-use tablekit_core::{Batch, ErrorKind, IfMatch, TableStore};
+use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
 use super::members::{plan_partition_change, read_partition_pages};
-use super::operation::{IndexOperation, IndexOperations};
-use super::outbox::{OutboxSink, outbox_entity, publish_entry};
+use super::operation::IndexOperation;
 use super::record::{EntityRef, IndexRecord, MemberStorage, Target};
-use crate::error::{Error, Result};
-
-const MAX_ATTEMPTS: usize = 64;
+use crate::consistency::{Engine, Plan, Planner, lost_race};
+use crate::error::Result;
 
 /// Deletes the primary at `at` if its ETag is still `if_match`, with its index entries
-/// (see the module docs); `false` when it is not there. With a sink the outbox work is
-/// published after the commit (and the entry removed); without one it waits for the
-/// relay.
+/// (see the module docs); `false` when it is not there. The engine's sink gets the
+/// follow-up work after the commit; without one it waits for the relay.
 ///
 /// # Errors
-/// `PreconditionFailed` when the primary changed; the store's errors; [`Error::Malformed`]
-/// for a record that does not read; [`Error::Contention`].
+/// `PreconditionFailed` when the primary changed; the store's errors;
+/// [`Error::Malformed`](crate::Error::Malformed) for a record that does not read;
+/// [`Error::Contention`](crate::Error::Contention).
 pub async fn delete_indexed<S: TableStore>(
-    store: &S,
+    engine: &Engine<S>,
     at: &EntityRef,
     if_match: IfMatch,
-    sink: Option<&dyn OutboxSink>,
 ) -> Result<bool> {
-    let mut missing: HashSet<EntityRef> = HashSet::new();
-    for _ in 0..MAX_ATTEMPTS {
-        let Some(primary) = store
+    let mut delete = IndexedDelete {
+        store: engine.store(),
+        at,
+        if_match,
+        missing: HashSet::new(),
+        found: true,
+    };
+    let committed = engine
+        .commit(&at.table, &at.partition_key, &mut delete)
+        .await?;
+    Ok(committed.is_some() && delete.found)
+}
+
+/// Which writes of the delete's batch are what.
+enum Role {
+    Primary,
+    /// A same-partition copy or link.
+    Entry(EntityRef),
+    Page,
+}
+
+struct IndexedDelete<'a, S> {
+    store: &'a S,
+    at: &'a EntityRef,
+    if_match: IfMatch,
+    /// Same-partition entries found missing (left out of the next plan).
+    missing: HashSet<EntityRef>,
+    /// Whether the primary was there.
+    found: bool,
+}
+
+impl<S: TableStore> Planner for IndexedDelete<'_, S> {
+    type Role = Role;
+
+    async fn plan(&mut self) -> Result<Option<Plan<Role>>> {
+        let at = self.at;
+        let Some(primary) = self
+            .store
             .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
             .await?
         else {
-            return Ok(false);
+            self.found = false;
+            return Ok(None);
         };
-        if let IfMatch::ETag(expected) = &if_match
+        if let IfMatch::ETag(expected) = &self.if_match
             && primary.etag.as_ref() != Some(expected)
         {
-            return Err(tablekit_core::Error::PreconditionFailed {
-                table: at.table.clone(),
-                partition_key: at.partition_key.clone(),
-                row_key: at.row_key.clone(),
-            }
-            .into());
+            return Err(at.precondition_failed());
         }
         let read = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+        let delete = |at: &EntityRef, if_match: IfMatch| WriteOp::Delete {
+            partition_key: at.partition_key.clone(),
+            row_key: at.row_key.clone(),
+            if_match,
+        };
+        let mut plan = Plan::new();
+        plan.push(delete(at, read), Role::Primary);
+        // Not written through an indexed table: a plain delete.
         let Some(record) = IndexRecord::read(&primary)? else {
-            // Not written through an indexed table: a plain delete.
-            return match store
-                .delete(&at.table, &at.partition_key, &at.row_key, read)
-                .await
-            {
-                Ok(()) => Ok(true),
-                Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {
-                    continue;
-                }
-                Err(e) => Err(e.into()),
-            };
+            return Ok(Some(plan));
         };
         let version = super::record::next_version(Some(record.version));
-        let mut batch = Batch::new();
-        batch.delete(&at.partition_key, &at.row_key, read);
-        // Targets iterate copies, then links, then id lists (their order): the deletes
-        // sit right after the primary, at positions 1 ..= deletes.len().
-        let mut deletes: Vec<EntityRef> = Vec::new();
         let mut operations = Vec::new();
         for target in &record.targets {
             match target {
                 Target::Copy { at: copy, .. } if target.is_atomic(at) => {
-                    if !missing.contains(copy) {
-                        batch.delete(&copy.partition_key, &copy.row_key, IfMatch::Any);
-                        deletes.push(copy.clone());
+                    if !self.missing.contains(copy) {
+                        plan.push(delete(copy, IfMatch::Any), Role::Entry(copy.clone()));
                     }
                 }
                 Target::Denormalized {
                     property, source, ..
                 } if target.is_atomic(at) => {
                     let link = super::links::link_ref(at, property, source);
-                    if source != at && !missing.contains(&link) {
-                        batch.delete(&link.partition_key, &link.row_key, IfMatch::Any);
-                        deletes.push(link);
+                    if source != at && !self.missing.contains(&link) {
+                        plan.push(delete(&link, IfMatch::Any), Role::Entry(link));
                     }
                 }
                 Target::Member {
@@ -93,9 +111,14 @@ pub async fn delete_indexed<S: TableStore>(
                     value,
                     ..
                 } => {
-                    let pages =
-                        read_partition_pages(store, &at.table, &at.partition_key, index, value)
-                            .await?;
+                    let pages = read_partition_pages(
+                        self.store,
+                        &at.table,
+                        &at.partition_key,
+                        index,
+                        value,
+                    )
+                    .await?;
                     for op in plan_partition_change(
                         &pages,
                         &at.partition_key,
@@ -103,51 +126,37 @@ pub async fn delete_indexed<S: TableStore>(
                         value,
                         &at.row_key,
                         false,
-                    ) {
-                        batch.push(op);
+                    )? {
+                        plan.push(op, Role::Page);
                     }
                 }
                 _ => operations.push(IndexOperation::for_target(at, version, target, false, "")),
             }
         }
-        let outbox = (!operations.is_empty()).then(|| IndexOperations {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            operations,
-        });
-        if let Some(entry) = &outbox {
-            batch.insert(outbox_entity(&at.partition_key, entry));
+        if !operations.is_empty() {
+            plan.follow_up(super::IndexOperations::new(operations).envelope()?);
         }
-        match store.submit_batch(&at.table, batch).await {
-            Ok(_) => {
-                if let (Some(entry), Some(sink)) = (&outbox, sink) {
-                    publish_entry(store, &at.table, &at.partition_key, sink, entry, None).await;
-                }
-                return Ok(true);
+        Ok(Some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, role: Option<&Role>) -> Result<()> {
+        match (role, error.kind()) {
+            // The primary changed or went since the read: the caller's condition decides.
+            (Some(Role::Primary), ErrorKind::PreconditionFailed | ErrorKind::NotFound)
+                if self.if_match != IfMatch::Any =>
+            {
+                Err(error.into())
             }
-            Err(e) => {
-                let index = e.batch_index();
-                match (index, e.kind()) {
-                    (Some(0), ErrorKind::PreconditionFailed | ErrorKind::NotFound) => {
-                        if if_match != IfMatch::Any {
-                            return Err(e.into());
-                        }
-                    }
-                    (Some(i), ErrorKind::NotFound) if i >= 1 && i <= deletes.len() => {
-                        missing.insert(deletes[i - 1].clone());
-                    }
-                    (
-                        Some(_),
-                        ErrorKind::PreconditionFailed
-                        | ErrorKind::AlreadyExists
-                        | ErrorKind::NotFound,
-                    ) => {}
-                    _ => return Err(e.into()),
-                }
+            (Some(Role::Entry(entry)), ErrorKind::NotFound) => {
+                self.missing.insert(entry.clone());
+                Ok(())
             }
+            _ if lost_race(&error) => Ok(()),
+            _ => Err(error.into()),
         }
     }
-    Err(Error::Contention {
-        what: format!("indexed delete of {at}"),
-        attempts: MAX_ATTEMPTS,
-    })
+
+    fn what(&self) -> String {
+        format!("indexed delete of {}", self.at)
+    }
 }

@@ -65,9 +65,9 @@ pub fn link_entity(
     property: &str,
     source: &EntityRef,
     source_property: &str,
-) -> Entity {
+) -> Result<Entity> {
     let at = link_ref(dependent, property, source);
-    let json = |r: &EntityRef| Value::String(serde_json::to_string(r).unwrap_or_default());
+    let json = |r: &EntityRef| Error::json("a link", r).map(Value::String);
     let mut entity = Entity::new(at.partition_key, at.row_key);
     entity.properties.insert(
         MARKER_PROPERTY.to_owned(),
@@ -75,10 +75,10 @@ pub fn link_entity(
     );
     entity
         .properties
-        .insert(DEPENDENT_PROPERTY.to_owned(), json(dependent));
+        .insert(DEPENDENT_PROPERTY.to_owned(), json(dependent)?);
     entity
         .properties
-        .insert(SOURCE_PROPERTY.to_owned(), json(source));
+        .insert(SOURCE_PROPERTY.to_owned(), json(source)?);
     entity.properties.insert(
         PROPERTY_PROPERTY.to_owned(),
         Value::String(property.to_owned()),
@@ -87,7 +87,7 @@ pub fn link_entity(
         SOURCE_PROPERTY_PROPERTY.to_owned(),
         Value::String(source_property.to_owned()),
     );
-    entity
+    Ok(entity)
 }
 
 /// Reads a link entity of `table`.

@@ -15,12 +15,13 @@
 //! primary's write that added or removed it, and removals leave a tombstone, so a late or
 //! repeated message never undoes a newer change.
 
-use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
+use percent_encoding::utf8_percent_encode;
 use serde::{Deserialize, Serialize};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter};
 
 use super::record::{EntityRef, INDEX_ENTITY_KIND, MARKER_PROPERTY};
+use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
 /// The most characters of ids a page holds (a string property holds 32 Ki UTF-16 units).
@@ -31,8 +32,6 @@ const IDS_PROPERTY: &str = "Ids";
 const INDEX_PROPERTY: &str = "Index";
 /// The property holding the indexed value.
 const VALUE_PROPERTY: &str = "Value";
-/// How many times a worker-kept list is re-read after a concurrent change.
-const MAX_ATTEMPTS: usize = 64;
 
 /// `~` doubled, so a value never reads as a page suffix (`~p0001`).
 fn escape(value: &str) -> String {
@@ -53,8 +52,7 @@ pub fn table_list_partition(index: &str, value: &str) -> String {
     format!("~ix~{}~{}", escape(index), escape(value))
 }
 
-/// The characters percent-encoded in a blob-name segment made from keys or names.
-pub(crate) const BLOB_SET: &AsciiSet = &NON_ALPHANUMERIC.remove(b'-').remove(b'_');
+use crate::address::BLOB_NAME_SET as BLOB_SET;
 
 /// The blob of a blob-stored id list.
 pub fn blob_name(table: &str, index: &str, value: &str) -> String {
@@ -160,28 +158,29 @@ pub fn plan_partition_change(
     value: &str,
     id: &str,
     add: bool,
-) -> Vec<WriteOp> {
+) -> Result<Vec<WriteOp>> {
+    let no_change: Vec<WriteOp> = Vec::new();
     let holder = pages.iter().find(|p| p.ids.iter().any(|i| i == id));
-    let write = |page: &PartitionPage, ids: Vec<String>| {
-        let json = serde_json::to_string(&ids).unwrap_or_default();
+    let write = |page: &PartitionPage, ids: Vec<String>| -> Result<WriteOp> {
+        let json = Error::json("an id-list page", &ids)?;
         let entity = page_entity(partition_key, &page.row_key, index, value, json);
-        match &page.etag {
+        Ok(match &page.etag {
             Some(etag) => WriteOp::Replace(entity, IfMatch::ETag(etag.clone())),
             None => WriteOp::Insert(entity),
-        }
+        })
     };
     match (add, holder) {
-        (true, Some(_)) | (false, None) => Vec::new(),
+        (true, Some(_)) | (false, None) => Ok(no_change),
         (false, Some(page)) => {
             let ids: Vec<String> = page.ids.iter().filter(|i| *i != id).cloned().collect();
             match (&page.etag, ids.is_empty()) {
                 // The last id of a page: the page goes.
-                (Some(etag), true) => vec![WriteOp::Delete {
+                (Some(etag), true) => Ok(vec![WriteOp::Delete {
                     partition_key: partition_key.to_owned(),
                     row_key: page.row_key.clone(),
                     if_match: IfMatch::ETag(etag.clone()),
-                }],
-                _ => vec![write(page, ids)],
+                }]),
+                _ => Ok(vec![write(page, ids)?]),
             }
         }
         (true, None) => {
@@ -192,7 +191,7 @@ pub fn plan_partition_change(
                 Some(page) => {
                     let mut ids = page.ids.clone();
                     ids.push(id.to_owned());
-                    vec![write(page, ids)]
+                    Ok(vec![write(page, ids)?])
                 }
                 None => {
                     let base = partition_page_key(index, value);
@@ -215,7 +214,7 @@ pub fn plan_partition_change(
                         etag: None,
                         ids: Vec::new(),
                     };
-                    vec![write(&page, vec![id.to_owned()])]
+                    Ok(vec![write(&page, vec![id.to_owned()])?])
                 }
             }
         }
@@ -237,7 +236,7 @@ pub struct Member {
 #[derive(Serialize, Deserialize)]
 struct MemberRow(String, String, String, i64, bool);
 
-fn members_json(members: &[Member]) -> String {
+fn members_json(members: &[Member]) -> Result<String> {
     let rows: Vec<MemberRow> = members
         .iter()
         .map(|m| {
@@ -250,7 +249,7 @@ fn members_json(members: &[Member]) -> String {
             )
         })
         .collect();
-    serde_json::to_string(&rows).unwrap_or_default()
+    Error::json("an id list", &rows)
 }
 
 fn members_from_json(what: &str, json: &str) -> Result<Vec<Member>> {
@@ -361,7 +360,11 @@ pub async fn change_table_member<S: TableStore>(
     force: bool,
 ) -> Result<bool> {
     let partition = table_list_partition(index, value);
-    for _ in 0..MAX_ATTEMPTS {
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry
+            .next(|| format!("id list `{index}` value `{value}` in table `{table}`"))
+            .await?;
         let mut pages = read_table_pages(store, table, index, value).await?;
         let holders = pages
             .iter()
@@ -378,10 +381,15 @@ pub async fn change_table_member<S: TableStore>(
         let (at, is_new) = match holder {
             Some(at) => (at, false),
             None => {
-                let room = pages.iter().rposition(|p| {
-                    members_json(&p.members).len() + 64 + change.source.row_key.len()
+                let mut room = None;
+                for (at, p) in pages.iter().enumerate().rev() {
+                    if members_json(&p.members)?.len() + 64 + change.source.row_key.len()
                         <= PAGE_CAPACITY
-                });
+                    {
+                        room = Some(at);
+                        break;
+                    }
+                }
                 match room {
                     Some(at) => (at, false),
                     None => {
@@ -404,7 +412,7 @@ pub async fn change_table_member<S: TableStore>(
             &page.row_key,
             index,
             value,
-            members_json(&page.members),
+            members_json(&page.members)?,
         );
         let op = match (&page.etag, is_new) {
             (Some(etag), false) => WriteOp::Replace(entity, IfMatch::ETag(etag.clone())),
@@ -429,10 +437,6 @@ pub async fn change_table_member<S: TableStore>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Contention {
-        what: format!("id list `{index}` value `{value}` in table `{table}`"),
-        attempts: MAX_ATTEMPTS,
-    })
 }
 
 /// Leaves one entry of `source` in a table-stored id list, the newest, on the first page
@@ -445,7 +449,11 @@ async fn dedupe_member<S: TableStore>(
     source: &EntityRef,
 ) -> Result<()> {
     let partition = table_list_partition(index, value);
-    'attempt: for _ in 0..MAX_ATTEMPTS {
+    let mut retry = RetryPolicy::default().start();
+    'attempt: loop {
+        retry
+            .next(|| format!("id list `{index}` value `{value}` in table `{table}`"))
+            .await?;
         let pages = read_table_pages(store, table, index, value).await?;
         let holders: Vec<&TablePage> = pages
             .iter()
@@ -477,7 +485,7 @@ async fn dedupe_member<S: TableStore>(
                 &page.row_key,
                 index,
                 value,
-                members_json(&members),
+                members_json(&members)?,
             );
             let if_match = page.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
             match store
@@ -498,10 +506,6 @@ async fn dedupe_member<S: TableStore>(
         }
         return Ok(());
     }
-    Err(Error::Contention {
-        what: format!("id list `{index}` value `{value}` in table `{table}`"),
-        attempts: MAX_ATTEMPTS,
-    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -547,7 +551,9 @@ pub async fn change_blob_member(
     force: bool,
 ) -> Result<bool> {
     let name = blob_name(table, index, value);
-    for _ in 0..MAX_ATTEMPTS {
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry.next(|| format!("id list blob {name}")).await?;
         let current = blobs.get_versioned(&name).await?;
         let (mut members, version) = match current {
             Some((bytes, version)) => (parse_blob(&name, &bytes)?, Some(version)),
@@ -559,17 +565,13 @@ pub async fn change_blob_member(
         let list = BlobList {
             index: index.to_owned(),
             value: value.to_owned(),
-            members: members_json(&members),
+            members: members_json(&members)?,
         };
-        let bytes = serde_json::to_vec(&list).unwrap_or_default();
+        let bytes = Error::json("an id-list blob", &list)?.into_bytes();
         if blobs.put_if_version(&name, bytes, version.as_ref()).await? {
             return Ok(true);
         }
     }
-    Err(Error::Contention {
-        what: format!("id list blob {name}"),
-        attempts: MAX_ATTEMPTS,
-    })
 }
 
 /// The values and members of every blob-stored id list of a table's index entity.

@@ -1,13 +1,13 @@
 //! Secondary indexes and index entities kept by the framework: the intra-partition index
 //! (copies in the primary's entity group transaction), the inter-partition index (copies
-//! in another partition or table, kept by the worker from the outbox), index entities (id
-//! lists: in the partition, in a table, in blobs), the transactional outbox and its relay,
-//! and the audit that finds and repairs drift.
+//! in another partition or table, kept by the worker as follow-up work of the consistency
+//! engine), index entities (id lists: in the partition, in a table, in blobs), and the
+//! audit that finds and repairs drift.
 //!
 //! Composition: [`IndexedTable`] wraps a typed [`Table`](tablekit_core::typed::Table)
 //! over any store; it writes the atomic parts itself and hands the rest to an
 //! [`OutboxSink`] (a queue, or [`InlineSink`]); the worker applies the messages with an
-//! [`IndexApplier`]; the [`Relay`] publishes what a crash left in the outbox; [`audit()`]
+//! [`IndexApplier`]; the [`Relay`] publishes what a crash left behind; [`audit()`]
 //! checks every primary against what it should have.
 
 pub mod audit;
@@ -15,14 +15,34 @@ pub mod generic;
 pub mod links;
 pub mod members;
 pub mod operation;
-pub mod outbox;
 pub mod record;
 pub mod registry;
 mod table;
 
+pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{AuditOptions, AuditProgress, AuditReport, Drift, Finding, audit, backfill};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
-pub use outbox::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
 pub use registry::SchemaRecord;
-pub use table::{IndexedTable, WriteOutcome};
+pub use table::{IndexedTable, IndexedWriteReport, WriteOutcome};
+
+/// The handlers of the follow-up work indexed tables record: index work (kind `index`)
+/// and, with a blob store, the deletion of blobs a write stopped referencing (kind
+/// `delete_blobs`). For an [`InlineSink`] or a worker's registry.
+pub fn handlers<S>(
+    store: S,
+    blobs: Option<tablekit_core::blob::BlobStore>,
+) -> crate::consistency::Registry
+where
+    S: tablekit_core::TableStore + Clone + 'static,
+{
+    let mut applier = IndexApplier::new(store.clone());
+    if let Some(blobs) = &blobs {
+        applier = applier.with_blobs(blobs.clone());
+    }
+    let registry = applier.register(crate::consistency::Registry::new());
+    match blobs {
+        Some(blobs) => crate::large::DeleteBlobs::register(registry, store, blobs),
+        None => registry,
+    }
+}

@@ -22,6 +22,7 @@ use super::members::{self, Member, plan_partition_change, read_partition_pages};
 use super::record::{
     EntityRef, IndexRecord, MemberStorage, Target, copy_of, copy_source, same_content,
 };
+use crate::consistency::{Envelope, Operation, Registry, RetryPolicy};
 use crate::error::{Error, Result};
 
 /// One step of follow-up work for an indexed write.
@@ -92,14 +93,6 @@ pub enum IndexOperation {
         source: EntityRef,
         /// The source's property.
         source_property: String,
-    },
-    /// Delete a blob an entity no longer references (a replaced large property), unless
-    /// it references it again.
-    DeleteBlob {
-        /// The entity that held the blob's address.
-        entity: EntityRef,
-        /// The blob.
-        name: String,
     },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
@@ -216,14 +209,42 @@ impl IndexOperation {
     }
 }
 
-/// The follow-up work of one indexed write: the payload of one queue message, recorded
-/// first in the primary's outbox entry.
+/// The follow-up work of one indexed write (operation kind `index`): the payload of one
+/// queue message, recorded first in the primary's partition by the consistency engine.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct IndexOperations {
-    /// The outbox entry's id (unique per write).
+    /// The work's id (unique per write; the envelope's and the queue message's id).
     pub id: String,
     /// The steps, applied in order.
     pub operations: Vec<IndexOperation>,
+}
+
+impl Operation for IndexOperations {
+    const KIND: &'static str = "index";
+    const VERSION: u32 = 1;
+}
+
+impl IndexOperations {
+    /// The operations under a new id.
+    pub fn new(operations: Vec<IndexOperation>) -> Self {
+        IndexOperations {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            operations,
+        }
+    }
+
+    /// The envelope of this work; its id is the work's, so the writer and the relay
+    /// publish one message id.
+    ///
+    /// # Errors
+    /// [`Error::Encode`] when the work does not serialise.
+    pub fn envelope(&self) -> Result<Envelope> {
+        let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| uuid::Uuid::new_v4());
+        Envelope::with_id(id, self).map_err(|source| Error::Encode {
+            what: "index work".to_owned(),
+            source,
+        })
+    }
 }
 
 /// What applying one operation did.
@@ -238,14 +259,12 @@ pub enum Applied {
     Superseded,
 }
 
-/// How many times an operation re-reads after a concurrent change.
-const MAX_ATTEMPTS: usize = 64;
-
 /// Applies index operations to a store (and a blob store, for blob-stored id lists).
 #[derive(Clone, Debug)]
 pub struct IndexApplier<S> {
     store: S,
     blobs: Option<BlobStore>,
+    retry: RetryPolicy,
 }
 
 async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<Entity>> {
@@ -257,13 +276,28 @@ async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<
 impl<S: TableStore> IndexApplier<S> {
     /// An applier over a store, without blob-stored id lists.
     pub fn new(store: S) -> Self {
-        IndexApplier { store, blobs: None }
+        IndexApplier {
+            store,
+            blobs: None,
+            retry: RetryPolicy::default(),
+        }
     }
 
     /// The same applier, with a blob store for blob-stored id lists.
     pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
         self.blobs = Some(blobs);
         self
+    }
+
+    /// Registers the handler of index work (kind `index`) in `registry`.
+    pub fn register(self, registry: Registry) -> Registry
+    where
+        S: Clone + 'static,
+    {
+        registry.register(move |operations: IndexOperations| {
+            let applier = self.clone();
+            async move { Ok(applier.apply_all(&operations).await?) }
+        })
     }
 
     /// The store.
@@ -360,20 +394,6 @@ impl<S: TableStore> IndexApplier<S> {
                 self.remove_link(dependent, property, source, source_property)
                     .await
             }
-            IndexOperation::DeleteBlob { entity, name } => {
-                let blobs = self.blobs.as_ref().ok_or_else(|| Error::NoBlobStore {
-                    index: "large entities".to_owned(),
-                })?;
-                let holder = get_or_none(&self.store, entity).await?;
-                if holder.is_some_and(|h| crate::large::references(&h, name)) {
-                    return Ok(Applied::Superseded);
-                }
-                Ok(if blobs.delete(name).await? {
-                    Applied::Changed
-                } else {
-                    Applied::Unchanged
-                })
-            }
         }
     }
 
@@ -395,7 +415,11 @@ impl<S: TableStore> IndexApplier<S> {
             source_property: source_property.to_owned(),
         };
         let link = super::links::link_ref(dependent, property, source);
-        for _ in 0..MAX_ATTEMPTS {
+        let mut retry = self.retry.start();
+        loop {
+            retry
+                .next(|| format!("link of `{property}` of {dependent}"))
+                .await?;
             let Some(found) = get_or_none(&self.store, &link).await? else {
                 return Ok(Applied::Unchanged);
             };
@@ -418,10 +442,6 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Contention {
-            what: format!("link of `{property}` of {dependent}"),
-            attempts: MAX_ATTEMPTS,
-        })
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).
@@ -435,7 +455,7 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         source_property: &str,
     ) -> Result<()> {
-        let link = super::links::link_entity(dependent, property, source, source_property);
+        let link = super::links::link_entity(dependent, property, source, source_property)?;
         match self
             .store
             .insert_or_replace(&source.table, link.clone())
@@ -469,7 +489,11 @@ impl<S: TableStore> IndexApplier<S> {
             source: source.clone(),
             source_property: source_property.to_owned(),
         };
-        for _ in 0..MAX_ATTEMPTS {
+        let mut retry = self.retry.start();
+        loop {
+            retry
+                .next(|| format!("denormalised `{property}` of {dependent}"))
+                .await?;
             let Some(from) = get_or_none(&self.store, source).await? else {
                 return Ok(Applied::Unchanged);
             };
@@ -509,10 +533,6 @@ impl<S: TableStore> IndexApplier<S> {
                 return Ok(Applied::Changed);
             }
         }
-        Err(Error::Contention {
-            what: format!("denormalised `{property}` of {dependent}"),
-            attempts: MAX_ATTEMPTS,
-        })
     }
 
     /// Writes the copy of `source` at `target` from the primary's current state, if the
@@ -532,7 +552,9 @@ impl<S: TableStore> IndexApplier<S> {
         kind_property: &str,
         force: bool,
     ) -> Result<Applied> {
-        for _ in 0..MAX_ATTEMPTS {
+        let mut retry = self.retry.start();
+        loop {
+            retry.next(|| format!("copy {target} of {source}")).await?;
             let Some(primary) = get_or_none(&self.store, source).await? else {
                 return Ok(Applied::Superseded);
             };
@@ -548,7 +570,7 @@ impl<S: TableStore> IndexApplier<S> {
                 target,
                 properties,
                 kind_property,
-            );
+            )?;
             let existing = get_or_none(&self.store, target).await?;
             let op = match existing {
                 Some(existing) => {
@@ -623,10 +645,6 @@ impl<S: TableStore> IndexApplier<S> {
             }
             return Ok(Applied::Changed);
         }
-        Err(Error::Contention {
-            what: format!("copy {target} of {source}"),
-            attempts: MAX_ATTEMPTS,
-        })
     }
 
     /// Whether a primary's record names the copy of `index` at `target`.
@@ -652,7 +670,9 @@ impl<S: TableStore> IndexApplier<S> {
         version: Option<i64>,
         target: &EntityRef,
     ) -> Result<Applied> {
-        for _ in 0..MAX_ATTEMPTS {
+        let mut retry = self.retry.start();
+        loop {
+            retry.next(|| format!("copy {target} of {source}")).await?;
             let Some(existing) = get_or_none(&self.store, target).await? else {
                 return Ok(Applied::Unchanged);
             };
@@ -679,10 +699,6 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Contention {
-            what: format!("copy {target} of {source}"),
-            attempts: MAX_ATTEMPTS,
-        })
     }
 
     /// Adds `source` to or removes it from the id list of `value`. With `force` (repair)
@@ -738,7 +754,11 @@ impl<S: TableStore> IndexApplier<S> {
         value: &str,
         present: bool,
     ) -> Result<bool> {
-        for _ in 0..MAX_ATTEMPTS {
+        let mut retry = self.retry.start();
+        loop {
+            retry
+                .next(|| format!("id list `{index}` value `{value}` of {source}"))
+                .await?;
             let pages = read_partition_pages(
                 &self.store,
                 &source.table,
@@ -754,7 +774,7 @@ impl<S: TableStore> IndexApplier<S> {
                 value,
                 &source.row_key,
                 present,
-            );
+            )?;
             let Some(op) = ops.into_iter().next() else {
                 return Ok(false);
             };
@@ -768,9 +788,5 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) => return Err(e.into()),
             }
         }
-        Err(Error::Contention {
-            what: format!("id list `{index}` value `{value}` of {source}"),
-            attempts: MAX_ATTEMPTS,
-        })
     }
 }

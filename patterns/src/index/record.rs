@@ -24,10 +24,7 @@ pub const VERSION_PROPERTY: &str = "TablekitVersion";
 pub const TARGETS_PROPERTY: &str = "TablekitTargets";
 /// The property of a copy naming its primary (JSON).
 pub const SOURCE_PROPERTY: &str = "TablekitSource";
-/// The property marking tablekit's own entities (outbox entries, id-list pages).
-pub const MARKER_PROPERTY: &str = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
-/// The marker of an outbox entry.
-pub const OUTBOX_KIND: &str = "TablekitOutbox";
+pub use crate::consistency::outbox::{MARKER_PROPERTY, OUTBOX_KIND};
 /// The marker of an id-list page (an index entity).
 pub const INDEX_ENTITY_KIND: &str = "TablekitIndexEntity";
 
@@ -36,46 +33,7 @@ pub fn is_hidden(name: &str) -> bool {
     matches!(name, VERSION_PROPERTY | TARGETS_PROPERTY | SOURCE_PROPERTY)
 }
 
-/// An entity's address.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-pub struct EntityRef {
-    /// The table.
-    pub table: String,
-    /// The PartitionKey.
-    pub partition_key: String,
-    /// The RowKey.
-    pub row_key: String,
-}
-
-impl EntityRef {
-    /// An address.
-    pub fn new(
-        table: impl Into<String>,
-        partition_key: impl Into<String>,
-        row_key: impl Into<String>,
-    ) -> Self {
-        EntityRef {
-            table: table.into(),
-            partition_key: partition_key.into(),
-            row_key: row_key.into(),
-        }
-    }
-
-    /// The address of a stored entity.
-    pub fn of(table: &str, entity: &Entity) -> Self {
-        EntityRef::new(table, &entity.partition_key, &entity.row_key)
-    }
-}
-
-impl std::fmt::Display for EntityRef {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}({}, {})",
-            self.table, self.partition_key, self.row_key
-        )
-    }
-}
+pub use crate::address::EntityRef;
 
 /// Where an id list (an index entity) is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -225,14 +183,18 @@ impl IndexRecord {
     }
 
     /// Writes the record onto an entity.
-    pub fn write(&self, entity: &mut Entity) {
-        let json = serde_json::to_string(&self.targets).unwrap_or_else(|_| "[]".to_owned());
+    ///
+    /// # Errors
+    /// [`Error::Encode`] when the targets do not encode.
+    pub fn write(&self, entity: &mut Entity) -> Result<()> {
+        let json = Error::json("an index record", &self.targets)?;
         entity
             .properties
             .insert(TARGETS_PROPERTY.to_owned(), Value::String(json));
         entity
             .properties
             .insert(VERSION_PROPERTY.to_owned(), Value::Int64(self.version));
+        Ok(())
     }
 }
 
@@ -273,7 +235,7 @@ pub fn copy_of(
     at: &EntityRef,
     properties: Option<&[String]>,
     kind_property: &str,
-) -> Entity {
+) -> Result<Entity> {
     let mut copy = Entity::new(at.partition_key.clone(), at.row_key.clone());
     for (name, value) in &primary.properties {
         if is_hidden(name) {
@@ -294,11 +256,11 @@ pub fn copy_of(
     }
     copy.properties.insert(
         SOURCE_PROPERTY.to_owned(),
-        Value::String(serde_json::to_string(source).unwrap_or_default()),
+        Value::String(Error::json("a copy's source", source)?),
     );
     copy.properties
         .insert(VERSION_PROPERTY.to_owned(), Value::Int64(version));
-    copy
+    Ok(copy)
 }
 
 /// A copy as its primary's entity type reads it: the kind marker undone, tablekit's

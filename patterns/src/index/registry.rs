@@ -1,7 +1,7 @@
 //! The schema registry: each indexed table records, in the `TablekitSchemas` table, the
-//! indexes and index entities its entity types declare (templates as text). The
-//! deployable worker reads it to find the tables whose outboxes it relays, and the audit
-//! and backfill read it to work on a table without the application's entity types.
+//! indexes and index entities its entity types declare (templates as text). The audit
+//! and backfill read it to work on a table without the application's entity types, and
+//! writers read it to find the types that copy their properties.
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::limits::{self, KeyKind};
@@ -221,7 +221,7 @@ impl SchemaRecord {
         let mut entity = Entity::new(self.table.as_str(), self.kind.as_str());
         entity.properties.insert(
             SCHEMA_PROPERTY.to_owned(),
-            Value::String(serde_json::to_string(self).unwrap_or_default()),
+            Value::String(Error::json("a schema record", self)?),
         );
         store.insert_or_replace(SCHEMA_TABLE, entity).await?;
         Ok(())

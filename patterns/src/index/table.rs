@@ -2,34 +2,29 @@
 //! the framework. The application declares them on the entity type and writes through
 //! this table; nothing else.
 //!
-//! Every write runs the design guide's read–modify–write under ETags:
+//! Every write is a [`Planner`] run by the consistency engine's commit
+//! ([`Engine::commit`]), the design guide's read–modify–write under ETags:
 //! 1. read the stored primary (not for an insert) and its index record;
 //! 2. compute the new targets from the new value; diff them with the old ones;
-//! 3. submit one entity group transaction with the primary (under the ETag read), the
+//! 3. plan one entity group transaction with the primary (under the ETag read), the
 //!    same-partition copies (an insert for a new copy, so a value another entity holds is
-//!    refused; a delete for a dropped one), the changed partition id-list pages (each under
-//!    its ETag), and — when anything lies outside the partition — an outbox entry holding
-//!    that work;
-//! 4. on a conflict (a concurrent writer changed the primary or a page), start over.
-//!
-//! After the commit the outbox entry goes to the sink and is deleted; if that does not
-//! happen the relay does it later.
+//!    refused; a delete for a dropped one) and the changed partition id-list pages (each
+//!    under its ETag); what lies outside the partition is follow-up work, which the engine
+//!    records in the same transaction and hands to the sink after the commit;
+//! 4. on a conflict (a concurrent writer changed the primary or a page), plan again.
 
 use std::collections::{BTreeSet, HashSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use futures::{StreamExt, TryStreamExt};
-use rand::Rng;
+use futures::{Stream, StreamExt, TryStreamExt};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{
-    EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, render_key,
+    EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, TypedWrite, render_key,
 };
-use tablekit_core::{
-    Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter,
-};
+use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter};
 
 use super::links::links_of;
 
@@ -38,13 +33,61 @@ use super::members::{
     plan_partition_change, read_blob_members, read_partition_pages, read_table_members,
 };
 use super::operation::{IndexApplier, IndexOperation, IndexOperations};
-use super::outbox::{InlineSink, OutboxSink, outbox_entity, publish_entry};
 use super::record::{
     EntityRef, IndexLayout, IndexRecord, Layout, MemberStorage, Target, as_primary, copy_of,
     copy_source, next_version,
 };
 use super::registry::SchemaRecord;
+use crate::consistency::{Engine, Envelope, InlineSink, OutboxSink, Plan, Planner, lost_race};
+use crate::cursor::{Cursor, CursorPage, Position};
 use crate::error::{Error, Result};
+
+/// What [`IndexedTable::write_all`] did.
+#[derive(Debug)]
+pub struct IndexedWriteReport {
+    /// The writes applied: (input position, version recorded), in input order.
+    pub written: Vec<(usize, i64)>,
+    /// Writes the store refused on their own (a taken key or index value, a stale ETag,
+    /// a missing entity): nothing of them was written.
+    pub refused: Vec<(usize, Error)>,
+    /// Transactions that failed as a whole: their input positions and why.
+    pub failed: Vec<(Vec<usize>, Error)>,
+    /// Whether all follow-up work went to the sink at once (otherwise the relay takes
+    /// the rest).
+    pub published: bool,
+}
+
+impl Default for IndexedWriteReport {
+    fn default() -> Self {
+        IndexedWriteReport {
+            written: Vec::new(),
+            refused: Vec::new(),
+            failed: Vec::new(),
+            published: true,
+        }
+    }
+}
+
+impl IndexedWriteReport {
+    /// Whether every write was applied.
+    pub fn is_complete(&self) -> bool {
+        self.refused.is_empty() && self.failed.is_empty()
+    }
+
+    /// The first failure, if any.
+    ///
+    /// # Errors
+    /// The first refused write's or failed transaction's error.
+    pub fn into_result(mut self) -> Result<Self> {
+        if !self.refused.is_empty() {
+            return Err(self.refused.remove(0).1);
+        }
+        if !self.failed.is_empty() {
+            return Err(self.failed.remove(0).1);
+        }
+        Ok(self)
+    }
+}
 
 /// What an indexed write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -53,9 +96,10 @@ pub struct WriteOutcome {
     pub etag: Option<ETag>,
     /// The version recorded on the primary.
     pub version: i64,
-    /// The operations recorded in the outbox for the worker (0: everything was atomic).
+    /// The operations recorded as follow-up work for the worker (0: everything was
+    /// atomic).
     pub operations: usize,
-    /// Whether the outbox entry was handed to the sink and removed (otherwise the relay
+    /// Whether the follow-up work was handed to the sink and its entries removed (otherwise the relay
     /// publishes it later).
     pub published: bool,
 }
@@ -74,7 +118,6 @@ enum Role {
     KeptCopy,
     DroppedCopy(EntityRef),
     Page,
-    Outbox,
     /// An unchanged source of a denormalised field, under the ETag its value was read at.
     Guard,
     /// A dependent's denormalised field, or a stale link.
@@ -89,9 +132,9 @@ struct DependentWork {
     operations: Vec<IndexOperation>,
 }
 
-/// The most characters of operations one outbox entry holds (a string property holds
-/// 32 Ki UTF-16 units); more work is spread over several entries.
-const OUTBOX_ENTRY_CHARS: usize = 30_000;
+/// The most characters of index operations one `consistency::outbox` entry holds (a
+/// string property holds 32 Ki UTF-16 units); more work is spread over several entries.
+const WORK_CHARS: usize = 30_000;
 
 /// A typed table that keeps the indexes and index entities its entity type declares.
 ///
@@ -124,10 +167,9 @@ const OUTBOX_ENTRY_CHARS: usize = 30_000;
 pub struct IndexedTable<E, S> {
     table: Table<E, S>,
     layout: Arc<Layout>,
-    sink: Option<Arc<dyn OutboxSink>>,
+    engine: Engine<S>,
     blobs: Option<BlobStore>,
     verify: bool,
-    max_attempts: usize,
     lookup_concurrency: usize,
     track_dependents: Arc<AtomicBool>,
     /// When the registry was last asked whether another type copies from this one.
@@ -142,10 +184,9 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
         IndexedTable {
             table: self.table.clone(),
             layout: Arc::clone(&self.layout),
-            sink: self.sink.clone(),
+            engine: self.engine.clone(),
             blobs: self.blobs.clone(),
             verify: self.verify,
-            max_attempts: self.max_attempts,
             lookup_concurrency: self.lookup_concurrency,
             track_dependents: Arc::clone(&self.track_dependents),
             dependents_checked: Arc::clone(&self.dependents_checked),
@@ -165,16 +206,15 @@ impl<E, S> std::fmt::Debug for IndexedTable<E, S> {
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// The table `E` declares, on `store`. Without a sink, follow-up work outside the
-    /// partition waits in the outbox for the relay; see [`with_sink`](Self::with_sink)
+    /// partition waits in its partition for the relay; see [`with_sink`](Self::with_sink)
     /// and [`with_inline_apply`](Self::with_inline_apply).
     pub fn new(store: S) -> Self {
         IndexedTable {
+            engine: Engine::new(store.clone()),
             table: Table::new(store),
             layout: Arc::new(Layout::of(E::schema())),
-            sink: None,
             blobs: None,
             verify: false,
-            max_attempts: 64,
             lookup_concurrency: 16,
             track_dependents: Arc::new(AtomicBool::new(false)),
             dependents_checked: Arc::default(),
@@ -198,17 +238,25 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// Hands each write's follow-up work to `sink` after the commit (a queue).
     pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
-        self.sink = Some(sink);
+        self.engine = self.engine.with_sink(sink);
         self
+    }
+
+    /// Commits through `engine` (its sink, pending-marker lease and retry policy).
+    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
+        self.engine = engine;
+        self
+    }
+
+    /// The engine writes commit through.
+    pub fn engine(&self) -> &Engine<S> {
+        &self.engine
     }
 
     /// Applies each write's follow-up work in this process, right after the commit.
     pub fn with_inline_apply(mut self) -> Self {
-        let mut applier = IndexApplier::new(self.table.store().clone());
-        if let Some(blobs) = &self.blobs {
-            applier = applier.with_blobs(blobs.clone());
-        }
-        self.sink = Some(Arc::new(InlineSink::new(applier)));
+        let registry = super::handlers(self.table.store().clone(), self.blobs.clone());
+        self.engine = self.engine.with_sink(Arc::new(InlineSink::new(registry)));
         self
     }
 
@@ -228,7 +276,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// How many concurrent writes may conflict before a write gives up (default 64).
     pub fn max_attempts(mut self, attempts: usize) -> Self {
-        self.max_attempts = attempts.max(1);
+        let policy = self.engine.retry().attempts(attempts);
+        self.engine = self.engine.with_retry(policy);
         self
     }
 
@@ -258,6 +307,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         for table in self.layout.other_tables() {
             store.create_table_if_not_exists(&table).await?;
         }
+        self.engine.open().await?;
         SchemaRecord::of(E::schema(), self.table.name())
             .register(store)
             .await?;
@@ -343,6 +393,171 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         .await
     }
 
+    /// Updates only the named fields (Rust field names) of the stored entity with the
+    /// keys of `value` to the values in `value` — a typed merge — if `if_match` holds.
+    /// The merged value is written as a full write would be: its index copies, id-list
+    /// entries and denormalised dependents follow. With `IfMatch::Any` a concurrent
+    /// change is merged into again.
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`] for a field the type does not have (before any
+    /// I/O); `NotFound`, `PreconditionFailed`; as [`insert`](Self::insert).
+    pub async fn update(
+        &self,
+        value: &E,
+        fields: &[&str],
+        if_match: IfMatch,
+    ) -> Result<WriteOutcome> {
+        let schema = E::schema();
+        let mut properties = Vec::with_capacity(fields.len());
+        for name in fields {
+            let field = schema
+                .field(name)
+                .filter(|f| f.storage != tablekit_core::typed::FieldStorage::Skipped)
+                .ok_or_else(|| tablekit_core::Error::Undeclared {
+                    type_name: schema.type_name,
+                    what: "field",
+                    name: (*name).to_owned(),
+                })?;
+            properties.push(field.property);
+        }
+        let patch = value.to_entity()?;
+        let source = self.source(&patch.partition_key, &patch.row_key);
+        let mut retry = self.engine.retry().start();
+        loop {
+            retry.next(|| format!("partial update of {source}")).await?;
+            let Some(current) = self
+                .table
+                .store()
+                .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
+                .await?
+            else {
+                return Err(source.not_found());
+            };
+            if let IfMatch::ETag(expected) = &if_match
+                && current.etag.as_ref() != Some(expected)
+            {
+                return Err(source.precondition_failed());
+            }
+            let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            let mut merged = match &self.blobs {
+                Some(blobs) => crate::large::restore(blobs, self.table.name(), current).await?,
+                None => current,
+            };
+            for property in &properties {
+                match patch.properties.get(*property) {
+                    Some(v) => {
+                        merged.properties.insert((*property).to_owned(), v.clone());
+                    }
+                    None => {
+                        merged.properties.shift_remove(*property);
+                    }
+                }
+            }
+            let merged = E::from_entity(merged)?.value;
+            match self.write(Intent::Replace(&merged, read)).await {
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Many writes, planned per partition into entity group transactions that hold
+    /// several writes with their index copies, id-list pages and follow-up work (each
+    /// transaction within 100 operations and 4 MiB; writes whose entries collide go to
+    /// the next one). A write is refused before any I/O when its own work cannot fit one
+    /// transaction; a write refused by the store (a taken key or index value, a stale
+    /// ETag) is reported and the others of its transaction are written.
+    ///
+    /// # Errors
+    /// A write that cannot fit one transaction, or whose value does not convert (nothing
+    /// is written then); the store's errors, with what was written before in the report.
+    pub async fn write_all(
+        &self,
+        writes: impl IntoIterator<Item = TypedWrite<E>>,
+    ) -> Result<IndexedWriteReport> {
+        let writes: Vec<TypedWrite<E>> = writes.into_iter().collect();
+        let mut by_partition: Vec<(String, Vec<Numbered<'_, E, S>>)> = Vec::new();
+        let mut merges = Vec::new();
+        for (at, write) in writes.iter().enumerate() {
+            let prepared = match write {
+                TypedWrite::Insert(v) => self.prepare(Intent::Insert(v)).await,
+                TypedWrite::Upsert(v) => self.prepare(Intent::Upsert(v)).await,
+                TypedWrite::Replace(v, if_match) => {
+                    self.prepare(Intent::Replace(v, if_match.clone())).await
+                }
+                TypedWrite::Delete {
+                    partition_key,
+                    row_key,
+                    if_match,
+                } => {
+                    self.prepare(Intent::Delete(
+                        partition_key.clone(),
+                        row_key.clone(),
+                        if_match.clone(),
+                    ))
+                    .await
+                }
+                TypedWrite::Merge(..) => {
+                    merges.push(at);
+                    continue;
+                }
+            };
+            let prepared = prepared?;
+            let partition = prepared.source.partition_key.clone();
+            match by_partition.iter_mut().find(|(pk, _)| *pk == partition) {
+                Some((_, list)) => list.push((at, prepared)),
+                None => by_partition.push((partition, vec![(at, prepared)])),
+            }
+        }
+        let mut report = IndexedWriteReport::default();
+        for (partition, list) in by_partition {
+            let mut pending: std::collections::VecDeque<Numbered<'_, E, S>> = list.into();
+            while !pending.is_empty() {
+                let mut batch = BatchWrite {
+                    writes: pending.drain(..).collect(),
+                    taken: 0,
+                    refused: Vec::new(),
+                };
+                let committed = self
+                    .engine
+                    .commit(self.table.name(), &partition, &mut batch)
+                    .await;
+                let taken = batch.taken.min(batch.writes.len());
+                let rest: Vec<_> = batch.writes.drain(taken..).collect();
+                report.refused.append(&mut batch.refused);
+                match committed {
+                    Ok(Some(committed)) => {
+                        report.published &= committed.published || committed.work == 0;
+                        for (at, write) in &batch.writes {
+                            report.written.push((*at, write.version));
+                        }
+                    }
+                    Ok(None) => {}
+                    Err(e) => {
+                        report
+                            .failed
+                            .push((batch.writes.iter().map(|(at, _)| *at).collect(), e));
+                    }
+                }
+                pending.extend(rest);
+            }
+        }
+        for at in merges {
+            if let TypedWrite::Merge(value, if_match) = &writes[at] {
+                // A typed merge of every field: the stored entity's other properties stay.
+                let fields: Vec<&str> = E::schema().fields.iter().map(|f| f.name).collect();
+                match self.update(value, &fields, if_match.clone()).await {
+                    Ok(outcome) => report.written.push((at, outcome.version)),
+                    Err(e) => report.refused.push((at, e)),
+                }
+            }
+        }
+        report.written.sort_unstable();
+        Ok(report)
+    }
+
     /// Reads one primary.
     ///
     /// # Errors
@@ -370,6 +585,25 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     async fn write(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
+        let mut write = self.prepare(intent).await?;
+        let partition_key = write.source.partition_key.clone();
+        let committed = self
+            .engine
+            .commit(self.table.name(), &partition_key, &mut write)
+            .await?
+            .ok_or_else(|| Error::Unsupported("an indexed write planned nothing".to_owned()))?;
+        Ok(WriteOutcome {
+            etag: committed.etags.first().cloned().flatten(),
+            version: write.version,
+            operations: write.operations,
+            published: committed.published,
+        })
+    }
+
+    /// Everything a write needs before its first read: its keys and targets (refused
+    /// before any I/O when its own transaction cannot fit), its large values in the blob
+    /// store, the links beside denormalised sources in other partitions.
+    async fn prepare(&self, intent: Intent<'_, E>) -> Result<IndexWrite<'_, E, S>> {
         let value = match &intent {
             Intent::Insert(v) | Intent::Upsert(v) | Intent::Replace(v, _) => Some(*v),
             Intent::Delete(..) => None,
@@ -401,14 +635,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             let declared: Vec<&str> = E::schema().blob_fields().map(|f| f.property).collect();
             crate::large::offload(blobs, self.table.name(), &declared, entity).await?;
         }
-        let user_etag = match &intent {
-            Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
-                Some(e.clone())
-            }
-            _ => None,
-        };
         // Links beside sources in other partitions come first: a source written after
-        // this point finds the link, one written before is read below.
+        // this point finds the link, one written before is read by the plan.
         if value.is_some() {
             let applier = IndexApplier::new(self.table.store().clone());
             for target in &new_targets {
@@ -425,160 +653,31 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 }
             }
         }
-        let mut missing: HashSet<EntityRef> = HashSet::new();
-        for attempt in 0..self.max_attempts {
-            if attempt > 0 {
-                backoff(attempt).await;
+        let user_etag = match &intent {
+            Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
+                Some(e.clone())
             }
-            let old = match intent {
-                Intent::Insert(_) => None,
-                _ => {
-                    self.table
-                        .store()
-                        .get(self.table.name(), &pk, &rk, None)
-                        .await?
-                }
-            };
-            match (&intent, &old) {
-                (Intent::Replace(..) | Intent::Delete(..), None) => {
-                    return Err(tablekit_core::Error::NotFound {
-                        table: self.table.name().to_owned(),
-                        partition_key: pk,
-                        row_key: rk,
-                    }
-                    .into());
-                }
-                (_, Some(old)) if user_etag.is_some() && old.etag != user_etag => {
-                    return Err(precondition_failed(self.table.name(), &pk, &rk));
-                }
-                _ => {}
-            }
-            let old_record = match &old {
-                Some(o) => IndexRecord::read(o)?,
-                None => None,
-            };
-            let version = next_version(old_record.as_ref().map(|r| r.version));
-            let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
-            let mut entity = new_entity.clone();
-            let guards = self
-                .read_sources(&source, entity.as_mut(), &new_targets)
-                .await?;
-            let mut dependents = self
-                .dependents(&source, entity.as_ref(), old.as_ref())
-                .await?;
-            // Blobs this write stops referencing are deleted after the commit.
-            let kept: Vec<String> = entity
-                .as_ref()
-                .map(|e| {
-                    crate::large::addresses(e)
-                        .into_iter()
-                        .map(|(_, n, _)| n)
-                        .collect()
-                })
-                .unwrap_or_default();
-            for (_, name, _) in old
-                .as_ref()
-                .map(crate::large::addresses)
-                .unwrap_or_default()
-            {
-                if !kept.contains(&name) {
-                    dependents.operations.push(IndexOperation::DeleteBlob {
-                        entity: source.clone(),
-                        name,
-                    });
-                }
-            }
-            let (batch, roles, outbox) = self
-                .plan(
-                    &source,
-                    version,
-                    entity.as_ref(),
-                    &new_targets,
-                    old.as_ref(),
-                    &old_targets,
-                    &missing,
-                    guards,
-                    dependents,
-                )
-                .await?;
-            batch.check().map_err(tablekit_core::Error::from)?;
-            match self
-                .table
-                .store()
-                .submit_batch(self.table.name(), batch)
-                .await
-            {
-                Ok(etags) => {
-                    let outbox_etags = roles
-                        .iter()
-                        .zip(&etags)
-                        .filter(|(r, _)| matches!(r, Role::Outbox))
-                        .map(|(_, etag)| etag.clone());
-                    let mut published = !outbox.is_empty();
-                    for (entry, etag) in outbox.iter().zip(outbox_etags) {
-                        published &= self.publish(&pk, Some(entry), etag).await;
-                    }
-                    return Ok(WriteOutcome {
-                        etag: etags.first().cloned().flatten(),
-                        version,
-                        operations: outbox.iter().map(|o| o.operations.len()).sum(),
-                        published,
-                    });
-                }
-                Err(e) => {
-                    let role = e.batch_index().and_then(|at| roles.get(at));
-                    match (role, e.kind()) {
-                        (Some(Role::Primary), ErrorKind::AlreadyExists)
-                            if matches!(intent, Intent::Insert(_)) =>
-                        {
-                            return Err(e.into());
-                        }
-                        (
-                            Some(Role::Primary),
-                            ErrorKind::PreconditionFailed | ErrorKind::NotFound,
-                        ) if user_etag.is_some() => {
-                            return Err(precondition_failed(self.table.name(), &pk, &rk));
-                        }
-                        (Some(Role::NewCopy(index, at)), ErrorKind::AlreadyExists) => {
-                            return Err(Error::IndexValueTaken {
-                                index: index.clone(),
-                                table: at.table.clone(),
-                                partition_key: at.partition_key.clone(),
-                                row_key: at.row_key.clone(),
-                            });
-                        }
-                        (Some(Role::DroppedCopy(at)), ErrorKind::NotFound) => {
-                            missing.insert(at.clone());
-                        }
-                        (
-                            Some(
-                                Role::Primary
-                                | Role::Page
-                                | Role::Outbox
-                                | Role::KeptCopy
-                                | Role::Guard
-                                | Role::Dependent,
-                            ),
-                            ErrorKind::PreconditionFailed
-                            | ErrorKind::AlreadyExists
-                            | ErrorKind::NotFound,
-                        ) => {}
-                        _ => return Err(e.into()),
-                    }
-                }
-            }
-        }
-        Err(Error::Contention {
-            what: format!("indexed write of {source}"),
-            attempts: self.max_attempts,
+            _ => None,
+        };
+        Ok(IndexWrite {
+            table: self,
+            insert: matches!(intent, Intent::Insert(_)),
+            must_exist: matches!(intent, Intent::Replace(..) | Intent::Delete(..)),
+            source,
+            new_entity,
+            new_targets,
+            user_etag,
+            missing: HashSet::new(),
+            version: 0,
+            operations: 0,
         })
     }
 
     /// Refuses, before any I/O, a write whose entity group transaction cannot fit.
     fn precheck(&self, source: &EntityRef, targets: &BTreeSet<Target>) -> Result<()> {
         let atomic = targets.iter().filter(|t| t.is_atomic(source)).count();
-        let outbox = usize::from(targets.iter().any(|t| !t.is_atomic(source)));
-        let needed = 1 + atomic + outbox;
+        let entries = usize::from(targets.iter().any(|t| !t.is_atomic(source)));
+        let needed = 1 + atomic + entries;
         if needed > tablekit_core::limits::MAX_BATCH_OPERATIONS {
             return Err(tablekit_core::Error::from(
                 tablekit_core::Violation::BatchTooManyOperations {
@@ -591,57 +690,58 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
-    async fn plan(
-        &self,
+    /// The primary's write, with its index record.
+    fn plan_primary(
+        plan: &mut Plan<Role>,
         source: &EntityRef,
-        version: i64,
-        new_entity: Option<&Entity>,
-        new_targets: &BTreeSet<Target>,
+        primary: Option<&Entity>,
         old: Option<&Entity>,
-        old_targets: &BTreeSet<Target>,
-        missing: &HashSet<EntityRef>,
-        guards: Vec<(EntityRef, ETag)>,
-        dependents: DependentWork,
-    ) -> Result<(Batch, Vec<Role>, Vec<IndexOperations>)> {
-        let kind_property = &self.layout.kind_property;
-        let mut batch = Batch::new();
-        let mut roles = Vec::new();
-        let old_if_match = || {
-            old.and_then(|o| o.etag.clone())
-                .map_or(IfMatch::Any, IfMatch::ETag)
+    ) {
+        let old_if_match = old
+            .and_then(|o| o.etag.clone())
+            .map_or(IfMatch::Any, IfMatch::ETag);
+        let op = match (primary, old) {
+            (Some(e), None) => WriteOp::Insert(e.clone()),
+            (Some(e), Some(_)) => WriteOp::Replace(e.clone(), old_if_match),
+            (None, _) => WriteOp::Delete {
+                partition_key: source.partition_key.clone(),
+                row_key: source.row_key.clone(),
+                if_match: old_if_match,
+            },
         };
-        let primary = new_entity.map(|e| {
-            let mut e = e.clone();
-            IndexRecord {
-                version,
-                targets: new_targets.clone(),
-            }
-            .write(&mut e);
-            e
-        });
-        match (&primary, old) {
-            (Some(e), None) => {
-                batch.insert(e.clone());
-            }
-            (Some(e), Some(_)) => {
-                batch.replace(e.clone(), old_if_match());
-            }
-            (None, _) => {
-                batch.delete(&source.partition_key, &source.row_key, old_if_match());
-            }
-        }
-        roles.push(Role::Primary);
-        let mut operations = Vec::new();
+        plan.push(op, Role::Primary);
+    }
+
+    /// The new value's targets: same-partition copies and links in the transaction (an
+    /// insert for a new copy, so a value another entity holds is refused), the rest as
+    /// follow-up work.
+    fn plan_targets(
+        &self,
+        plan: &mut Plan<Role>,
+        operations: &mut Vec<IndexOperation>,
+        change: Change<'_>,
+        primary: Option<&Entity>,
+    ) -> Result<()> {
+        let Change {
+            source,
+            version,
+            new_targets,
+            old_targets,
+        } = change;
+        let kind_property = &self.layout.kind_property;
+        let follow_up = |target: &Target| {
+            IndexOperation::for_target(source, version, target, true, kind_property)
+        };
         for target in new_targets {
             let kept = old_targets.iter().any(|o| o.same_slot(target));
+            let atomic = target.is_atomic(source);
             match target {
                 Target::Copy {
                     index,
                     at,
                     properties,
-                } if target.is_atomic(source) => {
-                    let Some(primary) = &primary else { continue };
+                } if atomic => {
+                    let Some(primary) = primary else { continue };
                     let copy = copy_of(
                         primary,
                         source,
@@ -650,55 +750,51 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                         at,
                         properties.as_deref(),
                         kind_property,
-                    );
+                    )?;
                     if kept {
-                        batch.insert_or_replace(copy);
-                        roles.push(Role::KeptCopy);
+                        plan.push(WriteOp::InsertOrReplace(copy), Role::KeptCopy);
                     } else {
-                        batch.insert(copy);
-                        roles.push(Role::NewCopy(index.clone(), at.clone()));
+                        plan.push(
+                            WriteOp::Insert(copy),
+                            Role::NewCopy(index.clone(), at.clone()),
+                        );
                     }
                 }
-                Target::Copy { .. } => operations.push(IndexOperation::for_target(
-                    source,
-                    version,
-                    target,
-                    true,
-                    kind_property,
-                )),
+                Target::Copy { .. } => operations.push(follow_up(target)),
                 Target::Member { .. } if kept => {}
                 Target::Member {
                     storage: MemberStorage::Partition,
                     ..
                 } => {}
-                Target::Member { .. } => operations.push(IndexOperation::for_target(
-                    source,
-                    version,
-                    target,
-                    true,
-                    kind_property,
-                )),
+                Target::Member { .. } => operations.push(follow_up(target)),
                 Target::Denormalized {
                     property,
                     source: from,
                     source_property,
-                } if !kept && target.is_atomic(source) && from != source => {
-                    batch.insert_or_replace(super::links::link_entity(
-                        source,
-                        property,
-                        from,
-                        source_property,
-                    ));
-                    roles.push(Role::KeptCopy);
+                } if !kept && atomic && from != source => {
+                    let link = super::links::link_entity(source, property, from, source_property)?;
+                    plan.push(WriteOp::InsertOrReplace(link), Role::KeptCopy);
                 }
-                // A source in another partition may have changed between the read above
-                // and this commit: the worker copies its value again afterwards.
-                Target::Denormalized { .. } if !target.is_atomic(source) => operations.push(
-                    IndexOperation::for_target(source, version, target, true, kind_property),
-                ),
+                // A source in another partition may have changed between the read and
+                // this commit: the worker copies its value again afterwards.
+                Target::Denormalized { .. } if !atomic => operations.push(follow_up(target)),
                 Target::Denormalized { .. } => {}
             }
         }
+        Ok(())
+    }
+
+    /// Unchanged sources of denormalised fields under the ETags their values were read
+    /// at, and the dependents of this write in the partition while the transaction has
+    /// room (keeping room for the dropped copies and pages); past that the worker
+    /// updates them.
+    fn plan_dependents(
+        plan: &mut Plan<Role>,
+        operations: &mut Vec<IndexOperation>,
+        guards: Vec<(EntityRef, ETag)>,
+        dependents: DependentWork,
+        old_targets: usize,
+    ) {
         for (from, etag) in guards {
             // A source that is also a dependent of this write is merged below, under the
             // ETag read: that is its guard.
@@ -706,40 +802,52 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 .ops
                 .iter()
                 .any(|(op, _)| op.key() == (from.partition_key.as_str(), from.row_key.as_str()));
-            if also_dependent {
-                continue;
+            if !also_dependent {
+                let guard = Entity::new(from.partition_key, from.row_key);
+                plan.push(WriteOp::Merge(guard, IfMatch::ETag(etag)), Role::Guard);
             }
-            batch.merge(
-                Entity::new(from.partition_key, from.row_key),
-                IfMatch::ETag(etag),
-            );
-            roles.push(Role::Guard);
         }
-        // Dependents in the partition join the transaction while it has room (keeping
-        // room for the dropped copies, pages and outbox entries below); past that the
-        // worker updates them.
         let room = tablekit_core::limits::MAX_BATCH_OPERATIONS
-            .saturating_sub(batch.len() + 2 * old_targets.len() + 4);
+            .saturating_sub(plan.len() + 2 * old_targets + 4);
         let in_batch = dependents.ops.len() <= room;
         for (op, fallback) in dependents.ops {
             if in_batch {
-                batch.push(op);
-                roles.push(Role::Dependent);
+                plan.push(op, Role::Dependent);
             } else {
                 operations.push(fallback);
             }
         }
         operations.extend(dependents.operations);
-        let dropped: Vec<&Target> = old_targets
+    }
+
+    /// The old value's targets the new one drops: same-partition copies and links
+    /// deleted in the transaction, the rest as follow-up work.
+    fn plan_dropped(
+        &self,
+        plan: &mut Plan<Role>,
+        operations: &mut Vec<IndexOperation>,
+        change: Change<'_>,
+        missing: &HashSet<EntityRef>,
+    ) {
+        let Change {
+            source,
+            version,
+            new_targets,
+            old_targets,
+        } = change;
+        let dropped = old_targets
             .iter()
-            .filter(|o| !new_targets.iter().any(|n| n.same_slot(o)))
-            .collect();
+            .filter(|o| !new_targets.iter().any(|n| n.same_slot(o)));
         for target in dropped {
+            let delete = |at: &EntityRef| WriteOp::Delete {
+                partition_key: at.partition_key.clone(),
+                row_key: at.row_key.clone(),
+                if_match: IfMatch::Any,
+            };
             match target {
                 Target::Copy { at, .. } if target.is_atomic(source) => {
                     if !missing.contains(at) {
-                        batch.delete(&at.partition_key, &at.row_key, IfMatch::Any);
-                        roles.push(Role::DroppedCopy(at.clone()));
+                        plan.push(delete(at), Role::DroppedCopy(at.clone()));
                     }
                 }
                 Target::Member {
@@ -753,8 +861,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 } if target.is_atomic(source) => {
                     let link = super::links::link_ref(source, property, from);
                     if from != source && !missing.contains(&link) {
-                        batch.delete(&link.partition_key, &link.row_key, IfMatch::Any);
-                        roles.push(Role::DroppedCopy(link));
+                        plan.push(delete(&link), Role::DroppedCopy(link));
                     }
                 }
                 _ => operations.push(IndexOperation::for_target(
@@ -762,16 +869,25 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     version,
                     target,
                     false,
-                    kind_property,
+                    &self.layout.kind_property,
                 )),
             }
         }
-        // Partition id lists: one page write per changed membership, under its ETag.
-        for (target, add) in new_targets
+    }
+
+    /// Partition id lists: one page write per changed membership, under its ETag.
+    async fn plan_pages(&self, plan: &mut Plan<Role>, change: Change<'_>) -> Result<()> {
+        let Change {
+            source,
+            new_targets,
+            old_targets,
+            ..
+        } = change;
+        let changes = new_targets
             .difference(old_targets)
             .map(|t| (t, true))
-            .chain(old_targets.difference(new_targets).map(|t| (t, false)))
-        {
+            .chain(old_targets.difference(new_targets).map(|t| (t, false)));
+        for (target, add) in changes {
             if let Target::Member {
                 index,
                 storage: MemberStorage::Partition,
@@ -794,35 +910,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     value,
                     &source.row_key,
                     add,
-                ) {
-                    batch.push(op);
-                    roles.push(Role::Page);
+                )? {
+                    plan.push(op, Role::Page);
                 }
             }
         }
-        let mut outbox: Vec<IndexOperations> = Vec::new();
-        let mut chars = 0;
-        for operation in operations {
-            let size = serde_json::to_string(&operation).map_or(0, |j| j.len()) + 1;
-            match outbox.last_mut() {
-                Some(entry) if chars + size <= OUTBOX_ENTRY_CHARS => {
-                    entry.operations.push(operation);
-                    chars += size;
-                }
-                _ => {
-                    outbox.push(IndexOperations {
-                        id: uuid::Uuid::new_v4().simple().to_string(),
-                        operations: vec![operation],
-                    });
-                    chars = size;
-                }
-            }
-        }
-        for entry in &outbox {
-            batch.insert(outbox_entity(&source.partition_key, entry));
-            roles.push(Role::Outbox);
-        }
-        Ok((batch, roles, outbox))
+        Ok(())
     }
 
     /// Sets each denormalised field of `entity` from its source's current value and
@@ -965,26 +1058,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(work)
     }
 
-    async fn publish(
-        &self,
-        partition_key: &str,
-        outbox: Option<&IndexOperations>,
-        etag: Option<ETag>,
-    ) -> bool {
-        let (Some(operations), Some(sink)) = (outbox, &self.sink) else {
-            return false;
-        };
-        publish_entry(
-            self.table.store(),
-            self.table.name(),
-            partition_key,
-            sink.as_ref(),
-            operations,
-            etag,
-        )
-        .await
-    }
-
     fn index(&self, name: &str) -> Result<&IndexLayout> {
         self.layout
             .indexes
@@ -1084,7 +1157,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     /// The copies of an index in a RowKey range, in index order, as stored entities (the
-    /// declared property subset, tablekit's properties included).
+    /// declared property subset, tablekit's properties included), collected: for results
+    /// that fit in memory; [`find_entities_page`](Self::find_entities_page) pages.
     ///
     /// # Errors
     /// As [`find`](Self::find).
@@ -1094,6 +1168,26 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         partition: &[&dyn KeyPart],
         bounds: &KeyBounds,
     ) -> Result<Vec<Entity>> {
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.find_entities_page(index, partition, bounds, 1000, cursor.as_ref())
+                .await
+        })
+        .await
+    }
+
+    /// One page of at most `page_size` copies of an index in a RowKey range, in index
+    /// order, and the cursor that resumes the read after it (`None` at the end).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find); [`Error::Unsupported`] for a cursor of another read.
+    pub async fn find_entities_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Entity>> {
         let layout = self.index(index)?;
         let pk = layout
             .partition_key
@@ -1105,16 +1199,21 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 & bounds.row_key_filter()
                 & filter::prop(self.layout.kind_property.as_str()).eq(marker.as_str()),
         );
-        match self
-            .table
-            .store()
-            .query_all(self.index_table(layout), query)
-            .await
-        {
-            Ok(rows) => Ok(rows),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Vec::new()),
-            Err(e) => Err(e.into()),
-        }
+        let read = format!("index-{}-{}", self.table.name(), layout.name);
+        let position = match cursor {
+            Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
+            None => Position::Start,
+        };
+        let (items, position) = crate::cursor::read_from(
+            self.table.store(),
+            self.index_table(layout),
+            query,
+            &position,
+            page_size,
+        )
+        .await?;
+        let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
+        Ok(CursorPage { items, cursor })
     }
 
     /// The entities whose index values lie in a range, in index order: `row_fixed` are
@@ -1164,13 +1263,106 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         partition: &[&dyn KeyPart],
         bounds: &KeyBounds,
     ) -> Result<Vec<Stored<E>>> {
-        let copies = self.find_entities(&layout.name, partition, bounds).await?;
-        let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies)
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.read_hits_page(layout, partition, bounds, 1000, cursor.as_ref())
+                .await
+        })
+        .await
+    }
+
+    async fn read_hits_page(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let copies = self
+            .find_entities_page(&layout.name, partition, bounds, page_size, cursor)
+            .await?;
+        let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies.items)
             .map(|copy| self.read_hit(layout, copy))
             .buffered(self.lookup_concurrency)
             .try_collect()
             .await?;
-        Ok(hits.into_iter().flatten().collect())
+        Ok(CursorPage {
+            items: hits.into_iter().flatten().collect(),
+            cursor: copies.cursor,
+        })
+    }
+
+    /// One page of [`find_range`](Self::find_range): at most `page_size` entities (fewer
+    /// when a verified hit's primary moved on), in index order, and the cursor that
+    /// resumes the read after it (`None` at the end).
+    ///
+    /// # Errors
+    /// As [`find_range`](Self::find_range); [`Error::Unsupported`] for a cursor of
+    /// another read.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn find_range_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        lo: &dyn KeyPart,
+        hi: &dyn KeyPart,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .range(row_fixed, lo, hi)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+            .await
+    }
+
+    /// One page of [`find_prefix`](Self::find_prefix), as
+    /// [`find_range_page`](Self::find_range_page).
+    ///
+    /// # Errors
+    /// As [`find_range_page`](Self::find_range_page).
+    pub async fn find_prefix_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .prefix(row_fixed)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+            .await
+    }
+
+    /// Every entity of an index's RowKey range, in index order, read a page of
+    /// `page_size` copies at a time (with their primaries' values, as
+    /// [`find_range`](Self::find_range)).
+    pub fn find_stream<'a>(
+        &'a self,
+        index: &'a str,
+        partition: &'a [&'a dyn KeyPart],
+        bounds: KeyBounds,
+        page_size: usize,
+    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
+    where
+        E: Send + Sync,
+        S: Sync,
+    {
+        crate::cursor::stream_pages(move |cursor| {
+            let bounds = bounds.clone();
+            async move {
+                let layout = self.index(index)?;
+                self.read_hits_page(layout, partition, &bounds, page_size, cursor.as_ref())
+                    .await
+            }
+        })
     }
 
     /// The primaries listed under a value of an index entity (`value` holds the values of
@@ -1249,13 +1441,105 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         value: &[&dyn KeyPart],
         concurrency: usize,
     ) -> Result<Vec<Stored<E>>> {
-        let ids = self.member_ids(name, partition_key, value).await?;
-        let found: Vec<Option<Stored<E>>> = futures::stream::iter(ids)
-            .map(|id| async move { self.get(&id.partition_key, &id.row_key).await })
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.members_page(
+                name,
+                partition_key,
+                value,
+                1000,
+                concurrency,
+                cursor.as_ref(),
+            )
+            .await
+        })
+        .await
+    }
+
+    /// One page of [`members`](Self::members): the primaries of at most `page_size` ids
+    /// of the list, in key order of the ids (fewer when a primary is gone), and the cursor
+    /// that resumes after them (`None` at the end). Each page reads the id list (ids
+    /// only) and the page's primaries.
+    ///
+    /// # Errors
+    /// As [`members`](Self::members); [`Error::Unsupported`] for a cursor of another
+    /// read.
+    pub async fn members_page(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+        page_size: usize,
+        concurrency: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let read = format!("members-{}-{name}", self.table.name());
+        let position = match cursor {
+            Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
+            None => Position::Start,
+        };
+        let mut ids = self.member_ids(name, partition_key, value).await?;
+        ids.sort_by(|a, b| (&a.partition_key, &a.row_key).cmp(&(&b.partition_key, &b.row_key)));
+        let size = page_size.clamp(1, 1000);
+        let page: Vec<EntityRef> = ids
+            .into_iter()
+            .filter(|id| match &position {
+                Position::Start => true,
+                Position::After(pk, rk) => (&id.partition_key, &id.row_key) > (pk, rk),
+                Position::Done => false,
+            })
+            .take(size + 1)
+            .collect();
+        let more = page.len() > size;
+        let page = &page[..page.len().min(size)];
+        let reads: Vec<_> = page
+            .iter()
+            .map(|id| self.get(&id.partition_key, &id.row_key))
+            .collect();
+        let found: Vec<Option<Stored<E>>> = futures::stream::iter(reads)
             .buffered(concurrency.max(1))
             .try_collect()
             .await?;
-        Ok(found.into_iter().flatten().collect())
+        let cursor = match (more, page.last()) {
+            (true, Some(last)) => Some(Cursor::new(
+                read,
+                vec![Position::After(
+                    last.partition_key.clone(),
+                    last.row_key.clone(),
+                )],
+            )),
+            _ => None,
+        };
+        Ok(CursorPage {
+            items: found.into_iter().flatten().collect(),
+            cursor,
+        })
+    }
+
+    /// Every primary listed under a value of an index entity, in key order of the ids,
+    /// read a page of `page_size` at a time (as [`members_page`](Self::members_page)).
+    pub fn members_stream<'a>(
+        &'a self,
+        name: &'a str,
+        partition_key: Option<&'a str>,
+        value: &'a [&'a dyn KeyPart],
+        page_size: usize,
+        concurrency: usize,
+    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
+    where
+        E: Send + Sync,
+        S: Sync,
+    {
+        crate::cursor::stream_pages(move |cursor| async move {
+            self.members_page(
+                name,
+                partition_key,
+                value,
+                page_size,
+                concurrency,
+                cursor.as_ref(),
+            )
+            .await
+        })
     }
 
     /// Audits this table's indexes (and repairs them with [`AuditOptions::repair`]); the
@@ -1326,17 +1610,254 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 }
 
-fn precondition_failed(table: &str, pk: &str, rk: &str) -> Error {
-    tablekit_core::Error::PreconditionFailed {
-        table: table.to_owned(),
-        partition_key: pk.to_owned(),
-        row_key: rk.to_owned(),
+/// Splits a write's index work into operations of at most [`WORK_CHARS`]
+/// characters each (one entry of `consistency::outbox` apiece).
+///
+/// # Errors
+/// [`Error::Encode`] when an operation does not serialise.
+fn split_work(operations: Vec<IndexOperation>) -> Result<Vec<IndexOperations>> {
+    let mut entries: Vec<IndexOperations> = Vec::new();
+    let mut chars = 0;
+    for operation in operations {
+        let size = Error::json("an index operation", &operation)?.len() + 1;
+        match entries.last_mut() {
+            Some(entry) if chars + size <= WORK_CHARS => {
+                entry.operations.push(operation);
+                chars += size;
+            }
+            _ => {
+                entries.push(IndexOperations::new(vec![operation]));
+                chars = size;
+            }
+        }
     }
-    .into()
+    Ok(entries)
 }
 
-async fn backoff(attempt: usize) {
-    let cap = 1u64 << attempt.min(7);
-    let millis = rand::rng().random_range(0..=cap.min(100));
-    tokio::time::sleep(Duration::from_millis(millis)).await;
+/// What a write changes: the primary, the version it records, its targets before and
+/// after.
+#[derive(Clone, Copy)]
+struct Change<'a> {
+    source: &'a EntityRef,
+    version: i64,
+    new_targets: &'a BTreeSet<Target>,
+    old_targets: &'a BTreeSet<Target>,
+}
+
+/// One indexed write, run by the consistency engine's commit.
+struct IndexWrite<'a, E, S> {
+    table: &'a IndexedTable<E, S>,
+    /// An insert: the primary's keys must be free.
+    insert: bool,
+    /// A replace or delete: the primary must exist.
+    must_exist: bool,
+    source: EntityRef,
+    new_entity: Option<Entity>,
+    new_targets: BTreeSet<Target>,
+    /// The caller's ETag condition.
+    user_etag: Option<ETag>,
+    /// Same-partition copies found missing (their delete is left out of the next plan).
+    missing: HashSet<EntityRef>,
+    /// The version the last plan records.
+    version: i64,
+    /// The operations the last plan hands to the worker.
+    operations: usize,
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, E, S> {
+    type Role = Role;
+
+    async fn plan(&mut self) -> Result<Option<Plan<Role>>> {
+        let table = self.table;
+        let EntityRef {
+            table: name,
+            partition_key: pk,
+            row_key: rk,
+        } = &self.source;
+        let old = if self.insert {
+            None
+        } else {
+            table.table.store().get(name, pk, rk, None).await?
+        };
+        match &old {
+            None if self.must_exist => {
+                return Err(self.source.not_found());
+            }
+            Some(old) if self.user_etag.is_some() && old.etag != self.user_etag => {
+                return Err(self.source.precondition_failed());
+            }
+            _ => {}
+        }
+        let old_record = match &old {
+            Some(o) => IndexRecord::read(o)?,
+            None => None,
+        };
+        let version = next_version(old_record.as_ref().map(|r| r.version));
+        let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
+        let mut entity = self.new_entity.clone();
+        let guards = table
+            .read_sources(&self.source, entity.as_mut(), &self.new_targets)
+            .await?;
+        let dependents = table
+            .dependents(&self.source, entity.as_ref(), old.as_ref())
+            .await?;
+        let primary = match entity {
+            Some(mut e) => {
+                IndexRecord {
+                    version,
+                    targets: self.new_targets.clone(),
+                }
+                .write(&mut e)?;
+                Some(e)
+            }
+            None => None,
+        };
+        let mut plan = Plan::new();
+        let mut operations = Vec::new();
+        IndexedTable::<E, S>::plan_primary(&mut plan, &self.source, primary.as_ref(), old.as_ref());
+        let change = Change {
+            source: &self.source,
+            version,
+            new_targets: &self.new_targets,
+            old_targets: &old_targets,
+        };
+        table.plan_targets(&mut plan, &mut operations, change, primary.as_ref())?;
+        IndexedTable::<E, S>::plan_dependents(
+            &mut plan,
+            &mut operations,
+            guards,
+            dependents,
+            old_targets.len(),
+        );
+        table.plan_dropped(&mut plan, &mut operations, change, &self.missing);
+        table.plan_pages(&mut plan, change).await?;
+        self.operations = operations.len();
+        for work in split_work(operations)? {
+            plan.follow_up(work.envelope()?);
+        }
+        // Blobs this write stops referencing are deleted after the commit.
+        if let Some(dropped) =
+            crate::large::DeleteBlobs::dropped(&self.source, old.as_ref(), primary.as_ref())
+        {
+            self.operations += dropped.names.len();
+            plan.follow_up(Envelope::new(&dropped).map_err(|source| Error::Encode {
+                what: "a blob deletion".to_owned(),
+                source,
+            })?);
+        }
+        self.version = version;
+        Ok(Some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, role: Option<&Role>) -> Result<()> {
+        match (role, error.kind()) {
+            (Some(Role::Primary), ErrorKind::AlreadyExists) if self.insert => Err(error.into()),
+            (Some(Role::Primary), ErrorKind::PreconditionFailed | ErrorKind::NotFound)
+                if self.user_etag.is_some() =>
+            {
+                Err(self.source.precondition_failed())
+            }
+            (Some(Role::NewCopy(index, at)), ErrorKind::AlreadyExists) => {
+                Err(Error::IndexValueTaken {
+                    index: index.clone(),
+                    table: at.table.clone(),
+                    partition_key: at.partition_key.clone(),
+                    row_key: at.row_key.clone(),
+                })
+            }
+            (Some(Role::DroppedCopy(at)), ErrorKind::NotFound) => {
+                self.missing.insert(at.clone());
+                Ok(())
+            }
+            _ if lost_race(&error) => Ok(()),
+            _ => Err(error.into()),
+        }
+    }
+
+    fn what(&self) -> String {
+        format!("indexed write of {}", self.source)
+    }
+}
+
+/// A prepared write and its input position.
+type Numbered<'a, E, S> = (usize, IndexWrite<'a, E, S>);
+
+/// Several writes of one partition in one entity group transaction: each write planned
+/// as on its own, packed while the transaction holds them (100 operations, 4 MiB with
+/// the follow-up entries) and their writes touch distinct entities.
+struct BatchWrite<'a, E, S> {
+    writes: Vec<Numbered<'a, E, S>>,
+    /// How many of `writes` (from the first) the last plan holds.
+    taken: usize,
+    /// Writes refused on their own, taken out of the batch.
+    refused: Vec<(usize, Error)>,
+}
+
+/// The payload an outbox entry adds to a transaction, at most.
+const ENTRY_BYTES: usize = 2 * WORK_CHARS + 1024;
+
+impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, E, S> {
+    type Role = (usize, Role);
+
+    async fn plan(&mut self) -> Result<Option<Plan<(usize, Role)>>> {
+        let mut plan: Plan<(usize, Role)> = Plan::new();
+        let mut keys: HashSet<String> = HashSet::new();
+        let (mut ops, mut bytes) = (0usize, 0usize);
+        self.taken = 0;
+        for (slot, (_, write)) in self.writes.iter_mut().enumerate() {
+            let Some(own) = write.plan().await? else {
+                self.taken = slot + 1;
+                continue;
+            };
+            let own_ops = own.operations().len() + own.work().len();
+            let own_bytes = own
+                .operations()
+                .iter()
+                .map(WriteOp::payload_size)
+                .sum::<usize>()
+                + own.work().len() * ENTRY_BYTES;
+            let collides = own.operations().iter().any(|op| keys.contains(op.key().1));
+            let fits = ops + own_ops <= tablekit_core::limits::MAX_BATCH_OPERATIONS
+                && bytes + own_bytes <= tablekit_core::limits::MAX_BATCH_BYTES - 64 * 1024;
+            if slot > 0 && (collides || !fits) {
+                break;
+            }
+            ops += own_ops;
+            bytes += own_bytes;
+            let (writes, roles, work) = own.into_parts();
+            for (op, role) in writes.into_iter().zip(roles) {
+                keys.insert(op.key().1.to_owned());
+                plan.push(op, (slot, role));
+            }
+            for envelope in work {
+                plan.follow_up(envelope);
+            }
+            self.taken = slot + 1;
+        }
+        Ok((!plan.is_empty()).then_some(plan))
+    }
+
+    fn refused(&mut self, error: tablekit_core::Error, role: Option<&(usize, Role)>) -> Result<()> {
+        let Some((slot, role)) = role else {
+            return if lost_race(&error) {
+                Ok(())
+            } else {
+                Err(error.into())
+            };
+        };
+        let slot = *slot;
+        let Some((_, write)) = self.writes.get_mut(slot) else {
+            return Err(error.into());
+        };
+        if let Err(own) = write.refused(error, Some(role)) {
+            // This write fails on its own; the others are planned again without it.
+            let (at, _) = self.writes.remove(slot);
+            self.refused.push((at, own));
+        }
+        Ok(())
+    }
+
+    fn what(&self) -> String {
+        format!("{} indexed writes", self.writes.len())
+    }
 }

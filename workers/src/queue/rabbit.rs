@@ -72,7 +72,7 @@ impl std::fmt::Debug for RabbitQueue {
 }
 
 fn unavailable(e: lapin::Error) -> Error {
-    Error::unavailable(e)
+    Error::unavailable_because(format!("the broker failed: {e}"), e)
 }
 
 fn string_arg(value: &str) -> AMQPValue {
@@ -240,15 +240,13 @@ impl RabbitQueue {
             .map_err(unavailable)?;
         match confirm {
             Confirmation::Ack(None) => Ok(()),
-            Confirmation::Ack(Some(_)) => Err(Error::Refused {
-                message: format!("no queue `{queue}` (declare it before sending)"),
-            }),
-            Confirmation::Nack(_) => Err(Error::Refused {
-                message: format!("queue `{queue}` refused the message (is it full?)"),
-            }),
-            Confirmation::NotRequested => Err(Error::Refused {
-                message: "publisher confirms are off".to_owned(),
-            }),
+            Confirmation::Ack(Some(_)) => Err(Error::refused(format!(
+                "no queue `{queue}` (declare it before sending)"
+            ))),
+            Confirmation::Nack(_) => Err(Error::refused(format!(
+                "queue `{queue}` refused the message (is it full?)"
+            ))),
+            Confirmation::NotRequested => Err(Error::refused("publisher confirms are off")),
         }
     }
 
@@ -286,9 +284,7 @@ impl RabbitQueue {
                 arguments,
             )
             .await
-            .map_err(|e| Error::Refused {
-                message: format!("declaring `{name}`: {e}"),
-            })
+            .map_err(|e| Error::refused_because(format!("declaring `{name}`: {e}"), e))
     }
 
     /// The number of ready messages in a queue, or an error if it does not exist.
@@ -307,9 +303,7 @@ impl RabbitQueue {
         let _ = channel.close(200, ShortString::from("done")).await;
         result.map(|q| u64::from(q.message_count())).map_err(|e| {
             if e.to_string().contains("NOT_FOUND") {
-                Error::Refused {
-                    message: format!("queue `{name}`: {e}"),
-                }
+                Error::refused_because(format!("queue `{name}`: {e}"), e)
             } else {
                 unavailable(e)
             }
@@ -575,9 +569,7 @@ impl RabbitConsumer {
                 FieldTable::default(),
             )
             .await
-            .map_err(|e| Error::Refused {
-                message: format!("consuming `{}`: {e}", self.name),
-            })?;
+            .map_err(|e| Error::refused_because(format!("consuming `{}`: {e}", self.name), e))?;
         self.stream = Some((channel, consumer));
         Ok(())
     }

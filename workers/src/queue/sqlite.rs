@@ -108,9 +108,9 @@ fn storage(e: rusqlite::Error) -> Error {
                 rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked
             ) =>
         {
-            Error::unavailable(format!("the queue file is busy: {e}"))
+            Error::unavailable_because(format!("the queue file is busy: {e}"), e)
         }
-        e => Error::storage(e),
+        e => Error::storage_because(format!("the queue file failed: {e}"), e),
     }
 }
 
@@ -165,7 +165,7 @@ impl SqliteQueue {
             f(&connection).map_err(storage)
         })
         .await
-        .map_err(Error::storage)?
+        .map_err(|e| Error::storage_because("a queue thread failed", e))?
     }
 
     fn receive_blocking(
@@ -370,7 +370,8 @@ impl Consumer for SqliteConsumer {
             };
             let joined = handle.await;
             self.pending = None;
-            let received = joined.map_err(Error::storage)??;
+            let received =
+                joined.map_err(|e| Error::storage_because("a queue thread failed", e))??;
             if received.is_empty() {
                 self.idle = (self.idle * 2).clamp(Duration::from_millis(2), MAX_IDLE);
                 tokio::time::sleep(self.idle).await;

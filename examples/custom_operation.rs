@@ -1,0 +1,303 @@
+//! An application's own operation, run by a worker process built in a few lines.
+//!
+//! `RecountDepartment` recounts a department's employees into its summary entity. It is
+//! idempotent: the count is recomputed from the employee rows and written with
+//! insert-or-replace, so a message delivered twice writes the same summary twice. The
+//! worker process is this binary run as `custom_operation worker run …`: its `main` hands
+//! those arguments to `tablekit::workers::cli::main_from` with the handler registered, and
+//! gets the flags, `TABLEKIT_*` variables, logging, poison queue, graceful shutdown and
+//! exit codes of `tablekit-worker` (an application's own worker binary would call
+//! `cli::main_with(operations)` as its whole `main`).
+//!
+//! Run without arguments, it is the driver, on the embedded backends in a temporary
+//! folder (a SQLite store file and the SQLite queue): it seeds employees and a stale
+//! summary, enqueues a recount per department (one of them delivered twice) and a message
+//! whose payload does not decode, hires one more employee through the consistency engine's
+//! commit with a recount as its follow-up work (recorded in the hire's transaction,
+//! published to the queue after the commit), starts itself as the worker process, waits until the
+//! queue is empty, stops the worker with SIGTERM and checks the summaries and the poison
+//! queue, exiting non-zero on any mismatch.
+//!
+//! `cargo run --example custom_operation`
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+use std::process::{Child, Command, ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use serde::{Deserialize, Serialize};
+use tablekit::patterns::consistency::{Engine, Plan, Planner};
+use tablekit::prelude::*;
+use tablekit::workers::cli::Connections;
+use tablekit::workers::index::QueueSink;
+use tablekit::workers::queue::{AnyQueue, Queue};
+use tablekit::workers::{Envelope, Operation, OperationError, Registry, WorkerConfig};
+
+const EMPLOYEES: &str = "Employees";
+const SUMMARIES: &str = "DepartmentSummaries";
+const QUEUE: &str = "recount";
+
+/// Recount a department's employees into its summary entity.
+#[derive(Debug, Serialize, Deserialize)]
+struct RecountDepartment {
+    department: String,
+}
+
+impl Operation for RecountDepartment {
+    const KIND: &'static str = "recount-department";
+    const VERSION: u32 = 1;
+}
+
+/// The handler: recomputes the head count from the employee rows (the department's
+/// partition) and insert-or-replaces the summary, so every delivery converges.
+async fn recount(store: &AnyStore, operation: RecountDepartment) -> Result<(), OperationError> {
+    let employees = store
+        .query_all(EMPLOYEES, Query::partition(&operation.department))
+        .await?;
+    let head_count = i64::try_from(employees.len())
+        .map_err(|e| OperationError::Permanent(format!("head count: {e}")))?;
+    let summary = Entity::new(operation.department, "summary").with("HeadCount", head_count);
+    store.insert_or_replace(SUMMARIES, summary).await?;
+    Ok(())
+}
+
+/// A hire: the employee's row, and its department's recount as follow-up work that the
+/// engine commits with it.
+struct Hire {
+    employee: Entity,
+}
+
+impl Planner for Hire {
+    type Role = ();
+
+    async fn plan(&mut self) -> tablekit::patterns::Result<Option<Plan<()>>> {
+        let recount = RecountDepartment {
+            department: self.employee.partition_key.clone(),
+        };
+        let envelope =
+            Envelope::new(&recount).map_err(|source| tablekit::patterns::Error::Encode {
+                what: "a recount".to_owned(),
+                source,
+            })?;
+        let mut plan = Plan::new();
+        plan.push(WriteOp::Insert(self.employee.clone()), ());
+        plan.follow_up(envelope);
+        Ok(Some(plan))
+    }
+
+    fn refused(
+        &mut self,
+        error: tablekit::core::Error,
+        _: Option<&()>,
+    ) -> tablekit::patterns::Result<()> {
+        Err(error.into())
+    }
+
+    fn what(&self) -> String {
+        format!("hiring {}", self.employee.row_key)
+    }
+}
+
+/// What this application adds to the worker's built-in operations.
+fn operations(registry: Registry, connections: &Connections) -> Registry {
+    let store = connections.store.clone();
+    registry.register(move |operation: RecountDepartment| {
+        let store = store.clone();
+        async move { recount(&store, operation).await }
+    })
+}
+
+fn main() -> ExitCode {
+    let mut args = std::env::args_os().skip(1).peekable();
+    if args.peek().is_some_and(|first| first == "worker") {
+        // The worker process: `tablekit-worker` with our operation, in one call.
+        return tablekit::workers::cli::main_from(args, operations);
+    }
+    let result = tokio::runtime::Runtime::new()
+        .map_err(Into::into)
+        .and_then(|runtime| runtime.block_on(drive()));
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::FAILURE,
+        Err(error) => {
+            eprintln!("custom_operation: {error}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The worker process, killed if the driver gives up before stopping it.
+struct WorkerProcess(Option<Child>);
+
+impl WorkerProcess {
+    fn start(store: &str, broker: &str) -> std::io::Result<Self> {
+        let child = Command::new(std::env::current_exe()?)
+            .args(["worker", "run", "--queue", QUEUE])
+            .args(["--store", store, "--broker", broker])
+            .args(["--shutdown-timeout", "10"])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::piped())
+            .spawn()?;
+        Ok(WorkerProcess(Some(child)))
+    }
+
+    /// Stops the worker with SIGTERM (it finishes what it holds) and returns its report.
+    fn stop(mut self) -> Result<String, Box<dyn std::error::Error>> {
+        let child = self.0.take().ok_or("the worker was already stopped")?;
+        Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status()?;
+        let output = child.wait_with_output()?;
+        if !output.status.success() {
+            return Err(format!("the worker exited with {}", output.status).into());
+        }
+        Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
+    }
+}
+
+impl Drop for WorkerProcess {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn send(queue: &AnyQueue, envelope: &Envelope) -> Result<(), Box<dyn std::error::Error>> {
+    let id = envelope.id.to_string();
+    Ok(queue.send(QUEUE, &id, &envelope.to_bytes()?).await?)
+}
+
+/// Prints a check and counts it if it failed.
+fn expect(failures: &mut usize, what: &str, ok: bool) {
+    println!("{} {what}", if ok { "ok  " } else { "FAIL" });
+    if !ok {
+        *failures += 1;
+    }
+}
+
+/// Seeds, enqueues, runs the worker process, and checks; `false` on any mismatch.
+async fn drive() -> Result<bool, Box<dyn std::error::Error>> {
+    let dir = tempfile::tempdir()?;
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let store = AnyStore::connect(&store_url).await?;
+    let queue = AnyQueue::connect(&broker).await?;
+    println!("store {store_url}\nbroker {broker}");
+
+    // Three employees in Sales, two in Ops; Sales's summary is stale.
+    store.create_table_if_not_exists(EMPLOYEES).await?;
+    store.create_table_if_not_exists(SUMMARIES).await?;
+    for (department, id) in [
+        ("Sales", 1),
+        ("Sales", 2),
+        ("Sales", 3),
+        ("Ops", 4),
+        ("Ops", 5),
+    ] {
+        let employee = Entity::new(department, format!("empid_{id:06}")).with("Id", id);
+        store.insert_or_replace(EMPLOYEES, employee).await?;
+    }
+    let stale = Entity::new("Sales", "summary").with("HeadCount", 10_i64);
+    store.insert_or_replace(SUMMARIES, stale).await?;
+
+    // A recount per department, Sales's delivered twice (as an at-least-once queue may),
+    // and one whose payload does not decode.
+    queue
+        .declare(QUEUE, &WorkerConfig::new(QUEUE).queue_options())
+        .await?;
+    let sales = Envelope::new(&RecountDepartment {
+        department: "Sales".into(),
+    })?;
+    send(&queue, &sales).await?;
+    send(&queue, &sales).await?;
+    send(
+        &queue,
+        &Envelope::new(&RecountDepartment {
+            department: "Ops".into(),
+        })?,
+    )
+    .await?;
+    let mut malformed = Envelope::new(&RecountDepartment {
+        department: "R&D".into(),
+    })?;
+    malformed.payload = serde_json::json!({ "departement": "R&D" });
+    send(&queue, &malformed).await?;
+    println!("enqueued 4 messages on `{QUEUE}`");
+
+    // A hire in Ops, committed with its recount as follow-up work: the engine writes the
+    // row and the recount's outbox entry in one transaction, then publishes the recount
+    // (a crash in between leaves it to the relay of `tablekit-worker run --relay`).
+    let sink = QueueSink::open(AnyQueue::connect(&broker).await?, QUEUE).await?;
+    let engine = Engine::new(store.clone()).with_sink(Arc::new(sink));
+    engine.open().await?;
+    let mut hire = Hire {
+        employee: Entity::new("Ops", "empid_000006").with("Id", 6),
+    };
+    let committed = engine.commit(EMPLOYEES, "Ops", &mut hire).await?;
+    let published = committed.is_some_and(|c| c.published);
+    println!("hired empid_000006 in Ops; its recount published: {published}");
+
+    let worker = WorkerProcess::start(&store_url, &broker)?;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let stats = queue.stats(QUEUE).await?;
+        if stats.waiting == 0 && stats.leased == 0 && stats.poisoned >= 1 {
+            break;
+        }
+        if Instant::now() > deadline {
+            return Err(format!("timed out waiting for the worker: {stats:?}").into());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let report = worker.stop()?;
+    println!("worker: {report}");
+
+    let head_count = |department: &'static str| {
+        let store = store.clone();
+        async move {
+            let summary = store.get(SUMMARIES, department, "summary", None).await?;
+            Ok::<_, tablekit::Error>(summary.and_then(|s| s.get("HeadCount").cloned()))
+        }
+    };
+    let (sales, ops) = (head_count("Sales").await?, head_count("Ops").await?);
+    let poison = queue.poison_list(QUEUE, 10).await?;
+    for message in &poison {
+        println!("poisoned {}: {}", message.id, message.reason);
+    }
+
+    let mut failures = 0;
+    expect(
+        &mut failures,
+        &format!("Sales head count {sales:?} is 3"),
+        sales == Some(Value::from(3_i64)),
+    );
+    expect(
+        &mut failures,
+        &format!("Ops head count {ops:?} is 3, the hire counted"),
+        ops == Some(Value::from(3_i64)),
+    );
+    expect(
+        &mut failures,
+        "the malformed message, and only it, is in the poison queue with its reason",
+        poison.len() == 1
+            && poison[0].id == malformed.id.to_string()
+            && poison[0]
+                .reason
+                .contains("invalid `recount-department` payload"),
+    );
+    expect(
+        &mut failures,
+        "the hire's recount was published right after its commit",
+        published,
+    );
+    expect(
+        &mut failures,
+        "the worker processed 4 and poisoned 1",
+        report.contains("processed 4, retried 0, poisoned 1"),
+    );
+    println!("result: {}", if failures == 0 { "OK" } else { "FAILED" });
+    Ok(failures == 0)
+}

@@ -1,0 +1,381 @@
+//! The commit primitive and the retry policy every optimistic loop of tablekit follows.
+//!
+//! [`Engine::commit`] runs one write the way the design guides prescribe: read what it
+//! depends on and plan a batch plus its follow-up work ([`Planner::plan`]); lease the
+//! partition's pending marker when there is follow-up work; commit the batch and one
+//! outbox entry per operation in one entity group transaction; on a refusal let the
+//! planner decide ([`Planner::refused`]) and plan again after a jittered backoff; after
+//! the commit hand each operation to the sink and delete its entry.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use tablekit_core::{Batch, ETag, ErrorKind, TableStore, WriteOp};
+
+use super::operation::Envelope;
+use super::outbox;
+use super::pending::Markers;
+use super::sink::OutboxSink;
+use crate::error::{Error, Result};
+
+/// How optimistic loops retry: a bound on attempts and a jittered exponential backoff.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Attempts before giving up with [`Error::Contention`].
+    pub max_attempts: usize,
+    /// The backoff before the second attempt; it doubles per attempt up to `cap`. Each
+    /// wait is drawn uniformly between zero and the backoff (full jitter).
+    pub base: Duration,
+    /// The largest backoff.
+    pub cap: Duration,
+}
+
+impl Default for RetryPolicy {
+    /// 64 attempts, backoff from 2 ms doubling to 100 ms.
+    fn default() -> Self {
+        RetryPolicy {
+            max_attempts: 64,
+            base: Duration::from_millis(2),
+            cap: Duration::from_millis(100),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The policy with another bound on attempts (at least 1).
+    pub fn attempts(mut self, max_attempts: usize) -> Self {
+        self.max_attempts = max_attempts.max(1);
+        self
+    }
+
+    /// The wait before attempt `attempt` (from 1): none before the first, then drawn
+    /// uniformly up to the doubled backoff (full jitter).
+    pub fn backoff(&self, attempt: usize) -> Duration {
+        if attempt <= 1 {
+            return Duration::ZERO;
+        }
+        let doubled = self.base.saturating_mul(1u32 << (attempt - 2).min(16));
+        rand::rng().random_range(Duration::ZERO..=doubled.min(self.cap))
+    }
+
+    /// A fresh count of attempts under this policy.
+    pub fn start(&self) -> Retry {
+        Retry {
+            policy: *self,
+            attempt: 0,
+        }
+    }
+}
+
+/// The attempts of one optimistic loop: `loop { retry.next(what).await?; … }`, where the
+/// body returns when it is done and `continue`s when it lost a race.
+#[derive(Debug)]
+pub struct Retry {
+    policy: RetryPolicy,
+    attempt: usize,
+}
+
+impl Retry {
+    /// The attempt under way (from 1; 0 before the first).
+    pub fn attempt(&self) -> usize {
+        self.attempt
+    }
+
+    /// Starts the next attempt: at once for the first, after a jittered backoff for the
+    /// others.
+    ///
+    /// # Errors
+    /// [`Error::Contention`] naming `what` once the attempts are spent.
+    pub async fn next(&mut self, what: impl FnOnce() -> String) -> Result<()> {
+        if self.attempt >= self.policy.max_attempts {
+            return Err(Error::Contention {
+                what: what(),
+                attempts: self.attempt,
+            });
+        }
+        self.attempt += 1;
+        let wait = self.policy.backoff(self.attempt);
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+}
+
+/// One planned attempt of a write: its batch (each operation with the role the planner
+/// gives it, to read a refusal back) and the follow-up work to record with it.
+#[derive(Debug)]
+pub struct Plan<R> {
+    batch: Batch,
+    roles: Vec<R>,
+    work: Vec<Envelope>,
+}
+
+impl<R> Default for Plan<R> {
+    fn default() -> Self {
+        Plan {
+            batch: Batch::new(),
+            roles: Vec::new(),
+            work: Vec::new(),
+        }
+    }
+}
+
+impl<R> Plan<R> {
+    /// An empty plan.
+    pub fn new() -> Self {
+        Plan::default()
+    }
+
+    /// Adds a write of the partition with its role.
+    pub fn push(&mut self, op: WriteOp, role: R) -> &mut Self {
+        self.batch.push(op);
+        self.roles.push(role);
+        self
+    }
+
+    /// Adds follow-up work: one outbox entry in the transaction.
+    pub fn follow_up(&mut self, envelope: Envelope) -> &mut Self {
+        self.work.push(envelope);
+        self
+    }
+
+    /// The writes planned so far.
+    pub fn len(&self) -> usize {
+        self.batch.len()
+    }
+
+    /// Whether nothing is planned.
+    pub fn is_empty(&self) -> bool {
+        self.batch.is_empty() && self.work.is_empty()
+    }
+
+    /// The writes planned so far.
+    pub fn operations(&self) -> &[WriteOp] {
+        self.batch.operations()
+    }
+
+    /// The follow-up work planned so far.
+    pub fn work(&self) -> &[Envelope] {
+        &self.work
+    }
+
+    /// The plan's writes, their roles and its follow-up work (to combine plans).
+    pub fn into_parts(self) -> (Vec<WriteOp>, Vec<R>, Vec<Envelope>) {
+        (self.batch.into_operations(), self.roles, self.work)
+    }
+}
+
+/// A write run by [`Engine::commit`].
+pub trait Planner: Send {
+    /// What each write of the batch is to the planner.
+    type Role: Send + Sync;
+
+    /// Reads what the write depends on and plans it; `None` when there is nothing to
+    /// commit (the planner keeps what it found).
+    fn plan(&mut self) -> impl Future<Output = Result<Option<Plan<Self::Role>>>> + Send;
+
+    /// The batch was refused at a write of the plan (`role`), or as a whole (`None`):
+    /// `Ok` to plan again after a backoff, or the error to stop with.
+    ///
+    /// # Errors
+    /// The error the write ends with.
+    fn refused(&mut self, error: tablekit_core::Error, role: Option<&Self::Role>) -> Result<()>;
+
+    /// What the write is, for [`Error::Contention`].
+    fn what(&self) -> String;
+}
+
+/// Whether a refused batch lost a race at one of its writes: a concurrent writer changed,
+/// created or removed what the plan read (refused by an ETag, an insert, or a missing
+/// entity). Planning again from a fresh read is the answer.
+pub fn lost_race(error: &tablekit_core::Error) -> bool {
+    error.batch_index().is_some()
+        && matches!(
+            error.kind(),
+            ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
+        )
+}
+
+/// What a committed write did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Committed {
+    /// The ETags of the plan's writes, in order.
+    pub etags: Vec<Option<ETag>>,
+    /// The operations recorded as follow-up work.
+    pub work: usize,
+    /// Whether every operation went to the sink and its entry was removed (otherwise the
+    /// relay publishes the rest later); `false` without work.
+    pub published: bool,
+}
+
+/// Commits writes with their follow-up work: the store, the sink, the pending markers
+/// and the retry policy. Clones share the markers.
+#[derive(Clone)]
+pub struct Engine<S> {
+    store: S,
+    sink: Option<Arc<dyn OutboxSink>>,
+    markers: Arc<Markers>,
+    retry: RetryPolicy,
+}
+
+impl<S> std::fmt::Debug for Engine<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("sink", &self.sink.is_some())
+            .field("lease", &self.markers.lease())
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl<S: TableStore> Engine<S> {
+    /// An engine over `store` without a sink: follow-up work waits in the outbox for
+    /// the relay.
+    pub fn new(store: S) -> Self {
+        Engine {
+            store,
+            sink: None,
+            markers: Arc::default(),
+            retry: RetryPolicy::default(),
+        }
+    }
+
+    /// Hands follow-up work to `sink` after each commit.
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Leaves follow-up work to the relay.
+    pub fn without_sink(mut self) -> Self {
+        self.sink = None;
+        self
+    }
+
+    /// Relies on a pending marker for `lease` after writing it (zero: every commit with
+    /// follow-up work writes its marker).
+    pub fn with_marker_lease(mut self, lease: Duration) -> Self {
+        self.markers = Arc::new(Markers::new(lease));
+        self
+    }
+
+    /// Retries under `policy`.
+    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+        self.retry = policy;
+        self
+    }
+
+    /// Creates the table of pending markers (writes create it too when it is missing).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(&self) -> Result<()> {
+        self.store
+            .create_table_if_not_exists(super::pending::PENDING_TABLE)
+            .await?;
+        Ok(())
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The sink, if any.
+    pub fn sink(&self) -> Option<&Arc<dyn OutboxSink>> {
+        self.sink.as_ref()
+    }
+
+    /// The retry policy.
+    pub fn retry(&self) -> RetryPolicy {
+        self.retry
+    }
+
+    /// Runs a write in `partition_key` of `table` (see the module docs). `None` when
+    /// the planner found nothing to commit.
+    ///
+    /// # Errors
+    /// The planner's errors; limit violations before any I/O; the marker's write; the
+    /// store's errors the planner does not retry; [`Error::Contention`].
+    pub async fn commit<P: Planner>(
+        &self,
+        table: &str,
+        partition_key: &str,
+        planner: &mut P,
+    ) -> Result<Option<Committed>> {
+        let mut retry = self.retry.start();
+        loop {
+            retry.next(|| planner.what()).await?;
+            let Some(Plan {
+                mut batch,
+                roles,
+                work,
+            }) = planner.plan().await?
+            else {
+                return Ok(None);
+            };
+            let planned = batch.len();
+            for envelope in &work {
+                batch.insert(outbox::entry(partition_key, envelope)?);
+            }
+            batch.check().map_err(tablekit_core::Error::from)?;
+            let lease = if work.is_empty() {
+                None
+            } else {
+                Some(
+                    self.markers
+                        .ensure(&self.store, table, partition_key)
+                        .await?,
+                )
+            };
+            match self.store.submit_batch(table, batch).await {
+                Ok(mut etags) => {
+                    let entry_etags = etags.split_off(planned.min(etags.len()));
+                    if lease.is_some_and(|ends| Instant::now() > ends)
+                        && !self.markers.lease().is_zero()
+                        && let Err(e) = self.markers.renew(&self.store, table, partition_key).await
+                    {
+                        tracing::warn!(table, partition_key, error = %e, "renewing a pending marker after a slow commit failed");
+                    }
+                    let published = self.publish(table, partition_key, &work, entry_etags).await;
+                    return Ok(Some(Committed {
+                        etags,
+                        work: work.len(),
+                        published,
+                    }));
+                }
+                Err(e) => {
+                    let role = e.batch_index().and_then(|at| roles.get(at));
+                    planner.refused(e, role)?;
+                }
+            }
+        }
+    }
+
+    async fn publish(
+        &self,
+        table: &str,
+        partition_key: &str,
+        work: &[Envelope],
+        etags: Vec<Option<ETag>>,
+    ) -> bool {
+        let Some(sink) = &self.sink else {
+            return false;
+        };
+        let mut published = !work.is_empty();
+        for (envelope, etag) in work.iter().zip(etags) {
+            published &= outbox::publish(
+                &self.store,
+                table,
+                partition_key,
+                sink.as_ref(),
+                envelope,
+                etag,
+            )
+            .await;
+        }
+        published
+    }
+}

@@ -1,0 +1,192 @@
+//! Outbox entries: a write whose follow-up work lies outside its partition records each
+//! operation ([`Envelope`]) as an entry in its own partition, in the same entity group
+//! transaction. After the commit the entry goes to the sink and is deleted; what a crash
+//! or a failed publish leaves, the [`Relay`](super::Relay) finds through the partition's
+//! pending marker ([`super::pending`]).
+
+use std::time::Duration;
+
+use chrono::Utc;
+use futures::TryStreamExt;
+use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+
+use super::operation::Envelope;
+use super::sink::OutboxSink;
+use crate::error::{Error, Result};
+
+/// The RowKey prefix of outbox entries.
+pub const OUTBOX_PREFIX: &str = "~outbox~";
+/// A RowKey above every outbox entry's (ids are lowercase hex; `~` sorts after them).
+const OUTBOX_END: &str = "~outbox~~";
+/// The property marking tablekit's own entities (outbox entries, id-list pages).
+pub const MARKER_PROPERTY: &str = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
+/// The marker of an outbox entry.
+pub const OUTBOX_KIND: &str = "TablekitOutbox";
+const ENVELOPE_PROPERTY: &str = "Envelope";
+/// Entries written before envelopes: the index work alone.
+const LEGACY_OPERATIONS_PROPERTY: &str = "Operations";
+const CREATED_PROPERTY: &str = "CreatedAt";
+
+/// The RowKey of an operation's outbox entry.
+pub fn entry_row_key(envelope: &Envelope) -> String {
+    format!("{OUTBOX_PREFIX}{}", envelope.id.simple())
+}
+
+/// The outbox entry of an operation, in the writer's partition.
+///
+/// # Errors
+/// [`Error::Encode`] when the operation does not serialise (before any I/O).
+pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
+    let json = Error::json(&format!("operation `{}`", envelope.kind), envelope)?;
+    let mut entity = Entity::new(partition_key, entry_row_key(envelope));
+    entity.properties.insert(
+        MARKER_PROPERTY.to_owned(),
+        Value::String(OUTBOX_KIND.to_owned()),
+    );
+    entity
+        .properties
+        .insert(ENVELOPE_PROPERTY.to_owned(), Value::String(json));
+    entity
+        .properties
+        .insert(CREATED_PROPERTY.to_owned(), Value::DateTime(Utc::now()));
+    Ok(entity)
+}
+
+/// Reads an outbox entry.
+///
+/// # Errors
+/// [`Error::Malformed`] when the entry does not read.
+pub fn read_entry(entity: &Entity) -> Result<Envelope> {
+    let what = || format!("outbox entry {}/{}", entity.partition_key, entity.row_key);
+    match (
+        entity.properties.get(ENVELOPE_PROPERTY),
+        entity.properties.get(LEGACY_OPERATIONS_PROPERTY),
+    ) {
+        (Some(Value::String(json)), _) => {
+            serde_json::from_str(json).map_err(|e| Error::malformed(what(), e))
+        }
+        (None, Some(Value::String(json))) => {
+            // Index work recorded before envelopes: `{"id": …, "operations": […]}`.
+            let payload: serde_json::Value =
+                serde_json::from_str(json).map_err(|e| Error::malformed(what(), e))?;
+            let id = payload
+                .get("id")
+                .and_then(|id| id.as_str())
+                .and_then(|id| uuid::Uuid::parse_str(id).ok())
+                .ok_or_else(|| Error::malformed(what(), "no id"))?;
+            Ok(Envelope {
+                id,
+                kind: "index".to_owned(),
+                version: 1,
+                created_at: created_at(entity).unwrap_or_else(Utc::now),
+                payload,
+            })
+        }
+        _ => Err(Error::malformed(what(), "no Envelope property")),
+    }
+}
+
+/// When an entry was written.
+pub(crate) fn created_at(entity: &Entity) -> Option<chrono::DateTime<Utc>> {
+    match entity.properties.get(CREATED_PROPERTY) {
+        Some(Value::DateTime(created)) => Some(*created),
+        _ => None,
+    }
+}
+
+/// The query of one partition's outbox entries: a RowKey range, so it reads only them.
+pub fn partition_query(partition_key: &str) -> Query {
+    Query::with_filter(
+        filter::partition_key().eq(partition_key)
+            & filter::row_key().ge(OUTBOX_PREFIX)
+            & filter::row_key().lt(OUTBOX_END),
+    )
+}
+
+/// Every outbox entry of a table, by scanning it whole: for tests, tools and
+/// [`pending::adopt`](super::pending::adopt); the relay itself never scans.
+///
+/// # Errors
+/// The store's errors.
+pub async fn scan<S: TableStore>(store: &S, table: &str) -> Result<Vec<Entity>> {
+    let query = Query::with_filter(filter::prop(MARKER_PROPERTY).eq(OUTBOX_KIND));
+    match store.query_stream(table, query).try_collect().await {
+        Ok(rows) => Ok(rows),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Vec::new()),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Deletes a published outbox entry (under its ETag when known; gone already is fine).
+///
+/// # Errors
+/// The store's errors.
+pub async fn remove_entry<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    row_key: &str,
+    if_match: IfMatch,
+) -> Result<()> {
+    match store.delete(table, partition_key, row_key, if_match).await {
+        Ok(()) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::NotFound | ErrorKind::PreconditionFailed | ErrorKind::TableNotFound
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Hands a committed entry's operation to the sink, then deletes the entry (under its
+/// ETag when known). `true` when both happened; otherwise the entry stays for the relay
+/// (the failure is logged, the write stands).
+pub async fn publish<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    sink: &dyn OutboxSink,
+    envelope: &Envelope,
+    etag: Option<ETag>,
+) -> bool {
+    if let Err(e) = sink.publish(envelope).await {
+        tracing::warn!(table, partition_key, kind = %envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");
+        return false;
+    }
+    let if_match = etag.map_or(IfMatch::Any, IfMatch::ETag);
+    match remove_entry(
+        store,
+        table,
+        partition_key,
+        &entry_row_key(envelope),
+        if_match,
+    )
+    .await
+    {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(table, partition_key, error = %e, "removing a published outbox entry failed; the relay will publish it again");
+            false
+        }
+    }
+}
+
+/// The instant `grace` before now (the earliest instant when that is out of range).
+pub fn ago(grace: Duration) -> chrono::DateTime<Utc> {
+    chrono::Duration::from_std(grace)
+        .ok()
+        .and_then(|grace| Utc::now().checked_sub_signed(grace))
+        .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
+}
+
+/// The instant `span` after `at` (the latest instant when that is out of range).
+pub(crate) fn after(at: chrono::DateTime<Utc>, span: Duration) -> chrono::DateTime<Utc> {
+    chrono::Duration::from_std(span)
+        .ok()
+        .and_then(|span| at.checked_add_signed(span))
+        .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
+}
