@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Makes sure the services the tests use are up:
 # - RabbitMQ (unless AMQP_URL names one): started when installed but not running;
-# - Azurite's table and blob services on 127.0.0.1:10002 and :10000 (unless TABLEKIT_AZURE_CONNECTION names a
-#   service): installed from the npm registry into .azurite/ (a pinned version) and
-#   started in memory; its PID goes to .azurite/table.pid so scripts/test.sh can stop it.
+# - Azurite's table, blob and queue services on 127.0.0.1:10002, :10000 and :10001 (unless
+#   TABLEKIT_AZURE_CONNECTION names a service): installed from the npm registry into
+#   .azurite/ (a pinned version) and started in memory; their PIDs go to .azurite/*.pid so
+#   scripts/test.sh can stop them.
 # Under CI=true a service that cannot be brought up is an error; elsewhere the tests that
 # need it report a skip.
 set -euo pipefail
@@ -41,7 +42,7 @@ ensure_rabbitmq() {
 AZURITE_VERSION=3.35.0
 
 ensure_azurite() {
-    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || (port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000); then
+    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || (port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000 && port_open 127.0.0.1 10001); then
         return 0
     fi
     local dir
@@ -67,9 +68,14 @@ ensure_azurite() {
             --loose --disableTelemetry --blobHost 127.0.0.1 --blobPort 10000 >/dev/null 2>&1 &
         echo $! >"$dir/blob.pid"
     fi
+    if ! port_open 127.0.0.1 10001; then
+        "$dir/node_modules/.bin/azurite-queue" --inMemoryPersistence --silent --skipApiVersionCheck \
+            --loose --disableTelemetry --queueHost 127.0.0.1 --queuePort 10001 >/dev/null 2>&1 &
+        echo $! >"$dir/queue.pid"
+    fi
     for _ in $(seq 1 60); do
-        if port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000; then
-            echo "services: Azurite (tables, blobs) is up" >&2
+        if port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000 && port_open 127.0.0.1 10001; then
+            echo "services: Azurite (tables, blobs, queues) is up" >&2
             return 0
         fi
         sleep 0.5

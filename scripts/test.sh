@@ -15,7 +15,7 @@ log=$(mktemp)
 cleanup() {
     rm -f "$log"
     # Azurite, if scripts/services.sh started it for this run.
-    for pid in .azurite/table.pid .azurite/blob.pid; do
+    for pid in .azurite/table.pid .azurite/blob.pid .azurite/queue.pid; do
         if [[ -f "$pid" ]]; then
             kill "$(cat "$pid")" 2>/dev/null || true
             rm -f "$pid"

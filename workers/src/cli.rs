@@ -204,7 +204,7 @@ pub struct RunArgs {
     /// How many messages are handled at once.
     #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
-    /// After this many deliveries without success a message goes to `<queue>.poison`.
+    /// After this many deliveries without success a message goes to `<queue>-poison`.
     #[arg(long, env = "TABLEKIT_MAX_DELIVERIES", default_value_t = 5)]
     pub max_deliveries: u32,
     /// Seconds to let in-flight messages finish after SIGINT/SIGTERM.

@@ -97,7 +97,10 @@ impl Error {
     }
 
     /// The broker or queue file failed with `source` while doing `what`.
-    #[cfg_attr(not(any(feature = "sqlite", feature = "rabbitmq")), allow(dead_code))]
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "rabbitmq", feature = "azure")),
+        allow(dead_code)
+    )]
     pub(crate) fn unavailable_because(
         what: impl std::fmt::Display,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -108,7 +111,7 @@ impl Error {
         }
     }
 
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "azure")), allow(dead_code))]
     pub(crate) fn storage(message: impl std::fmt::Display) -> Self {
         Error::Storage {
             message: message.to_string(),
@@ -116,7 +119,7 @@ impl Error {
         }
     }
 
-    #[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "sqlite", feature = "azure")), allow(dead_code))]
     pub(crate) fn storage_because(
         what: impl std::fmt::Display,
         source: impl std::error::Error + Send + Sync + 'static,
@@ -127,7 +130,7 @@ impl Error {
         }
     }
 
-    #[cfg_attr(not(feature = "rabbitmq"), allow(dead_code))]
+    #[cfg_attr(not(any(feature = "rabbitmq", feature = "azure")), allow(dead_code))]
     pub(crate) fn refused(message: impl std::fmt::Display) -> Self {
         Error::Refused {
             message: message.to_string(),

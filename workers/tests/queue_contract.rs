@@ -1,4 +1,5 @@
-//! One contract for every queue backend, run against RabbitMQ and the SQLite queue.
+//! One contract for every queue backend, run against RabbitMQ, the SQLite queue and Azure
+//! Queue Storage (Azurite).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -189,7 +190,7 @@ pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(
     _name: String,
 ) {
     let long = "q".repeat(300);
-    for name in ["", long.as_str(), "amq.reserved"] {
+    for name in ["", long.as_str(), "amq.reserved", "bad\nname"] {
         let error = queue
             .send(name, "id", b"x")
             .await
@@ -231,6 +232,23 @@ macro_rules! contract {
                     let name = support::unique(stringify!($case));
                     super::$case(queue.clone(), name.clone()).await;
                     queue.delete_queue(&name, &options()).await.unwrap();
+                }
+            )*
+        }
+
+        #[cfg(feature = "azure")]
+        mod azure {
+            use super::*;
+            use tablekit_workers::queue::azure::AzureQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(connection) = support::azure_queues() else { return };
+                    let queue = AzureQueue::connect(&connection).unwrap();
+                    let name = support::azure_name(stringify!($case));
+                    super::$case(queue.clone(), name.clone()).await;
+                    queue.delete_queue(&name).await.unwrap();
                 }
             )*
         }

@@ -180,7 +180,7 @@ pub(crate) fn shared_key_lite(
 
 /// The base64 HMAC-SHA256 of a string to sign: every storage signature (shared key, shared
 /// key lite, SAS) ends in it.
-pub(crate) fn sign(key: &[u8], to_sign: &str) -> String {
+pub fn sign(key: &[u8], to_sign: &str) -> String {
     #[allow(clippy::expect_used)]
     let mut mac = Hmac::<Sha256>::new_from_slice(key).expect("HMAC takes keys of any length");
     mac.update(to_sign.as_bytes());
@@ -188,7 +188,7 @@ pub(crate) fn sign(key: &[u8], to_sign: &str) -> String {
 }
 
 /// Now, as the `x-ms-date` header carries it (RFC 1123).
-pub(crate) fn http_date() -> String {
+pub fn http_date() -> String {
     chrono::Utc::now()
         .format("%a, %d %b %Y %H:%M:%S GMT")
         .to_string()

@@ -30,8 +30,17 @@ use serde_json::Value as Json;
 
 pub use connection::{
     AzureConfig, Credential, DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT,
-    account_sas,
+    account_sas, http_date, sign,
 };
+
+/// The `KEY=VALUE` fields of a storage connection string (keys lower-cased, values
+/// trimmed), and the parts that are not `KEY=VALUE`: for the other storage services'
+/// clients (queues, blobs) reading the same connection strings as the Table client.
+pub fn connection_fields(
+    connection: &str,
+) -> (std::collections::HashMap<String, String>, Vec<&str>) {
+    crate::any::connection_fields(connection)
+}
 
 use crate::error::{Error, Result};
 use crate::limits;

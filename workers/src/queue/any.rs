@@ -8,7 +8,8 @@ use super::{
 };
 use crate::error::{Error, Result};
 
-/// A queue backend chosen by connection string: `amqp://…` (RabbitMQ) or `sqlite:PATH`.
+/// A queue backend chosen by connection string: `amqp://…` (RabbitMQ), `sqlite:PATH` or
+/// `azure:CONNECTION-STRING` (Azure Queue Storage).
 #[derive(Clone, Debug)]
 #[non_exhaustive]
 pub enum AnyQueue {
@@ -18,6 +19,9 @@ pub enum AnyQueue {
     /// The embedded SQLite queue.
     #[cfg(feature = "sqlite")]
     Sqlite(super::sqlite::SqliteQueue),
+    /// Azure Queue Storage.
+    #[cfg(feature = "azure")]
+    Azure(super::azure::AzureQueue),
 }
 
 impl AnyQueue {
@@ -38,9 +42,16 @@ impl AnyQueue {
                 super::sqlite::SqliteQueue::open(path).await?,
             ));
         }
+        #[cfg(feature = "azure")]
+        if let Some(connection) = broker.strip_prefix("azure:") {
+            return Ok(AnyQueue::Azure(super::azure::AzureQueue::connect(
+                connection,
+            )?));
+        }
         Err(Error::InvalidBroker {
-            broker: broker.to_owned(),
-            reason: "expected `amqp://user:password@host:port/vhost` or `sqlite:PATH` (with the backend's feature compiled in)".to_owned(),
+            // An Azure connection string holds a key: only its scheme is shown.
+            broker: broker.split([';', '?']).next().unwrap_or_default().chars().take(80).collect(),
+            reason: "expected `amqp://user:password@host:port/vhost`, `sqlite:PATH` or `azure:CONNECTION-STRING` (with the backend's feature compiled in)".to_owned(),
         })
     }
 }
@@ -55,6 +66,9 @@ pub enum AnyConsumer {
     /// SQLite.
     #[cfg(feature = "sqlite")]
     Sqlite(super::sqlite::SqliteConsumer),
+    /// Azure Queue Storage.
+    #[cfg(feature = "azure")]
+    Azure(super::azure::AzureConsumer),
 }
 
 /// A delivery of an [`AnyQueue`].
@@ -67,6 +81,9 @@ pub enum AnyDelivery {
     /// SQLite.
     #[cfg(feature = "sqlite")]
     Sqlite(super::sqlite::SqliteDelivery),
+    /// Azure Queue Storage.
+    #[cfg(feature = "azure")]
+    Azure(Box<super::azure::AzureDelivery>),
 }
 
 macro_rules! dispatch {
@@ -76,6 +93,8 @@ macro_rules! dispatch {
             AnyQueue::Rabbit($inner) => $body,
             #[cfg(feature = "sqlite")]
             AnyQueue::Sqlite($inner) => $body,
+            #[cfg(feature = "azure")]
+            AnyQueue::Azure($inner) => $body,
         }
     };
 }
@@ -101,6 +120,8 @@ impl Queue for AnyQueue {
                 .map(|c| AnyConsumer::Rabbit(Box::new(c))),
             #[cfg(feature = "sqlite")]
             AnyQueue::Sqlite(q) => q.consume(queue, options).await.map(AnyConsumer::Sqlite),
+            #[cfg(feature = "azure")]
+            AnyQueue::Azure(q) => q.consume(queue, options).await.map(AnyConsumer::Azure),
         }
     }
 
@@ -129,6 +150,11 @@ impl Consumer for AnyConsumer {
                 .map(|d| d.map(|d| AnyDelivery::Rabbit(Box::new(d)))),
             #[cfg(feature = "sqlite")]
             AnyConsumer::Sqlite(c) => c.next().await.map(|d| d.map(AnyDelivery::Sqlite)),
+            #[cfg(feature = "azure")]
+            AnyConsumer::Azure(c) => c
+                .next()
+                .await
+                .map(|d| d.map(|d| AnyDelivery::Azure(Box::new(d)))),
         }
     }
 
@@ -138,6 +164,8 @@ impl Consumer for AnyConsumer {
             AnyConsumer::Rabbit(c) => (*c).close().await,
             #[cfg(feature = "sqlite")]
             AnyConsumer::Sqlite(c) => c.close().await,
+            #[cfg(feature = "azure")]
+            AnyConsumer::Azure(c) => c.close().await,
         }
     }
 }
@@ -149,6 +177,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Rabbit(d) => d.received(),
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.received(),
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => d.received(),
         }
     }
 
@@ -158,6 +188,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Rabbit(d) => (*d).ack().await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.ack().await,
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => (*d).ack().await,
         }
     }
 
@@ -167,6 +199,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Rabbit(d) => (*d).retry(delay).await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.retry(delay).await,
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => (*d).retry(delay).await,
         }
     }
 
@@ -176,6 +210,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Rabbit(d) => (*d).poison(reason).await,
             #[cfg(feature = "sqlite")]
             AnyDelivery::Sqlite(d) => d.poison(reason).await,
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => (*d).poison(reason).await,
         }
     }
 }

@@ -1,11 +1,16 @@
 //! Durable queues with the semantics the eventually consistent transaction pattern needs:
 //! a send that returns once the message is stored, deliveries leased to one consumer until
-//! acknowledged, retries after a delay, a delivery count, and a `<queue>.poison` queue
+//! acknowledged, retries after a delay, a delivery count, and a `<queue>-poison` queue
 //! holding the messages that could not be processed, each with its reason.
 //!
-//! Backends: [`RabbitQueue`](rabbit::RabbitQueue) (feature `rabbitmq`) and
-//! [`SqliteQueue`](sqlite::SqliteQueue) (feature `sqlite`); [`AnyQueue`] picks one from a
-//! connection string (`amqp://…` or `sqlite:PATH`).
+//! Backends: [`RabbitQueue`](rabbit::RabbitQueue) (feature `rabbitmq`),
+//! [`SqliteQueue`](sqlite::SqliteQueue) (feature `sqlite`) and
+//! [`AzureQueue`](azure::AzureQueue) (feature `azure`); [`AnyQueue`] picks one from a
+//! connection string (`amqp://…`, `sqlite:PATH` or `azure:CONNECTION-STRING`).
+//!
+//! The names tablekit derives from a queue's name (`<queue>-poison`, RabbitMQ's
+//! `<queue>-retry-<ms>`) use a hyphen, valid on every backend: a queue name valid on Azure
+//! gives derived names valid there too.
 
 use std::future::Future;
 use std::time::Duration;
@@ -15,6 +20,8 @@ use chrono::{DateTime, Utc};
 use crate::error::{Error, Result};
 
 mod any;
+#[cfg(feature = "azure")]
+pub mod azure;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbit;
 #[cfg(feature = "sqlite")]
@@ -23,7 +30,7 @@ pub mod sqlite;
 pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
 
 /// The suffix of a queue's poison queue.
-pub const POISON_SUFFIX: &str = ".poison";
+pub const POISON_SUFFIX: &str = "-poison";
 
 /// The longest queue name AMQP allows (a short string), in bytes.
 pub const MAX_QUEUE_NAME_BYTES: usize = 255;
@@ -33,7 +40,7 @@ pub fn poison_queue(queue: &str) -> String {
     format!("{queue}{POISON_SUFFIX}")
 }
 
-/// Checks a queue name: 1 to 200 bytes (room for the `.poison` and retry suffixes within
+/// Checks a queue name: 1 to 200 bytes (room for the `-poison` and retry suffixes within
 /// AMQP's 255), printable, not starting with `amq.` (reserved by AMQP).
 ///
 /// # Errors
@@ -262,6 +269,6 @@ mod tests {
                 "{bad:?}"
             );
         }
-        assert_eq!(poison_queue("archive"), "archive.poison");
+        assert_eq!(poison_queue("archive"), "archive-poison");
     }
 }

@@ -1,8 +1,8 @@
 //! The RabbitMQ queue, on `lapin`.
 //!
 //! Each queue is a durable quorum queue with a delivery limit that dead-letters (at least
-//! once, with `x-overflow=reject-publish`) into `<queue>.poison`; a delayed retry goes
-//! through one retry queue per delay (`<queue>.retry.<ms>`, a fixed `x-message-ttl` that
+//! once, with `x-overflow=reject-publish`) into `<queue>-poison`; a delayed retry goes
+//! through one retry queue per delay (`<queue>-retry-<ms>`, a fixed `x-message-ttl` that
 //! dead-letters back to the queue). Facts about RabbitMQ 3.10 to 4.x this module is built
 //! on:
 //! - `x-delivery-count` is absent on a first delivery and restarts after a trip through a
@@ -75,12 +75,23 @@ fn unavailable(e: lapin::Error) -> Error {
     Error::unavailable_because(format!("the broker failed: {e}"), e)
 }
 
+/// A channel-level error: the broker closed one channel, the connection stays.
+fn is_soft(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(amqp) if matches!(amqp.kind(), lapin::protocol::AMQPErrorKind::Soft(_)))
+}
+
+/// The broker's "no such queue" (404), a channel-level error.
+fn is_not_found(e: &lapin::Error) -> bool {
+    matches!(e.kind(), lapin::ErrorKind::ProtocolError(amqp)
+        if matches!(amqp.kind(), lapin::protocol::AMQPErrorKind::Soft(lapin::protocol::AMQPSoftError::NOTFOUND)))
+}
+
 fn string_arg(value: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(value.as_bytes().to_vec()))
 }
 
 fn retry_queue(queue: &str, delay: Duration) -> String {
-    format!("{queue}.retry.{}", delay.as_millis())
+    format!("{queue}-retry-{}", delay.as_millis())
 }
 
 fn header_int(headers: Option<&FieldTable>, name: &str) -> Option<i64> {
@@ -198,7 +209,21 @@ impl RabbitQueue {
 
     async fn channel(&self) -> Result<Channel> {
         let connection = self.connection().await?;
-        connection.create_channel().await.map_err(unavailable)
+        let mut attempts = 0;
+        loop {
+            match connection.create_channel().await {
+                Ok(channel) => return Ok(channel),
+                // A channel-level (soft) error belongs to a channel the broker closed
+                // before, such as a passive declare of a missing queue; the client can
+                // report it on the next channel it opens under the same number. It says
+                // nothing about a new channel: open another.
+                Err(e) if is_soft(&e) && attempts < 5 => {
+                    attempts += 1;
+                    tracing::debug!(error = %e, "a closed channel's error on opening a channel; opening another");
+                }
+                Err(e) => return Err(unavailable(e)),
+            }
+        }
     }
 
     /// The shared channel in confirm mode that every publish goes through.
@@ -302,7 +327,7 @@ impl RabbitQueue {
             .await;
         let _ = channel.close(200, ShortString::from("done")).await;
         result.map(|q| u64::from(q.message_count())).map_err(|e| {
-            if e.to_string().contains("NOT_FOUND") {
+            if is_not_found(&e) {
                 Error::refused_because(format!("queue `{name}`: {e}"), e)
             } else {
                 unavailable(e)

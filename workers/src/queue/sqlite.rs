@@ -5,7 +5,7 @@
 //! queue keeps the messages that failed, each with its reason.
 //!
 //! All rows live in one table, `tablekit_queue`; a queue's poison queue is the queue name
-//! with `.poison` appended. Every receive, ack, retry or poison is one SQL statement, so it
+//! with `-poison` appended. Every receive, ack, retry or poison is one SQL statement, so it
 //! is atomic across processes.
 
 use std::collections::VecDeque;

@@ -79,3 +79,45 @@ fn container_url() -> Option<String> {
 pub(crate) fn unique(prefix: &str) -> String {
     format!("tk-test-{prefix}-{}", uuid::Uuid::new_v4().simple())
 }
+
+/// Azurite's queue service (or `TABLEKIT_AZURE_CONNECTION`'s): the storage connection
+/// string, when the queue port answers; a reported skip otherwise, and a failure under
+/// `CI=true`.
+pub(crate) fn azure_queues() -> Option<String> {
+    if let Ok(connection) = std::env::var("TABLEKIT_AZURE_CONNECTION") {
+        return Some(connection);
+    }
+    let up = ["127.0.0.1:10001", "127.0.0.1:10000"]
+        .iter()
+        .all(|address| {
+            address
+                .parse()
+                .ok()
+                .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_secs(2)).ok())
+                .is_some()
+        });
+    if up {
+        return Some("UseDevelopmentStorage=true".to_owned());
+    }
+    let message = "no Azurite queue and blob services: set TABLEKIT_AZURE_CONNECTION or run scripts/services.sh";
+    if std::env::var("CI").is_ok_and(|v| v == "true") {
+        panic!("{message}; under CI=true a missing service is a failure");
+    }
+    eprintln!("skipped: {message}");
+    None
+}
+
+/// A unique queue name valid on Azure (lowercase, hyphens, at most 56 characters).
+pub(crate) fn azure_name(prefix: &str) -> String {
+    let prefix: String = prefix
+        .to_ascii_lowercase()
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+        .take(30)
+        .collect();
+    let prefix = prefix.trim_matches('-').replace("--", "-");
+    format!(
+        "tk-{prefix}-{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..12]
+    )
+}
