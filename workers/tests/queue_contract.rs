@@ -383,3 +383,207 @@ mod rabbitmq_only {
         queue.delete_queue(&name, &options).await.unwrap();
     }
 }
+
+#[cfg(feature = "azure")]
+mod azure_only {
+    use super::*;
+    use tablekit_workers::queue::azure::AzureQueue;
+
+    fn connect() -> Option<(AzureQueue, String)> {
+        let connection = support::azure_queues()?;
+        Some((AzureQueue::connect(&connection).unwrap(), connection))
+    }
+
+    #[tokio::test]
+    async fn a_stale_ack_after_the_lease_ran_out_is_refused() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("stale-ack");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "s1", b"x").await.unwrap();
+        // Without renewal, a handler slower than its lease loses it.
+        let unrenewed = queue.clone().with_lease_renewal(false);
+        let short = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_secs(1),
+        };
+        let mut slow = unrenewed.consume(&name, short).await.unwrap();
+        let stale = next(&mut slow).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut fast = queue.consume(&name, consume_options(1)).await.unwrap();
+        let fresh = next(&mut fast).await;
+        assert_eq!(fresh.received().delivery_count, 2);
+        let error = stale.ack().await.expect_err("the lease ran out");
+        assert!(error.is_retryable(), "{error}");
+        assert_eq!(
+            queue.stats(&name).await.unwrap().waiting,
+            1,
+            "the stale ack removed nothing"
+        );
+        fresh.ack().await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_long_handler_keeps_its_lease() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("renewal");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "long", b"x").await.unwrap();
+        let lease = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_secs(1),
+        };
+        let mut first = queue.consume(&name, lease).await.unwrap();
+        let held = next(&mut first).await;
+        // Three leases long: renewed, so no other consumer receives it meanwhile.
+        let mut second = queue.consume(&name, lease).await.unwrap();
+        assert!(nothing_within(&mut second, Duration::from_secs(3)).await);
+        assert_eq!(held.received().delivery_count, 1);
+        held.ack().await.unwrap();
+        assert!(nothing_within(&mut second, Duration::from_millis(1500)).await);
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn bodies_over_the_service_limit_travel_by_claim_check() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("claim");
+        queue.declare(&name, &options()).await.unwrap();
+        let big: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+        queue.send(&name, "big", &big).await.unwrap();
+        queue
+            .send(&name, "poisoned-big", &big[..100_000])
+            .await
+            .unwrap();
+        let mut consumer = queue.consume(&name, consume_options(2)).await.unwrap();
+        for _ in 0..2 {
+            let delivery = next(&mut consumer).await;
+            if delivery.received().id == "big" {
+                assert_eq!(delivery.received().body, big);
+                delivery.ack().await.unwrap();
+            } else {
+                assert_eq!(delivery.received().body, &big[..100_000]);
+                delivery.poison("too big to handle").await.unwrap();
+            }
+        }
+        let poisoned = queue.poison_list(&name, 10).await.unwrap();
+        assert_eq!(poisoned.len(), 1);
+        assert_eq!(poisoned[0].body, &big[..100_000]);
+        assert_eq!(poisoned[0].reason, "too big to handle");
+        assert_eq!(queue.poison_replay(&name, None).await.unwrap(), 1);
+        let back = next(&mut consumer).await;
+        assert_eq!(back.received().body, &big[..100_000]);
+        back.ack().await.unwrap();
+        // Acked bodies are deleted from the blob store.
+        let blobs = tablekit_core::blob::BlobStore::azure(&format!(
+            "UseDevelopmentStorage=true;Container={}",
+            tablekit_workers::queue::azure::DEFAULT_CLAIM_CONTAINER
+        ))
+        .unwrap();
+        assert!(blobs.list(&format!("{name}/")).await.unwrap().is_empty());
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn messages_never_expire_unless_a_time_to_live_is_set() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("ttl");
+        let short = queue.clone().with_message_ttl(Some(Duration::from_secs(1)));
+        queue.declare(&name, &options()).await.unwrap();
+        short.send(&name, "brief", b"x").await.unwrap();
+        queue.send(&name, "kept", b"y").await.unwrap();
+        tokio::time::sleep(Duration::from_millis(2500)).await;
+        let mut consumer = queue.consume(&name, consume_options(4)).await.unwrap();
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.received().id, "kept");
+        delivery.ack().await.unwrap();
+        assert!(nothing_within(&mut consumer, Duration::from_millis(800)).await);
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn poison_lists_past_one_peek_and_replays_by_id() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("many-poison");
+        queue.declare(&name, &options()).await.unwrap();
+        for i in 0..40 {
+            queue.send(&name, &format!("p{i}"), b"x").await.unwrap();
+        }
+        let mut consumer = queue.consume(&name, consume_options(16)).await.unwrap();
+        for _ in 0..40 {
+            next(&mut consumer).await.poison("no").await.unwrap();
+        }
+        let listed = queue.poison_list(&name, 100).await.unwrap();
+        assert_eq!(listed.len(), 40);
+        assert_eq!(queue.poison_list(&name, 5).await.unwrap().len(), 5);
+        // Listing hid nothing: every poisoned message is still there to replay.
+        assert_eq!(queue.poison_replay(&name, Some("p7")).await.unwrap(), 1);
+        let back = next(&mut consumer).await;
+        assert_eq!(back.received().id, "p7");
+        back.ack().await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().poisoned, 39);
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn names_invalid_on_azure_are_refused_before_any_request() {
+        // A closed port: any request would fail with Unavailable, not InvalidQueueName.
+        let queue = AzureQueue::connect(
+            "UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:9/devstoreaccount1",
+        )
+        .unwrap()
+        .with_reconnect_within(Duration::ZERO);
+        for name in ["Upper", "under_score", "dot.ted", "ab", &"a".repeat(57)] {
+            let error = queue.send(name, "x", b"x").await.expect_err(name);
+            assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
+            let error = queue.declare(name, &options()).await.expect_err(name);
+            assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
+        }
+        let error = queue
+            .send("valid-name", "x", b"x")
+            .await
+            .expect_err("no service");
+        assert!(error.is_retryable(), "{error}");
+    }
+
+    #[tokio::test]
+    async fn sending_to_an_undeclared_queue_is_refused_not_lost() {
+        let Some((queue, _)) = connect() else { return };
+        let error = queue
+            .send(&support::azure_name("undeclared"), "x", b"x")
+            .await
+            .expect_err("no such queue");
+        assert!(matches!(error, Error::Refused { .. }), "{error}");
+    }
+
+    #[tokio::test]
+    async fn the_broker_string_selects_azure() {
+        let Some((_, connection)) = connect() else {
+            return;
+        };
+        let queue = tablekit_workers::queue::AnyQueue::connect(&format!("azure:{connection}"))
+            .await
+            .unwrap();
+        let name = support::azure_name("any-queue");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "a", b"x").await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 1);
+        let error =
+            tablekit_workers::queue::AnyQueue::connect("azure:AccountName=x;AccountKey=c2VjcmV0")
+                .await
+                .map(|_| ());
+        assert!(error.is_ok(), "a well-formed string connects lazily");
+        let error =
+            tablekit_workers::queue::AnyQueue::connect("azure:AccountName=x;AccountKey=!!hidden!!")
+                .await
+                .expect_err("bad key");
+        assert!(!error.to_string().contains("hidden"), "{error}");
+        AzureQueue::connect(&connection)
+            .unwrap()
+            .delete_queue(&name)
+            .await
+            .unwrap();
+    }
+}

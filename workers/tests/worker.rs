@@ -407,7 +407,7 @@ pub async fn a_panicking_handler_is_a_failed_attempt_and_the_worker_goes_on<Q: Q
     );
 }
 
-macro_rules! on_both_queues {
+macro_rules! on_every_queue {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
             use super::*;
@@ -441,10 +441,27 @@ macro_rules! on_both_queues {
                 }
             )*
         }
+
+        #[cfg(feature = "azure")]
+        mod azure {
+            use super::*;
+            use tablekit_workers::queue::azure::AzureQueue;
+
+            $(
+                #[tokio::test]
+                async fn $case() {
+                    let Some(connection) = support::azure_queues() else { return };
+                    let queue = AzureQueue::connect(&connection).unwrap();
+                    let name = support::azure_name(stringify!($case));
+                    super::$case(queue.clone(), name.clone()).await;
+                    queue.delete_queue(&name).await.unwrap();
+                }
+            )*
+        }
     };
 }
 
-on_both_queues!(
+on_every_queue!(
     a_message_that_keeps_failing_is_poisoned_after_exactly_the_limit,
     bad_messages_are_poisoned_with_their_reason_and_the_worker_keeps_going,
     duplicate_archive_messages_converge,

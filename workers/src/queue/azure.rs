@@ -273,6 +273,8 @@ struct Inner {
     claims_ready: OnceCell<()>,
     /// How long calls keep retrying an unreachable service before reporting it.
     reconnect_within: Duration,
+    /// Whether held deliveries have their leases renewed.
+    renew_leases: bool,
 }
 
 impl AzureQueue {
@@ -325,6 +327,7 @@ impl AzureQueue {
                 claims,
                 claims_ready: OnceCell::new(),
                 reconnect_within: Duration::from_secs(120),
+                renew_leases: true,
             }),
         })
     }
@@ -338,6 +341,7 @@ impl AzureQueue {
             claims: shared.claims.clone(),
             claims_ready: OnceCell::new(),
             reconnect_within: shared.reconnect_within,
+            renew_leases: shared.renew_leases,
         });
         change(&mut inner);
         AzureQueue {
@@ -370,6 +374,14 @@ impl AzureQueue {
     #[must_use]
     pub fn with_reconnect_within(self, within: Duration) -> Self {
         self.with_inner(|inner| inner.reconnect_within = within)
+    }
+
+    /// Whether a delivery held longer than its lease has the lease renewed (default
+    /// `true`). Without renewal, a handler slower than the consumer's lease loses the
+    /// message to another consumer and its ack is refused.
+    #[must_use]
+    pub fn with_lease_renewal(self, renew: bool) -> Self {
+        self.with_inner(|inner| inner.renew_leases = renew)
     }
 
     /// Deletes a queue and its poison queue (and their messages). Claim-checked bodies of
@@ -1077,6 +1089,10 @@ async fn renew(
     mut stop: oneshot::Receiver<()>,
 ) {
     let period = (lease_duration(lease) / 2).max(Duration::from_millis(500));
+    if !queue.inner.renew_leases {
+        let _ = stop.await;
+        return;
+    }
     loop {
         tokio::select! {
             _ = &mut stop => return,
