@@ -186,8 +186,9 @@ pub struct QueueArgs {
     /// The queue's name.
     #[arg(long, env = "TABLEKIT_QUEUE", default_value = "archive")]
     pub queue: String,
-    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ) or `sqlite:PATH` (the
-    /// embedded queue file, which several processes may share).
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file, which several processes may share) or
+    /// `azure:CONNECTION-STRING` (Azure Queue Storage, feature `azure`).
     #[arg(long, env = "TABLEKIT_BROKER")]
     pub broker: String,
 }
