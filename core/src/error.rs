@@ -23,6 +23,9 @@ pub enum ErrorKind {
     TableNotFound,
     /// The table already exists (create).
     TableAlreadyExists,
+    /// The table was deleted a moment ago and the service is still removing it: a table
+    /// of that name cannot be created yet. Retryable.
+    TableBeingDeleted,
     /// The request breaks a rule of the data model (keys, names, batch rules, filter syntax).
     InvalidInput,
     /// The request is over a size limit (entity, property, batch).
@@ -85,6 +88,12 @@ pub enum Error {
     /// The table already exists.
     #[error("table already exists: `{table}`")]
     TableAlreadyExists {
+        /// The table.
+        table: String,
+    },
+    /// The service is still deleting a table of this name; it can be created again later.
+    #[error("table `{table}` is being deleted; it cannot be created again yet")]
+    TableBeingDeleted {
         /// The table.
         table: String,
     },
@@ -156,6 +165,7 @@ impl Error {
             Error::PreconditionFailed { .. } => ErrorKind::PreconditionFailed,
             Error::TableNotFound { .. } => ErrorKind::TableNotFound,
             Error::TableAlreadyExists { .. } => ErrorKind::TableAlreadyExists,
+            Error::TableBeingDeleted { .. } => ErrorKind::TableBeingDeleted,
             Error::Limit(v) if v.is_size_limit() => ErrorKind::TooLarge,
             Error::Limit(_)
             | Error::Filter(_)
@@ -173,9 +183,13 @@ impl Error {
         }
     }
 
-    /// Whether the same request may succeed if it is sent again later.
+    /// Whether the same request may succeed if it is sent again later: transient
+    /// failures, and creating a table the service is still deleting.
     pub fn is_retryable(&self) -> bool {
-        self.kind() == ErrorKind::Transient
+        matches!(
+            self.kind(),
+            ErrorKind::Transient | ErrorKind::TableBeingDeleted
+        )
     }
 
     /// For a batch failure, the index of the failing operation.

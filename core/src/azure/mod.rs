@@ -12,7 +12,9 @@
 //!   continuation token.
 //!
 //! Service errors map onto the core's error kinds. Transient failures (5xx, server busy,
-//! timeouts, lost connections) are retried with exponential backoff and jitter.
+//! timeouts, lost connections) are retried with exponential backoff and jitter; creating a
+//! table the service is still deleting (`TableBeingDeleted`) is retried for up to
+//! [`RetryPolicy::table_being_deleted_wait`].
 //!
 //! The core's limits are checked before every request, because the emulator does not
 //! enforce all of them and behaviour must match Azure.
@@ -80,14 +82,35 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The first pause; doubled per attempt, with up to 50 % jitter.
     pub base_delay: Duration,
+    /// How long creating a table waits while the service is still deleting a table of
+    /// that name (it answers `TableBeingDeleted` for up to about 40 seconds after a
+    /// delete), retrying with the same backoff, pauses capped at
+    /// [`MAX_TABLE_CREATE_PAUSE`]; then [`Error::TableBeingDeleted`]. Zero does not wait.
+    pub table_being_deleted_wait: Duration,
 }
+
+/// The longest pause between two attempts to create a table being deleted.
+pub const MAX_TABLE_CREATE_PAUSE: Duration = Duration::from_secs(5);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 4,
             base_delay: Duration::from_millis(100),
+            table_being_deleted_wait: Duration::from_secs(60),
         }
+    }
+}
+
+impl RetryPolicy {
+    /// The pause before attempt `attempt + 1` (from 1): the base delay doubled per
+    /// attempt, at most `cap`, with up to 50 % jitter.
+    fn pause(&self, attempt: u32, cap: Duration) -> Duration {
+        let pause = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
+            .min(cap);
+        pause.mul_f64(rand::rng().random_range(1.0..1.5))
     }
 }
 
@@ -370,9 +393,7 @@ impl AzureTableStore {
                     }
                 });
             }
-            let pause = self.retry.base_delay * 2u32.saturating_pow(attempt - 1);
-            let jitter = rand::rng().random_range(1.0..1.5);
-            tokio::time::sleep(pause.mul_f64(jitter)).await;
+            tokio::time::sleep(self.retry.pause(attempt, Duration::MAX)).await;
         }
     }
 
@@ -419,7 +440,10 @@ fn service_error(status: u16, text: &str, table: &str, key: Option<(&str, &str)>
     let (pk, rk) = key.unwrap_or(("", ""));
     match code.as_str() {
         "TableNotFound" => Error::table_not_found(table),
-        "TableAlreadyExists" | "TableBeingDeleted" => Error::TableAlreadyExists {
+        "TableAlreadyExists" => Error::TableAlreadyExists {
+            table: table.to_owned(),
+        },
+        "TableBeingDeleted" => Error::TableBeingDeleted {
             table: table.to_owned(),
         },
         "EntityAlreadyExists" => Error::already_exists(table, pk, rk),
@@ -690,6 +714,8 @@ impl TableStore for AzureTableStore {
         !self.emulator
     }
 
+    /// Creates a table; while the service is still deleting a table of that name, waits
+    /// and retries for up to [`RetryPolicy::table_being_deleted_wait`].
     async fn create_table(&self, table: &str) -> Result<()> {
         let name = self.service_table(table)?;
         if self.emulator && self.respell(table).await?.is_some() {
@@ -698,19 +724,32 @@ impl TableStore for AzureTableStore {
             });
         }
         let body = serde_json::json!({ "TableName": name }).to_string();
-        let response = self
-            .send(
-                Method::POST,
-                &format!("{}/Tables", self.config.endpoint),
-                &[],
-                &[("Prefer", "return-no-content".into())],
-                Some(("application/json".into(), body)),
-            )
-            .await?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Self::error(response, table, None).await)
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let response = self
+                .send(
+                    Method::POST,
+                    &format!("{}/Tables", self.config.endpoint),
+                    &[],
+                    &[("Prefer", "return-no-content".into())],
+                    Some(("application/json".into(), body.clone())),
+                )
+                .await?;
+            if response.status().is_success() {
+                return Ok(());
+            }
+            let error = Self::error(response, table, None).await;
+            let remaining = self
+                .retry
+                .table_being_deleted_wait
+                .saturating_sub(started.elapsed());
+            if !matches!(error, Error::TableBeingDeleted { .. }) || remaining.is_zero() {
+                return Err(error);
+            }
+            let pause = self.retry.pause(attempt, MAX_TABLE_CREATE_PAUSE);
+            tokio::time::sleep(pause.min(remaining)).await;
         }
     }
 
@@ -876,7 +915,7 @@ impl AzureTableStore {
             let key = ops.get(index).map(WriteOp::key);
             let error = service_error(failed.status, &failed.body, table, key);
             return Err(match error {
-                Error::TableNotFound { .. } => error,
+                Error::TableNotFound { .. } | Error::TableBeingDeleted { .. } => error,
                 other => other.in_batch(index),
             });
         }
@@ -975,5 +1014,30 @@ pub async fn create_blob_container(connection: &str, container: &str) -> Result<
                 response.text().await.unwrap_or_default()
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn odata(code: &str) -> String {
+        serde_json::json!({ "odata.error": { "code": code, "message": { "value": "said" } } })
+            .to_string()
+    }
+
+    #[test]
+    fn a_table_being_deleted_is_its_own_retryable_kind() {
+        let error = service_error(409, &odata("TableBeingDeleted"), "Logs20261122", None);
+        assert!(
+            matches!(&error, Error::TableBeingDeleted { table } if table == "Logs20261122"),
+            "{error:?}"
+        );
+        assert_eq!(error.kind(), ErrorKind::TableBeingDeleted);
+        assert!(error.is_retryable());
+        let exists = service_error(409, &odata("TableAlreadyExists"), "Logs20261122", None);
+        assert_eq!(exists.kind(), ErrorKind::TableAlreadyExists);
+        assert!(!exists.is_retryable());
     }
 }
