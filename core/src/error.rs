@@ -97,6 +97,12 @@ pub enum Error {
         /// The table.
         table: String,
     },
+    /// A shared access signature or stored access policy that cannot be built or read.
+    #[error("invalid shared access signature: {reason}")]
+    InvalidSas {
+        /// What is wrong.
+        reason: String,
+    },
     /// A limit or rule of the data model was broken; nothing was written.
     #[error(transparent)]
     Limit(#[from] Violation),
@@ -171,6 +177,7 @@ impl Error {
             | Error::Filter(_)
             | Error::InvalidContinuation { .. }
             | Error::InvalidConnection { .. }
+            | Error::InvalidSas { .. }
             | Error::Undeclared { .. }
             | Error::Key(_) => ErrorKind::InvalidInput,
             Error::Field(e) => match e.direction {

@@ -22,6 +22,7 @@
 mod batch;
 mod connection;
 mod json;
+pub mod sas;
 
 use std::time::Duration;
 
