@@ -17,12 +17,18 @@
 //! [`RetryPolicy::table_being_deleted_wait`].
 //!
 //! The core's limits are checked before every request, because the emulator does not
-//! enforce all of them and behaviour must match Azure.
+//! enforce all of them and behaviour must match Azure. So is the scope of a shared access
+//! signature the store was opened with (its table, permissions, key range and times; see
+//! [`sas`] to build one): an operation outside it fails with
+//! [`Error::PermissionDenied`] before any request, and the service's 403 maps to the same
+//! error.
 
+mod acl;
 mod batch;
 mod connection;
 mod json;
 pub mod sas;
+mod scope;
 
 use std::time::Duration;
 
@@ -31,10 +37,12 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::Value as Json;
 
+pub use acl::{MAX_SIGNED_IDENTIFIERS, SignedIdentifier};
 pub use connection::{
     AzureConfig, Credential, DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT,
     account_sas,
 };
+pub use scope::SAS_CLOCK_SKEW;
 
 use crate::error::{Error, Result};
 use crate::limits;
@@ -125,6 +133,8 @@ pub struct AzureTableStore {
     emulator: bool,
     /// Emulator only: the stored spelling of each table name, by lower-case name.
     spellings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+    /// The scope of the shared access signature the store was opened with.
+    scope: Option<std::sync::Arc<scope::SasScope>>,
 }
 
 /// Marks a continuation token that carries the service's own (opaque) markers, as opposed
@@ -151,11 +161,22 @@ impl AzureTableStore {
         Self::new(AzureConfig::from_connection_string(connection_string)?)
     }
 
-    /// A store for a configuration.
+    /// A store for a configuration. With a shared access signature, every operation is
+    /// checked against the token's scope before it is sent.
     ///
     /// # Errors
-    /// [`Error::Backend`] when the HTTP client cannot be built.
+    /// [`Error::Backend`] when the HTTP client cannot be built;
+    /// [`Error::InvalidConnection`] when the token's times or keys do not read.
     pub fn new(config: AzureConfig) -> Result<Self> {
+        let scope = match &config.credential {
+            Credential::Sas(token) => Some(std::sync::Arc::new(
+                scope::SasScope::parse(token).map_err(|reason| Error::InvalidConnection {
+                    connection: "SharedAccessSignature".to_owned(),
+                    reason,
+                })?,
+            )),
+            Credential::SharedKey(_) => None,
+        };
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -171,6 +192,7 @@ impl AzureTableStore {
             retry: RetryPolicy::default(),
             emulator,
             spellings: Default::default(),
+            scope,
         })
     }
 
@@ -205,6 +227,37 @@ impl AzureTableStore {
         &self.config
     }
 
+    /// A shared access signature builder for `table` as this store names it on the
+    /// service (with the table prefix).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a bad table name.
+    pub fn table_sas(&self, table: &str) -> Result<sas::TableSas> {
+        limits::check_table_name(table)?;
+        Ok(sas::TableSas::new(format!("{}{table}", self.table_prefix)))
+    }
+
+    /// Signs a table SAS with this store's account key: the token to give a client, for
+    /// `SharedAccessSignature=` in its connection string.
+    ///
+    /// # Errors
+    /// [`Error::PermissionDenied`] for a store opened without the key;
+    /// [`Error::InvalidSas`] as [`sas::TableSas::sign`].
+    pub fn sign_table_sas(&self, sas: &sas::TableSas) -> Result<String> {
+        match &self.config.credential {
+            Credential::SharedKey(key) => sas.sign_with(&self.config.account, key),
+            Credential::Sas(_) => Err(Error::permission_denied(
+                sas.table(),
+                "signing an access signature needs the account key",
+            )),
+        }
+    }
+
+    /// The table's name on the service, before any emulator respelling.
+    fn prefixed(&self, table: &str) -> String {
+        format!("{}{table}", self.table_prefix)
+    }
+
     fn service_table(&self, table: &str) -> Result<String> {
         limits::check_table_name(table)?;
         let name = format!("{}{table}", self.table_prefix);
@@ -221,7 +274,8 @@ impl AzureTableStore {
     /// Emulator only: after a `TableNotFound`, looks for the table under another case;
     /// returns the stored spelling when there is one.
     async fn respell(&self, table: &str) -> Result<Option<String>> {
-        if !self.emulator {
+        // A table SAS cannot list tables: the name is the one the token was signed for.
+        if !self.emulator || self.scope.as_ref().is_some_and(|s| s.is_table_sas()) {
             return Ok(None);
         }
         let wanted = format!("{}{table}", self.table_prefix).to_ascii_lowercase();
@@ -411,8 +465,22 @@ impl AzureTableStore {
     /// Maps an unsuccessful response onto the core's errors.
     async fn error(response: reqwest::Response, table: &str, key: Option<(&str, &str)>) -> Error {
         let status = response.status();
+        let header_code = response
+            .headers()
+            .get("x-ms-error-code")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let text = response.text().await.unwrap_or_default();
-        service_error(status.as_u16(), &text, table, key)
+        match header_code {
+            // A body without a code of its own (a HEAD, a proxy's page): the header's.
+            Some(code) if error_parts(&text).0.is_empty() => {
+                let body = serde_json::json!({
+                    "odata.error": { "code": code, "message": { "value": text } }
+                });
+                service_error(status.as_u16(), &body.to_string(), table, key)
+            }
+            _ => service_error(status.as_u16(), &text, table, key),
+        }
     }
 
     fn etag(response: &reqwest::Response) -> Option<ETag> {
@@ -424,8 +492,12 @@ impl AzureTableStore {
     }
 }
 
-/// The service's error code and message from an error body.
+/// The service's error code and message from an error body (JSON, or XML for the
+/// service's authorization failures).
 fn error_parts(text: &str) -> (String, String) {
+    if let Some(parts) = acl::xml_error(text) {
+        return parts;
+    }
     let json: Json = serde_json::from_str(text).unwrap_or(Json::Null);
     let error = &json["odata.error"];
     let code = error["code"].as_str().unwrap_or_default().to_owned();
@@ -455,6 +527,15 @@ fn service_error(status: u16, text: &str, table: &str, key: Option<(&str, &str)>
         "ServerBusy" | "OperationTimedOut" | "InternalError" => {
             transient(format!("{code}: {message}"))
         }
+        _ if status == 403 => Error::PermissionDenied {
+            table: table.to_owned(),
+            reason: if code.is_empty() {
+                format!("HTTP 403: {message}")
+            } else {
+                format!("the service refused the request ({code}): {message}")
+            },
+            service_code: (!code.is_empty()).then_some(code),
+        },
         _ => match status {
             404 if key.is_some() => Error::not_found(table, pk, rk),
             404 => Error::table_not_found(table),
@@ -507,7 +588,14 @@ impl AzureTableStore {
         }
     }
 
-    async fn query_raw(&self, name: &str, table: &str, query: &Query) -> Result<Page> {
+    /// One page of a query; `scope` narrows it to a shared access signature's key range.
+    async fn query_raw(
+        &self,
+        name: &str,
+        table: &str,
+        query: &Query,
+        scope: Option<&crate::filter::Filter>,
+    ) -> Result<Page> {
         let mut filter = query.filter.clone();
         let mut params = Vec::new();
         match &query.continuation {
@@ -532,7 +620,20 @@ impl AzureTableStore {
             }
             None => {}
         }
-        let server_filter = match &filter {
+        let unscoped = filter.clone();
+        if let Some(scope) = scope {
+            filter = Some(match filter {
+                Some(f) => f & scope.clone(),
+                None => scope.clone(),
+            });
+        }
+        // Over the service's comparison limit, the key range is applied here only (the
+        // service applies its token's range by itself).
+        let sent = match &filter {
+            Some(f) if f.comparisons() > limits::MAX_FILTER_COMPARISONS => &unscoped,
+            other => other,
+        };
+        let server_filter = match sent {
             Some(f) if self.emulator => emulator_filter(f),
             other => other.clone(),
         };
@@ -719,6 +820,9 @@ impl TableStore for AzureTableStore {
     /// and retries for up to [`RetryPolicy::table_being_deleted_wait`].
     async fn create_table(&self, table: &str) -> Result<()> {
         let name = self.service_table(table)?;
+        if let Some(scope) = &self.scope {
+            scope.check_table_operation(table, "creating a table")?;
+        }
         if self.emulator && self.respell(table).await?.is_some() {
             return Err(Error::TableAlreadyExists {
                 table: table.to_owned(),
@@ -755,6 +859,10 @@ impl TableStore for AzureTableStore {
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
+        if let Some(scope) = &self.scope {
+            self.service_table(table)?;
+            scope.check_table_operation(table, "deleting a table")?;
+        }
         self.on_table(table, |name| async move {
             let response = self
                 .send(
@@ -781,6 +889,9 @@ impl TableStore for AzureTableStore {
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
+        if let Some(scope) = &self.scope {
+            scope.check_table_operation("", "listing tables")?;
+        }
         let mut names: Vec<String> = self
             .service_tables()
             .await?
@@ -802,6 +913,15 @@ impl TableStore for AzureTableStore {
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
         limits::check_point_read(table, partition_key, row_key, select)?;
+        if let Some(scope) = &self.scope {
+            scope.check_entity(
+                table,
+                &self.prefixed(table),
+                "r",
+                "reading",
+                (partition_key, row_key),
+            )?;
+        }
         self.on_table(table, |name| async move {
             self.get_raw(&name, table, partition_key, row_key, select)
                 .await
@@ -811,14 +931,26 @@ impl TableStore for AzureTableStore {
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         query.check()?;
+        let narrowed = match &self.scope {
+            Some(scope) => {
+                limits::check_table_name(table)?;
+                scope.check_query(table, &self.prefixed(table), query)?
+            }
+            None => None,
+        };
+        let narrowed = narrowed.as_ref();
         self.on_table(table, |name| async move {
-            self.query_raw(&name, table, query).await
+            self.query_raw(&name, table, query, narrowed).await
         })
         .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         op.check()?;
+        if let Some(scope) = &self.scope {
+            limits::check_table_name(table)?;
+            scope.check_write(table, &self.prefixed(table), &op)?;
+        }
         self.on_table(table, |name| {
             let op = op.clone();
             async move {
@@ -837,6 +969,14 @@ impl TableStore for AzureTableStore {
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         batch.check()?;
+        if let Some(scope) = &self.scope {
+            limits::check_table_name(table)?;
+            for (index, op) in batch.operations().iter().enumerate() {
+                scope
+                    .check_write(table, &self.prefixed(table), op)
+                    .map_err(|e| e.in_batch(index))?;
+            }
+        }
         let ops = batch.into_operations();
         self.on_table(table, |name| {
             let ops = ops.clone();
@@ -1040,5 +1180,36 @@ mod tests {
         let exists = service_error(409, &odata("TableAlreadyExists"), "Logs20261122", None);
         assert_eq!(exists.kind(), ErrorKind::TableAlreadyExists);
         assert!(!exists.is_retryable());
+    }
+
+    #[test]
+    fn every_403_is_permission_denied_with_the_services_code() {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error>\
+                   <Code>AuthorizationPermissionMismatch</Code>\
+                   <Message>This request is not authorized.</Message></Error>";
+        for (body, code) in [
+            (xml.to_owned(), Some("AuthorizationPermissionMismatch")),
+            (odata("AuthorizationFailure"), Some("AuthorizationFailure")),
+            (odata("AuthenticationFailed"), Some("AuthenticationFailed")),
+            (String::new(), None),
+        ] {
+            let error = service_error(403, &body, "Orders", Some(("p", "r")));
+            assert_eq!(error.kind(), ErrorKind::PermissionDenied, "{error:?}");
+            assert!(!error.is_retryable());
+            match error {
+                Error::PermissionDenied {
+                    table,
+                    service_code,
+                    reason,
+                } => {
+                    assert_eq!(table, "Orders");
+                    assert_eq!(service_code.as_deref(), code);
+                    if let Some(code) = code {
+                        assert!(reason.contains(code), "{reason}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }
