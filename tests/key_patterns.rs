@@ -4,6 +4,9 @@
 
 #![allow(missing_docs)]
 
+#[cfg(feature = "azure")]
+#[path = "../core/tests/support/fake_table_service.rs"]
+mod fake_table_service;
 mod support;
 
 use chrono::{Duration, TimeZone, Utc};
@@ -523,6 +526,58 @@ async fn a_large_period_table_exports_in_parts_to_azure_blob_storage() {
         .expect("container");
     let blobs = BlobStore::connect(&format!("azure:{base};Container={container}")).expect("blobs");
     a_large_period_table_exports_in_parts(blobs).await;
+}
+
+/// The table service refuses to create a table for a while after deleting it
+/// (`TableBeingDeleted`): a period table dropped and then written again (a late event, a
+/// replay) is created once the service lets go, within the store's bound, and past the
+/// bound the error says so instead of reporting a table that does not exist.
+#[cfg(feature = "azure")]
+#[tokio::test]
+async fn a_dropped_period_table_is_created_again_once_the_service_finishes_deleting_it() {
+    use tablekit::core::AzureTableStore;
+    use tablekit::core::azure::RetryPolicy;
+
+    let service = fake_table_service::FakeTableService::start(3).await;
+    let store = |wait_ms| {
+        AzureTableStore::connect(&service.connection_string())
+            .expect("a connection string")
+            .with_retry_policy(RetryPolicy {
+                base_delay: std::time::Duration::from_millis(10),
+                table_being_deleted_wait: std::time::Duration::from_millis(wait_ms),
+                ..RetryPolicy::default()
+            })
+    };
+    let logs = PeriodTables::new("Logs", Period::Day).expect("periods");
+    let day = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 12, 0, 0).unwrap();
+    let patient = store(30_000);
+    logs.table_at::<Log, _>(&patient, day(1))
+        .await
+        .expect("created");
+    let dropped = logs
+        .drop_older_than(&patient, Duration::days(1), day(3))
+        .await
+        .expect("drop");
+    assert_eq!(dropped, ["Logs20261101"]);
+    let again = logs
+        .table_at::<Log, _>(&patient, day(1))
+        .await
+        .expect("created again after the wait");
+    assert_eq!(again.name(), "Logs20261101");
+    assert_eq!(
+        service.creates(),
+        5,
+        "created, three refusals, created again"
+    );
+    assert_eq!(service.tables(), ["Logs20261101"]);
+
+    service.being_deleted("Logs20261101", usize::MAX);
+    let error = logs
+        .table_at::<Log, _>(&store(50), day(1))
+        .await
+        .expect_err("still being deleted");
+    assert_eq!(error.kind(), ErrorKind::TableBeingDeleted);
+    assert!(error.is_retryable());
 }
 
 #[tokio::test]

@@ -23,6 +23,12 @@ pub enum ErrorKind {
     TableNotFound,
     /// The table already exists (create).
     TableAlreadyExists,
+    /// The table was deleted a moment ago and the service is still removing it: a table
+    /// of that name cannot be created yet. Retryable.
+    TableBeingDeleted,
+    /// The credential does not allow the request: a shared access signature scoped to
+    /// another table, permission, key range or time, or the service's 403. Not retryable.
+    PermissionDenied,
     /// The request breaks a rule of the data model (keys, names, batch rules, filter syntax).
     InvalidInput,
     /// The request is over a size limit (entity, property, batch).
@@ -87,6 +93,32 @@ pub enum Error {
     TableAlreadyExists {
         /// The table.
         table: String,
+    },
+    /// The service is still deleting a table of this name; it can be created again later.
+    #[error("table `{table}` is being deleted; it cannot be created again yet")]
+    TableBeingDeleted {
+        /// The table.
+        table: String,
+    },
+    /// The credential does not allow the request. Refused before any I/O when a shared
+    /// access signature's scope excludes it (`service_code` is then `None`), or by the
+    /// service (HTTP 403, with its error code).
+    #[error("permission denied on table `{table}`: {reason}")]
+    PermissionDenied {
+        /// The table, as the caller named it (empty for account-wide requests).
+        table: String,
+        /// What is outside the credential's scope: the table, the missing permission, the
+        /// key outside the range, the expiry; or the service's message.
+        reason: String,
+        /// The service's error code (`AuthorizationPermissionMismatch`,
+        /// `AuthorizationFailure`, `AuthenticationFailed`, …) when the service refused.
+        service_code: Option<String>,
+    },
+    /// A shared access signature or stored access policy that cannot be built or read.
+    #[error("invalid shared access signature: {reason}")]
+    InvalidSas {
+        /// What is wrong.
+        reason: String,
     },
     /// A limit or rule of the data model was broken; nothing was written.
     #[error(transparent)]
@@ -156,11 +188,14 @@ impl Error {
             Error::PreconditionFailed { .. } => ErrorKind::PreconditionFailed,
             Error::TableNotFound { .. } => ErrorKind::TableNotFound,
             Error::TableAlreadyExists { .. } => ErrorKind::TableAlreadyExists,
+            Error::TableBeingDeleted { .. } => ErrorKind::TableBeingDeleted,
+            Error::PermissionDenied { .. } => ErrorKind::PermissionDenied,
             Error::Limit(v) if v.is_size_limit() => ErrorKind::TooLarge,
             Error::Limit(_)
             | Error::Filter(_)
             | Error::InvalidContinuation { .. }
             | Error::InvalidConnection { .. }
+            | Error::InvalidSas { .. }
             | Error::Undeclared { .. }
             | Error::Key(_) => ErrorKind::InvalidInput,
             Error::Field(e) => match e.direction {
@@ -173,9 +208,13 @@ impl Error {
         }
     }
 
-    /// Whether the same request may succeed if it is sent again later.
+    /// Whether the same request may succeed if it is sent again later: transient
+    /// failures, and creating a table the service is still deleting.
     pub fn is_retryable(&self) -> bool {
-        self.kind() == ErrorKind::Transient
+        matches!(
+            self.kind(),
+            ErrorKind::Transient | ErrorKind::TableBeingDeleted
+        )
     }
 
     /// For a batch failure, the index of the failing operation.
@@ -214,6 +253,15 @@ impl Error {
     pub(crate) fn table_not_found(table: &str) -> Self {
         Error::TableNotFound {
             table: table.to_owned(),
+        }
+    }
+
+    #[cfg_attr(not(feature = "azure"), allow(dead_code))]
+    pub(crate) fn permission_denied(table: &str, reason: impl Into<String>) -> Self {
+        Error::PermissionDenied {
+            table: table.to_owned(),
+            reason: reason.into(),
+            service_code: None,
         }
     }
 

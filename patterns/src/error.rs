@@ -85,7 +85,10 @@ impl Error {
 
     /// Whether the same request may succeed later.
     pub fn is_retryable(&self) -> bool {
-        self.kind() == ErrorKind::Transient
+        match self {
+            Error::Store(e) => e.is_retryable(),
+            other => other.kind() == ErrorKind::Transient,
+        }
     }
 
     /// JSON text of a record tablekit writes.

@@ -12,14 +12,23 @@
 //!   continuation token.
 //!
 //! Service errors map onto the core's error kinds. Transient failures (5xx, server busy,
-//! timeouts, lost connections) are retried with exponential backoff and jitter.
+//! timeouts, lost connections) are retried with exponential backoff and jitter; creating a
+//! table the service is still deleting (`TableBeingDeleted`) is retried for up to
+//! [`RetryPolicy::table_being_deleted_wait`].
 //!
 //! The core's limits are checked before every request, because the emulator does not
-//! enforce all of them and behaviour must match Azure.
+//! enforce all of them and behaviour must match Azure. So is the scope of a shared access
+//! signature the store was opened with (its table, permissions, key range and times; see
+//! [`sas`] to build one): an operation outside it fails with
+//! [`Error::PermissionDenied`] before any request, and the service's 403 maps to the same
+//! error.
 
+mod acl;
 mod batch;
 mod connection;
 mod json;
+pub mod sas;
+mod scope;
 
 use std::time::Duration;
 
@@ -28,10 +37,12 @@ use rand::Rng;
 use reqwest::{Method, StatusCode};
 use serde_json::Value as Json;
 
+pub use acl::{MAX_SIGNED_IDENTIFIERS, SignedIdentifier};
 pub use connection::{
     AzureConfig, Credential, DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT,
     account_sas, http_date, sign,
 };
+pub use scope::SAS_CLOCK_SKEW;
 
 /// The `KEY=VALUE` fields of a storage connection string (keys lower-cased, values
 /// trimmed), and the parts that are not `KEY=VALUE`: for the other storage services'
@@ -89,14 +100,35 @@ pub struct RetryPolicy {
     pub attempts: u32,
     /// The first pause; doubled per attempt, with up to 50 % jitter.
     pub base_delay: Duration,
+    /// How long creating a table waits while the service is still deleting a table of
+    /// that name (it answers `TableBeingDeleted` for up to about 40 seconds after a
+    /// delete), retrying with the same backoff, pauses capped at
+    /// [`MAX_TABLE_CREATE_PAUSE`]; then [`Error::TableBeingDeleted`]. Zero does not wait.
+    pub table_being_deleted_wait: Duration,
 }
+
+/// The longest pause between two attempts to create a table being deleted.
+pub const MAX_TABLE_CREATE_PAUSE: Duration = Duration::from_secs(5);
 
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
             attempts: 4,
             base_delay: Duration::from_millis(100),
+            table_being_deleted_wait: Duration::from_secs(60),
         }
+    }
+}
+
+impl RetryPolicy {
+    /// The pause before attempt `attempt + 1` (from 1): the base delay doubled per
+    /// attempt, at most `cap`, with up to 50 % jitter.
+    fn pause(&self, attempt: u32, cap: Duration) -> Duration {
+        let pause = self
+            .base_delay
+            .saturating_mul(2u32.saturating_pow(attempt.saturating_sub(1)))
+            .min(cap);
+        pause.mul_f64(rand::rng().random_range(1.0..1.5))
     }
 }
 
@@ -110,6 +142,8 @@ pub struct AzureTableStore {
     emulator: bool,
     /// Emulator only: the stored spelling of each table name, by lower-case name.
     spellings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
+    /// The scope of the shared access signature the store was opened with.
+    scope: Option<std::sync::Arc<scope::SasScope>>,
 }
 
 /// Marks a continuation token that carries the service's own (opaque) markers, as opposed
@@ -136,11 +170,22 @@ impl AzureTableStore {
         Self::new(AzureConfig::from_connection_string(connection_string)?)
     }
 
-    /// A store for a configuration.
+    /// A store for a configuration. With a shared access signature, every operation is
+    /// checked against the token's scope before it is sent.
     ///
     /// # Errors
-    /// [`Error::Backend`] when the HTTP client cannot be built.
+    /// [`Error::Backend`] when the HTTP client cannot be built;
+    /// [`Error::InvalidConnection`] when the token's times or keys do not read.
     pub fn new(config: AzureConfig) -> Result<Self> {
+        let scope = match &config.credential {
+            Credential::Sas(token) => Some(std::sync::Arc::new(
+                scope::SasScope::parse(token).map_err(|reason| Error::InvalidConnection {
+                    connection: "SharedAccessSignature".to_owned(),
+                    reason,
+                })?,
+            )),
+            Credential::SharedKey(_) => None,
+        };
         let client = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -156,6 +201,7 @@ impl AzureTableStore {
             retry: RetryPolicy::default(),
             emulator,
             spellings: Default::default(),
+            scope,
         })
     }
 
@@ -190,6 +236,37 @@ impl AzureTableStore {
         &self.config
     }
 
+    /// A shared access signature builder for `table` as this store names it on the
+    /// service (with the table prefix).
+    ///
+    /// # Errors
+    /// `InvalidInput` for a bad table name.
+    pub fn table_sas(&self, table: &str) -> Result<sas::TableSas> {
+        limits::check_table_name(table)?;
+        Ok(sas::TableSas::new(format!("{}{table}", self.table_prefix)))
+    }
+
+    /// Signs a table SAS with this store's account key: the token to give a client, for
+    /// `SharedAccessSignature=` in its connection string.
+    ///
+    /// # Errors
+    /// [`Error::PermissionDenied`] for a store opened without the key;
+    /// [`Error::InvalidSas`] as [`sas::TableSas::sign`].
+    pub fn sign_table_sas(&self, sas: &sas::TableSas) -> Result<String> {
+        match &self.config.credential {
+            Credential::SharedKey(key) => sas.sign_with(&self.config.account, key),
+            Credential::Sas(_) => Err(Error::permission_denied(
+                sas.table(),
+                "signing an access signature needs the account key",
+            )),
+        }
+    }
+
+    /// The table's name on the service, before any emulator respelling.
+    fn prefixed(&self, table: &str) -> String {
+        format!("{}{table}", self.table_prefix)
+    }
+
     fn service_table(&self, table: &str) -> Result<String> {
         limits::check_table_name(table)?;
         let name = format!("{}{table}", self.table_prefix);
@@ -206,7 +283,8 @@ impl AzureTableStore {
     /// Emulator only: after a `TableNotFound`, looks for the table under another case;
     /// returns the stored spelling when there is one.
     async fn respell(&self, table: &str) -> Result<Option<String>> {
-        if !self.emulator {
+        // A table SAS cannot list tables: the name is the one the token was signed for.
+        if !self.emulator || self.scope.as_ref().is_some_and(|s| s.is_table_sas()) {
             return Ok(None);
         }
         let wanted = format!("{}{table}", self.table_prefix).to_ascii_lowercase();
@@ -379,9 +457,7 @@ impl AzureTableStore {
                     }
                 });
             }
-            let pause = self.retry.base_delay * 2u32.saturating_pow(attempt - 1);
-            let jitter = rand::rng().random_range(1.0..1.5);
-            tokio::time::sleep(pause.mul_f64(jitter)).await;
+            tokio::time::sleep(self.retry.pause(attempt, Duration::MAX)).await;
         }
     }
 
@@ -398,8 +474,22 @@ impl AzureTableStore {
     /// Maps an unsuccessful response onto the core's errors.
     async fn error(response: reqwest::Response, table: &str, key: Option<(&str, &str)>) -> Error {
         let status = response.status();
+        let header_code = response
+            .headers()
+            .get("x-ms-error-code")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned);
         let text = response.text().await.unwrap_or_default();
-        service_error(status.as_u16(), &text, table, key)
+        match header_code {
+            // A body without a code of its own (a HEAD, a proxy's page): the header's.
+            Some(code) if error_parts(&text).0.is_empty() => {
+                let body = serde_json::json!({
+                    "odata.error": { "code": code, "message": { "value": text } }
+                });
+                service_error(status.as_u16(), &body.to_string(), table, key)
+            }
+            _ => service_error(status.as_u16(), &text, table, key),
+        }
     }
 
     fn etag(response: &reqwest::Response) -> Option<ETag> {
@@ -411,8 +501,12 @@ impl AzureTableStore {
     }
 }
 
-/// The service's error code and message from an error body.
+/// The service's error code and message from an error body (JSON, or XML for the
+/// service's authorization failures).
 fn error_parts(text: &str) -> (String, String) {
+    if let Some(parts) = acl::xml_error(text) {
+        return parts;
+    }
     let json: Json = serde_json::from_str(text).unwrap_or(Json::Null);
     let error = &json["odata.error"];
     let code = error["code"].as_str().unwrap_or_default().to_owned();
@@ -428,7 +522,10 @@ fn service_error(status: u16, text: &str, table: &str, key: Option<(&str, &str)>
     let (pk, rk) = key.unwrap_or(("", ""));
     match code.as_str() {
         "TableNotFound" => Error::table_not_found(table),
-        "TableAlreadyExists" | "TableBeingDeleted" => Error::TableAlreadyExists {
+        "TableAlreadyExists" => Error::TableAlreadyExists {
+            table: table.to_owned(),
+        },
+        "TableBeingDeleted" => Error::TableBeingDeleted {
             table: table.to_owned(),
         },
         "EntityAlreadyExists" => Error::already_exists(table, pk, rk),
@@ -439,6 +536,15 @@ fn service_error(status: u16, text: &str, table: &str, key: Option<(&str, &str)>
         "ServerBusy" | "OperationTimedOut" | "InternalError" => {
             transient(format!("{code}: {message}"))
         }
+        _ if status == 403 => Error::PermissionDenied {
+            table: table.to_owned(),
+            reason: if code.is_empty() {
+                format!("HTTP 403: {message}")
+            } else {
+                format!("the service refused the request ({code}): {message}")
+            },
+            service_code: (!code.is_empty()).then_some(code),
+        },
         _ => match status {
             404 if key.is_some() => Error::not_found(table, pk, rk),
             404 => Error::table_not_found(table),
@@ -491,7 +597,14 @@ impl AzureTableStore {
         }
     }
 
-    async fn query_raw(&self, name: &str, table: &str, query: &Query) -> Result<Page> {
+    /// One page of a query; `scope` narrows it to a shared access signature's key range.
+    async fn query_raw(
+        &self,
+        name: &str,
+        table: &str,
+        query: &Query,
+        scope: Option<&crate::filter::Filter>,
+    ) -> Result<Page> {
         let mut filter = query.filter.clone();
         let mut params = Vec::new();
         match &query.continuation {
@@ -516,7 +629,20 @@ impl AzureTableStore {
             }
             None => {}
         }
-        let server_filter = match &filter {
+        let unscoped = filter.clone();
+        if let Some(scope) = scope {
+            filter = Some(match filter {
+                Some(f) => f & scope.clone(),
+                None => scope.clone(),
+            });
+        }
+        // Over the service's comparison limit, the key range is applied here only (the
+        // service applies its token's range by itself).
+        let sent = match &filter {
+            Some(f) if f.comparisons() > limits::MAX_FILTER_COMPARISONS => &unscoped,
+            other => other,
+        };
+        let server_filter = match sent {
             Some(f) if self.emulator => emulator_filter(f),
             other => other.clone(),
         };
@@ -699,31 +825,53 @@ impl TableStore for AzureTableStore {
         !self.emulator
     }
 
+    /// Creates a table; while the service is still deleting a table of that name, waits
+    /// and retries for up to [`RetryPolicy::table_being_deleted_wait`].
     async fn create_table(&self, table: &str) -> Result<()> {
         let name = self.service_table(table)?;
+        if let Some(scope) = &self.scope {
+            scope.check_table_operation(table, "creating a table")?;
+        }
         if self.emulator && self.respell(table).await?.is_some() {
             return Err(Error::TableAlreadyExists {
                 table: table.to_owned(),
             });
         }
         let body = serde_json::json!({ "TableName": name }).to_string();
-        let response = self
-            .send(
-                Method::POST,
-                &format!("{}/Tables", self.config.endpoint),
-                &[],
-                &[("Prefer", "return-no-content".into())],
-                Some(("application/json".into(), body)),
-            )
-            .await?;
-        if response.status().is_success() {
-            Ok(())
-        } else {
-            Err(Self::error(response, table, None).await)
+        let started = tokio::time::Instant::now();
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
+            let response = self
+                .send(
+                    Method::POST,
+                    &format!("{}/Tables", self.config.endpoint),
+                    &[],
+                    &[("Prefer", "return-no-content".into())],
+                    Some(("application/json".into(), body.clone())),
+                )
+                .await?;
+            if response.status().is_success() {
+                return Ok(());
+            }
+            let error = Self::error(response, table, None).await;
+            let remaining = self
+                .retry
+                .table_being_deleted_wait
+                .saturating_sub(started.elapsed());
+            if !matches!(error, Error::TableBeingDeleted { .. }) || remaining.is_zero() {
+                return Err(error);
+            }
+            let pause = self.retry.pause(attempt, MAX_TABLE_CREATE_PAUSE);
+            tokio::time::sleep(pause.min(remaining)).await;
         }
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
+        if let Some(scope) = &self.scope {
+            self.service_table(table)?;
+            scope.check_table_operation(table, "deleting a table")?;
+        }
         self.on_table(table, |name| async move {
             let response = self
                 .send(
@@ -750,6 +898,9 @@ impl TableStore for AzureTableStore {
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
+        if let Some(scope) = &self.scope {
+            scope.check_table_operation("", "listing tables")?;
+        }
         let mut names: Vec<String> = self
             .service_tables()
             .await?
@@ -771,6 +922,15 @@ impl TableStore for AzureTableStore {
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
         limits::check_point_read(table, partition_key, row_key, select)?;
+        if let Some(scope) = &self.scope {
+            scope.check_entity(
+                table,
+                &self.prefixed(table),
+                "r",
+                "reading",
+                (partition_key, row_key),
+            )?;
+        }
         self.on_table(table, |name| async move {
             self.get_raw(&name, table, partition_key, row_key, select)
                 .await
@@ -780,14 +940,26 @@ impl TableStore for AzureTableStore {
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         query.check()?;
+        let narrowed = match &self.scope {
+            Some(scope) => {
+                limits::check_table_name(table)?;
+                scope.check_query(table, &self.prefixed(table), query)?
+            }
+            None => None,
+        };
+        let narrowed = narrowed.as_ref();
         self.on_table(table, |name| async move {
-            self.query_raw(&name, table, query).await
+            self.query_raw(&name, table, query, narrowed).await
         })
         .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         op.check()?;
+        if let Some(scope) = &self.scope {
+            limits::check_table_name(table)?;
+            scope.check_write(table, &self.prefixed(table), &op)?;
+        }
         self.on_table(table, |name| {
             let op = op.clone();
             async move {
@@ -806,6 +978,14 @@ impl TableStore for AzureTableStore {
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         batch.check()?;
+        if let Some(scope) = &self.scope {
+            limits::check_table_name(table)?;
+            for (index, op) in batch.operations().iter().enumerate() {
+                scope
+                    .check_write(table, &self.prefixed(table), op)
+                    .map_err(|e| e.in_batch(index))?;
+            }
+        }
         let ops = batch.into_operations();
         self.on_table(table, |name| {
             let ops = ops.clone();
@@ -885,7 +1065,7 @@ impl AzureTableStore {
             let key = ops.get(index).map(WriteOp::key);
             let error = service_error(failed.status, &failed.body, table, key);
             return Err(match error {
-                Error::TableNotFound { .. } => error,
+                Error::TableNotFound { .. } | Error::TableBeingDeleted { .. } => error,
                 other => other.in_batch(index),
             });
         }
@@ -984,5 +1164,61 @@ pub async fn create_blob_container(connection: &str, container: &str) -> Result<
                 response.text().await.unwrap_or_default()
             ),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ErrorKind;
+
+    fn odata(code: &str) -> String {
+        serde_json::json!({ "odata.error": { "code": code, "message": { "value": "said" } } })
+            .to_string()
+    }
+
+    #[test]
+    fn a_table_being_deleted_is_its_own_retryable_kind() {
+        let error = service_error(409, &odata("TableBeingDeleted"), "Logs20261122", None);
+        assert!(
+            matches!(&error, Error::TableBeingDeleted { table } if table == "Logs20261122"),
+            "{error:?}"
+        );
+        assert_eq!(error.kind(), ErrorKind::TableBeingDeleted);
+        assert!(error.is_retryable());
+        let exists = service_error(409, &odata("TableAlreadyExists"), "Logs20261122", None);
+        assert_eq!(exists.kind(), ErrorKind::TableAlreadyExists);
+        assert!(!exists.is_retryable());
+    }
+
+    #[test]
+    fn every_403_is_permission_denied_with_the_services_code() {
+        let xml = "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error>\
+                   <Code>AuthorizationPermissionMismatch</Code>\
+                   <Message>This request is not authorized.</Message></Error>";
+        for (body, code) in [
+            (xml.to_owned(), Some("AuthorizationPermissionMismatch")),
+            (odata("AuthorizationFailure"), Some("AuthorizationFailure")),
+            (odata("AuthenticationFailed"), Some("AuthenticationFailed")),
+            (String::new(), None),
+        ] {
+            let error = service_error(403, &body, "Orders", Some(("p", "r")));
+            assert_eq!(error.kind(), ErrorKind::PermissionDenied, "{error:?}");
+            assert!(!error.is_retryable());
+            match error {
+                Error::PermissionDenied {
+                    table,
+                    service_code,
+                    reason,
+                } => {
+                    assert_eq!(table, "Orders");
+                    assert_eq!(service_code.as_deref(), code);
+                    if let Some(code) = code {
+                        assert!(reason.contains(code), "{reason}");
+                    }
+                }
+                other => panic!("{other:?}"),
+            }
+        }
     }
 }
