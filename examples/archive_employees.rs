@@ -196,6 +196,22 @@ impl Workers {
         self.start(&queue)
     }
 
+    /// Starts again any worker that exited by itself (it reports why on stderr).
+    fn revive(&mut self) -> std::io::Result<()> {
+        let mut exited = Vec::new();
+        for (i, (queue, child)) in self.children.iter_mut().enumerate() {
+            if let Some(status) = child.try_wait()? {
+                eprintln!("a worker of `{queue}` exited ({status}); starting it again");
+                exited.push(i);
+            }
+        }
+        for i in exited.into_iter().rev() {
+            let (queue, _) = self.children.swap_remove(i);
+            self.start(&queue)?;
+        }
+        Ok(())
+    }
+
     fn stop(&mut self) {
         for (_, child) in &mut self.children {
             let _ = Command::new("kill")
@@ -493,6 +509,7 @@ async fn drive(
                 format!("timed out: {archived} of {leavers} archived, queue {stats:?}").into(),
             );
         }
+        workers.revive()?;
         if args.chaos && Instant::now() > next_chaos {
             workers.chaos()?;
             next_chaos = Instant::now() + Duration::from_millis(rand::rng().random_range(200..800));
@@ -509,8 +526,15 @@ async fn drive(
         }
         if Instant::now() > deadline {
             bar.abandon();
-            return Err(format!("timed out waiting for the index worker: {stats:?}").into());
+            let partitions: std::collections::BTreeSet<&str> =
+                outbox.iter().map(|e| e.partition_key.as_str()).collect();
+            return Err(format!(
+                "timed out waiting for the index worker: {stats:?}, {} outbox entries left in {partitions:?}",
+                outbox.len()
+            )
+            .into());
         }
+        workers.revive()?;
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     bar.finish_and_clear();

@@ -2,6 +2,8 @@
 //! killed with SIGKILL at random moments (at least 10 times) and restarted, with a client
 //! updating entities meanwhile. Afterwards every entity is in exactly one table (the
 //! archive) with its latest data, nothing is left in the queue and nothing is poisoned.
+//! On the SQLite queue, RabbitMQ, and Azure Queue Storage (a test's own Azurite, also
+//! restarted once mid-run).
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -49,6 +51,7 @@ fn row_key(i: usize) -> String {
 async fn killed_and_restarted_workers_archive_everything_exactly_once(
     broker: String,
     queue: String,
+    mut after_kill: impl FnMut(usize),
 ) {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
@@ -136,6 +139,7 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(
             kills_mid_run += 1;
         }
         worker = spawn_worker(&store_url, &broker, &queue);
+        after_kill(kills_mid_run);
     }
     assert_eq!(
         kills_mid_run, KILLS,
@@ -205,7 +209,8 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(
 async fn sigkilled_workers_on_the_sqlite_queue_lose_nothing() {
     let dir = tempfile::tempdir().unwrap();
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
-    killed_and_restarted_workers_archive_everything_exactly_once(broker, "archive".into()).await;
+    killed_and_restarted_workers_archive_everything_exactly_once(broker, "archive".into(), |_| {})
+        .await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -214,7 +219,12 @@ async fn sigkilled_workers_on_rabbitmq_lose_nothing() {
         return;
     };
     let queue = support::unique("kill");
-    killed_and_restarted_workers_archive_everything_exactly_once(url.clone(), queue.clone()).await;
+    killed_and_restarted_workers_archive_everything_exactly_once(
+        url.clone(),
+        queue.clone(),
+        |_| {},
+    )
+    .await;
     if let AnyQueue::Rabbit(rabbit) = AnyQueue::connect(&url).await.unwrap() {
         rabbit
             .delete_queue(
@@ -234,4 +244,28 @@ async fn sigkilled_workers_on_rabbitmq_lose_nothing() {
             .await
             .unwrap();
     }
+}
+
+#[cfg(feature = "azure")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkilled_workers_on_azure_queues_lose_nothing_across_an_azurite_restart() {
+    let Some(mut azurite) = support::private_azurite_queue() else {
+        return;
+    };
+    let broker = format!("azure:{}", azurite.connection());
+    let mut restarted = false;
+    killed_and_restarted_workers_archive_everything_exactly_once(
+        broker,
+        "archive".into(),
+        |kills| {
+            // Halfway: the service goes away under the worker just started and comes back
+            // with its messages.
+            if kills == KILLS / 2 && !restarted {
+                azurite.restart();
+                restarted = true;
+            }
+        },
+    )
+    .await;
+    assert!(restarted, "Azurite was restarted mid-run");
 }

@@ -121,3 +121,115 @@ pub(crate) fn azure_name(prefix: &str) -> String {
         &uuid::Uuid::new_v4().simple().to_string()[..12]
     )
 }
+
+/// An Azurite queue service of a test's own: on a free port, keeping its messages on disk
+/// so that [`PrivateAzurite::restart`] stops it gracefully and starts it again with every
+/// stored message. `None` (a reported skip, a failure under `CI=true`) when the Azurite
+/// that `scripts/services.sh` installs into `.azurite/` is missing.
+pub(crate) fn private_azurite_queue() -> Option<PrivateAzurite> {
+    let binary = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../.azurite/node_modules/.bin/azurite-queue");
+    if !binary.exists() {
+        let message = "no Azurite in .azurite/ (scripts/services.sh installs it)";
+        if std::env::var("CI").is_ok_and(|v| v == "true") {
+            panic!("{message}; under CI=true a missing service is a failure");
+        }
+        eprintln!("skipped: {message}");
+        return None;
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port");
+    let mut azurite = PrivateAzurite {
+        binary,
+        dir: tempfile::tempdir().expect("a temp dir"),
+        port,
+        child: None,
+    };
+    azurite.start();
+    Some(azurite)
+}
+
+/// See [`private_azurite_queue`].
+pub(crate) struct PrivateAzurite {
+    binary: std::path::PathBuf,
+    dir: tempfile::TempDir,
+    port: u16,
+    child: Option<std::process::Child>,
+}
+
+impl PrivateAzurite {
+    /// The storage connection string of this queue service.
+    pub(crate) fn connection(&self) -> String {
+        format!(
+            "DefaultEndpointsProtocol=http;AccountName=devstoreaccount1;AccountKey=Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==;QueueEndpoint=http://127.0.0.1:{}/devstoreaccount1",
+            self.port
+        )
+    }
+
+    fn start(&mut self) {
+        let child = std::process::Command::new(&self.binary)
+            .args([
+                "--silent",
+                "--skipApiVersionCheck",
+                "--loose",
+                "--disableTelemetry",
+            ])
+            .args([
+                "--queueHost",
+                "127.0.0.1",
+                "--queuePort",
+                &self.port.to_string(),
+            ])
+            .arg("--location")
+            .arg(self.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("Azurite starts");
+        self.child = Some(child);
+        let address = format!("127.0.0.1:{}", self.port);
+        for _ in 0..100 {
+            if address
+                .parse()
+                .ok()
+                .and_then(|a| TcpStream::connect_timeout(&a, Duration::from_millis(200)).ok())
+                .is_some()
+            {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        panic!("the test's Azurite did not listen on {address} within 10 s");
+    }
+
+    fn stop(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            // SIGTERM: Azurite closes its servers and saves what it holds.
+            let _ = std::process::Command::new("kill")
+                .args(["-TERM", &child.id().to_string()])
+                .status();
+            for _ in 0..100 {
+                if child.try_wait().ok().flatten().is_some() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(100));
+            }
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    /// Stops the service gracefully and starts it again on the same port and files.
+    pub(crate) fn restart(&mut self) {
+        self.stop();
+        self.start();
+    }
+}
+
+impl Drop for PrivateAzurite {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
