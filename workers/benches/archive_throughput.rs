@@ -14,43 +14,22 @@
     clippy::print_stdout
 )]
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+mod support;
+
 use std::time::{Duration, Instant};
 
-use futures::{StreamExt, TryStreamExt};
+use futures::StreamExt;
 use lapin::options::{
     BasicAckOptions, BasicConsumeOptions, BasicPublishOptions, BasicQosOptions,
     ConfirmSelectOptions, QueueDeclareOptions, QueueDeleteOptions,
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use tablekit_core::{Entity, SqliteStore, TableStore};
-use tablekit_workers::archive::{ArchiveOperation, archive};
-use tablekit_workers::queue::Queue;
+use support::{env_usize, envelope, median, seed, through_worker};
+use tablekit_core::SqliteStore;
+use tablekit_workers::WorkerConfig;
 use tablekit_workers::queue::rabbit::RabbitQueue;
 use tablekit_workers::queue::sqlite::SqliteQueue;
-use tablekit_workers::{Envelope, Registry, Worker, WorkerConfig};
-use tokio::sync::Notify;
-
-const CONCURRENCY: usize = 16;
-
-fn env_usize(name: &str, default: usize) -> usize {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn envelope(i: usize) -> Envelope {
-    Envelope::new(&ArchiveOperation {
-        source_table: "Current".into(),
-        target_table: "Archive".into(),
-        partition_key: format!("p{}", i % 16),
-        row_key: format!("{i:06}"),
-    })
-    .unwrap()
-}
 
 /// The broker's own rate: publish N with confirms (pipelined), consume and ack N.
 async fn raw_lapin(url: &str, n: usize) -> Duration {
@@ -135,79 +114,8 @@ async fn raw_lapin(url: &str, n: usize) -> Duration {
 
 async fn seeded_store(dir: &std::path::Path, n: usize) -> SqliteStore {
     let store = SqliteStore::open(dir.join("store.db")).await.unwrap();
-    store.create_table("Current").await.unwrap();
-    store.create_table("Archive").await.unwrap();
-    for i in 0..n {
-        store
-            .insert(
-                "Current",
-                Entity::new(format!("p{}", i % 16), format!("{i:06}")).with("N", i as i64),
-            )
-            .await
-            .unwrap();
-    }
+    seed(&store, n).await;
     store
-}
-
-/// Enqueue N archive operations and run the worker until all are done (with `store`
-/// `None`, the handler does nothing: the queue and runtime overhead alone).
-async fn through_worker<Q: Queue + Clone>(
-    queue: Q,
-    name: &str,
-    store: Option<SqliteStore>,
-    n: usize,
-) -> Duration {
-    let config = WorkerConfig {
-        concurrency: CONCURRENCY,
-        ..WorkerConfig::new(name)
-    };
-    queue.declare(name, &config.queue_options()).await.unwrap();
-    let done = Arc::new(AtomicUsize::new(0));
-    let all_done = Arc::new(Notify::new());
-    let (counter, notify) = (done.clone(), all_done.clone());
-    let registry = Registry::new().register(move |operation: ArchiveOperation| {
-        let (store, counter, notify) = (store.clone(), counter.clone(), notify.clone());
-        async move {
-            if let Some(store) = &store {
-                archive(store, &operation).await?;
-            }
-            if counter.fetch_add(1, Ordering::SeqCst) + 1 == n {
-                notify.notify_one();
-            }
-            Ok(())
-        }
-    });
-    let envelopes: Vec<(String, Vec<u8>)> = (0..n)
-        .map(|i| {
-            let e = envelope(i);
-            (e.id.to_string(), e.to_bytes().unwrap())
-        })
-        .collect();
-    let started = Instant::now();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let worker = tokio::spawn(
-        Worker::new(queue.clone(), registry, config).run(async move {
-            let _ = stopped.await;
-        }),
-    );
-    futures::stream::iter(envelopes.iter().map(Ok::<_, tablekit_workers::Error>))
-        .try_for_each_concurrent(64, |(id, body)| {
-            let queue = queue.clone();
-            async move { queue.send(name, id, body).await }
-        })
-        .await
-        .unwrap();
-    all_done.notified().await;
-    let elapsed = started.elapsed();
-    let _ = stop.send(());
-    worker.await.unwrap().unwrap();
-    assert_eq!(done.load(Ordering::SeqCst), n);
-    elapsed
-}
-
-fn median(mut values: Vec<f64>) -> f64 {
-    values.sort_by(f64::total_cmp);
-    values[values.len() / 2]
 }
 
 #[tokio::main]
@@ -234,7 +142,7 @@ async fn main() {
             .unwrap();
 
         let name = format!("tk-bench-{}", uuid::Uuid::new_v4().simple());
-        let empty_rate = rate(through_worker(queue.clone(), &name, None, n).await);
+        let empty_rate = rate(through_worker(queue.clone(), &name, None::<SqliteStore>, n).await);
         queue
             .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
             .await

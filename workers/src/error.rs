@@ -45,6 +45,16 @@ pub enum Error {
         #[source]
         source: Option<BoxError>,
     },
+    /// The credential does not allow the call: refused before any request when the
+    /// shared access signature shows it (a permission it lacks, its start or expiry), or
+    /// answered 403 by the service.
+    #[error("permission denied on queue `{queue}`: {reason}")]
+    PermissionDenied {
+        /// The queue.
+        queue: String,
+        /// What is outside the credential (or the service's error code and message).
+        reason: String,
+    },
     /// The queue's own storage failed.
     #[error("queue storage failure: {message}")]
     Storage {

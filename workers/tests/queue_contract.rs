@@ -587,3 +587,110 @@ mod azure_only {
             .unwrap();
     }
 }
+
+#[cfg(feature = "azure")]
+mod azure_access_signatures {
+    use super::*;
+    use chrono::Utc;
+    use tablekit_core::azure::sas::QueueSas;
+    use tablekit_core::azure::{DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY};
+    use tablekit_workers::queue::azure::{AzureQueue, DEVELOPMENT_QUEUE_ENDPOINT};
+
+    fn with_token(endpoint: &str, token: &str) -> AzureQueue {
+        AzureQueue::connect(&format!(
+            "QueueEndpoint={endpoint};SharedAccessSignature={token}"
+        ))
+        .unwrap()
+        .with_reconnect_within(Duration::ZERO)
+    }
+
+    fn sign(queue: &str, permissions: &str, hours_from_now: i64) -> String {
+        QueueSas::new(queue)
+            .permissions(permissions)
+            .start(Utc::now() - chrono::Duration::hours(48))
+            .expiry(Utc::now() + chrono::Duration::hours(hours_from_now))
+            .sign(DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY)
+            .unwrap()
+    }
+
+    fn denied(error: &Error, needle: &str) {
+        assert!(
+            matches!(error, Error::PermissionDenied { .. }),
+            "not PermissionDenied: {error}"
+        );
+        assert!(!error.is_retryable(), "{error}");
+        assert!(error.to_string().contains(needle), "{error}");
+    }
+
+    #[tokio::test]
+    async fn a_queue_token_allows_what_it_names_and_refuses_the_rest_before_any_request() {
+        // Signed with the emulator's well-known key: Azurite on its default port only.
+        let Some(connection) = support::azure_queues() else {
+            return;
+        };
+        if connection != "UseDevelopmentStorage=true" {
+            eprintln!("skipped: signs with the emulator's key");
+            return;
+        }
+        let owner = AzureQueue::connect(&connection).unwrap();
+        let name = support::azure_name("sas");
+        owner.declare(&name, &options()).await.unwrap();
+
+        // A producer's token: add only.
+        let producer = sign(&name, "a", 1);
+        with_token(DEVELOPMENT_QUEUE_ENDPOINT, &producer)
+            .send(&name, "via-token", b"x")
+            .await
+            .unwrap();
+        assert_eq!(owner.stats(&name).await.unwrap().waiting, 1);
+
+        // Outside the token: refused with nothing sent (a closed port would fail any
+        // request with Unavailable instead).
+        let offline = with_token("http://127.0.0.1:9/devstoreaccount1", &producer);
+        let mut consumer = offline.consume(&name, consume_options(1)).await.unwrap();
+        denied(
+            &consumer.next().await.expect_err("receiving needs `p`"),
+            "`p`",
+        );
+        denied(
+            &offline.stats(&name).await.expect_err("counting needs `r`"),
+            "`r`",
+        );
+        denied(
+            &offline
+                .delete_queue(&name)
+                .await
+                .expect_err("deleting needs `d`"),
+            "`d`",
+        );
+        let expired = sign(&name, "raup", -1);
+        denied(
+            &with_token("http://127.0.0.1:9/devstoreaccount1", &expired)
+                .send(&name, "late", b"x")
+                .await
+                .expect_err("expired"),
+            "expired",
+        );
+
+        // A token for another queue: the service refuses it, with the same typed error.
+        let elsewhere = sign(&support::azure_name("other"), "raup", 1);
+        let error = with_token(DEVELOPMENT_QUEUE_ENDPOINT, &elsewhere)
+            .send(&name, "wrong-queue", b"x")
+            .await
+            .expect_err("signed for another queue");
+        assert!(matches!(error, Error::PermissionDenied { .. }), "{error}");
+
+        // A consumer's token (read, add, update, process) receives and settles.
+        let worker = with_token(DEVELOPMENT_QUEUE_ENDPOINT, &sign(&name, "raup", 1));
+        worker.declare(&name, &options()).await.unwrap();
+        let mut consumer = worker.consume(&name, consume_options(1)).await.unwrap();
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.received().id, "via-token");
+        delivery.ack().await.unwrap();
+        // The poison queue is another queue, outside this token: counting it is refused.
+        let error = worker.stats(&name).await.expect_err("the poison queue is elsewhere");
+        assert!(matches!(error, Error::PermissionDenied { .. }), "{error}");
+        assert_eq!(owner.stats(&name).await.unwrap().waiting, 0);
+        owner.delete_queue(&name).await.unwrap();
+    }
+}

@@ -105,6 +105,96 @@ struct Account {
     /// The queue endpoint, without a trailing slash.
     endpoint: String,
     credential: Credential,
+    /// What a shared access signature allows, read from the token.
+    scope: Option<SasScope>,
+}
+
+/// What a queue shared access signature allows, as far as the token itself says: checked
+/// before each request so a call outside it fails with a typed error and sends nothing.
+/// A token bound to a stored access policy (`si`) without its own permissions or expiry
+/// leaves those to the service (a 403 maps to the same error).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+struct SasScope {
+    /// An account SAS (`ss`): the services it covers.
+    services: Option<String>,
+    /// The permission letters (`sp`).
+    permissions: Option<String>,
+    start: Option<DateTime<Utc>>,
+    expiry: Option<DateTime<Utc>>,
+}
+
+/// Clock skew allowed between this host and the service when checking a token's times.
+const SAS_CLOCK_SKEW: Duration = Duration::from_secs(60);
+
+impl SasScope {
+    fn parse(token: &str) -> Self {
+        let mut scope = SasScope::default();
+        for (key, value) in token.split('&').filter_map(|p| p.split_once('=')) {
+            let value = percent_encoding::percent_decode_str(value)
+                .decode_utf8_lossy()
+                .into_owned();
+            let time = || {
+                DateTime::parse_from_rfc3339(&value)
+                    .ok()
+                    .map(|t| t.with_timezone(&Utc))
+            };
+            match key {
+                "ss" => scope.services = Some(value),
+                "sp" => scope.permissions = Some(value),
+                "st" => scope.start = time(),
+                "se" => scope.expiry = time(),
+                _ => {}
+            }
+        }
+        scope
+    }
+
+    fn is_account_sas(&self) -> bool {
+        self.services.is_some()
+    }
+
+    /// Checks one call: `letters` are the permissions any of which allows it (service SAS
+    /// letters `raup`; account SAS letters `rwdlacup`).
+    fn check(&self, queue: &str, letters: &str, what: &str) -> Result<()> {
+        let denied = |reason: String| {
+            Err(Error::PermissionDenied {
+                queue: queue.to_owned(),
+                reason,
+            })
+        };
+        let now = Utc::now();
+        let skew = chrono::Duration::from_std(SAS_CLOCK_SKEW).unwrap_or_default();
+        if let Some(expiry) = self.expiry
+            && expiry + skew < now
+        {
+            return denied(format!("the access signature expired at {expiry}"));
+        }
+        if let Some(start) = self.start
+            && start - skew > now
+        {
+            return denied(format!("the access signature is valid from {start}"));
+        }
+        if let Some(services) = &self.services
+            && !services.contains('q')
+        {
+            return denied(format!(
+                "the account access signature covers services `{services}`, not queues"
+            ));
+        }
+        if let Some(permissions) = &self.permissions
+            && !permissions.contains(|c| letters.contains(c))
+        {
+            return denied(format!(
+                "{what} needs permission `{}`; the access signature allows `{permissions}`",
+                letters
+                    .chars()
+                    .map(String::from)
+                    .collect::<Vec<_>>()
+                    .join("` or `")
+            ));
+        }
+        Ok(())
+    }
 }
 
 fn invalid(reason: impl Into<String>) -> Error {
@@ -179,11 +269,16 @@ impl Account {
                 }
             }
         };
+        let scope = match &credential {
+            Credential::Sas(token) => Some(SasScope::parse(token)),
+            Credential::SharedKey(_) => None,
+        };
         Ok((
             Account {
                 name,
                 endpoint,
                 credential,
+                scope,
             },
             fields,
         ))
@@ -391,6 +486,7 @@ impl AzureQueue {
     /// [`Error::InvalidQueueName`], [`Error::Unavailable`].
     pub async fn delete_queue(&self, queue: &str) -> Result<()> {
         check_azure_queue_name(queue)?;
+        self.allowed(queue, "d", "deleting a queue")?;
         for name in [queue.to_owned(), poison_queue(queue)] {
             let response = self
                 .request(Method::DELETE, &format!("/{name}"), &[], None)
@@ -401,6 +497,14 @@ impl AzureQueue {
             }
         }
         Ok(())
+    }
+
+    /// Checks a call against the access signature, if the queue was opened with one.
+    fn allowed(&self, queue: &str, letters: &str, what: &str) -> Result<()> {
+        match &self.inner.account.scope {
+            Some(scope) => scope.check(queue, letters, what),
+            None => Ok(()),
+        }
     }
 
     /// Sends one signed request, retrying what surely did not reach the service (and the
@@ -507,6 +611,31 @@ impl AzureQueue {
 
     /// Creates a queue unless it exists; a queue being deleted is waited for.
     async fn create(&self, name: &str) -> Result<()> {
+        if let Some(scope) = &self.inner.account.scope
+            && !scope.is_account_sas()
+        {
+            // A queue's own access signature cannot create queues: the queue must exist
+            // (made by the account's owner), which reading its metadata shows.
+            self.allowed(
+                name,
+                "r",
+                "declaring a queue through a queue access signature",
+            )?;
+            let response = self
+                .request(
+                    Method::GET,
+                    &format!("/{name}"),
+                    &[("comp", "metadata".to_owned())],
+                    None,
+                )
+                .await?;
+            return if response.status().is_success() {
+                Ok(())
+            } else {
+                Err(service_error(response, name).await)
+            };
+        }
+        self.allowed(name, "cw", "creating a queue")?;
         let deadline = Instant::now() + self.inner.reconnect_within;
         loop {
             let response = self
@@ -550,6 +679,7 @@ impl AzureQueue {
 
     /// Puts a message text on a queue.
     async fn put(&self, queue: &str, text: &str, visible_after: Duration) -> Result<()> {
+        self.allowed(queue, "a", "sending a message")?;
         let ttl = match self.inner.message_ttl {
             None => "-1".to_owned(),
             Some(ttl) => ttl.as_secs().max(1).to_string(),
@@ -619,6 +749,7 @@ impl AzureQueue {
 
     /// Receives up to `count` messages, each leased for `lease`.
     async fn receive(&self, queue: &str, count: usize, lease: Duration) -> Result<Vec<Leased>> {
+        self.allowed(queue, "p", "receiving messages")?;
         let response = self
             .request(
                 Method::GET,
@@ -691,6 +822,7 @@ impl AzureQueue {
         receipt: &str,
         after: Duration,
     ) -> Result<String> {
+        self.allowed(queue, "u", "changing a message's visibility")?;
         let response = self
             .request(
                 Method::PUT,
@@ -714,6 +846,7 @@ impl AzureQueue {
     }
 
     async fn delete_message(&self, queue: &str, message_id: &str, receipt: &str) -> Result<()> {
+        self.allowed(queue, "p", "deleting a message")?;
         let response = self
             .request(
                 Method::DELETE,
@@ -730,6 +863,7 @@ impl AzureQueue {
     }
 
     async fn approximate_count(&self, queue: &str) -> Result<u64> {
+        self.allowed(queue, "r", "reading a queue's count")?;
         let response = self
             .request(
                 Method::GET,
@@ -868,7 +1002,10 @@ async fn service_error(response: reqwest::Response, queue: &str) -> Error {
         (s, _) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => {
             Error::unavailable(message)
         }
-        (StatusCode::FORBIDDEN, _) => Error::Config(format!("not allowed: {message}")),
+        (StatusCode::FORBIDDEN, _) => Error::PermissionDenied {
+            queue: queue.to_owned(),
+            reason: format!("{code}: the service refused the credential"),
+        },
         _ => Error::storage(message),
     }
 }
@@ -907,6 +1044,17 @@ impl Queue for AzureQueue {
         if options.max_deliveries == 0 {
             return Err(Error::Config("max_deliveries must be at least 1".into()));
         }
+        if self
+            .inner
+            .account
+            .scope
+            .as_ref()
+            .is_some_and(|scope| !scope.is_account_sas())
+        {
+            // A queue's own access signature reaches that queue only: declaring checks it
+            // exists; poisoning through this token is refused by the service.
+            return self.create(queue).await;
+        }
         self.create(&poison_queue(queue)).await?;
         self.create(queue).await
     }
@@ -940,6 +1088,7 @@ impl Queue for AzureQueue {
         let poison = poison_queue(queue);
         let mut wires = Vec::new();
         if limit <= MAX_BATCH {
+            self.allowed(&poison, "r", "peeking messages")?;
             // Peek: nothing is leased, nothing is counted.
             let response = self
                 .request(
