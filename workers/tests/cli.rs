@@ -4,6 +4,8 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::{Command, Output, Stdio};
@@ -12,8 +14,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit_core::{AnyStore, Entity, MemoryStore, SqliteStore, TableStore};
 use tablekit_workers::cli::{self, Connections};
-use tablekit_workers::queue::Queue;
-use tablekit_workers::queue::sqlite::SqliteQueue;
+use tablekit_workers::queue::{AnyQueue, Queue};
 use tablekit_workers::{Envelope, Operation, OperationError, Registry};
 
 fn worker() -> Command {
@@ -52,8 +53,58 @@ fn http_get(port: u16, path: &str) -> Option<String> {
     Some(response)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[tokio::test]
 async fn the_binary_enqueues_runs_reports_and_replays() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let broker = format!("sqlite:{}", path.display());
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    let garbage = async {
+        queue
+            .send("archive", "garbage-1", b"\x00not json")
+            .await
+            .unwrap();
+        Some("garbage-1".to_owned())
+    };
+    enqueue_run_report_and_replay(&broker, "archive", &queue, garbage).await;
+}
+
+#[cfg(feature = "azure")]
+#[tokio::test]
+async fn the_binary_runs_on_azure_queues() {
+    let Some(connection) = support::azure_queues() else {
+        return;
+    };
+    let broker = format!("azure:{connection}");
+    let name = support::azure_name("cli");
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    let azure = tablekit_workers::queue::azure::AzureQueue::connect(&connection).unwrap();
+    queue
+        .declare(
+            &name,
+            &tablekit_workers::WorkerConfig::new(&name).queue_options(),
+        )
+        .await
+        .unwrap();
+    // Another producer's text (not tablekit's wire form): received as it is and poisoned
+    // with the reason, under the service's message id.
+    let garbage = async {
+        azure.send_text(&name, "<not an operation>").await.unwrap();
+        None
+    };
+    enqueue_run_report_and_replay(&broker, &name, &queue, garbage).await;
+    azure.delete_queue(&name).await.unwrap();
+}
+
+/// `enqueue`, `stats`, `run` with metrics, `poison list` and `poison replay` through the
+/// binary on `broker`; `garbage` puts a message no worker can read on `queue` and gives its
+/// id when the sender knows it.
+async fn enqueue_run_report_and_replay(
+    broker: &str,
+    queue_name: &str,
+    queue: &AnyQueue,
+    garbage: impl std::future::Future<Output = Option<String>>,
+) {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
     let store = SqliteStore::open(&store_path).await.unwrap();
@@ -65,12 +116,11 @@ async fn the_binary_enqueues_runs_reports_and_replays() {
         )
         .await
         .unwrap();
-    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
     let store_url = format!("sqlite:{}", store_path.display());
 
     let id = ok(worker()
         .args([
-            "enqueue", "archive", "--broker", &broker, "--queue", "archive",
+            "enqueue", "archive", "--broker", broker, "--queue", queue_name,
         ])
         .args(["--source", "Current", "--target", "Archive"])
         .args(["--partition-key", "Sales", "--row-key", "empid_000001"])
@@ -80,25 +130,19 @@ async fn the_binary_enqueues_runs_reports_and_replays() {
     // Every flag is also an environment variable.
     let stats = ok(worker()
         .args(["stats"])
-        .env("TABLEKIT_BROKER", &broker)
-        .env("TABLEKIT_QUEUE", "archive")
+        .env("TABLEKIT_BROKER", broker)
+        .env("TABLEKIT_QUEUE", queue_name)
         .output()
         .unwrap());
     assert!(stats.starts_with("waiting 1\t"), "{stats}");
 
     // A message no worker can read.
-    let queue = SqliteQueue::open(dir.path().join("queue.db"))
-        .await
-        .unwrap();
-    queue
-        .send("archive", "garbage-1", b"\x00not json")
-        .await
-        .unwrap();
+    let garbage_id = garbage.await;
 
     let port = free_port();
     let mut running = worker()
         .args([
-            "run", "--queue", "archive", "--broker", &broker, "--store", &store_url,
+            "run", "--queue", queue_name, "--broker", broker, "--store", &store_url,
         ])
         .args(["--metrics-addr", &format!("127.0.0.1:{port}")])
         .stdout(Stdio::piped())
@@ -106,7 +150,7 @@ async fn the_binary_enqueues_runs_reports_and_replays() {
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let stats = queue.stats("archive").await.unwrap();
+        let stats = queue.stats(queue_name).await.unwrap();
         if stats.waiting == 0 && stats.leased == 0 && stats.poisoned == 1 {
             break;
         }
@@ -148,12 +192,18 @@ async fn the_binary_enqueues_runs_reports_and_replays() {
             .is_some()
     );
 
+    let garbage_id = match garbage_id {
+        Some(id) => id,
+        None => queue.poison_list(queue_name, 10).await.unwrap()[0]
+            .id
+            .clone(),
+    };
     let listed = ok(worker()
-        .args(["poison", "list", "--broker", &broker, "--queue", "archive"])
+        .args(["poison", "list", "--broker", broker, "--queue", queue_name])
         .output()
         .unwrap());
     assert!(
-        listed.contains("garbage-1") && listed.contains("malformed operation envelope"),
+        listed.contains(&garbage_id) && listed.contains("malformed operation envelope"),
         "{listed}"
     );
     assert!(listed.ends_with("1 poison messages\n"), "{listed}");
@@ -162,16 +212,16 @@ async fn the_binary_enqueues_runs_reports_and_replays() {
             "poison",
             "replay",
             "--broker",
-            &broker,
+            broker,
             "--queue",
-            "archive",
+            queue_name,
             "--id",
-            "garbage-1",
+            &garbage_id,
         ])
         .output()
         .unwrap());
     assert_eq!(replayed, "replayed 1 messages\n");
-    assert_eq!(queue.stats("archive").await.unwrap().waiting, 1);
+    assert_eq!(queue.stats(queue_name).await.unwrap().waiting, 1);
 }
 
 #[test]

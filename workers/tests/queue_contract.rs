@@ -528,6 +528,29 @@ mod azure_only {
     }
 
     #[tokio::test]
+    async fn another_producers_text_is_delivered_as_the_body() {
+        let Some((queue, _)) = connect() else { return };
+        let name = support::azure_name("foreign");
+        queue.declare(&name, &options()).await.unwrap();
+        // An operation envelope a script put as plain text, as the Python SDK does.
+        let text = r#"{"id":"8f1c","kind":"archive","version":1,"payload":{}}"#;
+        queue.send_text(&name, text).await.unwrap();
+        let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.received().body, text.as_bytes());
+        assert_eq!(delivery.received().delivery_count, 1);
+        assert_ne!(delivery.received().id, "8f1c", "the service's message id");
+        delivery.ack().await.unwrap();
+        let too_long = "x".repeat(70_000);
+        let error = queue
+            .send_text(&name, &too_long)
+            .await
+            .expect_err("over 64 KiB");
+        assert!(matches!(error, Error::Refused { .. }), "{error}");
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    #[tokio::test]
     async fn names_invalid_on_azure_are_refused_before_any_request() {
         // A closed port: any request would fail with Unavailable, not InvalidQueueName.
         let queue = AzureQueue::connect(
@@ -688,7 +711,10 @@ mod azure_access_signatures {
         assert_eq!(delivery.received().id, "via-token");
         delivery.ack().await.unwrap();
         // The poison queue is another queue, outside this token: counting it is refused.
-        let error = worker.stats(&name).await.expect_err("the poison queue is elsewhere");
+        let error = worker
+            .stats(&name)
+            .await
+            .expect_err("the poison queue is elsewhere");
         assert!(matches!(error, Error::PermissionDenied { .. }), "{error}");
         assert_eq!(owner.stats(&name).await.unwrap().waiting, 0);
         owner.delete_queue(&name).await.unwrap();

@@ -19,9 +19,11 @@
 //! - Queue names follow the service's rules (3–63 lowercase letters, digits and single
 //!   hyphens) with room for the `-poison` suffix, checked before any request.
 //!
-//! Message text is tablekit's JSON (`{"id", "sent", "body" (base64) | "claim", "reason",
-//! "count"}`); a message another producer wrote in another shape is delivered with its raw
-//! text as the body, so the worker poisons it with a reason instead of stopping.
+//! Message text is tablekit's JSON (`{"tk": 1, "id", "sent", "body" (base64) | "claim",
+//! "reason", "count"}`). A message another producer wrote (a script, a function's output
+//! binding) is delivered with its text as the body and the service's message id: an
+//! operation envelope's JSON put as plain text is handled like one tablekit sent, and
+//! anything else is poisoned with a reason while the worker keeps running.
 //!
 //! The client is written on `reqwest` beside the Table client and signs with the same
 //! account key (SharedKeyLite) or appends the same SAS: the official `azure_storage_queue`
@@ -299,6 +301,8 @@ fn account_of(endpoint: &str) -> Option<String> {
 /// A message as tablekit writes it into the message text.
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 struct Wire {
+    /// The wire form's version (1): tells tablekit's messages from other producers' JSON.
+    tk: u32,
     id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     sent: Option<DateTime<Utc>>,
@@ -477,6 +481,23 @@ impl AzureQueue {
     #[must_use]
     pub fn with_lease_renewal(self, renew: bool) -> Self {
         self.with_inner(|inner| inner.renew_leases = renew)
+    }
+
+    /// Puts a message text on a queue as another producer would (no tablekit wire form):
+    /// consumers receive the text itself as the body, with the service's message id.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`]; [`Error::Refused`] for a text over 64 KiB or an
+    /// undeclared queue; [`Error::Unavailable`].
+    pub async fn send_text(&self, queue: &str, text: &str) -> Result<()> {
+        check_azure_queue_name(queue)?;
+        if escaped_len(text) > MAX_MESSAGE_TEXT {
+            return Err(Error::refused(format!(
+                "a message text has at most 64 KiB on the service, this one {} bytes",
+                escaped_len(text)
+            )));
+        }
+        self.put(queue, text, Duration::ZERO).await
     }
 
     /// Deletes a queue and its poison queue (and their messages). Claim-checked bodies of
@@ -786,9 +807,11 @@ impl AzureQueue {
                     };
                     (wire, received)
                 }
-                // Another producer's message: delivered as it is, for the worker to poison.
+                // Another producer's message: its text is the body (kept in this wire form
+                // if the message is poisoned).
                 Err(_) => {
                     let wire = Wire {
+                        tk: 1,
                         id: message.message_id.clone(),
                         body: Some(STANDARD.encode(message.message_text.as_bytes())),
                         ..Wire::default()
@@ -1062,6 +1085,7 @@ impl Queue for AzureQueue {
     async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
         check_azure_queue_name(queue)?;
         let wire = Wire {
+            tk: 1,
             id: id.to_owned(),
             sent: Some(Utc::now()),
             ..Wire::default()
@@ -1181,6 +1205,7 @@ impl Queue for AzureQueue {
 /// The wire form of a poison queue's message text (another producer's text as its body).
 fn poison_wire(message_id: &str, text: &str) -> Wire {
     serde_json::from_str::<Wire>(text).unwrap_or_else(|_| Wire {
+        tk: 1,
         id: message_id.to_owned(),
         body: Some(STANDARD.encode(text.as_bytes())),
         ..Wire::default()
@@ -1496,6 +1521,10 @@ mod tests {
             quick_xml::de::from_str("<QueueMessagesList />").expect("parses");
         assert!(empty.messages.is_empty());
         let wire = poison_wire("m9", "not json");
+        // An operation envelope put as plain text is not mistaken for the wire form.
+        assert!(
+            serde_json::from_str::<Wire>(r#"{"id":"e1","kind":"archive","payload":{}}"#).is_err()
+        );
         assert_eq!(wire.id, "m9");
         assert_eq!(
             wire.body.as_deref(),
