@@ -25,7 +25,7 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use support::{env_usize, envelope, median, seed, through_worker};
+use support::{CONCURRENCY, env_usize, envelope, median, seed, through_worker};
 use tablekit_core::SqliteStore;
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::queue::rabbit::RabbitQueue;

@@ -15,16 +15,16 @@ use tablekit_workers::{Envelope, Registry, Worker, WorkerConfig};
 use tokio::sync::Notify;
 
 /// Deliveries the worker handles at once.
-pub const CONCURRENCY: usize = 16;
+pub(crate) const CONCURRENCY: usize = 16;
 
-pub fn env_usize(name: &str, default: usize) -> usize {
+pub(crate) fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
 }
 
-pub fn envelope(i: usize) -> Envelope {
+pub(crate) fn envelope(i: usize) -> Envelope {
     Envelope::new(&ArchiveOperation {
         source_table: "Current".into(),
         target_table: "Archive".into(),
@@ -35,7 +35,7 @@ pub fn envelope(i: usize) -> Envelope {
 }
 
 /// The N entities the archive operations move, written 32 at a time.
-pub async fn seed<S: TableStore>(store: &S, n: usize) {
+pub(crate) async fn seed<S: TableStore>(store: &S, n: usize) {
     store.create_table("Current").await.unwrap();
     store.create_table("Archive").await.unwrap();
     futures::stream::iter(0..n)
@@ -56,7 +56,7 @@ pub async fn seed<S: TableStore>(store: &S, n: usize) {
 
 /// Enqueues N archive operations (64 sends at a time) and runs the worker until all are
 /// done; with `store` `None` the handler does nothing (the queue and runtime alone).
-pub async fn through_worker<Q: Queue + Clone, S: TableStore + Clone + 'static>(
+pub(crate) async fn through_worker<Q: Queue + Clone, S: TableStore + Clone + 'static>(
     queue: Q,
     name: &str,
     store: Option<S>,
@@ -110,7 +110,7 @@ pub async fn through_worker<Q: Queue + Clone, S: TableStore + Clone + 'static>(
     elapsed
 }
 
-pub fn median(mut values: Vec<f64>) -> f64 {
+pub(crate) fn median(mut values: Vec<f64>) -> f64 {
     values.sort_by(f64::total_cmp);
     values[values.len() / 2]
 }
