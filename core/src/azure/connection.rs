@@ -148,8 +148,9 @@ impl AzureConfig {
     }
 }
 
-/// The account of `https://ACCOUNT.table…` or of an emulator URL ending in the account.
-fn account_from_endpoint(endpoint: &str) -> Option<String> {
+/// The account of a service endpoint: `https://ACCOUNT.table…` (or `.queue…`, `.blob…`), or
+/// an emulator URL ending in the account (`http://127.0.0.1:10002/devstoreaccount1`).
+pub fn account_from_endpoint(endpoint: &str) -> Option<String> {
     let rest = endpoint.split_once("://")?.1;
     let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
     if !path.is_empty() {

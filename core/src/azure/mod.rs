@@ -40,7 +40,7 @@ use serde_json::Value as Json;
 pub use acl::{MAX_SIGNED_IDENTIFIERS, SignedIdentifier};
 pub use connection::{
     AzureConfig, Credential, DEVELOPMENT_ACCOUNT, DEVELOPMENT_KEY, DEVELOPMENT_TABLE_ENDPOINT,
-    account_sas, http_date, sign,
+    account_from_endpoint, account_sas, http_date, sign,
 };
 pub use scope::SAS_CLOCK_SKEW;
 

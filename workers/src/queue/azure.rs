@@ -58,6 +58,9 @@ const API_VERSION: &str = "2021-08-06";
 pub const DEVELOPMENT_QUEUE_ENDPOINT: &str = "http://127.0.0.1:10001/devstoreaccount1";
 /// The largest message text the service stores (64 KiB).
 pub const MAX_MESSAGE_TEXT: usize = 64 * 1024;
+/// How long a consumer waits for held deliveries to settle before a receive, so that one
+/// receive brings several messages.
+const GATHER: Duration = Duration::from_millis(20);
 /// The most messages one receive or peek returns.
 const MAX_BATCH: usize = 32;
 /// The longest queue name the service allows.
@@ -242,7 +245,8 @@ impl Account {
             };
             let name = match get("accountname") {
                 Some(name) => name,
-                None => account_of(&endpoint).ok_or_else(|| invalid("missing AccountName"))?,
+                None => tablekit_core::azure::account_from_endpoint(&endpoint)
+                    .ok_or_else(|| invalid("missing AccountName"))?,
             };
             (name, endpoint)
         };
@@ -285,17 +289,6 @@ impl Account {
             fields,
         ))
     }
-}
-
-/// The account of `https://ACCOUNT.queue…` or of an emulator URL ending in the account.
-fn account_of(endpoint: &str) -> Option<String> {
-    let rest = endpoint.split_once("://")?.1;
-    let (host, path) = rest.split_once('/').unwrap_or((rest, ""));
-    let path = path.trim_matches('/');
-    if !path.is_empty() {
-        return Some(path.to_owned());
-    }
-    host.split('.').next().map(str::to_owned)
 }
 
 /// A message as tablekit writes it into the message text.
@@ -1100,6 +1093,7 @@ impl Queue for AzureQueue {
         Ok(AzureConsumer {
             queue: self.clone(),
             name: queue.to_owned(),
+            prefetch,
             lease: options.lease,
             permits: Arc::new(Semaphore::new(prefetch)),
             buffer: VecDeque::new(),
@@ -1217,6 +1211,7 @@ fn poison_wire(message_id: &str, text: &str) -> Wire {
 pub struct AzureConsumer {
     queue: AzureQueue,
     name: String,
+    prefetch: usize,
     lease: Duration,
     /// One permit per delivery held: `prefetch` bounds them.
     permits: Arc<Semaphore>,
@@ -1305,6 +1300,13 @@ impl Consumer for AzureConsumer {
                 {
                     return Ok(Some(self.deliver(message, permit)));
                 }
+            }
+            // Every receive is a request: when most deliveries are still held, wait a
+            // moment for more to be settled so one receive brings several.
+            let batch = (self.prefetch / 2).max(1);
+            if self.permits.available_permits() + 1 < batch {
+                let more = u32::try_from(batch - 1).unwrap_or(u32::MAX);
+                let _ = tokio::time::timeout(GATHER, self.permits.acquire_many(more)).await;
             }
             let want = 1 + self.permits.available_permits();
             match self.queue.receive(&self.name, want, self.lease).await {
