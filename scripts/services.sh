@@ -42,9 +42,6 @@ ensure_rabbitmq() {
 AZURITE_VERSION=3.35.0
 
 ensure_azurite() {
-    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || (port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000 && port_open 127.0.0.1 10001); then
-        return 0
-    fi
     local dir
     dir="$(cd "$(dirname "$0")/.." && pwd)/.azurite"
     if [[ ! -x "$dir/node_modules/.bin/azurite-table" ]]; then
@@ -56,6 +53,11 @@ ensure_azurite() {
         echo "services: installing azurite@$AZURITE_VERSION" >&2
         mkdir -p "$dir"
         npm install --prefix "$dir" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" >&2
+    fi
+    # Installed even when a service already answers: the queue kill test starts an Azurite
+    # of its own from .azurite/ (to restart it mid-run).
+    if [[ -n "${TABLEKIT_AZURE_CONNECTION:-}" ]] || (port_open 127.0.0.1 10002 && port_open 127.0.0.1 10000 && port_open 127.0.0.1 10001); then
+        return 0
     fi
     # The binaries themselves, not `npx … &`: their PIDs are the processes to stop.
     if ! port_open 127.0.0.1 10002; then
