@@ -134,6 +134,8 @@ struct Workers {
     store: String,
     broker: String,
     blobs: String,
+    /// The workers' log (appended to by every worker process).
+    log: std::fs::File,
     children: Vec<(String, Child)>,
     killed: usize,
 }
@@ -168,12 +170,20 @@ impl Workers {
                 "--blobs",
                 &self.blobs,
             ])
+            // The index worker also relays what killed writers left in their outboxes.
+            .args(if queue.starts_with("index-") {
+                &["--relay"][..]
+            } else {
+                &[]
+            })
             .args(["--relay-interval", "1", "--shutdown-timeout", "10"])
             // A killed worker's leased messages come back after 5 s (the SQLite and Azure
             // queues; RabbitMQ returns them when the connection drops).
             .args(["--lease", "5", "--relay-grace-ms", "500"])
-            .env("RUST_LOG", "error")
+            // Warnings and errors of every worker go to `workers.log` in the data folder.
+            .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
+            .stderr(self.log.try_clone()?)
             .spawn()
     }
 
@@ -322,6 +332,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         store: store_url.clone(),
         broker: broker.clone(),
         blobs: blobs_url.clone(),
+        log: std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(data.join("workers.log"))?,
         children: Vec::new(),
         killed: 0,
     };
@@ -356,7 +370,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             _ => {}
         }
     }
-    let (leavers, total) = result?;
+    let (leavers, total) = match result {
+        Ok(counts) => counts,
+        Err(e) => {
+            // What the workers said, to see why.
+            let log = std::fs::read_to_string(data.join("workers.log")).unwrap_or_default();
+            let tail: Vec<&str> = log.lines().rev().take(40).collect();
+            eprintln!(
+                "the workers' last log lines ({}):",
+                data.join("workers.log").display()
+            );
+            for line in tail.into_iter().rev() {
+                eprintln!("  {line}");
+            }
+            return Err(e);
+        }
+    };
     if args.chaos {
         println!(
             "chaos: {} worker processes killed and restarted",
