@@ -353,7 +353,7 @@ pub struct AzureQueue {
     inner: Arc<Inner>,
 }
 
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Inner {
     client: reqwest::Client,
     account: Account,
@@ -403,7 +403,7 @@ impl AzureQueue {
             .unwrap_or_else(|| DEFAULT_CLAIM_CONTAINER.to_owned());
         let has_key = matches!(account.credential, Credential::SharedKey(_));
         let claims = if has_key {
-            let blob_connection = blob_connection(connection, &fields);
+            let blob_connection = blob_connection(connection);
             BlobStore::azure(&format!("{blob_connection};Container={container}"))
                 .ok()
                 .map(|store| (store, Some((blob_connection, container))))
@@ -424,21 +424,9 @@ impl AzureQueue {
         })
     }
 
-    fn with_inner(self, change: impl FnOnce(&mut Inner)) -> Self {
-        let mut inner = Arc::try_unwrap(self.inner).unwrap_or_else(|shared| Inner {
-            client: shared.client.clone(),
-            account: shared.account.clone(),
-            message_ttl: shared.message_ttl,
-            max_poll_interval: shared.max_poll_interval,
-            claims: shared.claims.clone(),
-            claims_ready: OnceCell::new(),
-            reconnect_within: shared.reconnect_within,
-            renew_leases: shared.renew_leases,
-        });
-        change(&mut inner);
-        AzureQueue {
-            inner: Arc::new(inner),
-        }
+    fn with_inner(mut self, change: impl FnOnce(&mut Inner)) -> Self {
+        change(Arc::make_mut(&mut self.inner));
+        self
     }
 
     /// How long a sent message lives in the queue (`None`, the default: until received and
@@ -955,8 +943,7 @@ impl AzureQueue {
 
 /// The blob connection of a queue connection string: the same account (with the blob
 /// endpoint it names), without the queue-only keys.
-fn blob_connection(connection: &str, fields: &std::collections::HashMap<String, String>) -> String {
-    let _ = fields;
+fn blob_connection(connection: &str) -> String {
     connection
         .split(';')
         .map(str::trim)
@@ -980,7 +967,7 @@ fn escaped_len(text: &str) -> usize {
 
 /// A lease in the service's whole seconds, at least one.
 fn lease_secs(lease: Duration) -> u64 {
-    lease.as_secs() + u64::from(lease.subsec_nanos() > 0).max(u64::from(lease.as_secs() == 0))
+    (lease.as_secs() + u64::from(lease.subsec_nanos() > 0)).max(1)
 }
 
 fn lease_duration(lease: Duration) -> Duration {
@@ -1497,14 +1484,13 @@ mod tests {
 
     #[test]
     fn the_blob_connection_keeps_the_account_and_drops_queue_keys() {
-        let (_, fields) = Account::parse(
+        Account::parse(
             "UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;ClaimContainer=x",
         )
         .expect("valid");
         assert_eq!(
             blob_connection(
-                "UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;ClaimContainer=x",
-                &fields
+                "UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:1/devstoreaccount1;ClaimContainer=x"
             ),
             "UseDevelopmentStorage=true"
         );
