@@ -16,7 +16,9 @@
 //! `--broker azure:UseDevelopmentStorage=true` for Azure Queue Storage (Azure Storage
 //! alone: tables, queues and blobs on one account, no broker to run),
 //! `--blobs azure:…;Container=NAME` or `--blobs file:DIR` for another blob store,
-//! `--chaos` to kill and restart worker processes at random during the run.
+//! `--chaos` to kill and restart worker processes at random during the run,
+//! `--early-kills 8` to kill that many worker processes (the index worker's first start
+//! among them) within the first second of their life, as they connect and declare.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -113,6 +115,10 @@ struct Args {
     /// Kill and restart worker processes at random during the run.
     #[arg(long)]
     chaos: bool,
+    /// Kill this many worker processes within the first second of their life (the index
+    /// worker among them), restarting each; the run ends after the last.
+    #[arg(long, default_value_t = 0)]
+    early_kills: usize,
     /// Seconds to wait for the workers before giving up.
     #[arg(long, default_value_t = 300)]
     timeout: u64,
@@ -136,8 +142,19 @@ struct Workers {
     blobs: String,
     /// The workers' log (appended to by every worker process).
     log: std::fs::File,
-    children: Vec<(String, Child)>,
+    children: Vec<Worker>,
     killed: usize,
+    /// Early kills still to make (`--early-kills`).
+    early_kills_left: usize,
+    /// Early kills made.
+    killed_early: usize,
+}
+
+/// A worker process: its queue, and when it is to be killed in its first second.
+struct Worker {
+    queue: String,
+    child: Child,
+    kill_at: Option<Instant>,
 }
 
 impl Workers {
@@ -188,8 +205,17 @@ impl Workers {
     }
 
     fn start(&mut self, queue: &str) -> std::io::Result<()> {
+        // While early kills are left, every worker started (the index worker first of all)
+        // dies at a random moment of its first second: connecting, declaring, relaying.
+        let pending = self.children.iter().filter(|w| w.kill_at.is_some()).count();
+        let kill_at = (self.early_kills_left > pending)
+            .then(|| Instant::now() + Duration::from_millis(rand::rng().random_range(0..1000)));
         let child = self.spawn(queue)?;
-        self.children.push((queue.to_owned(), child));
+        self.children.push(Worker {
+            queue: queue.to_owned(),
+            child,
+            kill_at,
+        });
         Ok(())
     }
 
@@ -199,37 +225,76 @@ impl Workers {
             return Ok(());
         }
         let at = rand::rng().random_range(0..self.children.len());
-        let (queue, mut child) = self.children.swap_remove(at);
-        child.kill()?;
-        child.wait()?;
+        let mut worker = self.children.swap_remove(at);
+        worker.child.kill()?;
+        worker.child.wait()?;
         self.killed += 1;
-        self.start(&queue)
+        if worker.kill_at.is_some() {
+            // Its early kill is spent on this one.
+            self.early_kills_left -= 1;
+            self.killed_early += 1;
+        }
+        self.start(&worker.queue)
+    }
+
+    /// Kills (SIGKILL) the workers whose moment in their first second came, and starts
+    /// each again; returns when the next such moment is, if any.
+    fn early_kills(&mut self) -> std::io::Result<Option<Instant>> {
+        let now = Instant::now();
+        while let Some(at) = self
+            .children
+            .iter()
+            .position(|w| w.kill_at.is_some_and(|t| t <= now))
+        {
+            let mut worker = self.children.swap_remove(at);
+            worker.child.kill()?;
+            worker.child.wait()?;
+            self.killed += 1;
+            self.killed_early += 1;
+            self.early_kills_left -= 1;
+            self.start(&worker.queue)?;
+        }
+        Ok(self.children.iter().filter_map(|w| w.kill_at).min())
+    }
+
+    /// The pause before the next look at the workers: 100 ms, shorter when an early kill
+    /// is due sooner.
+    fn pause(&mut self) -> std::io::Result<Duration> {
+        let pause = Duration::from_millis(100);
+        Ok(match self.early_kills()? {
+            Some(at) => pause.min(at.saturating_duration_since(Instant::now())),
+            None => pause,
+        })
     }
 
     /// Starts again any worker that exited by itself (it reports why on stderr).
     fn revive(&mut self) -> std::io::Result<()> {
         let mut exited = Vec::new();
-        for (i, (queue, child)) in self.children.iter_mut().enumerate() {
-            if let Some(status) = child.try_wait()? {
-                eprintln!("a worker of `{queue}` exited ({status}); starting it again");
+        for (i, worker) in self.children.iter_mut().enumerate() {
+            if let Some(status) = worker.child.try_wait()? {
+                eprintln!(
+                    "a worker of `{}` exited ({status}); starting it again",
+                    worker.queue
+                );
                 exited.push(i);
             }
         }
+        // Highest index first: swap_remove moves only the last element.
         for i in exited.into_iter().rev() {
-            let (queue, _) = self.children.swap_remove(i);
-            self.start(&queue)?;
+            let worker = self.children.swap_remove(i);
+            self.start(&worker.queue)?;
         }
         Ok(())
     }
 
     fn stop(&mut self) {
-        for (_, child) in &mut self.children {
+        for worker in &mut self.children {
             let _ = Command::new("kill")
-                .args(["-TERM", &child.id().to_string()])
+                .args(["-TERM", &worker.child.id().to_string()])
                 .status();
         }
-        for (_, child) in &mut self.children {
-            let _ = child.wait();
+        for worker in &mut self.children {
+            let _ = worker.child.wait();
         }
     }
 }
@@ -338,6 +403,8 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             .open(data.join("workers.log"))?,
         children: Vec::new(),
         killed: 0,
+        early_kills_left: args.early_kills,
+        killed_early: 0,
     };
     workers.start(&index_queue)?;
     for _ in 0..args.workers.max(1) {
@@ -386,10 +453,10 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
             return Err(e);
         }
     };
-    if args.chaos {
+    if args.chaos || args.early_kills > 0 {
         println!(
-            "chaos: {} worker processes killed and restarted",
-            workers.killed
+            "chaos: {} worker processes killed and restarted, {} of them in their first second",
+            workers.killed, workers.killed_early
         );
     }
     let elapsed = started.elapsed().as_secs_f64();
@@ -496,6 +563,8 @@ async fn drive(
                 })
                 .await?;
             bar.inc(1);
+            // Workers start while the table is seeded: their first second may end here.
+            workers.early_kills()?;
         }
     }
     // A client asks for the leavers to be archived.
@@ -519,6 +588,7 @@ async fn drive(
             )
             .await?;
         leavers += 1;
+        workers.early_kills()?;
     }
     bar.set_length(leavers as u64);
     bar.set_position(0);
@@ -543,14 +613,19 @@ async fn drive(
             workers.chaos()?;
             next_chaos = Instant::now() + Duration::from_millis(rand::rng().random_range(200..800));
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(workers.pause()?).await;
     }
     // The index worker finishes what the writes and moves left.
     bar.set_message("indexing");
     loop {
         let stats = queue.stats(index_queue).await?;
         let outbox = tablekit::patterns::consistency::outbox::scan(store, "Current").await?;
-        if stats.waiting == 0 && stats.leased == 0 && outbox.is_empty() {
+        // Every early kill asked for is made before the run ends.
+        if stats.waiting == 0
+            && stats.leased == 0
+            && outbox.is_empty()
+            && workers.early_kills_left == 0
+        {
             break;
         }
         if Instant::now() > deadline {
@@ -564,7 +639,7 @@ async fn drive(
             .into());
         }
         workers.revive()?;
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(workers.pause()?).await;
     }
     bar.finish_and_clear();
     Ok((leavers, total))

@@ -12,7 +12,7 @@ use tablekit::patterns::log_blobs::{LogWriter, read_range};
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let dir = tempfile::tempdir()?;
     let blobs = BlobStore::local(dir.path())?;
-    let mut writer = LogWriter::new(
+    let writer = LogWriter::new(
         blobs.clone(),
         "app",
         4096,
@@ -24,7 +24,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .append(start + Duration::seconds(n), &format!("GET /item/{n} 200"))
             .await?;
     }
-    writer.flush().await?;
+    // close() writes what is buffered and stops the background flush by age.
+    writer.close().await?;
     let names: Vec<String> = blobs
         .list("app/")
         .await?

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Makes sure the services the tests use are up:
-# - RabbitMQ (unless AMQP_URL names one): started when installed but not running;
+# - RabbitMQ (unless AMQP_URL names one): started when installed but not running; when
+#   missing, installed from the distribution's packages if this runs as root with apt-get,
+#   else the one command to run is printed;
 # - Azurite's table, blob and queue services on 127.0.0.1:10002, :10000 and :10001 (unless
 #   TABLEKIT_AZURE_CONNECTION names a service): installed from the npm registry into
 #   .azurite/ (a pinned version) and started in memory; their PIDs go to .azurite/*.pid so
@@ -11,6 +13,27 @@ set -euo pipefail
 
 port_open() { (exec 3<>"/dev/tcp/$1/$2") 2>/dev/null; }
 
+# Installs the distribution's RabbitMQ where this script can: as root, with apt-get.
+install_rabbitmq() {
+    if [[ "$(id -u)" != 0 ]] || ! command -v apt-get >/dev/null; then
+        return 1
+    fi
+    echo "services: installing RabbitMQ (apt-get install rabbitmq-server)" >&2
+    # The package lists may be missing or stale (a fresh container): update once on failure.
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server >&2 ||
+        { DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q rabbitmq-server >&2; }
+}
+
+# The one command that provides a broker where this script cannot install one.
+rabbitmq_hint() {
+    if command -v apt-get >/dev/null; then
+        echo "sudo apt-get install -y rabbitmq-server"
+    else
+        echo "docker run -d -p 5672:5672 rabbitmq:3.13"
+    fi
+}
+
 ensure_rabbitmq() {
     if [[ -n "${AMQP_URL:-}" ]]; then
         return 0
@@ -18,9 +41,15 @@ ensure_rabbitmq() {
     if port_open 127.0.0.1 5672; then
         return 0
     fi
-    if ! command -v rabbitmq-server >/dev/null; then
-        echo "services: RabbitMQ is not installed and AMQP_URL is not set" >&2
+    # The broker's commands live in sbin, which a user's PATH may lack.
+    PATH="$PATH:/usr/sbin:/sbin"
+    if ! command -v rabbitmq-server >/dev/null && ! install_rabbitmq; then
+        echo "services: RabbitMQ is not installed and AMQP_URL is not set; run: $(rabbitmq_hint)" >&2
         [[ "${CI:-}" == "true" ]] && return 1
+        return 0
+    fi
+    if port_open 127.0.0.1 5672; then
+        # The package's own service started it.
         return 0
     fi
     echo "services: starting RabbitMQ" >&2
@@ -87,5 +116,8 @@ ensure_azurite() {
     return 0
 }
 
-ensure_rabbitmq
-ensure_azurite
+# Each service is tried even when another failed (the run then reports every missing one).
+status=0
+ensure_rabbitmq || status=1
+ensure_azurite || status=1
+exit "$status"

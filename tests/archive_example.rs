@@ -1,9 +1,12 @@
 //! The archive-employees example's flow at a small size, as a user runs it: on the
 //! embedded SQLite queue and on RabbitMQ, with and without `--chaos` (worker processes
-//! killed and restarted at random), with its tables on Azurite, and on Azure Storage alone
-//! (Azurite's tables, queues and blobs); the final report must be clean.
+//! killed and restarted at random) and `--early-kills` (worker processes, the index worker
+//! too, killed within their first second), with its tables on Azurite, and on Azure
+//! Storage alone (Azurite's tables, queues and blobs); the final report must be clean.
 
 #![allow(missing_docs)]
+
+mod support;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -33,11 +36,7 @@ fn amqp_url() -> Option<String> {
     if up {
         return Some("amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
     }
-    assert!(
-        std::env::var("CI").map_or(true, |v| v != "true"),
-        "no RabbitMQ under CI=true (scripts/services.sh starts it)"
-    );
-    eprintln!("skipped on RabbitMQ: no broker");
+    support::service_missing("no RabbitMQ: set AMQP_URL or run scripts/services.sh");
     None
 }
 
@@ -79,14 +78,29 @@ fn run(extra: &[&str]) {
         "{stdout}"
     );
     assert!(stdout.contains("report: OK"), "{stdout}");
+    // `chaos: N worker processes killed and restarted, M of them in their first second`
+    let chaos: Vec<usize> = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("chaos: "))
+        .map(|l| {
+            l.split_whitespace()
+                .filter_map(|word| word.parse().ok())
+                .collect()
+        })
+        .unwrap_or_default();
     if extra.contains(&"--chaos") {
-        let killed = stdout
-            .lines()
-            .find_map(|l| l.strip_prefix("chaos: "))
-            .and_then(|l| l.split_whitespace().next())
-            .and_then(|n| n.parse::<usize>().ok())
-            .unwrap_or(0);
-        assert!(killed >= 1, "chaos killed no worker: {stdout}");
+        assert!(
+            chaos.first() >= Some(&1),
+            "chaos killed no worker: {stdout}"
+        );
+    }
+    if let Some(at) = extra.iter().position(|a| *a == "--early-kills") {
+        let asked: usize = extra[at + 1].parse().expect("a number of kills");
+        assert_eq!(
+            chaos.get(1),
+            Some(&asked),
+            "not every early kill was made: {stdout}"
+        );
     }
 }
 
@@ -98,6 +112,11 @@ fn the_example_archives_on_the_sqlite_queue() {
 #[test]
 fn the_example_archives_on_the_sqlite_queue_with_chaos() {
     run(&["--chaos"]);
+}
+
+#[test]
+fn the_example_archives_on_the_sqlite_queue_with_workers_killed_as_they_start() {
+    run(&["--early-kills", "8"]);
 }
 
 /// A table prefix of this run's own, when Azurite's tables, blobs and queues answer;
@@ -116,11 +135,9 @@ fn azurite_prefix() -> Option<String> {
                 .is_some()
         });
     if !up {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "no Azurite under CI=true (scripts/services.sh starts it)"
+        support::service_missing(
+            "no Azurite tables, queues and blobs: set TABLEKIT_AZURE_CONNECTION or run scripts/services.sh",
         );
-        eprintln!("skipped on Azurite: not running");
         return None;
     }
     Some(format!(
@@ -158,6 +175,22 @@ fn the_example_archives_on_azure_storage_alone_with_chaos() {
     ]);
 }
 
+#[cfg(feature = "azure")]
+#[test]
+fn the_example_archives_on_azure_storage_alone_with_workers_killed_as_they_start() {
+    let Some(prefix) = azurite_prefix() else {
+        return;
+    };
+    run(&[
+        "--store",
+        &format!("azure:UseDevelopmentStorage=true;TablePrefix={prefix}"),
+        "--broker",
+        "azure:UseDevelopmentStorage=true",
+        "--early-kills",
+        "8",
+    ]);
+}
+
 #[test]
 fn the_example_archives_on_rabbitmq() {
     if let Some(url) = amqp_url() {
@@ -169,5 +202,12 @@ fn the_example_archives_on_rabbitmq() {
 fn the_example_archives_on_rabbitmq_with_chaos() {
     if let Some(url) = amqp_url() {
         run(&["--broker", &url, "--chaos"]);
+    }
+}
+
+#[test]
+fn the_example_archives_on_rabbitmq_with_workers_killed_as_they_start() {
+    if let Some(url) = amqp_url() {
+        run(&["--broker", &url, "--early-kills", "8"]);
     }
 }

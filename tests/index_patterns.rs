@@ -22,7 +22,7 @@ use tablekit::patterns::index::{
 };
 use tablekit::prelude::*;
 
-/// The DESIGN.md Employee, as declared there.
+/// The Employee of the README's derive example, as declared there.
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
     table = "Employees",

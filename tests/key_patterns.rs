@@ -64,7 +64,7 @@ struct Log {
 async fn log_blobs_by_minute_with_a_range_reader(blobs: BlobStore) {
     use tablekit::patterns::log_blobs::{LogWriter, read_range};
     let start = Utc.with_ymd_and_hms(2026, 11, 22, 23, 58, 0).unwrap();
-    let mut writer = LogWriter::new(
+    let writer = LogWriter::new(
         blobs.clone(),
         "app",
         2_000,

@@ -18,7 +18,7 @@ use tablekit::patterns::index::{InlineSink, OutboxSink, Relay};
 use tablekit::patterns::large::{ADDRESS_PREFIX, LargeTable};
 use tablekit::prelude::*;
 
-/// The DESIGN.md photo: a blob field.
+/// The README's employee photo (its "Large entities" section): a blob field.
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
     table = "Staff",
@@ -233,4 +233,47 @@ async fn azurite_tables_with_azurite_blobs() {
             crashes_leave_blobs_the_relay_and_the_sweep_remove(backend.store.clone(), blobs).await;
         }
     }
+}
+
+/// What the README and `Table`'s rustdoc promise: a plain `Table` has no blob store, so a
+/// blob field is an inline property there, and one over the service's 64 KiB property
+/// limit is refused with nothing written.
+async fn a_plain_table_stores_blob_fields_inline(store: AnyStore) {
+    let table = Table::<Staff, _>::new(store.clone());
+    table.create().await.expect("create");
+    table
+        .insert(&staff(1, Some(vec![7u8; 2048]), "n".into()))
+        .await
+        .expect("a small photo");
+    let raw = store
+        .get("Staff", "Ops", "000001", None)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(
+        raw.get("photo"),
+        Some(&Value::Binary(vec![7u8; 2048])),
+        "inline, not an address"
+    );
+    let refused = table
+        .insert(&staff(2, Some(vec![7u8; 100_000]), "n".into()))
+        .await
+        .expect_err("over 64 KiB");
+    assert_eq!(refused.kind(), ErrorKind::TooLarge, "{refused}");
+    assert!(
+        store
+            .get("Staff", "Ops", "000002", None)
+            .await
+            .expect("read")
+            .is_none(),
+        "nothing written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_plain_table_keeps_blob_fields_inline_on_memory_and_sqlite() {
+    let backend = support::memory().await.expect("memory");
+    a_plain_table_stores_blob_fields_inline(backend.store.clone()).await;
+    let backend = support::sqlite().await.expect("sqlite");
+    a_plain_table_stores_blob_fields_inline(backend.store.clone()).await;
 }

@@ -49,11 +49,15 @@ impl Query {
         }
     }
 
-    /// A query from an OData `$filter` string.
+    /// A query from an OData `$filter` string; an empty one (or only whitespace) is no
+    /// filter, as on the table service.
     ///
     /// # Errors
     /// [`Error::Filter`] with the column and what was expected.
     pub fn parse(filter: &str) -> Result<Self> {
+        if filter.trim_matches([' ', '\t', '\n', '\r']).is_empty() {
+            return Ok(Query::new());
+        }
         Ok(Query::with_filter(Filter::parse(filter)?))
     }
 
@@ -146,6 +150,7 @@ fn check_filter_names(filter: &Filter) -> Result<(), Violation> {
             check_filter_names(b)
         }
         Filter::Not(a) => check_filter_names(a),
+        Filter::Literal(_) => Ok(()),
     }
 }
 

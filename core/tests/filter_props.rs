@@ -4,14 +4,22 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
-use tablekit_core::filter::{CompareOp, Filter, prop};
-use tablekit_core::{Entity, Value};
+use tablekit_core::filter::{CompareOp, Filter, literal, prop};
+use tablekit_core::{Entity, Query, Value};
 use uuid::Uuid;
 
-/// Words that cannot name a property because the lexer reads them as keywords or literals.
+/// Words that cannot name a property, in any case, because the lexer reads them as
+/// keywords or literals.
 const RESERVED: &[&str] = &[
-    "and", "or", "not", "eq", "ne", "gt", "ge", "lt", "le", "true", "false", "NaN", "INF",
+    "and", "or", "not", "eq", "ne", "gt", "ge", "lt", "le", "true", "false",
 ];
+
+/// Words that cannot name a property as spelled here (other spellings can).
+const RESERVED_AS_SPELLED: &[&str] = &["NaN", "INF"];
+
+fn is_reserved(word: &str) -> bool {
+    RESERVED.contains(&word.to_ascii_lowercase().as_str()) || RESERVED_AS_SPELLED.contains(&word)
+}
 
 /// Property names the random entities use, so that comparisons often find their property.
 const NAMES: &[&str] = &[
@@ -28,7 +36,7 @@ fn property_name() -> impl Strategy<Value = String> {
     prop_oneof![
         3 => proptest::sample::select(NAMES).prop_map(str::to_owned),
         1 => "[A-Za-z_àéöüßø\u{4e00}-\u{4e10}][A-Za-z0-9_àéöüßø\u{660}-\u{669}]{0,6}"
-            .prop_filter("reserved word", |s| !RESERVED.contains(&s.as_str())),
+            .prop_filter("reserved word", |s| !is_reserved(s)),
     ]
 }
 
@@ -96,8 +104,11 @@ fn compare_op() -> impl Strategy<Value = CompareOp> {
 }
 
 fn filter(with_nan: bool) -> impl Strategy<Value = Filter> {
-    let leaf = (property_name(), compare_op(), value(with_nan))
-        .prop_map(|(name, op, value)| prop(name).compare(op, value));
+    let leaf = prop_oneof![
+        6 => (property_name(), compare_op(), value(with_nan))
+            .prop_map(|(name, op, value)| prop(name).compare(op, value)),
+        1 => any::<bool>().prop_map(literal),
+    ];
     leaf.prop_recursive(4, 32, 2, |inner| {
         prop_oneof![
             (inner.clone(), inner.clone()).prop_map(|(a, b)| a & b),
@@ -147,10 +158,21 @@ fn token_soup() -> impl Strategy<Value = String> {
             "1L",
             "1.5",
             "1e",
+            "5d",
+            "1.5D",
             "-INF",
             "NaN",
             "true",
+            "False",
+            "AND",
+            "Or",
+            "NOT",
+            "EQ",
             "X'0a'",
+            "x'0A'",
+            "BINARY'ff'",
+            "GUID'00000000-0000-0000-0000-000000000001'",
+            "DateTime'2020-01-01T00:00:00Z'",
             "X'",
             "guid'",
             "datetime'2020-01-01T00:00:00Z'",
@@ -197,6 +219,104 @@ proptest! {
         for e in &entities {
             prop_assert_eq!(f.matches(e), reparsed.matches(e), "{} on {:?}", f, e);
         }
+    }
+
+    #[test]
+    fn a_comparison_written_literal_first_parses_to_the_same_filter(
+        name in property_name(),
+        op in compare_op(),
+        value in value(false),
+    ) {
+        let f = prop(name.clone()).compare(op, value);
+        let text = f.to_string();
+        let literal_text = text
+            .strip_prefix(&format!("{name} {op} "))
+            .unwrap()
+            .to_owned();
+        let flipped = match op {
+            CompareOp::Gt => CompareOp::Lt,
+            CompareOp::Ge => CompareOp::Le,
+            CompareOp::Lt => CompareOp::Gt,
+            CompareOp::Le => CompareOp::Ge,
+            other => other,
+        };
+        let swapped = format!("{literal_text} {flipped} {name}");
+        prop_assert_eq!(Filter::parse(&swapped), Ok(f), "{}", swapped);
+    }
+
+    #[test]
+    fn keywords_and_prefixes_in_any_case_parse_to_the_same_filter(
+        f in filter(false),
+        upper in proptest::collection::vec(any::<bool>(), 16),
+    ) {
+        // Re-case every keyword, and every type prefix (a word right before a quote),
+        // outside string literals. Property names are never keywords.
+        let text = f.to_string();
+        let mut recased = String::new();
+        let mut word = String::new();
+        let mut in_string = false;
+        let mut n = 0;
+        let mut flush = |word: &mut String, out: &mut String, before_quote: bool| {
+            let lower = word.to_ascii_lowercase();
+            let prefix = before_quote && matches!(lower.as_str(), "datetime" | "guid" | "x");
+            if prefix || RESERVED.contains(&lower.as_str()) {
+                let up = upper[n % upper.len()];
+                n += 1;
+                out.push_str(&if up { word.to_ascii_uppercase() } else { lower });
+            } else {
+                out.push_str(word);
+            }
+            word.clear();
+        };
+        for c in text.chars() {
+            if in_string {
+                recased.push(c);
+                in_string = c != '\'';
+            } else if c.is_alphanumeric() || c == '_' {
+                word.push(c);
+            } else {
+                flush(&mut word, &mut recased, c == '\'');
+                in_string = c == '\'';
+                recased.push(c);
+            }
+        }
+        flush(&mut word, &mut recased, false);
+        let reparsed = Filter::parse(&recased);
+        prop_assert_eq!(reparsed.map(|r| r.to_string()), Ok(text), "{}", recased);
+    }
+
+    #[test]
+    fn an_int32_literal_compares_numerically_with_int64_and_double_properties(
+        stored in prop_oneof![
+            any::<i64>().prop_map(Value::Int64),
+            double_value(true).prop_map(Value::Double),
+            any::<i32>().prop_map(Value::Int32),
+        ],
+        literal in prop_oneof![any::<i32>(), -3i32..3],
+        op in compare_op(),
+    ) {
+        let e = Entity::new("p", "r").with("N", stored.clone());
+        let expected = match stored {
+            Value::Int64(a) => a.partial_cmp(&i64::from(literal)),
+            Value::Double(a) => a.partial_cmp(&f64::from(literal)),
+            Value::Int32(a) => a.partial_cmp(&literal),
+            _ => unreachable!(),
+        }
+        .is_some_and(|order| match op {
+            CompareOp::Eq => order.is_eq(),
+            CompareOp::Ne => order.is_ne(),
+            CompareOp::Gt => order.is_gt(),
+            CompareOp::Ge => order.is_ge(),
+            CompareOp::Lt => order.is_lt(),
+            CompareOp::Le => order.is_le(),
+        });
+        prop_assert_eq!(prop("N").compare(op, literal).matches(&e), expected);
+    }
+
+    #[test]
+    fn a_query_of_whitespace_only_has_no_filter(text in "[ \t\r\n]{0,8}") {
+        prop_assert_eq!(Query::parse(&text).unwrap().filter, None);
+        prop_assert!(Filter::parse(&text).is_err());
     }
 
     #[test]

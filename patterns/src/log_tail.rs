@@ -21,8 +21,10 @@ use tablekit_core::{Entity, ErrorKind, Query, TableStore};
 
 use crate::error::Result;
 
-/// The separator before a uniqueness suffix: below every digit, so `<ticks>_<suffix>`
-/// sorts with `<ticks>`.
+/// The separator before a uniqueness suffix. `_` (0x5F) sorts above the digits, which
+/// does not disturb the order: the ticks are always 19 digits, so two keys differ in their
+/// ticks before either reaches a separator, and keys of the same tick sort as
+/// `<ticks>` < `<ticks>_<suffix>` (a prefix first), then by suffix.
 pub const SUFFIX_SEPARATOR: char = '_';
 
 /// The log-tail RowKey of an instant.
@@ -116,4 +118,29 @@ pub async fn between<R: Record, S: TableStore>(
         & tablekit_core::filter::row_key().ge(start.as_str())
         & tablekit_core::filter::row_key().lt(end.as_str());
     Ok(table.query(Query::with_filter(filter)).await?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::TimeZone;
+
+    #[test]
+    fn the_separator_orders_keys_by_time_then_suffix() {
+        let at = Utc
+            .with_ymd_and_hms(2026, 11, 22, 10, 0, 0)
+            .single()
+            .expect("a valid instant");
+        let later = at + chrono::Duration::microseconds(1);
+        let bare = row_key(at).expect("key");
+        let suffixed = unique_row_key(at).expect("key");
+        let newer = unique_row_key(later).expect("key");
+        assert!('_' > '9', "the separator sorts above the digits");
+        assert!(bare < suffixed, "same tick: the bare key first");
+        assert!(
+            newer < bare && newer < suffixed,
+            "a later instant first, suffix or not"
+        );
+        assert_eq!(instant_of(&suffixed).expect("instant"), at);
+    }
 }

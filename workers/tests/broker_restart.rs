@@ -50,7 +50,7 @@ async fn a_broker_restart_mid_run_loses_no_message() {
         return;
     };
     if std::env::var("AMQP_URL").is_ok() {
-        eprintln!("skipped: the broker restart test restarts the local broker, not AMQP_URL's");
+        support::skip("restarts the local broker, not AMQP_URL's");
         return;
     }
     let store = MemoryStore::new();

@@ -204,6 +204,29 @@ pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(
     }
 }
 
+/// A queue nobody declared, and so its retry and poison queues: every read of it and its
+/// companions is empty, not an error (a reader can start before the first worker declares).
+pub async fn reads_of_an_undeclared_queue_and_its_companions_are_empty<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    let stats = queue.stats(&name).await.unwrap();
+    assert_eq!(
+        (stats.waiting, stats.leased, stats.poisoned),
+        (0, 0, 0),
+        "{stats:?}"
+    );
+    assert!(queue.poison_list(&name, 10).await.unwrap().is_empty());
+    // More than one Azure peek shows: another path.
+    assert!(queue.poison_list(&name, 100).await.unwrap().is_empty());
+    assert_eq!(queue.poison_replay(&name, None).await.unwrap(), 0);
+    assert_eq!(queue.poison_replay(&name, Some("x")).await.unwrap(), 0);
+    // The queue still works afterwards (a closed channel is not left behind).
+    queue.declare(&name, &options()).await.unwrap();
+    queue.send(&name, "after", b"x").await.unwrap();
+    assert_eq!(queue.stats(&name).await.unwrap().waiting, 1);
+}
+
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -262,6 +285,7 @@ contract!(
     poison_keeps_the_reason_and_replay_brings_messages_back,
     prefetch_bounds_the_deliveries_held_at_once,
     invalid_queue_names_are_refused_before_any_io,
+    reads_of_an_undeclared_queue_and_its_companions_are_empty,
 );
 
 mod sqlite_only {
@@ -348,6 +372,78 @@ mod rabbitmq_only {
         queue.delete_queue(&name, &options()).await.unwrap();
     }
 
+    /// What a reader meets when a worker was killed before declaring everything, or
+    /// another process deleted the companions: a reader that did not declare the queue
+    /// (so assumes the default retry delays) and one that did, both reading empty
+    /// companions.
+    #[tokio::test]
+    async fn reads_of_a_queue_whose_companions_are_gone_count_them_empty() {
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let name = support::unique("companions-gone");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "w1", b"x").await.unwrap();
+        let broker = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+            .await
+            .unwrap();
+        for companion in [
+            format!("{name}-poison"),
+            format!("{name}-retry-200"),
+            format!("{name}-retry-400"),
+        ] {
+            let channel = broker.create_channel().await.unwrap();
+            channel
+                .queue_delete(
+                    companion.as_str().into(),
+                    lapin::options::QueueDeleteOptions::default(),
+                )
+                .await
+                .unwrap();
+            let _ = channel.close(200, "done".into()).await;
+        }
+        let _ = broker.close(200, "done".into()).await;
+        let stranger = RabbitQueue::connect(&url).await.unwrap();
+        for reader in [&queue, &stranger] {
+            let stats = reader.stats(&name).await.unwrap();
+            assert_eq!((stats.waiting, stats.poisoned), (1, 0), "{stats:?}");
+            assert!(reader.poison_list(&name, 10).await.unwrap().is_empty());
+            assert_eq!(reader.poison_replay(&name, None).await.unwrap(), 0);
+        }
+        queue.delete_queue(&name, &options()).await.unwrap();
+    }
+
+    /// Each read of a missing companion closes a channel on the broker; readers at once on
+    /// one connection still see them empty, and the connection stays usable.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_reads_of_missing_companions_stay_empty() {
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let name = support::unique("missing-companions");
+        let readers: Vec<_> = (0..8)
+            .map(|_| {
+                let (queue, name) = (queue.clone(), name.clone());
+                tokio::spawn(async move {
+                    for _ in 0..20 {
+                        let stats = queue.stats(&name).await.unwrap();
+                        assert_eq!((stats.waiting, stats.poisoned), (0, 0), "{stats:?}");
+                        assert!(queue.poison_list(&name, 10).await.unwrap().is_empty());
+                    }
+                })
+            })
+            .collect();
+        for reader in readers {
+            reader.await.unwrap();
+        }
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "after", b"x").await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 1);
+        queue.delete_queue(&name, &options()).await.unwrap();
+    }
+
     #[tokio::test]
     async fn the_broker_dead_letters_a_message_whose_consumers_keep_dying() {
         let Some(url) = support::amqp_url() else {
@@ -392,6 +488,28 @@ mod azure_only {
     fn connect() -> Option<(AzureQueue, String)> {
         let connection = support::azure_queues()?;
         Some((AzureQueue::connect(&connection).unwrap(), connection))
+    }
+
+    /// A poison queue deleted behind its queue (by another process) reads as empty.
+    #[tokio::test]
+    async fn reads_of_a_queue_whose_poison_queue_is_gone_count_it_empty() {
+        let Some((queue, _)) = connect() else {
+            return;
+        };
+        let name = support::azure_name("poison-gone");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "w1", b"x").await.unwrap();
+        // Deletes `<name>-poison` (and its own, never declared, poison queue).
+        queue
+            .delete_queue(&tablekit_workers::queue::poison_queue(&name))
+            .await
+            .unwrap();
+        let stats = queue.stats(&name).await.unwrap();
+        assert_eq!((stats.waiting, stats.poisoned), (1, 0), "{stats:?}");
+        assert!(queue.poison_list(&name, 10).await.unwrap().is_empty());
+        assert!(queue.poison_list(&name, 100).await.unwrap().is_empty());
+        assert_eq!(queue.poison_replay(&name, None).await.unwrap(), 0);
+        queue.delete_queue(&name).await.unwrap();
     }
 
     #[tokio::test]
@@ -652,7 +770,7 @@ mod azure_access_signatures {
             return;
         };
         if connection != "UseDevelopmentStorage=true" {
-            eprintln!("skipped: signs with the emulator's key");
+            support::skip("signs with the emulator's key: runs on Azurite only");
             return;
         }
         let owner = AzureQueue::connect(&connection).unwrap();

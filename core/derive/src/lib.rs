@@ -146,7 +146,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `skip` | not stored; read back as `Default::default()` |
 /// | `default`, `default = "path"` | a missing property reads as `Default::default()` or `path()` |
 /// | `json` | a nested serde type stored as a JSON string property (`None`/`null` is an absent property) |
-/// | `blob` | content for the blob store (`Vec<u8>`, `String` or an `Option` of them); stored inline until the large-entity pattern offloads it |
+/// | `blob` | content for the blob store (`Vec<u8>`, `String` or an `Option` of them). `LargeTable` and `IndexedTable::with_blobs` write it to their blob store and keep its address in the entity; a plain `Table` has no blob store and stores it inline as a property (64 KiB at most) |
 /// | `denormalized(from = "Kind", partition_key = "…", row_key = "…", property = "Prop", table = "…"?)` | a copy of property `Prop` of the `Kind` entity found at the keys the templates make from this entity's fields |
 ///
 /// ```

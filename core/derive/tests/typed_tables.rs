@@ -1,8 +1,10 @@
-//! Typed tables on both embedded backends: the DESIGN.md Employee as written, ETags,
+//! Typed tables on both embedded backends: the Employee of the README's derive example, ETags,
 //! key-template ranges, projections, heterogeneous partitions, versions and upcasting, read
 //! errors, and batches planned into entity group transactions.
 
 #![allow(missing_docs)]
+
+mod support;
 
 use std::future::Future;
 
@@ -39,7 +41,7 @@ struct Employee {
     age: i32,
     email: String,
     #[entity(blob)]
-    photo: Option<Vec<u8>>, // stored in the blob store, address in the entity
+    photo: Option<Vec<u8>>, // inline in a plain Table; in the blob store via LargeTable
 }
 
 #[derive(Entity, Clone, Debug, PartialEq)]
@@ -73,31 +75,6 @@ fn employee(department: &str, id: u32) -> Employee {
     }
 }
 
-/// Azurite's connection string with a table prefix of its own, when the Azure backend is
-/// compiled in (feature `azure`) and an emulator answers; under `CI=true` a missing
-/// Azurite fails.
-fn azurite() -> Option<String> {
-    let base = std::env::var("TABLEKIT_AZURE_CONNECTION").ok().or_else(|| {
-        let up = "127.0.0.1:10002"
-            .parse()
-            .ok()
-            .and_then(|a| {
-                std::net::TcpStream::connect_timeout(&a, std::time::Duration::from_secs(2)).ok()
-            })
-            .is_some();
-        up.then(|| "UseDevelopmentStorage=true".to_owned())
-    });
-    if base.is_none() {
-        assert!(
-            std::env::var("CI").map_or(true, |v| v != "true"),
-            "no Azurite under CI=true (scripts/services.sh starts it)"
-        );
-        eprintln!("skipped on Azure: no Azurite");
-    }
-    let prefix = &uuid::Uuid::new_v4().simple().to_string()[..10];
-    base.map(|b| format!("azure:{b};TablePrefix=t{prefix}"))
-}
-
 /// Runs a test body on the in-memory store, on a SQLite file and, with the `azure`
 /// feature, on Azurite.
 async fn on_both<F, Fut>(body: F)
@@ -117,7 +94,7 @@ where
         // The facade was built without the `azure` feature.
         Err(e) if e.kind() == ErrorKind::InvalidInput => {}
         _ => {
-            if let Some(url) = azurite() {
+            if let Some(url) = support::azurite() {
                 body(AnyStore::connect(&url).await.expect("azure store"))
                     .await
                     .expect("azure backend");

@@ -35,6 +35,7 @@ fn has_nan(filter: &Filter) -> bool {
         Filter::Compare { value, .. } => matches!(value, Value::Double(v) if v.is_nan()),
         Filter::And(a, b) | Filter::Or(a, b) => has_nan(a) || has_nan(b),
         Filter::Not(a) => has_nan(a),
+        Filter::Literal(_) => false,
     }
 }
 

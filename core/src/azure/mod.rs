@@ -140,6 +140,8 @@ pub struct AzureTableStore {
     table_prefix: String,
     retry: RetryPolicy,
     emulator: bool,
+    /// Whether query results are filtered again by the core's rules.
+    refilter: bool,
     /// Emulator only: the stored spelling of each table name, by lower-case name.
     spellings: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
     /// The scope of the shared access signature the store was opened with.
@@ -200,6 +202,7 @@ impl AzureTableStore {
             config,
             retry: RetryPolicy::default(),
             emulator,
+            refilter: true,
             spellings: Default::default(),
             scope,
         })
@@ -214,6 +217,22 @@ impl AzureTableStore {
     /// rules), and table names are matched without case.
     pub fn with_emulator_workarounds(mut self, enabled: bool) -> Self {
         self.emulator = enabled;
+        self
+    }
+
+    /// Whether query results are filtered again here by [`Filter::matches`] (on by
+    /// default), which makes every query answer by the core's filter rules whatever the
+    /// service or emulator decides.
+    ///
+    /// Off, a query returns what the service answered to its `$filter`, sent as
+    /// [`Display`](std::fmt::Display) writes it and never loosened for the emulator: use
+    /// it to compare the service's own answers with the core's (the differential test
+    /// also turns [`with_emulator_workarounds`](Self::with_emulator_workarounds) off).
+    /// Keys are still scoped to a shared access signature's range.
+    ///
+    /// [`Filter::matches`]: crate::filter::Filter::matches
+    pub fn with_result_filtering(mut self, enabled: bool) -> Self {
+        self.refilter = enabled;
         self
     }
 
@@ -643,7 +662,7 @@ impl AzureTableStore {
             other => other,
         };
         let server_filter = match sent {
-            Some(f) if self.emulator => emulator_filter(f),
+            Some(f) if self.emulator && self.refilter => emulator_filter(f),
             other => other.clone(),
         };
         if let Some(f) = &server_filter {
@@ -693,7 +712,7 @@ impl AzureTableStore {
             for value in values {
                 let mut entity = json::entity_from_json(value)?;
                 // The core's filter rules are the contract on every backend.
-                if filter.as_ref().is_some_and(|f| !f.matches(&entity)) {
+                if self.refilter && filter.as_ref().is_some_and(|f| !f.matches(&entity)) {
                     continue;
                 }
                 if let Some(select) = &query.select {
@@ -759,28 +778,35 @@ impl AzureTableStore {
 }
 
 /// Emulator only: the filter to send, loosened where Azurite answers wrongly: `not`
-/// (Azurite negates comparisons over absent properties) and comparisons with Int64,
-/// Binary, DateTime or non-finite Double literals become "any entity". The results are
-/// then filtered by the core's rules, so loosening only costs transfer.
+/// (Azurite negates comparisons over absent properties), `true` and `false` (Azurite
+/// refuses most filters without a property), `eq` with an Int32 literal (Azurite does not
+/// widen it to Int64 values) and comparisons with Int64, Binary, DateTime or non-finite
+/// Double literals become "any entity". The results are then filtered by the core's
+/// rules, so loosening only costs transfer.
 fn emulator_filter(filter: &crate::filter::Filter) -> Option<crate::filter::Filter> {
     use crate::filter::Filter;
     use crate::model::Value;
     match filter {
         Filter::Compare {
-            property, value, ..
+            property,
+            value,
+            op,
         } => {
             let loosened = match value {
                 // Azurite fails on Int64 literals against other types, does not order
                 // binaries, compares DateTimes to the millisecond, and reads no INF/NaN.
                 Value::Int64(_) | Value::Binary(_) | Value::DateTime(_) => true,
                 Value::Double(d) => !d.is_finite(),
+                // It keeps Int64 values as strings, which never equal a number (they
+                // order against one by JavaScript's coercion).
+                Value::Int32(_) => *op == crate::filter::CompareOp::Eq,
                 _ => false,
             };
             // Key comparisons are always exact: they are what limits the scan.
             let is_key = matches!(property.as_str(), "PartitionKey" | "RowKey");
             (is_key || !loosened).then(|| filter.clone())
         }
-        Filter::Not(_) => None,
+        Filter::Not(_) | Filter::Literal(_) => None,
         Filter::And(a, b) => match (emulator_filter(a), emulator_filter(b)) {
             (Some(a), Some(b)) => Some(a & b),
             (Some(x), None) | (None, Some(x)) => Some(x),
@@ -798,6 +824,7 @@ fn collect_properties(filter: &crate::filter::Filter, out: &mut Vec<String>) {
     match filter {
         Filter::Compare { property, .. } => out.push(property.clone()),
         Filter::Not(inner) => collect_properties(inner, out),
+        Filter::Literal(_) => {}
         Filter::And(a, b) | Filter::Or(a, b) => {
             collect_properties(a, out);
             collect_properties(b, out);

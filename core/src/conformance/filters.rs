@@ -1,6 +1,8 @@
 //! Cases about `$filter` semantics, run through `TableStore::query` on a small fixed set
 //! of heterogeneous entities: each operator on each type, absent properties, mismatched
-//! types, `not`, `and`/`or` precedence, string escaping and key ranges.
+//! types, an Int32 literal's widening, `not`, `and`/`or` precedence, `true` and `false`,
+//! keywords in any case, literals on the left, an empty filter, string escaping and key
+//! ranges.
 //!
 //! The data set (partition `f`):
 //!
@@ -16,7 +18,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
 
 use super::{drop_table, insert_all, new_table, row_keys_of};
-use crate::filter::{Filter, prop};
+use crate::filter::{Filter, literal, prop};
 use crate::model::{Entity, Value};
 use crate::query::Query;
 use crate::store::TableStore;
@@ -160,7 +162,8 @@ pub async fn filter_compares_strings_ordinally_with_each_operator<S: TableStore>
     drop_table(store, &table).await;
 }
 
-/// Int32 comparisons follow integer order and ignore Int64 properties.
+/// Int32 comparisons follow integer order; an Int32 literal also compares with the Int64
+/// `I32` of `e` (42).
 pub async fn filter_compares_int32_with_each_operator<S: TableStore>(store: &S) {
     let table = seed_data_set(store, "FilterInt32").await;
     assert_operators(
@@ -170,23 +173,23 @@ pub async fn filter_compares_int32_with_each_operator<S: TableStore>(store: &S) 
         "0",
         [
             ("eq", &["b"]),
-            ("ne", &["a", "c"]),
-            ("gt", &["c"]),
-            ("ge", &["b", "c"]),
+            ("ne", &["a", "c", "e"]),
+            ("gt", &["c", "e"]),
+            ("ge", &["b", "c", "e"]),
             ("lt", &["a"]),
             ("le", &["a", "b"]),
         ],
     )
     .await;
-    assert_matches(store, &table, "I32 eq 42", &["c"]).await;
+    assert_matches(store, &table, "I32 eq 42", &["c", "e"]).await;
     assert_matches(store, &table, "I32 lt -7", &[]).await;
-    assert_matches(store, &table, "I32 ge -2147483648", &["a", "b", "c"]).await;
+    assert_matches(store, &table, "I32 ge -2147483648", &["a", "b", "c", "e"]).await;
     assert_matches(store, &table, "-7 ge I32", &["a"]).await;
     drop_table(store, &table).await;
 }
 
-/// Int64 comparisons follow integer order beyond the Int32 range and ignore Int32
-/// properties.
+/// Int64 comparisons follow integer order beyond the Int32 range; an Int64 literal
+/// ignores Int32 properties.
 pub async fn filter_compares_int64_with_each_operator<S: TableStore>(store: &S) {
     let table = seed_data_set(store, "FilterInt64").await;
     assert_operators(
@@ -209,7 +212,8 @@ pub async fn filter_compares_int64_with_each_operator<S: TableStore>(store: &S) 
     drop_table(store, &table).await;
 }
 
-/// Double comparisons follow IEEE order (`-0.0 eq 0.0`) and ignore integer properties.
+/// Double comparisons follow IEEE order (`-0.0 eq 0.0`); a Double literal ignores integer
+/// properties.
 pub async fn filter_compares_doubles_with_each_operator<S: TableStore>(store: &S) {
     let table = seed_data_set(store, "FilterDouble").await;
     assert_operators(
@@ -238,6 +242,8 @@ pub async fn filter_compares_doubles_with_each_operator<S: TableStore>(store: &S
     assert_matches(store, &table, "Dbl gt 2.2499999", &["c"]).await;
     assert_matches(store, &table, "Dbl lt INF", &["a", "b", "c"]).await;
     assert_matches(store, &table, "Dbl ne NaN", &[]).await;
+    assert_matches(store, &table, "Dbl eq 2.25d", &["c"]).await;
+    assert_matches(store, &table, "Dbl gt 2D", &["c"]).await;
     drop_table(store, &table).await;
 }
 
@@ -389,22 +395,150 @@ pub async fn filter_on_an_absent_property_matches_nothing_for_every_operator<S: 
 }
 
 /// A comparison with a literal of another type than the stored value (Int32 property vs
-/// Int64 literal, and so on) matches nothing: there is no conversion.
+/// Int64 or Double literal, a String against a number, and so on) matches nothing: the
+/// only conversion is an Int32 literal's widening (see the next case).
 pub async fn filter_with_a_mismatched_type_matches_nothing<S: TableStore>(store: &S) {
     let table = seed_data_set(store, "FilterTypes").await;
-    let cases: [(&str, &[&str]); 12] = [
+    let cases: [(&str, &[&str]); 16] = [
         ("I32 eq 42L", &["e"]),
         ("I32 eq 42.0", &[]),
-        ("I64 eq 0", &["e"]),
-        ("I64 ge -1", &["e"]),
-        ("Dbl eq 0", &[]),
+        ("I32 gt 1.5", &[]),
+        ("I32 eq 42d", &[]),
+        ("I64 gt 1.0", &[]),
         ("Dbl eq 0L", &["e"]),
+        ("Dbl gt -5L", &["e"]),
+        ("Str ne 1.0", &[]),
         ("Str eq 1", &["e"]),
         ("Flag eq 'true'", &["e"]),
         ("When eq '2010-06-15T12:30:00.123456Z'", &["e"]),
         ("Bytes eq '0001'", &["e"]),
         ("PartitionKey eq 1", &[]),
         ("RowKey ne 1", &[]),
+        ("Str gt 0", &["e"]),
+        ("Name ne 0", &[]),
+    ];
+    for (filter, expected) in cases {
+        assert_matches(store, &table, filter, expected).await;
+    }
+    drop_table(store, &table).await;
+}
+
+/// An Int32 literal compares numerically with Int64 and Double properties, on either side
+/// of the operator (`Price eq 5` holds for the Double `5.0`), as on the table service;
+/// Int64 and Double literals do not widen.
+pub async fn filter_int32_literal_compares_with_int64_and_double_properties<S: TableStore>(
+    store: &S,
+) {
+    let table = seed_data_set(store, "FilterWiden").await;
+    let cases: [(&str, &[&str]); 14] = [
+        ("I64 eq 0", &["b", "e"]),
+        ("I64 gt 0", &["c"]),
+        ("I64 lt 0", &["a"]),
+        ("I64 ge -1", &["b", "c", "e"]),
+        ("I64 ne 0", &["a", "c"]),
+        ("Dbl eq 0", &["b", "e"]),
+        ("Dbl gt 2", &["c"]),
+        ("Dbl lt 0", &["a"]),
+        ("Dbl ne 2", &["a", "b", "c", "e"]),
+        ("0 eq Dbl", &["b", "e"]),
+        ("2 lt Dbl", &["c"]),
+        ("-1 gt I64", &["a"]),
+        ("Dbl eq 2.25 and Dbl gt 2", &["c"]),
+        ("I64 gt 0L or Dbl lt -1", &["a", "c"]),
+    ];
+    for (filter, expected) in cases {
+        assert_matches(store, &table, filter, expected).await;
+    }
+    assert_query_matches(
+        store,
+        &table,
+        &Query::with_filter(prop("Dbl").ge(0) & prop("I64").ge(0)),
+        "built Dbl ge 0 and I64 ge 0",
+        &["b", "c", "e"],
+    )
+    .await;
+    drop_table(store, &table).await;
+}
+
+/// `true` and `false` stand alone as a whole condition (every entity, none), in any case,
+/// inside `and`, `or` and `not`; the builder writes them with [`literal`].
+pub async fn filter_boolean_literals_select_every_entity_or_none<S: TableStore>(store: &S) {
+    let table = seed_data_set(store, "FilterBoolLit").await;
+    let all: &[&str] = &["a", "b", "c", "d", "e"];
+    let cases: [(&str, &[&str]); 9] = [
+        ("true", all),
+        ("false", &[]),
+        ("True", all),
+        ("FALSE", &[]),
+        ("not true", &[]),
+        ("(true and RowKey eq 'b') or RowKey eq 'd'", &["b", "d"]),
+        ("false or Flag eq true", &["b", "c"]),
+        ("true and Str eq 'apple'", &["a"]),
+        ("not (false) and (RowKey ge 'd' or false)", &["d", "e"]),
+    ];
+    for (filter, expected) in cases {
+        assert_matches(store, &table, filter, expected).await;
+    }
+    let built = (literal(true) & prop("RowKey").eq("b")) | prop("RowKey").eq("d");
+    assert_query_matches(
+        store,
+        &table,
+        &Query::with_filter(built.clone()),
+        "built (true and RowKey eq 'b') or RowKey eq 'd'",
+        &["b", "d"],
+    )
+    .await;
+    assert_matches(store, &table, &built.to_string(), &["b", "d"]).await;
+    drop_table(store, &table).await;
+}
+
+/// An empty `$filter`, or one of whitespace only, is no filter.
+pub async fn filter_that_is_empty_selects_every_entity<S: TableStore>(store: &S) {
+    let table = seed_data_set(store, "FilterEmpty").await;
+    for empty in ["", " ", "\t\r\n "] {
+        assert_matches(store, &table, empty, &["a", "b", "c", "d", "e"]).await;
+    }
+    drop_table(store, &table).await;
+}
+
+/// Keywords (`and`, `or`, `not`, the operators), `true`, `false` and the typed-literal
+/// prefixes are read in any case: `EQ`, `True`, `GUID'…'`, `DATETIME'…'`, `x'…'`.
+pub async fn filter_keywords_and_type_prefixes_are_read_in_any_case<S: TableStore>(store: &S) {
+    let table = seed_data_set(store, "FilterCase").await;
+    let cases: [(&str, &[&str]); 12] = [
+        ("Flag eq True", &["b", "c"]),
+        ("Flag EQ FALSE", &["a"]),
+        ("Str eq 'apple' OR Str eq 'cherry'", &["a", "c"]),
+        ("NOT (Str ge 'b') And Str ne 'Banana'", &["a"]),
+        ("Id eq GUID'00000000-0000-0000-0000-000000000001'", &["a"]),
+        ("Id eq Guid'00000000-0000-0000-0000-000000000002'", &["b"]),
+        ("Bytes eq x'0001'", &["b"]),
+        ("Bytes eq BINARY'FF'", &["c"]),
+        ("Bytes eq Binary'00'", &["a"]),
+        ("When eq DATETIME'2001-01-01T00:00:00Z'", &["a"]),
+        ("When lt DateTime'2010-01-01T00:00:00Z'", &["a"]),
+        ("I32 Gt 0 aNd I32 Le 42", &["c", "e"]),
+    ];
+    for (filter, expected) in cases {
+        assert_matches(store, &table, filter, expected).await;
+    }
+    drop_table(store, &table).await;
+}
+
+/// A literal may stand left of the operator (`'2022-07-12' eq PartitionKey`): the
+/// comparison is the same with the operator mirrored.
+pub async fn filter_with_the_literal_on_the_left_mirrors_the_operator<S: TableStore>(store: &S) {
+    let table = seed_data_set(store, "FilterLeft").await;
+    let cases: [(&str, &[&str]); 9] = [
+        ("'f' eq PartitionKey", &["a", "b", "c", "d", "e"]),
+        ("'c' le RowKey", &["c", "d", "e"]),
+        ("'apple' eq Str", &["a"]),
+        ("'b' lt Str", &["c"]),
+        ("0 lt I32", &["c", "e"]),
+        ("42L eq I32", &["e"]),
+        ("datetime'2010-01-01T00:00:00Z' lt When", &["b", "c"]),
+        ("true eq Flag", &["b", "c"]),
+        ("X'00' lt Bytes", &["b", "c"]),
     ];
     for (filter, expected) in cases {
         assert_matches(store, &table, filter, expected).await;
@@ -433,8 +567,11 @@ pub async fn filter_not_over_an_absent_property_matches<S: TableStore>(store: &S
     assert_matches(store, &table, "not (Str eq 'apple')", &["b", "c", "d", "e"]).await;
     assert_matches(store, &table, "not (Str ne 'apple')", &["a", "d", "e"]).await;
     assert_matches(store, &table, "not not (Str eq 'apple')", &["a"]).await;
+    // `e` holds I32 as the Int64 42, which the Int32 literal widens to.
     let built = Query::with_filter(!prop("I32").ge(0));
-    assert_query_matches(store, &table, &built, "!(I32 ge 0)", &["a", "d", "e"]).await;
+    assert_query_matches(store, &table, &built, "!(I32 ge 0)", &["a", "d"]).await;
+    let built = Query::with_filter(!prop("I32").ge(0i64));
+    assert_query_matches(store, &table, &built, "!(I32 ge 0L)", &["a", "b", "c", "d"]).await;
     drop_table(store, &table).await;
 }
 

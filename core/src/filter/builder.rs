@@ -43,6 +43,29 @@ pub fn timestamp() -> Property {
     prop(TIMESTAMP)
 }
 
+/// `true` (every entity) or `false` (no entity) as a whole condition, written as the
+/// bare keyword: `literal(true) | prop("Age").gt(30)` is `true or Age gt 30`.
+///
+/// ```
+/// use tablekit_core::{Entity, filter::{Filter, literal, prop}};
+///
+/// let f = (literal(true) & prop("RowKey").eq("1")) | prop("PartitionKey").eq("b");
+/// assert_eq!(f.to_string(), "(true and RowKey eq '1') or PartitionKey eq 'b'");
+/// assert_eq!(Filter::parse(&f.to_string()), Ok(f.clone()));
+/// assert!(f.matches(&Entity::new("a", "1")));
+/// assert!(!literal(false).matches(&Entity::new("a", "1")));
+/// ```
+pub fn literal(value: bool) -> Filter {
+    Filter::Literal(value)
+}
+
+/// `Filter::from(true)` is [`literal(true)`](literal).
+impl From<bool> for Filter {
+    fn from(value: bool) -> Filter {
+        literal(value)
+    }
+}
+
 impl Property {
     /// The property's name.
     pub fn name(&self) -> &str {

@@ -9,7 +9,8 @@ use crate::model::{Entity, PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
 impl Filter {
     /// Whether `entity` satisfies the filter, by the rules in the
     /// [module docs](crate::filter): a comparison holds only when the property exists
-    /// with the literal's type and the values compare as the operator asks.
+    /// with the literal's type (an Int32 literal also compares with Int64 and Double
+    /// properties) and the values compare as the operator asks.
     ///
     /// ```
     /// use tablekit_core::{Entity, filter::prop};
@@ -17,6 +18,7 @@ impl Filter {
     /// let jun = Entity::new("Sales", "empid_000123").with("Age", 47);
     /// assert!((prop("Age").ge(30) & prop("PartitionKey").eq("Sales")).matches(&jun));
     /// assert!(!prop("Age").ge(30i64).matches(&jun)); // Int32 property, Int64 literal
+    /// assert!(prop("Price").eq(5).matches(&jun.clone().with("Price", 5.0))); // widened
     /// assert!(!prop("Dept").ne("HR").matches(&jun)); // absent property
     /// ```
     pub fn matches(&self, entity: &Entity) -> bool {
@@ -29,10 +31,12 @@ impl Filter {
             Filter::And(left, right) => left.matches(entity) && right.matches(entity),
             Filter::Or(left, right) => left.matches(entity) || right.matches(entity),
             Filter::Not(operand) => !operand.matches(entity),
+            Filter::Literal(value) => *value,
         }
     }
 
-    /// The number of comparisons in the filter (the table service allows at most
+    /// The number of comparisons in the filter, `true` and `false` not counted (the
+    /// table service allows at most
     /// [`MAX_FILTER_COMPARISONS`](crate::limits::MAX_FILTER_COMPARISONS) in one query).
     pub fn comparisons(&self) -> usize {
         match self {
@@ -41,6 +45,7 @@ impl Filter {
                 left.comparisons() + right.comparisons()
             }
             Filter::Not(operand) => operand.comparisons(),
+            Filter::Literal(_) => 0,
         }
     }
 }
@@ -61,11 +66,14 @@ fn compare_property(entity: &Entity, property: &str, op: CompareOp, literal: &Va
     }
 }
 
-/// `stored op literal` for two values of the same type; false for different types.
+/// `stored op literal` for two values of the same type, or an Int32 literal widened to
+/// an Int64 or Double property's type; false for any other pair of types.
 fn compare_values(stored: &Value, op: CompareOp, literal: &Value) -> bool {
     match (stored, literal) {
         (Value::String(a), Value::String(b)) => holds(a.as_str(), op, b.as_str()),
         (Value::Int32(a), Value::Int32(b)) => holds(a, op, b),
+        (Value::Int64(a), Value::Int32(b)) => holds(a, op, &i64::from(*b)),
+        (Value::Double(a), Value::Int32(b)) => holds(a, op, &f64::from(*b)),
         (Value::Int64(a), Value::Int64(b)) => holds(a, op, b),
         (Value::Double(a), Value::Double(b)) => holds(a, op, b),
         (Value::Boolean(a), Value::Boolean(b)) => holds(a, op, b),

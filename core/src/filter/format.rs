@@ -22,12 +22,14 @@ impl Filter {
     }
 }
 
-/// Canonical OData: comparisons bare (`Age ge 30`); an `and`/`or` operand that is itself
-/// an `and` or `or` in parentheses, so the tree's shape survives a round trip; `not (…)`
-/// always parenthesised.
+/// Canonical OData: comparisons bare (`Age ge 30`) with the property on the left;
+/// keywords, `true`, `false` and type prefixes in lowercase (`X` for Binary); an
+/// `and`/`or` operand that is itself an `and` or `or` in parentheses, so the tree's shape
+/// survives a round trip; `not (…)` always parenthesised.
 ///
 /// `Filter::parse(&f.to_string())` gives back `f` whenever every property name is an
-/// identifier other than a keyword (`and or not eq ne gt ge lt le true false NaN INF`),
+/// identifier other than a keyword in any case (`and or not eq ne gt ge lt le true
+/// false`) or `NaN`, `INF`,
 /// every DateTime falls in years 0000 to 9999 and the tree nests at most
 /// [`MAX_NESTING`](super::MAX_NESTING) levels; the parser never builds any other filter.
 /// (A NaN literal round-trips too, although `NaN != NaN` makes the two trees unequal.)
@@ -45,6 +47,7 @@ impl fmt::Display for Filter {
             Filter::And(left, right) => write_logical(f, left, "and", right),
             Filter::Or(left, right) => write_logical(f, left, "or", right),
             Filter::Not(operand) => write!(f, "not ({operand})"),
+            Filter::Literal(value) => write!(f, "{value}"),
         }
     }
 }
@@ -63,7 +66,7 @@ fn write_logical(
 fn write_operand(f: &mut fmt::Formatter<'_>, operand: &Filter) -> fmt::Result {
     match operand {
         Filter::And(..) | Filter::Or(..) => write!(f, "({operand})"),
-        Filter::Compare { .. } | Filter::Not(_) => write!(f, "{operand}"),
+        Filter::Compare { .. } | Filter::Not(_) | Filter::Literal(_) => write!(f, "{operand}"),
     }
 }
 

@@ -10,7 +10,7 @@ use super::{CompareOp, Filter, MAX_NESTING, ParseError};
 use crate::model::Value;
 
 const EXPECTED_OPERATOR: &str = "a comparison operator (eq, ne, gt, ge, lt, le)";
-const EXPECTED_OPERAND: &str = "a comparison, `not` or `(`";
+const EXPECTED_OPERAND: &str = "a comparison, `true`, `false`, `not` or `(`";
 const EXPECTED_LITERAL: &str = "a literal";
 const EXPECTED_PROPERTY: &str = "a property name";
 const EXPECTED_INT32: &str = "an Int32 (-2147483648 to 2147483647); add `L` for an Int64";
@@ -240,7 +240,8 @@ impl<'a> Parser<'a> {
         Ok(node)
     }
 
-    /// `primary := "(" or_expr ")" | comparison`.
+    /// `primary := "(" or_expr ")" | boolean | comparison`; a `true` or `false` followed
+    /// by an operator starts a comparison.
     fn primary(&mut self) -> Result<Node, ParseError> {
         let token = self.next()?;
         match token.kind {
@@ -264,6 +265,12 @@ impl<'a> Parser<'a> {
                     Kind::Literal(value) => Ok(comparison(property, op, value)),
                     _ => Err(self.error(&literal, EXPECTED_LITERAL)),
                 }
+            }
+            Kind::Literal(Value::Boolean(value)) if !matches!(self.peek()?.kind, Kind::Op(_)) => {
+                Ok(Node {
+                    filter: Filter::Literal(value),
+                    depth: 0,
+                })
             }
             Kind::Literal(value) => {
                 let op = self.operator()?;
@@ -370,14 +377,18 @@ impl<'a> Parser<'a> {
     }
 
     /// Reads an identifier, a keyword, a word literal, or a typed literal such as
-    /// `datetime'…'`.
+    /// `datetime'…'`. Keywords, `true`, `false` and the type prefixes are read in any
+    /// case; `NaN` and `INF` only as spelled.
     fn word(&mut self) -> Result<Token<'a>, ParseError> {
         let start = self.pos;
         let end = self.advance_while(is_ident_continue);
         let word = self.input.get(start..end).unwrap_or_default();
-        if self.peek_char() == Some('\'') && matches!(word, "datetime" | "guid" | "X" | "binary") {
+        let lower = word.to_ascii_lowercase();
+        if self.peek_char() == Some('\'')
+            && matches!(lower.as_str(), "datetime" | "guid" | "x" | "binary")
+        {
             let body = self.quoted()?;
-            let value = match word {
+            let value = match lower.as_str() {
                 "datetime" => parse_datetime(&body).map(Value::DateTime),
                 "guid" => parse_guid(&body).map(Value::Guid),
                 _ => parse_hex(&body).map(Value::Binary),
@@ -387,7 +398,7 @@ impl<'a> Parser<'a> {
                 Err(expected) => Err(self.error_at(start, self.pos, expected)),
             };
         }
-        let kind = match word {
+        let kind = match lower.as_str() {
             "and" => Kind::And,
             "or" => Kind::Or,
             "not" => Kind::Not,
@@ -399,15 +410,15 @@ impl<'a> Parser<'a> {
             "le" => Kind::Op(CompareOp::Le),
             "true" => Kind::Literal(Value::Boolean(true)),
             "false" => Kind::Literal(Value::Boolean(false)),
-            "NaN" => Kind::Literal(Value::Double(f64::NAN)),
-            "INF" => Kind::Literal(Value::Double(f64::INFINITY)),
+            _ if word == "NaN" => Kind::Literal(Value::Double(f64::NAN)),
+            _ if word == "INF" => Kind::Literal(Value::Double(f64::INFINITY)),
             _ => Kind::Ident(word),
         };
         Ok(self.token(kind, start))
     }
 
     /// Reads `-INF` or a number: `-?digits` (Int32), with `L`/`l` (Int64), or with a
-    /// fraction and/or exponent (Double).
+    /// fraction, an exponent and/or a `D`/`d` suffix (Double).
     fn number(&mut self) -> Result<Token<'a>, ParseError> {
         let start = self.pos;
         if self.peek_char() == Some('-') {
@@ -439,7 +450,10 @@ impl<'a> Parser<'a> {
         }
         let digits_end = self.pos;
         let long = well_formed && !double && matches!(self.peek_char(), Some('L' | 'l'));
-        if long {
+        // OData's Double suffix: `5d` and `1.5D` are the Doubles 5.0 and 1.5.
+        let suffixed = well_formed && !long && matches!(self.peek_char(), Some('D' | 'd'));
+        double |= suffixed;
+        if long || suffixed {
             self.pos += 1;
         }
         if !well_formed

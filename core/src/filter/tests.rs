@@ -7,6 +7,9 @@ use uuid::Uuid;
 use super::*;
 use crate::model::Entity;
 
+/// What the parser expects where a condition starts.
+const OPERAND: &str = "a comparison, `true`, `false`, `not` or `(`";
+
 fn parse(input: &str) -> Filter {
     match Filter::parse(input) {
         Ok(f) => f,
@@ -74,11 +77,40 @@ fn numbers_with_a_point_or_exponent_are_doubles() {
 }
 
 #[test]
-fn booleans_are_lowercase_words() {
+fn booleans_are_words_in_any_case() {
     assert_eq!(literal("true"), Value::Boolean(true));
     assert_eq!(literal("false"), Value::Boolean(false));
-    // `True` is an identifier, so it cannot stand where a literal is expected.
-    assert_eq!(parse_err("P eq True").expected, "a literal");
+    assert_eq!(literal("True"), Value::Boolean(true));
+    assert_eq!(literal("FALSE"), Value::Boolean(false));
+    assert_eq!(literal("tRuE"), Value::Boolean(true));
+}
+
+#[test]
+fn type_prefixes_are_read_in_any_case() {
+    let when = Value::DateTime(utc(2008, 7, 10, 0, 0, 0));
+    for prefix in ["datetime", "DATETIME", "DateTime"] {
+        assert_eq!(literal(&format!("{prefix}'2008-07-10T00:00:00Z'")), when);
+    }
+    let id = Value::Guid(Uuid::from_u128(5));
+    for prefix in ["guid", "GUID", "Guid"] {
+        assert_eq!(
+            literal(&format!("{prefix}'00000000-0000-0000-0000-000000000005'")),
+            id
+        );
+    }
+    for prefix in ["X", "x", "binary", "BINARY", "Binary"] {
+        assert_eq!(
+            literal(&format!("{prefix}'0AfF'")),
+            Value::Binary(vec![0x0a, 0xff])
+        );
+    }
+}
+
+#[test]
+fn nan_and_inf_are_read_only_as_spelled() {
+    for word in ["nan", "NAN", "inf", "Inf"] {
+        assert_eq!(parse_err(&format!("P eq {word}")).expected, "a literal");
+    }
 }
 
 #[test]
@@ -318,13 +350,44 @@ fn impossible_datetimes_are_rejected() {
 
 #[test]
 fn an_empty_filter_expects_a_comparison() {
-    assert_error("", 1, "a comparison, `not` or `(`", "end of filter");
-    assert_error("   ", 4, "a comparison, `not` or `(`", "end of filter");
+    assert_error("", 1, OPERAND, "end of filter");
+    assert_error("   ", 4, OPERAND, "end of filter");
+}
+
+#[test]
+fn an_empty_query_filter_is_no_filter() {
+    for empty in ["", "  ", "\t\r\n"] {
+        let query = crate::Query::parse(empty).unwrap();
+        assert_eq!(query.filter, None, "{empty:?}");
+    }
 }
 
 #[test]
 fn a_keyword_cannot_start_a_filter() {
-    assert_error("and", 1, "a comparison, `not` or `(`", "`and`");
+    assert_error("and", 1, OPERAND, "`and`");
+    assert_error("OR", 1, OPERAND, "`OR`");
+}
+
+#[test]
+fn two_booleans_cannot_be_compared() {
+    assert_error("true eq true", 9, "a property name", "`true`");
+    assert_error("true eq", 8, "a property name", "end of filter");
+}
+
+#[test]
+fn a_lone_literal_other_than_a_boolean_is_refused() {
+    assert_error(
+        "'a'",
+        4,
+        "a comparison operator (eq, ne, gt, ge, lt, le)",
+        "end of filter",
+    );
+    assert_error(
+        "1 and A eq 1",
+        3,
+        "a comparison operator (eq, ne, gt, ge, lt, le)",
+        "`and`",
+    );
 }
 
 #[test]
@@ -344,25 +407,21 @@ fn trailing_tokens_are_rejected() {
 }
 
 #[test]
-fn uppercase_keywords_are_not_keywords() {
-    assert_error(
-        "A EQ 1",
-        3,
-        "a comparison operator (eq, ne, gt, ge, lt, le)",
-        "`EQ`",
+fn keywords_are_read_in_any_case() {
+    assert_eq!(parse("A EQ 1"), prop("A").eq(1));
+    assert_eq!(
+        parse("NOT (A Gt 1 AND B lE 2) Or C ne 3"),
+        !(prop("A").gt(1) & prop("B").le(2)) | prop("C").ne(3)
     );
-    assert_error(
-        "A eq 1 AND B eq 2",
-        8,
-        "`and`, `or` or end of filter",
-        "`AND`",
-    );
+    // A keyword in any case cannot name a property.
+    assert_error("Not eq 1", 5, OPERAND, "`eq`");
 }
 
 #[test]
 fn malformed_numbers_are_rejected() {
     for bad in [
-        "1.", "1e", "1.5L", "12abc", "--1", "-", "1.2.3", "1e5L", "-INFX",
+        "1.", "1e", "1.5L", "12abc", "--1", "-", "1.2.3", "1e5L", "-INFX", "1dd", "1Ld", "1dL",
+        "1.d", "INFd",
     ] {
         let e = parse_err(&format!("A eq {bad}"));
         assert_eq!(e.column, 6, "{bad}");
@@ -420,6 +479,70 @@ fn the_error_message_names_column_expectation_and_finding() {
 }
 
 // ---- formatting ----------------------------------------------------------------------
+
+#[test]
+fn boolean_conditions_parse_format_and_round_trip() {
+    let cases = [
+        ("true", Filter::Literal(true)),
+        ("FALSE", Filter::Literal(false)),
+        ("not True", !Filter::Literal(true)),
+        (
+            "(true and RowKey eq '1') or PartitionKey eq 'b'",
+            (Filter::Literal(true) & prop("RowKey").eq("1")) | prop("PartitionKey").eq("b"),
+        ),
+        (
+            "Active eq true or false",
+            prop("Active").eq(true) | Filter::Literal(false),
+        ),
+        ("true eq Active", prop("Active").eq(true)),
+        ("(((false)))", Filter::Literal(false)),
+    ];
+    for (text, expected) in cases {
+        let parsed = parse(text);
+        assert_eq!(parsed, expected, "{text}");
+        round_trips(&parsed);
+    }
+    assert_eq!(
+        ((Filter::Literal(true) & prop("RowKey").eq("1")) | Filter::Literal(false)).to_string(),
+        "(true and RowKey eq '1') or false"
+    );
+    assert_eq!((!Filter::Literal(false)).to_string(), "not (false)");
+    assert_eq!(Filter::from(true), Filter::Literal(true));
+}
+
+#[test]
+fn a_literal_on_the_left_formats_with_the_property_on_the_left() {
+    for (text, canonical) in [
+        (
+            "'2022-07-12' eq PartitionKey",
+            "PartitionKey eq '2022-07-12'",
+        ),
+        ("5 lt Price", "Price gt 5"),
+        ("5L ge Big", "Big le 5L"),
+        ("2.5 ne Score", "Score ne 2.5"),
+        ("X'00' gt Bytes", "Bytes lt X'00'"),
+        (
+            "DATETIME'2020-01-01T00:00:00Z' le When",
+            "When ge datetime'2020-01-01T00:00:00Z'",
+        ),
+    ] {
+        let parsed = parse(text);
+        assert_eq!(parsed.to_string(), canonical, "{text}");
+        round_trips(&parsed);
+    }
+}
+
+#[test]
+fn keywords_and_prefixes_format_in_lowercase() {
+    let f = parse(
+        "NOT (A EQ TRUE) AND B Ne GUID'00000000-0000-0000-0000-000000000001' OR C eq BINARY'FF'",
+    );
+    assert_eq!(
+        f.to_string(),
+        "(not (A eq true) and B ne guid'00000000-0000-0000-0000-000000000001') or C eq X'ff'"
+    );
+    round_trips(&f);
+}
 
 #[test]
 fn the_builder_example_formats_as_documented() {
@@ -556,11 +679,67 @@ fn integers_compare_numerically() {
 }
 
 #[test]
-fn int32_and_int64_never_compare_equal() {
+fn an_int32_literal_widens_to_int64_and_double_properties() {
+    assert!(holds("Big gt 1") && holds("Big ne 1") && holds("Big ge -2147483648"));
+    assert!(!holds("Big eq 1") && !holds("Big lt 2147483647"));
+    assert!(holds("Score gt 2") && holds("Score lt 3") && holds("Score ne 2"));
+    assert!(!holds("Score eq 2") && !holds("Score le 2"));
+    assert!(holds("2 lt Score") && holds("3 gt Score") && holds("1 lt Big"));
+    let whole = Entity::new("p", "r").with("Price", 5.0).with("Count", 5i64);
+    for filter in [
+        "Price eq 5",
+        "Price gt 4",
+        "5 eq Price",
+        "4 lt Price",
+        "Count eq 5",
+    ] {
+        assert!(parse(filter).matches(&whole), "{filter}");
+    }
+    assert!(!parse("Price ne 5").matches(&whole));
+}
+
+#[test]
+fn int64_and_double_literals_do_not_widen_or_narrow() {
     assert!(!holds("Age eq 47L"));
     assert!(!holds("Age ne 47L"));
-    assert!(!holds("Big gt 1"));
     assert!(!holds("Age eq 47.0"));
+    assert!(!holds("Age gt 1.5"));
+    assert!(!holds("Score gt 1L"));
+    assert!(!holds("Big gt 1.0"));
+    assert!(!holds("Big ne 1.0"));
+}
+
+#[test]
+fn a_string_never_equals_a_number() {
+    let e = Entity::new("p", "r").with("N", "5");
+    for filter in [
+        "N eq 5", "N ne 5", "N gt 4", "N eq 5L", "N eq 5.0", "5 eq N",
+    ] {
+        assert!(!parse(filter).matches(&e), "{filter}");
+    }
+    assert!(parse("N eq '5'").matches(&e));
+}
+
+#[test]
+fn boolean_literals_hold_for_every_entity_or_none() {
+    let e = Entity::new("a", "1");
+    assert!(parse("true").matches(&e));
+    assert!(!parse("false").matches(&e));
+    assert!(parse("not false").matches(&e));
+    assert!(parse("(true and RowKey eq '1') or PartitionKey eq 'b'").matches(&e));
+    assert!(!parse("(true and RowKey eq '2') or PartitionKey eq 'b'").matches(&e));
+    assert!(parse("false or RowKey eq '1'").matches(&e));
+    assert!(!parse("False and RowKey eq '1'").matches(&e));
+}
+
+#[test]
+fn a_d_suffix_makes_a_double() {
+    assert_eq!(literal("5d"), Value::Double(5.0));
+    assert_eq!(literal("1.5D"), Value::Double(1.5));
+    assert_eq!(literal("-2e3d"), Value::Double(-2000.0));
+    assert_eq!(parse("A eq 5d").to_string(), "A eq 5.0");
+    assert!(!holds("Age eq 47d"));
+    assert!(holds("Score eq 2.5d"));
 }
 
 #[test]

@@ -8,15 +8,44 @@
 //!   `(pk, rk)` `WITHOUT ROWID`: the clustered primary key answers point and range
 //!   queries and gives key order for free. Properties live in one BLOB in the
 //!   [`codec`] format; filters on them are evaluated in Rust over the key range.
-//! - Every SQLite call runs on tokio's blocking pool (`spawn_blocking`), never on the
-//!   executor's threads, with a connection taken from a small pool.
+//! - SQLite blocks, so no SQLite call runs on the executor's threads. Each connection
+//!   lives on its own OS thread (a `Worker`) that runs the jobs sent over its channel
+//!   one after the other and answers each through a oneshot channel (the shape of
+//!   sqlx-sqlite's worker). A call costs a channel send and at most two wake-ups, less
+//!   than a task on tokio's blocking pool, and each connection's prepared statements
+//!   and pages stay warm on one thread.
+//! - One worker holds the writing connection. Every write of the process goes through
+//!   its queue, so the process's writers are serialised by construction and never meet
+//!   SQLite's busy handler among themselves (it sleeps in steps of milliseconds); other
+//!   processes still meet the file lock and the busy timeout.
+//! - Reads take a reader worker from a pool of at most `pool_size`, most recently used
+//!   first so that a steady caller keeps the same warm thread, and run beside the writer
+//!   as WAL allows. Reader workers start as concurrent reads need them.
+//! - Putting a thread to sleep and waking it is most of the cost of a short call. So a
+//!   worker that finished a job busy-waits on its queue for `WORKER_SPIN` before
+//!   sleeping, and a point read or a single write busy-waits for its answer for
+//!   `ANSWER_SPIN` before yielding to the executor: back-to-back calls then pass between
+//!   running threads with no sleep and no wake-up. Both waits are bounded (tens of
+//!   microseconds, what the call itself takes) and adaptive: a wait that ran out, as on
+//!   a machine with more runnable threads than cores where the two threads would only
+//!   steal each other's core, turns the following waits off (up to `SPIN_BACKOFF` of
+//!   them), and a job or answer that then arrives within a busy-wait's length turns
+//!   them back on at once, so one pause of the caller does not cost the next calls a
+//!   wake-up each. Longer calls (queries, batches) yield at once.
+//! - A job whose caller has gone (its future dropped) before the job starts is skipped;
+//!   a job that started runs to its end. A worker rolls back any transaction a job left
+//!   open, and catches a job's panic, which its caller receives as an error.
+//! - Dropping the last clone of the store closes the channels: each worker finishes
+//!   the jobs already queued, closes its connection and ends.
 
 pub mod codec;
 
 use std::collections::HashMap;
+use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, mpsc};
+use std::time::{Duration, Instant};
 
 use chrono::DateTime;
 use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
@@ -27,6 +56,7 @@ use crate::limits;
 use crate::model::{ETag, Entity};
 use crate::query::{Page, PageCollector, Query, QueryClass};
 use crate::store::{Batch, TableStore, WriteOp};
+use tokio::sync::oneshot;
 
 const CREATE_CATALOG: &str = "CREATE TABLE IF NOT EXISTS tablekit_tables (
     name_key TEXT PRIMARY KEY NOT NULL,
@@ -88,7 +118,8 @@ pub struct SqliteOptions {
     pub busy_timeout: Duration,
     /// Durability of commits. Default [`Synchronous::Normal`].
     pub synchronous: Synchronous,
-    /// Idle connections kept open. Default 4.
+    /// Most reading connections, each on its own thread, opened as concurrent reads need
+    /// them (writes use one more connection). Default 4.
     pub pool_size: usize,
     /// Bytes of the file SQLite reads through memory mapping (`PRAGMA mmap_size`):
     /// reads of a large file then skip a system call per page. It reserves address space,
@@ -110,16 +141,216 @@ impl Default for SqliteOptions {
 struct Inner {
     path: PathBuf,
     options: SqliteOptions,
-    pool: Mutex<Vec<Connection>>,
-    /// At most `pool_size` SQLite calls at once, so connections are reused rather than
-    /// opened per call.
+    /// The writing connection: every write of this process waits its turn in this
+    /// worker's queue.
+    writer: Worker,
+    /// Idle reader workers, the most recently used last.
+    readers: Mutex<Vec<Worker>>,
+    /// At most `pool_size` reads at once, so at most that many reader workers.
     permits: tokio::sync::Semaphore,
-    /// Writers of this process take turns here: a writer waiting for the file's write
-    /// lock inside SQLite sleeps in steps of milliseconds (its busy handler), while this
-    /// lock hands over at once. Other processes still meet the busy timeout.
-    write_lock: Mutex<()>,
     /// The statements of each table used so far, by lowercase table name.
     statements: Mutex<HashMap<String, Arc<TableSql>>>,
+}
+
+/// How long a worker that finished a job busy-waits on its queue before it sleeps.
+const WORKER_SPIN: Duration = Duration::from_micros(30);
+/// How long a point read or a single write busy-waits for its answer before it yields
+/// to the executor: on a warm connection a point read answers within about 10 µs and a
+/// single write within about 30 µs.
+const ANSWER_SPIN: Duration = Duration::from_micros(60);
+/// Waits that sleep at once after a busy-wait that ran out.
+const SPIN_BACKOFF: u32 = 64;
+/// The name of every worker thread.
+const WORKER_THREAD: &str = "tablekit-sqlite";
+
+/// A job for a worker: runs on its connection, answers through a channel it owns.
+type Job = Box<dyn FnOnce(&mut Connection) + Send>;
+
+/// One SQLite connection on its own thread, running the jobs sent over `jobs` in order.
+/// Dropping the last sender ends the thread once the queued jobs ran.
+struct Worker {
+    jobs: mpsc::Sender<Job>,
+    /// Callers' answer waits left to skip since one ran out.
+    answer_backoff: AtomicU32,
+}
+
+impl Worker {
+    /// Starts a worker and waits until its connection is open.
+    async fn start(path: &Path, options: &SqliteOptions) -> Result<Worker> {
+        let (jobs, queue) = mpsc::channel::<Job>();
+        let (opened, on_open) = oneshot::channel();
+        let (path, options) = (path.to_owned(), options.clone());
+        std::thread::Builder::new()
+            .name(WORKER_THREAD.to_owned())
+            .spawn(move || match open_connection(&path, &options) {
+                Ok(conn) => {
+                    let _ = opened.send(Ok(()));
+                    serve(conn, &queue);
+                }
+                Err(e) => {
+                    let _ = opened.send(Err(e));
+                }
+            })
+            .map_err(|e| Error::Backend {
+                message: format!("cannot start a SQLite connection thread: {e}"),
+            })?;
+        on_open.await.map_err(|_| job_lost())??;
+        Ok(Worker {
+            jobs,
+            answer_backoff: AtomicU32::new(0),
+        })
+    }
+
+    /// Runs `f` on this worker's connection. With `answer_spin` non-zero, the caller
+    /// first watches for the answer that long (bounded) before it yields.
+    async fn call<R, F>(&self, answer_spin: Duration, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+    {
+        let (answer, mut on_answer) = oneshot::channel();
+        let job: Job = Box::new(move |conn| {
+            if !answer.is_closed() {
+                let _ = answer.send(f(conn));
+            }
+        });
+        self.jobs.send(job).map_err(|_| closed())?;
+        if answer_spin.is_zero() {
+            return on_answer.await.map_err(|_| job_lost())?;
+        }
+        let sent = Instant::now();
+        if !backing_off(&self.answer_backoff) {
+            let mut polls: u32 = 0;
+            loop {
+                match on_answer.try_recv() {
+                    Ok(result) => return result,
+                    Err(oneshot::error::TryRecvError::Closed) => return Err(job_lost()),
+                    // The clock is read every 16th poll: reading it costs more than a poll.
+                    Err(oneshot::error::TryRecvError::Empty)
+                        if !polls.is_multiple_of(16) || sent.elapsed() < answer_spin =>
+                    {
+                        polls = polls.wrapping_add(1);
+                        std::hint::spin_loop();
+                    }
+                    Err(oneshot::error::TryRecvError::Empty) => {
+                        self.answer_backoff.store(SPIN_BACKOFF, Ordering::Relaxed);
+                        break;
+                    }
+                }
+            }
+        }
+        let result = on_answer.await.map_err(|_| job_lost())?;
+        if sent.elapsed() < answer_spin {
+            // A busy-wait would have caught this answer: turn busy-waits back on.
+            self.answer_backoff.store(0, Ordering::Relaxed);
+        }
+        result
+    }
+}
+
+/// A worker's loop: runs each job, then makes sure no transaction stays open. A job's
+/// panic stops at this loop; its answer sender is dropped on the way out, which its
+/// caller receives as an error.
+fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
+    let mut waits = Waits::default();
+    while let Some(job) = next_job(queue, &mut waits) {
+        let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
+        if !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+}
+
+/// A worker's record of its recent waits for jobs.
+#[derive(Default)]
+struct Waits {
+    /// Waits left that sleep at once.
+    skip: u32,
+    /// Busy-waits in a row that ran out (capped).
+    misses: u32,
+}
+
+/// The next job, busy-waiting on the queue for `WORKER_SPIN` before sleeping on it;
+/// `None` once every sender is gone.
+///
+/// A busy-wait that ran out makes the next waits sleep at once, twice as many after
+/// each miss in a row (up to `SPIN_BACKOFF`): a caller that went idle, or a machine
+/// with more runnable threads than cores, stops the spinning. A job that reaches a
+/// sleeping worker within `WORKER_SPIN` shows that a busy-wait would have caught it,
+/// and turns busy-waits back on at once.
+fn next_job(queue: &mpsc::Receiver<Job>, waits: &mut Waits) -> Option<Job> {
+    if waits.skip > 0 {
+        waits.skip -= 1;
+    } else {
+        let started = Instant::now();
+        let mut polls: u32 = 0;
+        loop {
+            match queue.try_recv() {
+                Ok(job) => {
+                    waits.misses = 0;
+                    return Some(job);
+                }
+                Err(mpsc::TryRecvError::Disconnected) => return None,
+                // The clock is read every 16th poll: reading it costs more than a poll.
+                Err(mpsc::TryRecvError::Empty)
+                    if !polls.is_multiple_of(16) || started.elapsed() < WORKER_SPIN =>
+                {
+                    polls = polls.wrapping_add(1);
+                    std::hint::spin_loop();
+                }
+                Err(mpsc::TryRecvError::Empty) => {
+                    waits.misses = (waits.misses + 1).min(SPIN_BACKOFF.trailing_zeros());
+                    waits.skip = 1 << waits.misses;
+                    break;
+                }
+            }
+        }
+    }
+    let asleep = Instant::now();
+    let job = queue.recv().ok();
+    if asleep.elapsed() < WORKER_SPIN {
+        *waits = Waits::default();
+    }
+    job
+}
+
+/// Whether a wait should sleep at once because a recent busy-wait ran out; counts the
+/// skipped wait.
+fn backing_off(backoff: &AtomicU32) -> bool {
+    backoff
+        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
+        .is_ok()
+}
+
+fn closed() -> Error {
+    Error::Backend {
+        message: "the SQLite store is closed".to_owned(),
+    }
+}
+
+/// The answer of a job never came: it panicked (or its thread ended).
+fn job_lost() -> Error {
+    Error::Backend {
+        message: "a SQLite call panicked".to_owned(),
+    }
+}
+
+/// A reader worker taken from the pool, put back when the call ends or is dropped; a
+/// job still running on it only delays the worker's next job.
+struct Borrowed<'a> {
+    pool: &'a Mutex<Vec<Worker>>,
+    worker: Option<Worker>,
+}
+
+impl Drop for Borrowed<'_> {
+    fn drop(&mut self) {
+        if let Some(worker) = self.worker.take() {
+            self.pool
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push(worker);
+        }
+    }
 }
 
 /// The embedded SQLite store. Cloning it shares its connection pool.
@@ -403,18 +634,20 @@ impl SqliteStore {
     /// # Errors
     /// The file cannot be opened or is not a SQLite database.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
+        let path = path.as_ref().to_owned();
+        let writer = Worker::start(&path, &options).await?;
         let store = SqliteStore {
             inner: Arc::new(Inner {
-                path: path.as_ref().to_owned(),
-                options: options.clone(),
-                pool: Mutex::new(Vec::new()),
+                path,
                 permits: tokio::sync::Semaphore::new(options.pool_size.max(1)),
-                write_lock: Mutex::new(()),
+                options,
+                writer,
+                readers: Mutex::new(Vec::new()),
                 statements: Mutex::new(HashMap::new()),
             }),
         };
         store
-            .run(|conn| {
+            .run_write(|conn| {
                 conn.execute(CREATE_CATALOG, []).map_err(sqlite_error)?;
                 Ok(())
             })
@@ -466,60 +699,60 @@ impl SqliteStore {
         )
     }
 
-    /// Runs `f` with a pooled connection on the blocking pool.
+    /// Runs the read `f` on a reader worker.
     async fn run<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
     {
-        self.run_on_pool(false, f).await
+        self.read(Duration::ZERO, f).await
     }
 
-    /// As [`run`](Self::run), for a write: in turn with this process's other writers.
+    /// Runs the write `f` on the writer worker, in turn with this process's other writes.
     async fn run_write<R, F>(&self, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
     {
-        self.run_on_pool(true, f).await
+        self.write(Duration::ZERO, f).await
     }
 
-    async fn run_on_pool<R, F>(&self, write: bool, f: F) -> Result<R>
+    /// As [`run_write`](Self::run_write), watching for the answer for `answer_spin`
+    /// before yielding.
+    async fn write<R, F>(&self, answer_spin: Duration, f: F) -> Result<R>
     where
         R: Send + 'static,
         F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
     {
-        let _permit = self
+        self.inner.writer.call(answer_spin, f).await
+    }
+
+    /// Runs the read `f` on an idle reader worker (started if none is idle), watching for
+    /// the answer for `answer_spin` before yielding.
+    async fn read<R, F>(&self, answer_spin: Duration, f: F) -> Result<R>
+    where
+        R: Send + 'static,
+        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
+    {
+        let _permit = self.inner.permits.acquire().await.map_err(|_| closed())?;
+        let idle = self
             .inner
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| Error::Backend {
-                message: "the SQLite store is closed".to_owned(),
-            })?;
-        let inner = Arc::clone(&self.inner);
-        tokio::task::spawn_blocking(move || {
-            let pooled = inner.pool.lock().unwrap_or_else(|e| e.into_inner()).pop();
-            let mut conn = match pooled {
-                Some(conn) => conn,
-                None => open_connection(&inner.path, &inner.options)?,
-            };
-            let result = if write {
-                let _turn = inner.write_lock.lock().unwrap_or_else(|e| e.into_inner());
-                f(&mut conn)
-            } else {
-                f(&mut conn)
-            };
-            let mut pool = inner.pool.lock().unwrap_or_else(|e| e.into_inner());
-            if pool.len() < inner.options.pool_size {
-                pool.push(conn);
-            }
-            result
-        })
-        .await
-        .map_err(|e| Error::Backend {
-            message: format!("SQLite task failed: {e}"),
-        })?
+            .readers
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .pop();
+        let worker = match idle {
+            Some(worker) => worker,
+            None => Worker::start(&self.inner.path, &self.inner.options).await?,
+        };
+        let reader = Borrowed {
+            pool: &self.inner.readers,
+            worker: Some(worker),
+        };
+        match &reader.worker {
+            Some(worker) => worker.call(answer_spin, f).await,
+            None => Err(closed()),
+        }
     }
 }
 
@@ -598,7 +831,7 @@ impl TableStore for SqliteStore {
             row_key.to_owned(),
         );
         let select: Option<Vec<String>> = select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
-        self.run(move |conn| {
+        self.read(ANSWER_SPIN, move |conn| {
             let mut entity = read_stored(conn, &sql, &table, &pk, &rk)?;
             if let (Some(e), Some(select)) = (&mut entity, &select) {
                 e.project(select);
@@ -620,7 +853,7 @@ impl TableStore for SqliteStore {
         limits::check_table_name(table)?;
         op.check()?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run_write(move |conn| {
+        self.write(ANSWER_SPIN, move |conn| {
             if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
                 return apply_op(conn, &sql, &table, op);
             }
@@ -655,5 +888,88 @@ impl TableStore for SqliteStore {
             Ok(etags)
         })
         .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    async fn open(dir: &tempfile::TempDir) -> SqliteStore {
+        SqliteStore::open(dir.path().join("store.db"))
+            .await
+            .unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_panicking_read_is_an_error_and_the_store_keeps_serving() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir).await;
+        let failed = store
+            .read(ANSWER_SPIN, |_| -> Result<()> { panic!("a job panics") })
+            .await;
+        assert_eq!(failed.unwrap_err().kind(), crate::ErrorKind::Backend);
+        store.create_table("Kept").await.unwrap();
+        assert_eq!(store.list_tables("").await.unwrap(), ["Kept"]);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_write_that_panics_inside_a_transaction_leaves_none_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir).await;
+        let failed = store
+            .run_write(|conn| -> Result<()> {
+                conn.execute_batch("BEGIN IMMEDIATE")
+                    .map_err(sqlite_error)?;
+                panic!("a job panics inside its transaction")
+            })
+            .await;
+        assert_eq!(failed.unwrap_err().kind(), crate::ErrorKind::Backend);
+        let open_tx = store.run_write(|conn| Ok(!conn.is_autocommit())).await;
+        assert!(!open_tx.unwrap());
+        store.create_table("After").await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_dropped_call_still_leaves_the_writer_usable() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir).await;
+        store.create_table("Items").await.unwrap();
+        let slow = store.run_write(|conn| {
+            conn.execute_batch("BEGIN IMMEDIATE")
+                .map_err(sqlite_error)?;
+            std::thread::sleep(Duration::from_millis(50));
+            Ok(())
+        });
+        let timed_out = tokio::time::timeout(Duration::from_millis(1), slow).await;
+        assert!(timed_out.is_err(), "the call was cancelled");
+        // Had the cancelled job's transaction stayed open, this insert would run inside
+        // it and never commit, and the reader would not see it.
+        store.insert("Items", Entity::new("p", "r")).await.unwrap();
+        assert!(store.get("Items", "p", "r", None).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn dropping_the_store_closes_its_connections() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let wal = dir.path().join("store.db-wal");
+        let store = SqliteStore::open(&path).await.unwrap();
+        store.create_table("Items").await.unwrap();
+        store.insert("Items", Entity::new("p", "r")).await.unwrap();
+        let reads = (0..4).map(|_| store.get("Items", "p", "r", None));
+        for read in futures::future::join_all(reads).await {
+            assert!(read.unwrap().is_some());
+        }
+        assert!(wal.exists(), "a WAL file while connections are open");
+        drop(store);
+        // SQLite removes the WAL file when the last connection to the file closes.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while wal.exists() && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        assert!(!wal.exists(), "every worker closed its connection");
     }
 }

@@ -344,7 +344,8 @@ pub fn json_from_value<T: DeserializeOwned>(value: Option<Value>) -> Result<T, F
 }
 
 /// The field types a `#[entity(blob)]` field may have: binary or text content, optional or
-/// not. Until a blob store offloads it, the content is stored inline as its property.
+/// not. `LargeTable` and `IndexedTable::with_blobs` (tablekit-patterns) offload it to their
+/// blob store; a plain [`Table`](crate::typed::Table) stores it inline as its property.
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be a blob field",
     label = "marked `#[entity(blob)]`",

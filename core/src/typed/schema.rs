@@ -77,8 +77,9 @@ pub enum FieldStorage {
     Property,
     /// As a JSON string property (`#[entity(json)]`).
     Json,
-    /// As content for the blob store (`#[entity(blob)]`); inline until a blob store
-    /// offloads it.
+    /// As content for the blob store (`#[entity(blob)]`): offloaded by the tables that
+    /// have a blob store (`LargeTable`, `IndexedTable::with_blobs`), inline in a plain
+    /// [`Table`](crate::typed::Table).
     Blob,
     /// Not stored (`#[entity(skip)]`).
     Skipped,

@@ -179,6 +179,12 @@ impl WriteReport {
 /// read entities written without a kind); for an `EntityKind` enum every entity must be of
 /// one of its kinds.
 ///
+/// A plain `Table` has no blob store: `#[entity(blob)]` fields are stored inline as
+/// properties, under the service's 64 KiB property and 1 MiB entity limits (a larger value
+/// is refused with a `TooLarge` error). To keep them in a blob store, with the entity
+/// holding their addresses, write through `tablekit_patterns::large::LargeTable` or
+/// `tablekit_patterns::index::IndexedTable::with_blobs`.
+///
 pub struct Table<R, S> {
     store: S,
     name: String,

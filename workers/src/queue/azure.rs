@@ -866,7 +866,13 @@ impl AzureQueue {
         }
     }
 
+    /// The service's approximate message count of a queue, 0 if it does not exist.
     async fn approximate_count(&self, queue: &str) -> Result<u64> {
+        Ok(self.count_if_declared(queue).await?.unwrap_or(0))
+    }
+
+    /// The service's approximate message count of a queue, `None` if it does not exist.
+    async fn count_if_declared(&self, queue: &str) -> Result<Option<u64>> {
         self.allowed(queue, "r", "reading a queue's count")?;
         let response = self
             .request(
@@ -877,13 +883,15 @@ impl AzureQueue {
             )
             .await?;
         match response.status() {
-            status if status.is_success() => Ok(response
-                .headers()
-                .get("x-ms-approximate-messages-count")
-                .and_then(|v| v.to_str().ok())
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0)),
-            StatusCode::NOT_FOUND => Ok(0),
+            status if status.is_success() => Ok(Some(
+                response
+                    .headers()
+                    .get("x-ms-approximate-messages-count")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            )),
+            StatusCode::NOT_FOUND => Ok(None),
             _ => Err(service_error(response, queue).await),
         }
     }
@@ -902,13 +910,20 @@ impl AzureQueue {
         let lease = Duration::from_secs(60);
         let outcome = async {
             while taken + restore.len() < limit {
-                let batch = self
+                let received = self
                     .receive(
                         poison,
                         (limit - taken - restore.len()).min(MAX_BATCH),
                         lease,
                     )
-                    .await?;
+                    .await;
+                if matches!(received, Err(Error::Refused { .. }))
+                    && self.count_if_declared(poison).await?.is_none()
+                {
+                    // A poison queue never declared (or deleted) holds nothing.
+                    break;
+                }
+                let batch = received?;
                 if batch.is_empty() {
                     break;
                 }

@@ -376,6 +376,8 @@ impl RabbitQueue {
         Ok(())
     }
 
+    /// Gets up to `limit` messages of a queue without acknowledging them (closing the
+    /// channel returns them); a queue that does not exist holds none.
     async fn get_all(
         &self,
         channel: &Channel,
@@ -387,10 +389,13 @@ impl RabbitQueue {
             match channel
                 .basic_get(ShortString::from(queue), BasicGetOptions { no_ack: false })
                 .await
-                .map_err(unavailable)?
             {
-                Some(message) => out.push(message),
-                None => break,
+                Ok(Some(message)) => out.push(message),
+                Ok(None) => break,
+                // Never declared (or deleted): holds nothing. The broker closed the
+                // channel, so nothing was got before.
+                Err(e) if is_not_found(&e) => break,
+                Err(e) => return Err(unavailable(e)),
             }
         }
         Ok(out)
