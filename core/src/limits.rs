@@ -287,6 +287,14 @@ pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
             max: MAX_KEY_CHARS,
         });
     }
+    // Most keys are ASCII: one pass over the bytes finds them clean.
+    let clean = value.is_ascii()
+        && !value
+            .bytes()
+            .any(|b| matches!(b, b'/' | b'\\' | b'#' | b'?') || b.is_ascii_control());
+    if clean {
+        return Ok(());
+    }
     if let Some((position, character)) = value
         .chars()
         .enumerate()
@@ -343,6 +351,18 @@ pub fn check_table_name(name: &str) -> Result<(), Violation> {
 /// # Errors
 /// [`Violation::PropertyName`].
 pub fn check_property_name(name: &str) -> Result<(), Violation> {
+    // The usual name, short ASCII of letters, digits and `_`: one pass over the bytes.
+    let bytes = name.as_bytes();
+    if !bytes.is_empty()
+        && bytes.len() <= MAX_PROPERTY_NAME_CHARS
+        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
+        && bytes
+            .iter()
+            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        && ![PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name)
+    {
+        return Ok(());
+    }
     let mut chars = name.chars();
     let reason = match chars.next() {
         None => Some("a property name may not be empty"),

@@ -451,6 +451,38 @@ impl<'q> PageCollector<'q> {
         ControlFlow::Continue(())
     }
 
+    /// Offers the next stored row in key order, read through `fields` (its encoded
+    /// form, say): `build` makes the entity only when the page takes the row, so a row
+    /// the filter rejects, or the one past a full page, is never built. `Break` once the
+    /// page is complete.
+    ///
+    /// # Errors
+    /// What `build` returns.
+    pub(crate) fn offer_fields(
+        &mut self,
+        fields: &impl crate::filter::Fields,
+        build: impl FnOnce() -> Result<Entity>,
+    ) -> Result<ControlFlow<()>> {
+        if let Some(filter) = self.filter
+            && !filter.matches_fields(fields)
+        {
+            return Ok(ControlFlow::Continue(()));
+        }
+        if self.page.entities.len() == self.limit {
+            self.page.continuation = Some(ContinuationToken::new(
+                fields.partition_key().to_owned(),
+                fields.row_key().to_owned(),
+            ));
+            return Ok(ControlFlow::Break(()));
+        }
+        let mut entity = build()?;
+        if let Some(select) = self.select {
+            entity.project(select);
+        }
+        self.page.entities.push(entity);
+        Ok(ControlFlow::Continue(()))
+    }
+
     /// The page collected.
     pub fn finish(self) -> Page {
         self.page

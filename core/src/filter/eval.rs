@@ -3,8 +3,39 @@
 
 use std::cmp::Ordering;
 
+use chrono::{DateTime, Utc};
+
 use super::{CompareOp, Filter};
 use crate::model::{Entity, PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
+
+/// What a filter reads of an entity: its keys, its Timestamp and its properties by
+/// name. An [`Entity`] has them; a backend can offer a stored row's encoded form, so a
+/// row the filter rejects is never built.
+pub(crate) trait Fields {
+    fn partition_key(&self) -> &str;
+    fn row_key(&self) -> &str;
+    fn timestamp(&self) -> Option<DateTime<Utc>>;
+    /// Whether the property `name` exists and `test` holds for its value.
+    fn property_is(&self, name: &str, test: impl FnOnce(&Value) -> bool) -> bool;
+}
+
+impl Fields for Entity {
+    fn partition_key(&self) -> &str {
+        &self.partition_key
+    }
+
+    fn row_key(&self) -> &str {
+        &self.row_key
+    }
+
+    fn timestamp(&self) -> Option<DateTime<Utc>> {
+        self.timestamp
+    }
+
+    fn property_is(&self, name: &str, test: impl FnOnce(&Value) -> bool) -> bool {
+        self.get(name).is_some_and(test)
+    }
+}
 
 impl Filter {
     /// Whether `entity` satisfies the filter, by the rules in the
@@ -22,15 +53,20 @@ impl Filter {
     /// assert!(!prop("Dept").ne("HR").matches(&jun)); // absent property
     /// ```
     pub fn matches(&self, entity: &Entity) -> bool {
+        self.matches_fields(entity)
+    }
+
+    /// As [`matches`](Self::matches), reading the entity through [`Fields`].
+    pub(crate) fn matches_fields(&self, entity: &impl Fields) -> bool {
         match self {
             Filter::Compare {
                 property,
                 op,
                 value,
             } => compare_property(entity, property, *op, value),
-            Filter::And(left, right) => left.matches(entity) && right.matches(entity),
-            Filter::Or(left, right) => left.matches(entity) || right.matches(entity),
-            Filter::Not(operand) => !operand.matches(entity),
+            Filter::And(left, right) => left.matches_fields(entity) && right.matches_fields(entity),
+            Filter::Or(left, right) => left.matches_fields(entity) || right.matches_fields(entity),
+            Filter::Not(operand) => !operand.matches_fields(entity),
             Filter::Literal(value) => *value,
         }
     }
@@ -50,19 +86,16 @@ impl Filter {
     }
 }
 
-fn compare_property(entity: &Entity, property: &str, op: CompareOp, literal: &Value) -> bool {
+fn compare_property(entity: &impl Fields, property: &str, op: CompareOp, literal: &Value) -> bool {
     match (property, literal) {
-        (PARTITION_KEY, Value::String(s)) => holds(entity.partition_key.as_str(), op, s.as_str()),
-        (ROW_KEY, Value::String(s)) => holds(entity.row_key.as_str(), op, s.as_str()),
+        (PARTITION_KEY, Value::String(s)) => holds(entity.partition_key(), op, s.as_str()),
+        (ROW_KEY, Value::String(s)) => holds(entity.row_key(), op, s.as_str()),
         (PARTITION_KEY | ROW_KEY, _) => false,
         (TIMESTAMP, Value::DateTime(t)) => entity
-            .timestamp
-            .as_ref()
-            .is_some_and(|stored| holds(stored, op, t)),
+            .timestamp()
+            .is_some_and(|stored| holds(&stored, op, t)),
         (TIMESTAMP, _) => false,
-        (name, literal) => entity
-            .get(name)
-            .is_some_and(|stored| compare_values(stored, op, literal)),
+        (name, literal) => entity.property_is(name, |stored| compare_values(stored, op, literal)),
     }
 }
 

@@ -137,6 +137,7 @@ mod parse;
 mod tests;
 
 pub use builder::{Property, literal, partition_key, prop, row_key, timestamp};
+pub(crate) use eval::Fields;
 
 /// The deepest nesting [`Filter::parse`] accepts (see the [module docs](self)).
 pub const MAX_NESTING: usize = 100;

@@ -107,6 +107,62 @@ impl<'a> Reader<'a> {
     }
 }
 
+/// The value of the property `name` in bytes written by [`encode`], decoding only that
+/// value: the others are stepped over by their lengths.
+///
+/// # Errors
+/// As [`decode`], for the part of the row read before the property is found.
+pub fn find(bytes: &[u8], name: &str) -> Result<Option<Value>> {
+    let mut r = Reader { bytes };
+    if r.array::<1>()?[0] != VERSION {
+        return Err(corrupt("unknown format version"));
+    }
+    while !r.bytes.is_empty() {
+        let name_len = u16::from_le_bytes(r.array()?) as usize;
+        if r.take(name_len)? == name.as_bytes() {
+            return value(&mut r).map(Some);
+        }
+        let skip = match r.array::<1>()?[0] {
+            STRING | BINARY => u32::from_le_bytes(r.array()?) as usize,
+            INT32 => 4,
+            INT64 | DOUBLE => 8,
+            BOOLEAN => 1,
+            DATETIME => 12,
+            GUID => 16,
+            _ => return Err(corrupt("unknown type tag")),
+        };
+        r.take(skip)?;
+    }
+    Ok(None)
+}
+
+/// The tagged value at the reader's position.
+fn value(r: &mut Reader<'_>) -> Result<Value> {
+    Ok(match r.array::<1>()?[0] {
+        STRING => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            Value::String(r.text(len)?)
+        }
+        INT32 => Value::Int32(i32::from_le_bytes(r.array()?)),
+        INT64 => Value::Int64(i64::from_le_bytes(r.array()?)),
+        DOUBLE => Value::Double(f64::from_le_bytes(r.array()?)),
+        BOOLEAN => Value::Boolean(r.array::<1>()?[0] != 0),
+        DATETIME => {
+            let secs = i64::from_le_bytes(r.array()?);
+            let nanos = u32::from_le_bytes(r.array()?);
+            Value::DateTime(
+                DateTime::from_timestamp(secs, nanos).ok_or_else(|| corrupt("bad DateTime"))?,
+            )
+        }
+        GUID => Value::Guid(Uuid::from_bytes(r.array()?)),
+        BINARY => {
+            let len = u32::from_le_bytes(r.array()?) as usize;
+            Value::Binary(r.take(len)?.to_vec())
+        }
+        _ => return Err(corrupt("unknown type tag")),
+    })
+}
+
 /// Decodes properties written by [`encode`].
 ///
 /// # Errors
@@ -120,29 +176,7 @@ pub fn decode(bytes: &[u8]) -> Result<Properties> {
     while !r.bytes.is_empty() {
         let name_len = u16::from_le_bytes(r.array()?) as usize;
         let name = r.text(name_len)?;
-        let value = match r.array::<1>()?[0] {
-            STRING => {
-                let len = u32::from_le_bytes(r.array()?) as usize;
-                Value::String(r.text(len)?)
-            }
-            INT32 => Value::Int32(i32::from_le_bytes(r.array()?)),
-            INT64 => Value::Int64(i64::from_le_bytes(r.array()?)),
-            DOUBLE => Value::Double(f64::from_le_bytes(r.array()?)),
-            BOOLEAN => Value::Boolean(r.array::<1>()?[0] != 0),
-            DATETIME => {
-                let secs = i64::from_le_bytes(r.array()?);
-                let nanos = u32::from_le_bytes(r.array()?);
-                Value::DateTime(
-                    DateTime::from_timestamp(secs, nanos).ok_or_else(|| corrupt("bad DateTime"))?,
-                )
-            }
-            GUID => Value::Guid(Uuid::from_bytes(r.array()?)),
-            BINARY => {
-                let len = u32::from_le_bytes(r.array()?) as usize;
-                Value::Binary(r.take(len)?.to_vec())
-            }
-            _ => return Err(corrupt("unknown type tag")),
-        };
+        let value = value(&mut r)?;
         properties.insert(name, value);
     }
     Ok(properties)
@@ -183,5 +217,40 @@ mod tests {
             let _ = decode(&bytes[..cut]);
         }
         assert!(decode(&bytes[..bytes.len() - 1]).is_err());
+    }
+
+    #[test]
+    fn find_reads_one_property_as_decode_does() {
+        let mut p = Properties::new();
+        p.insert("s".into(), Value::String("héllo".into()));
+        p.insert("i".into(), Value::Int32(-5));
+        p.insert("d".into(), Value::Double(2.5));
+        p.insert(
+            "t".into(),
+            Value::DateTime(DateTime::from_timestamp(7, 8).unwrap_or_default()),
+        );
+        p.insert("g".into(), Value::Guid(Uuid::from_u128(9)));
+        p.insert("x".into(), Value::Binary(vec![1, 2]));
+        p.insert("b".into(), Value::Boolean(false));
+        p.insert("l".into(), Value::Int64(3));
+        let bytes = encode(&p);
+        for (name, value) in &p {
+            assert_eq!(
+                find(&bytes, name).ok().flatten().as_ref(),
+                Some(value),
+                "{name}"
+            );
+        }
+        assert_eq!(find(&bytes, "missing").ok(), Some(None));
+        assert_eq!(
+            find(&bytes, "S").ok(),
+            Some(None),
+            "names are case-sensitive"
+        );
+        for cut in 1..bytes.len() {
+            let _ = find(&bytes[..cut], "missing");
+        }
+        assert!(find(&bytes[..bytes.len() - 1], "missing").is_err());
+        assert!(find(&[2], "i").is_err(), "unknown version");
     }
 }

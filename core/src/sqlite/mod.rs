@@ -21,12 +21,15 @@
 //! - Reads take a reader worker from a pool of at most `pool_size`, most recently used
 //!   first so that a steady caller keeps the same warm thread, and run beside the writer
 //!   as WAL allows. Reader workers start as concurrent reads need them.
-//! - Putting a thread to sleep and waking it is most of the cost of a short call. So a
-//!   worker that finished a job busy-waits on its queue for `WORKER_SPIN` before
-//!   sleeping, and a point read or a single write busy-waits for its answer for
+//! - Putting a thread to sleep and waking it is most of the cost of a short call (on a
+//!   virtual machine, waking a thread whose CPU went idle takes 50 µs or more). So a
+//!   worker that finished a job busy-waits on its queue before sleeping, for as long as
+//!   that job took (at least `WORKER_SPIN`, at most `MAX_WORKER_SPIN`): a caller that
+//!   sends batch after batch finds the worker awake, and the busy-wait never costs more
+//!   than the work before it. And a point read or a single write busy-waits for its answer for
 //!   `ANSWER_SPIN` before yielding to the executor: back-to-back calls then pass between
 //!   running threads with no sleep and no wake-up. Both waits are bounded (tens of
-//!   microseconds, what the call itself takes) and adaptive: a wait that ran out, as on
+//!   to a few hundred microseconds, what the call itself takes) and adaptive: a wait that ran out, as on
 //!   a machine with more runnable threads than cores where the two threads would only
 //!   steal each other's core, turns the following waits off (up to `SPIN_BACKOFF` of
 //!   them), and a job or answer that then arrives within a busy-wait's length turns
@@ -53,7 +56,7 @@ use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionB
 use crate::apply::{self, Change};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::model::{ETag, Entity};
+use crate::model::{ETag, Entity, Value};
 use crate::query::{Page, PageCollector, Query, QueryClass};
 use crate::store::{Batch, TableStore, WriteOp};
 use tokio::sync::oneshot;
@@ -152,8 +155,11 @@ struct Inner {
     statements: Mutex<HashMap<String, Arc<TableSql>>>,
 }
 
-/// How long a worker that finished a job busy-waits on its queue before it sleeps.
+/// How long a worker that finished a job busy-waits on its queue before it sleeps, at
+/// least: after a longer job it waits as long as that job took, up to `MAX_WORKER_SPIN`.
 const WORKER_SPIN: Duration = Duration::from_micros(30);
+/// The longest busy-wait for the next job (after a job of twice that or longer).
+const MAX_WORKER_SPIN: Duration = Duration::from_micros(250);
 /// How long a point read or a single write busy-waits for its answer before it yields
 /// to the executor: on a warm connection a point read answers within about 10 µs and a
 /// single write within about 30 µs.
@@ -254,29 +260,43 @@ impl Worker {
 fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
     let mut waits = Waits::default();
     while let Some(job) = next_job(queue, &mut waits) {
+        let started = Instant::now();
         let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
         if !conn.is_autocommit() {
             let _ = conn.execute_batch("ROLLBACK");
         }
+        waits.spin = started.elapsed().clamp(WORKER_SPIN, MAX_WORKER_SPIN);
     }
 }
 
 /// A worker's record of its recent waits for jobs.
-#[derive(Default)]
 struct Waits {
+    /// How long the next busy-wait lasts: the last job's time, within
+    /// `WORKER_SPIN..=MAX_WORKER_SPIN`.
+    spin: Duration,
     /// Waits left that sleep at once.
     skip: u32,
     /// Busy-waits in a row that ran out (capped).
     misses: u32,
 }
 
-/// The next job, busy-waiting on the queue for `WORKER_SPIN` before sleeping on it;
+impl Default for Waits {
+    fn default() -> Self {
+        Waits {
+            spin: WORKER_SPIN,
+            skip: 0,
+            misses: 0,
+        }
+    }
+}
+
+/// The next job, busy-waiting on the queue for `waits.spin` before sleeping on it;
 /// `None` once every sender is gone.
 ///
 /// A busy-wait that ran out makes the next waits sleep at once, twice as many after
 /// each miss in a row (up to `SPIN_BACKOFF`): a caller that went idle, or a machine
 /// with more runnable threads than cores, stops the spinning. A job that reaches a
-/// sleeping worker within `WORKER_SPIN` shows that a busy-wait would have caught it,
+/// sleeping worker within `waits.spin` shows that a busy-wait would have caught it,
 /// and turns busy-waits back on at once.
 fn next_job(queue: &mpsc::Receiver<Job>, waits: &mut Waits) -> Option<Job> {
     if waits.skip > 0 {
@@ -293,7 +313,7 @@ fn next_job(queue: &mpsc::Receiver<Job>, waits: &mut Waits) -> Option<Job> {
                 Err(mpsc::TryRecvError::Disconnected) => return None,
                 // The clock is read every 16th poll: reading it costs more than a poll.
                 Err(mpsc::TryRecvError::Empty)
-                    if !polls.is_multiple_of(16) || started.elapsed() < WORKER_SPIN =>
+                    if !polls.is_multiple_of(16) || started.elapsed() < waits.spin =>
                 {
                     polls = polls.wrapping_add(1);
                     std::hint::spin_loop();
@@ -308,8 +328,9 @@ fn next_job(queue: &mpsc::Receiver<Job>, waits: &mut Waits) -> Option<Job> {
     }
     let asleep = Instant::now();
     let job = queue.recv().ok();
-    if asleep.elapsed() < WORKER_SPIN {
-        *waits = Waits::default();
+    if asleep.elapsed() < waits.spin {
+        waits.skip = 0;
+        waits.misses = 0;
     }
     job
 }
@@ -442,10 +463,6 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     Ok(conn)
 }
 
-fn micros(entity: &Entity) -> i64 {
-    entity.timestamp.map_or(0, |t| t.timestamp_micros())
-}
-
 fn read_stored(
     conn: &Connection,
     sql: &TableSql,
@@ -476,18 +493,14 @@ fn read_stored(
     .transpose()
 }
 
-fn write_entity(
-    conn: &Connection,
-    statement: &str,
-    table: &str,
-    mut entity: Entity,
-) -> Result<ETag> {
-    let etag = apply::stamp(&mut entity);
+fn write_entity(conn: &Connection, statement: &str, table: &str, entity: Entity) -> Result<ETag> {
+    // The entity is dropped after this statement: the version goes to SQL, not onto it.
+    let (ts, etag) = apply::new_version();
     let mut stmt = conn.prepare_cached(statement).map_err(table_error(table))?;
     stmt.execute(params![
         entity.partition_key,
         entity.row_key,
-        micros(&entity),
+        ts.timestamp_micros(),
         etag.as_str(),
         codec::encode(&entity.properties),
     ])
@@ -591,6 +604,53 @@ fn page_sql(sql: &TableSql, query: &Query) -> (String, Vec<String>) {
     (text, args)
 }
 
+/// A stored row as SQLite hands it over, borrowed: the filter reads its keys and the
+/// properties it names from here, and the entity is built only for a row the page takes.
+struct StoredRow<'a> {
+    pk: &'a str,
+    rk: &'a str,
+    ts: i64,
+    props: &'a [u8],
+    /// The first error met reading a property for the filter.
+    error: std::cell::RefCell<Option<Error>>,
+}
+
+impl crate::filter::Fields for StoredRow<'_> {
+    fn partition_key(&self) -> &str {
+        self.pk
+    }
+
+    fn row_key(&self) -> &str {
+        self.rk
+    }
+
+    fn timestamp(&self) -> Option<DateTime<chrono::Utc>> {
+        DateTime::from_timestamp_micros(self.ts)
+    }
+
+    fn property_is(&self, name: &str, test: impl FnOnce(&Value) -> bool) -> bool {
+        match codec::find(self.props, name) {
+            Ok(value) => value.as_ref().is_some_and(test),
+            Err(e) => {
+                self.error.borrow_mut().get_or_insert(e);
+                false
+            }
+        }
+    }
+}
+
+impl StoredRow<'_> {
+    fn entity(&self) -> Result<Entity> {
+        Ok(Entity {
+            partition_key: self.pk.to_owned(),
+            row_key: self.rk.to_owned(),
+            timestamp: DateTime::from_timestamp_micros(self.ts),
+            etag: None,
+            properties: codec::decode(self.props)?,
+        })
+    }
+}
+
 fn query_page(conn: &Connection, sql: &TableSql, table: &str, query: &Query) -> Result<Page> {
     let (text, args) = page_sql(sql, query);
     let mut stmt = conn.prepare_cached(&text).map_err(table_error(table))?;
@@ -599,20 +659,31 @@ fn query_page(conn: &Connection, sql: &TableSql, table: &str, query: &Query) -> 
         .map_err(table_error(table))?;
     let mut collector = PageCollector::new(query);
     while let Some(row) = rows.next().map_err(table_error(table))? {
-        let entity = Entity {
-            partition_key: row.get(0).map_err(table_error(table))?,
-            row_key: row.get(1).map_err(table_error(table))?,
-            timestamp: DateTime::from_timestamp_micros(row.get(2).map_err(table_error(table))?),
-            etag: Some(ETag::new(
-                row.get::<_, String>(3).map_err(table_error(table))?,
-            )),
-            properties: codec::decode(
-                row.get_ref(4)
-                    .and_then(|v| v.as_blob().map_err(Into::into))
-                    .map_err(table_error(table))?,
-            )?,
+        let text = |i| -> Result<&str> {
+            row.get_ref(i)
+                .and_then(|v| v.as_str().map_err(Into::into))
+                .map_err(table_error(table))
         };
-        if collector.offer(entity).is_break() {
+        let stored = StoredRow {
+            pk: text(0)?,
+            rk: text(1)?,
+            ts: row.get(2).map_err(table_error(table))?,
+            props: row
+                .get_ref(4)
+                .and_then(|v| v.as_blob().map_err(Into::into))
+                .map_err(table_error(table))?,
+            error: std::cell::RefCell::new(None),
+        };
+        let offered = collector.offer_fields(&stored, || {
+            let mut entity = stored.entity()?;
+            entity.etag = Some(ETag::new(text(3)?));
+            Ok(entity)
+        })?;
+        // A row the filter could not read is an error, not a row left out.
+        if let Some(e) = stored.error.into_inner() {
+            return Err(e);
+        }
+        if offered.is_break() {
             break;
         }
     }
@@ -949,6 +1020,69 @@ mod tests {
         // it and never commit, and the reader would not see it.
         store.insert("Items", Entity::new("p", "r")).await.unwrap();
         assert!(store.get("Items", "p", "r", None).await.unwrap().is_some());
+    }
+
+    #[tokio::test]
+    async fn a_filter_reads_stored_rows_as_it_reads_entities() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir).await;
+        store.create_table("People").await.unwrap();
+        for (rk, age) in [("a", 20), ("b", 30), ("c", 40), ("d", 50)] {
+            let e = Entity::new("p", rk).with("Age", age).with("Name", rk);
+            store.insert("People", e).await.unwrap();
+        }
+        let filters = [
+            "Age ge 30",
+            "Age ge 30 and not (Name eq 'c')",
+            "Age gt 25.0 or RowKey eq 'a'",
+            "Missing eq 1",
+            "not (Missing eq 1)",
+            "Timestamp ge datetime'2000-01-01T00:00:00Z'",
+        ];
+        let all = store.query("People", &Query::new()).await.unwrap().entities;
+        for text in filters {
+            let mut query = Query::parse(text).unwrap();
+            let expected: Vec<&Entity> = all
+                .iter()
+                .filter(|e| query.filter.as_ref().unwrap().matches(e))
+                .collect();
+            let found = store.query("People", &query).await.unwrap().entities;
+            assert_eq!(found.iter().collect::<Vec<_>>(), expected, "{text}");
+            // One row a page: the token names the next row the filter takes.
+            query = query.top(1);
+            let page = store.query("People", &query).await.unwrap();
+            assert_eq!(page.entities.first(), expected.first().copied(), "{text}");
+            let next = page.continuation.map(|t| t.next_row_key().to_owned());
+            assert_eq!(next.as_deref(), expected.get(1).map(|e| e.row_key.as_str()));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_corrupt_row_is_an_error_even_where_the_filter_rejects_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = open(&dir).await;
+        store.create_table("People").await.unwrap();
+        store
+            .insert("People", Entity::new("p", "a").with("Age", 20))
+            .await
+            .unwrap();
+        let table = store.table_sql("People").name.clone();
+        store
+            .run_write(move |conn| {
+                // The Age value cut short: the row ends inside the property the filter reads.
+                let sql = format!("UPDATE {table} SET props = substr(props, 1, length(props) - 1)");
+                conn.execute(&sql, []).map_err(sqlite_error)
+            })
+            .await
+            .unwrap();
+        for text in ["Age ge 30", "Age lt 30", "not (Age ge 30)"] {
+            let failed = store.query("People", &Query::parse(text).unwrap()).await;
+            let err = failed.expect_err(text);
+            assert!(
+                err.to_string().contains("corrupt entity row"),
+                "{text}: {err}"
+            );
+        }
     }
 
     #[tokio::test]
