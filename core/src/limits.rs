@@ -288,10 +288,7 @@ pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
         });
     }
     // Most keys are ASCII: one pass over the bytes finds them clean.
-    let clean = value.is_ascii()
-        && !value
-            .bytes()
-            .any(|b| matches!(b, b'/' | b'\\' | b'#' | b'?') || b.is_ascii_control());
+    let clean = value.is_ascii() && !value.bytes().any(|b| forbidden_in_key(char::from(b)));
     if clean {
         return Ok(());
     }
@@ -359,7 +356,7 @@ pub fn check_property_name(name: &str) -> Result<(), Violation> {
         && bytes
             .iter()
             .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
-        && ![PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name)
+        && !is_system_name(name)
     {
         return Ok(());
     }
@@ -379,7 +376,7 @@ pub fn check_property_name(name: &str) -> Result<(), Violation> {
         Some(_) if !chars.all(|c| c.is_alphanumeric() || c == '_') => {
             Some("a property name has only letters, digits and `_`")
         }
-        Some(_) if [PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name) => {
+        Some(_) if is_system_name(name) => {
             Some("system properties are set through the entity's fields, not as properties")
         }
         Some(_) => None,
@@ -393,13 +390,18 @@ pub fn check_property_name(name: &str) -> Result<(), Violation> {
     }
 }
 
+/// Whether `name` is one of the system properties (PartitionKey, RowKey, Timestamp).
+fn is_system_name(name: &str) -> bool {
+    [PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name)
+}
+
 /// Checks a name used in a projection (`select`) or a filter: a property name or one of
 /// the system properties.
 ///
 /// # Errors
 /// [`Violation::PropertyName`].
 pub fn check_selectable_name(name: &str) -> Result<(), Violation> {
-    if [PARTITION_KEY, ROW_KEY, TIMESTAMP].contains(&name) {
+    if is_system_name(name) {
         Ok(())
     } else {
         check_property_name(name)

@@ -431,23 +431,11 @@ impl<'q> PageCollector<'q> {
     }
 
     /// Offers the next entity in key order; `Break` once the page is complete.
-    pub fn offer(&mut self, mut entity: Entity) -> ControlFlow<()> {
-        if let Some(filter) = self.filter
-            && !filter.matches(&entity)
-        {
-            return ControlFlow::Continue(());
+    pub fn offer(&mut self, entity: Entity) -> ControlFlow<()> {
+        if let Some(flow) = self.admit(&entity) {
+            return flow;
         }
-        if self.page.entities.len() == self.limit {
-            self.page.continuation = Some(ContinuationToken::new(
-                std::mem::take(&mut entity.partition_key),
-                std::mem::take(&mut entity.row_key),
-            ));
-            return ControlFlow::Break(());
-        }
-        if let Some(select) = self.select {
-            entity.project(select);
-        }
-        self.page.entities.push(entity);
+        self.take(entity);
         ControlFlow::Continue(())
     }
 
@@ -463,24 +451,38 @@ impl<'q> PageCollector<'q> {
         fields: &impl crate::filter::Fields,
         build: impl FnOnce() -> Result<Entity>,
     ) -> Result<ControlFlow<()>> {
+        if let Some(flow) = self.admit(fields) {
+            return Ok(flow);
+        }
+        self.take(build()?);
+        Ok(ControlFlow::Continue(()))
+    }
+
+    /// What becomes of a row before it is built: `Continue` when the filter rejects it,
+    /// `Break` (with the continuation token at it) when the page is full, `None` when
+    /// the page takes it.
+    fn admit(&mut self, fields: &impl crate::filter::Fields) -> Option<ControlFlow<()>> {
         if let Some(filter) = self.filter
             && !filter.matches_fields(fields)
         {
-            return Ok(ControlFlow::Continue(()));
+            return Some(ControlFlow::Continue(()));
         }
         if self.page.entities.len() == self.limit {
             self.page.continuation = Some(ContinuationToken::new(
                 fields.partition_key().to_owned(),
                 fields.row_key().to_owned(),
             ));
-            return Ok(ControlFlow::Break(()));
+            return Some(ControlFlow::Break(()));
         }
-        let mut entity = build()?;
+        None
+    }
+
+    /// Adds a row the page takes, projected to the query's `select`.
+    fn take(&mut self, mut entity: Entity) {
         if let Some(select) = self.select {
             entity.project(select);
         }
         self.page.entities.push(entity);
-        Ok(ControlFlow::Continue(()))
     }
 
     /// The page collected.

@@ -610,6 +610,7 @@ struct StoredRow<'a> {
     pk: &'a str,
     rk: &'a str,
     ts: i64,
+    etag: &'a str,
     props: &'a [u8],
     /// The first error met reading a property for the filter.
     error: std::cell::RefCell<Option<Error>>,
@@ -645,7 +646,7 @@ impl StoredRow<'_> {
             partition_key: self.pk.to_owned(),
             row_key: self.rk.to_owned(),
             timestamp: DateTime::from_timestamp_micros(self.ts),
-            etag: None,
+            etag: Some(ETag::new(self.etag)),
             properties: codec::decode(self.props)?,
         })
     }
@@ -668,17 +669,14 @@ fn query_page(conn: &Connection, sql: &TableSql, table: &str, query: &Query) -> 
             pk: text(0)?,
             rk: text(1)?,
             ts: row.get(2).map_err(table_error(table))?,
+            etag: text(3)?,
             props: row
                 .get_ref(4)
                 .and_then(|v| v.as_blob().map_err(Into::into))
                 .map_err(table_error(table))?,
             error: std::cell::RefCell::new(None),
         };
-        let offered = collector.offer_fields(&stored, || {
-            let mut entity = stored.entity()?;
-            entity.etag = Some(ETag::new(text(3)?));
-            Ok(entity)
-        })?;
+        let offered = collector.offer_fields(&stored, || stored.entity())?;
         // A row the filter could not read is an error, not a row left out.
         if let Some(e) = stored.error.into_inner() {
             return Err(e);
