@@ -278,6 +278,11 @@ pub fn forbidden_in_key(c: char) -> bool {
 /// # Errors
 /// [`Violation::KeyTooLong`] or [`Violation::KeyForbiddenCharacter`].
 pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
+    // Most keys are short ASCII without a forbidden character: one table look-up a byte,
+    // and the length in UTF-16 units is the length in bytes.
+    if value.len() <= MAX_KEY_CHARS && value.bytes().all(|b| ASCII_KEY[usize::from(b)]) {
+        return Ok(());
+    }
     let length = utf16_len(value);
     if length > MAX_KEY_CHARS {
         return Err(Violation::KeyTooLong {
@@ -286,11 +291,6 @@ pub fn check_key(key: KeyKind, value: &str) -> Result<(), Violation> {
             length,
             max: MAX_KEY_CHARS,
         });
-    }
-    // Most keys are ASCII: one pass over the bytes finds them clean.
-    let clean = value.is_ascii() && !value.bytes().any(|b| forbidden_in_key(char::from(b)));
-    if clean {
-        return Ok(());
     }
     if let Some((position, character)) = value
         .chars()
@@ -348,14 +348,12 @@ pub fn check_table_name(name: &str) -> Result<(), Violation> {
 /// # Errors
 /// [`Violation::PropertyName`].
 pub fn check_property_name(name: &str) -> Result<(), Violation> {
-    // The usual name, short ASCII of letters, digits and `_`: one pass over the bytes.
+    // The usual name, short ASCII of letters, digits and `_`: one table look-up a byte.
     let bytes = name.as_bytes();
-    if !bytes.is_empty()
+    if let Some(first) = bytes.first()
         && bytes.len() <= MAX_PROPERTY_NAME_CHARS
-        && (bytes[0].is_ascii_alphabetic() || bytes[0] == b'_')
-        && bytes
-            .iter()
-            .all(|b| b.is_ascii_alphanumeric() || *b == b'_')
+        && !first.is_ascii_digit()
+        && bytes.iter().all(|&b| ASCII_IDENTIFIER[usize::from(b)])
         && !is_system_name(name)
     {
         return Ok(());
@@ -389,6 +387,30 @@ pub fn check_property_name(name: &str) -> Result<(), Violation> {
         None => Ok(()),
     }
 }
+
+/// The ASCII bytes a key may hold: all but `/ \\ # ?` and the control characters.
+const ASCII_KEY: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 128 {
+        let c = b as u8;
+        table[b] = !(c.is_ascii_control() || matches!(c, b'/' | b'\\' | b'#' | b'?'));
+        b += 1;
+    }
+    table
+};
+
+/// The bytes of an ASCII identifier: letters, digits and `_`.
+const ASCII_IDENTIFIER: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric() || c == b'_';
+        b += 1;
+    }
+    table
+};
 
 /// Whether `name` is one of the system properties (PartitionKey, RowKey, Timestamp).
 fn is_system_name(name: &str) -> bool {
@@ -491,7 +513,14 @@ pub fn check_property(name: &str, value: &Value) -> Result<(), Violation> {
 /// Checks one property as [`check_property`] does and returns what it adds to the
 /// entity's size, walking the name and the value once.
 fn checked_property_size(name: &str, value: &Value) -> Result<usize, Violation> {
-    check_property_name(name)?;
+    checked_value_size(name, value, false)
+}
+
+/// As [`checked_property_size`], checking the name unless `name_known` says it passed.
+fn checked_value_size(name: &str, value: &Value, name_known: bool) -> Result<usize, Violation> {
+    if !name_known {
+        check_property_name(name)?;
+    }
     let size = value_size(value);
     match value {
         Value::String(_) | Value::Binary(_) => {
@@ -532,6 +561,17 @@ pub fn check_entity(entity: &Entity) -> Result<(), Violation> {
 /// # Errors
 /// The first [`Violation`] found.
 pub fn check_entity_sized(entity: &Entity) -> Result<usize, Violation> {
+    check_entity_sized_after(entity, None)
+}
+
+/// As [`check_entity_sized`], given an entity that passed the same check just before
+/// (the previous operation of a batch): a property name equal to that entity's name at
+/// the same position is known valid and is compared instead of checked. The entities of
+/// a batch are most often of one type, with the same names in the same order.
+pub(crate) fn check_entity_sized_after(
+    entity: &Entity,
+    previous: Option<&Entity>,
+) -> Result<usize, Violation> {
     check_keys(&entity.partition_key, &entity.row_key)?;
     if entity.properties.len() > MAX_USER_PROPERTIES {
         return Err(Violation::TooManyProperties {
@@ -542,8 +582,12 @@ pub fn check_entity_sized(entity: &Entity) -> Result<usize, Violation> {
         });
     }
     let mut size = key_size(&entity.partition_key, &entity.row_key);
-    for (name, value) in &entity.properties {
-        size += checked_property_size(name, value)?;
+    let known = previous.map(|p| &p.properties);
+    for (position, (name, value)) in entity.properties.iter().enumerate() {
+        let name_known = known
+            .and_then(|k| k.get_index(position))
+            .is_some_and(|(known, _)| known == name);
+        size += checked_value_size(name, value, name_known)?;
     }
     if size > MAX_ENTITY_BYTES {
         return Err(Violation::EntityTooLarge {
@@ -600,6 +644,40 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn byte_tables_agree_with_the_character_rules() {
+        for b in 0..=255u8 {
+            let c = char::from(b);
+            assert_eq!(
+                ASCII_KEY[usize::from(b)],
+                b.is_ascii() && !forbidden_in_key(c),
+                "key byte {b:#x}"
+            );
+            assert_eq!(
+                ASCII_IDENTIFIER[usize::from(b)],
+                c.is_ascii_alphanumeric() || c == '_',
+                "name byte {b:#x}"
+            );
+        }
+    }
+
+    #[test]
+    fn a_name_known_from_the_previous_entity_is_not_checked_again_but_others_are() {
+        let first = Entity::new("p", "1").with("Name", "a").with("Age", 1);
+        let same = Entity::new("p", "2").with("Name", "b").with("Age", 2);
+        assert_eq!(
+            check_entity_sized_after(&same, Some(&first)),
+            check_entity_sized(&same)
+        );
+        // A different name at a known position is still checked.
+        let mut bad = Entity::new("p", "3").with("Name", "c");
+        bad.properties.insert("1st".to_owned(), Value::Int32(1));
+        assert!(matches!(
+            check_entity_sized_after(&bad, Some(&first)),
+            Err(Violation::PropertyName { .. })
+        ));
     }
 
     #[test]

@@ -29,6 +29,14 @@ const BINARY: u8 = 8;
 /// length fits its field (names ≤ 255 chars, values ≤ 64 KiB).
 pub fn encode(properties: &Properties) -> Vec<u8> {
     let mut out = Vec::with_capacity(1 + properties.len() * 24);
+    encode_into(properties, &mut out);
+    out
+}
+
+/// Encodes properties into `out`, replacing what it held: a caller encoding many
+/// entities reuses one buffer.
+pub fn encode_into(properties: &Properties, out: &mut Vec<u8>) {
+    out.clear();
     out.push(VERSION);
     for (name, value) in properties {
         out.extend_from_slice(&(name.len() as u16).to_le_bytes());
@@ -71,7 +79,6 @@ pub fn encode(properties: &Properties) -> Vec<u8> {
             }
         }
     }
-    out
 }
 
 struct Reader<'a> {

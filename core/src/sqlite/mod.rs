@@ -151,7 +151,7 @@ struct Inner {
     readers: Mutex<Vec<Worker>>,
     /// At most `pool_size` reads at once, so at most that many reader workers.
     permits: tokio::sync::Semaphore,
-    /// The statements of each table used so far, by lowercase table name.
+    /// The statements of each table used so far, by table name as spelled by callers.
     statements: Mutex<HashMap<String, Arc<TableSql>>>,
 }
 
@@ -463,46 +463,78 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     Ok(conn)
 }
 
+/// The stored entity at (`pk`, `rk`), its keys moved in from the caller's and its
+/// properties decoded straight from the row's BLOB.
 fn read_stored(
     conn: &Connection,
     sql: &TableSql,
     table: &str,
-    pk: &str,
-    rk: &str,
+    pk: String,
+    rk: String,
 ) -> Result<Option<Entity>> {
     let mut stmt = conn
         .prepare_cached(&sql.select_one)
         .map_err(table_error(table))?;
-    stmt.query_row(params![pk, rk], |row| {
-        let ts: i64 = row.get(0)?;
-        let etag: String = row.get(1)?;
-        let props = row.get_ref(2)?.as_blob()?.to_vec();
-        Ok((ts, etag, props))
-    })
-    .optional()
-    .map_err(table_error(table))?
-    .map(|(ts, etag, props)| {
-        Ok(Entity {
-            partition_key: pk.to_owned(),
-            row_key: rk.to_owned(),
-            timestamp: DateTime::from_timestamp_micros(ts),
-            etag: Some(ETag::new(etag)),
-            properties: codec::decode(&props)?,
+    let found = stmt
+        .query_row(params![pk, rk], |row| {
+            let ts: i64 = row.get(0)?;
+            let etag: String = row.get(1)?;
+            let properties = codec::decode(row.get_ref(2)?.as_blob()?);
+            Ok((ts, etag, properties))
         })
-    })
-    .transpose()
+        .optional()
+        .map_err(table_error(table))?;
+    found
+        .map(|(ts, etag, properties)| {
+            Ok(Entity {
+                partition_key: pk,
+                row_key: rk,
+                timestamp: DateTime::from_timestamp_micros(ts),
+                etag: Some(ETag::new(etag)),
+                properties: properties?,
+            })
+        })
+        .transpose()
 }
 
 fn write_entity(conn: &Connection, statement: &str, table: &str, entity: Entity) -> Result<ETag> {
-    // The entity is dropped after this statement: the version goes to SQL, not onto it.
-    let (ts, etag) = apply::new_version();
     let mut stmt = conn.prepare_cached(statement).map_err(table_error(table))?;
+    let mut buffer = Vec::with_capacity(1 + entity.properties.len() * 24);
+    write_with(&mut stmt, table, &entity, &mut buffer)
+}
+
+/// The statement `text`, prepared once into `slot` and reused from there: a batch
+/// looks its statements up once, not once per operation.
+fn prepared<'c, 's>(
+    conn: &'c Connection,
+    slot: &'s mut Option<rusqlite::CachedStatement<'c>>,
+    text: &str,
+    table: &str,
+) -> Result<&'s mut rusqlite::CachedStatement<'c>> {
+    let stmt = match slot.take() {
+        Some(stmt) => stmt,
+        None => conn.prepare_cached(text).map_err(table_error(table))?,
+    };
+    Ok(slot.insert(stmt))
+}
+
+/// Writes `entity` with a fresh version through `stmt`, the table's insert or upsert,
+/// its properties encoded in `buffer`.
+fn write_with(
+    stmt: &mut rusqlite::Statement<'_>,
+    table: &str,
+    entity: &Entity,
+    buffer: &mut Vec<u8>,
+) -> Result<ETag> {
+    // The version goes to SQL, not onto the entity.
+    let (ts, etag) = apply::new_version();
+    codec::encode_into(&entity.properties, buffer);
     stmt.execute(params![
         entity.partition_key,
         entity.row_key,
         ts.timestamp_micros(),
         etag.as_str(),
-        codec::encode(&entity.properties),
+        buffer.as_slice(),
     ])
     .map_err(|e| {
         if is_constraint(&e) {
@@ -522,7 +554,7 @@ fn apply_op(conn: &Connection, sql: &TableSql, table: &str, op: WriteOp) -> Resu
         WriteOp::InsertOrReplace(e) => write_entity(conn, &sql.upsert, table, e).map(Some),
         op => {
             let (pk, rk) = (op.key().0.to_owned(), op.key().1.to_owned());
-            let current = read_stored(conn, sql, table, &pk, &rk)?;
+            let current = read_stored(conn, sql, table, pk.clone(), rk.clone())?;
             match apply::plan(table, op, current.as_ref())? {
                 Change::Put(e) => write_entity(conn, &sql.upsert, table, e).map(Some),
                 Change::Remove => {
@@ -755,15 +787,19 @@ impl SqliteStore {
 
     /// The statements over `table` (a checked name), built once per store.
     fn table_sql(&self, table: &str) -> Arc<TableSql> {
-        let key = table.to_ascii_lowercase();
         let mut cache = self
             .inner
             .statements
             .lock()
             .unwrap_or_else(|e| e.into_inner());
+        // Looked up by the name as spelled, so a call allocates nothing; each spelling of
+        // a name gets its own copy of the same statements.
+        if let Some(sql) = cache.get(table) {
+            return Arc::clone(sql);
+        }
         Arc::clone(
             cache
-                .entry(key)
+                .entry(table.to_owned())
                 .or_insert_with_key(|key| Arc::new(TableSql::new(key))),
         )
     }
@@ -901,7 +937,7 @@ impl TableStore for SqliteStore {
         );
         let select: Option<Vec<String>> = select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
         self.read(ANSWER_SPIN, move |conn| {
-            let mut entity = read_stored(conn, &sql, &table, &pk, &rk)?;
+            let mut entity = read_stored(conn, &sql, &table, pk, rk)?;
             if let (Some(e), Some(select)) = (&mut entity, &select) {
                 e.project(select);
             }
@@ -940,23 +976,50 @@ impl TableStore for SqliteStore {
         limits::check_table_name(table)?;
         batch.check()?;
         let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run_write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sqlite_error)?;
-            let mut etags = Vec::with_capacity(batch.len());
-            for (index, op) in batch.into_operations().into_iter().enumerate() {
-                match apply_op(&tx, &sql, &table, op) {
-                    Ok(etag) => etags.push(etag),
-                    // Dropping the transaction rolls back every earlier operation.
-                    Err(e) if e.kind() == crate::ErrorKind::TableNotFound => return Err(e),
-                    Err(e) => return Err(e.in_batch(index)),
+        // The written entities come back with the answer and are freed here, by the
+        // thread that allocated them: freeing them on the writer would hold the write
+        // lock longer, and the allocator's cross-thread frees are its slow path.
+        let (etags, _written) = self
+            .run_write(move |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(sqlite_error)?;
+                let mut etags = Vec::with_capacity(batch.len());
+                let mut written = Vec::with_capacity(batch.len());
+                {
+                    let (mut insert, mut upsert) = (None, None);
+                    let mut buffer = Vec::new();
+                    for (index, op) in batch.into_operations().into_iter().enumerate() {
+                        let applied = match op {
+                            WriteOp::Insert(e) => {
+                                let etag = prepared(&tx, &mut insert, &sql.insert, &table)
+                                    .and_then(|stmt| write_with(stmt, &table, &e, &mut buffer));
+                                written.push(e);
+                                etag.map(Some)
+                            }
+                            WriteOp::InsertOrReplace(e) => {
+                                let etag = prepared(&tx, &mut upsert, &sql.upsert, &table)
+                                    .and_then(|stmt| write_with(stmt, &table, &e, &mut buffer));
+                                written.push(e);
+                                etag.map(Some)
+                            }
+                            op => apply_op(&tx, &sql, &table, op),
+                        };
+                        match applied {
+                            Ok(etag) => etags.push(etag),
+                            // Dropping the transaction rolls back every earlier operation.
+                            Err(e) if e.kind() == crate::ErrorKind::TableNotFound => {
+                                return Err(e);
+                            }
+                            Err(e) => return Err(e.in_batch(index)),
+                        }
+                    }
                 }
-            }
-            tx.commit().map_err(sqlite_error)?;
-            Ok(etags)
-        })
-        .await
+                tx.commit().map_err(sqlite_error)?;
+                Ok((etags, written))
+            })
+            .await?;
+        Ok(etags)
     }
 }
 
