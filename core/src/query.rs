@@ -446,6 +446,7 @@ impl<'q> PageCollector<'q> {
     ///
     /// # Errors
     /// What `build` returns.
+    #[cfg(feature = "sqlite")]
     pub(crate) fn offer_fields(
         &mut self,
         fields: &impl crate::filter::Fields,

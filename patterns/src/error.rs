@@ -26,6 +26,22 @@ pub enum Error {
         /// The copy's RowKey.
         row_key: String,
     },
+    /// A unique value (`#[unique]`) is held by another entity; nothing was written.
+    #[error(
+        "unique value `{name}` = `{value}` is taken by {holder}{}",
+        if *.in_flight { " (its write is in flight)" } else { "" }
+    )]
+    ValueTaken {
+        /// The unique value's name.
+        name: String,
+        /// The value, as reserved.
+        value: String,
+        /// The entity holding it.
+        holder: Box<crate::address::EntityRef>,
+        /// Whether the holder has reserved the value and not yet written itself (its
+        /// reservation is within its lease): the value may come free if that write fails.
+        in_flight: bool,
+    },
     /// Concurrent writers kept changing what a write depends on; nothing was written and
     /// the same write may succeed later.
     #[error("{what}: still conflicting after {attempts} attempts")]
@@ -74,7 +90,7 @@ impl Error {
     pub fn kind(&self) -> ErrorKind {
         match self {
             Error::Store(e) => e.kind(),
-            Error::IndexValueTaken { .. } => ErrorKind::AlreadyExists,
+            Error::IndexValueTaken { .. } | Error::ValueTaken { .. } => ErrorKind::AlreadyExists,
             Error::Contention { .. } | Error::Publish(_) => ErrorKind::Transient,
             Error::Malformed { .. } => ErrorKind::InvalidData,
             Error::NoBlobStore { .. } | Error::Unsupported(_) | Error::Encode { .. } => {

@@ -1,4 +1,4 @@
-//! Parsing: the `#[entity]`, `#[index]` and `#[index_entity]` attributes into a model of
+//! Parsing: the `#[entity]`, `#[index]`, `#[index_entity]` and `#[unique]` attributes into a model of
 //! the declaration. Unknown or repeated attributes are recorded and parsing carries on.
 
 use proc_macro2::Span;
@@ -35,6 +35,8 @@ pub(crate) const INDEX_KEYS: &[&str] = &[
 ];
 /// The `#[index_entity(...)]` keys.
 pub(crate) const INDEX_ENTITY_KEYS: &[&str] = &["name", "key", "table", "storage"];
+/// The `#[unique(...)]` keys.
+pub(crate) const UNIQUE_KEYS: &[&str] = &["name", "key", "table"];
 /// The `denormalized(...)` keys.
 pub(crate) const DENORMALIZED_KEYS: &[&str] =
     &["from", "table", "partition_key", "row_key", "property"];
@@ -64,6 +66,7 @@ pub(crate) struct Container {
     pub(crate) upcast: Option<Path>,
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
+    pub(crate) uniques: Vec<UniqueAttr>,
 }
 
 /// One `#[index(...)]`.
@@ -84,6 +87,14 @@ pub(crate) struct IndexEntityAttr {
     pub(crate) key: Option<LitStr>,
     pub(crate) table: Option<LitStr>,
     pub(crate) storage: Option<LitStr>,
+}
+
+/// One `#[unique(...)]`.
+pub(crate) struct UniqueAttr {
+    pub(crate) span: Span,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) key: Option<LitStr>,
+    pub(crate) table: Option<LitStr>,
 }
 
 /// A field's `#[entity(...)]`.
@@ -346,6 +357,29 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             });
             record(cx, result).ok();
             c.index_entities.push(index);
+        } else if attr.path().is_ident("unique") {
+            let mut unique = UniqueAttr {
+                span: attr.path().span_of(),
+                name: None,
+                key: None,
+                table: None,
+            };
+            let result = attr.parse_nested_meta(|meta| {
+                let parsed =
+                    match key_name(&meta).as_str() {
+                        "name" => string(&meta)
+                            .map(|v| set_once(cx, &meta, "unique", &mut unique.name, v)),
+                        "key" => {
+                            string(&meta).map(|v| set_once(cx, &meta, "unique", &mut unique.key, v))
+                        }
+                        "table" => string(&meta)
+                            .map(|v| set_once(cx, &meta, "unique", &mut unique.table, v)),
+                        _ => return unknown(cx, &meta, "unique", UNIQUE_KEYS),
+                    };
+                record(cx, parsed)
+            });
+            record(cx, result).ok();
+            c.uniques.push(unique);
         }
     }
     c

@@ -280,7 +280,7 @@ fn check_name(cx: &Ctxt, lit: &LitStr, names: &mut HashMap<String, Span>, what: 
         );
     }
     if names.insert(name.clone(), lit.span()).is_some() {
-        cx.error_spanned(lit, format!("duplicate index name `{name}`: index and index entity names are unique within a type"));
+        cx.error_spanned(lit, format!("duplicate index name `{name}`: index, index entity and unique value names are unique within a type"));
     }
 }
 
@@ -391,6 +391,12 @@ struct CheckedIndexEntity<'a> {
     storage: &'static str,
 }
 
+struct CheckedUnique<'a> {
+    name: String,
+    key: CheckedTemplate,
+    table: Option<&'a LitStr>,
+}
+
 struct CheckedDenormalized<'a> {
     field: &'a FieldModel,
     from: String,
@@ -410,6 +416,7 @@ struct CheckedEntity<'a> {
     row_key: CheckedTemplate,
     indexes: Vec<CheckedIndex<'a>>,
     index_entities: Vec<CheckedIndexEntity<'a>>,
+    uniques: Vec<CheckedUnique<'a>>,
     denormalized: Vec<CheckedDenormalized<'a>>,
 }
 
@@ -668,6 +675,38 @@ fn check_entity<'a>(
         }
     }
 
+    let mut uniques = Vec::new();
+    for unique in &c.uniques {
+        let name = required(
+            cx,
+            unique.name.as_ref(),
+            index_span(unique.span),
+            "name",
+            "#[unique(name = \"email\", …)]",
+        );
+        if let Some(name) = name {
+            check_name(cx, name, &mut names, "unique value");
+        }
+        let key = required(
+            cx,
+            unique.key.as_ref(),
+            index_span(unique.span),
+            "key",
+            "#[unique(key = \"{email}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
+        if let Some(table) = &unique.table {
+            check_table(cx, table);
+        }
+        if let (Some(name), Some(key)) = (name, key) {
+            uniques.push(CheckedUnique {
+                name: name.value(),
+                key,
+                table: unique.table.as_ref(),
+            });
+        }
+    }
+
     let mut denormalized = Vec::new();
     for field in fields {
         let Some(d) = &field.attr.denormalized else {
@@ -715,6 +754,7 @@ fn check_entity<'a>(
         row_key: rk?,
         indexes,
         index_entities,
+        uniques,
         denormalized,
     })
 }
@@ -905,6 +945,23 @@ fn generate_entity(
             }
         })
         .collect();
+    let unique_metas: Vec<TokenStream> = e
+        .uniques
+        .iter()
+        .map(|unique| {
+            templates.push(&unique.key);
+            let name = &unique.name;
+            let key = template_tokens(&unique.key);
+            let table = option_str(unique.table);
+            quote! {
+                __tk::UniqueMeta {
+                    name: #name,
+                    key: #key,
+                    table: #table,
+                }
+            }
+        })
+        .collect();
     let denormalized_metas: Vec<TokenStream> = e
         .denormalized
         .iter()
@@ -986,6 +1043,7 @@ fn generate_entity(
                 indexes: &[#(#index_metas),*],
                 index_entities: &[#(#index_entity_metas),*],
                 denormalized: &[#(#denormalized_metas),*],
+                uniques: &[#(#unique_metas),*],
             };
 
             #[automatically_derived]

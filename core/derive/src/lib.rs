@@ -223,7 +223,29 @@ use syn::{DeriveInput, parse_macro_input};
 /// let meta = Person::schema().index_entity("last_name").unwrap();
 /// assert_eq!(meta.storage, IndexEntityStorage::Table);
 /// ```
-#[proc_macro_derive(Entity, attributes(entity, index, index_entity))]
+///
+/// # `#[unique(...)]`
+///
+/// A value no two entities of the type may hold at once, across partitions: `key` is a
+/// template over the fields (rendered with the PartitionKey rules), `name` names it among
+/// the type's indexes, and `table` names the reservation table (default
+/// `<table>Unique`). An `IndexedTable` reserves the value before it writes the entity, and
+/// refuses a value another entity holds with `ValueTaken`.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Users", partition_key = "{team}", row_key = "u_{id}")]
+/// #[unique(name = "email", key = "{email}")]
+/// struct User { team: String, id: String, email: String }
+///
+/// let user = User { team: "a".into(), id: "1".into(), email: "ada@example.com".into() };
+/// assert_eq!(user.unique_key("email")?, "ada@example.com");
+/// assert_eq!(User::schema().unique("email").unwrap().table, None);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+#[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     expand::entity(&input)

@@ -25,7 +25,7 @@ pub use field::{
 };
 pub use schema::{
     DenormalizedMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage, IndexMeta,
-    IndexPlacement, Schema,
+    IndexPlacement, Schema, UniqueMeta,
 };
 pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
@@ -130,6 +130,19 @@ pub trait EntityType: Record {
             .index_entity(name)
             .ok_or_else(|| unknown_name::<Self>("index entity", name))?;
         render_key(self, &meta.key, KeyKind::RowKey)
+    }
+
+    /// The value this entity holds for the named unique value (`"ada@example.com"` for
+    /// `#[unique(name = "email", key = "{email}")]`), rendered with the PartitionKey
+    /// rules: the reservation's PartitionKey.
+    ///
+    /// # Errors
+    /// As [`index_keys`](Self::index_keys).
+    fn unique_key(&self, name: &str) -> Result<String> {
+        let meta = Self::schema()
+            .unique(name)
+            .ok_or_else(|| unknown_name::<Self>("unique value", name))?;
+        render_key(self, &meta.key, KeyKind::PartitionKey)
     }
 }
 
@@ -516,8 +529,8 @@ pub mod __private {
         BlobField, DenormalizedMeta, EntityKinds, EntityReader, EntityType, EntityWriter,
         FieldMeta, FieldStorage, FieldValue, IndexEntityMeta, IndexEntityStorage, IndexMeta,
         IndexPlacement, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, Projection, Record, Schema,
-        Stored, TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key, stored_kind,
-        unknown_kind,
+        Stored, TemplatePart, TicksKeyPart, UniqueMeta, const_str_eq, kind_filter, render_key,
+        stored_kind, unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;

@@ -33,6 +33,8 @@ pub struct Schema {
     pub index_entities: &'static [IndexEntityMeta],
     /// The declared denormalised fields.
     pub denormalized: &'static [DenormalizedMeta],
+    /// The declared unique values.
+    pub uniques: &'static [UniqueMeta],
 }
 
 impl Schema {
@@ -49,6 +51,11 @@ impl Schema {
     /// An index entity by name.
     pub fn index_entity(&self, name: &str) -> Option<&IndexEntityMeta> {
         self.index_entities.iter().find(|i| i.name == name)
+    }
+
+    /// A unique value by name.
+    pub fn unique(&self, name: &str) -> Option<&UniqueMeta> {
+        self.uniques.iter().find(|u| u.name == name)
     }
 
     /// The blob fields.
@@ -161,6 +168,19 @@ pub struct IndexEntityMeta {
     pub table: Option<&'static str>,
     /// Where the index entities live.
     pub storage: IndexEntityStorage,
+}
+
+/// A value no two entities of the type may hold at once, across partitions
+/// (`#[unique(name = "email", key = "{email}")]`): each holder reserves it in a
+/// reservation table before its own write.
+#[derive(Debug)]
+pub struct UniqueMeta {
+    /// The name, unique within the type among indexes, index entities and unique values.
+    pub name: &'static str,
+    /// The template of the value (`"{email}"`), rendered with the PartitionKey rules.
+    pub key: KeyTemplate,
+    /// The reservation table, when not `<table>Unique`.
+    pub table: Option<&'static str>,
 }
 
 /// A denormalised field (`#[entity(denormalized(...))]`): a copy of a property of another

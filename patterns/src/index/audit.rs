@@ -475,7 +475,43 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         } else if matches!(entity.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == INDEX_ENTITY_KIND)
         {
             self.check_page(table, &entity, report).await?;
+        } else if matches!(entity.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == super::unique::RESERVATION_KIND)
+        {
+            report.checked += 1;
+            self.check_reservation(table, &entity, report).await?;
         }
+        Ok(())
+    }
+
+    /// A reservation of a unique value: an orphan when its holder does not list it and
+    /// its lease ran out (a writer stopped between reserving and writing itself, or a
+    /// release has not run yet); repaired by deleting it. A reservation within its lease
+    /// may belong to a write in flight and is left alone.
+    async fn check_reservation(
+        &mut self,
+        table: &str,
+        entity: &Entity,
+        report: &mut AuditReport,
+    ) -> Result<()> {
+        let found = super::unique::Reservation::read(table, entity)?;
+        let now = chrono::Utc::now();
+        if found.leased(now)
+            || super::unique::holder_lists(self.applier.store(), &found.holder, &found.at).await?
+        {
+            return Ok(());
+        }
+        let repaired = self.options.repair
+            && super::unique::reclaim(self.applier.store(), &found, now).await?;
+        self.record(
+            report,
+            Finding {
+                drift: Drift::Orphaned,
+                index: found.name.clone(),
+                source: Some(found.holder.clone()),
+                target: format!("reservation of `{}` in {table}", found.value()),
+                repaired,
+            },
+        );
         Ok(())
     }
 
@@ -603,6 +639,31 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
                         index: index.clone(),
                         source: Some(source.clone()),
                         target: format!("id list `{value}` ({storage:?}) in {table}"),
+                        repaired,
+                    },
+                );
+            }
+            Target::Unique { name, at } => {
+                let store = self.applier.store();
+                if super::unique::read(store, at)
+                    .await?
+                    .is_some_and(|r| r.holder == *source)
+                {
+                    return Ok(());
+                }
+                // Another entity holding the value is reported, not repaired.
+                let repaired = self.options.repair
+                    && matches!(
+                        self.applier.claim_unique(source, version, at).await,
+                        Ok(Applied::Changed)
+                    );
+                self.record(
+                    report,
+                    Finding {
+                        drift: Drift::Missing,
+                        index: name.clone(),
+                        source: Some(source.clone()),
+                        target: format!("reservation of `{}` in {}", at.partition_key, at.table),
                         repaired,
                     },
                 );
@@ -1109,7 +1170,7 @@ async fn apply_target<S: TableStore>(
                 .await?;
             Ok(Applied::Changed)
         }
-        (Target::Denormalized { .. }, false) => {
+        (Target::Denormalized { .. } | Target::Unique { .. }, false) => {
             applier
                 .apply(&super::operation::IndexOperation::for_target(
                     source,
@@ -1135,5 +1196,6 @@ async fn apply_target<S: TableStore>(
                 )
                 .await
         }
+        (Target::Unique { at, .. }, true) => applier.claim_unique(source, version, at).await,
     }
 }

@@ -18,6 +18,7 @@ pub mod operation;
 pub mod record;
 pub mod registry;
 mod table;
+pub mod unique;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{AuditOptions, AuditProgress, AuditReport, Drift, Finding, audit, backfill};

@@ -94,6 +94,30 @@ pub enum IndexOperation {
         /// The source's property.
         source_property: String,
     },
+    /// Release the reservation of a unique value `source`'s write at `version` dropped
+    /// (see [`super::unique::release`]).
+    ReleaseUnique {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write that dropped the value.
+        version: i64,
+        /// The unique value's name.
+        name: String,
+        /// The reservation.
+        at: EntityRef,
+    },
+    /// Restore the reservation of a unique value `source` lists (the audit's repair):
+    /// reserved again for it unless another entity holds the value.
+    ClaimUnique {
+        /// The primary.
+        source: EntityRef,
+        /// The version of the primary's write.
+        version: i64,
+        /// The unique value's name.
+        name: String,
+        /// The reservation.
+        at: EntityRef,
+    },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
         /// The primary.
@@ -169,6 +193,24 @@ impl IndexOperation {
                 source: from.clone(),
                 source_property: source_property.clone(),
             },
+            (Target::Unique { name, at }, present) => {
+                let (source, name, at) = (source.clone(), name.clone(), at.clone());
+                if present {
+                    IndexOperation::ClaimUnique {
+                        source,
+                        version,
+                        name,
+                        at,
+                    }
+                } else {
+                    IndexOperation::ReleaseUnique {
+                        source,
+                        version,
+                        name,
+                        at,
+                    }
+                }
+            }
             (
                 Target::Member {
                     index,
@@ -394,7 +436,48 @@ impl<S: TableStore> IndexApplier<S> {
                 self.remove_link(dependent, property, source, source_property)
                     .await
             }
+            IndexOperation::ReleaseUnique {
+                source,
+                version,
+                at,
+                ..
+            } => Ok(
+                if super::unique::release(&self.store, at, source, *version).await? {
+                    Applied::Changed
+                } else {
+                    Applied::Unchanged
+                },
+            ),
+            IndexOperation::ClaimUnique {
+                source,
+                version,
+                at,
+                ..
+            } => self.claim_unique(source, *version, at).await,
         }
+    }
+
+    /// Restores the reservation at `at` for `source`, if `source` still lists it: the
+    /// reservation is made again (with no lease: its holder is committed) or renewed.
+    ///
+    /// # Errors
+    /// [`Error::ValueTaken`] when another entity holds the value; the store's errors.
+    pub async fn claim_unique(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        at: &EntityRef,
+    ) -> Result<Applied> {
+        if !super::unique::holder_lists(&self.store, source, at).await? {
+            return Ok(Applied::Superseded);
+        }
+        if let Some(found) = super::unique::read(&self.store, at).await?
+            && found.holder == *source
+        {
+            return Ok(Applied::Unchanged);
+        }
+        super::unique::reserve(&self.store, at, source, version, std::time::Duration::ZERO).await?;
+        Ok(Applied::Changed)
     }
 
     /// Deletes the link of `dependent`'s `property` to `source`, unless the dependent

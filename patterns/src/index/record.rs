@@ -93,6 +93,14 @@ pub enum Target {
         /// The indexed value.
         value: String,
     },
+    /// A unique value the primary holds (`#[unique]`): its reservation, which names the
+    /// primary as its holder.
+    Unique {
+        /// The unique value's name.
+        name: String,
+        /// The reservation: PartitionKey the value, RowKey the name.
+        at: EntityRef,
+    },
 }
 
 impl Target {
@@ -101,6 +109,7 @@ impl Target {
         match self {
             Target::Copy { index, .. } | Target::Member { index, .. } => index,
             Target::Denormalized { property, .. } => property,
+            Target::Unique { name, .. } => name,
         }
     }
 
@@ -143,6 +152,8 @@ impl Target {
             Target::Denormalized { source: from, .. } => {
                 from.table == source.table && from.partition_key == source.partition_key
             }
+            // Reserved before the transaction, released after it.
+            Target::Unique { .. } => false,
         }
     }
 }
@@ -333,6 +344,29 @@ pub struct DenormalizedLayout {
     pub source_property: String,
 }
 
+/// One declared unique value, with its template parsed.
+#[derive(Clone, Debug)]
+pub struct UniqueLayout {
+    /// The name.
+    pub name: String,
+    /// The template of the value (PartitionKey rules).
+    pub key: KeyTemplate,
+    /// The reservation table; `<primaries' table>Unique` when `None`.
+    pub table: Option<String>,
+}
+
+impl UniqueLayout {
+    /// The reservation table for primaries in `table`.
+    pub fn table_for(&self, table: &str) -> String {
+        self.table
+            .clone()
+            .unwrap_or_else(|| format!("{table}{RESERVATION_TABLE_SUFFIX}"))
+    }
+}
+
+/// What names a type's default reservation table after its primaries' table.
+pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
+
 /// The indexes and index entities of an entity type: what its primaries keep in step.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -348,6 +382,8 @@ pub struct Layout {
     pub members: Vec<MemberLayout>,
     /// The denormalised fields.
     pub denormalized: Vec<DenormalizedLayout>,
+    /// The unique values.
+    pub uniques: Vec<UniqueLayout>,
 }
 
 impl Layout {
@@ -394,6 +430,15 @@ impl Layout {
                     partition_key: d.partition_key.clone(),
                     row_key: d.row_key.clone(),
                     source_property: d.source_property.to_owned(),
+                })
+                .collect(),
+            uniques: schema
+                .uniques
+                .iter()
+                .map(|u| UniqueLayout {
+                    name: u.name.to_owned(),
+                    key: u.key.clone(),
+                    table: u.table.map(str::to_owned),
                 })
                 .collect(),
         }
@@ -463,6 +508,19 @@ impl Layout {
                 source_property: field.source_property.clone(),
             });
         }
+        for unique in &self.uniques {
+            if only.is_some_and(|o| o != unique.name) {
+                continue;
+            }
+            targets.insert(Target::Unique {
+                name: unique.name.clone(),
+                at: EntityRef::new(
+                    unique.table_for(&source.table),
+                    render(&unique.key, KeyKind::PartitionKey)?,
+                    unique.name.clone(),
+                ),
+            });
+        }
         Ok(targets)
     }
 
@@ -471,9 +529,10 @@ impl Layout {
         self.indexes.iter().any(|i| i.name == name)
             || self.members.iter().any(|m| m.name == name)
             || self.denormalized.iter().any(|d| d.property == name)
+            || self.uniques.iter().any(|u| u.name == name)
     }
 
-    /// The tables other than the primaries' that hold copies or id lists.
+    /// The tables other than the primaries' that hold copies, id lists or reservations.
     pub fn other_tables(&self) -> BTreeSet<String> {
         self.indexes
             .iter()
@@ -484,6 +543,7 @@ impl Layout {
                     .filter(|m| m.storage == MemberStorage::Table)
                     .filter_map(|m| m.table.clone()),
             )
+            .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
             .filter(|t| *t != self.table)
             .collect()
     }

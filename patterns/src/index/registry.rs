@@ -8,7 +8,9 @@ use tablekit_core::limits::{self, KeyKind};
 use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
-use super::record::{DenormalizedLayout, IndexLayout, Layout, MemberLayout, MemberStorage};
+use super::record::{
+    DenormalizedLayout, IndexLayout, Layout, MemberLayout, MemberStorage, UniqueLayout,
+};
 use crate::error::{Error, Result};
 
 /// The table holding the registry.
@@ -62,6 +64,17 @@ pub struct DenormalizedDecl {
     pub source_property: String,
 }
 
+/// A registered unique value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct UniqueDecl {
+    /// The name.
+    pub name: String,
+    /// The template of the value.
+    pub key: String,
+    /// The reservation table, when not `<table>Unique`.
+    pub table: Option<String>,
+}
+
 /// What one entity type of a table declares.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SchemaRecord {
@@ -80,6 +93,9 @@ pub struct SchemaRecord {
     /// The denormalised fields.
     #[serde(default)]
     pub denormalized: Vec<DenormalizedDecl>,
+    /// The unique values.
+    #[serde(default)]
+    pub uniques: Vec<UniqueDecl>,
 }
 
 impl SchemaRecord {
@@ -128,6 +144,15 @@ impl SchemaRecord {
                     partition_key: d.partition_key.source().to_owned(),
                     row_key: d.row_key.source().to_owned(),
                     source_property: d.source_property.clone(),
+                })
+                .collect(),
+            uniques: layout
+                .uniques
+                .iter()
+                .map(|u| UniqueDecl {
+                    name: u.name.clone(),
+                    key: u.key.source().to_owned(),
+                    table: u.table.clone(),
                 })
                 .collect(),
         }
@@ -183,6 +208,17 @@ impl SchemaRecord {
                         partition_key: parse(&d.partition_key)?,
                         row_key: parse(&d.row_key)?,
                         source_property: d.source_property.clone(),
+                    })
+                })
+                .collect::<Result<_>>()?,
+            uniques: self
+                .uniques
+                .iter()
+                .map(|u| {
+                    Ok(UniqueLayout {
+                        name: u.name.clone(),
+                        key: parse(&u.key)?,
+                        table: u.table.clone(),
                     })
                 })
                 .collect::<Result<_>>()?,

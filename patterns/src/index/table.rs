@@ -174,6 +174,8 @@ pub struct IndexedTable<E, S> {
     track_dependents: Arc<AtomicBool>,
     /// When the registry was last asked whether another type copies from this one.
     dependents_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// How long a reservation of a unique value protects a write in flight.
+    unique_lease: Duration,
 }
 
 /// How often a table that no registered type copies from asks the registry again.
@@ -190,6 +192,7 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
             lookup_concurrency: self.lookup_concurrency,
             track_dependents: Arc::clone(&self.track_dependents),
             dependents_checked: Arc::clone(&self.dependents_checked),
+            unique_lease: self.unique_lease,
         }
     }
 }
@@ -218,7 +221,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             lookup_concurrency: 16,
             track_dependents: Arc::new(AtomicBool::new(false)),
             dependents_checked: Arc::default(),
+            unique_lease: super::unique::DEFAULT_LEASE,
         }
+    }
+
+    /// How long a reservation of a unique value (`#[unique]`) protects the write that
+    /// made it (default 30 s): another entity meeting the reservation within its lease
+    /// is refused even if the write never lands, and after it may take a reservation
+    /// whose write never landed over. It must exceed the time from a write's reservation
+    /// to its commit.
+    pub fn unique_lease(mut self, lease: Duration) -> Self {
+        self.unique_lease = lease;
+        self
     }
 
     /// Writes look for entities that copy one of this type's properties
@@ -587,11 +601,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     async fn write(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
         let mut write = self.prepare(intent).await?;
         let partition_key = write.source.partition_key.clone();
-        let committed = self
+        let committed = match self
             .engine
             .commit(self.table.name(), &partition_key, &mut write)
-            .await?
-            .ok_or_else(|| Error::Unsupported("an indexed write planned nothing".to_owned()))?;
+            .await
+        {
+            Ok(committed) => committed,
+            Err(e) => {
+                write.release_reserved().await;
+                return Err(e);
+            }
+        }
+        .ok_or_else(|| Error::Unsupported("an indexed write planned nothing".to_owned()))?;
         Ok(WriteOutcome {
             etag: committed.etags.first().cloned().flatten(),
             version: write.version,
@@ -670,6 +691,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             missing: HashSet::new(),
             version: 0,
             operations: 0,
+            reserved: Vec::new(),
         })
     }
 
@@ -779,6 +801,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 // this commit: the worker copies its value again afterwards.
                 Target::Denormalized { .. } if !atomic => operations.push(follow_up(target)),
                 Target::Denormalized { .. } => {}
+                // Reserved before the plan (`reserve_uniques`).
+                Target::Unique { .. } => {}
             }
         }
         Ok(())
@@ -1662,6 +1686,55 @@ struct IndexWrite<'a, E, S> {
     version: i64,
     /// The operations the last plan hands to the worker.
     operations: usize,
+    /// The reservations of unique values this write made or renewed, with the version
+    /// of the plan that last did.
+    reserved: Vec<(EntityRef, i64)>,
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
+    /// Reserves the unique values the new value holds and the old one did not (step 1
+    /// of [`super::unique`]), for the write at `version`; a plan run again renews them
+    /// with its own version and lease.
+    async fn reserve_uniques(
+        &mut self,
+        old_targets: &BTreeSet<Target>,
+        version: i64,
+    ) -> Result<()> {
+        for target in &self.new_targets {
+            let Target::Unique { at, .. } = target else {
+                continue;
+            };
+            if old_targets.contains(target) {
+                continue;
+            }
+            super::unique::reserve(
+                self.table.table.store(),
+                at,
+                &self.source,
+                version,
+                self.table.unique_lease,
+            )
+            .await?;
+            match self.reserved.iter_mut().find(|(r, _)| r == at) {
+                Some(made) => made.1 = version,
+                None => self.reserved.push((at.clone(), version)),
+            }
+        }
+        Ok(())
+    }
+
+    /// After a write that failed: releases the reservations it made, unless the primary
+    /// lists them (the commit landed and only its answer was lost). Best effort: what
+    /// stays is taken over after its lease, and the audit deletes it.
+    async fn release_reserved(&self) {
+        for (at, version) in &self.reserved {
+            if let Err(e) =
+                super::unique::release(self.table.table.store(), at, &self.source, *version).await
+            {
+                tracing::warn!(reservation = %at, error = %e, "a failed write's reservation stays until its lease ends");
+            }
+        }
+    }
 }
 
 impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, E, S> {
@@ -1694,6 +1767,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         };
         let version = next_version(old_record.as_ref().map(|r| r.version));
         let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
+        self.reserve_uniques(&old_targets, version).await?;
         let mut entity = self.new_entity.clone();
         let guards = table
             .read_sources(&self.source, entity.as_mut(), &self.new_targets)
@@ -1796,18 +1870,25 @@ struct BatchWrite<'a, E, S> {
 /// The payload an outbox entry adds to a transaction, at most.
 const ENTRY_BYTES: usize = 2 * WORK_CHARS + 1024;
 
-impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, E, S> {
-    type Role = (usize, Role);
-
-    async fn plan(&mut self) -> Result<Option<Plan<(usize, Role)>>> {
+impl<E: EntityType, S: TableStore + Clone + 'static> BatchWrite<'_, E, S> {
+    /// Plans the writes that fit one transaction, or names the first write whose unique
+    /// value is taken.
+    async fn plan_writes(
+        &mut self,
+    ) -> Result<std::result::Result<Option<Plan<(usize, Role)>>, (usize, Error)>> {
         let mut plan: Plan<(usize, Role)> = Plan::new();
         let mut keys: HashSet<String> = HashSet::new();
         let (mut ops, mut bytes) = (0usize, 0usize);
         self.taken = 0;
         for (slot, (_, write)) in self.writes.iter_mut().enumerate() {
-            let Some(own) = write.plan().await? else {
-                self.taken = slot + 1;
-                continue;
+            let own = match write.plan().await {
+                Ok(Some(own)) => own,
+                Ok(None) => {
+                    self.taken = slot + 1;
+                    continue;
+                }
+                Err(taken @ Error::ValueTaken { .. }) => return Ok(Err((slot, taken))),
+                Err(e) => return Err(e),
             };
             let own_ops = own.operations().len() + own.work().len();
             let own_bytes = own
@@ -1834,7 +1915,26 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, 
             }
             self.taken = slot + 1;
         }
-        Ok((!plan.is_empty()).then_some(plan))
+        Ok(Ok((!plan.is_empty()).then_some(plan)))
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, E, S> {
+    type Role = (usize, Role);
+
+    async fn plan(&mut self) -> Result<Option<Plan<(usize, Role)>>> {
+        loop {
+            match self.plan_writes().await? {
+                Ok(plan) => return Ok(plan),
+                // A write whose unique value is taken fails on its own; the others are
+                // planned again without it.
+                Err((slot, taken)) => {
+                    let (at, write) = self.writes.remove(slot);
+                    write.release_reserved().await;
+                    self.refused.push((at, taken));
+                }
+            }
+        }
     }
 
     fn refused(&mut self, error: tablekit_core::Error, role: Option<&(usize, Role)>) -> Result<()> {
