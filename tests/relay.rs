@@ -12,11 +12,13 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use tablekit::core::fault::FaultyStore;
-use tablekit::core::{AnyStore, Batch, ETag, Entity, Page, Query, TableStore, Value, WriteOp};
+use tablekit::core::{AnyStore, Batch, ETag, Entity, Query, TableStore, Value};
 use tablekit::patterns::consistency::pending::PENDING_TABLE;
 use tablekit::patterns::consistency::{BoxFuture, Engine, Envelope, InlineSink, outbox};
 use tablekit::patterns::index::{AuditOptions, IndexedTable, OutboxSink, Relay};
 use tablekit::prelude::*;
+
+use support::kill::KilledAfter;
 
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
@@ -208,67 +210,6 @@ async fn a_marker_renewed_during_a_pass_is_kept() {
 
 // ---- Process kills between the steps -------------------------------------------------
 
-/// A store that ends its process right after its `after`-th write (counted from 0) is
-/// applied: a kill between that step and the next.
-#[derive(Clone)]
-struct KilledAfter {
-    inner: AnyStore,
-    writes: Arc<AtomicUsize>,
-    after: usize,
-}
-
-impl KilledAfter {
-    fn written(&self) {
-        if self.writes.fetch_add(1, Ordering::SeqCst) == self.after {
-            std::process::abort();
-        }
-    }
-}
-
-impl TableStore for KilledAfter {
-    async fn create_table(&self, table: &str) -> tablekit::core::Result<()> {
-        self.inner.create_table(table).await
-    }
-
-    async fn delete_table(&self, table: &str) -> tablekit::core::Result<()> {
-        self.inner.delete_table(table).await
-    }
-
-    async fn list_tables(&self, prefix: &str) -> tablekit::core::Result<Vec<String>> {
-        self.inner.list_tables(prefix).await
-    }
-
-    async fn get(
-        &self,
-        table: &str,
-        partition_key: &str,
-        row_key: &str,
-        select: Option<&[&str]>,
-    ) -> tablekit::core::Result<Option<Entity>> {
-        self.inner.get(table, partition_key, row_key, select).await
-    }
-
-    async fn query(&self, table: &str, query: &Query) -> tablekit::core::Result<Page> {
-        self.inner.query(table, query).await
-    }
-
-    async fn execute(&self, table: &str, op: WriteOp) -> tablekit::core::Result<Option<ETag>> {
-        let result = self.inner.execute(table, op).await;
-        self.written();
-        result
-    }
-
-    async fn submit_batch(
-        &self,
-        table: &str,
-        batch: Batch,
-    ) -> tablekit::core::Result<Vec<Option<ETag>>> {
-        let result = self.inner.submit_batch(table, batch).await;
-        self.written();
-        result
-    }
-}
-
 const CHILD_STORE: &str = "TABLEKIT_TEST_KILL_STORE";
 const CHILD_ROLE: &str = "TABLEKIT_TEST_KILL_ROLE";
 const CHILD_AFTER: &str = "TABLEKIT_TEST_KILL_AFTER";
@@ -284,11 +225,10 @@ async fn kill_child() {
     ) else {
         return; // Only meaningful as the child of the kill tests.
     };
-    let store = KilledAfter {
-        inner: AnyStore::connect(&url).await.expect("store"),
-        writes: Arc::default(),
-        after: after.parse().expect("a write number"),
-    };
+    let store = KilledAfter::new(
+        AnyStore::connect(&url).await.expect("store"),
+        after.parse().expect("a write number"),
+    );
     let handlers = tablekit::patterns::index::handlers(store.clone(), None);
     let sink = Arc::new(InlineSink::new(handlers));
     match role.as_str() {

@@ -404,3 +404,143 @@ on_backends!(
     a_reservation_left_by_a_dead_writer_is_taken_over_after_its_lease,
     write_all_refuses_a_taken_value_and_writes_the_rest,
 );
+
+// ---- Process kills between the steps -------------------------------------------------
+
+const CHILD_STORE: &str = "TABLEKIT_TEST_UNIQUE_KILL_STORE";
+const CHILD_AFTER: &str = "TABLEKIT_TEST_UNIQUE_KILL_AFTER";
+/// The lease of the child's reservations: short, so the parent can wait it out.
+const CHILD_LEASE: Duration = Duration::from_millis(300);
+
+/// In the child process: changes Ada's value from x to y through a store that ends the
+/// process right after the given write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unique_kill_child() {
+    let (Ok(url), Ok(after)) = (std::env::var(CHILD_STORE), std::env::var(CHILD_AFTER)) else {
+        return; // Only meaningful as the child of the kill tests.
+    };
+    let store = support::kill::KilledAfter::new(
+        AnyStore::connect(&url).await.expect("store"),
+        after.parse().expect("a write number"),
+    );
+    let users = IndexedTable::<User, _>::new(store)
+        .with_inline_apply()
+        .unique_lease(CHILD_LEASE);
+    users
+        .upsert(&user("a", 1, "y@example.com"))
+        .await
+        .expect("change");
+    // Reaching here means the kill point lay past the last write.
+    std::process::exit(3);
+}
+
+/// Runs the child; whether it was killed (`false`: it finished, the kill point lay past
+/// its last write).
+fn run_child(url: &str, after: usize) -> bool {
+    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args([
+            "--exact",
+            "unique_kill_child",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(CHILD_STORE, url)
+        .env(CHILD_AFTER, after.to_string())
+        .env("RUST_LOG", "off")
+        .status()
+        .expect("the child runs");
+    match status.code() {
+        None => true,
+        Some(3) => false,
+        Some(_) => panic!("the child killed after write {after} failed: {status:?}"),
+    }
+}
+
+/// A process changing a value, killed right after each of its writes in turn (the new
+/// value's reservation, the pending marker, the commit, the old value's release, the
+/// outbox clean-up): after the relay, the lease and the audit's repair, the value the
+/// stored entity holds is reserved for it and the other is free.
+async fn kills_between_every_step(base: &str) {
+    let mut after = 0;
+    loop {
+        let url = format!("{base}{after}");
+        let store = AnyStore::connect(&url).await.expect("store");
+        let users = open(store.clone()).await;
+        users
+            .insert(&user("a", 1, "x@example.com"))
+            .await
+            .expect("insert");
+        let killed = run_child(&url, after);
+
+        let handlers = tablekit::patterns::index::handlers(store.clone(), None);
+        let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
+        Relay::new(store.clone(), sink)
+            .grace(Duration::ZERO)
+            .late(Duration::ZERO)
+            .run_once()
+            .await
+            .expect("relay");
+        tokio::time::sleep(CHILD_LEASE + Duration::from_millis(50)).await;
+        let repaired = users
+            .audit(&AuditOptions {
+                repair: true,
+                ..AuditOptions::default()
+            })
+            .await
+            .expect("audit");
+        assert_eq!(repaired.missing, 0, "after write {after}: {repaired:?}");
+        assert_audit_clean(&users).await;
+
+        let ada = users
+            .get("a", "u_0001")
+            .await
+            .expect("get")
+            .expect("ada stays")
+            .value;
+        let (held, free) = if ada.email == "y@example.com" {
+            ("y@example.com", "x@example.com")
+        } else {
+            ("x@example.com", "y@example.com")
+        };
+        assert_eq!(
+            reservation(&store, held).await.map(|r| r.holder),
+            Some(holder(&ada)),
+            "after write {after}"
+        );
+        assert!(
+            reservation(&store, free).await.is_none(),
+            "after write {after}: {free} is free"
+        );
+        users
+            .insert(&user("b", 2, free))
+            .await
+            .unwrap_or_else(|e| panic!("after write {after}: {free} should be free: {e}"));
+        if !killed {
+            assert_eq!(ada.email, "y@example.com", "the finished change holds");
+            assert!(
+                after >= 3,
+                "the change has at least 3 writes, ended after {after}"
+            );
+            break;
+        }
+        after += 1;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_writer_leaves_the_value_held_or_free_on_sqlite() {
+    let dir = tempfile::tempdir().expect("a temp dir");
+    kills_between_every_step(&format!("sqlite:{}/case", dir.path().display())).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_writer_leaves_the_value_held_or_free_on_azurite() {
+    if support::azure().await.is_none() {
+        return;
+    }
+    let Some(url) = support::azurite() else {
+        return;
+    };
+    // The prefix ends the connection string: each case appends to it.
+    kills_between_every_step(&url).await;
+}
