@@ -382,17 +382,23 @@ async fn write_all_refuses_a_taken_value_and_writes_the_rest(store: AnyStore) {
             TypedWrite::Upsert(user("a", 2, "free1@example.com")),
             TypedWrite::Upsert(user("a", 3, "taken@example.com")),
             TypedWrite::Upsert(user("a", 4, "free2@example.com")),
+            // Its keys are taken: refused by the store after its value was reserved.
+            TypedWrite::Insert(user("a", 1, "fresh@example.com")),
         ])
         .await
         .expect("write_all");
-    let refused: Vec<usize> = report.refused.iter().map(|(i, _)| *i).collect();
-    assert_eq!(refused, [1]);
-    assert!(matches!(
-        report.refused[0].1,
-        PatternError::ValueTaken { .. }
-    ));
+    let mut refused: Vec<(usize, bool)> = report
+        .refused
+        .iter()
+        .map(|(i, e)| (*i, matches!(e, PatternError::ValueTaken { .. })))
+        .collect();
+    refused.sort_unstable();
+    assert_eq!(refused, [(1, true), (3, false)]);
     assert_eq!(holders(&users).await.len(), 3);
     assert_consistent(&users).await;
+    // The refused insert's reservation went with it.
+    assert!(reservation(&store, "fresh@example.com").await.is_none());
+    assert_audit_clean(&users).await;
 }
 
 on_backends!(

@@ -533,6 +533,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     writes: pending.drain(..).collect(),
                     taken: 0,
                     refused: Vec::new(),
+                    dropped: Vec::new(),
                 };
                 let committed = self
                     .engine
@@ -541,6 +542,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 let taken = batch.taken.min(batch.writes.len());
                 let rest: Vec<_> = batch.writes.drain(taken..).collect();
                 report.refused.append(&mut batch.refused);
+                for write in &batch.dropped {
+                    write.release_reserved().await;
+                }
                 match committed {
                     Ok(Some(committed)) => {
                         report.published &= committed.published || committed.work == 0;
@@ -550,6 +554,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     }
                     Ok(None) => {}
                     Err(e) => {
+                        for (_, write) in &batch.writes {
+                            write.release_reserved().await;
+                        }
                         report
                             .failed
                             .push((batch.writes.iter().map(|(at, _)| *at).collect(), e));
@@ -1865,6 +1872,8 @@ struct BatchWrite<'a, E, S> {
     taken: usize,
     /// Writes refused on their own, taken out of the batch.
     refused: Vec<(usize, Error)>,
+    /// The refused writes, whose reservations go after the commit.
+    dropped: Vec<IndexWrite<'a, E, S>>,
 }
 
 /// The payload an outbox entry adds to a transaction, at most.
@@ -1930,8 +1939,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, 
                 // planned again without it.
                 Err((slot, taken)) => {
                     let (at, write) = self.writes.remove(slot);
-                    write.release_reserved().await;
                     self.refused.push((at, taken));
+                    self.dropped.push(write);
                 }
             }
         }
@@ -1951,8 +1960,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, 
         };
         if let Err(own) = write.refused(error, Some(role)) {
             // This write fails on its own; the others are planned again without it.
-            let (at, _) = self.writes.remove(slot);
+            let (at, write) = self.writes.remove(slot);
             self.refused.push((at, own));
+            self.dropped.push(write);
         }
         Ok(())
     }
