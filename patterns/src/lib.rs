@@ -55,6 +55,7 @@
 
 mod address;
 pub mod buckets;
+pub mod changes;
 pub mod consistency;
 pub mod cursor;
 mod error;

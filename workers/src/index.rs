@@ -27,6 +27,7 @@
 
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
+use tablekit_patterns::changes::ChangeEvent;
 use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 
 use crate::error::Result;
@@ -37,11 +38,14 @@ use crate::runtime::WorkerConfig;
 /// The queue index work goes to unless configured otherwise.
 pub const DEFAULT_INDEX_QUEUE: &str = "index";
 
-/// Publishes index work to a queue.
+/// Publishes follow-up work to a queue, and the change events of types declared with
+/// `#[entity(changes = "queue")]` to the queue they name (declared on first use).
 #[derive(Debug)]
 pub struct QueueSink<Q> {
     queue: Q,
     name: String,
+    /// The change queues declared so far.
+    declared: std::sync::Mutex<std::collections::HashSet<String>>,
 }
 
 impl<Q: Queue> QueueSink<Q> {
@@ -56,7 +60,28 @@ impl<Q: Queue> QueueSink<Q> {
         Ok(QueueSink {
             queue,
             name: name.to_owned(),
+            declared: std::sync::Mutex::default(),
         })
+    }
+
+    /// The queue `envelope` goes to, declared.
+    async fn destination<'a>(&'a self, envelope: &'a Envelope) -> Result<&'a str> {
+        let Some(queue) = ChangeEvent::queue_of(envelope) else {
+            return Ok(&self.name);
+        };
+        let known = |d: &std::sync::Mutex<std::collections::HashSet<String>>| {
+            d.lock().map(|d| d.contains(queue)).unwrap_or(false)
+        };
+        if queue != self.name && !known(&self.declared) {
+            crate::queue::check_queue_name(queue)?;
+            self.queue
+                .declare(queue, &WorkerConfig::new(queue).queue_options())
+                .await?;
+            if let Ok(mut declared) = self.declared.lock() {
+                declared.insert(queue.to_owned());
+            }
+        }
+        Ok(queue)
     }
 }
 
@@ -68,8 +93,9 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
         Box::pin(async move {
             let publish = |e: crate::Error| tablekit_patterns::Error::Publish(Box::new(e));
             let body = envelope.to_bytes().map_err(|e| publish(e.into()))?;
+            let queue = self.destination(envelope).await.map_err(publish)?;
             self.queue
-                .send(&self.name, &envelope.id.to_string(), &body)
+                .send(queue, &envelope.id.to_string(), &body)
                 .await
                 .map_err(publish)
         })

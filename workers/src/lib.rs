@@ -31,6 +31,7 @@
 //! ```
 
 pub mod archive;
+pub mod changes;
 pub mod cli;
 mod error;
 pub mod index;

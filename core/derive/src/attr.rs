@@ -20,6 +20,7 @@ pub(crate) const CONTAINER_KEYS: &[&str] = &[
     "version_property",
     "rename_all",
     "upcast",
+    "changes",
 ];
 /// The `#[entity(...)]` keys on a field.
 pub(crate) const FIELD_KEYS: &[&str] =
@@ -64,6 +65,7 @@ pub(crate) struct Container {
     pub(crate) version_property: Option<LitStr>,
     pub(crate) rename_all: Option<LitStr>,
     pub(crate) upcast: Option<Path>,
+    pub(crate) changes: Option<LitStr>,
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
     pub(crate) uniques: Vec<UniqueAttr>,
@@ -295,6 +297,9 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
                     }
                     "upcast" => {
                         path(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.upcast, v))
+                    }
+                    "changes" => {
+                        string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.changes, v))
                     }
                     _ => return unknown(cx, &meta, "entity", CONTAINER_KEYS),
                 };

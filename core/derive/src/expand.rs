@@ -265,6 +265,25 @@ fn required<'a>(
     value
 }
 
+/// A queue name as every queue backend takes it (the workers' `check_queue_name`).
+fn check_queue_name(cx: &Ctxt, lit: &LitStr) {
+    let name = lit.value();
+    let reason = if name.is_empty() {
+        Some("a queue name cannot be empty")
+    } else if name.len() > 200 {
+        Some("a queue name has at most 200 bytes")
+    } else if name.starts_with("amq.") {
+        Some("names starting with `amq.` are reserved by AMQP")
+    } else if name.chars().any(char::is_control) {
+        Some("a queue name cannot hold control characters")
+    } else {
+        None
+    };
+    if let Some(reason) = reason {
+        cx.error_spanned(lit, format!("invalid `changes` queue `{name}`: {reason}"));
+    }
+}
+
 fn check_table(cx: &Ctxt, lit: &LitStr) {
     if let Err(violation) = limits::check_table_name(&lit.value()) {
         cx.error_spanned(lit, violation);
@@ -464,6 +483,9 @@ fn check_entity<'a>(
         || tablekit_core::typed::DEFAULT_VERSION_PROPERTY.to_owned(),
         LitStr::value,
     );
+    if let Some(lit) = &c.changes {
+        check_queue_name(cx, lit);
+    }
     if let Some(lit) = &c.kind_property {
         check_property_name(cx, lit, &kind_property);
     }
@@ -1011,6 +1033,7 @@ fn generate_entity(
     });
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
+    let changes = option_str(c.changes.as_ref());
     let upcast = match &c.upcast {
         Some(path) => quote! {
             __tk::Some(|entity: &mut __tk::Entity, version: u32| {
@@ -1044,6 +1067,7 @@ fn generate_entity(
                 index_entities: &[#(#index_entity_metas),*],
                 denormalized: &[#(#denormalized_metas),*],
                 uniques: &[#(#unique_metas),*],
+                changes: #changes,
             };
 
             #[automatically_derived]

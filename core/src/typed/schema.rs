@@ -35,6 +35,9 @@ pub struct Schema {
     pub denormalized: &'static [DenormalizedMeta],
     /// The declared unique values.
     pub uniques: &'static [UniqueMeta],
+    /// The queue every committed change of the type is published to
+    /// (`#[entity(changes = "queue")]`).
+    pub changes: Option<&'static str>,
 }
 
 impl Schema {

@@ -1816,6 +1816,20 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         for work in split_work(operations)? {
             plan.follow_up(work.envelope()?);
         }
+        // The change event of a type that publishes its changes, after the commit.
+        if let Some(queue) = E::schema().changes
+            && let Some(event) = crate::changes::ChangeEvent::of_write(
+                queue,
+                &table.layout.kind,
+                &self.source.table,
+                version,
+                primary.as_ref(),
+                old.as_ref(),
+            )
+        {
+            self.operations += 1;
+            plan.follow_up(event.envelope()?);
+        }
         // Blobs this write stops referencing are deleted after the commit.
         if let Some(dropped) =
             crate::large::DeleteBlobs::dropped(&self.source, old.as_ref(), primary.as_ref())
