@@ -116,6 +116,88 @@ async fn inserts_updates_and_deletes_arrive_typed_in_version_order(store: AnySto
 
 on_backends!(inserts_updates_and_deletes_arrive_typed_in_version_order);
 
+/// A change of another kind on the queue, or one that does not read as the type, goes
+/// to the poison queue with its reason; the consumer keeps running.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_another_kind_is_poisoned_and_the_consumer_keeps_running() {
+    use tablekit::patterns::changes::ChangeEvent;
+    use tablekit::workers::queue::Queue;
+    let dir = tempfile::tempdir().expect("dir");
+    let queue = SqliteQueue::open(dir.path().join("queue.db"))
+        .await
+        .expect("queue");
+    let sink = QueueSink::open(queue.clone(), "index").await.expect("sink");
+    let written = Entity::new("a", "a_0001").with("balance", 5_i64);
+    for (kind, entity) in [
+        ("Other", written.clone()),
+        ("Account", Entity::new("a", "a_0002")), // no `team`, `id`, `balance`
+        ("Account", written.with("team", "a").with("id", 1_i32)),
+    ] {
+        let event =
+            ChangeEvent::of_write("account-changes", kind, "Accounts", 1, Some(&entity), None)
+                .expect("an event");
+        sink.publish(&event.envelope().expect("envelope"))
+            .await
+            .expect("publish");
+    }
+    let seen: Arc<Mutex<Vec<Change<Account>>>> = Arc::default();
+    let worker = {
+        let seen = seen.clone();
+        Changes::<Account>::consume(queue.clone(), move |change: Change<Account>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().expect("seen").push(change);
+                Ok(())
+            }
+        })
+        .expect("a change queue")
+    };
+    let report = worker
+        .run(tokio::time::sleep(Duration::from_secs(2)))
+        .await
+        .expect("worker");
+    assert_eq!((report.processed, report.poisoned), (1, 2), "{report:?}");
+    let seen = seen.lock().expect("seen").clone();
+    assert_eq!(seen.len(), 1);
+    assert_eq!(seen[0].value, account("a", 1, 5));
+    let poison = queue.stats("account-changes").await.expect("stats");
+    assert_eq!(poison.poisoned, 2, "{poison:?}");
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Notes",
+    kind = "Note",
+    partition_key = "{team}",
+    row_key = "n_{id}",
+    changes = "note-changes"
+)]
+struct Note {
+    team: String,
+    id: u32,
+    text: String,
+    more: String,
+}
+
+/// A write whose change event cannot fit its outbox entry is refused as too large, and
+/// nothing is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
+    let store = MemoryStore::new();
+    let notes = IndexedTable::<Note, _>::new(store.clone());
+    notes.open().await.expect("open");
+    let note = Note {
+        team: "a".into(),
+        id: 1,
+        // Each fits a property (32,768 UTF-16 units); both do not fit one event.
+        text: "x".repeat(20_000),
+        more: "y".repeat(20_000),
+    };
+    let refused = notes.insert(&note).await.expect_err("too large");
+    assert_eq!(refused.kind(), ErrorKind::TooLarge, "{refused}");
+    assert!(notes.get("a", "n_1").await.expect("get").is_none());
+}
+
 // ---- A writer killed in the middle of 1,000 writes ------------------------------------
 
 const CHILD_STORE: &str = "TABLEKIT_TEST_CHANGES_KILL_STORE";

@@ -63,6 +63,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `version_property` | the property holding the version | `"EntityVersion"` |
 /// | `rename_all` | `"PascalCase"`, `"camelCase"`, `"snake_case"`, `"lowercase"` or `"UPPERCASE"`: how field names become property names | field names as written |
 /// | `upcast` | a `fn(&mut Entity, from_version: u32) -> Result<(), E: Display>` that upgrades an older stored version before its fields are read | none: older versions are read as they are |
+/// | `changes` | a queue: an `IndexedTable` publishes every committed insert, update and delete of the type there as a change event (through the outbox; `tablekit_workers::changes::Changes` consumes them typed) | no change events |
 /// | `crate` | the path of the `tablekit` crate, for a renamed dependency (`crate = "tk"`) | `::tablekit` |
 ///
 /// ```

@@ -1,0 +1,10 @@
+use tablekit::Entity;
+
+#[derive(Entity)]
+#[entity(table = "Accounts", partition_key = "{team}", row_key = "a_{id}", changes = "")]
+struct Account {
+    team: String,
+    id: u32,
+}
+
+fn main() {}
