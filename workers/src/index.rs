@@ -44,13 +44,9 @@ pub const DEFAULT_INDEX_QUEUE: &str = "index";
 pub struct QueueSink<Q> {
     queue: Q,
     name: String,
-    /// The queues declared so far, and when.
-    declared: std::sync::Mutex<std::collections::HashMap<String, std::time::Instant>>,
+    /// The change queues declared so far.
+    declared: std::sync::Mutex<std::collections::HashSet<String>>,
 }
-
-/// How long after declaring a queue a refused publish is tried again: a quorum queue
-/// refuses messages for a moment after it is declared.
-const DECLARE_WARMUP: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl<Q: Queue> QueueSink<Q> {
     /// A sink publishing to the queue `name`, declared with the worker's defaults.
@@ -61,20 +57,11 @@ impl<Q: Queue> QueueSink<Q> {
         queue
             .declare(name, &WorkerConfig::new(name).queue_options())
             .await?;
-        let declared = std::iter::once((name.to_owned(), std::time::Instant::now())).collect();
         Ok(QueueSink {
             queue,
             name: name.to_owned(),
-            declared: std::sync::Mutex::new(declared),
+            declared: std::sync::Mutex::default(),
         })
-    }
-
-    /// When this sink declared `queue`, if it did.
-    fn declared_at(&self, queue: &str) -> Option<std::time::Instant> {
-        self.declared
-            .lock()
-            .ok()
-            .and_then(|d| d.get(queue).copied())
     }
 
     /// The queue `envelope` goes to, declared.
@@ -82,15 +69,14 @@ impl<Q: Queue> QueueSink<Q> {
         let Some(queue) = ChangeEvent::queue_of(envelope) else {
             return Ok(&self.name);
         };
-        if self.declared_at(queue).is_none() {
+        let known = self.declared.lock().is_ok_and(|d| d.contains(queue));
+        if queue != self.name && !known {
             crate::queue::check_queue_name(queue)?;
             self.queue
                 .declare(queue, &WorkerConfig::new(queue).queue_options())
                 .await?;
             if let Ok(mut declared) = self.declared.lock() {
-                declared
-                    .entry(queue.to_owned())
-                    .or_insert_with(std::time::Instant::now);
+                declared.insert(queue.to_owned());
             }
         }
         Ok(queue)
@@ -106,24 +92,10 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
             let publish = |e: crate::Error| tablekit_patterns::Error::Publish(Box::new(e));
             let body = envelope.to_bytes().map_err(|e| publish(e.into()))?;
             let queue = self.destination(envelope).await.map_err(publish)?;
-            loop {
-                match self
-                    .queue
-                    .send(queue, &envelope.id.to_string(), &body)
-                    .await
-                {
-                    // A queue this sink just declared may refuse messages for a moment.
-                    Err(e)
-                        if matches!(e, crate::Error::Refused { .. })
-                            && self
-                                .declared_at(queue)
-                                .is_some_and(|at| at.elapsed() < DECLARE_WARMUP) =>
-                    {
-                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    }
-                    result => return result.map_err(publish),
-                }
-            }
+            self.queue
+                .send(queue, &envelope.id.to_string(), &body)
+                .await
+                .map_err(publish)
         })
     }
 }

@@ -63,7 +63,13 @@ struct State {
     connection: Option<Arc<Connection>>,
     publisher: Option<Channel>,
     retry_delays: std::collections::HashMap<String, Vec<Duration>>,
+    /// When this handle declared each queue: a quorum queue may refuse messages for a
+    /// moment after it is declared.
+    declared_at: std::collections::HashMap<String, std::time::Instant>,
 }
+
+/// How long after declaring a queue a refused publish is tried again.
+const DECLARE_WARMUP: Duration = Duration::from_secs(3);
 
 impl std::fmt::Debug for RabbitQueue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -289,9 +295,23 @@ impl RabbitQueue {
                     tracing::warn!(error = %e, queue, "publish failed, retrying");
                     tokio::time::sleep(Duration::from_millis(200)).await;
                 }
+                Err(Error::Refused { .. }) if self.just_declared(queue).await => {
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
                 other => return other,
             }
         }
+    }
+
+    /// Whether this handle declared `queue` less than `DECLARE_WARMUP` ago.
+    async fn just_declared(&self, queue: &str) -> bool {
+        self.inner
+            .state
+            .lock()
+            .await
+            .declared_at
+            .get(queue)
+            .is_some_and(|at| at.elapsed() < DECLARE_WARMUP)
     }
 
     async fn declare_one(
@@ -477,12 +497,12 @@ impl Queue for RabbitQueue {
         }
         let mut delays = options.retry_delays.clone();
         delays.sort();
-        self.inner
-            .state
-            .lock()
-            .await
-            .retry_delays
-            .insert(queue.to_owned(), delays);
+        let mut state = self.inner.state.lock().await;
+        state.retry_delays.insert(queue.to_owned(), delays);
+        state
+            .declared_at
+            .entry(queue.to_owned())
+            .or_insert_with(std::time::Instant::now);
         Ok(())
     }
 
