@@ -19,6 +19,7 @@ const EXAMPLES: &[&str] = &[
     "log_blobs",
     "bulk_import",
     "custom_operation",
+    "declarations",
 ];
 
 fn example(name: &str) -> PathBuf {

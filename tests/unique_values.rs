@@ -437,29 +437,7 @@ async fn unique_kill_child() {
         .await
         .expect("change");
     // Reaching here means the kill point lay past the last write.
-    std::process::exit(3);
-}
-
-/// Runs the child; whether it was killed (`false`: it finished, the kill point lay past
-/// its last write).
-fn run_child(url: &str, after: usize) -> bool {
-    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
-        .args([
-            "--exact",
-            "unique_kill_child",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(CHILD_STORE, url)
-        .env(CHILD_AFTER, after.to_string())
-        .env("RUST_LOG", "off")
-        .status()
-        .expect("the child runs");
-    match status.code() {
-        None => true,
-        Some(3) => false,
-        Some(_) => panic!("the child killed after write {after} failed: {status:?}"),
-    }
+    std::process::exit(support::kill::FINISHED);
 }
 
 /// A process changing a value, killed right after each of its writes in turn (the new
@@ -476,7 +454,13 @@ async fn kills_between_every_step(base: &str) {
             .insert(&user("a", 1, "x@example.com"))
             .await
             .expect("insert");
-        let killed = run_child(&url, after);
+        let killed = support::kill::run_child(
+            "unique_kill_child",
+            &[
+                (CHILD_STORE, url.as_str()),
+                (CHILD_AFTER, after.to_string().as_str()),
+            ],
+        );
 
         let handlers = tablekit::patterns::index::handlers(store.clone(), None);
         let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));

@@ -26,6 +26,7 @@ pub mod apply;
 pub mod azure;
 #[cfg(feature = "blob")]
 pub mod blob;
+pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 pub mod error;

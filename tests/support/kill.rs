@@ -75,3 +75,22 @@ impl TableStore for KilledAfter {
         result
     }
 }
+
+/// The exit code of a kill-test child whose kill point lay past its last write.
+pub(crate) const FINISHED: i32 = 3;
+
+/// Runs the test `child` of this test binary alone, with `env`: whether it was killed
+/// (`false`: it exited with [`FINISHED`]). Any other exit fails the calling test.
+pub(crate) fn run_child(child: &str, env: &[(&str, &str)]) -> bool {
+    let status = std::process::Command::new(std::env::current_exe().expect("the test binary"))
+        .args(["--exact", child, "--nocapture", "--test-threads=1"])
+        .envs(env.iter().copied())
+        .env("RUST_LOG", "off")
+        .status()
+        .expect("the child runs");
+    match status.code() {
+        None => true,
+        Some(FINISHED) => false,
+        Some(_) => panic!("the child {child} ({env:?}) failed: {status:?}"),
+    }
+}

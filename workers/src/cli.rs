@@ -10,7 +10,7 @@ use std::sync::Arc;
 use clap::{Args, Parser, Subcommand};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::{AnyStore, TableStore};
-use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay};
+use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay, Sweeper};
 
 use crate::archive::ArchiveOperation;
 use crate::error::{Error, Result};
@@ -237,6 +237,11 @@ pub struct RunArgs {
     /// commit may take to land, plus clock skew between processes).
     #[arg(long, env = "TABLEKIT_RELAY_LATE_MS", default_value_t = 60_000)]
     pub relay_late_ms: u64,
+    /// Seconds between two passes of the expiry sweeper, which runs beside the relay and
+    /// deletes the entities of expiring types (`#[entity(ttl)]`, `#[entity(expires)]`)
+    /// whose time is up; 0 turns it off.
+    #[arg(long, env = "TABLEKIT_EXPIRY_INTERVAL", default_value_t = 30)]
+    pub expiry_interval: u64,
 }
 
 /// The poison commands.
@@ -503,17 +508,34 @@ where
                 )
                 .await?;
                 let sink: Arc<dyn OutboxSink> = Arc::new(sink);
-                let relay = Relay::new(store.clone(), sink)
+                let relay = Relay::new(store.clone(), sink.clone())
                     .grace(Duration::from_millis(args.relay_grace_ms))
                     .late(Duration::from_millis(args.relay_late_ms));
                 let interval = Duration::from_secs(args.relay_interval.max(1));
+                let sweeper = (args.expiry_interval > 0).then(|| {
+                    let sweeper = Sweeper::new(store.clone()).with_sink(sink);
+                    match &blobs {
+                        Some(blobs) => sweeper.with_blobs(blobs.clone()),
+                        None => sweeper,
+                    }
+                });
+                let expiry_interval = Duration::from_secs(args.expiry_interval.max(1));
                 let mut stopped = stopped;
                 Some(tokio::spawn(async move {
-                    relay
-                        .run(interval, async move {
-                            let _ = stopped.wait_for(|s| *s).await;
-                        })
-                        .await;
+                    let mut sweeper_stopped = stopped.clone();
+                    let sweep = async move {
+                        if let Some(sweeper) = sweeper {
+                            sweeper
+                                .run(expiry_interval, async move {
+                                    let _ = sweeper_stopped.wait_for(|s| *s).await;
+                                })
+                                .await;
+                        }
+                    };
+                    let relay = relay.run(interval, async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    });
+                    tokio::join!(relay, sweep);
                 }))
             } else {
                 None

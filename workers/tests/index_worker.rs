@@ -544,3 +544,101 @@ async fn the_backfill_command_writes_an_index_declared_later() {
     ]));
     assert_eq!(code, Some(2), "{text}");
 }
+
+/// An invitation that expires at its own time (`#[entity(expires)]`).
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Invites",
+    kind = "Invite",
+    partition_key = "{team}",
+    row_key = "{code}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_code",
+    table = "InvitesByCode",
+    partition_key = "codes",
+    row_key = "{code}"
+)]
+struct Invite {
+    team: String,
+    code: String,
+    #[entity(expires)]
+    ends: Option<chrono::DateTime<chrono::Utc>>,
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_index_worker_sweeps_expired_entities_with_their_copies() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let store = AnyStore::connect(&store_url).await.unwrap();
+    let sink = QueueSink::open(AnyQueue::connect(&broker).await.unwrap(), "index")
+        .await
+        .unwrap();
+    let invites = IndexedTable::<Invite, _>::new(store.clone()).with_sink(Arc::new(sink));
+    invites.open().await.unwrap();
+    let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
+    for (code, ends) in [("a1", Some(soon)), ("a2", Some(soon)), ("keep", None)] {
+        let invite = Invite {
+            team: "red".into(),
+            code: code.into(),
+            ends,
+        };
+        invites.insert(&invite).await.unwrap();
+    }
+    let running = worker()
+        .args([
+            "run",
+            "--queue",
+            "index",
+            "--broker",
+            &broker,
+            "--store",
+            &store_url,
+            "--expiry-interval",
+            "1",
+            "--backoff-ms",
+            "20",
+        ])
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the expired invites and their copies to go", async || {
+        let primaries = store
+            .query_all("Invites", tablekit_core::Query::new())
+            .await
+            .unwrap();
+        let copies = store
+            .query_all("InvitesByCode", tablekit_core::Query::new())
+            .await
+            .unwrap();
+        let entries = store
+            .query_all("InvitesExpiry", tablekit_core::Query::new())
+            .await
+            .unwrap();
+        primaries
+            .iter()
+            .map(|p| p.row_key.as_str())
+            .collect::<Vec<_>>()
+            == ["keep"]
+            && copies
+                .iter()
+                .map(|c| c.row_key.as_str())
+                .collect::<Vec<_>>()
+                == ["keep"]
+            && entries.is_empty()
+    })
+    .await;
+    stop(running);
+    let (code, text) = output(worker().args([
+        "audit",
+        "--store",
+        &store_url,
+        "--table",
+        "Invites",
+        "--no-progress",
+    ]));
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("missing 0, stale 0, orphaned 0"), "{text}");
+}

@@ -21,10 +21,18 @@ pub(crate) const CONTAINER_KEYS: &[&str] = &[
     "rename_all",
     "upcast",
     "changes",
+    "ttl",
 ];
 /// The `#[entity(...)]` keys on a field.
-pub(crate) const FIELD_KEYS: &[&str] =
-    &["rename", "skip", "default", "blob", "json", "denormalized"];
+pub(crate) const FIELD_KEYS: &[&str] = &[
+    "rename",
+    "skip",
+    "default",
+    "blob",
+    "json",
+    "denormalized",
+    "expires",
+];
 /// The `#[index(...)]` keys.
 pub(crate) const INDEX_KEYS: &[&str] = &[
     "name",
@@ -66,6 +74,7 @@ pub(crate) struct Container {
     pub(crate) rename_all: Option<LitStr>,
     pub(crate) upcast: Option<Path>,
     pub(crate) changes: Option<LitStr>,
+    pub(crate) ttl: Option<LitStr>,
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
     pub(crate) uniques: Vec<UniqueAttr>,
@@ -108,6 +117,7 @@ pub(crate) struct FieldAttr {
     pub(crate) blob: Option<Span>,
     pub(crate) json: Option<Span>,
     pub(crate) denormalized: Option<DenormalizedAttr>,
+    pub(crate) expires: Option<Span>,
 }
 
 /// `default` or `default = "path"`.
@@ -301,6 +311,7 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
                     "changes" => {
                         string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.changes, v))
                     }
+                    "ttl" => string(&meta).map(|v| set_once(cx, &meta, "entity", &mut c.ttl, v)),
                     _ => return unknown(cx, &meta, "entity", CONTAINER_KEYS),
                 };
                 record(cx, parsed)
@@ -414,6 +425,10 @@ pub(crate) fn field(cx: &Ctxt, attrs: &[syn::Attribute], allowed: &[&str]) -> Fi
                     set_once(cx, &meta, "entity", &mut f.json, span);
                     Ok(())
                 }
+                "expires" => {
+                    set_once(cx, &meta, "entity", &mut f.expires, span);
+                    Ok(())
+                }
                 "default" => {
                     let value = if meta.input.peek(syn::Token![=]) {
                         path(&meta).map(DefaultAttr::Path)
@@ -519,6 +534,43 @@ pub(crate) fn apply_rename(rule: &str, field: &str) -> String {
     }
 }
 
+/// Reads a time to live: whole numbers each followed by a unit, `d`, `h`, `m` or `s`
+/// (`"30d"`, `"1d12h"`, `"90s"`), in seconds.
+pub(crate) fn parse_ttl(text: &str) -> Result<u64, String> {
+    let mut total: u64 = 0;
+    let mut number: Option<u64> = None;
+    for c in text.chars() {
+        if let Some(digit) = c.to_digit(10) {
+            let n = number.unwrap_or(0);
+            number = Some(
+                n.checked_mul(10)
+                    .and_then(|n| n.checked_add(u64::from(digit)))
+                    .ok_or("it is too long")?,
+            );
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            's' => 1,
+            other => return Err(format!("`{other}` is not a unit (d, h, m, s)")),
+        };
+        let n = number.take().ok_or("each unit needs a number before it")?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or("it is too long")?;
+    }
+    if number.is_some() {
+        return Err("a number needs a unit (d, h, m, s)".to_owned());
+    }
+    if total == 0 {
+        return Err("a time to live is at least one second".to_owned());
+    }
+    Ok(total)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -529,5 +581,16 @@ mod tests {
         assert_eq!(apply_rename("camelCase", "first_name"), "firstName");
         assert_eq!(apply_rename("snake_case", "first_name"), "first_name");
         assert_eq!(apply_rename("UPPERCASE", "id"), "ID");
+    }
+
+    #[test]
+    fn a_ttl_is_numbers_with_units() {
+        assert_eq!(parse_ttl("30d"), Ok(30 * 86_400));
+        assert_eq!(parse_ttl("1d12h"), Ok(86_400 + 12 * 3_600));
+        assert_eq!(parse_ttl("90s"), Ok(90));
+        assert_eq!(parse_ttl("5m"), Ok(300));
+        for bad in ["", "0s", "30", "d", "1w", "30 d", "99999999999999999999d"] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
     }
 }

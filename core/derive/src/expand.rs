@@ -157,6 +157,7 @@ fn field_models(
                 ("blob", attr.blob.is_some()),
                 ("json", attr.json.is_some()),
                 ("denormalized", attr.denormalized.is_some()),
+                ("expires", attr.expires.is_some()),
             ];
             for (other, set) in others {
                 if set {
@@ -168,6 +169,14 @@ fn field_models(
                     ));
                 }
             }
+        }
+        if let Some(expires) = attr.expires
+            && (attr.blob.is_some() || attr.json.is_some())
+        {
+            cx.syn_error(syn::Error::new(
+                expires,
+                "an `expires` field is a plain `DateTime<Utc>` property, not `blob` or `json`",
+            ));
         }
         if let (Some(blob), Some(_)) = (attr.blob, attr.json) {
             cx.syn_error(syn::Error::new(
@@ -437,6 +446,59 @@ struct CheckedEntity<'a> {
     index_entities: Vec<CheckedIndexEntity<'a>>,
     uniques: Vec<CheckedUnique<'a>>,
     denormalized: Vec<CheckedDenormalized<'a>>,
+    expiry: Option<Expiry<'a>>,
+}
+
+/// How a type's entities expire.
+enum Expiry<'a> {
+    /// `#[entity(ttl = "…")]`, in seconds.
+    Ttl(u64),
+    /// An `#[entity(expires)]` field.
+    Field(&'a FieldModel),
+}
+
+/// The type's expiry declaration, checked: a valid `ttl`, at most one `expires` field, not
+/// both.
+fn check_expiry<'a>(cx: &Ctxt, c: &Container, fields: &'a [FieldModel]) -> Option<Expiry<'a>> {
+    let ttl = c.ttl.as_ref().and_then(|lit| match attr::parse_ttl(&lit.value()) {
+        Ok(seconds) => Some(seconds),
+        Err(reason) => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "invalid `ttl` `{}`: {reason}; write it like \"30d\", \"12h\", \"1d12h\" or \"90s\"",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    });
+    let mut marked = fields.iter().filter(|f| f.attr.expires.is_some());
+    let field = marked.next();
+    for extra in marked {
+        cx.error_spanned(
+            &extra.ident,
+            format!(
+                "only one field may say when the entity expires; `{}` already does",
+                field.map_or("", |f| f.name.as_str())
+            ),
+        );
+    }
+    match (ttl, field, &c.ttl) {
+        (_, Some(f), Some(lit)) => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "`ttl` and the `expires` field `{}` exclude each other: choose one way to expire",
+                    f.name
+                ),
+            );
+            None
+        }
+        (Some(seconds), None, _) => Some(Expiry::Ttl(seconds)),
+        (None, Some(f), _) => Some(Expiry::Field(f)),
+        _ => None,
+    }
 }
 
 fn check_entity<'a>(
@@ -486,6 +548,7 @@ fn check_entity<'a>(
     if let Some(lit) = &c.changes {
         check_queue_name(cx, lit);
     }
+    let expiry = check_expiry(cx, c, fields);
     if let Some(lit) = &c.kind_property {
         check_property_name(cx, lit, &kind_property);
     }
@@ -778,6 +841,7 @@ fn check_entity<'a>(
         index_entities,
         uniques,
         denormalized,
+        expiry,
     })
 }
 
@@ -1034,6 +1098,26 @@ fn generate_entity(
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
     let changes = option_str(c.changes.as_ref());
+    let (expiry, expires, expiry_write) = match &e.expiry {
+        None => (quote!(__tk::None), false, quote!()),
+        Some(Expiry::Ttl(seconds)) => (
+            quote!(__tk::Some(__tk::ExpiryMeta::Ttl(#seconds))),
+            true,
+            quote!(),
+        ),
+        Some(Expiry::Field(field)) => {
+            let name = &field.name;
+            let ident = &field.ident;
+            let ty = &field.ty;
+            // Spanned on the field's type: a type that cannot say when is reported there.
+            let span = ty.span_of_tokens();
+            (
+                quote!(__tk::Some(__tk::ExpiryMeta::Field(#name))),
+                true,
+                quote_spanned!(span=> writer.expires(&self.#ident);),
+            )
+        }
+    };
     let upcast = match &c.upcast {
         Some(path) => quote! {
             __tk::Some(|entity: &mut __tk::Entity, version: u32| {
@@ -1068,6 +1152,7 @@ fn generate_entity(
                 denormalized: &[#(#denormalized_metas),*],
                 uniques: &[#(#unique_metas),*],
                 changes: #changes,
+                expiry: #expiry,
             };
 
             #[automatically_derived]
@@ -1089,6 +1174,7 @@ fn generate_entity(
                         #field_count,
                     );
                     #(#writes)*
+                    #expiry_write
                     __tk::Ok(writer.finish())
                 }
 
@@ -1102,6 +1188,10 @@ fn generate_entity(
 
                 fn kind_filter() -> __tk::Option<__tk::Filter> {
                     __tk::Some(__tk::kind_filter(#kind_property, #kind))
+                }
+
+                fn expires() -> bool {
+                    #expires
                 }
             }
 

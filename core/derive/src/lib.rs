@@ -64,6 +64,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `rename_all` | `"PascalCase"`, `"camelCase"`, `"snake_case"`, `"lowercase"` or `"UPPERCASE"`: how field names become property names | field names as written |
 /// | `upcast` | a `fn(&mut Entity, from_version: u32) -> Result<(), E: Display>` that upgrades an older stored version before its fields are read | none: older versions are read as they are |
 /// | `changes` | a queue: an `IndexedTable` publishes every committed insert, update and delete of the type there as a change event (through the outbox; `tablekit_workers::changes::Changes` consumes them typed) | no change events |
+/// | `ttl` | a time to live (`"30d"`, `"12h"`, `"1d12h"`, `"90s"`): every write through an `IndexedTable` sets the entity to expire that long after it; reads leave expired entities out and the expiry sweeper deletes them | entities do not expire |
 /// | `crate` | the path of the `tablekit` crate, for a renamed dependency (`crate = "tk"`) | `::tablekit` |
 ///
 /// ```
@@ -149,6 +150,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// | `json` | a nested serde type stored as a JSON string property (`None`/`null` is an absent property) |
 /// | `blob` | content for the blob store (`Vec<u8>`, `String` or an `Option` of them). `LargeTable` and `IndexedTable::with_blobs` write it to their blob store and keep its address in the entity; a plain `Table` has no blob store and stores it inline as a property (64 KiB at most) |
 /// | `denormalized(from = "Kind", partition_key = "…", row_key = "…", property = "Prop", table = "…"?)` | a copy of property `Prop` of the `Kind` entity found at the keys the templates make from this entity's fields |
+/// | `expires` | the instant the entity expires (`DateTime<Utc>`, or `Option<DateTime<Utc>>` where `None` never expires); reads leave expired entities out and the expiry sweeper deletes them. Excludes `ttl` |
 ///
 /// ```
 /// use tablekit::prelude::*;

@@ -358,6 +358,30 @@ impl BlobField for String {}
 impl BlobField for Option<Vec<u8>> {}
 impl BlobField for Option<String> {}
 
+/// The field types an `#[entity(expires)]` field may have: the instant the entity
+/// expires, or `None` for an entity that never does.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` cannot say when an entity expires",
+    label = "marked `#[entity(expires)]`",
+    note = "an expiry field is a `DateTime<Utc>` or an `Option<DateTime<Utc>>` (`None`: never expires)"
+)]
+pub trait ExpiresField: FieldValue {
+    /// When the entity expires.
+    fn expires_at(&self) -> Option<DateTime<Utc>>;
+}
+
+impl ExpiresField for DateTime<Utc> {
+    fn expires_at(&self) -> Option<DateTime<Utc>> {
+        Some(*self)
+    }
+}
+
+impl ExpiresField for Option<DateTime<Utc>> {
+    fn expires_at(&self) -> Option<DateTime<Utc>> {
+        *self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -21,11 +21,12 @@ mod table;
 mod template;
 
 pub use field::{
-    BlobField, Direction, FieldError, FieldProblem, FieldValue, json_from_value, json_to_value,
+    BlobField, Direction, ExpiresField, FieldError, FieldProblem, FieldValue, json_from_value,
+    json_to_value,
 };
 pub use schema::{
-    DenormalizedMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage, IndexMeta,
-    IndexPlacement, Schema, UniqueMeta,
+    DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
+    IndexMeta, IndexPlacement, Schema, UniqueMeta,
 };
 pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
@@ -42,6 +43,24 @@ use crate::model::{Entity, Value};
 pub const DEFAULT_KIND_PROPERTY: &str = "EntityKind";
 /// The property holding an entity's version, unless its type names another.
 pub const DEFAULT_VERSION_PROPERTY: &str = "EntityVersion";
+
+/// The property holding an entity's expiry time (`Edm.DateTime`), on entities whose type
+/// declares a time to live or an expiry field, and on their copies.
+pub const EXPIRES_PROPERTY: &str = "TablekitExpires";
+
+/// When an entity expires, if it does.
+pub fn expires_at(entity: &Entity) -> Option<chrono::DateTime<chrono::Utc>> {
+    match entity.properties.get(EXPIRES_PROPERTY) {
+        Some(Value::DateTime(at)) => Some(*at),
+        _ => None,
+    }
+}
+
+/// Whether an entity has expired at `now`: reads never return it, and the expiry sweeper
+/// deletes it.
+pub fn is_expired(entity: &Entity, now: chrono::DateTime<chrono::Utc>) -> bool {
+    expires_at(entity).is_some_and(|at| at <= now)
+}
 
 /// Something a typed table holds: an entity type (`#[derive(Entity)]`) or an enum of the
 /// entity types that share a table (`#[derive(EntityKind)]`).
@@ -79,6 +98,12 @@ pub trait Record: Sized + Send + Sync + 'static {
     /// The condition a typed query adds so that it only returns entities of this record's
     /// kinds, if any.
     fn kind_filter() -> Option<Filter>;
+
+    /// Whether entities of this record may expire (a time to live or an expiry field):
+    /// projected queries then read [`EXPIRES_PROPERTY`] too, to leave expired ones out.
+    fn expires() -> bool {
+        false
+    }
 }
 
 /// An entity type declared with `#[derive(Entity)]`.
@@ -231,6 +256,13 @@ impl EntityWriter {
         let value = json_to_value(value).map_err(|p| self.error(property, p))?;
         self.put(property, value);
         Ok(())
+    }
+
+    /// Records when the entity expires, from its `#[entity(expires)]` field.
+    pub fn expires<T: ExpiresField>(&mut self, value: &T) {
+        if let Some(at) = value.expires_at() {
+            self.put(EXPIRES_PROPERTY, Some(Value::DateTime(at)));
+        }
     }
 
     fn put(&mut self, property: &'static str, value: Option<Value>) {
@@ -526,11 +558,11 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
 #[doc(hidden)]
 pub mod __private {
     pub use super::{
-        BlobField, DenormalizedMeta, EntityKinds, EntityReader, EntityType, EntityWriter,
-        FieldMeta, FieldStorage, FieldValue, IndexEntityMeta, IndexEntityStorage, IndexMeta,
-        IndexPlacement, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, Projection, Record, Schema,
-        Stored, TemplatePart, TicksKeyPart, UniqueMeta, const_str_eq, kind_filter, render_key,
-        stored_kind, unknown_kind,
+        BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
+        EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
+        IndexEntityStorage, IndexMeta, IndexPlacement, KeyFormat, KeyPart, KeyTemplate,
+        PaddedKeyPart, Projection, Record, Schema, Stored, TemplatePart, TicksKeyPart, UniqueMeta,
+        const_str_eq, kind_filter, render_key, stored_kind, unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;

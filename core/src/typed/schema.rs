@@ -38,6 +38,9 @@ pub struct Schema {
     /// The queue every committed change of the type is published to
     /// (`#[entity(changes = "queue")]`).
     pub changes: Option<&'static str>,
+    /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
+    /// `#[entity(expires)]` field), if they do.
+    pub expiry: Option<ExpiryMeta>,
 }
 
 impl Schema {
@@ -78,6 +81,19 @@ impl Schema {
                 _ => Some(f.property),
             }))
     }
+}
+
+/// How entities of a type expire. Either way the expiry time is stored on the entity in
+/// [`EXPIRES_PROPERTY`](super::EXPIRES_PROPERTY), which reads check and the expiry sweeper
+/// indexes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ExpiryMeta {
+    /// Every write of an entity sets its expiry to the write's time plus this many seconds
+    /// (`#[entity(ttl = "30d")]`).
+    Ttl(u64),
+    /// The entity's own `DateTime<Utc>` field says when it expires (`#[entity(expires)]`;
+    /// an `Option` field that is `None` never expires).
+    Field(&'static str),
 }
 
 /// How a field is stored.

@@ -6,14 +6,15 @@ use std::ops::{Deref, DerefMut};
 use chrono::{DateTime, Utc};
 use futures::{Stream, StreamExt, TryStreamExt};
 
+use crate::clock::SharedClock;
 use crate::error::{Error, ErrorKind, Result};
 use crate::filter::{self, Filter};
-use crate::model::{ETag, IfMatch};
+use crate::model::{ETag, Entity, IfMatch};
 use crate::query::{ContinuationToken, Query};
 use crate::store::{TableStore, WriteOp, plan_batches};
 
 use super::template::KeyBounds;
-use super::{Projection, Record};
+use super::{EXPIRES_PROPERTY, Projection, Record, is_expired};
 
 /// A typed value read from a table, with the entity's keys, ETag and timestamp.
 #[derive(Clone, Debug, PartialEq)]
@@ -188,6 +189,7 @@ impl WriteReport {
 pub struct Table<R, S> {
     store: S,
     name: String,
+    clock: SharedClock,
     kind_filter: bool,
     write_back: bool,
     record: PhantomData<fn() -> R>,
@@ -198,6 +200,7 @@ impl<R, S: Clone> Clone for Table<R, S> {
         Table {
             store: self.store.clone(),
             name: self.name.clone(),
+            clock: self.clock.clone(),
             kind_filter: self.kind_filter,
             write_back: self.write_back,
             record: PhantomData,
@@ -220,6 +223,7 @@ impl<R: Record, S: TableStore> Table<R, S> {
         Table {
             store,
             name: R::TABLE.to_owned(),
+            clock: crate::clock::system(),
             kind_filter: true,
             write_back: false,
             record: PhantomData,
@@ -230,6 +234,23 @@ impl<R: Record, S: TableStore> Table<R, S> {
     pub fn with_name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
+    }
+
+    /// Reads decide with `clock` whether an entity has expired (the wall clock by
+    /// default).
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// The clock reads decide expiry with.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Whether an entity is still live (not expired) for reads.
+    fn live(&self, entity: &Entity) -> bool {
+        !is_expired(entity, self.clock.now())
     }
 
     /// Queries return every entity, not only those recording `R`'s kind.
@@ -339,6 +360,9 @@ impl<R: Record, S: TableStore> Table<R, S> {
         else {
             return Ok(None);
         };
+        if !self.live(&entity) {
+            return Ok(None);
+        }
         let mut stored = R::from_entity(entity)?;
         if self.write_back && stored.upgraded_from.is_some() {
             let if_match = stored.if_match();
@@ -395,9 +419,11 @@ impl<R: Record, S: TableStore> Table<R, S> {
             .store
             .query(&self.name, &self.typed_query(query))
             .await?;
+        let now = self.clock.now();
         let values = page
             .entities
             .into_iter()
+            .filter(|e| !is_expired(e, now))
             .map(R::from_entity)
             .collect::<Result<_>>()?;
         Ok((values, page.continuation))
@@ -410,6 +436,7 @@ impl<R: Record, S: TableStore> Table<R, S> {
     {
         self.store
             .query_stream(&self.name, self.typed_query(query))
+            .try_filter(|entity| std::future::ready(self.live(entity)))
             .map(|entity| entity.and_then(R::from_entity))
     }
 
@@ -444,11 +471,15 @@ impl<R: Record, S: TableStore> Table<R, S> {
     /// # Errors
     /// As [`query_page`](Self::query_page), for `P`.
     pub async fn select<P: Projection>(&self, query: Query) -> Result<Vec<Stored<P>>> {
-        let query = self
-            .typed_query(query)
-            .select(P::PROPERTIES.iter().copied());
+        let query = self.typed_query(query).select(
+            P::PROPERTIES
+                .iter()
+                .copied()
+                .chain(R::expires().then_some(EXPIRES_PROPERTY)),
+        );
         self.store
             .query_stream(&self.name, query)
+            .try_filter(|entity| std::future::ready(self.live(entity)))
             .map(|entity| entity.and_then(P::from_entity))
             .try_collect()
             .await

@@ -1,7 +1,8 @@
 //! Secondary indexes and index entities kept by the framework: the intra-partition index
 //! (copies in the primary's entity group transaction), the inter-partition index (copies
 //! in another partition or table, kept by the worker as follow-up work of the consistency
-//! engine), index entities (id lists: in the partition, in a table, in blobs), and the
+//! engine), index entities (id lists: in the partition, in a table, in blobs), unique
+//! values across partitions ([`unique`]), expiry and its sweeper ([`expiry`]), and the
 //! audit that finds and repairs drift.
 //!
 //! Composition: [`IndexedTable`] wraps a typed [`Table`](tablekit_core::typed::Table)
@@ -11,6 +12,7 @@
 //! checks every primary against what it should have.
 
 pub mod audit;
+pub mod expiry;
 pub mod generic;
 pub mod links;
 pub mod members;
@@ -22,6 +24,7 @@ pub mod unique;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{AuditOptions, AuditProgress, AuditReport, Drift, Finding, audit, backfill};
+pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
 pub use registry::SchemaRecord;

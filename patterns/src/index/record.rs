@@ -13,7 +13,9 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::{IndexEntityStorage, IndexPlacement, KeyTemplate, Schema};
+use tablekit_core::typed::{
+    EXPIRES_PROPERTY, ExpiryMeta, IndexEntityStorage, IndexPlacement, KeyTemplate, Schema,
+};
 use tablekit_core::{Entity, Value};
 
 use crate::error::{Error, Result};
@@ -253,6 +255,7 @@ pub fn copy_of(
             continue;
         }
         let keep = name == kind_property
+            || name == EXPIRES_PROPERTY
             || properties.is_none_or(|subset| subset.iter().any(|p| p == name));
         if !keep {
             continue;
@@ -367,6 +370,25 @@ impl UniqueLayout {
 /// What names a type's default reservation table after its primaries' table.
 pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
 
+/// How a type's entities expire, as the layout keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryLayout {
+    /// Each write sets the expiry this many seconds after it.
+    Ttl(u64),
+    /// A field says when (the expiry is stored beside it, in `TablekitExpires`).
+    Field,
+}
+
+impl From<ExpiryMeta> for ExpiryLayout {
+    fn from(meta: ExpiryMeta) -> Self {
+        match meta {
+            ExpiryMeta::Ttl(seconds) => ExpiryLayout::Ttl(seconds),
+            ExpiryMeta::Field(_) => ExpiryLayout::Field,
+        }
+    }
+}
+
 /// The indexes and index entities of an entity type: what its primaries keep in step.
 #[derive(Clone, Debug)]
 pub struct Layout {
@@ -384,6 +406,11 @@ pub struct Layout {
     pub denormalized: Vec<DenormalizedLayout>,
     /// The unique values.
     pub uniques: Vec<UniqueLayout>,
+    /// How the primaries expire, if they do: each has an entry in the expiry index
+    /// ([`super::expiry`]).
+    pub expiry: Option<ExpiryLayout>,
+    /// The queue the type's change events go to, if it publishes them.
+    pub changes: Option<String>,
 }
 
 impl Layout {
@@ -441,6 +468,8 @@ impl Layout {
                     table: u.table.map(str::to_owned),
                 })
                 .collect(),
+            expiry: schema.expiry.map(ExpiryLayout::from),
+            changes: schema.changes.map(str::to_owned),
         }
     }
 
@@ -530,6 +559,15 @@ impl Layout {
             || self.members.iter().any(|m| m.name == name)
             || self.denormalized.iter().any(|d| d.property == name)
             || self.uniques.iter().any(|u| u.name == name)
+            || (self.expiry.is_some() && name == super::expiry::EXPIRY_INDEX)
+    }
+
+    /// The entry of a primary in the expiry index, when the layout expires its primaries
+    /// and the primary (`entity`, as it is written) has an expiry time.
+    pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
+        self.expiry?;
+        let at = tablekit_core::typed::expires_at(entity)?;
+        Some(super::expiry::entry_target(source, at))
     }
 
     /// The tables other than the primaries' that hold copies, id lists or reservations.
@@ -544,6 +582,10 @@ impl Layout {
                     .filter_map(|m| m.table.clone()),
             )
             .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
+            .chain(
+                self.expiry
+                    .map(|_| super::expiry::expiry_table(&self.table)),
+            )
             .filter(|t| *t != self.table)
             .collect()
     }

@@ -9,7 +9,8 @@ use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
 use super::record::{
-    DenormalizedLayout, IndexLayout, Layout, MemberLayout, MemberStorage, UniqueLayout,
+    DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout, MemberStorage,
+    UniqueLayout,
 };
 use crate::error::{Error, Result};
 
@@ -96,6 +97,12 @@ pub struct SchemaRecord {
     /// The unique values.
     #[serde(default)]
     pub uniques: Vec<UniqueDecl>,
+    /// How the primaries expire, if they do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expiry: Option<ExpiryLayout>,
+    /// The queue the type's change events go to, if it publishes them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub changes: Option<String>,
 }
 
 impl SchemaRecord {
@@ -155,6 +162,8 @@ impl SchemaRecord {
                     table: u.table.clone(),
                 })
                 .collect(),
+            expiry: layout.expiry,
+            changes: layout.changes.clone(),
         }
     }
 
@@ -222,6 +231,8 @@ impl SchemaRecord {
                     })
                 })
                 .collect::<Result<_>>()?,
+            expiry: self.expiry,
+            changes: self.changes.clone(),
         })
     }
 

@@ -20,9 +20,11 @@ use std::time::Duration;
 
 use futures::{Stream, StreamExt, TryStreamExt};
 use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::SharedClock;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{
-    EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, TypedWrite, render_key,
+    EXPIRES_PROPERTY, EntityType, KeyBounds, KeyPart, KeyTemplate, Stored, Table, TypedWrite,
+    is_expired, render_key,
 };
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter};
 
@@ -176,6 +178,8 @@ pub struct IndexedTable<E, S> {
     dependents_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// How long a reservation of a unique value protects a write in flight.
     unique_lease: Duration,
+    /// The clock of expiry: when a time to live starts, whether a read entity expired.
+    clock: SharedClock,
 }
 
 /// How often a table that no registered type copies from asks the registry again.
@@ -193,6 +197,7 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
             track_dependents: Arc::clone(&self.track_dependents),
             dependents_checked: Arc::clone(&self.dependents_checked),
             unique_lease: self.unique_lease,
+            clock: self.clock.clone(),
         }
     }
 }
@@ -222,7 +227,21 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             track_dependents: Arc::new(AtomicBool::new(false)),
             dependents_checked: Arc::default(),
             unique_lease: super::unique::DEFAULT_LEASE,
+            clock: tablekit_core::clock::system(),
         }
+    }
+
+    /// Decides expiry with `clock` (the wall clock by default): a time to live starts at
+    /// the clock's time of the write, and reads leave out what expired by its time.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.table = self.table.with_clock(clock.clone());
+        self.clock = clock;
+        self
+    }
+
+    /// The clock of expiry.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
     }
 
     /// How long a reservation of a unique value (`#[unique]`) protects the write that
@@ -593,11 +612,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             .get_if_table_exists(self.table.name(), partition_key, row_key)
             .await?;
         match found {
-            Some(entity) => {
+            Some(entity) if !is_expired(&entity, self.clock.now()) => {
                 let entity = crate::large::restore(blobs, self.table.name(), entity).await?;
                 Ok(Some(E::from_entity(entity)?))
             }
-            None => Ok(None),
+            _ => Ok(None),
         }
     }
 
@@ -648,10 +667,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     Ok(render_key(v, t, kind)?)
                 };
                 let in_index = |index: &str| v.in_index(index);
-                (
-                    Some(v.to_entity()?),
-                    self.layout.targets(&source, &render, &in_index, None)?,
-                )
+                let mut entity = v.to_entity()?;
+                let mut targets = self.layout.targets(&source, &render, &in_index, None)?;
+                if let Some(super::record::ExpiryLayout::Ttl(seconds)) = self.layout.expiry {
+                    let at = super::expiry::ttl_end(self.clock.now(), seconds);
+                    entity
+                        .properties
+                        .insert(EXPIRES_PROPERTY.to_owned(), Value::DateTime(at));
+                }
+                targets.extend(self.layout.expiry_target(&source, &entity));
+                (Some(entity), targets)
             }
             None => (None, BTreeSet::new()),
         };
@@ -1113,6 +1138,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let Some((source, _)) = copy_source(&copy) else {
             return Ok(None);
         };
+        if is_expired(&copy, self.clock.now()) {
+            return Ok(None);
+        }
         if self.verify {
             return self.verified_hit(index, &source, &copy).await;
         }
@@ -1235,7 +1263,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
             None => Position::Start,
         };
-        let (items, position) = crate::cursor::read_from(
+        let (mut items, position) = crate::cursor::read_from(
             self.table.store(),
             self.index_table(layout),
             query,
@@ -1243,6 +1271,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             page_size,
         )
         .await?;
+        let now = self.clock.now();
+        items.retain(|copy| !is_expired(copy, now));
         let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
         Ok(CursorPage { items, cursor })
     }
@@ -1817,7 +1847,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             plan.follow_up(work.envelope()?);
         }
         // The change event of a type that publishes its changes, after the commit.
-        if let Some(queue) = E::schema().changes
+        if let Some(queue) = table.layout.changes.as_deref()
             && let Some(event) = crate::changes::ChangeEvent::of_write(
                 queue,
                 &table.layout.kind,
@@ -1983,5 +2013,88 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, 
 
     fn what(&self) -> String {
         format!("{} indexed writes", self.writes.len())
+    }
+}
+
+/// A primary of any type, as stored: the sweeper deletes expired primaries through the
+/// indexed delete with the layout the registry holds, without the application's types.
+#[derive(Clone, Debug)]
+pub(crate) struct RawPrimary(Entity);
+
+static RAW_SCHEMA: tablekit_core::typed::Schema = tablekit_core::typed::Schema {
+    type_name: "a stored primary",
+    table: "",
+    kind: "",
+    version: 1,
+    kind_property: tablekit_core::typed::DEFAULT_KIND_PROPERTY,
+    version_property: tablekit_core::typed::DEFAULT_VERSION_PROPERTY,
+    partition_key: KeyTemplate::from_static("", &[]),
+    row_key: KeyTemplate::from_static("", &[]),
+    fields: &[],
+    indexes: &[],
+    index_entities: &[],
+    denormalized: &[],
+    uniques: &[],
+    changes: None,
+    expiry: None,
+};
+
+impl tablekit_core::typed::Record for RawPrimary {
+    const TABLE: &'static str = "";
+
+    fn partition_key(&self) -> tablekit_core::Result<String> {
+        Ok(self.0.partition_key.clone())
+    }
+
+    fn row_key(&self) -> tablekit_core::Result<String> {
+        Ok(self.0.row_key.clone())
+    }
+
+    fn to_entity(&self) -> tablekit_core::Result<Entity> {
+        Ok(self.0.clone())
+    }
+
+    fn from_entity(entity: Entity) -> tablekit_core::Result<Stored<Self>> {
+        Ok(Stored {
+            partition_key: entity.partition_key.clone(),
+            row_key: entity.row_key.clone(),
+            etag: entity.etag.clone(),
+            timestamp: entity.timestamp,
+            upgraded_from: None,
+            value: RawPrimary(entity),
+        })
+    }
+
+    fn kind_filter() -> Option<tablekit_core::Filter> {
+        None
+    }
+}
+
+impl EntityType for RawPrimary {
+    const KIND: &'static str = "";
+    const VERSION: u32 = 1;
+    const KIND_PROPERTY: &'static str = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
+    const VERSION_PROPERTY: &'static str = tablekit_core::typed::DEFAULT_VERSION_PROPERTY;
+
+    fn schema() -> &'static tablekit_core::typed::Schema {
+        &RAW_SCHEMA
+    }
+
+    fn key_part(&self, _field: &str) -> Option<&dyn KeyPart> {
+        None
+    }
+
+    fn in_index(&self, _index: &str) -> bool {
+        true
+    }
+}
+
+impl<S: TableStore + Clone + 'static> IndexedTable<RawPrimary, S> {
+    /// The primaries a registered layout describes (for deletes: a write needs the type).
+    pub(crate) fn for_layout(store: S, layout: Layout) -> Self {
+        let mut table = IndexedTable::new(store);
+        table.table = table.table.with_name(layout.table.as_str());
+        table.layout = Arc::new(layout);
+        table
     }
 }

@@ -1,0 +1,495 @@
+//! Expiry (`#[entity(ttl = "…")]` and `#[entity(expires)]`) on every backend (memory, a
+//! SQLite file and, with the `azure` feature, Azurite), with a hand-moved clock: reads
+//! never return an expired entity (point get, queries, projections, index look-ups in the
+//! partition and in another table, id-list members); the sweeper deletes expired
+//! entities through the indexed delete, so their copies, id-list entries, unique
+//! reservations, blobs and expiry entries go with them, and the audit stays clean; an
+//! entity renewed before the sweep stays; the sweeper reads only the expired entries,
+//! however many others the table holds; a sweeper process killed right after each of its
+//! writes leaves, once the relay and another pass have run, exactly the live entities
+//! with their copies and nothing of the expired one.
+
+#![allow(missing_docs)]
+
+mod support;
+
+use std::sync::Arc;
+
+use chrono::{DateTime, Duration, Utc};
+use tablekit::core::AnyStore;
+use tablekit::core::blob::BlobStore;
+use tablekit::core::clock::ManualClock;
+use tablekit::patterns::index::expiry::{EXPIRY_INDEX, expiry_table};
+use tablekit::patterns::index::{AuditOptions, InlineSink, OutboxSink, Relay, Sweeper, handlers};
+use tablekit::prelude::*;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Sessions",
+    kind = "Session",
+    partition_key = "{user}",
+    row_key = "s_{id:04}",
+    ttl = "1h"
+)]
+#[index(name = "local", partition_key = "{user}", row_key = "tok_{token}")]
+#[index(
+    name = "by_token",
+    table = "SessionsByToken",
+    partition_key = "tokens",
+    row_key = "{token}",
+    properties = ["user"]
+)]
+#[index_entity(
+    name = "device",
+    key = "{device}",
+    table = "SessionDevices",
+    storage = "table"
+)]
+#[unique(name = "token", key = "{token}")]
+struct Session {
+    user: String,
+    id: u32,
+    token: String,
+    device: String,
+    #[entity(blob)]
+    note: Option<Vec<u8>>,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Invites",
+    kind = "Invite",
+    partition_key = "{team}",
+    row_key = "{code}"
+)]
+struct Invite {
+    team: String,
+    code: String,
+    #[entity(expires)]
+    ends: Option<DateTime<Utc>>,
+}
+
+#[derive(tablekit::Projection, Debug)]
+struct TokenOnly {
+    #[allow(dead_code)]
+    token: String,
+}
+
+fn session(user: &str, id: u32, token: &str) -> Session {
+    Session {
+        user: user.to_owned(),
+        id,
+        token: token.to_owned(),
+        device: "phone".to_owned(),
+        note: (id == 1).then(|| vec![7; 100_000]),
+    }
+}
+
+fn start() -> DateTime<Utc> {
+    DateTime::parse_from_rfc3339("2026-11-24T10:15:00Z")
+        .expect("time")
+        .with_timezone(&Utc)
+}
+
+struct Fixture {
+    clock: ManualClock,
+    blobs: BlobStore,
+    sessions: IndexedTable<Session, AnyStore>,
+    sweeper: Sweeper<AnyStore>,
+}
+
+async fn fixture(store: AnyStore) -> Fixture {
+    let clock = ManualClock::new(start());
+    let blobs = BlobStore::memory();
+    let sessions = IndexedTable::<Session, _>::new(store.clone())
+        .with_blobs(blobs.clone())
+        .with_inline_apply()
+        .with_clock(clock.shared());
+    sessions.open().await.expect("open");
+    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers(
+        store.clone(),
+        Some(blobs.clone()),
+    )));
+    let sweeper = Sweeper::new(store)
+        .with_sink(sink)
+        .with_blobs(blobs.clone())
+        .with_clock(clock.shared());
+    Fixture {
+        clock,
+        blobs,
+        sessions,
+        sweeper,
+    }
+}
+
+/// Whether a session reads (is stored and not expired).
+async fn live(sessions: &IndexedTable<Session, AnyStore>, user: &str, id: &str) -> bool {
+    sessions.get(user, id).await.expect("get").is_some()
+}
+
+async fn count(store: &AnyStore, table: &str) -> usize {
+    store
+        .query_all(table, Query::new())
+        .await
+        .expect("query")
+        .len()
+}
+
+async fn reads_leave_expired_entities_out_and_the_sweeper_deletes_them(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    for (user, id, token) in [("ada", 1, "t1"), ("ada", 2, "t2"), ("bob", 3, "t3")] {
+        f.sessions
+            .insert(&session(user, id, token))
+            .await
+            .expect("insert");
+    }
+    assert!(!f.blobs.list("").await.expect("blobs").is_empty());
+    // Half an hour on, session 2 is written again: its hour starts over.
+    f.clock.advance(Duration::minutes(30));
+    let mut renewed = session("ada", 2, "t2");
+    renewed.device = "laptop".to_owned();
+    f.sessions.upsert(&renewed).await.expect("renew");
+    assert_eq!(count(&store, &expiry_table("Sessions")).await, 3);
+
+    // Just before the hour nothing has expired; at the hour sessions 1 and 3 have.
+    f.clock
+        .advance(Duration::minutes(30) - Duration::seconds(1));
+    assert!(live(&f.sessions, "ada", "s_0001").await);
+    f.clock.advance(Duration::seconds(1));
+    assert!(!live(&f.sessions, "ada", "s_0001").await);
+    assert!(!live(&f.sessions, "bob", "s_0003").await);
+    assert!(live(&f.sessions, "ada", "s_0002").await);
+    let all = f.sessions.table().query(Query::new()).await.expect("query");
+    assert_eq!(
+        all.iter().map(|s| s.value.id).collect::<Vec<_>>(),
+        vec![2],
+        "a query returns only the live session"
+    );
+    let projected = f
+        .sessions
+        .table()
+        .select::<TokenOnly>(Query::new())
+        .await
+        .expect("select");
+    assert_eq!(
+        projected.len(),
+        1,
+        "a projection leaves expired entities out"
+    );
+    let local = f.sessions.find("local", &[&"ada"], &[&"t1"]).await;
+    assert!(local.expect("find").is_none(), "same-partition copy");
+    // The copies in another table carry only `user` (and the expiry).
+    let every_token = tablekit::typed::KeyBounds {
+        start: String::new(),
+        end: "~".to_owned(),
+        end_inclusive: false,
+    };
+    let copies = f
+        .sessions
+        .find_entities("by_token", &[], &every_token)
+        .await
+        .expect("find");
+    assert_eq!(
+        copies
+            .iter()
+            .map(|c| c.row_key.as_str())
+            .collect::<Vec<_>>(),
+        vec!["t2"],
+        "copies in another table"
+    );
+    let phones = f
+        .sessions
+        .members("device", None, &[&"phone"], 4)
+        .await
+        .expect("members");
+    assert!(phones.is_empty(), "{phones:?}");
+
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        (report.entries, report.deleted, report.renewed, report.gone),
+        (2, 2, 0, 0),
+        "{report:?}"
+    );
+    // Gone with their copies, list entries, reservations, blobs and expiry entries.
+    let raw = store
+        .query_all("Sessions", Query::new())
+        .await
+        .expect("raw");
+    assert!(
+        raw.iter().all(|e| !e.row_key.contains("0001")
+            && !e.row_key.contains("0003")
+            && !e.row_key.contains("t1")),
+        "{raw:?}"
+    );
+    assert_eq!(count(&store, "SessionsByToken").await, 1);
+    assert_eq!(count(&store, &expiry_table("Sessions")).await, 1);
+    assert!(f.blobs.list("").await.expect("blobs").is_empty());
+    assert_eq!(
+        f.sessions
+            .member_ids("device", None, &[&"phone"])
+            .await
+            .expect("ids"),
+        Vec::new()
+    );
+    // The tokens are free again.
+    f.sessions
+        .insert(&session("cy", 4, "t1"))
+        .await
+        .expect("t1 is free");
+    let audit = f
+        .sessions
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{audit:?}");
+    // A second pass finds nothing.
+    let again = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(again.entries, 0, "{again:?}");
+}
+
+async fn an_entity_renewed_before_the_sweep_stays(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    f.sessions
+        .insert(&session("ada", 5, "t5"))
+        .await
+        .expect("insert");
+    f.clock.advance(Duration::hours(2));
+    // Renewed through a table with no sink: the old expiry entry stays until the relay
+    // runs the write's follow-up work.
+    let deferred = IndexedTable::<Session, _>::new(store.clone())
+        .with_blobs(f.blobs.clone())
+        .with_clock(f.clock.shared());
+    deferred
+        .upsert(&session("ada", 5, "t5"))
+        .await
+        .expect("renew");
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        (report.entries, report.deleted, report.renewed),
+        (1, 0, 1),
+        "{report:?}"
+    );
+    assert!(live(&f.sessions, "ada", "s_0005").await);
+    let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers(
+        store.clone(),
+        Some(f.blobs.clone()),
+    )));
+    Relay::new(store.clone(), sink)
+        .grace(std::time::Duration::ZERO)
+        .late(std::time::Duration::ZERO)
+        .run_once()
+        .await
+        .expect("relay");
+    let audit = f
+        .sessions
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{audit:?}");
+    // An hour after the renewal it expires after all.
+    f.clock.advance(Duration::hours(1));
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!((report.entries, report.deleted), (1, 1), "{report:?}");
+    assert!(!live(&f.sessions, "ada", "s_0005").await);
+    assert_eq!(count(&store, "Sessions").await, 0);
+}
+
+async fn an_expiry_field_expires_its_entity_and_none_never_does(store: AnyStore) {
+    let clock = ManualClock::new(start());
+    let invites = IndexedTable::<Invite, _>::new(store.clone())
+        .with_inline_apply()
+        .with_clock(clock.shared());
+    invites.open().await.expect("open");
+    let sweeper = Sweeper::new(store.clone())
+        .with_sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
+        .with_clock(clock.shared());
+    // Many invites that expire in a month, a few in ten minutes, one never.
+    let many = 120;
+    for i in 0..many {
+        let invite = Invite {
+            team: format!("team{}", i % 7),
+            code: format!("late{i:04}"),
+            ends: Some(start() + Duration::days(30)),
+        };
+        invites.insert(&invite).await.expect("insert");
+    }
+    for i in 0..5 {
+        let invite = Invite {
+            team: "red".to_owned(),
+            code: format!("soon{i}"),
+            ends: Some(start() + Duration::minutes(10)),
+        };
+        invites.insert(&invite).await.expect("insert");
+    }
+    let forever = Invite {
+        team: "red".to_owned(),
+        code: "forever".to_owned(),
+        ends: None,
+    };
+    invites.insert(&forever).await.expect("insert");
+    assert_eq!(count(&store, &expiry_table("Invites")).await, many + 5);
+
+    clock.advance(Duration::minutes(11));
+    let red = invites.table().partition("red").await.expect("partition");
+    assert_eq!(
+        red.into_iter().map(|s| s.value).collect::<Vec<_>>(),
+        vec![forever.clone()]
+    );
+    let report = sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        (report.entries, report.deleted),
+        (5, 5),
+        "the sweeper reads the expired entries only: {report:?}"
+    );
+    assert_eq!(count(&store, "Invites").await, many + 1);
+
+    clock.advance(Duration::days(365));
+    let report = sweeper.sweep().await.expect("sweep");
+    assert_eq!(report.deleted, many, "{report:?}");
+    assert_eq!(
+        invites
+            .get("red", "forever")
+            .await
+            .expect("get")
+            .map(|s| s.value),
+        Some(forever)
+    );
+    assert_eq!(count(&store, &expiry_table("Invites")).await, 0);
+    let audit = invites
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{audit:?}");
+    // The primaries record the entry as one of their targets.
+    let stored = store
+        .get("Invites", "red", "forever", None)
+        .await
+        .expect("get")
+        .expect("stored");
+    let record = tablekit::patterns::index::IndexRecord::read(&stored)
+        .expect("record")
+        .expect("a record");
+    assert!(record.targets.iter().all(|t| t.index() != EXPIRY_INDEX));
+}
+
+on_backends!(
+    reads_leave_expired_entities_out_and_the_sweeper_deletes_them,
+    an_entity_renewed_before_the_sweep_stays,
+    an_expiry_field_expires_its_entity_and_none_never_does,
+);
+
+const CHILD_STORE: &str = "TABLEKIT_EXPIRY_CHILD_STORE";
+const CHILD_AFTER: &str = "TABLEKIT_EXPIRY_CHILD_AFTER";
+
+/// In the child process: one sweeper pass, two hours after the start, through a store
+/// that ends the process right after the given write.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn expiry_kill_child() {
+    let (Ok(url), Ok(after)) = (std::env::var(CHILD_STORE), std::env::var(CHILD_AFTER)) else {
+        return; // Only meaningful as the child of the kill test.
+    };
+    let store = support::kill::KilledAfter::new(
+        AnyStore::connect(&url).await.expect("store"),
+        after.parse().expect("a write number"),
+    );
+    let clock = ManualClock::new(start() + Duration::hours(2));
+    let sweeper = Sweeper::new(store.clone())
+        .with_sink(Arc::new(InlineSink::new(handlers(store, None))))
+        .with_clock(clock.shared());
+    sweeper.sweep().await.expect("sweep");
+    // Reaching here means the kill point lay past the last write.
+    std::process::exit(support::kill::FINISHED);
+}
+
+/// A sweeper process killed right after each of its writes in turn (the pending marker,
+/// the delete's transaction, each follow-up step, the outbox clean-up): after the relay
+/// and a second pass, the expired session is gone with its copy, id-list entry,
+/// reservation and expiry entry; the live one keeps all of its own; the audit is clean.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sweeper_killed_between_any_two_steps_leaves_exactly_the_live_entities() {
+    let dir = tempfile::tempdir().expect("dir");
+    let mut after = 0;
+    loop {
+        let url = format!("sqlite:{}/case{after}", dir.path().display());
+        let store = AnyStore::connect(&url).await.expect("store");
+        let clock = ManualClock::new(start());
+        let sessions = IndexedTable::<Session, _>::new(store.clone())
+            .with_inline_apply()
+            .with_clock(clock.shared());
+        sessions.open().await.expect("open");
+        let mut gone = session("ada", 7, "t7");
+        gone.note = None;
+        sessions.insert(&gone).await.expect("insert");
+        clock.advance(Duration::minutes(90));
+        sessions
+            .insert(&session("bob", 8, "t8"))
+            .await
+            .expect("insert");
+        let killed = support::kill::run_child(
+            "expiry_kill_child",
+            &[
+                (CHILD_STORE, url.as_str()),
+                (CHILD_AFTER, after.to_string().as_str()),
+            ],
+        );
+
+        let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers(store.clone(), None)));
+        let relay = Relay::new(store.clone(), sink.clone())
+            .grace(std::time::Duration::ZERO)
+            .late(std::time::Duration::ZERO);
+        relay.run_once().await.expect("relay");
+        clock.advance(Duration::minutes(30));
+        let sweeper = Sweeper::new(store.clone())
+            .with_sink(sink)
+            .with_clock(clock.shared());
+        sweeper.sweep().await.expect("sweep");
+        relay.run_once().await.expect("relay");
+
+        let stored = |pk: &'static str, rk: &'static str| {
+            let store = store.clone();
+            async move { store.get("Sessions", pk, rk, None).await.expect("get") }
+        };
+        assert!(
+            stored("ada", "s_0007").await.is_none(),
+            "after write {after}"
+        );
+        assert!(
+            stored("bob", "s_0008").await.is_some(),
+            "after write {after}"
+        );
+        let copies = store
+            .query_all("SessionsByToken", Query::new())
+            .await
+            .expect("copies");
+        assert_eq!(
+            copies
+                .iter()
+                .map(|c| c.row_key.as_str())
+                .collect::<Vec<_>>(),
+            vec!["t8"],
+            "after write {after}"
+        );
+        assert_eq!(
+            count(&store, &expiry_table("Sessions")).await,
+            1,
+            "after write {after}"
+        );
+        sessions
+            .insert(&session("cy", 9, "t7"))
+            .await
+            .unwrap_or_else(|e| panic!("after write {after}: t7 should be free: {e}"));
+        let audit = sessions
+            .audit(&AuditOptions::default())
+            .await
+            .expect("audit");
+        assert!(audit.is_clean(), "after write {after}: {audit:?}");
+        if !killed {
+            assert!(
+                after >= 3,
+                "the sweep has at least 3 writes, ended after {after}"
+            );
+            break;
+        }
+        after += 1;
+    }
+}
