@@ -42,6 +42,26 @@ pub enum ErrorKind {
     Backend,
 }
 
+impl ErrorKind {
+    /// The kind as a metric label (`not_found`, `precondition_failed`, …).
+    pub fn label(self) -> &'static str {
+        match self {
+            ErrorKind::NotFound => "not_found",
+            ErrorKind::AlreadyExists => "already_exists",
+            ErrorKind::PreconditionFailed => "precondition_failed",
+            ErrorKind::TableNotFound => "table_not_found",
+            ErrorKind::TableAlreadyExists => "table_already_exists",
+            ErrorKind::TableBeingDeleted => "table_being_deleted",
+            ErrorKind::PermissionDenied => "permission_denied",
+            ErrorKind::InvalidInput => "invalid_input",
+            ErrorKind::TooLarge => "too_large",
+            ErrorKind::InvalidData => "invalid_data",
+            ErrorKind::Transient => "transient",
+            ErrorKind::Backend => "backend",
+        }
+    }
+}
+
 /// The storage core's error.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]

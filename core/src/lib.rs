@@ -36,6 +36,7 @@ pub mod keys;
 pub mod limits;
 pub mod memory;
 pub mod model;
+pub mod observe;
 pub mod query;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;

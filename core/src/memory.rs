@@ -89,41 +89,68 @@ impl MemoryStore {
 
 impl TableStore for MemoryStore {
     async fn create_table(&self, table: &str) -> Result<()> {
-        limits::check_table_name(table)?;
-        let mut tables = self.write();
-        let key = table.to_ascii_lowercase();
-        if tables.contains_key(&key) {
-            return Err(Error::TableAlreadyExists {
-                table: table.to_owned(),
-            });
-        }
-        tables.insert(
-            key,
-            MemoryTable {
-                name: table.to_owned(),
-                rows: Rows::new(),
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "create_table",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                let mut tables = self.write();
+                let key = table.to_ascii_lowercase();
+                if tables.contains_key(&key) {
+                    return Err(Error::TableAlreadyExists {
+                        table: table.to_owned(),
+                    });
+                }
+                tables.insert(
+                    key,
+                    MemoryTable {
+                        name: table.to_owned(),
+                        rows: Rows::new(),
+                    },
+                );
+                Ok(())
             },
-        );
-        Ok(())
+        )
+        .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
-        limits::check_table_name(table)?;
-        match self.write().remove(&table.to_ascii_lowercase()) {
-            Some(_) => Ok(()),
-            None => Err(Error::table_not_found(table)),
-        }
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "delete_table",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                match self.write().remove(&table.to_ascii_lowercase()) {
+                    Some(_) => Ok(()),
+                    None => Err(Error::table_not_found(table)),
+                }
+            },
+        )
+        .await
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
-        let mut names: Vec<String> = self
-            .read()
-            .values()
-            .filter(|t| t.name.starts_with(prefix))
-            .map(|t| t.name.clone())
-            .collect();
-        names.sort();
-        Ok(names)
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "list_tables",
+            prefix,
+            None,
+            async {
+                let mut names: Vec<String> = self
+                    .read()
+                    .values()
+                    .filter(|t| t.name.starts_with(prefix))
+                    .map(|t| t.name.clone())
+                    .collect();
+                names.sort();
+                Ok(names)
+            },
+        )
+        .await
     }
 
     async fn get(
@@ -133,84 +160,124 @@ impl TableStore for MemoryStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        limits::check_point_read(table, partition_key, row_key, select)?;
-        let tables = self.read();
-        let rows = &tables
-            .get(&table.to_ascii_lowercase())
-            .ok_or_else(|| Error::table_not_found(table))?
-            .rows;
-        Ok(rows
-            .get(&(partition_key.to_owned(), row_key.to_owned()))
-            .map(|e| {
-                let mut e = e.clone();
-                if let Some(select) = select {
-                    e.project(select);
-                }
-                e
-            }))
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "get",
+            table,
+            Some(partition_key),
+            async {
+                limits::check_point_read(table, partition_key, row_key, select)?;
+                let tables = self.read();
+                let rows = &tables
+                    .get(&table.to_ascii_lowercase())
+                    .ok_or_else(|| Error::table_not_found(table))?
+                    .rows;
+                Ok(rows
+                    .get(&(partition_key.to_owned(), row_key.to_owned()))
+                    .map(|e| {
+                        let mut e = e.clone();
+                        if let Some(select) = select {
+                            e.project(select);
+                        }
+                        e
+                    }))
+            },
+        )
+        .await
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
-        limits::check_table_name(table)?;
-        query.check()?;
-        let range = query.key_range();
-        let mut start = match range.partition() {
-            Some(pk) => match &range.rk_start {
-                Bound::Included(rk) => Bound::Included((pk.to_owned(), rk.clone())),
-                Bound::Excluded(rk) => Bound::Excluded((pk.to_owned(), rk.clone())),
-                Bound::Unbounded => Bound::Included((pk.to_owned(), String::new())),
-            },
-            None => match &range.pk_start {
-                Bound::Included(pk) | Bound::Excluded(pk) => {
-                    Bound::Included((pk.clone(), String::new()))
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "query",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                query.check()?;
+                let range = query.key_range();
+                let mut start = match range.partition() {
+                    Some(pk) => match &range.rk_start {
+                        Bound::Included(rk) => Bound::Included((pk.to_owned(), rk.clone())),
+                        Bound::Excluded(rk) => Bound::Excluded((pk.to_owned(), rk.clone())),
+                        Bound::Unbounded => Bound::Included((pk.to_owned(), String::new())),
+                    },
+                    None => match &range.pk_start {
+                        Bound::Included(pk) | Bound::Excluded(pk) => {
+                            Bound::Included((pk.clone(), String::new()))
+                        }
+                        Bound::Unbounded => Bound::Unbounded,
+                    },
+                };
+                if let Some(token) = &query.continuation {
+                    let resume = (
+                        token.next_partition_key().to_owned(),
+                        token.next_row_key().to_owned(),
+                    );
+                    let later = match &start {
+                        Bound::Unbounded => true,
+                        Bound::Included(s) => resume >= *s,
+                        Bound::Excluded(s) => resume > *s,
+                    };
+                    if later {
+                        start = Bound::Included(resume);
+                    }
                 }
-                Bound::Unbounded => Bound::Unbounded,
+                let tables = self.read();
+                let rows = &tables
+                    .get(&table.to_ascii_lowercase())
+                    .ok_or_else(|| Error::table_not_found(table))?
+                    .rows;
+                let mut collector = PageCollector::new(query);
+                for ((pk, rk), entity) in rows.range((start, Bound::Unbounded)) {
+                    if range.is_past_end(pk, rk) {
+                        break;
+                    }
+                    if !range.contains(pk, rk) {
+                        continue;
+                    }
+                    if collector.offer(entity.clone()).is_break() {
+                        break;
+                    }
+                }
+                Ok(collector.finish())
             },
-        };
-        if let Some(token) = &query.continuation {
-            let resume = (
-                token.next_partition_key().to_owned(),
-                token.next_row_key().to_owned(),
-            );
-            let later = match &start {
-                Bound::Unbounded => true,
-                Bound::Included(s) => resume >= *s,
-                Bound::Excluded(s) => resume > *s,
-            };
-            if later {
-                start = Bound::Included(resume);
-            }
-        }
-        let tables = self.read();
-        let rows = &tables
-            .get(&table.to_ascii_lowercase())
-            .ok_or_else(|| Error::table_not_found(table))?
-            .rows;
-        let mut collector = PageCollector::new(query);
-        for ((pk, rk), entity) in rows.range((start, Bound::Unbounded)) {
-            if range.is_past_end(pk, rk) {
-                break;
-            }
-            if !range.contains(pk, rk) {
-                continue;
-            }
-            if collector.offer(entity.clone()).is_break() {
-                break;
-            }
-        }
-        Ok(collector.finish())
+        )
+        .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        limits::check_table_name(table)?;
-        op.check()?;
-        let mut etags = self.apply_all(table, vec![op], false)?;
-        Ok(etags.pop().flatten())
+        let partition_key = op.key().0.to_owned();
+        crate::observe::written(table, Some(&partition_key), 1);
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "execute",
+            table,
+            Some(partition_key.as_str()),
+            async {
+                limits::check_table_name(table)?;
+                op.check()?;
+                let mut etags = self.apply_all(table, vec![op], false)?;
+                Ok(etags.pop().flatten())
+            },
+        )
+        .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
-        limits::check_table_name(table)?;
-        batch.check()?;
-        self.apply_all(table, batch.into_operations(), true)
+        let partition_key = batch.partition_key().map(str::to_owned);
+        crate::observe::written(table, partition_key.as_deref(), batch.len());
+        crate::observe::call(
+            crate::observe::system::MEMORY,
+            "submit_batch",
+            table,
+            partition_key.as_deref(),
+            async {
+                limits::check_table_name(table)?;
+                batch.check()?;
+                self.apply_all(table, batch.into_operations(), true)
+            },
+        )
+        .await
     }
 }

@@ -50,6 +50,9 @@ pub enum Command {
     },
     /// Print how many messages a queue and its poison queue hold.
     Stats(QueueArgs),
+    /// One screen for an operator: each queue's depth, leased and poison messages, the
+    /// relay's backlog, and the last audit of every audited table (`--json` for scripts).
+    Status(StatusArgs),
     /// Check a table's indexes against its primaries: missing, stale and orphaned copies
     /// and id-list entries; repair them with `--repair`. Exits 4 when drift is left.
     Audit(AuditArgs),
@@ -193,6 +196,187 @@ pub struct QueueArgs {
     pub broker: String,
 }
 
+/// Options of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The broker (as for `run`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+    /// The table store (as for `run`).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// A queue to show (repeatable); by default `index`, `archive` and the change queues
+    /// the registered types declare.
+    #[arg(long = "queue")]
+    pub queues: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// What `status` shows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Status {
+    /// Each queue.
+    pub queues: Vec<QueueStatus>,
+    /// What the relay has left to publish.
+    pub relay: tablekit_patterns::consistency::Backlog,
+    /// The last audit of each audited table.
+    pub audits: Vec<AuditStatus>,
+}
+
+/// One queue's state.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QueueStatus {
+    /// The queue.
+    pub queue: String,
+    /// Messages waiting (retry delays included).
+    pub waiting: Option<u64>,
+    /// Messages leased to a consumer.
+    pub leased: Option<u64>,
+    /// Messages in its poison queue.
+    pub poisoned: Option<u64>,
+    /// Why the counts could not be read (a queue never declared, say).
+    pub error: Option<String>,
+}
+
+/// A table's last audit.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AuditStatus {
+    /// The table.
+    pub table: String,
+    /// When it finished.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Whether it found no drift.
+    pub clean: bool,
+    /// Entities scanned.
+    pub scanned: u64,
+    /// Missing copies or memberships.
+    pub missing: u64,
+    /// Stale copies.
+    pub stale: u64,
+    /// Orphaned copies or memberships.
+    pub orphaned: u64,
+    /// Records that do not read.
+    pub unreadable: u64,
+    /// Drift repaired.
+    pub repaired: u64,
+}
+
+/// Reads the status of a deployment.
+///
+/// # Errors
+/// The store's errors (the queues' errors are reported per queue).
+pub async fn status<S: TableStore, Q: Queue>(
+    store: &S,
+    broker: &Q,
+    queues: &[String],
+) -> Result<Status> {
+    let mut names: Vec<String> = queues.to_vec();
+    if names.is_empty() {
+        names.push(crate::index::DEFAULT_INDEX_QUEUE.to_owned());
+        names.push("archive".to_owned());
+        for schema in tablekit_patterns::index::SchemaRecord::list(store, None).await? {
+            if let Some(queue) = schema.changes {
+                names.push(queue);
+            }
+        }
+    }
+    names.dedup();
+    let mut statuses = Vec::new();
+    for queue in names {
+        statuses.push(match broker.stats(&queue).await {
+            Ok(stats) => QueueStatus {
+                queue,
+                waiting: Some(stats.waiting),
+                leased: Some(stats.leased),
+                poisoned: Some(stats.poisoned),
+                error: None,
+            },
+            Err(e) => QueueStatus {
+                queue,
+                waiting: None,
+                leased: None,
+                poisoned: None,
+                error: Some(e.to_string()),
+            },
+        });
+    }
+    let relay = tablekit_patterns::consistency::backlog(store).await?;
+    let audits = tablekit_patterns::index::AuditResult::list(store)
+        .await?
+        .into_iter()
+        .map(|(table, result)| AuditStatus {
+            table,
+            at: result.at,
+            clean: result.report.is_clean(),
+            scanned: result.report.scanned,
+            missing: result.report.missing,
+            stale: result.report.stale,
+            orphaned: result.report.orphaned,
+            unreadable: result.report.unreadable,
+            repaired: result.report.repaired,
+        })
+        .collect();
+    Ok(Status {
+        queues: statuses,
+        relay,
+        audits,
+    })
+}
+
+/// `status` as text: one screen.
+pub fn status_text(status: &Status) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from("queues\n");
+    let count = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    for q in &status.queues {
+        let _ = write!(
+            text,
+            "  {:<28} waiting {:>8}  leased {:>6}  poison {:>6}",
+            q.queue,
+            count(q.waiting),
+            count(q.leased),
+            count(q.poisoned)
+        );
+        if let Some(error) = &q.error {
+            let _ = write!(text, "  ({error})");
+        }
+        text.push('\n');
+    }
+    let _ = writeln!(
+        text,
+        "relay backlog: {} entries in {} partitions{}",
+        status.relay.entries,
+        status.relay.partitions,
+        status
+            .relay
+            .oldest
+            .map(|at| format!(", oldest written {}", at.to_rfc3339()))
+            .unwrap_or_default()
+    );
+    text.push_str("last audits\n");
+    if status.audits.is_empty() {
+        text.push_str("  none yet (tablekit-worker audit --table …)\n");
+    }
+    for a in &status.audits {
+        let _ = writeln!(
+            text,
+            "  {:<28} {}  {}  scanned {}, missing {}, stale {}, orphaned {}, unreadable {}, repaired {}",
+            a.table,
+            if a.clean { "clean" } else { "DRIFT" },
+            a.at.to_rfc3339(),
+            a.scanned,
+            a.missing,
+            a.stale,
+            a.orphaned,
+            a.unreadable,
+            a.repaired
+        );
+    }
+    text.trim_end().to_owned()
+}
+
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -220,6 +404,10 @@ pub struct RunArgs {
     /// Serve Prometheus metrics at `http://ADDRESS/metrics`.
     #[arg(long, env = "TABLEKIT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
+    /// Seconds between refreshes of the queue gauges and the hot partitions (with
+    /// `--metrics-addr`).
+    #[arg(long, env = "TABLEKIT_STATS_INTERVAL", default_value_t = 15)]
+    pub stats_interval: u64,
     /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: Option<String>,
@@ -496,6 +684,7 @@ where
                 shutdown_timeout: Duration::from_secs(args.shutdown_timeout),
                 lease: Duration::from_secs(args.lease),
                 base_backoff: Duration::from_millis(args.backoff_ms.max(1)),
+                stats_interval: Duration::from_secs(args.stats_interval.max(1)),
                 ..WorkerConfig::new(args.queue.queue.clone())
             };
             let blobs = blob_store(args.blobs.as_deref())?;
@@ -780,6 +969,18 @@ where
                     report.seconds
                 ),
             )
+        }
+        Command::Status(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            let broker = AnyQueue::connect(&args.broker).await?;
+            let status = status(&store, &broker, &args.queues).await?;
+            let text = if args.json {
+                serde_json::to_string_pretty(&status)
+                    .map_err(|e| Error::Config(format!("status as JSON: {e}")))?
+            } else {
+                status_text(&status)
+            };
+            write(out, text)
         }
         Command::Stats(queue) => {
             let broker = AnyQueue::connect(&queue.broker).await?;

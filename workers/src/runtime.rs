@@ -8,7 +8,17 @@
 //! Metrics (through the `metrics` facade; [`install_prometheus`] serves them):
 //! `tablekit_worker_processed_total`, `tablekit_worker_retried_total`,
 //! `tablekit_worker_poisoned_total` (counters, by queue and kind),
-//! `tablekit_worker_handler_seconds` and `tablekit_worker_queue_lag_seconds` (histograms).
+//! `tablekit_worker_handler_seconds` and `tablekit_worker_queue_lag_seconds` (histograms);
+//! with observability on ([`tablekit_core::observe::enable`]) also, refreshed every
+//! [`WorkerConfig::stats_interval`], the queue's `tablekit_queue_messages`,
+//! `tablekit_queue_leased_messages` and `tablekit_queue_poison_messages` gauges (by queue)
+//! and the hot partitions of the process's writes
+//! (`tablekit_hot_partition_writes_per_second`, the top 10 over each interval).
+//!
+//! Each delivery is handled in a `tablekit.handle` span carrying the operation's id
+//! (`tablekit.operation.id`), the id the writer's `tablekit.commit` and
+//! `tablekit.publish` spans record: one write can be followed from its commit to the
+//! copies the worker wrote.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -40,6 +50,8 @@ pub struct WorkerConfig {
     pub shutdown_timeout: Duration,
     /// How long a delivery stays leased (SQLite queue).
     pub lease: Duration,
+    /// How often the queue's gauges are refreshed, with observability on.
+    pub stats_interval: Duration,
 }
 
 impl WorkerConfig {
@@ -54,6 +66,7 @@ impl WorkerConfig {
             max_backoff: Duration::from_secs(120),
             shutdown_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(60),
+            stats_interval: Duration::from_secs(15),
         }
     }
 
@@ -162,6 +175,15 @@ impl<Q: Queue + Clone> Worker<Q> {
             )
             .await?;
         tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
+        let (stop_stats, stats_stopped) = tokio::sync::watch::channel(false);
+        let stats = tablekit_core::observe::enabled().then(|| {
+            tokio::spawn(refresh_gauges(
+                self.queue.clone(),
+                config.queue.clone(),
+                config.stats_interval,
+                stats_stopped,
+            ))
+        });
         let registry = Arc::new(self.registry);
         let counters = Arc::new(Counters::default());
         let permits = Arc::new(Semaphore::new(config.concurrency));
@@ -205,9 +227,47 @@ impl<Q: Queue + Clone> Worker<Q> {
             tasks.abort_all();
         }
         consumer.close().await;
+        let _ = stop_stats.send(true);
+        if let Some(stats) = stats {
+            let _ = stats.await;
+        }
         let report = counters.report();
         tracing::info!(queue = %config.queue, ?report, "worker stopped");
         outcome.map(|()| report)
+    }
+}
+
+/// The hot partitions shown.
+const HOT_TOP: usize = 10;
+
+/// Refreshes the queue's gauges and the hot partitions (over the interval since the last
+/// refresh) every `interval`, until `stopped`.
+async fn refresh_gauges<Q: Queue>(
+    queue: Q,
+    name: String,
+    interval: Duration,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        match queue.stats(&name).await {
+            Ok(stats) => {
+                #[allow(clippy::cast_precision_loss)]
+                let set = |metric: &'static str, value: u64| {
+                    metrics::gauge!(metric, "queue" => name.clone()).set(value as f64);
+                };
+                set("tablekit_queue_messages", stats.waiting);
+                set("tablekit_queue_leased_messages", stats.leased);
+                set("tablekit_queue_poison_messages", stats.poisoned);
+            }
+            Err(e) => {
+                tracing::warn!(queue = %name, error = %e, "reading the queue's statistics failed")
+            }
+        }
+        tablekit_core::observe::report_hot_partitions(HOT_TOP);
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(interval) => {}
+        }
     }
 }
 
@@ -256,7 +316,17 @@ async fn handle<D: Delivery>(
         // is settled either way.
         Ok(envelope) => {
             use futures::FutureExt;
-            std::panic::AssertUnwindSafe(registry.handle(envelope))
+            use tracing::Instrument;
+            let span = tracing::debug_span!(
+                "tablekit.handle",
+                otel.kind = "consumer",
+                messaging.destination.name = %queue,
+                messaging.message.id = %id,
+                tablekit.operation.id = %envelope.id,
+                tablekit.operation.kind = %envelope.kind,
+                tablekit.delivery = count,
+            );
+            std::panic::AssertUnwindSafe(registry.handle(envelope).instrument(span))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(OperationError::Retryable("the handler panicked".into())))
@@ -365,11 +435,25 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send {
 /// [`Error::Config`] when the exporter cannot be installed (the address is taken, or a
 /// recorder is already installed).
 pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
+    use metrics_exporter_prometheus::Matcher;
+    let config = |e: metrics_exporter_prometheus::BuildError| {
+        Error::Config(format!("metrics endpoint on {address}: {e}"))
+    };
     metrics_exporter_prometheus::PrometheusBuilder::new()
         .with_http_listener(address)
+        // Latencies and lags as histograms (for `histogram_quantile`): 1 ms to 5 min.
+        .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)
+        .map_err(config)?
         .install()
-        .map_err(|e| Error::Config(format!("metrics endpoint on {address}: {e}")))
+        .map_err(config)?;
+    tablekit_core::observe::enable();
+    Ok(())
 }
+
+/// The buckets of every `_seconds` histogram.
+const SECONDS_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
+];
 
 #[cfg(test)]
 mod tests {

@@ -863,61 +863,88 @@ impl SqliteStore {
 
 impl TableStore for SqliteStore {
     async fn create_table(&self, table: &str) -> Result<()> {
-        limits::check_table_name(table)?;
-        let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run_write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sqlite_error)?;
-            tx.execute(INSERT_CATALOG, params![table.to_ascii_lowercase(), table])
-                .map_err(|e| {
-                    if is_constraint(&e) {
-                        Error::TableAlreadyExists {
-                            table: table.clone(),
-                        }
-                    } else {
-                        sqlite_error(e)
-                    }
-                })?;
-            tx.execute(&sql.create, []).map_err(sqlite_error)?;
-            tx.commit().map_err(sqlite_error)
-        })
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "create_table",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                let (sql, table) = (self.table_sql(table), table.to_owned());
+                self.run_write(move |conn| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(sqlite_error)?;
+                    tx.execute(INSERT_CATALOG, params![table.to_ascii_lowercase(), table])
+                        .map_err(|e| {
+                            if is_constraint(&e) {
+                                Error::TableAlreadyExists {
+                                    table: table.clone(),
+                                }
+                            } else {
+                                sqlite_error(e)
+                            }
+                        })?;
+                    tx.execute(&sql.create, []).map_err(sqlite_error)?;
+                    tx.commit().map_err(sqlite_error)
+                })
+                .await
+            },
+        )
         .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
-        limits::check_table_name(table)?;
-        let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.run_write(move |conn| {
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sqlite_error)?;
-            let removed = tx
-                .execute(DELETE_CATALOG, params![table.to_ascii_lowercase()])
-                .map_err(sqlite_error)?;
-            if removed == 0 {
-                return Err(Error::table_not_found(&table));
-            }
-            tx.execute(&sql.drop, []).map_err(sqlite_error)?;
-            tx.commit().map_err(sqlite_error)
-        })
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "delete_table",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                let (sql, table) = (self.table_sql(table), table.to_owned());
+                self.run_write(move |conn| {
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(sqlite_error)?;
+                    let removed = tx
+                        .execute(DELETE_CATALOG, params![table.to_ascii_lowercase()])
+                        .map_err(sqlite_error)?;
+                    if removed == 0 {
+                        return Err(Error::table_not_found(&table));
+                    }
+                    tx.execute(&sql.drop, []).map_err(sqlite_error)?;
+                    tx.commit().map_err(sqlite_error)
+                })
+                .await
+            },
+        )
         .await
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
-        let prefix = prefix.to_owned();
-        self.run(move |conn| {
-            let mut stmt = conn.prepare_cached(LIST_CATALOG).map_err(sqlite_error)?;
-            let names = stmt
-                .query_map([], |r| r.get::<_, String>(0))
-                .map_err(sqlite_error)?
-                .collect::<Result<Vec<_>, _>>()
-                .map_err(sqlite_error)?;
-            Ok(names
-                .into_iter()
-                .filter(|n| n.starts_with(&prefix))
-                .collect())
-        })
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "list_tables",
+            prefix,
+            None,
+            async {
+                let prefix = prefix.to_owned();
+                self.run(move |conn| {
+                    let mut stmt = conn.prepare_cached(LIST_CATALOG).map_err(sqlite_error)?;
+                    let names = stmt
+                        .query_map([], |r| r.get::<_, String>(0))
+                        .map_err(sqlite_error)?
+                        .collect::<Result<Vec<_>, _>>()
+                        .map_err(sqlite_error)?;
+                    Ok(names
+                        .into_iter()
+                        .filter(|n| n.starts_with(&prefix))
+                        .collect())
+                })
+                .await
+            },
+        )
         .await
     }
 
@@ -928,98 +955,143 @@ impl TableStore for SqliteStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        limits::check_point_read(table, partition_key, row_key, select)?;
-        let sql = self.table_sql(table);
-        let (table, pk, rk) = (
-            table.to_owned(),
-            partition_key.to_owned(),
-            row_key.to_owned(),
-        );
-        let select: Option<Vec<String>> = select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
-        self.read(ANSWER_SPIN, move |conn| {
-            let mut entity = read_stored(conn, &sql, &table, pk, rk)?;
-            if let (Some(e), Some(select)) = (&mut entity, &select) {
-                e.project(select);
-            }
-            Ok(entity)
-        })
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "get",
+            table,
+            Some(partition_key),
+            async {
+                limits::check_point_read(table, partition_key, row_key, select)?;
+                let sql = self.table_sql(table);
+                let (table, pk, rk) = (
+                    table.to_owned(),
+                    partition_key.to_owned(),
+                    row_key.to_owned(),
+                );
+                let select: Option<Vec<String>> =
+                    select.map(|s| s.iter().map(|&n| n.to_owned()).collect());
+                self.read(ANSWER_SPIN, move |conn| {
+                    let mut entity = read_stored(conn, &sql, &table, pk, rk)?;
+                    if let (Some(e), Some(select)) = (&mut entity, &select) {
+                        e.project(select);
+                    }
+                    Ok(entity)
+                })
+                .await
+            },
+        )
         .await
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
-        limits::check_table_name(table)?;
-        query.check()?;
-        let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
-        self.run(move |conn| query_page(conn, &sql, &table, &query))
-            .await
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "query",
+            table,
+            None,
+            async {
+                limits::check_table_name(table)?;
+                query.check()?;
+                let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
+                self.run(move |conn| query_page(conn, &sql, &table, &query))
+                    .await
+            },
+        )
+        .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        limits::check_table_name(table)?;
-        op.check()?;
-        let (sql, table) = (self.table_sql(table), table.to_owned());
-        self.write(ANSWER_SPIN, move |conn| {
-            if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
-                return apply_op(conn, &sql, &table, op);
-            }
-            let tx = conn
-                .transaction_with_behavior(TransactionBehavior::Immediate)
-                .map_err(sqlite_error)?;
-            let etag = apply_op(&tx, &sql, &table, op)?;
-            tx.commit().map_err(sqlite_error)?;
-            Ok(etag)
-        })
+        let partition_key = op.key().0.to_owned();
+        crate::observe::written(table, Some(&partition_key), 1);
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "execute",
+            table,
+            Some(partition_key.as_str()),
+            async {
+                limits::check_table_name(table)?;
+                op.check()?;
+                let (sql, table) = (self.table_sql(table), table.to_owned());
+                self.write(ANSWER_SPIN, move |conn| {
+                    if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
+                        return apply_op(conn, &sql, &table, op);
+                    }
+                    let tx = conn
+                        .transaction_with_behavior(TransactionBehavior::Immediate)
+                        .map_err(sqlite_error)?;
+                    let etag = apply_op(&tx, &sql, &table, op)?;
+                    tx.commit().map_err(sqlite_error)?;
+                    Ok(etag)
+                })
+                .await
+            },
+        )
         .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
-        limits::check_table_name(table)?;
-        batch.check()?;
-        let (sql, table) = (self.table_sql(table), table.to_owned());
-        // The written entities come back with the answer and are freed here, by the
-        // thread that allocated them: freeing them on the writer would hold the write
-        // lock longer, and the allocator's cross-thread frees are its slow path.
-        let (etags, _written) = self
-            .run_write(move |conn| {
-                let tx = conn
-                    .transaction_with_behavior(TransactionBehavior::Immediate)
-                    .map_err(sqlite_error)?;
-                let mut etags = Vec::with_capacity(batch.len());
-                let mut written = Vec::with_capacity(batch.len());
-                {
-                    let (mut insert, mut upsert) = (None, None);
-                    let mut buffer = Vec::new();
-                    for (index, op) in batch.into_operations().into_iter().enumerate() {
-                        let applied = match op {
-                            WriteOp::Insert(e) => {
-                                let etag = prepared(&tx, &mut insert, &sql.insert, &table)
-                                    .and_then(|stmt| write_with(stmt, &table, &e, &mut buffer));
-                                written.push(e);
-                                etag.map(Some)
+        let partition_key = batch.partition_key().map(str::to_owned);
+        crate::observe::written(table, partition_key.as_deref(), batch.len());
+        crate::observe::call(
+            crate::observe::system::SQLITE,
+            "submit_batch",
+            table,
+            partition_key.as_deref(),
+            async {
+                limits::check_table_name(table)?;
+                batch.check()?;
+                let (sql, table) = (self.table_sql(table), table.to_owned());
+                // The written entities come back with the answer and are freed here, by the
+                // thread that allocated them: freeing them on the writer would hold the write
+                // lock longer, and the allocator's cross-thread frees are its slow path.
+                let (etags, _written) = self
+                    .run_write(move |conn| {
+                        let tx = conn
+                            .transaction_with_behavior(TransactionBehavior::Immediate)
+                            .map_err(sqlite_error)?;
+                        let mut etags = Vec::with_capacity(batch.len());
+                        let mut written = Vec::with_capacity(batch.len());
+                        {
+                            let (mut insert, mut upsert) = (None, None);
+                            let mut buffer = Vec::new();
+                            for (index, op) in batch.into_operations().into_iter().enumerate() {
+                                let applied = match op {
+                                    WriteOp::Insert(e) => {
+                                        let etag = prepared(&tx, &mut insert, &sql.insert, &table)
+                                            .and_then(|stmt| {
+                                                write_with(stmt, &table, &e, &mut buffer)
+                                            });
+                                        written.push(e);
+                                        etag.map(Some)
+                                    }
+                                    WriteOp::InsertOrReplace(e) => {
+                                        let etag = prepared(&tx, &mut upsert, &sql.upsert, &table)
+                                            .and_then(|stmt| {
+                                                write_with(stmt, &table, &e, &mut buffer)
+                                            });
+                                        written.push(e);
+                                        etag.map(Some)
+                                    }
+                                    op => apply_op(&tx, &sql, &table, op),
+                                };
+                                match applied {
+                                    Ok(etag) => etags.push(etag),
+                                    // Dropping the transaction rolls back every earlier operation.
+                                    Err(e) if e.kind() == crate::ErrorKind::TableNotFound => {
+                                        return Err(e);
+                                    }
+                                    Err(e) => return Err(e.in_batch(index)),
+                                }
                             }
-                            WriteOp::InsertOrReplace(e) => {
-                                let etag = prepared(&tx, &mut upsert, &sql.upsert, &table)
-                                    .and_then(|stmt| write_with(stmt, &table, &e, &mut buffer));
-                                written.push(e);
-                                etag.map(Some)
-                            }
-                            op => apply_op(&tx, &sql, &table, op),
-                        };
-                        match applied {
-                            Ok(etag) => etags.push(etag),
-                            // Dropping the transaction rolls back every earlier operation.
-                            Err(e) if e.kind() == crate::ErrorKind::TableNotFound => {
-                                return Err(e);
-                            }
-                            Err(e) => return Err(e.in_batch(index)),
                         }
-                    }
-                }
-                tx.commit().map_err(sqlite_error)?;
-                Ok((etags, written))
-            })
-            .await?;
-        Ok(etags)
+                        tx.commit().map_err(sqlite_error)?;
+                        Ok((etags, written))
+                    })
+                    .await?;
+                Ok(etags)
+            },
+        )
+        .await
     }
 }
 

@@ -9,6 +9,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tracing::Instrument;
 
 use rand::Rng;
 use tablekit_core::{Batch, ETag, ErrorKind, TableStore, WriteOp};
@@ -305,9 +306,31 @@ impl<S: TableStore> Engine<S> {
         partition_key: &str,
         planner: &mut P,
     ) -> Result<Option<Committed>> {
+        let span = tracing::debug_span!(
+            "tablekit.commit",
+            db.collection.name = table,
+            tablekit.partition_key = partition_key,
+            tablekit.attempts = tracing::field::Empty,
+            tablekit.operation.ids = tracing::field::Empty,
+        );
+        self.commit_planned(table, partition_key, planner, &span)
+            .instrument(span.clone())
+            .await
+    }
+
+    async fn commit_planned<P: Planner>(
+        &self,
+        table: &str,
+        partition_key: &str,
+        planner: &mut P,
+        span: &tracing::Span,
+    ) -> Result<Option<Committed>> {
         let mut retry = self.retry.start();
+        let mut attempts = 0u32;
         loop {
             retry.next(|| planner.what()).await?;
+            attempts += 1;
+            span.record("tablekit.attempts", attempts);
             let Some(Plan {
                 mut batch,
                 roles,
@@ -332,6 +355,10 @@ impl<S: TableStore> Engine<S> {
             };
             match self.store.submit_batch(table, batch).await {
                 Ok(mut etags) => {
+                    if !work.is_empty() && !span.is_disabled() {
+                        let ids: Vec<String> = work.iter().map(|e| e.id.to_string()).collect();
+                        span.record("tablekit.operation.ids", ids.join(",").as_str());
+                    }
                     let entry_etags = etags.split_off(planned.min(etags.len()));
                     if lease.is_some_and(|ends| Instant::now() > ends)
                         && !self.markers.lease().is_zero()

@@ -89,7 +89,7 @@ use std::pin::Pin;
 
 pub use commit::{Committed, Engine, Plan, Planner, Retry, RetryPolicy, lost_race};
 pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use relay::{Relay, RelayReport};
+pub use relay::{Backlog, Relay, RelayReport, backlog};
 pub use sink::{InlineSink, OutboxSink};
 
 /// A boxed future, for the object-safe sink and handlers.

@@ -5,6 +5,7 @@
 //! pending marker ([`super::pending`]).
 
 use std::time::Duration;
+use tracing::Instrument;
 
 use chrono::Utc;
 use futures::TryStreamExt;
@@ -146,6 +147,27 @@ pub async fn remove_entry<S: TableStore>(
 /// ETag when known). `true` when both happened; otherwise the entry stays for the relay
 /// (the failure is logged, the write stands).
 pub async fn publish<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    sink: &dyn OutboxSink,
+    envelope: &Envelope,
+    etag: Option<ETag>,
+) -> bool {
+    let span = tracing::debug_span!(
+        "tablekit.publish",
+        otel.kind = "producer",
+        tablekit.operation.id = %envelope.id,
+        tablekit.operation.kind = %envelope.kind,
+        db.collection.name = table,
+        tablekit.partition_key = partition_key,
+    );
+    publish_entry(store, table, partition_key, sink, envelope, etag)
+        .instrument(span)
+        .await
+}
+
+async fn publish_entry<S: TableStore>(
     store: &S,
     table: &str,
     partition_key: &str,

@@ -10,6 +10,7 @@ use std::time::Duration;
 use chrono::Utc;
 use futures::TryStreamExt;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Query, TableStore, filter};
+use tracing::Instrument;
 
 use super::outbox::{self, after, ago};
 use super::pending::{self, PENDING_TABLE};
@@ -98,6 +99,22 @@ impl<S: TableStore> Relay<S> {
     /// # Errors
     /// The store's errors while reading; a failed publish defers the entry instead.
     pub async fn run_once(&self) -> Result<RelayReport> {
+        let span = tracing::debug_span!(
+            "tablekit.relay_pass",
+            tablekit.partitions = tracing::field::Empty,
+            tablekit.published = tracing::field::Empty,
+        );
+        let report = self.pass().instrument(span.clone()).await?;
+        span.record("tablekit.partitions", report.partitions);
+        span.record("tablekit.published", report.published);
+        // Entries the relay publishes are work their writers did not hand over: a crash,
+        // a failed publish. A growing count is a sign to look at the writers.
+        metrics::counter!("tablekit_relay_published_total").increment(report.published as u64);
+        metrics::counter!("tablekit_relay_passes_total").increment(1);
+        Ok(report)
+    }
+
+    async fn pass(&self) -> Result<RelayReport> {
         let mut report = RelayReport::default();
         let mut markers =
             std::pin::pin!(self.store.query_stream(PENDING_TABLE, self.markers_query()));
@@ -205,4 +222,56 @@ impl<S: TableStore> Relay<S> {
             }
         }
     }
+}
+
+/// What the relay has left to publish: read-only, through the pending markers (its cost
+/// follows the partitions with pending work, like a relay pass).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Backlog {
+    /// Pending markers read (a marker stays a while after its partition's outbox empties).
+    pub markers: u64,
+    /// Partitions whose outbox holds entries.
+    pub partitions: u64,
+    /// Outbox entries in them.
+    pub entries: u64,
+    /// When the oldest entry was written.
+    pub oldest: Option<chrono::DateTime<Utc>>,
+}
+
+/// The relay's backlog over every table's pending markers.
+///
+/// # Errors
+/// The store's errors.
+pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
+    let mut backlog = Backlog::default();
+    let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, Query::new()));
+    loop {
+        let marker = match markers.try_next().await {
+            Ok(Some(marker)) => marker,
+            Ok(None) => break,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+            Err(e) => return Err(e.into()),
+        };
+        backlog.markers += 1;
+        let (table, partition_key) = (&marker.partition_key, &marker.row_key);
+        let before = backlog.entries;
+        let mut entries =
+            std::pin::pin!(store.query_stream(table, outbox::partition_query(partition_key)));
+        loop {
+            let entry = match entries.try_next().await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+                Err(e) => return Err(e.into()),
+            };
+            backlog.entries += 1;
+            if let Some(created) = outbox::created_at(&entry) {
+                backlog.oldest = Some(backlog.oldest.map_or(created, |o| o.min(created)));
+            }
+        }
+        if backlog.entries > before {
+            backlog.partitions += 1;
+        }
+    }
+    Ok(backlog)
 }

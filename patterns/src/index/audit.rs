@@ -25,6 +25,7 @@ use tablekit_core::blob::BlobStore;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::KeyTemplate;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+use tracing::Instrument;
 
 use super::links;
 use super::members::{
@@ -901,6 +902,89 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
 /// # Errors
 /// [`Error::Unsupported`] for a table without registered schemas; the store's errors.
 pub async fn audit<S: TableStore + Clone>(
+    store: &S,
+    table: &str,
+    options: &AuditOptions,
+) -> Result<AuditReport> {
+    let span = tracing::debug_span!(
+        "tablekit.audit",
+        db.collection.name = table,
+        tablekit.scanned = tracing::field::Empty,
+        tablekit.drift = tracing::field::Empty,
+    );
+    let report = audit_table(store, table, options)
+        .instrument(span.clone())
+        .await?;
+    span.record("tablekit.scanned", report.scanned);
+    span.record(
+        "tablekit.drift",
+        report.missing + report.stale + report.orphaned + report.unreadable,
+    );
+    let result = AuditResult {
+        at: chrono::Utc::now(),
+        report: AuditReport {
+            findings: Vec::new(),
+            ..report.clone()
+        },
+    };
+    // A finished audit's result is what `tablekit-worker status` shows; failing to keep
+    // it does not fail the audit.
+    if let Err(e) = result.save(store, table).await {
+        tracing::warn!(table, error = %e, "keeping the audit's result failed");
+    }
+    Ok(report)
+}
+
+/// The last finished audit of a table, kept in `TablekitJobs` (PartitionKey
+/// `audit-result`, RowKey the table).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditResult {
+    /// When the audit finished.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// What it found (counts; findings left out).
+    pub report: AuditReport,
+}
+
+const RESULT_PARTITION: &str = "audit-result";
+
+impl AuditResult {
+    async fn save<S: TableStore>(&self, store: &S, table: &str) -> Result<()> {
+        store.create_table_if_not_exists(JOBS_TABLE).await?;
+        let mut row = Entity::new(RESULT_PARTITION, table);
+        row.properties.insert(
+            STATE_PROPERTY.to_owned(),
+            Value::String(Error::json("an audit result", self)?),
+        );
+        store.insert_or_replace(JOBS_TABLE, row).await?;
+        Ok(())
+    }
+
+    /// The last result of every audited table, by table.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Malformed`] for a result that does not read.
+    pub async fn list<S: TableStore>(store: &S) -> Result<Vec<(String, AuditResult)>> {
+        let query = Query::with_filter(filter::partition_key().eq(RESULT_PARTITION));
+        let rows = match store.query_all(JOBS_TABLE, query).await {
+            Ok(rows) => rows,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        rows.into_iter()
+            .map(|row| match row.properties.get(STATE_PROPERTY) {
+                Some(Value::String(json)) => serde_json::from_str(json)
+                    .map(|result| (row.row_key.clone(), result))
+                    .map_err(|e| Error::malformed(format!("audit result of {}", row.row_key), e)),
+                _ => Err(Error::malformed(
+                    format!("audit result of {}", row.row_key),
+                    "no State property",
+                )),
+            })
+            .collect()
+    }
+}
+
+async fn audit_table<S: TableStore + Clone>(
     store: &S,
     table: &str,
     options: &AuditOptions,

@@ -23,7 +23,9 @@ mod table;
 pub mod unique;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
-pub use audit::{AuditOptions, AuditProgress, AuditReport, Drift, Finding, audit, backfill};
+pub use audit::{
+    AuditOptions, AuditProgress, AuditReport, AuditResult, Drift, Finding, audit, backfill,
+};
 pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};

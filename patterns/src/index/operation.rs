@@ -726,6 +726,7 @@ impl<S: TableStore> IndexApplier<S> {
                 }
                 return Ok(Applied::Superseded);
             }
+            record_copy_lag(index, version);
             return Ok(Applied::Changed);
         }
     }
@@ -872,4 +873,16 @@ impl<S: TableStore> IndexApplier<S> {
             }
         }
     }
+}
+
+/// Records how long after its primary's write (the version: microseconds since the epoch)
+/// a copy appeared: `tablekit_copy_lag_seconds{index}`, the convergence lag of an index.
+fn record_copy_lag(index: &str, version: i64) {
+    let lag_micros = chrono::Utc::now()
+        .timestamp_micros()
+        .saturating_sub(version)
+        .max(0);
+    #[allow(clippy::cast_precision_loss)]
+    let lag = lag_micros as f64 / 1e6;
+    metrics::histogram!("tablekit_copy_lag_seconds", "index" => index.to_owned()).record(lag);
 }

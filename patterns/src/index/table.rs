@@ -27,6 +27,7 @@ use tablekit_core::typed::{
     is_expired, render_key,
 };
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, WriteOp, filter};
+use tracing::Instrument;
 
 use super::links::links_of;
 
@@ -111,6 +112,17 @@ enum Intent<'a, E> {
     Upsert(&'a E),
     Replace(&'a E, IfMatch),
     Delete(String, String, IfMatch),
+}
+
+impl<E> Intent<'_, E> {
+    fn name(&self) -> &'static str {
+        match self {
+            Intent::Insert(_) => "insert",
+            Intent::Upsert(_) => "upsert",
+            Intent::Replace(..) => "replace",
+            Intent::Delete(..) => "delete",
+        }
+    }
 }
 
 /// The role of each operation of a write's batch, to read a failure back.
@@ -625,6 +637,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     async fn write(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
+        let span = tracing::debug_span!(
+            "tablekit.indexed_write",
+            tablekit.kind = %self.layout.kind,
+            tablekit.intent = intent.name(),
+            db.collection.name = self.table.name(),
+        );
+        self.write_traced(intent).instrument(span).await
+    }
+
+    async fn write_traced(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
         let mut write = self.prepare(intent).await?;
         let partition_key = write.source.partition_key.clone();
         let committed = match self
