@@ -122,6 +122,16 @@ async fn fixture(store: AnyStore) -> Fixture {
     }
 }
 
+impl Fixture {
+    /// The sessions through a table with no sink: a write's follow-up work (its copies
+    /// in other tables, its expiry entry) waits in the outbox for the relay.
+    fn deferred(&self, store: &AnyStore) -> IndexedTable<Session, AnyStore> {
+        IndexedTable::<Session, _>::new(store.clone())
+            .with_blobs(self.blobs.clone())
+            .with_clock(self.clock.shared())
+    }
+}
+
 /// Whether a session reads (is stored and not expired).
 async fn live(sessions: &IndexedTable<Session, AnyStore>, user: &str, id: &str) -> bool {
     sessions.get(user, id).await.expect("get").is_some()
@@ -256,9 +266,7 @@ async fn an_entity_renewed_before_the_sweep_stays(store: AnyStore) {
     f.clock.advance(Duration::hours(2));
     // Renewed through a table with no sink: the old expiry entry stays until the relay
     // runs the write's follow-up work.
-    let deferred = IndexedTable::<Session, _>::new(store.clone())
-        .with_blobs(f.blobs.clone())
-        .with_clock(f.clock.shared());
+    let deferred = f.deferred(&store);
     deferred
         .upsert(&session("ada", 5, "t5"))
         .await
@@ -372,10 +380,234 @@ async fn an_expiry_field_expires_its_entity_and_none_never_does(store: AnyStore)
     assert!(record.targets.iter().all(|t| t.index() != EXPIRY_INDEX));
 }
 
+/// An enum over the kinds of the invites' table: it expires because a variant does.
+#[derive(EntityKind, Clone, Debug, PartialEq)]
+enum InviteKinds {
+    Invite(Invite),
+}
+
+/// Writes see an entity that expired and waits for the sweeper as absent: an insert
+/// takes its keys (its copies, reservation, blob and expiry entry go as an update's
+/// would), a replace or a typed update finds nothing; a live one still refuses an insert.
+async fn writes_treat_an_expired_entity_as_absent(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    f.sessions
+        .insert(&session("ada", 1, "t1"))
+        .await
+        .expect("insert");
+    let expired_blob = f.blobs.list("").await.expect("blobs")[0].name.clone();
+    f.clock.advance(Duration::hours(2));
+    let again = session("ada", 1, "t9");
+    let replaced = f.sessions.replace(&again, IfMatch::Any).await;
+    assert_eq!(
+        replaced.map(drop).map_err(|e| e.kind()),
+        Err(ErrorKind::NotFound),
+        "a replace of an expired entity"
+    );
+    let updated = f.sessions.update(&again, &["device"], IfMatch::Any).await;
+    assert_eq!(
+        updated.map(drop).map_err(|e| e.kind()),
+        Err(ErrorKind::NotFound),
+        "a typed update of an expired entity"
+    );
+    f.sessions
+        .insert(&again)
+        .await
+        .expect("insert over expired");
+    let read = f.sessions.get("ada", "s_0001").await.expect("get");
+    assert_eq!(read.map(|s| s.value.token), Some("t9".to_owned()));
+    let blobs: Vec<String> = f
+        .blobs
+        .list("")
+        .await
+        .expect("blobs")
+        .into_iter()
+        .map(|b| b.name)
+        .collect();
+    assert!(
+        !blobs.contains(&expired_blob),
+        "the expired value's blob went: {blobs:?}"
+    );
+    let taken = f.sessions.insert(&again).await;
+    assert_eq!(
+        taken.map(drop).map_err(|e| e.kind()),
+        Err(ErrorKind::AlreadyExists),
+        "a live entity still holds its keys"
+    );
+    // The expired value's copies and reservation went: its token is free again.
+    assert!(
+        f.sessions
+            .find("local", &[&"ada"], &[&"t1"])
+            .await
+            .expect("find")
+            .is_none()
+    );
+    f.sessions
+        .insert(&session("cy", 4, "t1"))
+        .await
+        .expect("t1 is free");
+    assert_eq!(count(&store, "SessionsByToken").await, 2);
+    assert_eq!(count(&store, &expiry_table("Sessions")).await, 2);
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(report.entries, 0, "{report:?}");
+    let audit = f
+        .sessions
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{audit:?}");
+}
+
+/// A verified look-up asks the primary: an entity renewed after its copy in another
+/// table was written is found while the copy still carries the old expiry.
+async fn a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    f.sessions
+        .insert(&session("ada", 5, "t5"))
+        .await
+        .expect("insert");
+    f.clock.advance(Duration::minutes(50));
+    // Renewed through a table with no sink: the copy in `SessionsByToken` keeps the old
+    // expiry until the relay runs the write's follow-up work.
+    let deferred = f.deferred(&store);
+    deferred
+        .upsert(&session("ada", 5, "t5"))
+        .await
+        .expect("renew");
+    f.clock.advance(Duration::minutes(20));
+    assert!(live(&f.sessions, "ada", "s_0005").await);
+    let unverified = f.sessions.find("by_token", &[], &[&"t5"]).await;
+    assert!(
+        unverified.expect("find").is_none(),
+        "the copy alone says it expired"
+    );
+    let verified = deferred.verified_lookups(true);
+    let found = verified
+        .find("by_token", &[], &[&"t5"])
+        .await
+        .expect("find");
+    assert_eq!(found.map(|s| s.value.id), Some(5));
+    let page = verified
+        .find_prefix_page("by_token", &[], &[], 10, None)
+        .await
+        .expect("page");
+    assert_eq!(
+        page.items.iter().map(|s| s.value.id).collect::<Vec<_>>(),
+        vec![5]
+    );
+}
+
+/// A sweeper pass goes on past an entry it cannot sweep, and counts it.
+async fn a_bad_expiry_entry_is_counted_and_the_others_are_swept(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    for (user, id, token) in [("ada", 2, "t2"), ("bob", 3, "t3")] {
+        f.sessions
+            .insert(&session(user, id, token))
+            .await
+            .expect("insert");
+    }
+    let entries = store
+        .query_all(&expiry_table("Sessions"), Query::new())
+        .await
+        .expect("entries");
+    let bad = Entity::new(&entries[0].partition_key, "00000000000000000000-bad");
+    store
+        .execute(&expiry_table("Sessions"), WriteOp::Insert(bad))
+        .await
+        .expect("a bad entry");
+    f.clock.advance(Duration::hours(2));
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        (report.entries, report.deleted, report.failed),
+        (3, 2, 1),
+        "{report:?}"
+    );
+    assert_eq!(count(&store, "Sessions").await, 0);
+}
+
+/// An enum over an expiring type expires too: its projections read the expiry.
+async fn an_entity_kind_enum_leaves_expired_entities_out(store: AnyStore) {
+    assert!(<InviteKinds as tablekit::typed::Record>::expires());
+    let clock = ManualClock::new(start());
+    let invites = IndexedTable::<Invite, _>::new(store.clone())
+        .with_inline_apply()
+        .with_clock(clock.shared());
+    invites.open().await.expect("open");
+    for (code, minutes) in [("a", 5), ("b", 50)] {
+        let invite = Invite {
+            team: "red".to_owned(),
+            code: code.to_owned(),
+            ends: Some(start() + Duration::minutes(minutes)),
+        };
+        invites.insert(&invite).await.expect("insert");
+    }
+    clock.advance(Duration::minutes(10));
+    let kinds = Table::<InviteKinds, _>::new(store.clone()).with_clock(clock.shared());
+    let all = kinds.query(Query::new()).await.expect("query");
+    assert_eq!(all.len(), 1);
+    let codes = kinds
+        .select::<CodeOnly>(Query::new())
+        .await
+        .expect("select");
+    assert_eq!(
+        codes.into_iter().map(|c| c.value.code).collect::<Vec<_>>(),
+        vec!["b".to_owned()]
+    );
+}
+
+#[derive(tablekit::Projection, Debug)]
+struct CodeOnly {
+    code: String,
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Drafts",
+    kind = "Draft",
+    partition_key = "{team}",
+    row_key = "{code}"
+)]
+struct Draft {
+    team: String,
+    code: String,
+    #[entity(expires)]
+    ends: Option<DateTime<Utc>>,
+    #[entity(blob)]
+    body: Option<Vec<u8>>,
+}
+
+/// A large entity past its expiry field reads as absent, with or without its blobs.
+async fn a_large_table_leaves_expired_entities_out(store: AnyStore) {
+    let clock = ManualClock::new(start());
+    let drafts =
+        tablekit::patterns::large::LargeTable::<Draft, _>::new(store.clone(), BlobStore::memory())
+            .with_inline_cleanup()
+            .with_clock(clock.shared());
+    drafts.open().await.expect("open");
+    let draft = Draft {
+        team: "red".to_owned(),
+        code: "d1".to_owned(),
+        ends: Some(start() + Duration::minutes(5)),
+        body: Some(vec![1; 200_000]),
+    };
+    drafts.insert(&draft).await.expect("insert");
+    let read = drafts.get("red", "d1").await.expect("get");
+    assert_eq!(read.map(|s| s.value), Some(draft));
+    clock.advance(Duration::minutes(5));
+    assert!(drafts.get("red", "d1").await.expect("get").is_none());
+    assert!(drafts.get_lazy("red", "d1").await.expect("lazy").is_none());
+    assert_eq!(count(&store, "Drafts").await, 1, "stored until deleted");
+}
+
 on_backends!(
     reads_leave_expired_entities_out_and_the_sweeper_deletes_them,
     an_entity_renewed_before_the_sweep_stays,
     an_expiry_field_expires_its_entity_and_none_never_does,
+    writes_treat_an_expired_entity_as_absent,
+    a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy,
+    a_bad_expiry_entry_is_counted_and_the_others_are_swept,
+    an_entity_kind_enum_leaves_expired_entities_out,
+    a_large_table_leaves_expired_entities_out,
 );
 
 const CHILD_STORE: &str = "TABLEKIT_EXPIRY_CHILD_STORE";

@@ -1491,6 +1491,13 @@ async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
         .await
         .expect("first part");
     assert_eq!(first.scanned, 5);
+    assert!(
+        tablekit::patterns::index::AuditResult::list(&store)
+            .await
+            .expect("results")
+            .is_empty(),
+        "a run stopped part way is not the table's last audit"
+    );
     let rest = employees
         .audit(&AuditOptions {
             job: job.clone(),
@@ -1499,6 +1506,15 @@ async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
         .await
         .expect("the rest");
     assert!(rest.resumed);
+    let saved = tablekit::patterns::index::AuditResult::list(&store)
+        .await
+        .expect("results");
+    assert_eq!(saved.len(), 1, "{saved:?}");
+    assert_eq!(
+        (saved[0].0.as_str(), saved[0].1.report.missing),
+        ("Employees", 1),
+        "the finished run is the last audit"
+    );
     let whole = employees
         .audit(&AuditOptions::default())
         .await

@@ -53,6 +53,7 @@ use std::time::Duration;
 use percent_encoding::utf8_percent_encode;
 use serde::{Deserialize, Serialize};
 use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::SharedClock;
 use tablekit_core::limits::{self, MAX_ENTITY_BYTES, MAX_PROPERTY_BYTES};
 use tablekit_core::typed::{EntityType, Stored};
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, TableStore, Value, WriteOp};
@@ -199,6 +200,8 @@ pub struct LargeTable<E, S> {
     engine: Engine<S>,
     table: String,
     blobs: BlobStore,
+    /// The clock that decides whether a read entity expired (`#[entity(expires)]`).
+    clock: SharedClock,
     entity: PhantomData<fn() -> E>,
 }
 
@@ -208,6 +211,7 @@ impl<E, S: Clone> Clone for LargeTable<E, S> {
             engine: self.engine.clone(),
             table: self.table.clone(),
             blobs: self.blobs.clone(),
+            clock: self.clock.clone(),
             entity: PhantomData,
         }
     }
@@ -372,8 +376,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             engine: Engine::new(store),
             table: E::TABLE.to_owned(),
             blobs,
+            clock: tablekit_core::clock::system(),
             entity: PhantomData,
         }
+    }
+
+    /// Decides expiry with `clock` (the wall clock by default): reads leave out an entity
+    /// whose expiry (an `#[entity(expires)]` field) passed by its time. Deleting expired
+    /// entities is the [`Sweeper`](crate::index::Sweeper)'s work, for entities written
+    /// through an [`IndexedTable`](crate::index::IndexedTable) with blobs.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
     }
 
     /// The same table under another name.
@@ -491,12 +505,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             .store()
             .get_if_table_exists(&self.table, partition_key, row_key)
             .await?;
-        Ok(found.map(|entity| LazyEntity {
-            entity,
-            blobs: self.blobs.clone(),
-            table: self.table.clone(),
-            record: PhantomData,
-        }))
+        let now = self.clock.now();
+        Ok(found
+            .filter(|entity| !tablekit_core::typed::is_expired(entity, now))
+            .map(|entity| LazyEntity {
+                entity,
+                blobs: self.blobs.clone(),
+                table: self.table.clone(),
+                record: PhantomData,
+            }))
     }
 
     async fn offload(&self, entity: &mut Entity) -> Result<()> {

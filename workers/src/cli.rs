@@ -282,7 +282,9 @@ pub async fn status<S: TableStore, Q: Queue>(
             }
         }
     }
-    names.dedup();
+    // Each queue once, in the order first named.
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|name| seen.insert(name.clone()));
     let mut statuses = Vec::new();
     for queue in names {
         statuses.push(match broker.stats(&queue).await {
@@ -405,8 +407,9 @@ pub struct RunArgs {
     #[arg(long, env = "TABLEKIT_METRICS_ADDR")]
     pub metrics_addr: Option<SocketAddr>,
     /// Seconds between refreshes of the queue gauges and the hot partitions (with
-    /// `--metrics-addr`).
-    #[arg(long, env = "TABLEKIT_STATS_INTERVAL", default_value_t = 15)]
+    /// `--metrics-addr`), 1 to 300: a gauge not set for ten minutes leaves the page.
+    #[arg(long, env = "TABLEKIT_STATS_INTERVAL", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
     pub stats_interval: u64,
     /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
     #[arg(long, env = "TABLEKIT_BLOBS")]

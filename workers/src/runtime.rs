@@ -444,11 +444,21 @@ pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
         // Latencies and lags as histograms (for `histogram_quantile`): 1 ms to 5 min.
         .set_buckets_for_metric(Matcher::Suffix("_seconds".to_owned()), SECONDS_BUCKETS)
         .map_err(config)?
+        // A gauge not set for ten minutes leaves the page: a partition that dropped out
+        // of the hot ones, a queue no longer consumed. Live gauges are set every
+        // `--stats-interval` (at most five minutes).
+        .idle_timeout(
+            metrics_util::MetricKindMask::GAUGE,
+            Some(GAUGE_IDLE_TIMEOUT),
+        )
         .install()
         .map_err(config)?;
     tablekit_core::observe::enable();
     Ok(())
 }
+
+/// How long a gauge stays on the page without being set.
+pub const GAUGE_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The buckets of every `_seconds` histogram.
 const SECONDS_BUCKETS: &[f64] = &[

@@ -106,7 +106,7 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
         let lag = series(
             &page,
             "tablekit_copy_lag_seconds_count",
-            "index=\"by_email\"",
+            "index=\"by_email\",table=\"Employees\"",
         );
         let hot = page.contains("tablekit_hot_partition_writes_per_second{");
         let queue = series(&page, "tablekit_queue_poison_messages", "queue=\"index\"");
@@ -133,14 +133,20 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
         Some(0.0),
         "every message handled"
     );
-    let lag_sum = series(&page, "tablekit_copy_lag_seconds_sum", "index=\"by_email\"")
-        .expect("the lag's sum");
+    let lag_sum = series(
+        &page,
+        "tablekit_copy_lag_seconds_sum",
+        "index=\"by_email\",table=\"Employees\"",
+    )
+    .expect("the lag's sum");
     assert!(
         (0.0..600.0).contains(&lag_sum),
         "five copies within minutes of their writes: {lag_sum}"
     );
     assert!(
-        page.contains("tablekit_copy_lag_seconds_bucket{index=\"by_email\",le=\"0.001\"}"),
+        page.contains(
+            "tablekit_copy_lag_seconds_bucket{index=\"by_email\",table=\"Employees\",le=\"0.001\"}"
+        ),
         "the lag is a histogram with buckets"
     );
     let writes = series(

@@ -1,8 +1,9 @@
 //! One write followed by its operation id from the writer's commit to the copy the
 //! worker wrote, through captured spans: the commit records the operation's id, the
 //! publish carries it, the worker handles the message in a span with that id, and the
-//! copy's store write runs inside it with OpenTelemetry's database fields. (One test per
-//! binary: the capturing subscriber is the process's global one.)
+//! copy's store write runs inside it with OpenTelemetry's database fields; an audit
+//! checks its pages in spans of their own, and a relay pass reads in its span. (One test
+//! per binary: the capturing subscriber is the process's global one.)
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -210,5 +211,71 @@ async fn one_write_is_followed_from_its_commit_to_the_copy_by_its_operation_id()
                 && s.fields.get("db.operation").map(String::as_str) == Some("submit_batch")
                 && s.fields.get("db.collection.name").map(String::as_str) == Some("Employees")
                 && descends(&spans, at, commit))
+    );
+
+    // An audit checks its pages in spans under its own, with the copies' reads inside.
+    let audit = employees
+        .audit(&tablekit_patterns::index::AuditOptions {
+            progress_every: 1,
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert!(audit.is_clean(), "{audit:?}");
+    // A relay pass with nothing left to publish.
+    let relay = tablekit_patterns::index::Relay::new(
+        store.clone(),
+        Arc::new(tablekit_patterns::index::InlineSink::new(
+            tablekit_patterns::index::handlers(store.clone(), None),
+        )),
+    )
+    .run_once()
+    .await
+    .unwrap();
+    assert_eq!(relay.published, 0);
+
+    let spans = capture.spans.lock().unwrap().clone();
+    let audit = spans
+        .iter()
+        .position(|s| {
+            s.name == "tablekit.audit"
+                && s.fields.get("db.collection.name").map(String::as_str) == Some("Employees")
+        })
+        .unwrap_or_else(|| panic!("no audit span: {spans:#?}"));
+    let page = spans
+        .iter()
+        .enumerate()
+        .position(|(at, s)| {
+            s.name == "tablekit.audit_page"
+                && s.fields.get("tablekit.first_key").map(String::as_str)
+                    == Some("Sales/empid_000001")
+                && descends(&spans, at, audit)
+        })
+        .unwrap_or_else(|| panic!("no audit page under the audit: {spans:#?}"));
+    assert_eq!(spans[page].fields["tablekit.entities"], "1");
+    assert!(
+        spans
+            .iter()
+            .enumerate()
+            .any(|(at, s)| s.name == "tablekit.store"
+                && s.fields.get("db.collection.name").map(String::as_str)
+                    == Some("EmployeesByEmail")
+                && s.fields.get("db.operation").map(String::as_str) == Some("get")
+                && descends(&spans, at, page)),
+        "the page reads the copy: {spans:#?}"
+    );
+    let pass = spans
+        .iter()
+        .position(|s| s.name == "tablekit.relay_pass")
+        .unwrap_or_else(|| panic!("no relay pass span: {spans:#?}"));
+    assert_eq!(spans[pass].fields["tablekit.published"], "0");
+    assert!(
+        spans
+            .iter()
+            .enumerate()
+            .any(|(at, s)| s.name == "tablekit.store"
+                && s.fields.get("db.operation").map(String::as_str) == Some("query")
+                && descends(&spans, at, pass)),
+        "the pass reads the pending markers: {spans:#?}"
     );
 }

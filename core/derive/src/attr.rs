@@ -536,6 +536,9 @@ pub(crate) fn apply_rename(rule: &str, field: &str) -> String {
 
 /// Reads a time to live: whole numbers each followed by a unit, `d`, `h`, `m` or `s`
 /// (`"30d"`, `"1d12h"`, `"90s"`), in seconds.
+/// The longest time to live: a hundred years.
+const MAX_TTL_SECONDS: u64 = 36_500 * 86_400;
+
 pub(crate) fn parse_ttl(text: &str) -> Result<u64, String> {
     let mut total: u64 = 0;
     let mut number: Option<u64> = None;
@@ -568,6 +571,9 @@ pub(crate) fn parse_ttl(text: &str) -> Result<u64, String> {
     if total == 0 {
         return Err("a time to live is at least one second".to_owned());
     }
+    if total > MAX_TTL_SECONDS {
+        return Err("a time to live is at most 36500d (a hundred years)".to_owned());
+    }
     Ok(total)
 }
 
@@ -589,7 +595,17 @@ mod tests {
         assert_eq!(parse_ttl("1d12h"), Ok(86_400 + 12 * 3_600));
         assert_eq!(parse_ttl("90s"), Ok(90));
         assert_eq!(parse_ttl("5m"), Ok(300));
-        for bad in ["", "0s", "30", "d", "1w", "30 d", "99999999999999999999d"] {
+        assert_eq!(parse_ttl("36500d"), Ok(36_500 * 86_400));
+        for bad in [
+            "",
+            "0s",
+            "30",
+            "d",
+            "1w",
+            "30 d",
+            "99999999999999999999d",
+            "36501d",
+        ] {
             assert!(parse_ttl(bad).is_err(), "{bad}");
         }
     }

@@ -161,6 +161,10 @@ pub(crate) fn entity_kind(input: &DeriveInput) -> Result<TokenStream, TokenStrea
                 fn kind_filter() -> __tk::Option<__tk::Filter> {
                     __tk::None
                 }
+
+                fn expires() -> bool {
+                    false #(|| <#types as __tk::Record>::expires())*
+                }
             }
 
             #[automatically_derived]

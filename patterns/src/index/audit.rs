@@ -272,6 +272,9 @@ impl<S: TableStore> Scan<'_, S> {
             let table = &tables[state.table];
             let query = after(state.last.as_ref());
             let mut stream = std::pin::pin!(self.store.query_stream(table, query));
+            // A page: the entities between two checkpoints, checked in one span.
+            let mut page = None;
+            let mut in_page = 0u64;
             while let Some(entity) = stream.next().await {
                 let entity = match entity {
                     Ok(entity) => entity,
@@ -280,11 +283,28 @@ impl<S: TableStore> Scan<'_, S> {
                 };
                 let key = (entity.partition_key.clone(), entity.row_key.clone());
                 state.report.scanned += 1;
-                visit(table, entity, &mut state.report).await?;
+                let span = page
+                    .get_or_insert_with(|| {
+                        tracing::debug_span!(
+                            "tablekit.audit_page",
+                            db.collection.name = %table,
+                            tablekit.first_key = %format_args!("{}/{}", key.0, key.1),
+                            tablekit.entities = tracing::field::Empty,
+                        )
+                    })
+                    .clone();
+                in_page += 1;
+                visit(table, entity, &mut state.report)
+                    .instrument(span)
+                    .await?;
                 state.last = Some(key);
                 since_save += 1;
                 done_now += 1;
                 if since_save >= self.options.progress_every {
+                    if let Some(page) = page.take() {
+                        page.record("tablekit.entities", in_page);
+                    }
+                    in_page = 0;
                     since_save = 0;
                     self.report_progress(table, &state.report);
                     if let Some(job) = &self.options.job {
@@ -301,6 +321,9 @@ impl<S: TableStore> Scan<'_, S> {
                     }
                     return Ok((self.finish(state.report), false));
                 }
+            }
+            if let Some(page) = page.take() {
+                page.record("tablekit.entities", in_page);
             }
             state.table += 1;
             state.last = None;
@@ -912,7 +935,7 @@ pub async fn audit<S: TableStore + Clone>(
         tablekit.scanned = tracing::field::Empty,
         tablekit.drift = tracing::field::Empty,
     );
-    let report = audit_table(store, table, options)
+    let (report, finished) = audit_table(store, table, options)
         .instrument(span.clone())
         .await?;
     span.record("tablekit.scanned", report.scanned);
@@ -920,6 +943,11 @@ pub async fn audit<S: TableStore + Clone>(
         "tablekit.drift",
         report.missing + report.stale + report.orphaned + report.unreadable,
     );
+    if !finished {
+        // A run stopped part way (`stop_after`) resumes from its checkpoint; only a
+        // finished run is the table's last audit.
+        return Ok(report);
+    }
     let result = AuditResult {
         at: chrono::Utc::now(),
         report: AuditReport {
@@ -988,7 +1016,7 @@ async fn audit_table<S: TableStore + Clone>(
     store: &S,
     table: &str,
     options: &AuditOptions,
-) -> Result<AuditReport> {
+) -> Result<(AuditReport, bool)> {
     let schemas = SchemaRecord::list(store, Some(table)).await?;
     if schemas.is_empty() {
         return Err(Error::Unsupported(format!(
@@ -1067,7 +1095,7 @@ async fn audit_table<S: TableStore + Clone>(
             }
         }
     }
-    Ok(report)
+    Ok((report, finished))
 }
 
 /// Backfills one index or index entity of a table from the registered schema: each

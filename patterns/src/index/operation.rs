@@ -726,7 +726,10 @@ impl<S: TableStore> IndexApplier<S> {
                 }
                 return Ok(Applied::Superseded);
             }
-            record_copy_lag(index, version);
+            if !force {
+                // A repair's copy (audit, backfill) is not a write converging.
+                record_copy_lag(&source.table, index, version);
+            }
             return Ok(Applied::Changed);
         }
     }
@@ -876,13 +879,19 @@ impl<S: TableStore> IndexApplier<S> {
 }
 
 /// Records how long after its primary's write (the version: microseconds since the epoch)
-/// a copy appeared: `tablekit_copy_lag_seconds{index}`, the convergence lag of an index.
-fn record_copy_lag(index: &str, version: i64) {
+/// a copy appeared: `tablekit_copy_lag_seconds{index,table}`, the convergence lag of an
+/// index of the primaries' table.
+fn record_copy_lag(table: &str, index: &str, version: i64) {
     let lag_micros = chrono::Utc::now()
         .timestamp_micros()
         .saturating_sub(version)
         .max(0);
     #[allow(clippy::cast_precision_loss)]
     let lag = lag_micros as f64 / 1e6;
-    metrics::histogram!("tablekit_copy_lag_seconds", "index" => index.to_owned()).record(lag);
+    metrics::histogram!(
+        "tablekit_copy_lag_seconds",
+        "index" => index.to_owned(),
+        "table" => table.to_owned()
+    )
+    .record(lag);
 }

@@ -479,6 +479,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             else {
                 return Err(source.not_found());
             };
+            if is_expired(&current, self.clock.now()) {
+                return Err(source.not_found());
+            }
             if let IfMatch::ETag(expected) = &if_match
                 && current.etag.as_ref() != Some(expected)
             {
@@ -746,6 +749,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             version: 0,
             operations: 0,
             reserved: Vec::new(),
+            read_taken: false,
         })
     }
 
@@ -1160,11 +1164,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let Some((source, _)) = copy_source(&copy) else {
             return Ok(None);
         };
+        if self.verify {
+            // The primary decides: a renewed entity's copy may still carry the old expiry.
+            return self.verified_hit(index, &source, &copy).await;
+        }
         if is_expired(&copy, self.clock.now()) {
             return Ok(None);
-        }
-        if self.verify {
-            return self.verified_hit(index, &source, &copy).await;
         }
         let restored = match &self.blobs {
             Some(blobs) => {
@@ -1270,6 +1275,22 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Entity>> {
         let layout = self.index(index)?;
+        self.copies_page(layout, partition, bounds, page_size, cursor, false)
+            .await
+    }
+
+    /// A page of copies; `keep_expired` keeps the copies whose expiry passed, for
+    /// verified reads, where the primary decides (it may have been renewed after the
+    /// copy was written).
+    async fn copies_page(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+        keep_expired: bool,
+    ) -> Result<CursorPage<Entity>> {
         let pk = layout
             .partition_key
             .render_args(partition)
@@ -1293,8 +1314,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             page_size,
         )
         .await?;
-        let now = self.clock.now();
-        items.retain(|copy| !is_expired(copy, now));
+        if !keep_expired {
+            let now = self.clock.now();
+            items.retain(|copy| !is_expired(copy, now));
+        }
         let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
         Ok(CursorPage { items, cursor })
     }
@@ -1362,7 +1385,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
         let copies = self
-            .find_entities_page(&layout.name, partition, bounds, page_size, cursor)
+            .copies_page(layout, partition, bounds, page_size, cursor, self.verify)
             .await?;
         let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies.items)
             .map(|copy| self.read_hit(layout, copy))
@@ -1450,7 +1473,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// The primaries listed under a value of an index entity (`value` holds the values of
     /// the fields of its key template). A partition-stored index entity needs the
-    /// partition.
+    /// partition. These are the ids as the list holds them: a list keeps ids only, so an
+    /// expired member stays listed until the sweeper deletes it;
+    /// [`members`](Self::members), which reads the primaries, leaves it out.
     ///
     /// # Errors
     /// [`tablekit_core::Error::Undeclared`]; [`Error::Unsupported`] when a partition is
@@ -1748,6 +1773,9 @@ struct IndexWrite<'a, E, S> {
     /// The reservations of unique values this write made or renewed, with the version
     /// of the plan that last did.
     reserved: Vec<(EntityRef, i64)>,
+    /// An insert refused by an entity that may have expired (its type expires): the next
+    /// plan reads it, and replaces it if it expired and the sweeper has not deleted it yet.
+    read_taken: bool,
 }
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
@@ -1806,14 +1834,32 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             partition_key: pk,
             row_key: rk,
         } = &self.source;
-        let old = if self.insert {
+        let old = if self.insert && !self.read_taken {
             None
         } else {
             table.table.store().get(name, pk, rk, None).await?
         };
+        // An entity that expired and waits for the sweeper is absent to every write but a
+        // delete (the sweeper's own among them): an insert or upsert replaces it (under
+        // its ETag), a replace finds nothing.
+        let expired = self.new_entity.is_some()
+            && old
+                .as_ref()
+                .is_some_and(|o| is_expired(o, table.clock.now()));
         match &old {
             None if self.must_exist => {
                 return Err(self.source.not_found());
+            }
+            Some(_) if expired && self.must_exist => {
+                return Err(self.source.not_found());
+            }
+            Some(_) if self.insert && !expired => {
+                return Err(tablekit_core::Error::AlreadyExists {
+                    table: name.clone(),
+                    partition_key: pk.clone(),
+                    row_key: rk.clone(),
+                }
+                .into());
             }
             Some(old) if self.user_etag.is_some() && old.etag != self.user_etag => {
                 return Err(self.source.precondition_failed());
@@ -1876,7 +1922,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                 &self.source.table,
                 version,
                 primary.as_ref(),
-                old.as_ref(),
+                old.as_ref().filter(|_| !expired),
             )
         {
             self.operations += 1;
@@ -1898,7 +1944,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
 
     fn refused(&mut self, error: tablekit_core::Error, role: Option<&Role>) -> Result<()> {
         match (role, error.kind()) {
-            (Some(Role::Primary), ErrorKind::AlreadyExists) if self.insert => Err(error.into()),
+            (Some(Role::Primary), ErrorKind::AlreadyExists) if self.insert => {
+                if self.table.layout.expiry.is_some() && !self.read_taken {
+                    // The entity in the way may have expired: the next plan reads it.
+                    self.read_taken = true;
+                    Ok(())
+                } else {
+                    Err(error.into())
+                }
+            }
             (Some(Role::Primary), ErrorKind::PreconditionFailed | ErrorKind::NotFound)
                 if self.user_etag.is_some() =>
             {
