@@ -436,12 +436,21 @@ async fn writes_treat_an_expired_entity_as_absent(store: AnyStore) {
     );
     // The expired value's copies and reservation went: its token is free again.
     assert!(
-        f.sessions
-            .find("local", &[&"ada"], &[&"t1"])
+        store
+            .get("Sessions", "ada", "tok_t1", None)
             .await
-            .expect("find")
-            .is_none()
+            .expect("get")
+            .is_none(),
+        "the expired value's copy in the partition went"
     );
+    let by_token: Vec<String> = store
+        .query_all("SessionsByToken", Query::new())
+        .await
+        .expect("copies")
+        .into_iter()
+        .map(|c| c.row_key)
+        .collect();
+    assert_eq!(by_token, vec!["t9".to_owned()], "only the new value's copy");
     f.sessions
         .insert(&session("cy", 4, "t1"))
         .await
@@ -456,6 +465,109 @@ async fn writes_treat_an_expired_entity_as_absent(store: AnyStore) {
         .await
         .expect("audit");
     assert!(audit.is_clean(), "{audit:?}");
+}
+
+/// In a batch, a write an entity in the way refuses fails on its own: an insert over a
+/// live entity (AlreadyExists), a replace of an expired one (NotFound); an insert over an
+/// expired one and a fresh insert are written.
+async fn a_batch_refuses_only_the_writes_an_entity_in_the_way_refuses(store: AnyStore) {
+    use tablekit::typed::TypedWrite;
+    let f = fixture(store.clone()).await;
+    for (id, token) in [(1, "t1"), (2, "t2")] {
+        f.sessions
+            .insert(&session("ada", id, token))
+            .await
+            .expect("insert");
+    }
+    f.clock.advance(Duration::hours(2));
+    f.sessions
+        .insert(&session("ada", 3, "t3"))
+        .await
+        .expect("insert");
+    let report = f
+        .sessions
+        .write_all([
+            TypedWrite::Insert(session("ada", 1, "t7")),
+            TypedWrite::Insert(session("ada", 3, "t8")),
+            TypedWrite::Replace(session("ada", 2, "t6"), IfMatch::Any),
+            TypedWrite::Insert(session("ada", 4, "t4")),
+        ])
+        .await
+        .expect("write all");
+    assert!(report.failed.is_empty(), "{:?}", report.failed);
+    let refused: Vec<(usize, ErrorKind)> = report
+        .refused
+        .iter()
+        .map(|(at, e)| (*at, e.kind()))
+        .collect();
+    assert_eq!(
+        refused,
+        vec![(1, ErrorKind::AlreadyExists), (2, ErrorKind::NotFound)]
+    );
+    let written: Vec<usize> = report.written.iter().map(|(at, _)| *at).collect();
+    assert_eq!(written, vec![0, 3]);
+    let token = |id: &'static str| {
+        let sessions = &f.sessions;
+        async move {
+            sessions
+                .get("ada", id)
+                .await
+                .expect("get")
+                .map(|s| s.value.token)
+        }
+    };
+    assert_eq!(token("s_0001").await, Some("t7".to_owned()));
+    assert_eq!(token("s_0002").await, None);
+    assert_eq!(token("s_0003").await, Some("t3".to_owned()));
+    assert_eq!(token("s_0004").await, Some("t4".to_owned()));
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!((report.deleted, report.failed), (1, 0), "{report:?}");
+    let audit = f
+        .sessions
+        .audit(&AuditOptions::default())
+        .await
+        .expect("audit");
+    assert!(audit.is_clean(), "{audit:?}");
+}
+
+/// A batch whose planning fails (the store stops answering reads) reports each of its
+/// writes as failed and returns; once the store answers, the same writes go through.
+async fn a_batch_whose_reads_fail_reports_its_writes_failed(store: AnyStore) {
+    use tablekit::typed::TypedWrite;
+    let failing = support::failing::FailingGets::new(store.clone());
+    let clock = ManualClock::new(start());
+    let sessions = IndexedTable::<Session, _>::new(failing.clone())
+        .with_blobs(BlobStore::memory())
+        .with_inline_apply()
+        .with_clock(clock.shared());
+    sessions.open().await.expect("open");
+    let writes = || (2..=4).map(|id| TypedWrite::Upsert(session("ada", id, &format!("t{id}"))));
+    failing.fail(true);
+    let report = tokio::time::timeout(
+        std::time::Duration::from_secs(60),
+        sessions.write_all(writes()),
+    )
+    .await
+    .expect("write_all returns")
+    .expect("write all");
+    let failed: Vec<usize> = report
+        .failed
+        .iter()
+        .flat_map(|(at, _)| at.iter().copied())
+        .collect();
+    assert_eq!(failed, vec![0, 1, 2], "{:?}", report.failed);
+    assert!(
+        report
+            .failed
+            .iter()
+            .all(|(_, e)| e.kind() == ErrorKind::Transient)
+    );
+    assert!(report.written.is_empty() && report.refused.is_empty());
+    assert_eq!(count(&store, "Sessions").await, 0);
+    failing.fail(false);
+    let report = sessions.write_all(writes()).await.expect("write all");
+    assert!(report.is_complete(), "{report:?}");
+    assert_eq!(report.written.len(), 3);
 }
 
 /// A verified look-up asks the primary: an entity renewed after its copy in another
@@ -523,6 +635,88 @@ async fn a_bad_expiry_entry_is_counted_and_the_others_are_swept(store: AnyStore)
         "{report:?}"
     );
     assert_eq!(count(&store, "Sessions").await, 0);
+}
+
+/// A second type of the invites' table, with an index in the partition.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Invites",
+    kind = "Pass",
+    partition_key = "{team}",
+    row_key = "p_{code}"
+)]
+#[index(name = "by_code", partition_key = "{team}", row_key = "pc_{code}")]
+struct Pass {
+    team: String,
+    code: String,
+    #[entity(expires)]
+    ends: Option<DateTime<Utc>>,
+}
+
+/// A type whose registered layout this sweeper cannot read keeps its expired entities
+/// (and their copies), counted as failed; the table's other types are swept.
+async fn a_type_whose_layout_does_not_read_is_left_and_counted(store: AnyStore) {
+    let f = fixture(store.clone()).await;
+    let invites = IndexedTable::<Invite, _>::new(store.clone())
+        .with_inline_apply()
+        .with_clock(f.clock.shared());
+    let passes = IndexedTable::<Pass, _>::new(store.clone())
+        .with_inline_apply()
+        .with_clock(f.clock.shared());
+    invites.open().await.expect("open");
+    passes.open().await.expect("open");
+    let ends = Some(start() + Duration::minutes(5));
+    invites
+        .insert(&Invite {
+            team: "red".to_owned(),
+            code: "a".to_owned(),
+            ends,
+        })
+        .await
+        .expect("insert");
+    passes
+        .insert(&Pass {
+            team: "red".to_owned(),
+            code: "1".to_owned(),
+            ends,
+        })
+        .await
+        .expect("insert");
+    // A record of Pass this sweeper cannot read (a template it does not parse).
+    let mut record = store
+        .get("TablekitSchemas", "Invites", "Pass", None)
+        .await
+        .expect("get")
+        .expect("the Pass schema record");
+    for value in record.properties.values_mut() {
+        if let Value::String(json) = value {
+            *json = json.replace("pc_{code}", "pc_{code");
+        }
+    }
+    store
+        .execute("TablekitSchemas", WriteOp::InsertOrReplace(record))
+        .await
+        .expect("a bad record");
+    f.clock.advance(Duration::minutes(10));
+    let report = f.sweeper.sweep().await.expect("sweep");
+    assert_eq!(
+        (report.entries, report.deleted, report.failed),
+        (2, 1, 2),
+        "one layout and one entry failed: {report:?}"
+    );
+    let stored = |rk: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get("Invites", "red", rk, None)
+                .await
+                .expect("get")
+                .is_some()
+        }
+    };
+    assert!(!stored("a").await, "the invite was swept");
+    assert!(stored("p_1").await, "the pass stays");
+    assert!(stored("pc_1").await, "with its copy");
 }
 
 /// An enum over an expiring type expires too: its projections read the expiry.
@@ -606,6 +800,9 @@ on_backends!(
     writes_treat_an_expired_entity_as_absent,
     a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy,
     a_bad_expiry_entry_is_counted_and_the_others_are_swept,
+    a_type_whose_layout_does_not_read_is_left_and_counted,
+    a_batch_refuses_only_the_writes_an_entity_in_the_way_refuses,
+    a_batch_whose_reads_fail_reports_its_writes_failed,
     an_entity_kind_enum_leaves_expired_entities_out,
     a_large_table_leaves_expired_entities_out,
 );

@@ -316,6 +316,9 @@ impl<S: TableStore> Scan<'_, S> {
                     .stop_after
                     .is_some_and(|limit| done_now >= limit)
                 {
+                    if let Some(page) = page.take() {
+                        page.record("tablekit.entities", in_page);
+                    }
                     if let Some(job) = &self.options.job {
                         save_checkpoint(self.store, job, &state).await?;
                     }

@@ -200,11 +200,17 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
 
     /// One pass: every expired entry of every expiring type's table, page by page.
     ///
+    /// A registered type whose layout does not read (a newer schema met during a rolling
+    /// upgrade, say) is logged and counted in [`SweepReport::failed`]; its expired
+    /// entities stay, counted as failed, until a sweeper that reads it runs.
+    ///
     /// # Errors
-    /// The store's errors; [`Error::Malformed`] for a registered schema that does not read.
+    /// The store's errors.
     pub async fn sweep(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
         let mut layouts: Vec<Layout> = Vec::new();
+        // (table, kind property, kind) of the types whose layout does not read.
+        let mut unread: Vec<(String, String, String)> = Vec::new();
         for schema in SchemaRecord::list(&self.store, None).await? {
             if schema.expiry.is_none()
                 || self
@@ -218,6 +224,11 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                 Ok(layout) => layouts.push(layout),
                 Err(e) => {
                     report.failed += 1;
+                    unread.push((
+                        schema.table.clone(),
+                        schema.kind_property.clone(),
+                        schema.kind.clone(),
+                    ));
                     tracing::warn!(
                         table = %schema.table,
                         kind = %schema.kind,
@@ -238,11 +249,17 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                 .filter(|l| l.table == table)
                 .map(|l| (l.kind.clone(), self.primaries(l.clone())))
                 .collect();
+            let table_unread: Vec<(&str, &str)> = unread
+                .iter()
+                .filter(|(t, _, _)| t == table)
+                .map(|(_, property, kind)| (property.as_str(), kind.as_str()))
+                .collect();
             let index = expiry_table(table);
             let entries = self.store.query_stream(&index, expired_query(now));
             let outcomes = entries
                 .map(|entry| {
                     let primaries = &primaries;
+                    let unread = &table_unread;
                     let index = &index;
                     async move {
                         let entry = match entry {
@@ -250,7 +267,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(None),
                             Err(e) => return Err(Error::from(e)),
                         };
-                        Ok(Some(match self.expire(&entry, primaries, now).await {
+                        Ok(Some(match self.expire(&entry, primaries, unread, now).await {
                             Ok(outcome) => outcome,
                             Err(e) => {
                                 tracing::warn!(
@@ -291,11 +308,14 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
         table
     }
 
-    /// Deletes the primary of one expiry entry, if it expired.
+    /// Deletes the primary of one expiry entry, if it expired, through the layout of its
+    /// kind (`unread`: the (kind property, kind) of the table's types whose layout does
+    /// not read).
     async fn expire(
         &self,
         entry: &Entity,
         primaries: &[(String, IndexedTable<RawPrimary, S>)],
+        unread: &[(&str, &str)],
         now: DateTime<Utc>,
     ) -> Result<Outcome> {
         let Some((source, _)) = copy_source(entry) else {
@@ -314,15 +334,40 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
         if !is_expired(&primary, now) {
             return Ok(Outcome::Renewed);
         }
+        let kind_in = |property: &str| match primary.properties.get(property) {
+            Some(tablekit_core::Value::String(kind)) => Some(kind.as_str()),
+            _ => None,
+        };
         let kind = primaries
             .iter()
-            .find(|(kind, table)| {
-                primary.properties.get(&table.layout().kind_property)
-                    == Some(&tablekit_core::Value::String(kind.clone()))
-            })
-            .or_else(|| primaries.first());
-        let Some((_, table)) = kind else {
-            return Ok(Outcome::Gone);
+            .find(|(kind, table)| kind_in(&table.layout().kind_property) == Some(kind.as_str()));
+        let table = match kind {
+            Some((_, table)) => table,
+            None => {
+                // Deleting through another type's layout would leave this one's copies
+                // behind: only an entity that names no kind takes the table's first type.
+                let named = unread
+                    .iter()
+                    .map(|(property, _)| *property)
+                    .chain(
+                        primaries
+                            .iter()
+                            .map(|(_, t)| t.layout().kind_property.as_str()),
+                    )
+                    .find_map(kind_in);
+                match (named, primaries.first()) {
+                    (None, Some((_, table))) => table,
+                    (None, None) => return Ok(Outcome::Gone),
+                    (Some(kind), _) => {
+                        return Err(Error::malformed(
+                            format!("{source}"),
+                            format!(
+                                "its type {kind:?} has no registered layout this sweeper reads"
+                            ),
+                        ));
+                    }
+                }
+            }
         };
         let if_match = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         match table

@@ -50,8 +50,8 @@ use crate::error::{Error, Result};
 pub struct IndexedWriteReport {
     /// The writes applied: (input position, version recorded), in input order.
     pub written: Vec<(usize, i64)>,
-    /// Writes the store refused on their own (a taken key or index value, a stale ETag,
-    /// a missing entity): nothing of them was written.
+    /// Writes refused on their own (a taken key or index value, a stale ETag, a missing
+    /// entity), in input order: nothing of them was written.
     pub refused: Vec<(usize, Error)>,
     /// Transactions that failed as a whole: their input positions and why.
     pub failed: Vec<(Vec<usize>, Error)>,
@@ -573,7 +573,13 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     .engine
                     .commit(self.table.name(), &partition, &mut batch)
                     .await;
-                let taken = batch.taken.min(batch.writes.len());
+                // A failed attempt fails at least one write, so the loop ends.
+                let taken = if committed.is_err() {
+                    batch.taken.max(1)
+                } else {
+                    batch.taken
+                }
+                .min(batch.writes.len());
                 let rest: Vec<_> = batch.writes.drain(taken..).collect();
                 report.refused.append(&mut batch.refused);
                 for write in &batch.dropped {
@@ -610,6 +616,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             }
         }
         report.written.sort_unstable();
+        report.refused.sort_by_key(|(at, _)| *at);
         Ok(report)
     }
 
@@ -1980,6 +1987,21 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
     }
 }
 
+/// Whether a write's own plan refused it (the others of a batch go on without it): its
+/// unique value is taken, its key is, or the entity it must find is missing or changed.
+fn refused_alone(error: &Error) -> bool {
+    matches!(
+        error,
+        Error::ValueTaken { .. } | Error::IndexValueTaken { .. }
+    ) || matches!(
+        error,
+        Error::Store(e) if matches!(
+            e.kind(),
+            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::PreconditionFailed
+        )
+    )
+}
+
 /// A prepared write and its input position.
 type Numbered<'a, E, S> = (usize, IndexWrite<'a, E, S>);
 
@@ -2016,8 +2038,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> BatchWrite<'_, E, S> {
                     self.taken = slot + 1;
                     continue;
                 }
-                Err(taken @ Error::ValueTaken { .. }) => return Ok(Err((slot, taken))),
-                Err(e) => return Err(e),
+                // A write refused on its own (a unique value taken, its key taken, its
+                // entity missing or changed) fails alone; the others go on.
+                Err(own) if refused_alone(&own) => return Ok(Err((slot, own))),
+                Err(e) => {
+                    // The attempt fails with this write among its own.
+                    self.taken = slot + 1;
+                    return Err(e);
+                }
             };
             let own_ops = own.operations().len() + own.work().len();
             let own_bytes = own
@@ -2055,8 +2083,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for BatchWrite<'_, 
         loop {
             match self.plan_writes().await? {
                 Ok(plan) => return Ok(plan),
-                // A write whose unique value is taken fails on its own; the others are
-                // planned again without it.
+                // A write refused on its own fails alone; the others are planned again
+                // without it.
                 Err((slot, taken)) => {
                     let (at, write) = self.writes.remove(slot);
                     self.refused.push((at, taken));
