@@ -19,6 +19,7 @@ use chrono::{DateTime, Duration, Utc};
 use tablekit::core::AnyStore;
 use tablekit::core::blob::BlobStore;
 use tablekit::core::clock::ManualClock;
+use tablekit::core::fault::FaultyStore;
 use tablekit::patterns::index::expiry::{EXPIRY_INDEX, expiry_table};
 use tablekit::patterns::index::{AuditOptions, InlineSink, OutboxSink, Relay, Sweeper, handlers};
 use tablekit::prelude::*;
@@ -123,6 +124,16 @@ async fn fixture(store: AnyStore) -> Fixture {
 }
 
 impl Fixture {
+    /// Asserts that an audit of the sessions finds every copy where it belongs.
+    async fn assert_clean(&self) {
+        let audit = self
+            .sessions
+            .audit(&AuditOptions::default())
+            .await
+            .expect("audit");
+        assert!(audit.is_clean(), "{audit:?}");
+    }
+
     /// The sessions through a table with no sink: a write's follow-up work (its copies
     /// in other tables, its expiry entry) waits in the outbox for the relay.
     fn deferred(&self, store: &AnyStore) -> IndexedTable<Session, AnyStore> {
@@ -246,12 +257,7 @@ async fn reads_leave_expired_entities_out_and_the_sweeper_deletes_them(store: An
         .insert(&session("cy", 4, "t1"))
         .await
         .expect("t1 is free");
-    let audit = f
-        .sessions
-        .audit(&AuditOptions::default())
-        .await
-        .expect("audit");
-    assert!(audit.is_clean(), "{audit:?}");
+    f.assert_clean().await;
     // A second pass finds nothing.
     let again = f.sweeper.sweep().await.expect("sweep");
     assert_eq!(again.entries, 0, "{again:?}");
@@ -288,12 +294,7 @@ async fn an_entity_renewed_before_the_sweep_stays(store: AnyStore) {
         .run_once()
         .await
         .expect("relay");
-    let audit = f
-        .sessions
-        .audit(&AuditOptions::default())
-        .await
-        .expect("audit");
-    assert!(audit.is_clean(), "{audit:?}");
+    f.assert_clean().await;
     // An hour after the renewal it expires after all.
     f.clock.advance(Duration::hours(1));
     let report = f.sweeper.sweep().await.expect("sweep");
@@ -459,12 +460,7 @@ async fn writes_treat_an_expired_entity_as_absent(store: AnyStore) {
     assert_eq!(count(&store, &expiry_table("Sessions")).await, 2);
     let report = f.sweeper.sweep().await.expect("sweep");
     assert_eq!(report.entries, 0, "{report:?}");
-    let audit = f
-        .sessions
-        .audit(&AuditOptions::default())
-        .await
-        .expect("audit");
-    assert!(audit.is_clean(), "{audit:?}");
+    f.assert_clean().await;
 }
 
 /// In a batch, a write an entity in the way refuses fails on its own: an insert over a
@@ -522,27 +518,23 @@ async fn a_batch_refuses_only_the_writes_an_entity_in_the_way_refuses(store: Any
     assert_eq!(token("s_0004").await, Some("t4".to_owned()));
     let report = f.sweeper.sweep().await.expect("sweep");
     assert_eq!((report.deleted, report.failed), (1, 0), "{report:?}");
-    let audit = f
-        .sessions
-        .audit(&AuditOptions::default())
-        .await
-        .expect("audit");
-    assert!(audit.is_clean(), "{audit:?}");
+    f.assert_clean().await;
 }
 
-/// A batch whose planning fails (the store stops answering reads) reports each of its
+/// A batch whose planning fails (the store stops answering) reports each of its
 /// writes as failed and returns; once the store answers, the same writes go through.
 async fn a_batch_whose_reads_fail_reports_its_writes_failed(store: AnyStore) {
     use tablekit::typed::TypedWrite;
-    let failing = support::failing::FailingGets::new(store.clone());
+    let faulty = FaultyStore::new(store.clone());
     let clock = ManualClock::new(start());
-    let sessions = IndexedTable::<Session, _>::new(failing.clone())
+    let sessions = IndexedTable::<Session, _>::new(faulty.clone())
         .with_blobs(BlobStore::memory())
         .with_inline_apply()
         .with_clock(clock.shared());
     sessions.open().await.expect("open");
     let writes = || (2..=4).map(|id| TypedWrite::Upsert(session("ada", id, &format!("t{id}"))));
-    failing.fail(true);
+    // The store stops answering (reads and writes) from here on.
+    faulty.crash_after_writes(0);
     let report = tokio::time::timeout(
         std::time::Duration::from_secs(60),
         sessions.write_all(writes()),
@@ -564,7 +556,7 @@ async fn a_batch_whose_reads_fail_reports_its_writes_failed(store: AnyStore) {
     );
     assert!(report.written.is_empty() && report.refused.is_empty());
     assert_eq!(count(&store, "Sessions").await, 0);
-    failing.fail(false);
+    faulty.recover();
     let report = sessions.write_all(writes()).await.expect("write all");
     assert!(report.is_complete(), "{report:?}");
     assert_eq!(report.written.len(), 3);

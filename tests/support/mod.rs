@@ -47,7 +47,6 @@ pub(crate) fn azurite_blobs() -> Option<String> {
     Some("UseDevelopmentStorage=true".to_owned())
 }
 
-pub(crate) mod failing;
 pub(crate) mod kill;
 mod skips;
 // Not every test binary calls both.

@@ -208,9 +208,8 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
     /// The store's errors.
     pub async fn sweep(&self) -> Result<SweepReport> {
         let mut report = SweepReport::default();
-        let mut layouts: Vec<Layout> = Vec::new();
-        // (table, kind property, kind) of the types whose layout does not read.
-        let mut unread: Vec<(String, String, String)> = Vec::new();
+        // Every registered expiring type, by its primaries' table.
+        let mut kinds: Vec<(String, Kind<S>)> = Vec::new();
         for schema in SchemaRecord::list(&self.store, None).await? {
             if schema.expiry.is_none()
                 || self
@@ -220,46 +219,48 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             {
                 continue;
             }
-            match schema.layout() {
-                Ok(layout) => layouts.push(layout),
+            let primaries = match schema.layout() {
+                Ok(layout) => Some(self.primaries(layout)),
                 Err(e) => {
                     report.failed += 1;
-                    unread.push((
-                        schema.table.clone(),
-                        schema.kind_property.clone(),
-                        schema.kind.clone(),
-                    ));
                     tracing::warn!(
                         table = %schema.table,
                         kind = %schema.kind,
                         error = %e,
                         "expiry sweep skips a registered type whose layout does not read"
                     );
+                    None
                 }
-            }
+            };
+            kinds.push((
+                schema.table,
+                Kind {
+                    property: schema.kind_property,
+                    name: schema.kind,
+                    primaries,
+                },
+            ));
         }
-        let mut tables: Vec<&str> = layouts.iter().map(|l| l.table.as_str()).collect();
+        let mut tables: Vec<&str> = kinds
+            .iter()
+            .filter(|(_, kind)| kind.primaries.is_some())
+            .map(|(table, _)| table.as_str())
+            .collect();
         tables.sort_unstable();
         tables.dedup();
         let now = self.clock.now();
         for table in tables {
             report.tables += 1;
-            let primaries: Vec<(String, IndexedTable<RawPrimary, S>)> = layouts
+            let table_kinds: Vec<&Kind<S>> = kinds
                 .iter()
-                .filter(|l| l.table == table)
-                .map(|l| (l.kind.clone(), self.primaries(l.clone())))
-                .collect();
-            let table_unread: Vec<(&str, &str)> = unread
-                .iter()
-                .filter(|(t, _, _)| t == table)
-                .map(|(_, property, kind)| (property.as_str(), kind.as_str()))
+                .filter(|(t, _)| t == table)
+                .map(|(_, kind)| kind)
                 .collect();
             let index = expiry_table(table);
             let entries = self.store.query_stream(&index, expired_query(now));
             let outcomes = entries
                 .map(|entry| {
-                    let primaries = &primaries;
-                    let unread = &table_unread;
+                    let kinds = &table_kinds;
                     let index = &index;
                     async move {
                         let entry = match entry {
@@ -267,7 +268,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(None),
                             Err(e) => return Err(Error::from(e)),
                         };
-                        Ok(Some(match self.expire(&entry, primaries, unread, now).await {
+                        Ok(Some(match self.expire(&entry, kinds, now).await {
                             Ok(outcome) => outcome,
                             Err(e) => {
                                 tracing::warn!(
@@ -309,13 +310,11 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
     }
 
     /// Deletes the primary of one expiry entry, if it expired, through the layout of its
-    /// kind (`unread`: the (kind property, kind) of the table's types whose layout does
-    /// not read).
+    /// kind among the table's `kinds`.
     async fn expire(
         &self,
         entry: &Entity,
-        primaries: &[(String, IndexedTable<RawPrimary, S>)],
-        unread: &[(&str, &str)],
+        kinds: &[&Kind<S>],
         now: DateTime<Utc>,
     ) -> Result<Outcome> {
         let Some((source, _)) = copy_source(entry) else {
@@ -338,36 +337,31 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             Some(tablekit_core::Value::String(kind)) => Some(kind.as_str()),
             _ => None,
         };
-        let kind = primaries
-            .iter()
-            .find(|(kind, table)| kind_in(&table.layout().kind_property) == Some(kind.as_str()));
-        let table = match kind {
-            Some((_, table)) => table,
-            None => {
-                // Deleting through another type's layout would leave this one's copies
-                // behind: only an entity that names no kind takes the table's first type.
-                let named = unread
-                    .iter()
-                    .map(|(property, _)| *property)
-                    .chain(
-                        primaries
-                            .iter()
-                            .map(|(_, t)| t.layout().kind_property.as_str()),
-                    )
-                    .find_map(kind_in);
-                match (named, primaries.first()) {
-                    (None, Some((_, table))) => table,
-                    (None, None) => return Ok(Outcome::Gone),
-                    (Some(kind), _) => {
-                        return Err(Error::malformed(
-                            format!("{source}"),
-                            format!(
-                                "its type {kind:?} has no registered layout this sweeper reads"
-                            ),
-                        ));
-                    }
-                }
+        let table = match kinds.iter().find(|k| kind_in(&k.property) == Some(&k.name)) {
+            Some(Kind {
+                primaries: Some(table),
+                ..
+            }) => table,
+            Some(Kind { name, .. }) => {
+                return Err(Error::malformed(
+                    format!("{source}"),
+                    format!("its type {name:?} has a registered layout this sweeper does not read"),
+                ));
             }
+            // Deleting through another type's layout would leave this one's copies
+            // behind: only an entity that names no kind takes the table's first type.
+            None => match kinds.iter().find_map(|k| kind_in(&k.property)) {
+                Some(name) => {
+                    return Err(Error::malformed(
+                        format!("{source}"),
+                        format!("its type {name:?} is not registered as expiring"),
+                    ));
+                }
+                None => match kinds.iter().find_map(|k| k.primaries.as_ref()) {
+                    Some(table) => table,
+                    None => return Ok(Outcome::Gone),
+                },
+            },
         };
         let if_match = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         match table
@@ -410,6 +404,15 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             }
         }
     }
+}
+
+/// A registered expiring type of one table: the property its entities name it in, its
+/// name, and the indexed table that deletes them (`None`: its registered layout does not
+/// read, so none of its entities is deleted).
+struct Kind<S> {
+    property: String,
+    name: String,
+    primaries: Option<IndexedTable<RawPrimary, S>>,
 }
 
 enum Outcome {

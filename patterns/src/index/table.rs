@@ -1990,15 +1990,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
 /// Whether a write's own plan refused it (the others of a batch go on without it): its
 /// unique value is taken, its key is, or the entity it must find is missing or changed.
 fn refused_alone(error: &Error) -> bool {
+    // A taken unique or index value answers AlreadyExists too; a failure of the store
+    // itself (transient, a bad record) answers none of these.
     matches!(
-        error,
-        Error::ValueTaken { .. } | Error::IndexValueTaken { .. }
-    ) || matches!(
-        error,
-        Error::Store(e) if matches!(
-            e.kind(),
-            ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::PreconditionFailed
-        )
+        error.kind(),
+        ErrorKind::AlreadyExists | ErrorKind::NotFound | ErrorKind::PreconditionFailed
     )
 }
 
