@@ -1,7 +1,13 @@
 //! Time as tablekit sees it: the moment an entity's time to live starts, and whether an
 //! entity has expired. Tables read the wall clock by default; a [`ManualClock`] lets tests
 //! (and simulations) move time by hand, across every table and sweeper that shares it.
+//!
+//! Every time stamp tablekit takes itself (write versions, outbox entries, pending
+//! markers, reservation leases, the memory store's Timestamps) comes from [`now`]: the
+//! wall clock, unless a deterministic simulation put its own clock in force on the thread
+//! with [`simulate`].
 
+use std::cell::RefCell;
 use std::sync::{Arc, Mutex};
 
 use chrono::{DateTime, Utc};
@@ -15,13 +21,47 @@ pub trait Clock: Send + Sync + std::fmt::Debug {
 /// A clock shared by tables and background passes.
 pub type SharedClock = Arc<dyn Clock>;
 
-/// The system's wall clock.
+/// The system's wall clock (or the clock a simulation put in force on the thread, see
+/// [`simulate`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> DateTime<Utc> {
-        Utc::now()
+        now()
+    }
+}
+
+thread_local! {
+    static SIMULATED: RefCell<Option<SharedClock>> = const { RefCell::new(None) };
+}
+
+/// The current time: the wall clock, or the clock [`simulate`] put in force on this thread.
+pub fn now() -> DateTime<Utc> {
+    SIMULATED.with(|c| match c.borrow().as_ref() {
+        Some(clock) => clock.now(),
+        None => Utc::now(),
+    })
+}
+
+/// Puts `clock` in force for [`now`] (and [`SystemClock`]) on this thread until the guard
+/// drops: a deterministic simulation runs every task on one thread under its own clock.
+#[must_use = "the clock holds while the guard lives"]
+pub fn simulate(clock: SharedClock) -> Simulated {
+    let previous = SIMULATED.with(|c| c.replace(Some(clock)));
+    Simulated { previous }
+}
+
+/// The guard of [`simulate`].
+#[derive(Debug)]
+pub struct Simulated {
+    previous: Option<SharedClock>,
+}
+
+impl Drop for Simulated {
+    fn drop(&mut self) {
+        let previous = self.previous.take();
+        SIMULATED.with(|c| *c.borrow_mut() = previous);
     }
 }
 

@@ -38,6 +38,7 @@ pub mod memory;
 pub mod model;
 pub mod observe;
 pub mod query;
+pub mod random;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;

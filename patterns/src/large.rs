@@ -326,7 +326,7 @@ pub async fn offload(
                 &format!(
                     "{}{}-",
                     blob_folder(&at, &name),
-                    &uuid::Uuid::new_v4().simple().to_string()[..12]
+                    &tablekit_core::random::uuid().simple().to_string()[..12]
                 ),
                 bytes,
             )
@@ -557,47 +557,59 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// # Errors
     /// The store's and blob store's errors.
     pub async fn sweep(&self, grace: Duration) -> Result<SweepReport> {
-        let folder = format!("large/{}/", utf8_percent_encode(&self.table, NAME_SET));
-        let cutoff = ago(grace);
-        let mut report = SweepReport::default();
-        for blob in self.blobs.list(&folder).await? {
-            report.blobs += 1;
-            let Some(rest) = blob.name.strip_prefix(&folder) else {
-                continue;
-            };
-            let parts: Vec<&str> = rest.split('/').collect();
-            let [pk, rk, ..] = parts.as_slice() else {
-                continue;
-            };
-            let decode = |s: &str| {
-                if s == "~" {
-                    return Ok(String::new());
-                }
-                percent_encoding::percent_decode_str(s)
-                    .decode_utf8()
-                    .map(|c| c.into_owned())
-            };
-            let (Ok(pk), Ok(rk)) = (decode(pk), decode(rk)) else {
-                continue;
-            };
-            let entity = self
-                .engine
-                .store()
-                .get_if_table_exists(&self.table, &pk, &rk)
-                .await?;
-            if entity.is_some_and(|e| references(&e, &blob.name)) {
-                continue;
-            }
-            if blob.last_modified > cutoff {
-                report.young += 1;
-                continue;
-            }
-            if self.blobs.delete(&blob.name).await? {
-                report.deleted += 1;
-            }
-        }
-        Ok(report)
+        sweep_unreferenced(self.engine.store(), &self.blobs, &self.table, grace).await
     }
+}
+
+/// Deletes the blobs of `table`'s entities that no entity references and that are older
+/// than `grace` (younger ones may belong to a write in progress): what a write that
+/// failed, or whose process died, after uploading its blobs left. It lists the table's
+/// blob folder.
+///
+/// # Errors
+/// The store's and blob store's errors.
+pub async fn sweep_unreferenced<S: TableStore>(
+    store: &S,
+    blobs: &BlobStore,
+    table: &str,
+    grace: Duration,
+) -> Result<SweepReport> {
+    let folder = format!("large/{}/", utf8_percent_encode(table, NAME_SET));
+    let cutoff = ago(grace);
+    let mut report = SweepReport::default();
+    for blob in blobs.list(&folder).await? {
+        report.blobs += 1;
+        let Some(rest) = blob.name.strip_prefix(&folder) else {
+            continue;
+        };
+        let parts: Vec<&str> = rest.split('/').collect();
+        let [pk, rk, ..] = parts.as_slice() else {
+            continue;
+        };
+        let decode = |s: &str| {
+            if s == "~" {
+                return Ok(String::new());
+            }
+            percent_encoding::percent_decode_str(s)
+                .decode_utf8()
+                .map(|c| c.into_owned())
+        };
+        let (Ok(pk), Ok(rk)) = (decode(pk), decode(rk)) else {
+            continue;
+        };
+        let entity = store.get_if_table_exists(table, &pk, &rk).await?;
+        if entity.is_some_and(|e| references(&e, &blob.name)) {
+            continue;
+        }
+        if blob.last_modified > cutoff {
+            report.young += 1;
+            continue;
+        }
+        if blobs.delete(&blob.name).await? {
+            report.deleted += 1;
+        }
+    }
+    Ok(report)
 }
 
 #[derive(Clone)]

@@ -21,8 +21,7 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
 
-use tablekit_patterns::consistency::{Engine, InlineSink, Registry, RetryPolicy};
-use tablekit_patterns::index::IndexApplier;
+use tablekit_patterns::consistency::{Engine, InlineSink, RetryPolicy};
 use tablekit_patterns::index::generic::delete_indexed;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
 
@@ -144,6 +143,24 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
     blobs: Option<&tablekit_core::blob::BlobStore>,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
+    // The source's deletion applies its index work (and deletes the blobs it stops
+    // referencing) in this process; its change event waits for the relay.
+    let registry = tablekit_patterns::index::handlers(store.clone(), blobs.cloned());
+    let engine = Engine::new(store.clone()).with_sink(Arc::new(InlineSink::new(registry)));
+    archive_with_engine(&engine, blobs, operation).await
+}
+
+/// Runs an archive operation whose source delete commits through `engine` (its sink
+/// gets the delete's follow-up work: index work, blob deletions, the change event).
+///
+/// # Errors
+/// As [`archive_with_blobs`].
+pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
+    engine: &Engine<S>,
+    blobs: Option<&tablekit_core::blob::BlobStore>,
+    operation: &ArchiveOperation,
+) -> Result<ArchiveOutcome, OperationError> {
+    let store = engine.store();
     let ArchiveOperation {
         source_table,
         target_table,
@@ -155,9 +172,6 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
             "cannot archive `{source_table}` into itself"
         )));
     }
-    // The source's deletion applies its index work in this process.
-    let registry = IndexApplier::new(store.clone()).register(Registry::new());
-    let engine = Engine::new(store.clone()).with_sink(Arc::new(InlineSink::new(registry)));
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
     loop {
         retry
@@ -226,7 +240,7 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
         // source delete below then finds the source gone or changed.
         let _written = write_copy(store, target_table, copy, current.timestamp).await?;
         let at = EntityRef::new(source_table, partition_key, row_key);
-        match delete_indexed(&engine, &at, IfMatch::ETag(etag)).await {
+        match delete_indexed(engine, &at, IfMatch::ETag(etag)).await {
             Ok(true) => {
                 // The source is gone: so are its blobs (the archive has its own).
                 if let Some(blobs) = blobs {

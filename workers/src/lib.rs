@@ -41,4 +41,4 @@ pub mod runtime;
 
 pub use error::{Error, Result};
 pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use runtime::{Worker, WorkerConfig, WorkerReport};
+pub use runtime::{Worker, WorkerConfig, WorkerReport, handle_delivery};

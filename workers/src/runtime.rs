@@ -25,7 +25,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
@@ -93,7 +92,7 @@ impl WorkerConfig {
             .base_backoff
             .saturating_mul(1 << exponent)
             .min(self.max_backoff);
-        let jitter = rand::rng().random_range(0.75..=1.25);
+        let jitter = tablekit_core::random::between(0.75, 1.25);
         delay.mul_f64(jitter).min(self.max_backoff)
     }
 }
@@ -269,6 +268,20 @@ async fn refresh_gauges<Q: Queue>(
             () = tokio::time::sleep(interval) => {}
         }
     }
+}
+
+/// Handles one delivery as [`Worker::run`] does — the registry's handler, then an ack, a
+/// retry after the backoff, or the poison queue with the reason — and reports how it was
+/// settled (one of the report's counts is 1). For runtimes of one's own, such as the
+/// deterministic simulation's.
+pub async fn handle_delivery<D: Delivery>(
+    delivery: D,
+    registry: &Registry,
+    config: &WorkerConfig,
+) -> WorkerReport {
+    let counters = Counters::default();
+    handle(delivery, registry, &counters, config).await;
+    counters.report()
 }
 
 /// Handles one delivery and settles it.

@@ -8,11 +8,11 @@
 //! the commit hand each operation to the sink and delete its entry.
 
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tracing::Instrument;
 
-use rand::Rng;
-use tablekit_core::{Batch, ETag, ErrorKind, TableStore, WriteOp};
+use tablekit_core::{Batch, ETag, ErrorKind, IfMatch, TableStore, Value, WriteOp};
 
 use super::operation::Envelope;
 use super::outbox;
@@ -57,7 +57,7 @@ impl RetryPolicy {
             return Duration::ZERO;
         }
         let doubled = self.base.saturating_mul(1u32 << (attempt - 2).min(16));
-        rand::rng().random_range(Duration::ZERO..=doubled.min(self.cap))
+        tablekit_core::random::up_to(doubled.min(self.cap))
     }
 
     /// A fresh count of attempts under this policy.
@@ -197,6 +197,61 @@ pub fn lost_race(error: &tablekit_core::Error) -> bool {
             error.kind(),
             ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
         )
+}
+
+/// The property holding the version of a write that records one (tablekit's index
+/// record): each attempt stamps its own, so an attempt whose answer was lost is
+/// recognised by it.
+pub const VERSION_PROPERTY: &str = "TablekitVersion";
+
+/// What shows that an attempt landed, taken from its batch before it is sent (no read on
+/// the happy path): the first write's version stamp, else the first outbox entry (its
+/// id is the attempt's own), else for a conditional delete the primary's absence.
+enum Witness {
+    /// The first write stores an entity stamped with this version.
+    Written {
+        partition_key: String,
+        row_key: String,
+        version: i64,
+    },
+    /// The first write deletes an entity under its ETag.
+    Deleted {
+        partition_key: String,
+        row_key: String,
+    },
+    Unknown,
+}
+
+impl Witness {
+    fn of(batch: &Batch) -> Self {
+        let Some(first) = batch.operations().first() else {
+            return Witness::Unknown;
+        };
+        let (partition_key, row_key) = first.key();
+        let (partition_key, row_key) = (partition_key.to_owned(), row_key.to_owned());
+        match first {
+            WriteOp::Insert(e)
+            | WriteOp::Replace(e, _)
+            | WriteOp::InsertOrReplace(e)
+            | WriteOp::Merge(e, _)
+            | WriteOp::InsertOrMerge(e) => match e.properties.get(VERSION_PROPERTY) {
+                Some(Value::Int64(version)) => Witness::Written {
+                    partition_key,
+                    row_key,
+                    version: *version,
+                },
+                _ => Witness::Unknown,
+            },
+            WriteOp::Delete {
+                if_match: IfMatch::ETag(_),
+                ..
+            } => Witness::Deleted {
+                partition_key,
+                row_key,
+            },
+            WriteOp::Delete { .. } => Witness::Unknown,
+        }
+    }
 }
 
 /// What a committed write did.
@@ -353,7 +408,25 @@ impl<S: TableStore> Engine<S> {
                         .await?,
                 )
             };
-            match self.store.submit_batch(table, batch).await {
+            let witness = Witness::of(&batch);
+            let answer = match self.store.submit_batch(table, batch).await {
+                // A write whose answer was lost may have landed: one read tells.
+                Err(e) if e.is_retryable() => {
+                    match self.landed(table, partition_key, witness, &work).await {
+                        Some(etag) => {
+                            tracing::debug!(table, partition_key, error = %e, "a lost answer: the attempt landed");
+                            let mut etags = vec![None; planned + work.len()];
+                            if let Some(first) = etags.first_mut() {
+                                *first = etag;
+                            }
+                            Ok(etags)
+                        }
+                        None => Err(e),
+                    }
+                }
+                answer => answer,
+            };
+            match answer {
                 Ok(mut etags) => {
                     if !work.is_empty() && !span.is_disabled() {
                         let ids: Vec<String> = work.iter().map(|e| e.id.to_string()).collect();
@@ -378,6 +451,44 @@ impl<S: TableStore> Engine<S> {
                     planner.refused(e, role)?;
                 }
             }
+        }
+    }
+
+    /// Whether an attempt whose answer was lost landed, with one point read (see
+    /// [`Witness`]): `Some` with the ETag of the first write's entity when it did (or
+    /// `None` inside when that is unknown), `None` when it did not or the read cannot tell.
+    async fn landed(
+        &self,
+        table: &str,
+        partition_key: &str,
+        witness: Witness,
+        work: &[Envelope],
+    ) -> Option<Option<ETag>> {
+        let read = |pk: String, rk: String| async move {
+            self.store.get(table, &pk, &rk, None).await.ok()
+        };
+        match witness {
+            Witness::Written {
+                partition_key: pk,
+                row_key: rk,
+                version,
+            } => {
+                let found = read(pk, rk).await??;
+                (found.properties.get(VERSION_PROPERTY) == Some(&Value::Int64(version)))
+                    .then_some(found.etag)
+            }
+            _ if !work.is_empty() => {
+                let key = outbox::entry_row_key(&work[0]);
+                read(partition_key.to_owned(), key).await?.map(|_| None)
+            }
+            Witness::Deleted {
+                partition_key: pk,
+                row_key: rk,
+            } => match read(pk, rk).await? {
+                None => Some(None),
+                Some(_) => None,
+            },
+            Witness::Unknown => None,
         }
     }
 

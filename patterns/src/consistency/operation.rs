@@ -38,7 +38,7 @@ impl Envelope {
     /// # Errors
     /// When the payload cannot be serialised.
     pub fn new<O: Operation>(operation: &O) -> serde_json::Result<Self> {
-        Self::with_id(Uuid::new_v4(), operation)
+        Self::with_id(tablekit_core::random::uuid(), operation)
     }
 
     /// Wraps an operation under a given id (one write's work keeps its id wherever it is
@@ -51,7 +51,7 @@ impl Envelope {
             id,
             kind: O::KIND.to_owned(),
             version: O::VERSION,
-            created_at: Utc::now(),
+            created_at: tablekit_core::clock::now(),
             payload: serde_json::to_value(operation)?,
         })
     }

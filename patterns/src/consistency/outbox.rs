@@ -47,9 +47,10 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
     entity
         .properties
         .insert(ENVELOPE_PROPERTY.to_owned(), Value::String(json));
-    entity
-        .properties
-        .insert(CREATED_PROPERTY.to_owned(), Value::DateTime(Utc::now()));
+    entity.properties.insert(
+        CREATED_PROPERTY.to_owned(),
+        Value::DateTime(tablekit_core::clock::now()),
+    );
     Ok(entity)
 }
 
@@ -79,7 +80,7 @@ pub fn read_entry(entity: &Entity) -> Result<Envelope> {
                 id,
                 kind: "index".to_owned(),
                 version: 1,
-                created_at: created_at(entity).unwrap_or_else(Utc::now),
+                created_at: created_at(entity).unwrap_or_else(tablekit_core::clock::now),
                 payload,
             })
         }
@@ -201,7 +202,7 @@ async fn publish_entry<S: TableStore>(
 pub fn ago(grace: Duration) -> chrono::DateTime<Utc> {
     chrono::Duration::from_std(grace)
         .ok()
-        .and_then(|grace| Utc::now().checked_sub_signed(grace))
+        .and_then(|grace| tablekit_core::clock::now().checked_sub_signed(grace))
         .unwrap_or(chrono::DateTime::<Utc>::MIN_UTC)
 }
 

@@ -19,7 +19,8 @@
 
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 
 use chrono::{DateTime, Utc};
 use tablekit_core::{Entity, ErrorKind, TableStore, Value};
@@ -104,7 +105,13 @@ pub async fn adopt<S: TableStore>(store: &S, table: &str) -> Result<usize> {
         };
         // Entries come in key order: a partition's entries are consecutive.
         if last.as_deref() != Some(entry.partition_key.as_str()) {
-            write_marker(store, table, &entry.partition_key, Utc::now()).await?;
+            write_marker(
+                store,
+                table,
+                &entry.partition_key,
+                tablekit_core::clock::now(),
+            )
+            .await?;
             marked += 1;
             last = Some(entry.partition_key);
         }
@@ -174,7 +181,13 @@ impl Markers {
     ) -> Result<Instant> {
         // Both clocks are read before the write: the lease never outlives `Until`.
         let ends = Instant::now() + self.lease;
-        write_marker(store, table, partition_key, after(Utc::now(), self.lease)).await?;
+        write_marker(
+            store,
+            table,
+            partition_key,
+            after(tablekit_core::clock::now(), self.lease),
+        )
+        .await?;
         if !self.lease.is_zero()
             && let Ok(mut written) = self.written.lock()
         {

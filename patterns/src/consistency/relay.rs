@@ -179,7 +179,7 @@ impl<S: TableStore> Relay<S> {
                 left += 1;
             }
         }
-        if left == 0 && after(pending::until(marker), self.late) < Utc::now() {
+        if left == 0 && after(pending::until(marker), self.late) < tablekit_core::clock::now() {
             let if_match = marker.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
             match self
                 .store

@@ -521,7 +521,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         report: &mut AuditReport,
     ) -> Result<()> {
         let found = super::unique::Reservation::read(table, entity)?;
-        let now = chrono::Utc::now();
+        let now = tablekit_core::clock::now();
         if found.leased(now)
             || super::unique::holder_lists(self.applier.store(), &found.holder, &found.at).await?
         {
@@ -952,7 +952,7 @@ pub async fn audit<S: TableStore + Clone>(
         return Ok(report);
     }
     let result = AuditResult {
-        at: chrono::Utc::now(),
+        at: tablekit_core::clock::now(),
         report: AuditReport {
             findings: Vec::new(),
             ..report.clone()

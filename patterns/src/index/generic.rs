@@ -10,7 +10,9 @@ use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
 use super::members::{plan_partition_change, read_partition_pages};
 use super::operation::IndexOperation;
-use super::record::{EntityRef, IndexRecord, MemberStorage, Target};
+use super::record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
+use super::registry::SchemaRecord;
+use super::table::IndexedTable;
 use crate::consistency::{Engine, Plan, Planner, lost_race};
 use crate::error::Result;
 
@@ -22,11 +24,32 @@ use crate::error::Result;
 /// `PreconditionFailed` when the primary changed; the store's errors;
 /// [`Error::Malformed`](crate::Error::Malformed) for a record that does not read;
 /// [`Error::Contention`](crate::Error::Contention).
-pub async fn delete_indexed<S: TableStore>(
+pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     engine: &Engine<S>,
     at: &EntityRef,
     if_match: IfMatch,
 ) -> Result<bool> {
+    // A primary whose type is registered is deleted through its layout, as a typed
+    // delete is: its change event, the blobs it stops referencing and its reservations
+    // go with it.
+    let Some(primary) = engine
+        .store()
+        .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
+        .await?
+    else {
+        return Ok(false);
+    };
+    if IndexRecord::read(&primary)?.is_some()
+        && let Some(layout) = registered_layout(engine.store(), &at.table, &primary).await?
+    {
+        let table = IndexedTable::for_layout(engine.store().clone(), layout)
+            .with_engine(engine.clone());
+        return match table.delete(&at.partition_key, &at.row_key, if_match).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        };
+    }
     let mut delete = IndexedDelete {
         store: engine.store(),
         at,
@@ -38,6 +61,23 @@ pub async fn delete_indexed<S: TableStore>(
         .commit(&at.table, &at.partition_key, &mut delete)
         .await?;
     Ok(committed.is_some() && delete.found)
+}
+
+/// The layout registered on `table` for the kind of `primary`.
+async fn registered_layout<S: TableStore>(
+    store: &S,
+    table: &str,
+    primary: &tablekit_core::Entity,
+) -> Result<Option<Layout>> {
+    for schema in SchemaRecord::list(store, Some(table)).await? {
+        if let Some(tablekit_core::Value::String(kind)) =
+            primary.properties.get(&schema.kind_property)
+            && *kind == schema.kind
+        {
+            return Ok(Some(schema.layout()?));
+        }
+    }
+    Ok(None)
 }
 
 /// Which writes of the delete's batch are what.

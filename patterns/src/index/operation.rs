@@ -270,7 +270,7 @@ impl IndexOperations {
     /// The operations under a new id.
     pub fn new(operations: Vec<IndexOperation>) -> Self {
         IndexOperations {
-            id: uuid::Uuid::new_v4().simple().to_string(),
+            id: tablekit_core::random::uuid().simple().to_string(),
             operations,
         }
     }
@@ -281,7 +281,7 @@ impl IndexOperations {
     /// # Errors
     /// [`Error::Encode`] when the work does not serialise.
     pub fn envelope(&self) -> Result<Envelope> {
-        let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| uuid::Uuid::new_v4());
+        let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| tablekit_core::random::uuid());
         Envelope::with_id(id, self).map_err(|source| Error::Encode {
             what: "index work".to_owned(),
             source,

@@ -21,7 +21,7 @@ use tablekit_core::{Entity, Value};
 use crate::error::{Error, Result};
 
 /// The property holding the version of a primary or of the primary a copy was made from.
-pub const VERSION_PROPERTY: &str = "TablekitVersion";
+pub use crate::consistency::commit::VERSION_PROPERTY;
 /// The property of a primary listing its copies and id-list memberships (JSON).
 pub const TARGETS_PROPERTY: &str = "TablekitTargets";
 /// The property of a copy naming its primary (JSON).
@@ -225,7 +225,7 @@ pub fn version_of(entity: &Entity) -> Option<i64> {
 /// across a delete and a new insert with the same keys, as far as the writers' clocks
 /// agree.
 pub fn next_version(previous: Option<i64>) -> i64 {
-    let now = chrono::Utc::now().timestamp_micros();
+    let now = tablekit_core::clock::now().timestamp_micros();
     previous.map_or(now, |p| now.max(p.saturating_add(1)))
 }
 

@@ -187,7 +187,7 @@ pub struct IndexedTable<E, S> {
     lookup_concurrency: usize,
     track_dependents: Arc<AtomicBool>,
     /// When the registry was last asked whether another type copies from this one.
-    dependents_checked: Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    dependents_checked: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     /// How long a reservation of a unique value protects a write in flight.
     unique_lease: Duration,
     /// The clock of expiry: when a time to live starts, whether a read entity expired.
@@ -375,7 +375,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             self.track_dependents.store(true, Ordering::Relaxed);
         }
         if let Ok(mut checked) = self.dependents_checked.lock() {
-            *checked = Some(std::time::Instant::now());
+            *checked = Some(tokio::time::Instant::now());
         }
         Ok(())
     }

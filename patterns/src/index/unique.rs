@@ -207,7 +207,7 @@ pub async fn reserve<S: TableStore>(
 ) -> Result<()> {
     let lease = chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     for _ in 0..ATTEMPTS {
-        let now = Utc::now();
+        let now = tablekit_core::clock::now();
         let mine = Reservation {
             at: at.clone(),
             name: at.row_key.clone(),

@@ -4,6 +4,9 @@
 //! or that "crashes" the store from a chosen write on. Tests of multi-step operations use
 //! it to stop between any two steps and check that a retry converges.
 //!
+//! [`ChaosStore`] injects seeded faults at every call instead, for the deterministic
+//! simulation of the whole system.
+//!
 //! ```
 //! use tablekit_core::fault::{FaultyStore, Timing};
 //! use tablekit_core::prelude::*;
@@ -19,6 +22,10 @@
 //! # Ok::<_, Error>(())
 //! # }).unwrap();
 //! ```
+
+mod seeded;
+
+pub use seeded::{ChaosStore, Crash, FaultCounts, FaultRates};
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};

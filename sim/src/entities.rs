@@ -1,0 +1,83 @@
+//! The simulated application's two entity types: between them they declare every
+//! feature — a same-partition index, indexes in other tables, id lists in all three
+//! storages, a unique value, a denormalised field, a time to live and an `expires` field,
+//! change events and blob fields.
+
+use chrono::{DateTime, Utc};
+use tablekit_derive::Entity;
+
+/// A team member: indexes of every kind, id lists in the partition, a table and blobs,
+/// a unique email, an optional end of membership, a photo in the blob store, change
+/// events; archived by the archive worker.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Members",
+    kind = "Member",
+    partition_key = "{team}",
+    row_key = "m_{id:02}",
+    changes = "member-changes",
+    crate = "tablekit_core"
+)]
+#[index(name = "nick", partition_key = "{team}", row_key = "nick_{nick}")]
+#[index(
+    name = "by_city",
+    table = "MembersByCity",
+    partition_key = "{city}",
+    row_key = "{team}_{id:02}"
+)]
+#[index_entity(name = "city", key = "{city}")]
+#[index_entity(name = "level", key = "{level}", table = "MemberLevels", storage = "table")]
+#[index_entity(name = "tag", key = "{tag}", storage = "blob")]
+#[unique(name = "email", key = "{email}")]
+pub struct Member {
+    pub team: String,
+    pub id: u32,
+    pub nick: String,
+    pub city: String,
+    pub level: u32,
+    pub tag: String,
+    pub email: String,
+    /// The number of the write that wrote this value (each write has its own).
+    pub rev: i64,
+    #[entity(expires)]
+    pub ends: Option<DateTime<Utc>>,
+    #[entity(blob)]
+    pub photo: Option<Vec<u8>>,
+}
+
+/// A badge: lives an hour from its last write, copies its holder's email, is found by
+/// code in another table, carries a note in the blob store and publishes its changes.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Badges",
+    kind = "Badge",
+    partition_key = "{team}",
+    row_key = "b_{id:02}",
+    ttl = "1h",
+    changes = "badge-changes",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_code",
+    table = "BadgesByCode",
+    partition_key = "codes",
+    row_key = "{code}_{team}_{id:02}"
+)]
+pub struct Badge {
+    pub team: String,
+    pub id: u32,
+    pub code: String,
+    pub holder: u32,
+    #[entity(denormalized(
+        from = "Member",
+        table = "Members",
+        partition_key = "{team}",
+        row_key = "m_{holder:02}",
+        property = "email"
+    ))]
+    pub holder_email: Option<String>,
+    /// The number of the write that wrote this value.
+    pub rev: i64,
+    #[entity(blob)]
+    pub note: Option<Vec<u8>>,
+}

@@ -1,0 +1,1011 @@
+//! The simulated world: its processes, the run (faults, then a drain), and the checks.
+
+use std::cell::{Cell, RefCell};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::{Clock, SharedClock};
+use tablekit_core::fault::{ChaosStore, FaultRates};
+use tablekit_core::IfMatch;
+use tablekit_core::typed::TypedWrite;
+use tablekit_core::{AnyStore, ErrorKind, MemoryStore, Query, TableStore, random};
+use tablekit_patterns::consistency::{Engine, OutboxSink, Relay};
+use tablekit_patterns::index::unique::Reservation;
+use tablekit_patterns::index::{AuditOptions, IndexedTable, Sweeper};
+use tablekit_workers::archive::{ArchiveOperation, archive_with_engine};
+use tablekit_workers::changes::Changes;
+use tablekit_workers::index::QueueSink;
+use tablekit_workers::queue::{ConsumeOptions, Consumer, Queue};
+use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
+
+use crate::entities::{Badge, Member};
+use crate::exec::{self, Factory, Observer, Spawner};
+use crate::model::{Answer, Effect, Key, Model};
+use crate::queue::{QueueFaults, SimQueue};
+
+/// Where the simulated world keeps its tables.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// The memory store: the run replays exactly.
+    Memory,
+    /// A SQLite file at this path (a soak: its threads make the run not replay exactly).
+    Sqlite(std::path::PathBuf),
+}
+
+/// How a simulation runs.
+#[derive(Clone, Debug)]
+pub struct Options {
+    pub seed: u64,
+    pub store: StoreKind,
+    /// Writer processes.
+    pub writers: usize,
+    /// Operations each writer issues.
+    pub ops_per_writer: usize,
+}
+
+impl Options {
+    /// The standard world for `seed`.
+    pub fn new(seed: u64) -> Self {
+        Options {
+            seed,
+            store: StoreKind::Memory,
+            writers: 4,
+            ops_per_writer: 30,
+        }
+    }
+}
+
+/// What a run found.
+#[derive(Clone, Debug, Default)]
+pub struct Report {
+    pub seed: u64,
+    /// Every step worth replaying: operations and answers, faults, crashes.
+    pub trace: Vec<String>,
+    /// Faults injected (store and queue; delays not counted).
+    pub faults: u64,
+    /// Writes issued.
+    pub writes: usize,
+    /// What the invariants found wrong.
+    pub violations: Vec<String>,
+}
+
+impl Report {
+    /// The last `n` lines of the trace and the violations, for a failing run.
+    pub fn summary(&self, n: usize) -> String {
+        let skip = self.trace.len().saturating_sub(n);
+        let mut text = format!(
+            "seed {} ({} writes, {} faults): {} violation(s)\n",
+            self.seed,
+            self.writes,
+            self.faults,
+            self.violations.len()
+        );
+        for v in &self.violations {
+            text.push_str(&format!("  VIOLATION {v}\n"));
+        }
+        text.push_str(&format!("last {} trace lines:\n", self.trace.len() - skip));
+        for line in &self.trace[skip..] {
+            text.push_str(&format!("  {line}\n"));
+        }
+        text.push_str(&format!("replay: TABLEKIT_SIM_SEED={} cargo test -p tablekit-sim --test simulation replay -- --nocapture\n", self.seed));
+        text
+    }
+}
+
+/// The simulated clock: the paused Tokio clock from a fixed start, a microsecond further
+/// at every reading (a real clock never stands still), plus the jumps of the run.
+#[derive(Debug)]
+struct SimClock {
+    base: DateTime<Utc>,
+    start: tokio::time::Instant,
+    ticks: std::sync::atomic::AtomicI64,
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> DateTime<Utc> {
+        let ticks = self.ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let elapsed = chrono::Duration::from_std(self.start.elapsed()).unwrap_or_default();
+        self.base + elapsed + chrono::Duration::microseconds(ticks)
+    }
+}
+
+type Store = ChaosStore<AnyStore>;
+
+const FAULTS: FaultRates = FaultRates {
+    before_write: 0.02,
+    lost_answer: 0.03,
+    failed_read: 0.01,
+    latency: 0.3,
+    max_latency: Duration::from_millis(30),
+    crash: 0.004,
+};
+
+const QUEUE_FAULTS: QueueFaults = QueueFaults {
+    duplicate: 0.1,
+    delay: 0.1,
+    max_delay: Duration::from_secs(3),
+    short_lease: 0.05,
+};
+
+const TEAMS: [&str; 2] = ["t0", "t1"];
+const IDS: u32 = 5;
+const EMAILS: u32 = 8;
+const ARCHIVE: &str = "MembersArchive";
+
+/// Everything the processes share.
+struct World {
+    chaos: Store,
+    blobs: BlobStore,
+    queue: SimQueue,
+    clock: SharedClock,
+    model: RefCell<Model>,
+    trace: RefCell<Vec<String>>,
+    next_rev: Cell<i64>,
+    writers_left: Cell<usize>,
+    stopping: Cell<bool>,
+    options: Options,
+    /// Operations each writer started (kept across its crashes: the workload is fixed).
+    started: RefCell<std::collections::HashMap<usize, usize>>,
+    /// The change events consumed: (key, version, rev or `None` for a delete).
+    events: Arc<std::sync::Mutex<Vec<(Key, i64, Option<i64>)>>>,
+}
+
+impl World {
+    fn now(&self) -> DateTime<Utc> {
+        self.clock.now()
+    }
+
+    fn log(&self, line: String) {
+        let ms = tokio::time::Instant::now()
+            .duration_since(self.start_instant())
+            .as_millis();
+        self.trace.borrow_mut().push(format!("{ms:>8} {line}"));
+    }
+
+    fn start_instant(&self) -> tokio::time::Instant {
+        START.with(|s| s.get()).unwrap_or_else(tokio::time::Instant::now)
+    }
+
+    fn rev(&self) -> i64 {
+        let rev = self.next_rev.get() + 1;
+        self.next_rev.set(rev);
+        rev
+    }
+
+    async fn engine(&self, store: &Store) -> Engine<Store> {
+        let engine = Engine::new(store.clone());
+        match QueueSink::open(self.queue.clone(), "index").await {
+            Ok(sink) => engine.with_sink(Arc::new(sink) as Arc<dyn OutboxSink>),
+            Err(_) => engine,
+        }
+    }
+}
+
+thread_local! {
+    static START: Cell<Option<tokio::time::Instant>> = const { Cell::new(None) };
+}
+
+struct Tracer<'a>(&'a World);
+
+impl Observer for Tracer<'_> {
+    fn polled(&self, task: &str) {
+        for line in self.0.chaos.take_log() {
+            self.0.log(format!("{task}: fault {line}"));
+        }
+        for line in self.0.queue.take_log() {
+            self.0.log(format!("{task}: queue {line}"));
+        }
+    }
+
+    fn crashed(&self, task: &str) {
+        self.0.log(format!("{task}: CRASHED, restarts"));
+    }
+}
+
+/// Runs one simulation.
+pub fn simulate(options: Options) -> Report {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build();
+    let runtime = match runtime {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            return Report {
+                seed: options.seed,
+                violations: vec![format!("no runtime: {e}")],
+                ..Report::default()
+            };
+        }
+    };
+    let _seeded = random::seed(options.seed);
+    runtime.block_on(run(options))
+}
+
+async fn run(options: Options) -> Report {
+    START.with(|s| s.set(Some(tokio::time::Instant::now())));
+    let clock: SharedClock = Arc::new(SimClock {
+        base: DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default(),
+        start: tokio::time::Instant::now(),
+        ticks: Default::default(),
+    });
+    let _clock = tablekit_core::clock::simulate(clock.clone());
+    let base = match &options.store {
+        StoreKind::Memory => AnyStore::Memory(MemoryStore::new()),
+        StoreKind::Sqlite(path) => match tablekit_core::SqliteStore::open(path).await {
+            Ok(store) => AnyStore::Sqlite(store),
+            Err(e) => {
+                return Report {
+                    seed: options.seed,
+                    violations: vec![format!("cannot open {}: {e}", path.display())],
+                    ..Report::default()
+                };
+            }
+        },
+    };
+    let world = Rc::new(World {
+        chaos: ChaosStore::new(base),
+        blobs: BlobStore::memory(),
+        queue: SimQueue::default(),
+        clock,
+        model: RefCell::default(),
+        trace: RefCell::default(),
+        next_rev: Cell::new(0),
+        writers_left: Cell::new(options.writers),
+        stopping: Cell::new(false),
+        options: options.clone(),
+        started: RefCell::default(),
+        events: Arc::default(),
+    });
+    let mut violations = Vec::new();
+    CHECKED.with(|c| c.take());
+    if let Err(e) = setup(&world).await {
+        violations.push(format!("setup failed: {e}"));
+    } else {
+        let spawner = Spawner::default();
+        let main = {
+            let world = world.clone();
+            let spawner = spawner.clone();
+            async move {
+                let found = direct(&world, &spawner).await;
+                world.trace.borrow_mut().push(format!("checks: {} violation(s)", found.len()));
+                *CHECKED.with(|c| c.clone()).borrow_mut() = found;
+            }
+        };
+        let tracer = Tracer(&world);
+        exec::run(spawner, main, &tracer).await;
+        violations.extend(CHECKED.with(|c| c.take()));
+    }
+    let counts = world.chaos.counts();
+    let queue = world.queue.injected();
+    let report = Report {
+        seed: options.seed,
+        trace: world.trace.take(),
+        faults: counts.total() + queue.iter().sum::<u64>(),
+        writes: world.model.borrow().writes.len(),
+        violations,
+    };
+    report
+}
+
+thread_local! {
+    static CHECKED: Rc<RefCell<Vec<String>>> = Rc::default();
+}
+
+async fn setup(world: &World) -> tablekit_patterns::Result<()> {
+    let store = world.chaos.clone();
+    let engine = world.engine(&store).await;
+    IndexedTable::<Member, _>::new(store.clone())
+        .with_engine(engine.clone())
+        .with_blobs(world.blobs.clone())
+        .open()
+        .await?;
+    IndexedTable::<Badge, _>::new(store.clone())
+        .with_engine(engine)
+        .with_blobs(world.blobs.clone())
+        .open()
+        .await?;
+    for queue in ["index", "archive", "member-changes", "badge-changes"] {
+        world
+            .queue
+            .declare(queue, &WorkerConfig::new(queue).queue_options())
+            .await
+            .map_err(|e| tablekit_patterns::Error::Publish(Box::new(e)))?;
+    }
+    Ok(())
+}
+
+fn members(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Member, Store> {
+    IndexedTable::new(store.clone())
+        .with_engine(engine.clone())
+        .with_blobs(world.blobs.clone())
+}
+
+fn badges(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Badge, Store> {
+    IndexedTable::new(store.clone())
+        .with_engine(engine.clone())
+        .with_blobs(world.blobs.clone())
+}
+
+/// A process whose body `body(world, store)` gets its own crashable store handle.
+fn process<F, Fut>(world: &Rc<World>, body: F) -> Factory
+where
+    F: Fn(Rc<World>, Store, u32) -> Fut + 'static,
+    Fut: std::future::Future<Output = ()> + 'static,
+{
+    let world = world.clone();
+    let body = Rc::new(body);
+    Rc::new(move |life| {
+        let (store, crash) = world.chaos.process();
+        let (world, body) = (world.clone(), body.clone());
+        let future = async move {
+            if life > 0 {
+                // A restarted process comes back after a while.
+                tokio::time::sleep(Duration::from_millis(200 + random::u64() % 800)).await;
+            }
+            body(world, store, life).await;
+        };
+        (Box::pin(future) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>, Some(crash))
+    })
+}
+
+/// The director: starts every process, runs the workload under faults, then drains and
+/// checks.
+async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
+    world.chaos.set_rates(Some(FAULTS));
+    world.queue.set_faults(Some(QUEUE_FAULTS));
+    for n in 0..world.options.writers {
+        spawner.spawn_process(format!("writer{n}"), process(world, move |w, s, _| writer(w, s, n)));
+    }
+    for n in 0..2 {
+        spawner.spawn_process(format!("index-worker{n}"), process(world, |w, s, _| index_worker(w, s)));
+    }
+    spawner.spawn_process("archive-worker", process(world, |w, s, _| archive_worker(w, s)));
+    spawner.spawn_process("member-changes", process(world, |w, s, _| change_consumer::<Member>(w, s)));
+    spawner.spawn_process("badge-changes", process(world, |w, s, _| change_consumer::<Badge>(w, s)));
+    spawner.spawn_process("relay", process(world, |w, s, _| relay(w, s)));
+    spawner.spawn_process("sweeper", process(world, |w, s, _| sweeper(w, s)));
+    spawner.spawn_process("auditor", process(world, |w, s, _| auditor(w, s)));
+
+    // The workload: archive requests, malformed messages and clock jumps now and then.
+    let mut archives = 0;
+    while world.writers_left.get() > 0 {
+        tokio::time::sleep(Duration::from_millis(200 + random::u64() % 800)).await;
+        match random::u64() % 100 {
+            0..=7 if archives < 4 => {
+                if request_archive(world).await {
+                    archives += 1;
+                }
+            }
+            8 => {
+                let id = format!("malformed-{}", random::u64() % 1_000_000);
+                let queue = if random::u64() % 2 == 0 { "index" } else { "archive" };
+                world.log(format!("director: malformed message {id} to {queue}"));
+                world.model.borrow_mut().malformed.push(id.clone());
+                let _ = world.queue.send(queue, &id, b"{not an envelope").await;
+            }
+            9..=11 => {
+                let minutes = 1 + random::u64() % 40;
+                world.log(format!("director: the clock jumps {minutes} min"));
+                tokio::time::advance(Duration::from_secs(60 * minutes)).await;
+            }
+            _ => {}
+        }
+    }
+
+    // Faults stop; everything drains: the relay, workers, sweeper, leases lapse.
+    world.log("director: faults stop, draining".into());
+    world.chaos.set_rates(None);
+    world.queue.set_faults(None);
+    let mut quiet = 0;
+    let mut rounds = 0;
+    while quiet < 3 && rounds < 400 {
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        rounds += 1;
+        let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
+        let idle = world.queue.pending_total() == 0
+            && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0);
+        quiet = if idle { quiet + 1 } else { 0 };
+    }
+    // The blobs of writes that failed or died after uploading them: the blob sweep.
+    for table in ["Members", "Badges", ARCHIVE] {
+        if let Err(e) = tablekit_patterns::large::sweep_unreferenced(
+            world.chaos.inner(),
+            &world.blobs,
+            table,
+            Duration::ZERO,
+        )
+        .await
+        {
+            world.log(format!("director: the blob sweep of {table} failed: {e}"));
+        }
+    }
+    world.stopping.set(true);
+    world.queue.stop();
+    world.log(format!("director: drained after {rounds} rounds"));
+    let mut found = Vec::new();
+    if quiet < 3 {
+        found.push(format!("the system did not drain in {rounds} rounds of 5 s"));
+    }
+    found.extend(check(world).await);
+    found
+}
+
+async fn request_archive(world: &World) -> bool {
+    let team = TEAMS[(random::u64() % 2) as usize];
+    let id = (random::u64() % u64::from(IDS)) as u32;
+    let key: Key = ("Member", team.to_owned(), format!("m_{id:02}"));
+    {
+        let model = world.model.borrow();
+        if model.archived.contains(&key) || model.in_flight(&key) {
+            return false;
+        }
+    }
+    let op = ArchiveOperation {
+        source_table: "Members".into(),
+        target_table: ARCHIVE.into(),
+        partition_key: key.1.clone(),
+        row_key: key.2.clone(),
+    };
+    let Ok(envelope) = Envelope::new(&op) else {
+        return false;
+    };
+    let Ok(body) = envelope.to_bytes() else {
+        return false;
+    };
+    world.log(format!("director: archive {key:?}"));
+    {
+        let mut model = world.model.borrow_mut();
+        model.archived.push(key.clone());
+        model.system_remove(key, "the archive", world.now());
+    }
+    let _ = world.queue.send("archive", &envelope.id.to_string(), &body).await;
+    true
+}
+
+/// A key of `kind` no archive has taken.
+fn pick_key(world: &World, kind: &'static str) -> Option<(String, u32)> {
+    for _ in 0..10 {
+        let team = TEAMS[(random::u64() % 2) as usize].to_owned();
+        let id = (random::u64() % u64::from(IDS)) as u32;
+        let rk = if kind == "Member" { format!("m_{id:02}") } else { format!("b_{id:02}") };
+        if !world.model.borrow().archived.contains(&(kind, team.clone(), rk)) {
+            return Some((team, id));
+        }
+    }
+    None
+}
+
+fn pick<'a>(choices: &[&'a str]) -> &'a str {
+    choices[(random::u64() % choices.len() as u64) as usize]
+}
+
+fn member(world: &World, team: String, id: u32) -> Member {
+    Member {
+        team,
+        id,
+        nick: pick(&["ann", "bo", "cy", "di"]).to_owned(),
+        city: pick(&["Oslo", "Lima", "Pune"]).to_owned(),
+        level: (random::u64() % 3) as u32,
+        tag: pick(&["red", "blue", "green"]).to_owned(),
+        email: format!("e{}", random::u64() % u64::from(EMAILS)),
+        rev: world.rev(),
+        ends: (random::u64() % 100 < 15)
+            .then(|| world.now() + chrono::Duration::minutes((random::u64() % 90) as i64)),
+        photo: (random::u64() % 2 == 0).then(|| format!("photo {}", world.next_rev.get()).into_bytes()),
+    }
+}
+
+fn badge(world: &World, team: String, id: u32) -> Badge {
+    Badge {
+        team,
+        id,
+        code: pick(&["x", "y", "z"]).to_owned(),
+        holder: (random::u64() % u64::from(IDS)) as u32,
+        holder_email: None,
+        rev: world.rev(),
+        note: (random::u64() % 3 == 0).then(|| format!("note {}", world.next_rev.get()).into_bytes()),
+    }
+}
+
+fn answer_of(error: &tablekit_patterns::Error) -> Answer {
+    match error.kind() {
+        ErrorKind::AlreadyExists | ErrorKind::PreconditionFailed | ErrorKind::NotFound => {
+            Answer::Refused(error.to_string())
+        }
+        _ => Answer::Unknown(error.to_string()),
+    }
+}
+
+/// One typed entity type the writers write.
+trait Written: tablekit_core::typed::EntityType + Clone + Send + Sync + 'static {
+    const NAME: &'static str;
+    fn make(world: &World, team: String, id: u32) -> Self;
+    fn rev(&self) -> i64;
+    fn effect(&self) -> Effect;
+    fn key_of(id: u32) -> String;
+    /// Fields a partial update may set (beside `rev`).
+    const FIELDS: &'static [&'static str];
+}
+
+impl Written for Member {
+    const NAME: &'static str = "Member";
+    const FIELDS: &'static [&'static str] = &["nick", "city", "level", "tag", "email", "photo"];
+    fn make(world: &World, team: String, id: u32) -> Self {
+        member(world, team, id)
+    }
+    fn rev(&self) -> i64 {
+        self.rev
+    }
+    fn effect(&self) -> Effect {
+        Effect::Put {
+            rev: self.rev,
+            expires: self.ends,
+            ttl: None,
+        }
+    }
+    fn key_of(id: u32) -> String {
+        format!("m_{id:02}")
+    }
+}
+
+impl Written for Badge {
+    const NAME: &'static str = "Badge";
+    const FIELDS: &'static [&'static str] = &["code", "holder", "note"];
+    fn make(world: &World, team: String, id: u32) -> Self {
+        badge(world, team, id)
+    }
+    fn rev(&self) -> i64 {
+        self.rev
+    }
+    fn effect(&self) -> Effect {
+        Effect::Put {
+            rev: self.rev,
+            expires: None,
+            ttl: Some(chrono::Duration::hours(1)),
+        }
+    }
+    fn key_of(id: u32) -> String {
+        format!("b_{id:02}")
+    }
+}
+
+async fn writer(world: Rc<World>, store: Store, n: usize) {
+    let engine = world.engine(&store).await;
+    let members = members(&world, &store, &engine);
+    let badges = badges(&world, &store, &engine);
+    loop {
+        let done = {
+            let mut started = world.started.borrow_mut();
+            let count = started.entry(n).or_insert(0);
+            *count += 1;
+            *count > world.options.ops_per_writer
+        };
+        if done {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(random::u64() % 300)).await;
+        if random::u64() % 5 < 3 {
+            write_one(&world, &members, n).await;
+        } else {
+            write_one(&world, &badges, n).await;
+        }
+    }
+    world.writers_left.set(world.writers_left.get() - 1);
+    world.log(format!("writer{n}: done"));
+}
+
+
+async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n: usize) {
+    let Some((team, id)) = pick_key(world, E::NAME) else {
+        return;
+    };
+    let key: Key = (E::NAME, team.clone(), E::key_of(id));
+    if random::u64() % 100 < 15 {
+        return write_batch(world, table, n).await;
+    }
+    let value = E::make(world, team.clone(), id);
+    let choice = random::u64() % 100;
+    // Conditional writes read the ETag first.
+    let etag = if (30..50).contains(&choice) || (60..75).contains(&choice) || choice >= 90 {
+        match table.get(&team, &E::key_of(id)).await {
+            Ok(Some(stored)) => stored.etag.map(IfMatch::ETag),
+            _ => None,
+        }
+    } else {
+        None
+    };
+    let if_match = etag.clone().unwrap_or(IfMatch::Any);
+    let (what, effect) = match choice {
+        0..=19 => ("insert", value.effect()),
+        20..=39 => ("upsert", value.effect()),
+        40..=59 => ("replace", value.effect()),
+        60..=79 => ("update", value.effect()),
+        _ => ("delete", Effect::Remove),
+    };
+    let what = format!("writer{n} {what} {key:?} rev {} {}", value.rev(), if etag.is_some() { "if-match" } else { "any" });
+    let at = world.model.borrow_mut().start(key.clone(), what.clone(), effect, world.now());
+    world.log(format!("{what}: start"));
+    // An unknown outcome is retried, as the error asks, up to twice.
+    let mut answer = Answer::Pending;
+    for attempt in 0..3 {
+        let result = match choice {
+            0..=19 => table.insert(&value).await,
+            20..=39 => table.upsert(&value).await,
+            40..=59 => table.replace(&value, if_match.clone()).await,
+            60..=79 => {
+                let mut fields: Vec<&str> = vec!["rev"];
+                fields.extend(E::FIELDS.iter().filter(|_| random::u64() % 2 == 0));
+                table.update(&value, &fields, if_match.clone()).await
+            }
+            _ => table.delete(&team, &E::key_of(id), if_match.clone()).await,
+        };
+        answer = match result {
+            Ok(_) => Answer::Ok,
+            Err(e) => answer_of(&e),
+        };
+        if !matches!(answer, Answer::Unknown(_)) || attempt == 2 {
+            break;
+        }
+        world.log(format!("{what}: unknown outcome, retried"));
+    }
+    world.log(format!("{what}: {answer:?}"));
+    world.model.borrow_mut().end(at, answer, world.now());
+}
+
+async fn write_batch<E: Written>(world: &World, table: &IndexedTable<E, Store>, n: usize) {
+    let mut writes = Vec::new();
+    let mut records = Vec::new();
+    let mut keys = Vec::new();
+    for _ in 0..(2 + random::u64() % 3) {
+        let Some((team, id)) = pick_key(world, E::NAME) else { continue };
+        let key: Key = (E::NAME, team.clone(), E::key_of(id));
+        if keys.contains(&key) {
+            continue;
+        }
+        keys.push(key.clone());
+        let value = E::make(world, team.clone(), id);
+        let (what, effect, write) = match random::u64() % 4 {
+            0 => ("insert", value.effect(), TypedWrite::Insert(value.clone())),
+            1 => ("upsert", value.effect(), TypedWrite::Upsert(value.clone())),
+            2 => ("replace", value.effect(), TypedWrite::Replace(value.clone(), IfMatch::Any)),
+            _ => (
+                "delete",
+                Effect::Remove,
+                TypedWrite::Delete {
+                    partition_key: team.clone(),
+                    row_key: E::key_of(id),
+                    if_match: IfMatch::Any,
+                },
+            ),
+        };
+        let what = format!("writer{n} batch {what} {key:?} rev {}", value.rev());
+        records.push(world.model.borrow_mut().start(key, what, effect, world.now()));
+        writes.push(write);
+    }
+    world.log(format!("writer{n}: write_all of {}", writes.len()));
+    let result = table.write_all(writes).await;
+    let mut answers = vec![Answer::Unknown("no report".into()); records.len()];
+    match result {
+        Ok(report) => {
+            for (at, _) in &report.written {
+                answers[*at] = Answer::Ok;
+            }
+            for (at, e) in &report.refused {
+                answers[*at] = answer_of(e);
+            }
+            for (ats, e) in &report.failed {
+                for at in ats {
+                    answers[*at] = Answer::Unknown(e.to_string());
+                }
+            }
+        }
+        Err(e) => answers.fill(Answer::Unknown(e.to_string())),
+    }
+    let now = world.now();
+    let mut model = world.model.borrow_mut();
+    for (record, answer) in records.into_iter().zip(answers) {
+        let what = model.writes[record].what.clone();
+        drop(model);
+        world.log(format!("{what}: {answer:?}"));
+        model = world.model.borrow_mut();
+        model.end(record, answer, now);
+    }
+}
+
+fn worker_config(queue: &str) -> WorkerConfig {
+    let mut config = WorkerConfig::new(queue);
+    config.max_deliveries = 20;
+    config.base_backoff = Duration::from_millis(50);
+    config.max_backoff = Duration::from_secs(2);
+    config.lease = Duration::from_secs(30);
+    config
+}
+
+/// Consumes `queue` with the workers' own delivery handling.
+async fn consume(world: &World, queue: &str, registry: &Registry) {
+    let config = worker_config(queue);
+    let options = ConsumeOptions {
+        prefetch: 1,
+        lease: config.lease,
+    };
+    let Ok(mut consumer) = world.queue.consume(queue, options).await else {
+        return;
+    };
+    while let Ok(Some(delivery)) = consumer.next().await {
+        let report = handle_delivery(delivery, registry, &config).await;
+        if report.poisoned > 0 {
+            world.log(format!("{queue}: a message was poisoned"));
+        }
+    }
+}
+
+async fn index_worker(world: Rc<World>, store: Store) {
+    let registry = tablekit_workers::index::register(Registry::new(), store, Some(world.blobs.clone()));
+    consume(&world, "index", &registry).await;
+}
+
+async fn archive_worker(world: Rc<World>, store: Store) {
+    let engine = world.engine(&store).await;
+    let blobs = world.blobs.clone();
+    let registry = Registry::new().register(move |op: ArchiveOperation| {
+        let (engine, blobs) = (engine.clone(), blobs.clone());
+        async move {
+            archive_with_engine(&engine, Some(&blobs), &op).await?;
+            Ok(())
+        }
+    });
+    consume(&world, "archive", &registry).await;
+}
+
+
+async fn change_consumer<E: Written>(world: Rc<World>, _store: Store) {
+    let events = world.events.clone();
+    let registry = Changes::<E>::registry(move |change| {
+        let rev = match change.change {
+            tablekit_patterns::changes::ChangeKind::Delete => None,
+            _ => Some(change.value.rev()),
+        };
+        if let Ok(mut events) = events.lock() {
+            events.push(((E::NAME, change.partition_key, change.row_key), change.version, rev));
+        }
+        async { Ok(()) }
+    });
+    let queue = E::schema().changes.unwrap_or_default();
+    consume(&world, queue, &registry).await;
+}
+
+async fn relay(world: Rc<World>, store: Store) {
+    let sink: Arc<dyn OutboxSink> = match QueueSink::open(world.queue.clone(), "index").await {
+        Ok(sink) => Arc::new(sink),
+        Err(_) => return,
+    };
+    let relay = Relay::new(store, sink);
+    while !world.stopping.get() {
+        if let Err(e) = relay.run_once().await {
+            world.log(format!("relay: pass failed: {e}"));
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn sweeper(world: Rc<World>, store: Store) {
+    let engine = world.engine(&store).await;
+    let sweeper = Sweeper::new(store).with_engine(engine).with_blobs(world.blobs.clone());
+    while !world.stopping.get() {
+        if let Err(e) = sweeper.sweep().await {
+            world.log(format!("sweeper: pass failed: {e}"));
+        }
+        tokio::time::sleep(Duration::from_secs(5)).await;
+    }
+}
+
+async fn auditor(world: Rc<World>, store: Store) {
+    let engine = world.engine(&store).await;
+    let members = members(&world, &store, &engine);
+    while !world.stopping.get() {
+        tokio::time::sleep(Duration::from_secs(20)).await;
+        let options = AuditOptions {
+            blobs: Some(world.blobs.clone()),
+            ..AuditOptions::default()
+        };
+        let _ = members.audit(&options).await;
+    }
+}
+
+/// The invariants, over the drained store (no faults).
+async fn check(world: &World) -> Vec<String> {
+    let mut found = Vec::new();
+    let store = world.chaos.clone();
+    let engine = Engine::new(store.clone());
+    let members = members(world, &store, &engine);
+    let badges = badges(world, &store, &engine);
+    let now = world.now();
+
+    // Nothing left in outboxes, markers or queues; nothing poisoned by accident.
+    match tablekit_patterns::consistency::backlog(&store).await {
+        Ok(b) if b.entries > 0 || b.markers > 0 => {
+            found.push(format!("left behind: {} outbox entries, {} pending markers", b.entries, b.markers));
+        }
+        Ok(_) => {}
+        Err(e) => found.push(format!("the backlog does not read: {e}")),
+    }
+    let malformed = world.model.borrow().malformed.clone();
+    for (queue, id, reason) in world.queue.poisoned() {
+        if !malformed.contains(&id) {
+            found.push(format!("{queue}: {id} was poisoned: {reason}"));
+        }
+    }
+    let poisoned: Vec<String> = world.queue.poisoned().into_iter().map(|p| p.1).collect();
+    for id in &malformed {
+        if !poisoned.contains(id) {
+            found.push(format!("the malformed message {id} was not poisoned"));
+        }
+    }
+
+    // The audits are clean.
+    let options = || AuditOptions {
+        blobs: Some(world.blobs.clone()),
+        ..AuditOptions::default()
+    };
+    for (table, report) in [
+        ("Members", members.audit(&options()).await),
+        ("Badges", badges.audit(&options()).await),
+    ] {
+        match report {
+            Ok(r) if !r.is_clean() => {
+                let mut kinds = std::collections::BTreeMap::<String, usize>::new();
+                for f in &r.findings {
+                    *kinds.entry(format!("{:?} {}", f.drift, f.index)).or_default() += 1;
+                }
+                found.push(format!(
+                    "the audit of {table} is not clean: {kinds:?}; first: {:?}",
+                    r.findings.first()
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => found.push(format!("the audit of {table} failed: {e}")),
+        }
+    }
+
+    // Each key's final state against the model; expired values are not readable; the last
+    // change event matches.
+    let events = world.events.lock().map(|e| e.clone()).unwrap_or_default();
+    let model = world.model.borrow();
+    for team in TEAMS {
+        for id in 0..IDS {
+            found.extend(check_key(world, &model, &members, &events, team, id, now).await);
+            found.extend(check_key(world, &model, &badges, &events, team, id, now).await);
+        }
+    }
+
+    // Every archive left its entity in exactly one table, with its blobs.
+    for key in &model.archived {
+        let primary = store.get("Members", &key.1, &key.2, None).await.ok().flatten();
+        let archived = store.get(ARCHIVE, &key.1, &key.2, None).await.ok().flatten();
+        if primary.is_some() && archived.is_some() {
+            found.push(format!("{key:?} is in both Members and {ARCHIVE}"));
+        }
+        if let Some(entity) = &archived {
+            for (_, name, _) in tablekit_patterns::large::addresses(entity) {
+                if !matches!(world.blobs.get(&name).await, Ok(Some(_))) {
+                    found.push(format!("the archived {key:?} lost its blob {name}"));
+                }
+            }
+        }
+    }
+    drop(model);
+
+    // Unique values: every reservation names a member holding the value, and every
+    // member's value is reserved for it.
+    match store.query_all("MembersUnique", Query::new()).await {
+        Ok(rows) => {
+            let mut held = Vec::new();
+            for row in rows {
+                let Ok(reservation) = Reservation::read("MembersUnique", &row) else {
+                    found.push(format!("a reservation does not read: {row:?}"));
+                    continue;
+                };
+                let holder = &reservation.holder;
+                let value = reservation.value().to_owned();
+                match members.get(&holder.partition_key, &holder.row_key).await {
+                    Ok(Some(m)) if m.value.email == value => held.push(value),
+                    other => found.push(format!(
+                        "the reservation of {value} names {holder}, which holds {:?}",
+                        other.map(|m| m.map(|m| m.value.email))
+                    )),
+                }
+            }
+            for team in TEAMS {
+                for id in 0..IDS {
+                    if let Ok(Some(m)) = members.get(team, &format!("m_{id:02}")).await
+                        && !held.contains(&m.value.email)
+                    {
+                        found.push(format!("{team}/m_{id:02} holds {} without a reservation", m.value.email));
+                    }
+                }
+            }
+        }
+        Err(e) if e.kind() == ErrorKind::TableNotFound => {}
+        Err(e) => found.push(format!("the reservations do not read: {e}")),
+    }
+
+    // No orphaned blob: every blob of an entity's field is referenced by an entity.
+    match world.blobs.list("").await {
+        Ok(blobs) => {
+            let mut referenced = Vec::new();
+            for table in ["Members", "Badges", ARCHIVE] {
+                if let Ok(rows) = store.query_all(table, Query::new()).await {
+                    for row in rows {
+                        referenced.extend(tablekit_patterns::large::addresses(&row).into_iter().map(|a| a.1));
+                    }
+                }
+            }
+            for blob in blobs {
+                if blob.name.starts_with("indexes/") {
+                    continue;
+                }
+                if !referenced.contains(&blob.name) {
+                    found.push(format!("the blob {} is referenced by no entity", blob.name));
+                }
+            }
+        }
+        Err(e) => found.push(format!("the blobs do not list: {e}")),
+    }
+    found
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn check_key<E: Written>(
+    world: &World,
+    model: &Model,
+    table: &IndexedTable<E, Store>,
+    events: &[(Key, i64, Option<i64>)],
+    team: &str,
+    id: u32,
+    now: DateTime<Utc>,
+) -> Vec<String> {
+    let mut found = Vec::new();
+    let key: Key = (E::NAME, team.to_owned(), E::key_of(id));
+    let stored = match table.get(team, &E::key_of(id)).await {
+        Ok(stored) => stored,
+        Err(e) => {
+            found.push(format!("{key:?} does not read: {e}"));
+            return found;
+        }
+    };
+    let raw = world
+        .chaos
+        .get(E::schema().table, team, &E::key_of(id), None)
+        .await
+        .ok()
+        .flatten();
+    if stored.is_none()
+        && let Some(raw) = &raw
+        && !tablekit_core::typed::is_expired(raw, now)
+    {
+        found.push(format!("{key:?} is stored but does not read"));
+    }
+    if raw.as_ref().is_some_and(|r| tablekit_core::typed::is_expired(r, now)) {
+        found.push(format!("{key:?} expired and the sweeper left it"));
+    }
+    let rev = stored.as_ref().map(|s| s.value.rev());
+    if let Some(problem) = model.check(&key, rev, now) {
+        found.push(problem);
+    }
+    let last = events
+        .iter()
+        .filter(|(k, ..)| *k == key)
+        .max_by_key(|(_, version, _)| *version);
+    match (last, rev) {
+        (Some((_, _, event)), rev) if *event != rev => found.push(format!(
+            "{key:?}: the last change event says {event:?}, the state is {rev:?}"
+        )),
+        (None, Some(rev)) => found.push(format!("{key:?} holds rev {rev} but no change event came")),
+        _ => {}
+    }
+    found
+}
