@@ -153,6 +153,16 @@ pub fn blob_folder(entity: &EntityRef, property: &str) -> String {
     )
 }
 
+/// The folder of every blob of one entity.
+pub fn blob_root(entity: &EntityRef) -> String {
+    format!(
+        "large/{}/{}/{}/",
+        segment(&entity.table),
+        segment(&entity.partition_key),
+        segment(&entity.row_key),
+    )
+}
+
 /// A key as a blob-name segment: percent-encoded, and `~` (which encoding never
 /// produces) for the empty key.
 fn segment(text: &str) -> String {
@@ -271,6 +281,31 @@ pub async fn offload(
     declared: &[&str],
     entity: &mut Entity,
 ) -> Result<()> {
+    let nonce = tablekit_core::random::uuid().simple().to_string();
+    offload_with_nonce(blobs, table, declared, entity, &nonce[..12]).await
+}
+
+/// Whether [`offload`] would move any value of `entity` to the blob store: a declared
+/// field it holds, a value over the property limit, or an entity over the entity limit.
+pub fn would_offload(declared: &[&str], entity: &Entity) -> bool {
+    entity.properties.iter().any(|(name, value)| {
+        matches!(value, Value::Binary(_) | Value::String(_))
+            && (declared.contains(&name.as_str()) || limits::value_size(value) > MAX_PROPERTY_BYTES)
+    }) || limits::entity_size(entity) > MAX_ENTITY_BYTES
+}
+
+/// As [`offload`], naming each blob after `nonce` (a part unique to the write, which an
+/// intent can name before the upload: see [`crate::index::reclaim`]).
+///
+/// # Errors
+/// The blob store's errors.
+pub async fn offload_with_nonce(
+    blobs: &BlobStore,
+    table: &str,
+    declared: &[&str],
+    entity: &mut Entity,
+    nonce: &str,
+) -> Result<()> {
     let at = EntityRef::new(table, &entity.partition_key, &entity.row_key);
     let declared: BTreeSet<&str> = declared.iter().copied().collect();
     let mut chosen: Vec<String> = entity
@@ -322,14 +357,7 @@ pub async fn offload(
             // The content's hash names the blob, after a part unique to this write: a
             // blob is never shared by two writes, so deleting one a write replaced can
             // never take one a later write uses.
-            .put_content_addressed(
-                &format!(
-                    "{}{}-",
-                    blob_folder(&at, &name),
-                    &tablekit_core::random::uuid().simple().to_string()[..12]
-                ),
-                bytes,
-            )
+            .put_content_addressed(&format!("{}{nonce}-", blob_folder(&at, &name)), bytes)
             .await?;
         entity.properties.insert(
             format!("{ADDRESS_PREFIX}{name}"),

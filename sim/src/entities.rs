@@ -26,7 +26,12 @@ use tablekit_derive::Entity;
     row_key = "{team}_{id:02}"
 )]
 #[index_entity(name = "city", key = "{city}")]
-#[index_entity(name = "level", key = "{level}", table = "MemberLevels", storage = "table")]
+#[index_entity(
+    name = "level",
+    key = "{level}",
+    table = "MemberLevels",
+    storage = "table"
+)]
 #[index_entity(name = "tag", key = "{tag}", storage = "blob")]
 #[unique(name = "email", key = "{email}")]
 pub struct Member {

@@ -111,7 +111,11 @@ pub trait Observer {
 
 /// Runs `main` and every task spawned until `main` completes; the others are dropped
 /// then.
-pub async fn run(spawner: Spawner, main: impl Future<Output = ()> + 'static, observer: &dyn Observer) {
+pub async fn run(
+    spawner: Spawner,
+    main: impl Future<Output = ()> + 'static,
+    observer: &dyn Observer,
+) {
     let ready = Arc::new(Ready {
         set: Mutex::default(),
         outer: Mutex::default(),
@@ -124,7 +128,11 @@ pub async fn run(spawner: Spawner, main: impl Future<Output = ()> + 'static, obs
         lives: 0,
     }];
     let mut wakers: Vec<Waker> = Vec::new();
-    ready.set.lock().unwrap_or_else(|e| e.into_inner()).insert(0);
+    ready
+        .set
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .insert(0);
     std::future::poll_fn(move |cx| {
         *ready.outer.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
         loop {
@@ -174,7 +182,11 @@ pub async fn run(spawner: Spawner, main: impl Future<Output = ()> + 'static, obs
                     let (body, crash) = factory(task.lives);
                     task.body = Some(body);
                     task.crash = crash;
-                    ready.set.lock().unwrap_or_else(|e| e.into_inner()).insert(id);
+                    ready
+                        .set
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(id);
                 }
             }
         }

@@ -20,6 +20,8 @@ pub enum Effect {
         /// A ttl: the value expires this long after the write, at a moment between its
         /// start and end.
         ttl: Option<chrono::Duration>,
+        /// The write leaves the expiry as it was (a partial update): it may be past.
+        unknown_expiry: bool,
     },
     /// Removes the entity (a delete, the archive, the sweeper).
     Remove,
@@ -121,8 +123,15 @@ impl Model {
             Effect::Remove => false,
         };
         let may_be_expired = |w: &Write| match &w.effect {
-            Effect::Put { expires, ttl, .. } => {
-                expires.is_some_and(|at| at <= now) || ttl.is_some_and(|ttl| w.start_time + ttl <= now)
+            Effect::Put {
+                expires,
+                ttl,
+                unknown_expiry,
+                ..
+            } => {
+                *unknown_expiry
+                    || expires.is_some_and(|at| at <= now)
+                    || ttl.is_some_and(|ttl| w.start_time + ttl <= now)
             }
             Effect::Remove => false,
         };
@@ -141,9 +150,15 @@ impl Model {
                     ));
                 }
                 if expired(w) {
-                    return Some(format!("{key:?} holds rev {rev} of `{}`, which expired", w.what));
+                    return Some(format!(
+                        "{key:?} holds rev {rev} of `{}`, which expired",
+                        w.what
+                    ));
                 }
-                if let Some(v) = writes.iter().find(|v| v.answer == Answer::Ok && after(w, v)) {
+                if let Some(v) = writes
+                    .iter()
+                    .find(|v| v.answer == Answer::Ok && after(w, v))
+                {
                     return Some(format!(
                         "{key:?} holds rev {rev} of `{}`, but `{}` was acknowledged after it",
                         w.what, v.what

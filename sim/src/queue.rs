@@ -107,7 +107,10 @@ impl SimQueue {
 
     /// Messages waiting or leased in `queue`.
     pub fn pending(&self, queue: &str) -> usize {
-        self.state().lanes.get(queue).map_or(0, |l| l.messages.len())
+        self.state()
+            .lanes
+            .get(queue)
+            .map_or(0, |l| l.messages.len())
     }
 
     /// Messages waiting or leased in every queue.
@@ -129,7 +132,13 @@ impl SimQueue {
             .collect()
     }
 
-    fn settle(&self, queue: &str, key: u64, lease: u64, then: impl FnOnce(&mut Lane, u64)) -> Result<()> {
+    fn settle(
+        &self,
+        queue: &str,
+        key: u64,
+        lease: u64,
+        then: impl FnOnce(&mut Lane, u64),
+    ) -> Result<()> {
         let mut state = self.state();
         let lane = state.lanes.entry(queue.to_owned()).or_default();
         match lane.messages.get(&key) {
@@ -174,16 +183,21 @@ impl Queue for SimQueue {
             };
             let key = state.next;
             state.next += 1;
-            state.lanes.entry(queue.to_owned()).or_default().messages.insert(
-                key,
-                Message {
-                    id: id.to_owned(),
-                    body: body.to_vec(),
-                    visible_at: Instant::now() + delay,
-                    deliveries: 0,
-                    lease: None,
-                },
-            );
+            state
+                .lanes
+                .entry(queue.to_owned())
+                .or_default()
+                .messages
+                .insert(
+                    key,
+                    Message {
+                        id: id.to_owned(),
+                        body: body.to_vec(),
+                        visible_at: Instant::now() + delay,
+                        deliveries: 0,
+                        lease: None,
+                    },
+                );
         }
         Ok(())
     }
@@ -225,18 +239,21 @@ impl Queue for SimQueue {
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         let state = self.state();
         let now = Instant::now();
-        Ok(state.lanes.get(queue).map_or_else(QueueStats::default, |l| {
-            let leased = l
-                .messages
-                .values()
-                .filter(|m| m.lease.is_some() && m.visible_at > now)
-                .count() as u64;
-            QueueStats {
-                waiting: l.messages.len() as u64 - leased,
-                leased,
-                poisoned: l.poison.len() as u64,
-            }
-        }))
+        Ok(state
+            .lanes
+            .get(queue)
+            .map_or_else(QueueStats::default, |l| {
+                let leased = l
+                    .messages
+                    .values()
+                    .filter(|m| m.lease.is_some() && m.visible_at > now)
+                    .count() as u64;
+                QueueStats {
+                    waiting: l.messages.len() as u64 - leased,
+                    leased,
+                    poisoned: l.poison.len() as u64,
+                }
+            }))
     }
 }
 
@@ -332,32 +349,35 @@ impl Delivery for SimDelivery {
     }
 
     async fn ack(self) -> Result<()> {
-        self.queue.settle(&self.name, self.key, self.token, |lane, key| {
-            lane.messages.remove(&key);
-        })
+        self.queue
+            .settle(&self.name, self.key, self.token, |lane, key| {
+                lane.messages.remove(&key);
+            })
     }
 
     async fn retry(self, delay: Duration) -> Result<()> {
-        self.queue.settle(&self.name, self.key, self.token, |lane, key| {
-            if let Some(m) = lane.messages.get_mut(&key) {
-                m.lease = None;
-                m.visible_at = Instant::now() + delay;
-            }
-        })
+        self.queue
+            .settle(&self.name, self.key, self.token, |lane, key| {
+                if let Some(m) = lane.messages.get_mut(&key) {
+                    m.lease = None;
+                    m.visible_at = Instant::now() + delay;
+                }
+            })
     }
 
     async fn poison(self, reason: &str) -> Result<()> {
         let count = self.received.delivery_count;
-        self.queue.settle(&self.name, self.key, self.token, |lane, key| {
-            if let Some(m) = lane.messages.remove(&key) {
-                lane.poison.push(PoisonMessage {
-                    id: m.id,
-                    body: m.body,
-                    reason: reason.to_owned(),
-                    delivery_count: count,
-                });
-            }
-        })
+        self.queue
+            .settle(&self.name, self.key, self.token, |lane, key| {
+                if let Some(m) = lane.messages.remove(&key) {
+                    lane.poison.push(PoisonMessage {
+                        id: m.id,
+                        body: m.body,
+                        reason: reason.to_owned(),
+                        delivery_count: count,
+                    });
+                }
+            })
     }
 }
 

@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tablekit_core::IfMatch;
 use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::{Clock, SharedClock};
 use tablekit_core::fault::{ChaosStore, FaultRates};
-use tablekit_core::IfMatch;
 use tablekit_core::typed::TypedWrite;
 use tablekit_core::{AnyStore, ErrorKind, MemoryStore, Query, TableStore, random};
 use tablekit_patterns::consistency::{Engine, OutboxSink, Relay};
@@ -166,7 +166,9 @@ impl World {
     }
 
     fn start_instant(&self) -> tokio::time::Instant {
-        START.with(|s| s.get()).unwrap_or_else(tokio::time::Instant::now)
+        START
+            .with(|s| s.get())
+            .unwrap_or_else(tokio::time::Instant::now)
     }
 
     fn rev(&self) -> i64 {
@@ -271,7 +273,10 @@ async fn run(options: Options) -> Report {
             let spawner = spawner.clone();
             async move {
                 let found = direct(&world, &spawner).await;
-                world.trace.borrow_mut().push(format!("checks: {} violation(s)", found.len()));
+                world
+                    .trace
+                    .borrow_mut()
+                    .push(format!("checks: {} violation(s)", found.len()));
                 *CHECKED.with(|c| c.clone()).borrow_mut() = found;
             }
         };
@@ -348,7 +353,10 @@ where
             }
             body(world, store, life).await;
         };
-        (Box::pin(future) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>, Some(crash))
+        (
+            Box::pin(future) as std::pin::Pin<Box<dyn std::future::Future<Output = ()>>>,
+            Some(crash),
+        )
     })
 }
 
@@ -358,14 +366,29 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
     world.chaos.set_rates(Some(FAULTS));
     world.queue.set_faults(Some(QUEUE_FAULTS));
     for n in 0..world.options.writers {
-        spawner.spawn_process(format!("writer{n}"), process(world, move |w, s, _| writer(w, s, n)));
+        spawner.spawn_process(
+            format!("writer{n}"),
+            process(world, move |w, s, _| writer(w, s, n)),
+        );
     }
     for n in 0..2 {
-        spawner.spawn_process(format!("index-worker{n}"), process(world, |w, s, _| index_worker(w, s)));
+        spawner.spawn_process(
+            format!("index-worker{n}"),
+            process(world, |w, s, _| index_worker(w, s)),
+        );
     }
-    spawner.spawn_process("archive-worker", process(world, |w, s, _| archive_worker(w, s)));
-    spawner.spawn_process("member-changes", process(world, |w, s, _| change_consumer::<Member>(w, s)));
-    spawner.spawn_process("badge-changes", process(world, |w, s, _| change_consumer::<Badge>(w, s)));
+    spawner.spawn_process(
+        "archive-worker",
+        process(world, |w, s, _| archive_worker(w, s)),
+    );
+    spawner.spawn_process(
+        "member-changes",
+        process(world, |w, s, _| change_consumer::<Member>(w, s)),
+    );
+    spawner.spawn_process(
+        "badge-changes",
+        process(world, |w, s, _| change_consumer::<Badge>(w, s)),
+    );
     spawner.spawn_process("relay", process(world, |w, s, _| relay(w, s)));
     spawner.spawn_process("sweeper", process(world, |w, s, _| sweeper(w, s)));
     spawner.spawn_process("auditor", process(world, |w, s, _| auditor(w, s)));
@@ -382,7 +405,11 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
             }
             8 => {
                 let id = format!("malformed-{}", random::u64() % 1_000_000);
-                let queue = if random::u64() % 2 == 0 { "index" } else { "archive" };
+                let queue = if random::u64() % 2 == 0 {
+                    "index"
+                } else {
+                    "archive"
+                };
                 world.log(format!("director: malformed message {id} to {queue}"));
                 world.model.borrow_mut().malformed.push(id.clone());
                 let _ = world.queue.send(queue, &id, b"{not an envelope").await;
@@ -410,25 +437,14 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
             && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0);
         quiet = if idle { quiet + 1 } else { 0 };
     }
-    // The blobs of writes that failed or died after uploading them: the blob sweep.
-    for table in ["Members", "Badges", ARCHIVE] {
-        if let Err(e) = tablekit_patterns::large::sweep_unreferenced(
-            world.chaos.inner(),
-            &world.blobs,
-            table,
-            Duration::ZERO,
-        )
-        .await
-        {
-            world.log(format!("director: the blob sweep of {table} failed: {e}"));
-        }
-    }
     world.stopping.set(true);
     world.queue.stop();
     world.log(format!("director: drained after {rounds} rounds"));
     let mut found = Vec::new();
     if quiet < 3 {
-        found.push(format!("the system did not drain in {rounds} rounds of 5 s"));
+        found.push(format!(
+            "the system did not drain in {rounds} rounds of 5 s"
+        ));
     }
     found.extend(check(world).await);
     found
@@ -462,7 +478,10 @@ async fn request_archive(world: &World) -> bool {
         model.archived.push(key.clone());
         model.system_remove(key, "the archive", world.now());
     }
-    let _ = world.queue.send("archive", &envelope.id.to_string(), &body).await;
+    let _ = world
+        .queue
+        .send("archive", &envelope.id.to_string(), &body)
+        .await;
     true
 }
 
@@ -471,8 +490,17 @@ fn pick_key(world: &World, kind: &'static str) -> Option<(String, u32)> {
     for _ in 0..10 {
         let team = TEAMS[(random::u64() % 2) as usize].to_owned();
         let id = (random::u64() % u64::from(IDS)) as u32;
-        let rk = if kind == "Member" { format!("m_{id:02}") } else { format!("b_{id:02}") };
-        if !world.model.borrow().archived.contains(&(kind, team.clone(), rk)) {
+        let rk = if kind == "Member" {
+            format!("m_{id:02}")
+        } else {
+            format!("b_{id:02}")
+        };
+        if !world
+            .model
+            .borrow()
+            .archived
+            .contains(&(kind, team.clone(), rk))
+        {
             return Some((team, id));
         }
     }
@@ -495,7 +523,8 @@ fn member(world: &World, team: String, id: u32) -> Member {
         rev: world.rev(),
         ends: (random::u64() % 100 < 15)
             .then(|| world.now() + chrono::Duration::minutes((random::u64() % 90) as i64)),
-        photo: (random::u64() % 2 == 0).then(|| format!("photo {}", world.next_rev.get()).into_bytes()),
+        photo: (random::u64() % 2 == 0)
+            .then(|| format!("photo {}", world.next_rev.get()).into_bytes()),
     }
 }
 
@@ -507,7 +536,8 @@ fn badge(world: &World, team: String, id: u32) -> Badge {
         holder: (random::u64() % u64::from(IDS)) as u32,
         holder_email: None,
         rev: world.rev(),
-        note: (random::u64() % 3 == 0).then(|| format!("note {}", world.next_rev.get()).into_bytes()),
+        note: (random::u64() % 3 == 0)
+            .then(|| format!("note {}", world.next_rev.get()).into_bytes()),
     }
 }
 
@@ -526,6 +556,10 @@ trait Written: tablekit_core::typed::EntityType + Clone + Send + Sync + 'static 
     fn make(world: &World, team: String, id: u32) -> Self;
     fn rev(&self) -> i64;
     fn effect(&self) -> Effect;
+    /// The effect of a partial update with this value (fields it leaves keep theirs).
+    fn updated(&self) -> Effect {
+        self.effect()
+    }
     fn key_of(id: u32) -> String;
     /// Fields a partial update may set (beside `rev`).
     const FIELDS: &'static [&'static str];
@@ -545,6 +579,16 @@ impl Written for Member {
             rev: self.rev,
             expires: self.ends,
             ttl: None,
+            unknown_expiry: false,
+        }
+    }
+    fn updated(&self) -> Effect {
+        // `ends` is not among the fields an update sets: the stored one stays.
+        Effect::Put {
+            rev: self.rev,
+            expires: None,
+            ttl: None,
+            unknown_expiry: true,
         }
     }
     fn key_of(id: u32) -> String {
@@ -566,6 +610,7 @@ impl Written for Badge {
             rev: self.rev,
             expires: None,
             ttl: Some(chrono::Duration::hours(1)),
+            unknown_expiry: false,
         }
     }
     fn key_of(id: u32) -> String {
@@ -598,7 +643,6 @@ async fn writer(world: Rc<World>, store: Store, n: usize) {
     world.log(format!("writer{n}: done"));
 }
 
-
 async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n: usize) {
     let Some((team, id)) = pick_key(world, E::NAME) else {
         return;
@@ -623,11 +667,18 @@ async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n:
         0..=19 => ("insert", value.effect()),
         20..=39 => ("upsert", value.effect()),
         40..=59 => ("replace", value.effect()),
-        60..=79 => ("update", value.effect()),
+        60..=79 => ("update", value.updated()),
         _ => ("delete", Effect::Remove),
     };
-    let what = format!("writer{n} {what} {key:?} rev {} {}", value.rev(), if etag.is_some() { "if-match" } else { "any" });
-    let at = world.model.borrow_mut().start(key.clone(), what.clone(), effect, world.now());
+    let what = format!(
+        "writer{n} {what} {key:?} rev {} {}",
+        value.rev(),
+        if etag.is_some() { "if-match" } else { "any" }
+    );
+    let at = world
+        .model
+        .borrow_mut()
+        .start(key.clone(), what.clone(), effect, world.now());
     world.log(format!("{what}: start"));
     // An unknown outcome is retried, as the error asks, up to twice.
     let mut answer = Answer::Pending;
@@ -661,7 +712,9 @@ async fn write_batch<E: Written>(world: &World, table: &IndexedTable<E, Store>, 
     let mut records = Vec::new();
     let mut keys = Vec::new();
     for _ in 0..(2 + random::u64() % 3) {
-        let Some((team, id)) = pick_key(world, E::NAME) else { continue };
+        let Some((team, id)) = pick_key(world, E::NAME) else {
+            continue;
+        };
         let key: Key = (E::NAME, team.clone(), E::key_of(id));
         if keys.contains(&key) {
             continue;
@@ -671,7 +724,11 @@ async fn write_batch<E: Written>(world: &World, table: &IndexedTable<E, Store>, 
         let (what, effect, write) = match random::u64() % 4 {
             0 => ("insert", value.effect(), TypedWrite::Insert(value.clone())),
             1 => ("upsert", value.effect(), TypedWrite::Upsert(value.clone())),
-            2 => ("replace", value.effect(), TypedWrite::Replace(value.clone(), IfMatch::Any)),
+            2 => (
+                "replace",
+                value.effect(),
+                TypedWrite::Replace(value.clone(), IfMatch::Any),
+            ),
             _ => (
                 "delete",
                 Effect::Remove,
@@ -683,7 +740,12 @@ async fn write_batch<E: Written>(world: &World, table: &IndexedTable<E, Store>, 
             ),
         };
         let what = format!("writer{n} batch {what} {key:?} rev {}", value.rev());
-        records.push(world.model.borrow_mut().start(key, what, effect, world.now()));
+        records.push(
+            world
+                .model
+                .borrow_mut()
+                .start(key, what, effect, world.now()),
+        );
         writes.push(write);
     }
     world.log(format!("writer{n}: write_all of {}", writes.len()));
@@ -744,7 +806,8 @@ async fn consume(world: &World, queue: &str, registry: &Registry) {
 }
 
 async fn index_worker(world: Rc<World>, store: Store) {
-    let registry = tablekit_workers::index::register(Registry::new(), store, Some(world.blobs.clone()));
+    let registry =
+        tablekit_workers::index::register(Registry::new(), store, Some(world.blobs.clone()));
     consume(&world, "index", &registry).await;
 }
 
@@ -761,7 +824,6 @@ async fn archive_worker(world: Rc<World>, store: Store) {
     consume(&world, "archive", &registry).await;
 }
 
-
 async fn change_consumer<E: Written>(world: Rc<World>, _store: Store) {
     let events = world.events.clone();
     let registry = Changes::<E>::registry(move |change| {
@@ -770,7 +832,11 @@ async fn change_consumer<E: Written>(world: Rc<World>, _store: Store) {
             _ => Some(change.value.rev()),
         };
         if let Ok(mut events) = events.lock() {
-            events.push(((E::NAME, change.partition_key, change.row_key), change.version, rev));
+            events.push((
+                (E::NAME, change.partition_key, change.row_key),
+                change.version,
+                rev,
+            ));
         }
         async { Ok(()) }
     });
@@ -794,7 +860,9 @@ async fn relay(world: Rc<World>, store: Store) {
 
 async fn sweeper(world: Rc<World>, store: Store) {
     let engine = world.engine(&store).await;
-    let sweeper = Sweeper::new(store).with_engine(engine).with_blobs(world.blobs.clone());
+    let sweeper = Sweeper::new(store)
+        .with_engine(engine)
+        .with_blobs(world.blobs.clone());
     while !world.stopping.get() {
         if let Err(e) = sweeper.sweep().await {
             world.log(format!("sweeper: pass failed: {e}"));
@@ -828,7 +896,10 @@ async fn check(world: &World) -> Vec<String> {
     // Nothing left in outboxes, markers or queues; nothing poisoned by accident.
     match tablekit_patterns::consistency::backlog(&store).await {
         Ok(b) if b.entries > 0 || b.markers > 0 => {
-            found.push(format!("left behind: {} outbox entries, {} pending markers", b.entries, b.markers));
+            found.push(format!(
+                "left behind: {} outbox entries, {} pending markers",
+                b.entries, b.markers
+            ));
         }
         Ok(_) => {}
         Err(e) => found.push(format!("the backlog does not read: {e}")),
@@ -859,7 +930,14 @@ async fn check(world: &World) -> Vec<String> {
             Ok(r) if !r.is_clean() => {
                 let mut kinds = std::collections::BTreeMap::<String, usize>::new();
                 for f in &r.findings {
-                    *kinds.entry(format!("{:?} {}", f.drift, f.index)).or_default() += 1;
+                    *kinds
+                        .entry(format!("{:?} {}", f.drift, f.index))
+                        .or_default() += 1;
+                }
+                if std::env::var("SIM_DEBUG").is_ok() {
+                    for l in debug_badges(&store).await {
+                        eprintln!("{l}");
+                    }
                 }
                 found.push(format!(
                     "the audit of {table} is not clean: {kinds:?}; first: {:?}",
@@ -884,8 +962,16 @@ async fn check(world: &World) -> Vec<String> {
 
     // Every archive left its entity in exactly one table, with its blobs.
     for key in &model.archived {
-        let primary = store.get("Members", &key.1, &key.2, None).await.ok().flatten();
-        let archived = store.get(ARCHIVE, &key.1, &key.2, None).await.ok().flatten();
+        let primary = store
+            .get("Members", &key.1, &key.2, None)
+            .await
+            .ok()
+            .flatten();
+        let archived = store
+            .get(ARCHIVE, &key.1, &key.2, None)
+            .await
+            .ok()
+            .flatten();
         if primary.is_some() && archived.is_some() {
             found.push(format!("{key:?} is in both Members and {ARCHIVE}"));
         }
@@ -924,7 +1010,10 @@ async fn check(world: &World) -> Vec<String> {
                     if let Ok(Some(m)) = members.get(team, &format!("m_{id:02}")).await
                         && !held.contains(&m.value.email)
                     {
-                        found.push(format!("{team}/m_{id:02} holds {} without a reservation", m.value.email));
+                        found.push(format!(
+                            "{team}/m_{id:02} holds {} without a reservation",
+                            m.value.email
+                        ));
                     }
                 }
             }
@@ -940,7 +1029,11 @@ async fn check(world: &World) -> Vec<String> {
             for table in ["Members", "Badges", ARCHIVE] {
                 if let Ok(rows) = store.query_all(table, Query::new()).await {
                     for row in rows {
-                        referenced.extend(tablekit_patterns::large::addresses(&row).into_iter().map(|a| a.1));
+                        referenced.extend(
+                            tablekit_patterns::large::addresses(&row)
+                                .into_iter()
+                                .map(|a| a.1),
+                        );
                     }
                 }
             }
@@ -989,7 +1082,10 @@ async fn check_key<E: Written>(
     {
         found.push(format!("{key:?} is stored but does not read"));
     }
-    if raw.as_ref().is_some_and(|r| tablekit_core::typed::is_expired(r, now)) {
+    if raw
+        .as_ref()
+        .is_some_and(|r| tablekit_core::typed::is_expired(r, now))
+    {
         found.push(format!("{key:?} expired and the sweeper left it"));
     }
     let rev = stored.as_ref().map(|s| s.value.rev());
@@ -1004,8 +1100,40 @@ async fn check_key<E: Written>(
         (Some((_, _, event)), rev) if *event != rev => found.push(format!(
             "{key:?}: the last change event says {event:?}, the state is {rev:?}"
         )),
-        (None, Some(rev)) => found.push(format!("{key:?} holds rev {rev} but no change event came")),
+        (None, Some(rev)) => {
+            found.push(format!("{key:?} holds rev {rev} but no change event came"))
+        }
         _ => {}
     }
     found
+}
+
+/// Debug: the differences between each badge and its by_code copy.
+pub async fn debug_badges(store: &Store) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rows) = store.query_all("Badges", Query::new()).await else {
+        return out;
+    };
+    for row in rows {
+        let code = match row.properties.get("code") {
+            Some(tablekit_core::Value::String(c)) => c.clone(),
+            _ => continue,
+        };
+        let rk = format!(
+            "{code}_{}_{}",
+            row.partition_key,
+            row.row_key.trim_start_matches("b_")
+        );
+        let copy = store
+            .get("BadgesByCode", "codes", &rk, None)
+            .await
+            .ok()
+            .flatten();
+        out.push(format!(
+            "primary {:?}\n   copy {:?}",
+            row.properties,
+            copy.map(|c| c.properties)
+        ));
+    }
+    out
 }

@@ -254,6 +254,35 @@ impl Witness {
     }
 }
 
+/// An intent recorded before a write acted outside its transaction
+/// ([`Engine::record_intent`]).
+#[derive(Clone, Debug)]
+pub struct Intent {
+    table: String,
+    partition_key: String,
+    row_key: String,
+    etag: ETag,
+    envelope: Envelope,
+}
+
+impl Intent {
+    /// The intent's id (its operation's), which what the write does under it is tagged
+    /// with.
+    pub fn id(&self) -> String {
+        self.envelope.id.simple().to_string()
+    }
+
+    /// The write of a plan that deletes the intent under the ETag it was recorded with:
+    /// the commit lands only while nobody claimed it.
+    pub fn fence(&self) -> WriteOp {
+        WriteOp::Delete {
+            partition_key: self.partition_key.clone(),
+            row_key: self.row_key.clone(),
+            if_match: IfMatch::ETag(self.etag.clone()),
+        }
+    }
+}
+
 /// What a committed write did.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Committed {
@@ -489,6 +518,71 @@ impl<S: TableStore> Engine<S> {
                 Some(_) => None,
             },
             Witness::Unknown => None,
+        }
+    }
+
+    /// Records an intent (see [`outbox::INTENT_PROPERTY`]) in `partition_key` of
+    /// `table` before a write acts outside its transaction: the partition's pending
+    /// marker, then the entry. The write's plan deletes it with [`Intent::fence`].
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Encode`].
+    pub async fn record_intent(
+        &self,
+        table: &str,
+        partition_key: &str,
+        envelope: Envelope,
+    ) -> Result<Intent> {
+        let entry = outbox::intent(partition_key, &envelope)?;
+        self.markers
+            .ensure(&self.store, table, partition_key)
+            .await?;
+        let row_key = entry.row_key.clone();
+        let etag = match self.store.insert(table, entry).await {
+            Ok(etag) => etag,
+            Err(e) => return Err(e.into()),
+        };
+        Ok(Intent {
+            table: table.to_owned(),
+            partition_key: partition_key.to_owned(),
+            row_key,
+            etag,
+            envelope,
+        })
+    }
+
+    /// After a write with an intent failed: claims the intent (unless the write committed
+    /// or the relay claimed it) and hands its undoing to the sink; without a sink, or if
+    /// that fails, the relay publishes it.
+    pub async fn abandon(&self, intent: &Intent) {
+        let entry = match self
+            .store
+            .get(&intent.table, &intent.partition_key, &intent.row_key, None)
+            .await
+        {
+            Ok(Some(entry)) if entry.etag.as_ref() == Some(&intent.etag) => entry,
+            // Committed (the batch deleted it), or claimed already.
+            Ok(_) => return,
+            Err(e) => {
+                tracing::warn!(error = %e, "reading an abandoned write's intent failed; the relay undoes it");
+                return;
+            }
+        };
+        match outbox::claim_intent(&self.store, &intent.table, &entry, intent.etag.clone()).await {
+            Ok(Some(etag)) => {
+                let _ = self
+                    .publish(
+                        &intent.table,
+                        &intent.partition_key,
+                        std::slice::from_ref(&intent.envelope),
+                        vec![Some(etag)],
+                    )
+                    .await;
+            }
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "claiming an abandoned write's intent failed; the relay undoes it");
+            }
         }
     }
 

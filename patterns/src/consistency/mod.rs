@@ -87,7 +87,7 @@ pub mod sink;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use commit::{Committed, Engine, Plan, Planner, Retry, RetryPolicy, lost_race};
+pub use commit::{Committed, Engine, Intent, Plan, Planner, Retry, RetryPolicy, lost_race};
 pub use operation::{Envelope, Operation, OperationError, Registry};
 pub use relay::{Backlog, Relay, RelayReport, backlog};
 pub use sink::{InlineSink, OutboxSink};

@@ -54,6 +54,65 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
     Ok(entity)
 }
 
+/// The property marking an outbox entry as an *intent*: the undoing of what a write did
+/// outside its transaction before its commit (reserving unique values, putting links,
+/// uploading blobs). The write's commit deletes the intent under its ETag; a write that
+/// never commits leaves it, and whoever claims it ([`claim_intent`]: the writer on a
+/// failure, the relay after the grace period) turns it into ordinary follow-up work —
+/// which also fences the write: its commit can no longer land.
+pub const INTENT_PROPERTY: &str = "Intent";
+
+/// The intent entry of an operation (see [`INTENT_PROPERTY`]).
+///
+/// # Errors
+/// As [`entry`].
+pub fn intent(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
+    let mut entity = entry(partition_key, envelope)?;
+    entity
+        .properties
+        .insert(INTENT_PROPERTY.to_owned(), Value::Boolean(true));
+    Ok(entity)
+}
+
+/// Whether an outbox entry is an intent not yet claimed.
+pub fn is_intent(entity: &Entity) -> bool {
+    matches!(
+        entity.properties.get(INTENT_PROPERTY),
+        Some(Value::Boolean(true))
+    )
+}
+
+/// Claims an intent entry stored with `etag`: it becomes ordinary follow-up work (the
+/// write it belongs to can no longer commit). `Some` with the entry's new ETag when
+/// claimed; `None` when it is gone or changed (its write committed, or another claimed
+/// it).
+///
+/// # Errors
+/// The store's errors.
+pub async fn claim_intent<S: TableStore>(
+    store: &S,
+    table: &str,
+    entry: &Entity,
+    etag: ETag,
+) -> Result<Option<ETag>> {
+    let mut work = entry.clone();
+    work.etag = None;
+    work.timestamp = None;
+    work.properties.shift_remove(INTENT_PROPERTY);
+    match store.replace(table, work, IfMatch::ETag(etag)).await {
+        Ok(etag) => Ok(Some(etag)),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::NotFound | ErrorKind::PreconditionFailed
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 /// Reads an outbox entry.
 ///
 /// # Errors

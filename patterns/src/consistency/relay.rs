@@ -154,6 +154,25 @@ impl<S: TableStore> Relay<S> {
                 left += 1;
                 continue;
             }
+            // An intent its write left past the grace period: claimed first, so the
+            // write can no longer commit, then published as its undoing.
+            let mut etag = entry.etag.clone();
+            if outbox::is_intent(&entry) {
+                let claimed = match &etag {
+                    Some(current) => {
+                        outbox::claim_intent(&self.store, table, &entry, current.clone()).await?
+                    }
+                    None => None,
+                };
+                match claimed {
+                    Some(claimed) => etag = Some(claimed),
+                    None => {
+                        // Committed or claimed meanwhile: the next pass sees.
+                        left += 1;
+                        continue;
+                    }
+                }
+            }
             let envelope = match outbox::read_entry(&entry) {
                 Ok(envelope) => envelope,
                 Err(e) => {
@@ -169,7 +188,7 @@ impl<S: TableStore> Relay<S> {
                 partition_key,
                 self.sink.as_ref(),
                 &envelope,
-                entry.etag.clone(),
+                etag,
             )
             .await
             {

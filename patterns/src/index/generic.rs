@@ -42,8 +42,8 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     if IndexRecord::read(&primary)?.is_some()
         && let Some(layout) = registered_layout(engine.store(), &at.table, &primary).await?
     {
-        let table = IndexedTable::for_layout(engine.store().clone(), layout)
-            .with_engine(engine.clone());
+        let table =
+            IndexedTable::for_layout(engine.store().clone(), layout).with_engine(engine.clone());
         return match table.delete(&at.partition_key, &at.row_key, if_match).await {
             Ok(_) => Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),

@@ -90,6 +90,10 @@ pub fn link_entity(
     Ok(entity)
 }
 
+/// The property of a link naming the intent of the write that put it (see
+/// [`super::reclaim`]).
+pub const INTENT_PROPERTY: &str = "TablekitIntent";
+
 /// Reads a link entity of `table`.
 ///
 /// # Errors

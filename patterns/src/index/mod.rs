@@ -17,6 +17,7 @@ pub mod generic;
 pub mod links;
 pub mod members;
 pub mod operation;
+pub mod reclaim;
 pub mod record;
 pub mod registry;
 mod table;

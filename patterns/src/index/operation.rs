@@ -331,15 +331,22 @@ impl<S: TableStore> IndexApplier<S> {
         self
     }
 
-    /// Registers the handler of index work (kind `index`) in `registry`.
+    /// Registers the handlers of index work (kind `index`) and of the undoing of writes
+    /// that never committed (kind `reclaim`) in `registry`.
     pub fn register(self, registry: Registry) -> Registry
     where
         S: Clone + 'static,
     {
-        registry.register(move |operations: IndexOperations| {
-            let applier = self.clone();
-            async move { Ok(applier.apply_all(&operations).await?) }
-        })
+        let reclaimer = self.clone();
+        registry
+            .register(move |operations: IndexOperations| {
+                let applier = self.clone();
+                async move { Ok(applier.apply_all(&operations).await?) }
+            })
+            .register(move |reclaim: super::reclaim::Reclaim| {
+                let applier = reclaimer.clone();
+                async move { Ok(reclaim.apply(&applier).await?) }
+            })
     }
 
     /// The store.
@@ -492,6 +499,23 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         source_property: &str,
     ) -> Result<Applied> {
+        self.remove_link_of(dependent, property, source, source_property, None)
+            .await
+    }
+
+    /// As [`remove_link`](Self::remove_link), and with `intent` only a link that names
+    /// that intent (one a later write put again is left).
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    pub async fn remove_link_of(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+        intent: Option<&str>,
+    ) -> Result<Applied> {
         let claim = Target::Denormalized {
             property: property.to_owned(),
             source: source.clone(),
@@ -506,6 +530,11 @@ impl<S: TableStore> IndexApplier<S> {
             let Some(found) = get_or_none(&self.store, &link).await? else {
                 return Ok(Applied::Unchanged);
             };
+            if let Some(intent) = intent
+                && !matches!(found.properties.get(super::links::INTENT_PROPERTY), Some(tablekit_core::Value::String(id)) if id == intent)
+            {
+                return Ok(Applied::Superseded);
+            }
             let claimed = match get_or_none(&self.store, dependent).await? {
                 Some(d) => IndexRecord::read(&d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
@@ -538,7 +567,30 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         source_property: &str,
     ) -> Result<()> {
-        let link = super::links::link_entity(dependent, property, source, source_property)?;
+        self.put_link_for(dependent, property, source, source_property, None)
+            .await
+    }
+
+    /// As [`put_link`](Self::put_link), for a write that recorded the intent `intent`
+    /// (its id): the link names it, so only that intent's undoing removes it.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn put_link_for(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+        intent: Option<&str>,
+    ) -> Result<()> {
+        let mut link = super::links::link_entity(dependent, property, source, source_property)?;
+        if let Some(intent) = intent {
+            link.properties.insert(
+                super::links::INTENT_PROPERTY.to_owned(),
+                tablekit_core::Value::String(intent.to_owned()),
+            );
+        }
         match self
             .store
             .insert_or_replace(&source.table, link.clone())
@@ -589,6 +641,9 @@ impl<S: TableStore> IndexApplier<S> {
             }
             let value = from.properties.get(source_property);
             if current.properties.get(property) == value {
+                // A delivery after a crash finds the field up to date: its copies may
+                // not be yet.
+                self.refresh_copies(dependent, property).await?;
                 return Ok(Applied::Unchanged);
             }
             let if_match = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
@@ -613,8 +668,75 @@ impl<S: TableStore> IndexApplier<S> {
             // The source may have changed while the copy was written: copy again.
             let again = get_or_none(&self.store, source).await?;
             if again.and_then(|a| a.etag) == from.etag {
+                self.refresh_copies(dependent, property).await?;
                 return Ok(Applied::Changed);
             }
+        }
+    }
+
+    /// Brings `property` of the dependent's index copies (those that carry it) to the
+    /// dependent's current value: a denormalised field changed by its source's write
+    /// changes the copies too, at the dependent's unchanged version.
+    async fn refresh_copies(&self, dependent: &EntityRef, property: &str) -> Result<()> {
+        let mut retry = self.retry.start();
+        'again: loop {
+            retry
+                .next(|| format!("the copies of `{property}` of {dependent}"))
+                .await?;
+            let Some(current) = get_or_none(&self.store, dependent).await? else {
+                return Ok(());
+            };
+            let Some(record) = IndexRecord::read(&current)? else {
+                return Ok(());
+            };
+            let value = current.properties.get(property);
+            for target in &record.targets {
+                let Target::Copy { at, properties, .. } = target else {
+                    continue;
+                };
+                if properties
+                    .as_ref()
+                    .is_some_and(|p| !p.iter().any(|p| p == property))
+                {
+                    continue;
+                }
+                let Some(copy) = get_or_none(&self.store, at).await? else {
+                    continue;
+                };
+                let ours = copy_source(&copy)
+                    .is_some_and(|(owner, v)| owner == *dependent && v == record.version);
+                if !ours || copy.properties.get(property) == value {
+                    continue;
+                }
+                let if_match = copy.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                let mut whole = copy;
+                match value {
+                    Some(v) => {
+                        whole.properties.insert(property.to_owned(), v.clone());
+                    }
+                    None => {
+                        whole.properties.shift_remove(property);
+                    }
+                }
+                match self
+                    .store
+                    .execute(&at.table, WriteOp::Replace(whole, if_match))
+                    .await
+                {
+                    Ok(_) => {}
+                    // The copy changed or went meanwhile: read everything again.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                        ) =>
+                    {
+                        continue 'again;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok(());
         }
     }
 

@@ -136,6 +136,8 @@ enum Role {
     Guard,
     /// A dependent's denormalised field, or a stale link.
     Dependent,
+    /// The deletion of the write's intent (its steps outside the transaction).
+    Intent,
 }
 
 /// What a write does to the entities that copy one of its properties.
@@ -583,7 +585,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 let rest: Vec<_> = batch.writes.drain(taken..).collect();
                 report.refused.append(&mut batch.refused);
                 for write in &batch.dropped {
-                    write.release_reserved().await;
+                    write.abandon().await;
                 }
                 match committed {
                     Ok(Some(committed)) => {
@@ -595,7 +597,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     Ok(None) => {}
                     Err(e) => {
                         for (_, write) in &batch.writes {
-                            write.release_reserved().await;
+                            write.abandon().await;
                         }
                         report
                             .failed
@@ -666,7 +668,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         {
             Ok(committed) => committed,
             Err(e) => {
-                write.release_reserved().await;
+                write.abandon().await;
                 return Err(e);
             }
         }
@@ -714,29 +716,40 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         };
         self.precheck(&source, &new_targets)?;
         self.recheck_dependents().await?;
-        // Large values go to the blob store first (with a blob store configured): the
-        // entity and its copies hold their addresses.
-        if let (Some(blobs), Some(entity)) = (&self.blobs, new_entity.as_mut()) {
-            let declared: Vec<&str> = E::schema().blob_fields().map(|f| f.property).collect();
-            crate::large::offload(blobs, self.table.name(), &declared, entity).await?;
+        // What the write does outside its transaction is recorded first, to be undone
+        // if it never commits (see `super::reclaim`).
+        let declared: Vec<&str> = E::schema().blob_fields().map(|f| f.property).collect();
+        let mut reclaim = super::reclaim::Reclaim::of(&source, &new_targets);
+        if self.blobs.is_some()
+            && let Some(entity) = &new_entity
+            && crate::large::would_offload(&declared, entity)
+        {
+            let nonce = tablekit_core::random::uuid().simple().to_string();
+            reclaim.blob_nonce = Some(nonce[..12].to_owned());
         }
-        // Links beside sources in other partitions come first: a source written after
-        // this point finds the link, one written before is read by the plan.
-        if value.is_some() {
-            let applier = IndexApplier::new(self.table.store().clone());
-            for target in &new_targets {
-                if let Target::Denormalized {
-                    property,
-                    source: from,
-                    source_property,
-                } = target
-                    && !target.is_atomic(&source)
-                {
-                    applier
-                        .put_link(&source, property, from, source_property)
-                        .await?;
-                }
+        let pending = if reclaim.is_empty() {
+            None
+        } else {
+            Some(
+                self.engine
+                    .record_intent(self.table.name(), &pk, reclaim.envelope()?)
+                    .await?,
+            )
+        };
+        if let Err(e) = self
+            .act_outside(
+                &source,
+                &new_targets,
+                new_entity.as_mut(),
+                &declared,
+                &reclaim,
+            )
+            .await
+        {
+            if let Some(pending) = &pending {
+                self.engine.abandon(pending).await;
             }
+            return Err(e);
         }
         let user_etag = match &intent {
             Intent::Replace(_, IfMatch::ETag(e)) | Intent::Delete(_, _, IfMatch::ETag(e)) => {
@@ -755,9 +768,45 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             missing: HashSet::new(),
             version: 0,
             operations: 0,
-            reserved: Vec::new(),
             read_taken: false,
+            intent: pending,
         })
+    }
+
+    /// A write's steps outside its transaction before the commit, after its intent: large
+    /// values go to the blob store (the entity and its copies hold their addresses), and
+    /// links are put beside sources in other partitions (a source written after this
+    /// point finds the link, one written before is read by the plan).
+    async fn act_outside(
+        &self,
+        source: &EntityRef,
+        new_targets: &BTreeSet<Target>,
+        new_entity: Option<&mut Entity>,
+        declared: &[&str],
+        reclaim: &super::reclaim::Reclaim,
+    ) -> Result<()> {
+        let Some(entity) = new_entity else {
+            return Ok(());
+        };
+        if let (Some(blobs), Some(nonce)) = (&self.blobs, &reclaim.blob_nonce) {
+            crate::large::offload_with_nonce(blobs, self.table.name(), declared, entity, nonce)
+                .await?;
+        }
+        let applier = IndexApplier::new(self.table.store().clone());
+        for target in new_targets {
+            if let Target::Denormalized {
+                property,
+                source: from,
+                source_property,
+            } = target
+                && !target.is_atomic(source)
+            {
+                applier
+                    .put_link_for(source, property, from, source_property, Some(&reclaim.id))
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Refuses, before any I/O, a write whose entity group transaction cannot fit.
@@ -1777,9 +1826,9 @@ struct IndexWrite<'a, E, S> {
     version: i64,
     /// The operations the last plan hands to the worker.
     operations: usize,
-    /// The reservations of unique values this write made or renewed, with the version
-    /// of the plan that last did.
-    reserved: Vec<(EntityRef, i64)>,
+    /// The intent recorded before the write's steps outside its transaction (reserving
+    /// unique values, putting links, uploading blobs), deleted by its commit.
+    intent: Option<crate::consistency::Intent>,
     /// An insert refused by an entity that may have expired (its type expires): the next
     /// plan reads it, and replaces it if it expired and the sweeper has not deleted it yet.
     read_taken: bool,
@@ -1801,32 +1850,26 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
             if old_targets.contains(target) {
                 continue;
             }
-            super::unique::reserve(
+            let intent = self.intent.as_ref().map(crate::consistency::Intent::id);
+            super::unique::reserve_for(
                 self.table.table.store(),
                 at,
                 &self.source,
                 version,
                 self.table.unique_lease,
+                intent.as_deref(),
             )
             .await?;
-            match self.reserved.iter_mut().find(|(r, _)| r == at) {
-                Some(made) => made.1 = version,
-                None => self.reserved.push((at.clone(), version)),
-            }
         }
         Ok(())
     }
 
-    /// After a write that failed: releases the reservations it made, unless the primary
-    /// lists them (the commit landed and only its answer was lost). Best effort: what
-    /// stays is taken over after its lease, and the audit deletes it.
-    async fn release_reserved(&self) {
-        for (at, version) in &self.reserved {
-            if let Err(e) =
-                super::unique::release(self.table.table.store(), at, &self.source, *version).await
-            {
-                tracing::warn!(reservation = %at, error = %e, "a failed write's reservation stays until its lease ends");
-            }
+    /// After a write that failed: claims its intent, so what it did outside its
+    /// transaction is undone (unless it committed and only its answer was lost, or the
+    /// relay claimed it already).
+    async fn abandon(&self) {
+        if let Some(intent) = &self.intent {
+            self.table.engine.abandon(intent).await;
         }
     }
 }
@@ -1917,6 +1960,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         );
         table.plan_dropped(&mut plan, &mut operations, change, &self.missing);
         table.plan_pages(&mut plan, change).await?;
+        if let Some(intent) = &self.intent {
+            plan.push(intent.fence(), Role::Intent);
+        }
         self.operations = operations.len();
         for work in split_work(operations)? {
             plan.follow_up(work.envelope()?);
@@ -1971,6 +2017,17 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                     table: at.table.clone(),
                     partition_key: at.partition_key.clone(),
                     row_key: at.row_key.clone(),
+                })
+            }
+            // The intent was claimed (the write stalled past the relay's grace): what it
+            // did outside its transaction is being undone, so it must not commit.
+            (Some(Role::Intent), ErrorKind::PreconditionFailed | ErrorKind::NotFound) => {
+                Err(Error::Contention {
+                    what: format!(
+                        "{}: it stalled past the relay's grace period and its steps outside the transaction were undone",
+                        self.what()
+                    ),
+                    attempts: 1,
                 })
             }
             (Some(Role::DroppedCopy(at)), ErrorKind::NotFound) => {

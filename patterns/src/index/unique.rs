@@ -50,6 +50,8 @@ pub const HOLDER_PROPERTY: &str = "TablekitHolder";
 pub const HOLDER_VERSION_PROPERTY: &str = "TablekitHolderVersion";
 /// The property holding the end of a reservation's lease.
 pub const LEASE_PROPERTY: &str = "TablekitLease";
+/// The id of the intent of the write that made or renewed a reservation.
+const INTENT_PROPERTY: &str = "TablekitIntent";
 /// How long a reservation protects a write in flight, unless the table says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 
@@ -69,6 +71,9 @@ pub struct Reservation {
     pub version: i64,
     /// When its lease ends.
     pub lease_until: DateTime<Utc>,
+    /// The id of the intent of the write that made or last renewed it, if it recorded
+    /// one (see [`super::reclaim`]).
+    pub intent: Option<String>,
     /// Its ETag.
     pub etag: Option<tablekit_core::ETag>,
 }
@@ -105,6 +110,10 @@ impl Reservation {
             holder,
             version,
             lease_until,
+            intent: match entity.properties.get(INTENT_PROPERTY) {
+                Some(Value::String(id)) => Some(id.clone()),
+                _ => None,
+            },
             etag: entity.etag.clone(),
         })
     }
@@ -130,6 +139,11 @@ impl Reservation {
         entity
             .properties
             .insert(LEASE_PROPERTY.to_owned(), Value::DateTime(self.lease_until));
+        if let Some(intent) = &self.intent {
+            entity
+                .properties
+                .insert(INTENT_PROPERTY.to_owned(), Value::String(intent.clone()));
+        }
         Ok(entity)
     }
 
@@ -205,6 +219,22 @@ pub async fn reserve<S: TableStore>(
     version: i64,
     lease: Duration,
 ) -> Result<()> {
+    reserve_for(store, at, holder, version, lease, None).await
+}
+
+/// As [`reserve`], for a write that recorded the intent `intent` (its id): the
+/// reservation names it, so only that intent's undoing releases it.
+///
+/// # Errors
+/// As [`reserve`].
+pub async fn reserve_for<S: TableStore>(
+    store: &S,
+    at: &EntityRef,
+    holder: &EntityRef,
+    version: i64,
+    lease: Duration,
+    intent: Option<&str>,
+) -> Result<()> {
     let lease = chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
     for _ in 0..ATTEMPTS {
         let now = tablekit_core::clock::now();
@@ -214,6 +244,7 @@ pub async fn reserve<S: TableStore>(
             holder: holder.clone(),
             version,
             lease_until: now.checked_add_signed(lease).unwrap_or(now),
+            intent: intent.map(str::to_owned),
             etag: None,
         };
         match store.insert(&at.table, mine.entity()?).await {
@@ -253,6 +284,46 @@ pub async fn reserve<S: TableStore>(
         what: format!("reservation {at}"),
         attempts: ATTEMPTS,
     })
+}
+
+/// Releases the reservation at `at` that the write of `holder` with the intent `intent`
+/// made, if that write never committed: unless another write renewed it since (its
+/// intent is another) or the holder lists it. Running it twice, or late, changes nothing.
+///
+/// # Errors
+/// The store's errors.
+pub async fn release_intent<S: TableStore>(
+    store: &S,
+    at: &EntityRef,
+    holder: &EntityRef,
+    intent: &str,
+) -> Result<bool> {
+    let Some(found) = read(store, at).await? else {
+        return Ok(false);
+    };
+    if found.holder != *holder
+        || found.intent.as_deref() != Some(intent)
+        || holder_lists(store, holder, at).await?
+    {
+        return Ok(false);
+    }
+    let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+    match store
+        .delete(&at.table, &at.partition_key, &at.row_key, if_match)
+        .await
+    {
+        Ok(()) => Ok(true),
+        // Renewed or released meanwhile.
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PreconditionFailed | ErrorKind::NotFound
+            ) =>
+        {
+            Ok(false)
+        }
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Releases the reservation at `at` for `holder`, whose write at `version` dropped the
