@@ -338,8 +338,9 @@ async fn a_reservation_left_by_a_dead_writer_is_taken_over_after_its_lease(store
         .with_inline_apply()
         .unique_lease(LEASE);
     users.open().await.expect("open");
-    // The writer reserves, then dies before its commit.
-    faulty.crash_after_writes(1);
+    // The writer records its intent (the partition's pending marker, the intent entry)
+    // and reserves, then dies before its commit.
+    faulty.crash_after_writes(3);
     users
         .insert(&user("a", 1, "dead@example.com"))
         .await

@@ -96,7 +96,7 @@ pub fn new_version() -> (DateTime<Utc>, ETag) {
 
     let now = crate::clock::now();
     let ts = DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now);
-    let seed = *SEED.get_or_init(|| crate::random::u64());
+    let seed = *SEED.get_or_init(|| uuid::Uuid::new_v4().as_u128() as u64);
     let unique = mix(seed.wrapping_add(COUNTER.fetch_add(1, Ordering::Relaxed)));
     let mut etag = String::with_capacity(64);
     etag.push_str("W/\"datetime'");

@@ -18,7 +18,7 @@ use tablekit_patterns::index::{AuditOptions, IndexedTable, Sweeper};
 use tablekit_workers::archive::{ArchiveOperation, archive_with_engine};
 use tablekit_workers::changes::Changes;
 use tablekit_workers::index::QueueSink;
-use tablekit_workers::queue::{ConsumeOptions, Consumer, Queue};
+use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
 use crate::entities::{Badge, Member};
@@ -149,6 +149,8 @@ struct World {
     options: Options,
     /// Operations each writer started (kept across its crashes: the workload is fixed).
     started: RefCell<std::collections::HashMap<usize, usize>>,
+    /// What the sinks published, for the trace.
+    published: Arc<std::sync::Mutex<Vec<String>>>,
     /// The change events consumed: (key, version, rev or `None` for a delete).
     events: Arc<std::sync::Mutex<Vec<(Key, i64, Option<i64>)>>>,
 }
@@ -179,10 +181,44 @@ impl World {
 
     async fn engine(&self, store: &Store) -> Engine<Store> {
         let engine = Engine::new(store.clone());
-        match QueueSink::open(self.queue.clone(), "index").await {
-            Ok(sink) => engine.with_sink(Arc::new(sink) as Arc<dyn OutboxSink>),
-            Err(_) => engine,
+        match self.sink().await {
+            Some(sink) => engine.with_sink(sink),
+            None => engine,
         }
+    }
+
+    /// The queue sink, noting in the trace what it publishes.
+    async fn sink(&self) -> Option<Arc<dyn OutboxSink>> {
+        let sink = QueueSink::open(self.queue.clone(), "index").await.ok()?;
+        Some(Arc::new(TracedSink {
+            inner: sink,
+            log: self.published.clone(),
+        }))
+    }
+}
+
+/// A sink that notes each publish for the trace.
+struct TracedSink {
+    inner: QueueSink<SimQueue>,
+    log: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl OutboxSink for TracedSink {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a tablekit_patterns::consistency::Envelope,
+    ) -> tablekit_patterns::consistency::BoxFuture<'a, tablekit_patterns::Result<()>> {
+        Box::pin(async move {
+            let result = self.inner.publish(envelope).await;
+            if let (Ok(bytes), Ok(mut log)) = (envelope.to_bytes(), self.log.lock()) {
+                log.push(format!(
+                    "publish {}{}",
+                    describe(&bytes),
+                    if result.is_ok() { "" } else { " FAILED" }
+                ));
+            }
+            result
+        })
     }
 }
 
@@ -199,6 +235,10 @@ impl Observer for Tracer<'_> {
         }
         for line in self.0.queue.take_log() {
             self.0.log(format!("{task}: queue {line}"));
+        }
+        let published = self.0.published.lock().map(|mut p| std::mem::take(&mut *p));
+        for line in published.unwrap_or_default() {
+            self.0.log(format!("{task}: {line}"));
         }
     }
 
@@ -260,6 +300,7 @@ async fn run(options: Options) -> Report {
         stopping: Cell::new(false),
         options: options.clone(),
         started: RefCell::default(),
+        published: Arc::default(),
         events: Arc::default(),
     });
     let mut violations = Vec::new();
@@ -798,11 +839,66 @@ async fn consume(world: &World, queue: &str, registry: &Registry) {
         return;
     };
     while let Ok(Some(delivery)) = consumer.next().await {
+        let about = describe(&delivery.received().body);
         let report = handle_delivery(delivery, registry, &config).await;
+        let how = if report.processed > 0 {
+            "processed"
+        } else if report.retried > 0 {
+            "retried"
+        } else if report.poisoned > 0 {
+            "poisoned"
+        } else {
+            "unsettled"
+        };
+        world.log(format!("{queue}: {about}: {how}"));
         if report.poisoned > 0 {
             world.log(format!("{queue}: a message was poisoned"));
         }
     }
+}
+
+/// A delivery in a few words, for the trace: its kind and the keys it touches.
+fn describe(body: &[u8]) -> String {
+    let Ok(envelope) = Envelope::from_bytes(body) else {
+        return "a malformed message".into();
+    };
+    let mut keys = Vec::new();
+    if let Some(ops) = envelope
+        .payload
+        .get("operations")
+        .and_then(|o| o.as_array())
+    {
+        for op in ops {
+            let field = |name: &str| op.get(name).cloned().unwrap_or_default();
+            let kind = field("op");
+            let source = op
+                .get("source")
+                .or_else(|| op.get("dependent"))
+                .cloned()
+                .unwrap_or_default();
+            let pk = source
+                .get("partition_key")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_owned();
+            let source = source
+                .get("row_key")
+                .and_then(|v| v.as_str())
+                .unwrap_or("?")
+                .to_owned();
+            let value = field("value");
+            let version = field("version");
+            let kind = kind.as_str().unwrap_or("?");
+            let value = value.as_str().unwrap_or("");
+            keys.push(format!("{kind}({pk}/{source} {value} v{version})"));
+        }
+    }
+    format!(
+        "{} {} [{}]",
+        envelope.kind,
+        &envelope.id.simple().to_string()[..8],
+        keys.join(" ")
+    )
 }
 
 async fn index_worker(world: Rc<World>, store: Store) {
@@ -845,9 +941,8 @@ async fn change_consumer<E: Written>(world: Rc<World>, _store: Store) {
 }
 
 async fn relay(world: Rc<World>, store: Store) {
-    let sink: Arc<dyn OutboxSink> = match QueueSink::open(world.queue.clone(), "index").await {
-        Ok(sink) => Arc::new(sink),
-        Err(_) => return,
+    let Some(sink) = world.sink().await else {
+        return;
     };
     let relay = Relay::new(store, sink);
     while !world.stopping.get() {
@@ -937,6 +1032,19 @@ async fn check(world: &World) -> Vec<String> {
                 if std::env::var("SIM_DEBUG").is_ok() {
                     for l in debug_badges(&store).await {
                         eprintln!("{l}");
+                    }
+                    for b in world.blobs.list("").await.unwrap_or_default() {
+                        if b.name.starts_with("large") {
+                            continue;
+                        }
+                        let bytes = world
+                            .blobs
+                            .get(&b.name)
+                            .await
+                            .ok()
+                            .flatten()
+                            .unwrap_or_default();
+                        eprintln!("LIST {} {}", b.name, String::from_utf8_lossy(&bytes));
                     }
                 }
                 found.push(format!(
@@ -1089,6 +1197,9 @@ async fn check_key<E: Written>(
         found.push(format!("{key:?} expired and the sweeper left it"));
     }
     let rev = stored.as_ref().map(|s| s.value.rev());
+    if std::env::var("SIM_DEBUG").is_ok() && rev.is_some() {
+        eprintln!("STATE {key:?} {raw:?}");
+    }
     if let Some(problem) = model.check(&key, rev, now) {
         found.push(problem);
     }

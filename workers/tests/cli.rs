@@ -268,7 +268,7 @@ async fn a_worker_binary_handles_its_own_operations_beside_the_built_in_ones() {
     store.create_table("Reviews").await.unwrap();
     let connections = Connections::new(AnyStore::Memory(store.clone()), None);
     let registry = cli::registry_with_operations(&connections, review_operations);
-    assert_eq!(registry.kinds(), ["archive", "index", "review"]);
+    assert_eq!(registry.kinds(), ["archive", "index", "reclaim", "review"]);
 
     let review = Envelope::new(&Review {
         department: "Sales".into(),
@@ -308,7 +308,7 @@ async fn a_worker_binary_handles_its_own_operations_beside_the_built_in_ones() {
 
     // Without them, the same kind is refused: the application's operations are its own.
     let built_in = cli::registry_with_operations(&connections, |registry, _| registry);
-    assert_eq!(built_in.kinds(), ["archive", "index"]);
+    assert_eq!(built_in.kinds(), ["archive", "index", "reclaim"]);
     let review = Envelope::new(&Review {
         department: "Ops".into(),
     })

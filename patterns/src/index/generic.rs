@@ -128,7 +128,7 @@ impl<S: TableStore> Planner for IndexedDelete<'_, S> {
         let Some(record) = IndexRecord::read(&primary)? else {
             return Ok(Some(plan));
         };
-        let version = super::record::next_version(Some(record.version));
+        let version = super::record::delete_version(Some(record.version));
         let mut operations = Vec::new();
         for target in &record.targets {
             match target {

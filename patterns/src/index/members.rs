@@ -272,7 +272,13 @@ fn merge_member(members: &mut Vec<Member>, change: &Member, force: bool) -> bool
     match members.iter_mut().find(|m| m.source == change.source) {
         Some(m) if m.version > change.version => false,
         Some(m) if !force && m.version == change.version => false,
-        Some(m) if m.present == change.present => false,
+        // The same membership, newer: the entry takes the newer version, so a late
+        // change older than this one cannot undo it.
+        Some(m) if m.present == change.present => {
+            let newer = m.version < change.version;
+            m.version = m.version.max(change.version);
+            newer
+        }
         Some(m) => {
             m.version = change.version;
             m.present = change.present;

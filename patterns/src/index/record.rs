@@ -229,6 +229,14 @@ pub fn next_version(previous: Option<i64>) -> i64 {
     previous.map_or(now, |p| now.max(p.saturating_add(1)))
 }
 
+/// The version of a delete of a primary stored at `previous`: just above it, not the
+/// clock. An insert planned before a concurrent delete can land after it (the store
+/// answers late); a delete stamped with the clock would then outrank that newer insert,
+/// and its removals and its change event would win over the insert's.
+pub fn delete_version(previous: Option<i64>) -> i64 {
+    previous.map_or_else(|| next_version(None), |p| p.saturating_add(1))
+}
+
 /// The primary a copy was made from, and its version.
 pub fn copy_source(entity: &Entity) -> Option<(EntityRef, i64)> {
     let Some(Value::String(json)) = entity.properties.get(SOURCE_PROPERTY) else {

@@ -530,6 +530,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let writes: Vec<TypedWrite<E>> = writes.into_iter().collect();
         let mut by_partition: Vec<(String, Vec<Numbered<'_, E, S>>)> = Vec::new();
         let mut merges = Vec::new();
+        let mut report = IndexedWriteReport::default();
         for (at, write) in writes.iter().enumerate() {
             let prepared = match write {
                 TypedWrite::Insert(v) => self.prepare(Intent::Insert(v)).await,
@@ -554,14 +555,30 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     continue;
                 }
             };
-            let prepared = prepared?;
+            let prepared = match prepared {
+                Ok(prepared) => prepared,
+                // The store failed while the write was prepared (its intent, blobs or
+                // links): it failed alone, what it did is undone.
+                Err(e) if e.is_retryable() => {
+                    report.failed.push((vec![at], e));
+                    continue;
+                }
+                // A value that does not convert or fit: nothing is written.
+                Err(e) => {
+                    for (_, list) in &by_partition {
+                        for (_, write) in list {
+                            write.abandon().await;
+                        }
+                    }
+                    return Err(e);
+                }
+            };
             let partition = prepared.source.partition_key.clone();
             match by_partition.iter_mut().find(|(pk, _)| *pk == partition) {
                 Some((_, list)) => list.push((at, prepared)),
                 None => by_partition.push((partition, vec![(at, prepared)])),
             }
         }
-        let mut report = IndexedWriteReport::default();
         for (partition, list) in by_partition {
             let mut pending: std::collections::VecDeque<Numbered<'_, E, S>> = list.into();
             while !pending.is_empty() {
@@ -619,6 +636,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         }
         report.written.sort_unstable();
         report.refused.sort_by_key(|(at, _)| *at);
+        report.failed.sort_by_key(|(at, _)| at.first().copied());
         Ok(report)
     }
 
@@ -1920,7 +1938,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             Some(o) => IndexRecord::read(o)?,
             None => None,
         };
-        let version = next_version(old_record.as_ref().map(|r| r.version));
+        let previous = old_record.as_ref().map(|r| r.version);
+        let version = if self.new_entity.is_some() {
+            next_version(previous)
+        } else {
+            super::record::delete_version(previous)
+        };
         let old_targets = old_record.map(|r| r.targets).unwrap_or_default();
         self.reserve_uniques(&old_targets, version).await?;
         let mut entity = self.new_entity.clone();

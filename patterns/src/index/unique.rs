@@ -301,13 +301,39 @@ pub async fn release_intent<S: TableStore>(
     let Some(found) = read(store, at).await? else {
         return Ok(false);
     };
-    if found.holder != *holder
-        || found.intent.as_deref() != Some(intent)
-        || holder_lists(store, holder, at).await?
-    {
+    if found.holder != *holder || found.intent.as_deref() != Some(intent) {
         return Ok(false);
     }
     let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+    // The holder's committed value lists it: the reservation goes back to that write
+    // (its version, no intent), so the holder's later release is not refused by the
+    // failed write's newer version.
+    let primary = store
+        .get_if_table_exists(&holder.table, &holder.partition_key, &holder.row_key)
+        .await?;
+    let committed = match &primary {
+        Some(p) => IndexRecord::read(p)?
+            .filter(|r| r.targets.contains(&target_of(at)))
+            .map(|r| r.version),
+        None => None,
+    };
+    if let Some(version) = committed {
+        let mut back = found.clone();
+        back.version = version;
+        back.intent = None;
+        return match store.replace(&at.table, back.entity()?, if_match).await {
+            Ok(_) => Ok(false),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                ) =>
+            {
+                Ok(false)
+            }
+            Err(e) => Err(e.into()),
+        };
+    }
     match store
         .delete(&at.table, &at.partition_key, &at.row_key, if_match)
         .await
