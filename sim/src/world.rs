@@ -247,8 +247,37 @@ impl Observer for Tracer<'_> {
     }
 }
 
-/// Runs one simulation.
+/// Runs one simulation (on a thread of its own: every task runs on it, with a stack deep
+/// enough for the unoptimised futures of a debug build).
 pub fn simulate(options: Options) -> Report {
+    let seed = options.seed;
+    let run = std::thread::Builder::new()
+        .name(format!("simulation-{seed}"))
+        .stack_size(256 * 1024 * 1024)
+        .spawn(move || simulate_here(options));
+    match run.map(std::thread::JoinHandle::join) {
+        Ok(Ok(report)) => report,
+        Ok(Err(panic)) => Report {
+            seed,
+            violations: vec![format!(
+                "the simulation panicked: {}",
+                panic
+                    .downcast_ref::<String>()
+                    .map(String::as_str)
+                    .or_else(|| panic.downcast_ref::<&str>().copied())
+                    .unwrap_or("(no message)")
+            )],
+            ..Report::default()
+        },
+        Err(e) => Report {
+            seed,
+            violations: vec![format!("no thread for the simulation: {e}")],
+            ..Report::default()
+        },
+    }
+}
+
+fn simulate_here(options: Options) -> Report {
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
@@ -1029,24 +1058,6 @@ async fn check(world: &World) -> Vec<String> {
                         .entry(format!("{:?} {}", f.drift, f.index))
                         .or_default() += 1;
                 }
-                if std::env::var("SIM_DEBUG").is_ok() {
-                    for l in debug_badges(&store).await {
-                        eprintln!("{l}");
-                    }
-                    for b in world.blobs.list("").await.unwrap_or_default() {
-                        if b.name.starts_with("large") {
-                            continue;
-                        }
-                        let bytes = world
-                            .blobs
-                            .get(&b.name)
-                            .await
-                            .ok()
-                            .flatten()
-                            .unwrap_or_default();
-                        eprintln!("LIST {} {}", b.name, String::from_utf8_lossy(&bytes));
-                    }
-                }
                 found.push(format!(
                     "the audit of {table} is not clean: {kinds:?}; first: {:?}",
                     r.findings.first()
@@ -1197,9 +1208,6 @@ async fn check_key<E: Written>(
         found.push(format!("{key:?} expired and the sweeper left it"));
     }
     let rev = stored.as_ref().map(|s| s.value.rev());
-    if std::env::var("SIM_DEBUG").is_ok() && rev.is_some() {
-        eprintln!("STATE {key:?} {raw:?}");
-    }
     if let Some(problem) = model.check(&key, rev, now) {
         found.push(problem);
     }
@@ -1217,34 +1225,4 @@ async fn check_key<E: Written>(
         _ => {}
     }
     found
-}
-
-/// Debug: the differences between each badge and its by_code copy.
-pub async fn debug_badges(store: &Store) -> Vec<String> {
-    let mut out = Vec::new();
-    let Ok(rows) = store.query_all("Badges", Query::new()).await else {
-        return out;
-    };
-    for row in rows {
-        let code = match row.properties.get("code") {
-            Some(tablekit_core::Value::String(c)) => c.clone(),
-            _ => continue,
-        };
-        let rk = format!(
-            "{code}_{}_{}",
-            row.partition_key,
-            row.row_key.trim_start_matches("b_")
-        );
-        let copy = store
-            .get("BadgesByCode", "codes", &rk, None)
-            .await
-            .ok()
-            .flatten();
-        out.push(format!(
-            "primary {:?}\n   copy {:?}",
-            row.properties,
-            copy.map(|c| c.properties)
-        ));
-    }
-    out
 }

@@ -199,6 +199,9 @@ pub fn lost_race(error: &tablekit_core::Error) -> bool {
         )
 }
 
+/// How many times the read that recognises a landed attempt is tried when it fails.
+const READ_BACK_ATTEMPTS: usize = 4;
+
 /// The property holding the version of a write that records one (tablekit's index
 /// record): each attempt stamps its own, so an attempt whose answer was lost is
 /// recognised by it.
@@ -493,8 +496,18 @@ impl<S: TableStore> Engine<S> {
         witness: Witness,
         work: &[Envelope],
     ) -> Option<Option<ETag>> {
+        // One point read; again (under the retry policy, a few times) only when the read
+        // itself fails.
         let read = |pk: String, rk: String| async move {
-            self.store.get(table, &pk, &rk, None).await.ok()
+            let mut retry = self.retry.attempts(READ_BACK_ATTEMPTS).start();
+            loop {
+                retry.next(String::new).await.ok()?;
+                match self.store.get(table, &pk, &rk, None).await {
+                    Ok(found) => return Some(found),
+                    Err(e) if e.is_retryable() => {}
+                    Err(_) => return None,
+                }
+            }
         };
         match witness {
             Witness::Written {

@@ -630,6 +630,9 @@ impl<S: TableStore> IndexApplier<S> {
                 .next(|| format!("denormalised `{property}` of {dependent}"))
                 .await?;
             let Some(from) = get_or_none(&self.store, source).await? else {
+                // An earlier delivery may have merged the field and stopped before the
+                // dependent's copies.
+                self.refresh_copies(dependent, property).await?;
                 return Ok(Applied::Unchanged);
             };
             let Some(current) = get_or_none(&self.store, dependent).await? else {
@@ -757,6 +760,10 @@ impl<S: TableStore> IndexApplier<S> {
         kind_property: &str,
         force: bool,
     ) -> Result<Applied> {
+        let repair = force;
+        // Set when the primary's content moved at the same version (a denormalised field
+        // brought up to date) while the copy was written: the copy is made again.
+        let mut force = force;
         let mut retry = self.retry.start();
         loop {
             retry.next(|| format!("copy {target} of {source}")).await?;
@@ -822,10 +829,15 @@ impl<S: TableStore> IndexApplier<S> {
             };
             // The primary may have moved on while the copy was written, and the newer
             // write's removal of this copy may already have run: take the copy back.
-            let still = match get_or_none(&self.store, source).await? {
-                Some(primary) => IndexRecord::read(&primary)?.map(|r| r.version),
+            let again = get_or_none(&self.store, source).await?;
+            let still = match &again {
+                Some(again) => IndexRecord::read(again)?.map(|r| r.version),
                 None => None,
             };
+            if still == Some(version) && again.and_then(|a| a.etag) != primary.etag {
+                force = true;
+                continue;
+            }
             if still != Some(version) {
                 let if_match = written.map_or(IfMatch::Any, IfMatch::ETag);
                 match self
@@ -848,7 +860,7 @@ impl<S: TableStore> IndexApplier<S> {
                 }
                 return Ok(Applied::Superseded);
             }
-            if !force {
+            if !repair {
                 // A repair's copy (audit, backfill) is not a write converging.
                 record_copy_lag(&source.table, index, version);
             }
