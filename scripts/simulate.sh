@@ -13,4 +13,4 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cargo build --quiet --release -p tablekit-sim --bin tablekit-simulate
-exec ./target/release/tablekit-simulate "$@"
+exec "${CARGO_TARGET_DIR:-target}"/release/tablekit-simulate "$@"

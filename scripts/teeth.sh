@@ -21,7 +21,7 @@ for patch in "${patches[@]}"; do
     git apply "$patch"
     trap 'git apply -R "$patch" 2>/dev/null || true' EXIT
     cargo build --quiet --release -p tablekit-sim --bin tablekit-simulate
-    out=$(./target/release/tablekit-simulate --seeds "$seeds" --fail-fast 2>&1 || true)
+    out=$("${CARGO_TARGET_DIR:-target}"/release/tablekit-simulate --seeds "$seeds" --fail-fast 2>&1 || true)
     git apply -R "$patch"
     trap - EXIT
     first=$(grep -a -o 'failing seeds: \[[0-9]*' <<<"$out" | grep -o '[0-9]*$' || true)
