@@ -4,8 +4,9 @@
 
 use tablekit_sim::{Options, Report, simulate};
 
-/// The seeds CI runs (each a few hundred writes with about a hundred faults).
-const FIXED_SEEDS: std::ops::Range<u64> = 1..121;
+/// The seeds CI runs (each about 140 writes with about a hundred faults; a few tenths of
+/// a second each in a debug build).
+const FIXED_SEEDS: std::ops::Range<u64> = 1..241;
 
 fn assert_clean(report: &Report) {
     assert!(report.violations.is_empty(), "{}", report.summary(80));
@@ -78,4 +79,15 @@ fn a_seed_replays_exactly() {
     }
     assert_eq!(first.trace.len(), second.trace.len());
     assert_ne!(run(8).trace, first.trace, "another seed, another run");
+}
+
+/// A badge's link beside its holder goes missing (the audit reports its `holder_email`
+/// link missing) after a delete, a re-insert and a failed insert of the badge race the
+/// delete's link removal. Found by these seeds, not yet fixed: see the note.
+#[test]
+#[ignore = "open finding of the simulation: a denormalised field's link goes missing"]
+fn open_a_badge_keeps_its_link_to_its_holder() {
+    for seed in [245, 404] {
+        assert_clean(&run(seed));
+    }
 }

@@ -286,6 +286,12 @@ impl<R: Record, S: TableStore> Table<R, S> {
 
     /// Inserts a value; fails with `AlreadyExists` when its keys are taken.
     ///
+    /// A plain table keeps no version stamp on its entities, so an insert whose answer
+    /// was lost (the store applied it, then timed out) answers a retryable
+    /// [`Error::Transient`], and retrying it answers `AlreadyExists` for the write that
+    /// landed. Use [`upsert`](Self::upsert) where a retry must succeed, or an
+    /// `IndexedTable` of `tablekit-patterns`, which recognises its own landed writes.
+    ///
     /// # Errors
     /// Conversion errors of [`Record::to_entity`], the store's errors.
     pub async fn insert(&self, value: &R) -> Result<ETag> {

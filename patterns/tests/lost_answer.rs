@@ -1,0 +1,141 @@
+//! A write whose commit landed but whose answer was lost is answered `Ok`, with one read
+//! on the failure path and none on the happy path; the archive's untyped delete publishes
+//! the change event of a type that declares one.
+
+use std::sync::Arc;
+
+use tablekit_core::fault::{FaultyStore, Timing};
+use tablekit_core::{IfMatch, MemoryStore, TableStore};
+use tablekit_derive::Entity;
+use tablekit_patterns::consistency::{Engine, Envelope, OutboxSink};
+use tablekit_patterns::index::IndexedTable;
+use tablekit_patterns::index::generic::delete_indexed;
+use tablekit_patterns::index::record::EntityRef;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Items",
+    kind = "Item",
+    partition_key = "{group}",
+    row_key = "i_{id:03}",
+    changes = "item-changes",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_name",
+    table = "ItemsByName",
+    partition_key = "n",
+    row_key = "{name}"
+)]
+struct Item {
+    group: String,
+    id: u32,
+    name: String,
+}
+
+/// A sink that keeps what it is given.
+#[derive(Default)]
+struct Kept(std::sync::Mutex<Vec<Envelope>>);
+
+impl OutboxSink for Kept {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> tablekit_patterns::consistency::BoxFuture<'a, tablekit_patterns::Result<()>> {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.push(envelope.clone());
+        }
+        Box::pin(async { Ok(()) })
+    }
+}
+
+fn item(id: u32, name: &str) -> Item {
+    Item {
+        group: "g".into(),
+        id,
+        name: name.into(),
+    }
+}
+
+async fn table(
+    store: &FaultyStore<MemoryStore>,
+    sink: Arc<Kept>,
+) -> IndexedTable<Item, FaultyStore<MemoryStore>> {
+    let engine = Engine::new(store.clone()).with_sink(sink);
+    let items = IndexedTable::new(store.clone()).with_engine(engine);
+    items.open().await.expect("open");
+    items
+}
+
+#[tokio::test]
+async fn an_insert_whose_answer_was_lost_answers_ok_with_one_more_read() {
+    let store = FaultyStore::new(MemoryStore::new());
+    let items = table(&store, Arc::default()).await;
+    items.insert(&item(1, "a")).await.expect("insert");
+    // The happy path: how many calls an insert makes (its partition's marker is leased).
+    store.reset_counters();
+    items.insert(&item(4, "d")).await.expect("insert");
+    let happy = store.calls();
+    // The same insert with its commit's answer lost: one call more, the read-back.
+    store.reset_counters();
+    store.fail_write(0, Timing::AfterWrite);
+    let outcome = items
+        .insert(&item(2, "b"))
+        .await
+        .expect("recognised as landed");
+    assert_eq!(store.calls(), happy + 1, "one point read per lost answer");
+    assert!(outcome.etag.is_some(), "the read-back gives the ETag");
+    // And the write is there, once.
+    assert_eq!(
+        items.get("g", "i_002").await.expect("get").map(|s| s.value),
+        Some(item(2, "b"))
+    );
+    // A write that never reached the store stays an unknown outcome.
+    store.fail_write(0, Timing::BeforeWrite);
+    let err = items.insert(&item(3, "c")).await.expect_err("not landed");
+    assert!(err.is_retryable(), "{err}");
+    assert!(items.get("g", "i_003").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn a_delete_whose_answer_was_lost_answers_ok() {
+    let store = FaultyStore::new(MemoryStore::new());
+    let items = table(&store, Arc::default()).await;
+    items.insert(&item(1, "a")).await.expect("insert");
+    // The delete reads the primary, then commits (its answer lost).
+    store.fail_write(0, Timing::AfterWrite);
+    items
+        .delete("g", "i_001", IfMatch::Any)
+        .await
+        .expect("recognised as landed");
+    assert!(items.get("g", "i_001").await.expect("get").is_none());
+}
+
+#[tokio::test]
+async fn the_untyped_delete_publishes_the_change_event() {
+    let store = FaultyStore::new(MemoryStore::new());
+    let sink = Arc::new(Kept::default());
+    let items = table(&store, sink.clone()).await;
+    items.insert(&item(1, "a")).await.expect("insert");
+    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let at = EntityRef::new("Items", "g", "i_001");
+    assert!(
+        delete_indexed(&engine, &at, IfMatch::Any)
+            .await
+            .expect("delete")
+    );
+    let kept = sink.0.lock().expect("kept").clone();
+    let last = kept.last().expect("published");
+    assert_eq!(last.kind, "change");
+    assert_eq!(
+        last.payload.get("change").and_then(|c| c.as_str()),
+        Some("delete")
+    );
+    assert!(
+        store
+            .get("Items", "g", "i_001", None)
+            .await
+            .expect("get")
+            .is_none()
+    );
+}
