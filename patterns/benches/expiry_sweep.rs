@@ -130,6 +130,7 @@ fn rows_of(invite: &Invite, table: &str) -> (Row, Row, Row) {
         holder: source,
         version,
         lease_until: start(),
+        intent: None,
         etag: None,
     }
     .entity()

@@ -54,7 +54,7 @@ pub struct Write {
 }
 
 /// The history of every write, and the change events delivered.
-#[derive(Default, Debug)]
+#[derive(Clone, Default, Debug)]
 pub struct Model {
     pub writes: Vec<Write>,
     seq: u64,

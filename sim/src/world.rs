@@ -26,6 +26,10 @@ use crate::exec::{self, Factory, Observer, Spawner};
 use crate::model::{Answer, Effect, Key, Model};
 use crate::queue::{QueueFaults, SimQueue};
 
+/// A change event consumed: the entity's key, the event's version, and the `rev` written
+/// (`None` for a delete).
+type Event = (Key, i64, Option<i64>);
+
 /// Where the simulated world keeps its tables.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StoreKind {
@@ -152,7 +156,7 @@ struct World {
     /// What the sinks published, for the trace.
     published: Arc<std::sync::Mutex<Vec<String>>>,
     /// The change events consumed: (key, version, rev or `None` for a delete).
-    events: Arc<std::sync::Mutex<Vec<(Key, i64, Option<i64>)>>>,
+    events: Arc<std::sync::Mutex<Vec<Event>>>,
 }
 
 impl World {
@@ -356,14 +360,14 @@ async fn run(options: Options) -> Report {
     }
     let counts = world.chaos.counts();
     let queue = world.queue.injected();
-    let report = Report {
+    let writes = world.model.borrow().writes.len();
+    Report {
         seed: options.seed,
         trace: world.trace.take(),
         faults: counts.total() + queue.iter().sum::<u64>(),
-        writes: world.model.borrow().writes.len(),
+        writes,
         violations,
-    };
-    report
+    }
 }
 
 thread_local! {
@@ -469,13 +473,11 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
         tokio::time::sleep(Duration::from_millis(200 + random::u64() % 800)).await;
         match random::u64() % 100 {
             0..=7 if archives < 4 => {
-                if request_archive(world).await {
-                    archives += 1;
-                }
+                archives += usize::from(request_archive(world).await);
             }
             8 => {
                 let id = format!("malformed-{}", random::u64() % 1_000_000);
-                let queue = if random::u64() % 2 == 0 {
+                let queue = if random::u64().is_multiple_of(2) {
                     "index"
                 } else {
                     "archive"
@@ -593,7 +595,7 @@ fn member(world: &World, team: String, id: u32) -> Member {
         rev: world.rev(),
         ends: (random::u64() % 100 < 15)
             .then(|| world.now() + chrono::Duration::minutes((random::u64() % 90) as i64)),
-        photo: (random::u64() % 2 == 0)
+        photo: (random::u64().is_multiple_of(2))
             .then(|| format!("photo {}", world.next_rev.get()).into_bytes()),
     }
 }
@@ -606,7 +608,7 @@ fn badge(world: &World, team: String, id: u32) -> Badge {
         holder: (random::u64() % u64::from(IDS)) as u32,
         holder_email: None,
         rev: world.rev(),
-        note: (random::u64() % 3 == 0)
+        note: (random::u64().is_multiple_of(3))
             .then(|| format!("note {}", world.next_rev.get()).into_bytes()),
     }
 }
@@ -759,7 +761,7 @@ async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n:
             40..=59 => table.replace(&value, if_match.clone()).await,
             60..=79 => {
                 let mut fields: Vec<&str> = vec!["rev"];
-                fields.extend(E::FIELDS.iter().filter(|_| random::u64() % 2 == 0));
+                fields.extend(E::FIELDS.iter().filter(|_| random::u64().is_multiple_of(2)));
                 table.update(&value, &fields, if_match.clone()).await
             }
             _ => table.delete(&team, &E::key_of(id), if_match.clone()).await,
@@ -1071,7 +1073,7 @@ async fn check(world: &World) -> Vec<String> {
     // Each key's final state against the model; expired values are not readable; the last
     // change event matches.
     let events = world.events.lock().map(|e| e.clone()).unwrap_or_default();
-    let model = world.model.borrow();
+    let model = world.model.borrow().clone();
     for team in TEAMS {
         for id in 0..IDS {
             found.extend(check_key(world, &model, &members, &events, team, id, now).await);
@@ -1102,7 +1104,6 @@ async fn check(world: &World) -> Vec<String> {
             }
         }
     }
-    drop(model);
 
     // Unique values: every reservation names a member holding the value, and every
     // member's value is reserved for it.
@@ -1175,7 +1176,7 @@ async fn check_key<E: Written>(
     world: &World,
     model: &Model,
     table: &IndexedTable<E, Store>,
-    events: &[(Key, i64, Option<i64>)],
+    events: &[Event],
     team: &str,
     id: u32,
     now: DateTime<Utc>,
