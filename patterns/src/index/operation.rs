@@ -535,6 +535,11 @@ impl<S: TableStore> IndexApplier<S> {
             {
                 return Ok(Applied::Superseded);
             }
+            if intent.is_none() && self.put_in_flight(dependent, &found).await? {
+                // A write of the dependent put this link and has not committed yet: its
+                // commit claims the link, or its undoing removes it.
+                return Ok(Applied::Superseded);
+            }
             let claimed = match get_or_none(&self.store, dependent).await? {
                 Some(d) => IndexRecord::read(&d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
@@ -554,6 +559,25 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Whether `link` was put by a write of `dependent` whose intent is still pending (it
+    /// may yet commit and claim the link). Read after the link and before the dependent,
+    /// so a write that commits in between is seen claiming it.
+    async fn put_in_flight(&self, dependent: &EntityRef, link: &Entity) -> Result<bool> {
+        let Some(tablekit_core::Value::String(id)) =
+            link.properties.get(super::links::INTENT_PROPERTY)
+        else {
+            return Ok(false);
+        };
+        let entry = EntityRef::new(
+            &dependent.table,
+            &dependent.partition_key,
+            format!("{}{id}", crate::consistency::outbox::OUTBOX_PREFIX),
+        );
+        Ok(get_or_none(&self.store, &entry)
+            .await?
+            .is_some_and(|e| crate::consistency::outbox::is_intent(&e)))
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).

@@ -23,6 +23,9 @@ struct Args {
     /// Stop at the first seed with a violation.
     #[arg(long)]
     fail_fast: bool,
+    /// Print the whole trace of a failing seed (else its last 40 lines).
+    #[arg(long)]
+    trace: bool,
 }
 
 #[allow(clippy::print_stdout)]
@@ -59,7 +62,8 @@ fn main() -> std::process::ExitCode {
         if !report.violations.is_empty() {
             violations += report.violations.len();
             failing.push(seed);
-            bar.suspend(|| println!("{}", report.summary(40)));
+            let lines = if args.trace { usize::MAX } else { 40 };
+            bar.suspend(|| println!("{}", report.summary(lines)));
         }
         bar.set_message(format!("{violations} violations"));
         bar.inc(1);
