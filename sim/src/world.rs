@@ -917,7 +917,12 @@ fn describe(body: &[u8]) -> String {
                 .and_then(|v| v.as_str())
                 .unwrap_or("?")
                 .to_owned();
-            let value = field("value");
+            // A copy's place (an expiry entry's instant, an index key), else the value.
+            let value = op
+                .get("target")
+                .and_then(|t| t.get("row_key"))
+                .cloned()
+                .unwrap_or_else(|| field("value"));
             let version = field("version");
             let kind = kind.as_str().unwrap_or("?");
             let value = value.as_str().unwrap_or("");

@@ -173,6 +173,8 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
         )));
     }
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
+    // The archive blobs of versions this delivery copied and then found superseded.
+    let mut superseded: Vec<String> = Vec::new();
     loop {
         retry
             .next(|| {
@@ -201,6 +203,7 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
             ));
         };
         let source_blobs = tablekit_patterns::large::addresses(&current);
+        let mut uploaded: Vec<String> = Vec::new();
         let mut copy = Entity::new(current.partition_key.clone(), current.row_key.clone());
         copy.properties = current.properties.clone();
         copy.properties.retain(|name, _| !is_hidden(name));
@@ -229,6 +232,8 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
                         bytes,
                     )
                     .await?;
+                superseded.retain(|n| *n != moved);
+                uploaded.push(moved.clone());
                 let kind = if *text { "s" } else { "b" };
                 copy.properties.insert(
                     format!("{}{property}", tablekit_patterns::large::ADDRESS_PREFIX),
@@ -240,7 +245,7 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
         // source delete below then finds the source gone or changed.
         let _written = write_copy(store, target_table, copy, current.timestamp).await?;
         let at = EntityRef::new(source_table, partition_key, row_key);
-        match delete_indexed(engine, &at, IfMatch::ETag(etag)).await {
+        let outcome = match delete_indexed(engine, &at, IfMatch::ETag(etag)).await {
             Ok(true) => {
                 // The source is gone: so are its blobs (the archive has its own).
                 if let Some(blobs) = blobs {
@@ -248,13 +253,49 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
                         let _ = blobs.delete(name).await;
                     }
                 }
-                return Ok(ArchiveOutcome::Archived);
+                ArchiveOutcome::Archived
             }
             // Another delivery of this operation finished the move.
-            Ok(false) => return Ok(ArchiveOutcome::Archived),
+            Ok(false) => ArchiveOutcome::Archived,
             // Changed since the read: archive the newer version.
-            Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
+            Err(e) if e.kind() == ErrorKind::PreconditionFailed => {
+                superseded.append(&mut uploaded);
+                continue;
+            }
             Err(e) => return Err(e.into()),
+        };
+        if let Some(blobs) = blobs {
+            drop_superseded(store, blobs, target_table, partition_key, row_key, &superseded)
+                .await?;
+        }
+        return Ok(outcome);
+    }
+}
+
+/// Deletes the archive blobs an earlier round of one delivery copied for a version that
+/// changed before it could be moved, unless the archived entity references them (the
+/// same content copied again). A crash between the rounds leaves them to the blob sweep.
+async fn drop_superseded<S: TableStore>(
+    store: &S,
+    blobs: &tablekit_core::blob::BlobStore,
+    target_table: &str,
+    partition_key: &str,
+    row_key: &str,
+    superseded: &[String],
+) -> Result<(), OperationError> {
+    if superseded.is_empty() {
+        return Ok(());
+    }
+    let archived = store
+        .get_if_table_exists(target_table, partition_key, row_key)
+        .await?;
+    for name in superseded {
+        let referenced = archived
+            .as_ref()
+            .is_some_and(|a| tablekit_patterns::large::references(a, name));
+        if !referenced {
+            blobs.delete(name).await?;
         }
     }
+    Ok(())
 }

@@ -574,8 +574,12 @@ impl<S: TableStore> Engine<S> {
             .await
         {
             Ok(Some(entry)) if entry.etag.as_ref() == Some(&intent.etag) => entry,
-            // Committed (the batch deleted it), or claimed already.
-            Ok(_) => return,
+            // Claimed already (the write stalled past the relay's grace), or committed
+            // (the batch deleted it). The undoing may have run before the write's late
+            // steps outside its transaction: it is recorded again (harmless after a
+            // commit: it never takes what a committed write holds).
+            Ok(Some(_)) => return,
+            Ok(None) => return self.record_undoing_again(intent).await,
             Err(e) => {
                 tracing::warn!(error = %e, "reading an abandoned write's intent failed; the relay undoes it");
                 return;
@@ -595,6 +599,41 @@ impl<S: TableStore> Engine<S> {
             Ok(None) => {}
             Err(e) => {
                 tracing::warn!(error = %e, "claiming an abandoned write's intent failed; the relay undoes it");
+            }
+        }
+    }
+
+    /// Records `intent`'s undoing as ordinary work (under the intent's own key: if the
+    /// claimed entry is still there, it is still to be published) and publishes it.
+    async fn record_undoing_again(&self, intent: &Intent) {
+        let entry = match outbox::entry(&intent.partition_key, &intent.envelope) {
+            Ok(entry) => entry,
+            Err(e) => {
+                tracing::warn!(error = %e, "recording an abandoned write's undoing failed");
+                return;
+            }
+        };
+        if let Err(e) = self
+            .markers
+            .ensure(&self.store, &intent.table, &intent.partition_key)
+            .await
+        {
+            tracing::warn!(error = %e, "recording an abandoned write's undoing failed; its reservations lapse with their lease");
+            return;
+        }
+        match self.store.insert(&intent.table, entry).await {
+            Ok(etag) => {
+                self.publish(
+                    &intent.table,
+                    &intent.partition_key,
+                    std::slice::from_ref(&intent.envelope),
+                    vec![Some(etag)],
+                )
+                .await;
+            }
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "recording an abandoned write's undoing failed; its reservations lapse with their lease");
             }
         }
     }

@@ -149,6 +149,30 @@ pub async fn read_partition_pages<S: TableStore>(
     Ok(pages)
 }
 
+/// The write that keeps the page holding `id` as it is, under its ETag: a write that
+/// finds its membership already listed (left by an earlier entity of that key, whose
+/// delete may yet remove it) makes its transaction depend on that page.
+///
+/// # Errors
+/// [`Error::Encode`].
+pub fn pin_partition_page(
+    pages: &[PartitionPage],
+    partition_key: &str,
+    index: &str,
+    value: &str,
+    id: &str,
+) -> Result<Option<WriteOp>> {
+    let Some(page) = pages.iter().find(|p| p.ids.iter().any(|i| i == id)) else {
+        return Ok(None);
+    };
+    let Some(etag) = &page.etag else {
+        return Ok(None);
+    };
+    let json = Error::json("an id-list page", &page.ids)?;
+    let entity = page_entity(partition_key, &page.row_key, index, value, json);
+    Ok(Some(WriteOp::Replace(entity, IfMatch::ETag(etag.clone()))))
+}
+
 /// The page writes that add `id` to or remove it from a partition-stored id list, each
 /// under its page's ETag (a new page is an insert): none when nothing changes.
 pub fn plan_partition_change(

@@ -570,14 +570,13 @@ impl<S: TableStore> IndexApplier<S> {
         else {
             return Ok(false);
         };
-        let entry = EntityRef::new(
+        crate::consistency::outbox::intent_pending(
+            &self.store,
             &dependent.table,
             &dependent.partition_key,
-            format!("{}{id}", crate::consistency::outbox::OUTBOX_PREFIX),
-        );
-        Ok(get_or_none(&self.store, &entry)
-            .await?
-            .is_some_and(|e| crate::consistency::outbox::is_intent(&e)))
+            id,
+        )
+        .await
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).
@@ -791,13 +790,18 @@ impl<S: TableStore> IndexApplier<S> {
         let mut retry = self.retry.start();
         loop {
             retry.next(|| format!("copy {target} of {source}")).await?;
-            let Some(primary) = get_or_none(&self.store, source).await? else {
+            let primary = match get_or_none(&self.store, source).await? {
+                Some(p) if IndexRecord::read(&p)?.is_some_and(|r| r.version == version) => {
+                    Some(p)
+                }
+                _ => None,
+            };
+            let Some(primary) = primary else {
+                // The primary moved on. An earlier run of this work may have written the
+                // copy and failed before taking it back (below): take it back now.
+                self.take_back(source, version, target).await?;
                 return Ok(Applied::Superseded);
             };
-            match IndexRecord::read(&primary)? {
-                Some(record) if record.version == version => {}
-                _ => return Ok(Applied::Superseded),
-            }
             let copy = copy_of(
                 &primary,
                 source,
@@ -826,6 +830,13 @@ impl<S: TableStore> IndexApplier<S> {
                         || (existing_version == version
                             && (!force || same_content(&existing, &copy)));
                     if current {
+                        // Another delivery of this work wrote it: this one may have read
+                        // the primary before it moved on (and that delivery failed
+                        // before taking the copy back).
+                        if self.primary_version(source).await? != Some(version) {
+                            self.take_back(source, version, target).await?;
+                            return Ok(Applied::Superseded);
+                        }
                         return Ok(Applied::Unchanged);
                     }
                     let etag = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
@@ -849,7 +860,15 @@ impl<S: TableStore> IndexApplier<S> {
                 {
                     continue;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    // The write may have landed (its answer lost): if the primary moved
+                    // on meanwhile, the copy is taken back before the work is retried
+                    // (a concurrent delivery may settle the work first).
+                    if e.is_retryable() && self.primary_version(source).await.ok().flatten() != Some(version) {
+                        let _ = self.take_back(source, version, target).await;
+                    }
+                    return Err(e.into());
+                }
             };
             // The primary may have moved on while the copy was written, and the newer
             // write's removal of this copy may already have run: take the copy back.
@@ -889,6 +908,42 @@ impl<S: TableStore> IndexApplier<S> {
                 record_copy_lag(&source.table, index, version);
             }
             return Ok(Applied::Changed);
+        }
+    }
+
+    /// The version of `source`'s current write (`None` when it is gone).
+    async fn primary_version(&self, source: &EntityRef) -> Result<Option<i64>> {
+        Ok(match get_or_none(&self.store, source).await? {
+            Some(p) => IndexRecord::read(&p)?.map(|r| r.version),
+            None => None,
+        })
+    }
+
+    /// Deletes the copy at `target` if it is `source`'s at exactly `version` (one this
+    /// work wrote for a write its primary has moved on from).
+    async fn take_back(&self, source: &EntityRef, version: i64, target: &EntityRef) -> Result<()> {
+        let Some(existing) = get_or_none(&self.store, target).await? else {
+            return Ok(());
+        };
+        if copy_source(&existing) != Some((source.clone(), version)) {
+            return Ok(());
+        }
+        let if_match = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+        match self
+            .store
+            .delete(&target.table, &target.partition_key, &target.row_key, if_match)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                ) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

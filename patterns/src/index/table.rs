@@ -1059,14 +1059,24 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     value,
                 )
                 .await?;
-                for op in plan_partition_change(
+                let mut ops = plan_partition_change(
                     &pages,
                     &source.partition_key,
                     index,
                     value,
                     &source.row_key,
                     add,
-                )? {
+                )?;
+                if add && ops.is_empty() {
+                    ops.extend(super::members::pin_partition_page(
+                        &pages,
+                        &source.partition_key,
+                        index,
+                        value,
+                        &source.row_key,
+                    )?);
+                }
+                for op in ops {
                     plan.push(op, Role::Page);
                 }
             }

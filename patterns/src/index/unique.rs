@@ -24,8 +24,9 @@
 //!   a retry) is renewed under its ETag with the new write's version and lease.
 //! - **Release.** A release deletes a reservation only when it still names the primary at
 //!   a version no newer than the releasing write's (a later write of the primary that
-//!   took the value again renewed it with its own, newer version) and the primary's
-//!   record does not list it; the delete is conditional on the ETag read, so a renewal
+//!   took the value again renewed it with its own, newer version) — or at a newer version
+//!   whose write is settled (its intent committed or undone: only the record tells
+//!   then) — and the primary's record does not list it; the delete is conditional on the ETag read, so a renewal
 //!   between the check and the delete makes the release look again.
 //! - **Lease.** A writer's reservation must outlive the time from its reservation to its
 //!   commit; the lease (30 s by default, [`IndexedTable::unique_lease`]) is renewed when
@@ -304,36 +305,13 @@ pub async fn release_intent<S: TableStore>(
     if found.holder != *holder || found.intent.as_deref() != Some(intent) {
         return Ok(false);
     }
-    let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-    // The holder's committed value lists it: the reservation goes back to that write
-    // (its version, no intent), so the holder's later release is not refused by the
-    // failed write's newer version.
-    let primary = store
-        .get_if_table_exists(&holder.table, &holder.partition_key, &holder.row_key)
-        .await?;
-    let committed = match &primary {
-        Some(p) => IndexRecord::read(p)?
-            .filter(|r| r.targets.contains(&target_of(at)))
-            .map(|r| r.version),
-        None => None,
-    };
-    if let Some(version) = committed {
-        let mut back = found.clone();
-        back.version = version;
-        back.intent = None;
-        return match store.replace(&at.table, back.entity()?, if_match).await {
-            Ok(_) => Ok(false),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::PreconditionFailed | ErrorKind::NotFound
-                ) =>
-            {
-                Ok(false)
-            }
-            Err(e) => Err(e.into()),
-        };
+    // The holder's committed value lists it: it stays, as the failed write left it. Its
+    // version may be newer than the holder's committed one: the holder's later release
+    // still applies, since the write that set it is no longer pending (see [`release`]).
+    if holder_lists(store, holder, at).await? {
+        return Ok(false);
     }
+    let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
     match store
         .delete(&at.table, &at.partition_key, &at.row_key, if_match)
         .await
@@ -369,7 +347,7 @@ pub async fn release<S: TableStore>(
             return Ok(false);
         };
         if found.holder != *holder
-            || found.version > version
+            || (found.version > version && !by_settled_write(store, &found).await?)
             || holder_lists(store, holder, at).await?
         {
             return Ok(false);
@@ -389,6 +367,23 @@ pub async fn release<S: TableStore>(
         what: format!("release of reservation {at}"),
         attempts: ATTEMPTS,
     })
+}
+
+/// Whether the write that made or last renewed `found` is settled: it recorded an intent
+/// and the intent is no longer pending (the write committed, or was undone). Such a
+/// write's newer version protects nothing: committed, its holder's record says whether
+/// it holds the value; undone, it holds nothing.
+async fn by_settled_write<S: TableStore>(store: &S, found: &Reservation) -> Result<bool> {
+    let Some(intent) = &found.intent else {
+        return Ok(false);
+    };
+    Ok(!crate::consistency::outbox::intent_pending(
+        store,
+        &found.holder.table,
+        &found.holder.partition_key,
+        intent,
+    )
+    .await?)
 }
 
 /// Deletes a dead reservation: one whose holder does not list it and whose lease ran out
