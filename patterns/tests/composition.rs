@@ -1,44 +1,63 @@
 //! Compositions the simulation of the whole system found broken, each pinned here at the
 //! step that broke (the simulation's seeds drift as the code changes; these do not).
 
-use tablekit_core::{MemoryStore, TableStore};
-use tablekit_patterns::consistency::{Engine, Envelope};
+use std::time::Duration;
+
+use tablekit_core::{Entity, MemoryStore, TableStore, Value};
+use tablekit_patterns::consistency::{Engine, Envelope, outbox};
 use tablekit_patterns::index::links::link_ref;
 use tablekit_patterns::index::operation::{Applied, IndexApplier, IndexOperations};
-use tablekit_patterns::index::record::EntityRef;
+use tablekit_patterns::index::reclaim::Reclaim;
+use tablekit_patterns::index::record::{EntityRef, copy_of};
+use tablekit_patterns::index::unique;
 
-/// A badge deleted, then inserted again with the same holder: the delete's late link
-/// removal ran between the new write's link and its commit, read the badge before the
-/// commit (not claiming the link) and deleted the new link. A link whose write is still
-/// in flight is now left to that write (its commit claims it, its undoing removes it).
-#[tokio::test]
-async fn a_late_link_removal_leaves_the_link_of_a_write_in_flight() {
+async fn store_with(tables: &[&str]) -> MemoryStore {
     let store = MemoryStore::new();
-    for table in ["Badges", "Members"] {
+    for table in tables {
         store
             .create_table_if_not_exists(table)
             .await
             .expect("table");
     }
+    store
+}
+
+fn empty_work() -> Envelope {
+    Envelope::new(&IndexOperations::new(Vec::new())).expect("envelope")
+}
+
+/// A badge deleted, then inserted again with the same holder: the delete's late link
+/// removal ran between the new write's link and its commit, read the badge before the
+/// commit (not claiming the link) and deleted the new link. And two writes of a badge
+/// putting the same link: the one that failed removed the link the other, still in
+/// flight, needed. A link a pending write of its dependent puts is left to that write
+/// (its commit claims it, its undoing decides again).
+#[tokio::test]
+async fn a_link_removal_leaves_the_link_of_a_write_in_flight() {
+    let store = store_with(&["Badges", "Members"]).await;
     let engine = Engine::new(store.clone());
     let applier = IndexApplier::new(store.clone());
     let badge = EntityRef::new("Badges", "t1", "b_03");
     let holder = EntityRef::new("Members", "t1", "m_04");
-    let envelope = Envelope::new(&IndexOperations::new(Vec::new())).expect("envelope");
-    let intent = engine
-        .record_intent("Badges", "t1", envelope)
-        .await
-        .expect("intent");
-    applier
-        .put_link_for(
-            &badge,
-            "holder_email",
-            &holder,
-            "email",
-            Some(&intent.id()),
-        )
-        .await
-        .expect("link");
+    let mut intents = Vec::new();
+    for _ in 0..2 {
+        let undoing = Reclaim {
+            id: uuid::Uuid::new_v4().simple().to_string(),
+            source: badge.clone(),
+            reservations: Vec::new(),
+            links: vec![("holder_email".into(), holder.clone(), "email".into())],
+            blob_nonce: None,
+        };
+        let intent = engine
+            .record_intent("Badges", "t1", undoing.envelope().expect("envelope"))
+            .await
+            .expect("intent");
+        applier
+            .put_link_for(&badge, "holder_email", &holder, "email", Some(&intent.id()))
+            .await
+            .expect("link");
+        intents.push(intent);
+    }
     let link = link_ref(&badge, "holder_email", &holder);
     let exists = || async {
         store
@@ -47,7 +66,7 @@ async fn a_late_link_removal_leaves_the_link_of_a_write_in_flight() {
             .expect("get")
             .is_some()
     };
-    // The earlier delete's removal arrives: the write is in flight, the link stays.
+    // The earlier delete's removal arrives: writes are in flight, the link stays.
     assert_eq!(
         applier
             .remove_link(&badge, "holder_email", &holder, "email")
@@ -56,14 +75,137 @@ async fn a_late_link_removal_leaves_the_link_of_a_write_in_flight() {
         Applied::Superseded
     );
     assert!(exists().await, "the in-flight write's link was removed");
-    // The write is abandoned (its intent claimed): now nothing claims the link.
-    engine.abandon(&intent).await;
+    // The second write fails and is undone: the first is still in flight.
+    engine.abandon(&intents[1]).await;
+    let second = intents[1].id();
     assert_eq!(
         applier
-            .remove_link(&badge, "holder_email", &holder, "email")
+            .remove_link_of(&badge, "holder_email", &holder, "email", Some(&second))
             .await
-            .expect("remove"),
+            .expect("undo"),
+        Applied::Superseded
+    );
+    assert!(exists().await, "a failed write removed the link another needs");
+    // The first fails too: now nothing claims the link.
+    engine.abandon(&intents[0]).await;
+    let first = intents[0].id();
+    assert_eq!(
+        applier
+            .remove_link_of(&badge, "holder_email", &holder, "email", Some(&first))
+            .await
+            .expect("undo"),
         Applied::Changed
     );
     assert!(!exists().await);
+}
+
+/// A member's write reserved its new email under an intent, then failed; its deleting
+/// write (older version: planned first) released after the failed write's undoing ran.
+/// The release was refused for the failed write's newer version and the value stayed
+/// reserved for nobody. A newer version protects a reservation only while its write is
+/// pending.
+#[tokio::test]
+async fn a_failed_writes_newer_reservation_does_not_outlive_the_release() {
+    let store = store_with(&["Members", "MembersUnique"]).await;
+    let engine = Engine::new(store.clone());
+    let at = EntityRef::new("MembersUnique", "e1", "email");
+    let holder = EntityRef::new("Members", "t0", "m_04");
+    let intent = engine
+        .record_intent("Members", "t0", empty_work())
+        .await
+        .expect("intent");
+    unique::reserve_for(&store, &at, &holder, 100, Duration::ZERO, Some(&intent.id()))
+        .await
+        .expect("reserve");
+    // While the write is pending its reservation stands against an older release.
+    assert!(!unique::release(&store, &at, &holder, 60).await.expect("release"));
+    assert!(unique::read(&store, &at).await.expect("read").is_some());
+    // Settled (undone): the holder's record decides, and it does not list the value.
+    engine.abandon(&intent).await;
+    assert!(unique::release(&store, &at, &holder, 60).await.expect("release"));
+    assert!(unique::read(&store, &at).await.expect("read").is_none());
+}
+
+/// A delivery of a write's work put its copy, then failed before seeing that the primary
+/// had moved on (deleted); a later delivery found the primary gone and stopped, leaving
+/// the copy orphaned. Whichever delivery finds the primary moved on takes its own copy
+/// back.
+#[tokio::test]
+async fn a_copy_written_for_a_primary_that_moved_on_is_taken_back() {
+    let store = store_with(&["Members", "MembersByCity"]).await;
+    let applier = IndexApplier::new(store.clone());
+    let source = EntityRef::new("Members", "t1", "m_03");
+    let target = EntityRef::new("MembersByCity", "Oslo", "t1_03");
+    let mut primary = Entity::new("t1", "m_03");
+    primary
+        .properties
+        .insert("Kind".into(), Value::String("Member".into()));
+    let copy = copy_of(&primary, &source, 7, "by_city", &target, None, "Kind").expect("copy");
+    store.insert("MembersByCity", copy).await.expect("copy");
+    // The primary is gone: the work's next delivery takes the copy back.
+    let applied = applier
+        .put_copy(&source, 7, "by_city", &target, None, "Kind", false)
+        .await
+        .expect("put");
+    assert_eq!(applied, Applied::Superseded);
+    assert!(
+        store
+            .get("MembersByCity", "Oslo", "t1_03", None)
+            .await
+            .expect("get")
+            .is_none(),
+        "the copy of a primary that moved on was left"
+    );
+    // A newer write's copy is never taken back by older work.
+    let newer = copy_of(&primary, &source, 8, "by_city", &target, None, "Kind").expect("copy");
+    store.insert("MembersByCity", newer).await.expect("copy");
+    applier
+        .put_copy(&source, 7, "by_city", &target, None, "Kind", false)
+        .await
+        .expect("put");
+    assert!(
+        store
+            .get("MembersByCity", "Oslo", "t1_03", None)
+            .await
+            .expect("get")
+            .is_some()
+    );
+}
+
+/// A write stalled past the relay's grace: the relay claimed its intent and ran the
+/// undoing before the write reserved its value; the write then failed at its fence and
+/// its reservation was left to nobody. A write abandoning an intent someone else settled
+/// records the undoing again.
+#[tokio::test]
+async fn a_write_abandoning_a_settled_intent_records_its_undoing_again() {
+    let store = store_with(&["Members"]).await;
+    let engine = Engine::new(store.clone());
+    let intent = engine
+        .record_intent("Members", "t0", empty_work())
+        .await
+        .expect("intent");
+    let row_key = format!("{}{}", outbox::OUTBOX_PREFIX, intent.id());
+    // The relay claims the intent and finishes its work (the entry goes).
+    let entry = store
+        .get("Members", "t0", &row_key, None)
+        .await
+        .expect("get")
+        .expect("the intent entry");
+    let etag = entry.etag.clone().expect("etag");
+    outbox::claim_intent(&store, "Members", &entry, etag)
+        .await
+        .expect("claim")
+        .expect("claimed");
+    store
+        .delete("Members", "t0", &row_key, tablekit_core::IfMatch::Any)
+        .await
+        .expect("done");
+    // The write fails late and abandons: its undoing is recorded again as work.
+    engine.abandon(&intent).await;
+    let again = store
+        .get("Members", "t0", &row_key, None)
+        .await
+        .expect("get")
+        .expect("the undoing recorded again");
+    assert!(!outbox::is_intent(&again), "recorded as ordinary work");
 }

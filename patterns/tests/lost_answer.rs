@@ -139,3 +139,117 @@ async fn the_untyped_delete_publishes_the_change_event() {
             .is_none()
     );
 }
+
+/// A store that holds the first transaction inserting `row_key` until released: an insert
+/// planned before other writes of its key, committed after them.
+#[derive(Clone)]
+struct Gated {
+    inner: MemoryStore,
+    row_key: &'static str,
+    armed: Arc<std::sync::atomic::AtomicBool>,
+    reached: Arc<tokio::sync::Notify>,
+    release: Arc<tokio::sync::Notify>,
+}
+
+impl TableStore for Gated {
+    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.create_table(table).await
+    }
+    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.delete_table(table).await
+    }
+    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
+        self.inner.list_tables(prefix).await
+    }
+    async fn get(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        select: Option<&[&str]>,
+    ) -> tablekit_core::Result<Option<tablekit_core::Entity>> {
+        self.inner.get(table, partition_key, row_key, select).await
+    }
+    async fn query(
+        &self,
+        table: &str,
+        query: &tablekit_core::Query,
+    ) -> tablekit_core::Result<tablekit_core::Page> {
+        self.inner.query(table, query).await
+    }
+    async fn execute(
+        &self,
+        table: &str,
+        op: tablekit_core::WriteOp,
+    ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
+        self.inner.execute(table, op).await
+    }
+    async fn submit_batch(
+        &self,
+        table: &str,
+        batch: tablekit_core::Batch,
+    ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
+        let inserts_it = batch.operations().iter().any(|op| {
+            matches!(op, tablekit_core::WriteOp::Insert(e) if e.row_key == self.row_key)
+        });
+        if inserts_it && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.reached.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.submit_batch(table, batch).await
+    }
+}
+
+/// An insert planned while its key was free, committed after another insert and a delete
+/// of that key: it is the entity's latest state, so its version (and its change event's)
+/// must be above the delete's, or the delete's removals and event win over it.
+///
+/// Open: an insert's transaction can only require its row absent, and a delete leaves
+/// nothing behind to conflict with. The fix is a delete that leaves its row as a
+/// tombstone for a grace period (every read treating it as absent, an insert replacing it
+/// under its ETag above its version, a sweep removing it after the grace), planned with
+/// the one write path.
+#[tokio::test]
+#[ignore = "open finding of the simulation: a delete leaves nothing for a late insert of its key to conflict with"]
+async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
+    let store = Gated {
+        inner: MemoryStore::new(),
+        row_key: "i_001",
+        armed: Arc::default(),
+        reached: Arc::default(),
+        release: Arc::default(),
+    };
+    let sink = Arc::new(Kept::default());
+    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let items = IndexedTable::<Item, _>::new(store.clone()).with_engine(engine);
+    items.open().await.expect("open");
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let late = {
+        let items = items.clone();
+        tokio::spawn(async move { items.insert(&item(1, "late")).await })
+    };
+    store.reached.notified().await;
+    items.insert(&item(1, "first")).await.expect("insert");
+    items
+        .delete("g", "i_001", IfMatch::Any)
+        .await
+        .expect("delete");
+    store.release.notify_one();
+    late.await.expect("task").expect("the late insert lands");
+    assert_eq!(
+        items.get("g", "i_001").await.expect("get").map(|s| s.value),
+        Some(item(1, "late"))
+    );
+    // The change event with the highest version is the late insert's.
+    let kept = sink.0.lock().expect("kept").clone();
+    let last = kept
+        .iter()
+        .filter(|e| e.kind == "change")
+        .max_by_key(|e| e.payload.get("version").and_then(|v| v.as_i64()))
+        .expect("events");
+    assert_eq!(
+        last.payload.get("change").and_then(|c| c.as_str()),
+        Some("insert"),
+        "{kept:#?}"
+    );
+}

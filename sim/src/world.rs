@@ -918,8 +918,10 @@ fn describe(body: &[u8]) -> String {
                 .unwrap_or("?")
                 .to_owned();
             // A copy's place (an expiry entry's instant, an index key), else the value.
+            // A link's dependent.
             let value = op
                 .get("target")
+                .or_else(|| op.get("source").and(op.get("dependent")))
                 .and_then(|t| t.get("row_key"))
                 .cloned()
                 .unwrap_or_else(|| field("value"));

@@ -503,8 +503,8 @@ impl<S: TableStore> IndexApplier<S> {
             .await
     }
 
-    /// As [`remove_link`](Self::remove_link), and with `intent` only a link that names
-    /// that intent (one a later write put again is left).
+    /// As [`remove_link`](Self::remove_link), run by the undoing of the write whose intent
+    /// is `intent` (that write is not counted among those in flight).
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`].
@@ -530,14 +530,12 @@ impl<S: TableStore> IndexApplier<S> {
             let Some(found) = get_or_none(&self.store, &link).await? else {
                 return Ok(Applied::Unchanged);
             };
-            if let Some(intent) = intent
-                && !matches!(found.properties.get(super::links::INTENT_PROPERTY), Some(tablekit_core::Value::String(id)) if id == intent)
+            if self
+                .link_wanted_in_flight(dependent, property, source, intent)
+                .await?
             {
-                return Ok(Applied::Superseded);
-            }
-            if intent.is_none() && self.put_in_flight(dependent, &found).await? {
-                // A write of the dependent put this link and has not committed yet: its
-                // commit claims the link, or its undoing removes it.
+                // A write of the dependent that puts this link has not committed yet:
+                // its commit claims the link, or its undoing decides again.
                 return Ok(Applied::Superseded);
             }
             let claimed = match get_or_none(&self.store, dependent).await? {
@@ -561,22 +559,52 @@ impl<S: TableStore> IndexApplier<S> {
         }
     }
 
-    /// Whether `link` was put by a write of `dependent` whose intent is still pending (it
-    /// may yet commit and claim the link). Read after the link and before the dependent,
-    /// so a write that commits in between is seen claiming it.
-    async fn put_in_flight(&self, dependent: &EntityRef, link: &Entity) -> Result<bool> {
-        let Some(tablekit_core::Value::String(id)) =
-            link.properties.get(super::links::INTENT_PROPERTY)
-        else {
-            return Ok(false);
-        };
-        crate::consistency::outbox::intent_pending(
-            &self.store,
-            &dependent.table,
-            &dependent.partition_key,
-            id,
-        )
-        .await
+    /// Whether a write of `dependent` other than `undoing`'s is pending (its intent
+    /// recorded, neither committed nor undone) and puts the link of `property` to
+    /// `source`: it may yet commit and claim it. Read after the link and before the
+    /// dependent, so a write that commits in between is seen claiming it. Reads the
+    /// dependent partition's outbox entries (its pending work, not its entities).
+    async fn link_wanted_in_flight(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        undoing: Option<&str>,
+    ) -> Result<bool> {
+        use futures::TryStreamExt;
+        use crate::consistency::outbox;
+        let query = outbox::partition_query(&dependent.partition_key);
+        let mut entries = std::pin::pin!(self.store.query_stream(&dependent.table, query));
+        loop {
+            let entry = match entries.try_next().await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => return Ok(false),
+                Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
+                Err(e) => return Err(e.into()),
+            };
+            if !outbox::is_intent(&entry) {
+                continue;
+            }
+            let Ok(envelope) = outbox::read_entry(&entry) else {
+                continue;
+            };
+            if envelope.kind != <super::reclaim::Reclaim as Operation>::KIND {
+                continue;
+            }
+            let Ok(reclaim) = serde_json::from_value::<super::reclaim::Reclaim>(envelope.payload)
+            else {
+                continue;
+            };
+            if Some(reclaim.id.as_str()) != undoing
+                && reclaim.source == *dependent
+                && reclaim
+                    .links
+                    .iter()
+                    .any(|(p, from, _)| p == property && from == source)
+            {
+                return Ok(true);
+            }
+        }
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).
