@@ -85,7 +85,10 @@ async fn a_link_removal_leaves_the_link_of_a_write_in_flight() {
             .expect("undo"),
         Applied::Superseded
     );
-    assert!(exists().await, "a failed write removed the link another needs");
+    assert!(
+        exists().await,
+        "a failed write removed the link another needs"
+    );
     // The first fails too: now nothing claims the link.
     engine.abandon(&intents[0]).await;
     let first = intents[0].id();
@@ -114,15 +117,30 @@ async fn a_failed_writes_newer_reservation_does_not_outlive_the_release() {
         .record_intent("Members", "t0", empty_work())
         .await
         .expect("intent");
-    unique::reserve_for(&store, &at, &holder, 100, Duration::ZERO, Some(&intent.id()))
-        .await
-        .expect("reserve");
+    unique::reserve_for(
+        &store,
+        &at,
+        &holder,
+        100,
+        Duration::ZERO,
+        Some(&intent.id()),
+    )
+    .await
+    .expect("reserve");
     // While the write is pending its reservation stands against an older release.
-    assert!(!unique::release(&store, &at, &holder, 60).await.expect("release"));
+    assert!(
+        !unique::release(&store, &at, &holder, 60)
+            .await
+            .expect("release")
+    );
     assert!(unique::read(&store, &at).await.expect("read").is_some());
     // Settled (undone): the holder's record decides, and it does not list the value.
     engine.abandon(&intent).await;
-    assert!(unique::release(&store, &at, &holder, 60).await.expect("release"));
+    assert!(
+        unique::release(&store, &at, &holder, 60)
+            .await
+            .expect("release")
+    );
     assert!(unique::read(&store, &at).await.expect("read").is_none());
 }
 

@@ -189,9 +189,10 @@ impl TableStore for Gated {
         table: &str,
         batch: tablekit_core::Batch,
     ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
-        let inserts_it = batch.operations().iter().any(|op| {
-            matches!(op, tablekit_core::WriteOp::Insert(e) if e.row_key == self.row_key)
-        });
+        let inserts_it = batch
+            .operations()
+            .iter()
+            .any(|op| matches!(op, tablekit_core::WriteOp::Insert(e) if e.row_key == self.row_key));
         if inserts_it && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
             self.reached.notify_one();
             self.release.notified().await;

@@ -91,13 +91,22 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     ("a denormalised field keeps its link", &[245, 404, 2919]),
     // A release refused for a failed write's newer version; a stalled write's undoing
     // run before its late reservation.
-    ("no reservation outlives its holder's value", &[556, 860, 3030, 3255]),
+    (
+        "no reservation outlives its holder's value",
+        &[556, 860, 3030, 3255],
+    ),
     // A copy written by a delivery that failed before seeing its primary move on.
     ("no copy outlives its primary's write", &[3597, 8117]),
     // An insert found its membership still listed by the deleted entity of its key.
-    ("an insert's id-list membership survives a concurrent delete", &[5634]),
+    (
+        "an insert's id-list membership survives a concurrent delete",
+        &[5634],
+    ),
     // The archive copied a version's blobs, found it changed and archived the next.
-    ("the archive leaves no blob of a superseded version", &[1898, 6623]),
+    (
+        "the archive leaves no blob of a superseded version",
+        &[1898, 6623],
+    ),
 ];
 
 #[test]

@@ -265,8 +265,15 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
             Err(e) => return Err(e.into()),
         };
         if let Some(blobs) = blobs {
-            drop_superseded(store, blobs, target_table, partition_key, row_key, &superseded)
-                .await?;
+            drop_superseded(
+                store,
+                blobs,
+                target_table,
+                partition_key,
+                row_key,
+                &superseded,
+            )
+            .await?;
         }
         return Ok(outcome);
     }

@@ -571,8 +571,8 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         undoing: Option<&str>,
     ) -> Result<bool> {
-        use futures::TryStreamExt;
         use crate::consistency::outbox;
+        use futures::TryStreamExt;
         let query = outbox::partition_query(&dependent.partition_key);
         let mut entries = std::pin::pin!(self.store.query_stream(&dependent.table, query));
         loop {
@@ -819,9 +819,7 @@ impl<S: TableStore> IndexApplier<S> {
         loop {
             retry.next(|| format!("copy {target} of {source}")).await?;
             let primary = match get_or_none(&self.store, source).await? {
-                Some(p) if IndexRecord::read(&p)?.is_some_and(|r| r.version == version) => {
-                    Some(p)
-                }
+                Some(p) if IndexRecord::read(&p)?.is_some_and(|r| r.version == version) => Some(p),
                 _ => None,
             };
             let Some(primary) = primary else {
@@ -892,7 +890,9 @@ impl<S: TableStore> IndexApplier<S> {
                     // The write may have landed (its answer lost): if the primary moved
                     // on meanwhile, the copy is taken back before the work is retried
                     // (a concurrent delivery may settle the work first).
-                    if e.is_retryable() && self.primary_version(source).await.ok().flatten() != Some(version) {
+                    if e.is_retryable()
+                        && self.primary_version(source).await.ok().flatten() != Some(version)
+                    {
                         let _ = self.take_back(source, version, target).await;
                     }
                     return Err(e.into());
@@ -959,7 +959,12 @@ impl<S: TableStore> IndexApplier<S> {
         let if_match = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         match self
             .store
-            .delete(&target.table, &target.partition_key, &target.row_key, if_match)
+            .delete(
+                &target.table,
+                &target.partition_key,
+                &target.row_key,
+                if_match,
+            )
             .await
         {
             Ok(()) => Ok(()),
