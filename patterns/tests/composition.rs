@@ -227,3 +227,57 @@ async fn a_write_abandoning_a_settled_intent_records_its_undoing_again() {
         .expect("the undoing recorded again");
     assert!(!outbox::is_intent(&again), "recorded as ordinary work");
 }
+
+/// A write stalled past its reservation's lease (the clock jumped between its reservation
+/// and its commit): another writer took the value over as dead, failed, released it, and
+/// the stalled write then committed the value with no reservation. A reservation whose
+/// write's intent is still pending is not taken over, however old its lease; once the
+/// relay claims the intent (the stalled write can no longer commit), it is.
+#[tokio::test]
+async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pending() {
+    let store = store_with(&["Members", "MembersUnique"]).await;
+    let engine = Engine::new(store.clone());
+    let at = EntityRef::new("MembersUnique", "e6", "email");
+    let stalled = EntityRef::new("Members", "t1", "m_02");
+    let other = EntityRef::new("Members", "t1", "m_03");
+    let intent = engine
+        .record_intent("Members", "t1", empty_work())
+        .await
+        .expect("intent");
+    // A lease that ran out at once.
+    unique::reserve_for(
+        &store,
+        &at,
+        &stalled,
+        100,
+        Duration::ZERO,
+        Some(&intent.id()),
+    )
+    .await
+    .expect("reserve");
+    tokio::time::sleep(Duration::from_millis(2)).await;
+    let refused = unique::reserve_for(&store, &at, &other, 200, Duration::from_secs(30), None)
+        .await
+        .expect_err("taken while the stalled write may commit");
+    assert!(
+        matches!(
+            &refused,
+            tablekit_patterns::Error::ValueTaken {
+                in_flight: true,
+                ..
+            }
+        ),
+        "{refused}"
+    );
+    engine.abandon(&intent).await;
+    unique::reserve_for(&store, &at, &other, 200, Duration::from_secs(30), None)
+        .await
+        .expect("a dead reservation is taken over");
+    assert_eq!(
+        unique::read(&store, &at)
+            .await
+            .expect("read")
+            .map(|r| r.holder),
+        Some(other)
+    );
+}

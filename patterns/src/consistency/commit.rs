@@ -604,25 +604,42 @@ impl<S: TableStore> Engine<S> {
     }
 
     /// Records `intent`'s undoing as ordinary work (under the intent's own key: if the
-    /// claimed entry is still there, it is still to be published) and publishes it.
+    /// claimed entry is still there, it is still to be published) and publishes it. A
+    /// store failure is tried again under the engine's retry policy; a process that dies
+    /// here leaves the late reservations to their lease (a writer takes a dead one over,
+    /// the audit's repair deletes it).
     async fn record_undoing_again(&self, intent: &Intent) {
-        let entry = match outbox::entry(&intent.partition_key, &intent.envelope) {
-            Ok(entry) => entry,
-            Err(e) => {
-                tracing::warn!(error = %e, "recording an abandoned write's undoing failed");
-                return;
+        let mut retry = self.retry.start();
+        let recorded = loop {
+            if let Err(e) = retry
+                .next(|| "recording an abandoned write's undoing".to_owned())
+                .await
+            {
+                break Err(e);
+            }
+            let entry = match outbox::entry(&intent.partition_key, &intent.envelope) {
+                Ok(entry) => entry,
+                Err(e) => break Err(e),
+            };
+            if let Err(e) = self
+                .markers
+                .ensure(&self.store, &intent.table, &intent.partition_key)
+                .await
+            {
+                if e.is_retryable() {
+                    continue;
+                }
+                break Err(e);
+            }
+            match self.store.insert(&intent.table, entry).await {
+                Ok(etag) => break Ok(Some(etag)),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => break Ok(None),
+                Err(e) if e.is_retryable() => {}
+                Err(e) => break Err(e.into()),
             }
         };
-        if let Err(e) = self
-            .markers
-            .ensure(&self.store, &intent.table, &intent.partition_key)
-            .await
-        {
-            tracing::warn!(error = %e, "recording an abandoned write's undoing failed; its reservations lapse with their lease");
-            return;
-        }
-        match self.store.insert(&intent.table, entry).await {
-            Ok(etag) => {
+        match recorded {
+            Ok(Some(etag)) => {
                 self.publish(
                     &intent.table,
                     &intent.partition_key,
@@ -631,9 +648,9 @@ impl<S: TableStore> Engine<S> {
                 )
                 .await;
             }
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+            Ok(None) => {}
             Err(e) => {
-                tracing::warn!(error = %e, "recording an abandoned write's undoing failed; its reservations lapse with their lease");
+                tracing::warn!(error = %e, "recording an abandoned write's undoing failed; its late reservations lapse with their lease");
             }
         }
     }

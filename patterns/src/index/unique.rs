@@ -16,8 +16,9 @@
 //!
 //! The rules that keep those steps safe under concurrency:
 //! - **Taken.** A writer that meets another holder's reservation reads the holder: if
-//!   its record lists the reservation, or the reservation's lease has not run out (the
-//!   holder's write may be in flight), the value is taken ([`Error::ValueTaken`], nothing
+//!   its record lists the reservation, or the reservation's lease has not run out, or
+//!   the intent of the write that made it is still pending (the holder's write may be in
+//!   flight, however long it stalled), the value is taken ([`Error::ValueTaken`], nothing
 //!   written). Otherwise the reservation is dead and the writer takes it over under its
 //!   ETag, so of two writers taking over one of them wins.
 //! - **Own.** A reservation that already names the writing primary (a value changed back,
@@ -262,10 +263,15 @@ pub async fn reserve_for<S: TableStore>(
             // would take the newer write's value away.
             renewed.version = version.max(found.version);
         } else {
+            // In flight: its lease runs, or its write's intent is still pending (a write
+            // stalled past its lease may still commit until the relay claims its intent).
+            // Asked before the holder's record: a write that commits in between is seen
+            // listing the value.
+            let in_flight = found.leased(now) || by_pending_write(store, &found).await?;
             if holder_lists(store, &found.holder, at).await? {
                 return Err(found.taken(false));
             }
-            if found.leased(now) {
+            if in_flight {
                 return Err(found.taken(true));
             }
         }
@@ -369,6 +375,21 @@ pub async fn release<S: TableStore>(
     })
 }
 
+/// Whether the write that made or last renewed `found` recorded an intent that is still
+/// pending: it may yet commit.
+async fn by_pending_write<S: TableStore>(store: &S, found: &Reservation) -> Result<bool> {
+    let Some(intent) = &found.intent else {
+        return Ok(false);
+    };
+    crate::consistency::outbox::intent_pending(
+        store,
+        &found.holder.table,
+        &found.holder.partition_key,
+        intent,
+    )
+    .await
+}
+
 /// Whether the write that made or last renewed `found` is settled: it recorded an intent
 /// and the intent is no longer pending (the write committed, or was undone). Such a
 /// write's newer version protects nothing: committed, its holder's record says whether
@@ -396,7 +417,10 @@ pub async fn reclaim<S: TableStore>(
     found: &Reservation,
     now: DateTime<Utc>,
 ) -> Result<bool> {
-    if found.leased(now) || holder_lists(store, &found.holder, &found.at).await? {
+    if found.leased(now)
+        || by_pending_write(store, found).await?
+        || holder_lists(store, &found.holder, &found.at).await?
+    {
         return Ok(false);
     }
     let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
