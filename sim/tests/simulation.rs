@@ -93,8 +93,10 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     // run before its late reservation.
     (
         "no reservation outlives its holder's value",
-        &[556, 860, 3030, 3255],
+        &[556, 860, 3030, 3255, 2974],
     ),
+    // A write stalled past its lease: its value was taken over as dead, then it committed.
+    ("a committed value keeps its reservation", &[8259]),
     // A copy written by a delivery that failed before seeing its primary move on.
     ("no copy outlives its primary's write", &[3597, 8117]),
     // An insert found its membership still listed by the deleted entity of its key.
