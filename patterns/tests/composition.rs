@@ -26,6 +26,19 @@ fn empty_work() -> Envelope {
     Envelope::new(&IndexOperations::new(Vec::new())).expect("envelope")
 }
 
+/// The intent of a write of `source` reserving `reservations`.
+fn reserving(source: &EntityRef, reservations: &[&EntityRef]) -> Envelope {
+    Reclaim {
+        id: uuid::Uuid::new_v4().simple().to_string(),
+        source: source.clone(),
+        reservations: reservations.iter().map(|r| (*r).clone()).collect(),
+        links: Vec::new(),
+        blob_nonce: None,
+    }
+    .envelope()
+    .expect("envelope")
+}
+
 /// A badge deleted, then inserted again with the same holder: the delete's late link
 /// removal ran between the new write's link and its commit, read the badge before the
 /// commit (not claiming the link) and deleted the new link. And two writes of a badge
@@ -114,7 +127,7 @@ async fn a_failed_writes_newer_reservation_does_not_outlive_the_release() {
     let at = EntityRef::new("MembersUnique", "e1", "email");
     let holder = EntityRef::new("Members", "t0", "m_04");
     let intent = engine
-        .record_intent("Members", "t0", empty_work())
+        .record_intent("Members", "t0", reserving(&holder, &[&at]))
         .await
         .expect("intent");
     unique::reserve_for(
@@ -241,7 +254,7 @@ async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pend
     let stalled = EntityRef::new("Members", "t1", "m_02");
     let other = EntityRef::new("Members", "t1", "m_03");
     let intent = engine
-        .record_intent("Members", "t1", empty_work())
+        .record_intent("Members", "t1", reserving(&stalled, &[&at]))
         .await
         .expect("intent");
     // A lease that ran out at once.
@@ -280,4 +293,50 @@ async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pend
             .map(|r| r.holder),
         Some(other)
     );
+}
+
+/// Two writes of one member reserving the same email: the second re-tagged the
+/// reservation with its intent, failed, and its undoing released the reservation the
+/// first, still in flight, then committed without. A reservation goes only when no write
+/// of its holder that reserves it is pending.
+#[tokio::test]
+async fn a_failed_writes_undoing_leaves_the_reservation_another_pending_write_made() {
+    let store = store_with(&["Members", "MembersUnique"]).await;
+    let engine = Engine::new(store.clone());
+    let at = EntityRef::new("MembersUnique", "e2", "email");
+    let holder = EntityRef::new("Members", "t0", "m_04");
+    let mut intents = Vec::new();
+    for version in [10, 11] {
+        let intent = engine
+            .record_intent("Members", "t0", reserving(&holder, &[&at]))
+            .await
+            .expect("intent");
+        unique::reserve_for(
+            &store,
+            &at,
+            &holder,
+            version,
+            Duration::from_secs(30),
+            Some(&intent.id()),
+        )
+        .await
+        .expect("reserve");
+        intents.push(intent);
+    }
+    // The second fails: its undoing leaves the first's reservation.
+    engine.abandon(&intents[1]).await;
+    assert!(
+        !unique::release_intent(&store, &at, &holder, &intents[1].id())
+            .await
+            .expect("undo")
+    );
+    assert!(unique::read(&store, &at).await.expect("read").is_some());
+    // The first fails too: now it goes, whatever its tag.
+    engine.abandon(&intents[0]).await;
+    assert!(
+        unique::release_intent(&store, &at, &holder, &intents[0].id())
+            .await
+            .expect("undo")
+    );
+    assert!(unique::read(&store, &at).await.expect("read").is_none());
 }

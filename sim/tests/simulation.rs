@@ -93,7 +93,7 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     // run before its late reservation.
     (
         "no reservation outlives its holder's value",
-        &[556, 860, 3030, 3255, 2974],
+        &[556, 860, 3030, 3255, 2974, 2512],
     ),
     // A write stalled past its lease: its value was taken over as dead, then it committed.
     ("a committed value keeps its reservation", &[8259]),

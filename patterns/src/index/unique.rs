@@ -16,18 +16,17 @@
 //!
 //! The rules that keep those steps safe under concurrency:
 //! - **Taken.** A writer that meets another holder's reservation reads the holder: if
-//!   its record lists the reservation, or the reservation's lease has not run out, or
-//!   the intent of the write that made it is still pending (the holder's write may be in
-//!   flight, however long it stalled), the value is taken ([`Error::ValueTaken`], nothing
+//!   its record lists the reservation, or the reservation's lease has not run out, or a
+//!   write of the holder that reserves it is still pending (it may be in flight, however
+//!   long it stalled), the value is taken ([`Error::ValueTaken`], nothing
 //!   written). Otherwise the reservation is dead and the writer takes it over under its
 //!   ETag, so of two writers taking over one of them wins.
 //! - **Own.** A reservation that already names the writing primary (a value changed back,
 //!   a retry) is renewed under its ETag with the new write's version and lease.
-//! - **Release.** A release deletes a reservation only when it still names the primary at
-//!   a version no newer than the releasing write's (a later write of the primary that
-//!   took the value again renewed it with its own, newer version) — or at a newer version
-//!   whose write is settled (its intent committed or undone: only the record tells
-//!   then) — and the primary's record does not list it; the delete is conditional on the ETag read, so a renewal
+//! - **Release.** A release deletes a reservation only when it still names the primary,
+//!   no write of the primary that reserves it is pending (its intent recorded, neither
+//!   committed nor undone: a later write that took the value again) and the primary's
+//!   record does not list it; the delete is conditional on the ETag read, so a renewal
 //!   between the check and the delete makes the release look again.
 //! - **Lease.** A writer's reservation must outlive the time from its reservation to its
 //!   commit; the lease (30 s by default, [`IndexedTable::unique_lease`]) is renewed when
@@ -267,7 +266,7 @@ pub async fn reserve_for<S: TableStore>(
             // stalled past its lease may still commit until the relay claims its intent).
             // Asked before the holder's record: a write that commits in between is seen
             // listing the value.
-            let in_flight = found.leased(now) || by_pending_write(store, &found).await?;
+            let in_flight = found.leased(now) || wanted_in_flight(store, &found.holder, at).await?;
             if holder_lists(store, &found.holder, at).await? {
                 return Err(found.taken(false));
             }
@@ -294,8 +293,8 @@ pub async fn reserve_for<S: TableStore>(
 }
 
 /// Releases the reservation at `at` that the write of `holder` with the intent `intent`
-/// made, if that write never committed: unless another write renewed it since (its
-/// intent is another) or the holder lists it. Running it twice, or late, changes nothing.
+/// made, if that write never committed: unless a write of the holder that reserves it is
+/// pending or the holder lists it. Running it twice, or late, changes nothing.
 ///
 /// # Errors
 /// The store's errors.
@@ -308,7 +307,10 @@ pub async fn release_intent<S: TableStore>(
     let Some(found) = read(store, at).await? else {
         return Ok(false);
     };
-    if found.holder != *holder || found.intent.as_deref() != Some(intent) {
+    // Another write of the holder may have re-tagged it: whatever the tag, it goes only
+    // when no write of the holder reserving it is pending and the record does not list it.
+    let _ = intent;
+    if found.holder != *holder || wanted_in_flight(store, holder, at).await? {
         return Ok(false);
     }
     // The holder's committed value lists it: it stays, as the failed write left it. Its
@@ -352,8 +354,11 @@ pub async fn release<S: TableStore>(
         let Some(found) = read(store, at).await? else {
             return Ok(false);
         };
+        // A newer write that took the value again: pending (its intent), or without an
+        // intent (a reservation made before intents) at a newer version.
         if found.holder != *holder
-            || (found.version > version && !by_settled_write(store, &found).await?)
+            || (found.intent.is_none() && found.version > version)
+            || wanted_in_flight(store, holder, at).await?
             || holder_lists(store, holder, at).await?
         {
             return Ok(false);
@@ -375,36 +380,42 @@ pub async fn release<S: TableStore>(
     })
 }
 
-/// Whether the write that made or last renewed `found` recorded an intent that is still
-/// pending: it may yet commit.
-async fn by_pending_write<S: TableStore>(store: &S, found: &Reservation) -> Result<bool> {
-    let Some(intent) = &found.intent else {
-        return Ok(false);
-    };
-    crate::consistency::outbox::intent_pending(
-        store,
-        &found.holder.table,
-        &found.holder.partition_key,
-        intent,
-    )
-    .await
-}
-
-/// Whether the write that made or last renewed `found` is settled: it recorded an intent
-/// and the intent is no longer pending (the write committed, or was undone). Such a
-/// write's newer version protects nothing: committed, its holder's record says whether
-/// it holds the value; undone, it holds nothing.
-async fn by_settled_write<S: TableStore>(store: &S, found: &Reservation) -> Result<bool> {
-    let Some(intent) = &found.intent else {
-        return Ok(false);
-    };
-    Ok(!crate::consistency::outbox::intent_pending(
-        store,
-        &found.holder.table,
-        &found.holder.partition_key,
-        intent,
-    )
-    .await?)
+/// Whether a write of `holder` is in flight that reserves `at`: its intent recorded and
+/// still pending (neither committed nor undone), so it may yet commit listing the value.
+/// Each write tags the reservation with its intent, and a concurrent write of the same
+/// holder re-tags it: so every pending intent of the holder is read (its partition's
+/// outbox entries, its pending work, not its entities). Asked before the holder's
+/// record: a write that commits in between is then seen listing the value.
+async fn wanted_in_flight<S: TableStore>(
+    store: &S,
+    holder: &EntityRef,
+    at: &EntityRef,
+) -> Result<bool> {
+    use crate::consistency::outbox;
+    use futures::TryStreamExt;
+    let query = outbox::partition_query(&holder.partition_key);
+    let mut entries = std::pin::pin!(store.query_stream(&holder.table, query));
+    loop {
+        let entry = match entries.try_next().await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
+            Err(e) => return Err(e.into()),
+        };
+        if !outbox::is_intent(&entry) {
+            continue;
+        }
+        let Ok(envelope) = outbox::read_entry(&entry) else {
+            continue;
+        };
+        let Ok(undoing) = serde_json::from_value::<super::reclaim::Reclaim>(envelope.payload)
+        else {
+            continue;
+        };
+        if undoing.source == *holder && undoing.reservations.contains(at) {
+            return Ok(true);
+        }
+    }
 }
 
 /// Deletes a dead reservation: one whose holder does not list it and whose lease ran out
@@ -418,7 +429,7 @@ pub async fn reclaim<S: TableStore>(
     now: DateTime<Utc>,
 ) -> Result<bool> {
     if found.leased(now)
-        || by_pending_write(store, found).await?
+        || wanted_in_flight(store, &found.holder, &found.at).await?
         || holder_lists(store, &found.holder, &found.at).await?
     {
         return Ok(false);
