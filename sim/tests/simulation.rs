@@ -97,8 +97,12 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     ),
     // A write stalled past its lease: its value was taken over as dead, then it committed.
     ("a committed value keeps its reservation", &[8259]),
-    // A copy written by a delivery that failed before seeing its primary move on.
-    ("no copy outlives its primary's write", &[3597, 8117]),
+    // A copy written by a delivery that failed before seeing its primary move on; a
+    // copy taken back because a read of its primary failed.
+    (
+        "each copy follows its primary's last write",
+        &[3597, 8117, 7302],
+    ),
     // An insert found its membership still listed by the deleted entity of its key.
     (
         "an insert's id-list membership survives a concurrent delete",

@@ -890,8 +890,9 @@ impl<S: TableStore> IndexApplier<S> {
                     // The write may have landed (its answer lost): if the primary moved
                     // on meanwhile, the copy is taken back before the work is retried
                     // (a concurrent delivery may settle the work first).
+                    // (A read that fails proves nothing: the copy stays, the retry decides.)
                     if e.is_retryable()
-                        && self.primary_version(source).await.ok().flatten() != Some(version)
+                        && matches!(self.primary_version(source).await, Ok(now) if now != Some(version))
                     {
                         let _ = self.take_back(source, version, target).await;
                     }
