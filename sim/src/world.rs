@@ -1127,8 +1127,10 @@ async fn check(world: &World) -> Vec<String> {
                 match members.get(&holder.partition_key, &holder.row_key).await {
                     Ok(Some(m)) if m.value.email == value => held.push(value),
                     other => found.push(format!(
-                        "the reservation of {value} names {holder}, which holds {:?}",
-                        other.map(|m| m.map(|m| m.value.email))
+                        "the reservation of {value} names {holder}, which holds {:?} (made at version {} under intent {:?})",
+                        other.map(|m| m.map(|m| m.value.email)),
+                        reservation.version,
+                        reservation.intent,
                     )),
                 }
             }
