@@ -242,12 +242,12 @@ async fn a_write_abandoning_a_settled_intent_records_its_undoing_again() {
 }
 
 /// A write stalled past its reservation's lease (the clock jumped between its reservation
-/// and its commit): another writer took the value over as dead, failed, released it, and
-/// the stalled write then committed the value with no reservation. A reservation whose
-/// write's intent is still pending is not taken over, however old its lease; once the
-/// relay claims the intent (the stalled write can no longer commit), it is.
+/// and its commit): another writer took the value over as dead, and the stalled write
+/// then committed the value with no reservation. A writer taking over a dead reservation
+/// now fences the holder's pending writes first (claims their intents, as the relay does
+/// after its grace): the stalled write can no longer commit.
 #[tokio::test]
-async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pending() {
+async fn taking_over_a_dead_reservation_fences_the_stalled_write() {
     let store = store_with(&["Members", "MembersUnique"]).await;
     let engine = Engine::new(store.clone());
     let at = EntityRef::new("MembersUnique", "e6", "email");
@@ -269,20 +269,6 @@ async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pend
     .await
     .expect("reserve");
     tokio::time::sleep(Duration::from_millis(2)).await;
-    let refused = unique::reserve_for(&store, &at, &other, 200, Duration::from_secs(30), None)
-        .await
-        .expect_err("taken while the stalled write may commit");
-    assert!(
-        matches!(
-            &refused,
-            tablekit_patterns::Error::ValueTaken {
-                in_flight: true,
-                ..
-            }
-        ),
-        "{refused}"
-    );
-    engine.abandon(&intent).await;
     unique::reserve_for(&store, &at, &other, 200, Duration::from_secs(30), None)
         .await
         .expect("a dead reservation is taken over");
@@ -292,6 +278,18 @@ async fn a_stalled_writes_reservation_is_not_taken_over_while_its_intent_is_pend
             .expect("read")
             .map(|r| r.holder),
         Some(other)
+    );
+    // The stalled write's intent is claimed: its commit (which deletes the intent under
+    // the ETag it was recorded with) can no longer land.
+    let row_key = format!("{}{}", outbox::OUTBOX_PREFIX, intent.id());
+    let entry = store
+        .get("Members", "t1", &row_key, None)
+        .await
+        .expect("get")
+        .expect("its undoing, as work");
+    assert!(
+        !outbox::is_intent(&entry),
+        "the stalled write was not fenced"
     );
 }
 

@@ -16,11 +16,13 @@
 //!
 //! The rules that keep those steps safe under concurrency:
 //! - **Taken.** A writer that meets another holder's reservation reads the holder: if
-//!   its record lists the reservation, or the reservation's lease has not run out, or a
-//!   write of the holder that reserves it is still pending (it may be in flight, however
-//!   long it stalled), the value is taken ([`Error::ValueTaken`], nothing
-//!   written). Otherwise the reservation is dead and the writer takes it over under its
-//!   ETag, so of two writers taking over one of them wins.
+//!   its record lists the reservation, or the reservation's lease has not run out (the
+//!   holder's write may be in flight), the value is taken ([`Error::ValueTaken`], nothing
+//!   written). Otherwise the reservation is dead: the writer first fences every write of
+//!   the holder still pending that reserves it (claims its intent, as the relay does
+//!   after its grace, so a write stalled past its lease can no longer commit), reads the
+//!   holder's record again, and takes the reservation over under its ETag, so of two
+//!   writers taking over one of them wins.
 //! - **Own.** A reservation that already names the writing primary (a value changed back,
 //!   a retry) is renewed under its ETag with the new write's version and lease.
 //! - **Release.** A release deletes a reservation only when it still names the primary,
@@ -262,16 +264,20 @@ pub async fn reserve_for<S: TableStore>(
             // would take the newer write's value away.
             renewed.version = version.max(found.version);
         } else {
-            // In flight: its lease runs, or its write's intent is still pending (a write
-            // stalled past its lease may still commit until the relay claims its intent).
-            // Asked before the holder's record: a write that commits in between is seen
-            // listing the value.
-            let in_flight = found.leased(now) || wanted_in_flight(store, &found.holder, at).await?;
+            if found.leased(now) {
+                // The holder's write may be in flight.
+                if holder_lists(store, &found.holder, at).await? {
+                    return Err(found.taken(false));
+                }
+                return Err(found.taken(true));
+            }
+            // The lease ran out, but a write stalled past it may still commit: every
+            // pending write of the holder that reserves the value is fenced first (its
+            // intent claimed, as the relay would after its grace: its commit can no
+            // longer land). Then the holder's record decides.
+            fence_pending(store, &found.holder, at).await?;
             if holder_lists(store, &found.holder, at).await? {
                 return Err(found.taken(false));
-            }
-            if in_flight {
-                return Err(found.taken(true));
             }
         }
         // Our own reservation to renew, or a dead one to take over: under its ETag.
@@ -391,15 +397,25 @@ async fn wanted_in_flight<S: TableStore>(
     holder: &EntityRef,
     at: &EntityRef,
 ) -> Result<bool> {
+    Ok(!pending_reserving(store, holder, at).await?.is_empty())
+}
+
+/// The pending intent entries of `holder`'s writes that reserve `at`.
+async fn pending_reserving<S: TableStore>(
+    store: &S,
+    holder: &EntityRef,
+    at: &EntityRef,
+) -> Result<Vec<Entity>> {
     use crate::consistency::outbox;
     use futures::TryStreamExt;
     let query = outbox::partition_query(&holder.partition_key);
     let mut entries = std::pin::pin!(store.query_stream(&holder.table, query));
+    let mut pending = Vec::new();
     loop {
         let entry = match entries.try_next().await {
             Ok(Some(entry)) => entry,
-            Ok(None) => return Ok(false),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
+            Ok(None) => return Ok(pending),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(pending),
             Err(e) => return Err(e.into()),
         };
         if !outbox::is_intent(&entry) {
@@ -413,9 +429,22 @@ async fn wanted_in_flight<S: TableStore>(
             continue;
         };
         if undoing.source == *holder && undoing.reservations.contains(at) {
-            return Ok(true);
+            pending.push(entry);
         }
     }
+}
+
+/// Claims every pending intent of `holder` whose write reserves `at` (see
+/// [`outbox::claim_intent`](crate::consistency::outbox::claim_intent)): none of those
+/// writes can commit after this. The claimed intents become ordinary work the relay
+/// publishes (their undoing).
+async fn fence_pending<S: TableStore>(store: &S, holder: &EntityRef, at: &EntityRef) -> Result<()> {
+    for entry in pending_reserving(store, holder, at).await? {
+        if let Some(etag) = entry.etag.clone() {
+            crate::consistency::outbox::claim_intent(store, &holder.table, &entry, etag).await?;
+        }
+    }
+    Ok(())
 }
 
 /// Deletes a dead reservation: one whose holder does not list it and whose lease ran out
