@@ -499,13 +499,24 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
     world.log("director: faults stop, draining".into());
     world.chaos.set_rates(None);
     world.queue.set_faults(None);
+    // The director sweeps too, each round: drained means the sweeper found nothing left
+    // to delete (over SQLite a sweeper pass can outlast the quiet rounds).
+    let sweeper = {
+        let store = world.chaos.clone();
+        let engine = world.engine(&store).await;
+        Sweeper::new(store)
+            .with_engine(engine)
+            .with_blobs(world.blobs.clone())
+    };
     let mut quiet = 0;
     let mut rounds = 0;
     while quiet < 3 && rounds < 400 {
         tokio::time::sleep(Duration::from_secs(5)).await;
         rounds += 1;
+        let swept = sweeper.sweep().await.map(|r| r.deleted);
         let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
-        let idle = world.queue.pending_total() == 0
+        let idle = swept.is_ok_and(|deleted| deleted == 0)
+            && world.queue.pending_total() == 0
             && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0);
         quiet = if idle { quiet + 1 } else { 0 };
     }
