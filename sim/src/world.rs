@@ -942,6 +942,42 @@ fn describe(body: &[u8]) -> String {
             keys.push(format!("{kind}({pk}/{source} {value} v{version})"));
         }
     }
+    if envelope.kind == "reclaim" {
+        // The undoing of a write: its entity, the links and reservations it may have made.
+        let rk = |v: &serde_json::Value| {
+            v.get("row_key")
+                .and_then(|r| r.as_str())
+                .unwrap_or("?")
+                .to_owned()
+        };
+        let p = &envelope.payload;
+        if let Some(source) = p.get("source") {
+            keys.push(format!("of {}", rk(source)));
+        }
+        for link in p
+            .get("links")
+            .and_then(|l| l.as_array())
+            .into_iter()
+            .flatten()
+        {
+            if let Some(from) = link.get(1) {
+                keys.push(format!("link {}", rk(from)));
+            }
+        }
+        for at in p
+            .get("reservations")
+            .and_then(|r| r.as_array())
+            .into_iter()
+            .flatten()
+        {
+            keys.push(format!(
+                "reservation {}",
+                at.get("partition_key")
+                    .and_then(|v| v.as_str())
+                    .unwrap_or("?")
+            ));
+        }
+    }
     format!(
         "{} {} [{}]",
         envelope.kind,

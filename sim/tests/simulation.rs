@@ -86,6 +86,9 @@ fn a_seed_replays_exactly() {
 /// `patterns/tests/lost_answer.rs`: a seed's run drifts as the code changes).
 const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     // A delete's late link removal took the link of a re-insert still in flight.
+    // A write stalled past the relay's grace put its link after its undoing ran (the
+    // claimed entry still there, the undoing was not recorded again).
+    ("no link outlives the write that put it", &[14754]),
     // A failed write's undoing took the link another write of the badge, in flight,
     // had put.
     ("a denormalised field keeps its link", &[245, 404, 2919]),

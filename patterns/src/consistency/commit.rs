@@ -578,8 +578,7 @@ impl<S: TableStore> Engine<S> {
             // (the batch deleted it). The undoing may have run before the write's late
             // steps outside its transaction: it is recorded again (harmless after a
             // commit: it never takes what a committed write holds).
-            Ok(Some(_)) => return,
-            Ok(None) => return self.record_undoing_again(intent).await,
+            Ok(_) => return self.record_undoing_again(intent).await,
             Err(e) => {
                 tracing::warn!(error = %e, "reading an abandoned write's intent failed; the relay undoes it");
                 return;
@@ -603,12 +602,16 @@ impl<S: TableStore> Engine<S> {
         }
     }
 
-    /// Records `intent`'s undoing as ordinary work (under the intent's own key: if the
-    /// claimed entry is still there, it is still to be published) and publishes it. A
-    /// store failure is tried again under the engine's retry policy; a process that dies
-    /// here leaves the late reservations to their lease (a writer takes a dead one over,
-    /// the audit's repair deletes it).
+    /// Records `intent`'s undoing again as ordinary work, under a fresh key (the claimed
+    /// entry, if still there, may have been published before the write's late steps),
+    /// and publishes it. A store failure is tried again under the engine's retry policy;
+    /// a process that dies here leaves the late reservations to their lease (a writer
+    /// takes a dead one over, the audit's repair deletes it).
     async fn record_undoing_again(&self, intent: &Intent) {
+        let again = Envelope {
+            id: tablekit_core::random::uuid(),
+            ..intent.envelope.clone()
+        };
         let mut retry = self.retry.start();
         let recorded = loop {
             if let Err(e) = retry
@@ -617,7 +620,7 @@ impl<S: TableStore> Engine<S> {
             {
                 break Err(e);
             }
-            let entry = match outbox::entry(&intent.partition_key, &intent.envelope) {
+            let entry = match outbox::entry(&intent.partition_key, &again) {
                 Ok(entry) => entry,
                 Err(e) => break Err(e),
             };
@@ -643,7 +646,7 @@ impl<S: TableStore> Engine<S> {
                 self.publish(
                     &intent.table,
                     &intent.partition_key,
-                    std::slice::from_ref(&intent.envelope),
+                    std::slice::from_ref(&again),
                     vec![Some(etag)],
                 )
                 .await;
