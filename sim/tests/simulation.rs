@@ -98,6 +98,11 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "no reservation outlives its holder's value",
         &[556, 860, 3030, 3255, 2974, 2512],
     ),
+    // A write stalled past the relay's grace reserved after its undoing ran, then died.
+    (
+        "a stalled write reserves nothing after its undoing ran",
+        &[8876],
+    ),
     // A write stalled past its lease: its value was taken over as dead, then it committed.
     ("a committed value keeps its reservation", &[8259]),
     // A copy written by a delivery that failed before seeing its primary move on; a
@@ -131,14 +136,4 @@ fn the_regression_seeds_hold_every_invariant() {
         }
     }
     assert!(failing.is_empty(), "failing: {failing:?}");
-}
-
-/// A break found and not yet fixed (see the README's "Proof by simulation"): a writer
-/// stalled past the relay's grace reserves after its undoing ran, then dies before
-/// undoing that reservation itself; the dead reservation stays until a writer takes it
-/// over or the audit's repair deletes it.
-#[test]
-#[ignore = "open finding of the simulation: a dead reservation left by a stalled writer that died"]
-fn open_a_stalled_writer_that_dies_leaves_no_reservation() {
-    assert_clean(&run(8876));
 }

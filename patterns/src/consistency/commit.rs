@@ -266,6 +266,7 @@ pub struct Intent {
     row_key: String,
     etag: ETag,
     envelope: Envelope,
+    recorded: chrono::DateTime<chrono::Utc>,
 }
 
 impl Intent {
@@ -273,6 +274,30 @@ impl Intent {
     /// with.
     pub fn id(&self) -> String {
         self.envelope.id.simple().to_string()
+    }
+
+    /// How long ago (by the clock) the intent was recorded.
+    pub fn age(&self) -> Duration {
+        (tablekit_core::clock::now() - self.recorded)
+            .to_std()
+            .unwrap_or(Duration::ZERO)
+    }
+
+    /// Whether the intent is still pending: recorded, not claimed by the relay (after its
+    /// grace) or by a writer fencing a stalled write.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn pending<S: TableStore>(&self, store: &S) -> Result<bool> {
+        Ok(
+            match store
+                .get(&self.table, &self.partition_key, &self.row_key, None)
+                .await?
+            {
+                Some(entry) => entry.etag.as_ref() == Some(&self.etag),
+                None => false,
+            },
+        )
     }
 
     /// The write of a plan that deletes the intent under the ETag it was recorded with:
@@ -561,6 +586,7 @@ impl<S: TableStore> Engine<S> {
             row_key,
             etag,
             envelope,
+            recorded: tablekit_core::clock::now(),
         })
     }
 

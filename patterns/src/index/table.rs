@@ -1871,6 +1871,24 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
         old_targets: &BTreeSet<Target>,
         version: i64,
     ) -> Result<()> {
+        // A write planned long after its intent (it stalled) may have been fenced and
+        // undone meanwhile: it must not reserve after its undoing ran.
+        if let Some(intent) = &self.intent
+            && intent.age() > self.table.unique_lease / 2
+            && self
+                .new_targets
+                .iter()
+                .any(|t| matches!(t, Target::Unique { .. }) && !old_targets.contains(t))
+            && !intent.pending(self.table.table.store()).await?
+        {
+            return Err(Error::Contention {
+                what: format!(
+                    "{}: it stalled past the relay's grace period and its steps outside the transaction were undone",
+                    self.what()
+                ),
+                attempts: 1,
+            });
+        }
         for target in &self.new_targets {
             let Target::Unique { at, .. } = target else {
                 continue;
