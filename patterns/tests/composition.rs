@@ -340,3 +340,131 @@ async fn a_failed_writes_undoing_leaves_the_reservation_another_pending_write_ma
     );
     assert!(unique::read(&store, &at).await.expect("read").is_none());
 }
+
+#[derive(tablekit_derive::Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Users",
+    kind = "User",
+    partition_key = "{team}",
+    row_key = "u_{id:02}",
+    crate = "tablekit_core"
+)]
+#[unique(name = "email", key = "{email}")]
+struct User {
+    team: String,
+    id: u32,
+    email: String,
+}
+
+/// A store that holds the first read of `row_key` until released: a write stalled
+/// between its intent and its plan.
+#[derive(Clone)]
+struct StallRead {
+    inner: MemoryStore,
+    row_key: &'static str,
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    reached: std::sync::Arc<tokio::sync::Notify>,
+    release: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl TableStore for StallRead {
+    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.create_table(table).await
+    }
+    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.delete_table(table).await
+    }
+    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
+        self.inner.list_tables(prefix).await
+    }
+    async fn get(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        select: Option<&[&str]>,
+    ) -> tablekit_core::Result<Option<Entity>> {
+        if row_key == self.row_key && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            self.reached.notify_one();
+            self.release.notified().await;
+        }
+        self.inner.get(table, partition_key, row_key, select).await
+    }
+    async fn query(
+        &self,
+        table: &str,
+        query: &tablekit_core::Query,
+    ) -> tablekit_core::Result<tablekit_core::Page> {
+        self.inner.query(table, query).await
+    }
+    async fn execute(
+        &self,
+        table: &str,
+        op: tablekit_core::WriteOp,
+    ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
+        self.inner.execute(table, op).await
+    }
+    async fn submit_batch(
+        &self,
+        table: &str,
+        batch: tablekit_core::Batch,
+    ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
+        self.inner.submit_batch(table, batch).await
+    }
+}
+
+/// A write stalled between its intent and its plan, past the relay's grace: the relay
+/// claimed its intent and ran its undoing, then the write reserved its value, failed at
+/// its fence and died; the reservation was left to no one. A write planned long after
+/// its intent reads it first and reserves nothing once it was claimed.
+#[tokio::test]
+async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
+    let store = StallRead {
+        inner: MemoryStore::new(),
+        row_key: "u_01",
+        armed: std::sync::Arc::default(),
+        reached: std::sync::Arc::default(),
+        release: std::sync::Arc::default(),
+    };
+    let users = tablekit_patterns::index::IndexedTable::<User, _>::new(store.clone())
+        .unique_lease(Duration::from_millis(20));
+    users.open().await.expect("open");
+    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let stalled = {
+        let users = users.clone();
+        tokio::spawn(async move {
+            users
+                .upsert(&User {
+                    team: "t".into(),
+                    id: 1,
+                    email: "late@example.com".into(),
+                })
+                .await
+        })
+    };
+    store.reached.notified().await;
+    // The stall outlasts half the lease, and the relay claims the intent meanwhile.
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    for entry in outbox::scan(&store.inner, "Users").await.expect("scan") {
+        if outbox::is_intent(&entry) {
+            let etag = entry.etag.clone().expect("etag");
+            outbox::claim_intent(&store.inner, "Users", &entry, etag)
+                .await
+                .expect("claim");
+        }
+    }
+    store.release.notify_one();
+    let refused = stalled
+        .await
+        .expect("task")
+        .expect_err("a fenced write does not land");
+    assert!(refused.is_retryable(), "{refused}");
+    let at = EntityRef::new("UsersUnique", "late@example.com", "email");
+    assert!(
+        unique::read(&store.inner, &at)
+            .await
+            .expect("read")
+            .is_none(),
+        "the stalled write reserved after its undoing ran"
+    );
+}
