@@ -3,6 +3,9 @@
 
 use std::time::Duration;
 
+mod support;
+use support::{Held, Hold};
+
 use tablekit_core::{Entity, MemoryStore, TableStore, Value};
 use tablekit_patterns::consistency::{Engine, Envelope, outbox};
 use tablekit_patterns::index::links::link_ref;
@@ -326,7 +329,7 @@ async fn a_failed_writes_undoing_leaves_the_reservation_another_pending_write_ma
     // The second fails: its undoing leaves the first's reservation.
     engine.abandon(&intents[1]).await;
     assert!(
-        !unique::release_intent(&store, &at, &holder, &intents[1].id())
+        !unique::release_intent(&store, &at, &holder)
             .await
             .expect("undo")
     );
@@ -334,7 +337,7 @@ async fn a_failed_writes_undoing_leaves_the_reservation_another_pending_write_ma
     // The first fails too: now it goes, whatever its tag.
     engine.abandon(&intents[0]).await;
     assert!(
-        unique::release_intent(&store, &at, &holder, &intents[0].id())
+        unique::release_intent(&store, &at, &holder)
             .await
             .expect("undo")
     );
@@ -356,80 +359,17 @@ struct User {
     email: String,
 }
 
-/// A store that holds the first read of `row_key` until released: a write stalled
-/// between its intent and its plan.
-#[derive(Clone)]
-struct StallRead {
-    inner: MemoryStore,
-    row_key: &'static str,
-    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    reached: std::sync::Arc<tokio::sync::Notify>,
-    release: std::sync::Arc<tokio::sync::Notify>,
-}
-
-impl TableStore for StallRead {
-    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
-        self.inner.create_table(table).await
-    }
-    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
-        self.inner.delete_table(table).await
-    }
-    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
-        self.inner.list_tables(prefix).await
-    }
-    async fn get(
-        &self,
-        table: &str,
-        partition_key: &str,
-        row_key: &str,
-        select: Option<&[&str]>,
-    ) -> tablekit_core::Result<Option<Entity>> {
-        if row_key == self.row_key && self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
-            self.reached.notify_one();
-            self.release.notified().await;
-        }
-        self.inner.get(table, partition_key, row_key, select).await
-    }
-    async fn query(
-        &self,
-        table: &str,
-        query: &tablekit_core::Query,
-    ) -> tablekit_core::Result<tablekit_core::Page> {
-        self.inner.query(table, query).await
-    }
-    async fn execute(
-        &self,
-        table: &str,
-        op: tablekit_core::WriteOp,
-    ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
-        self.inner.execute(table, op).await
-    }
-    async fn submit_batch(
-        &self,
-        table: &str,
-        batch: tablekit_core::Batch,
-    ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
-        self.inner.submit_batch(table, batch).await
-    }
-}
-
 /// A write stalled between its intent and its plan, past the relay's grace: the relay
 /// claimed its intent and ran its undoing, then the write reserved its value, failed at
 /// its fence and died; the reservation was left to no one. A write planned long after
 /// its intent reads it first and reserves nothing once it was claimed.
 #[tokio::test]
 async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
-    let store = StallRead {
-        inner: MemoryStore::new(),
-        row_key: "u_01",
-        armed: std::sync::Arc::default(),
-        reached: std::sync::Arc::default(),
-        release: std::sync::Arc::default(),
-    };
+    let store = Held::new(Hold::Read("u_01"));
     let users = tablekit_patterns::index::IndexedTable::<User, _>::new(store.clone())
         .unique_lease(Duration::from_millis(20));
     users.open().await.expect("open");
-    store.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    store.arm();
     let stalled = {
         let users = users.clone();
         tokio::spawn(async move {
@@ -442,7 +382,7 @@ async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
                 .await
         })
     };
-    store.reached.notified().await;
+    store.reached().await;
     // The stall outlasts half the lease, and the relay claims the intent meanwhile.
     tokio::time::sleep(Duration::from_millis(30)).await;
     for entry in outbox::scan(&store.inner, "Users").await.expect("scan") {
@@ -453,7 +393,7 @@ async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
                 .expect("claim");
         }
     }
-    store.release.notify_one();
+    store.release();
     let refused = stalled
         .await
         .expect("task")

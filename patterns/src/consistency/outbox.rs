@@ -82,25 +82,6 @@ pub fn is_intent(entity: &Entity) -> bool {
     )
 }
 
-/// Whether the intent `id` recorded in `partition_key` of `table` is still pending: its
-/// write may yet commit. `false` once the write committed (its commit deleted the entry)
-/// or was undone (the entry was claimed, or its work is done).
-///
-/// # Errors
-/// The store's errors.
-pub async fn intent_pending<S: TableStore>(
-    store: &S,
-    table: &str,
-    partition_key: &str,
-    id: &str,
-) -> Result<bool> {
-    let row_key = format!("{OUTBOX_PREFIX}{id}");
-    Ok(store
-        .get_if_table_exists(table, partition_key, &row_key)
-        .await?
-        .is_some_and(|entry| is_intent(&entry)))
-}
-
 /// Claims an intent entry stored with `etag`: it becomes ordinary follow-up work (the
 /// write it belongs to can no longer commit). `Some` with the entry's new ETag when
 /// claimed; `None` when it is gone or changed (its write committed, or another claimed

@@ -315,6 +315,29 @@ async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<
         .await?)
 }
 
+/// Deletes `at` under `if_match`; one that changed or went meanwhile is left as it is.
+async fn delete_unless_changed<S: TableStore>(
+    store: &S,
+    at: &EntityRef,
+    if_match: IfMatch,
+) -> Result<()> {
+    match store
+        .delete(&at.table, &at.partition_key, &at.row_key, if_match)
+        .await
+    {
+        Ok(()) => Ok(()),
+        Err(e)
+            if matches!(
+                e.kind(),
+                ErrorKind::PreconditionFailed | ErrorKind::NotFound
+            ) =>
+        {
+            Ok(())
+        }
+        Err(e) => Err(e.into()),
+    }
+}
+
 impl<S: TableStore> IndexApplier<S> {
     /// An applier over a store, without blob-stored id lists.
     pub fn new(store: S) -> Self {
@@ -559,7 +582,7 @@ impl<S: TableStore> IndexApplier<S> {
         }
     }
 
-    /// Whether a write of `dependent` other than `undoing`'s is pending (its intent
+    /// Whether a write of `dependent` other than `undoing_id`'s is pending (its intent
     /// recorded, neither committed nor undone) and puts the link of `property` to
     /// `source`: it may yet commit and claim it. Read after the link and before the
     /// dependent, so a write that commits in between is seen claiming it. Reads the
@@ -569,42 +592,18 @@ impl<S: TableStore> IndexApplier<S> {
         dependent: &EntityRef,
         property: &str,
         source: &EntityRef,
-        undoing: Option<&str>,
+        undoing_id: Option<&str>,
     ) -> Result<bool> {
-        use crate::consistency::outbox;
-        use futures::TryStreamExt;
-        let query = outbox::partition_query(&dependent.partition_key);
-        let mut entries = std::pin::pin!(self.store.query_stream(&dependent.table, query));
-        loop {
-            let entry = match entries.try_next().await {
-                Ok(Some(entry)) => entry,
-                Ok(None) => return Ok(false),
-                Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
-                Err(e) => return Err(e.into()),
-            };
-            if !outbox::is_intent(&entry) {
-                continue;
-            }
-            let Ok(envelope) = outbox::read_entry(&entry) else {
-                continue;
-            };
-            if envelope.kind != <super::reclaim::Reclaim as Operation>::KIND {
-                continue;
-            }
-            let Ok(reclaim) = serde_json::from_value::<super::reclaim::Reclaim>(envelope.payload)
-            else {
-                continue;
-            };
-            if Some(reclaim.id.as_str()) != undoing
-                && reclaim.source == *dependent
-                && reclaim
-                    .links
-                    .iter()
-                    .any(|(p, from, _)| p == property && from == source)
-            {
-                return Ok(true);
-            }
-        }
+        Ok(super::reclaim::pending_writes(&self.store, dependent)
+            .await?
+            .iter()
+            .any(|(_, undoing)| {
+                Some(undoing.id.as_str()) != undoing_id
+                    && undoing
+                        .links
+                        .iter()
+                        .any(|(p, from, _)| p == property && from == source)
+            }))
     }
 
     /// Writes the link of a denormalised field beside its source (idempotent).
@@ -911,25 +910,12 @@ impl<S: TableStore> IndexApplier<S> {
                 continue;
             }
             if still != Some(version) {
-                let if_match = written.map_or(IfMatch::Any, IfMatch::ETag);
-                match self
-                    .store
-                    .delete(
-                        &target.table,
-                        &target.partition_key,
-                        &target.row_key,
-                        if_match,
-                    )
-                    .await
-                {
-                    Ok(()) => {}
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::PreconditionFailed | ErrorKind::NotFound
-                        ) => {}
-                    Err(e) => return Err(e.into()),
-                }
+                delete_unless_changed(
+                    &self.store,
+                    target,
+                    written.map_or(IfMatch::Any, IfMatch::ETag),
+                )
+                .await?;
                 return Ok(Applied::Superseded);
             }
             if !repair {
@@ -958,27 +944,7 @@ impl<S: TableStore> IndexApplier<S> {
             return Ok(());
         }
         let if_match = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        match self
-            .store
-            .delete(
-                &target.table,
-                &target.partition_key,
-                &target.row_key,
-                if_match,
-            )
-            .await
-        {
-            Ok(()) => Ok(()),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::PreconditionFailed | ErrorKind::NotFound
-                ) =>
-            {
-                Ok(())
-            }
-            Err(e) => Err(e.into()),
-        }
+        delete_unless_changed(&self.store, target, if_match).await
     }
 
     /// Whether a primary's record names the copy of `index` at `target`.

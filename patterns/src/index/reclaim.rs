@@ -17,7 +17,7 @@ use tablekit_core::blob::BlobStore;
 
 use super::operation::IndexApplier;
 use super::record::{EntityRef, Target};
-use crate::consistency::{Envelope, Operation};
+use crate::consistency::{Envelope, Operation, outbox};
 use crate::error::{Error, Result};
 
 /// The undoing of a write's steps outside its transaction.
@@ -96,7 +96,7 @@ impl Reclaim {
     pub async fn apply<S: TableStore + Clone>(&self, applier: &IndexApplier<S>) -> Result<()> {
         let store = applier.store();
         for at in &self.reservations {
-            super::unique::release_intent(store, at, &self.source, &self.id).await?;
+            super::unique::release_intent(store, at, &self.source).await?;
         }
         for (property, from, source_property) in &self.links {
             applier
@@ -113,6 +113,46 @@ impl Reclaim {
             reclaim_blobs(store, blobs, &self.source, nonce).await?;
         }
         Ok(())
+    }
+}
+
+/// The writes of `source` still in flight: each pending intent (recorded, neither
+/// committed nor claimed) in `source`'s partition, with the undoing it records. Reads the
+/// partition's outbox entries only (its pending work, not its entities); a table that
+/// does not exist has none.
+///
+/// # Errors
+/// The store's errors.
+pub(crate) async fn pending_writes<S: TableStore>(
+    store: &S,
+    source: &EntityRef,
+) -> Result<Vec<(tablekit_core::Entity, Reclaim)>> {
+    use futures::TryStreamExt;
+    let query = outbox::partition_query(&source.partition_key);
+    let mut entries = std::pin::pin!(store.query_stream(&source.table, query));
+    let mut pending = Vec::new();
+    loop {
+        let entry = match entries.try_next().await {
+            Ok(Some(entry)) => entry,
+            Ok(None) => return Ok(pending),
+            Err(e) if e.kind() == tablekit_core::ErrorKind::TableNotFound => return Ok(pending),
+            Err(e) => return Err(e.into()),
+        };
+        if !outbox::is_intent(&entry) {
+            continue;
+        }
+        let Ok(envelope) = outbox::read_entry(&entry) else {
+            continue;
+        };
+        if envelope.kind != <Reclaim as Operation>::KIND {
+            continue;
+        }
+        let Ok(undoing) = serde_json::from_value::<Reclaim>(envelope.payload) else {
+            continue;
+        };
+        if undoing.source == *source {
+            pending.push((entry, undoing));
+        }
     }
 }
 

@@ -298,9 +298,10 @@ pub async fn reserve_for<S: TableStore>(
     })
 }
 
-/// Releases the reservation at `at` that the write of `holder` with the intent `intent`
-/// made, if that write never committed: unless a write of the holder that reserves it is
-/// pending or the holder lists it. Running it twice, or late, changes nothing.
+/// Releases the reservation at `at` a write of `holder` that never committed may have
+/// made (the undoing of that write): unless a write of the holder that reserves it is
+/// pending or the holder lists it, whichever write tagged it last. Running it twice, or
+/// late, changes nothing.
 ///
 /// # Errors
 /// The store's errors.
@@ -308,14 +309,10 @@ pub async fn release_intent<S: TableStore>(
     store: &S,
     at: &EntityRef,
     holder: &EntityRef,
-    intent: &str,
 ) -> Result<bool> {
     let Some(found) = read(store, at).await? else {
         return Ok(false);
     };
-    // Another write of the holder may have re-tagged it: whatever the tag, it goes only
-    // when no write of the holder reserving it is pending and the record does not list it.
-    let _ = intent;
     if found.holder != *holder || wanted_in_flight(store, holder, at).await? {
         return Ok(false);
     }
@@ -406,32 +403,12 @@ async fn pending_reserving<S: TableStore>(
     holder: &EntityRef,
     at: &EntityRef,
 ) -> Result<Vec<Entity>> {
-    use crate::consistency::outbox;
-    use futures::TryStreamExt;
-    let query = outbox::partition_query(&holder.partition_key);
-    let mut entries = std::pin::pin!(store.query_stream(&holder.table, query));
-    let mut pending = Vec::new();
-    loop {
-        let entry = match entries.try_next().await {
-            Ok(Some(entry)) => entry,
-            Ok(None) => return Ok(pending),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(pending),
-            Err(e) => return Err(e.into()),
-        };
-        if !outbox::is_intent(&entry) {
-            continue;
-        }
-        let Ok(envelope) = outbox::read_entry(&entry) else {
-            continue;
-        };
-        let Ok(undoing) = serde_json::from_value::<super::reclaim::Reclaim>(envelope.payload)
-        else {
-            continue;
-        };
-        if undoing.source == *holder && undoing.reservations.contains(at) {
-            pending.push(entry);
-        }
-    }
+    Ok(super::reclaim::pending_writes(store, holder)
+        .await?
+        .into_iter()
+        .filter(|(_, undoing)| undoing.reservations.contains(at))
+        .map(|(entry, _)| entry)
+        .collect())
 }
 
 /// Claims every pending intent of `holder` whose write reserves `at` (see
