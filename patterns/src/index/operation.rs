@@ -368,7 +368,7 @@ impl<S: TableStore> IndexApplier<S> {
             })
             .register(move |reclaim: super::reclaim::Reclaim| {
                 let applier = reclaimer.clone();
-                async move { Ok(reclaim.apply(&applier).await?) }
+                async move { Ok(applier.undo(&reclaim).await?) }
             })
     }
 
@@ -580,6 +580,31 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Undoes what a write that never committed did outside its transaction and holds no
+    /// more (see [`super::reclaim`]): its reservations, its links, its blobs.
+    ///
+    /// # Errors
+    /// The store's and blob store's errors; the work can be applied again.
+    pub async fn undo(&self, undoing: &super::reclaim::Reclaim) -> Result<()> {
+        for at in &undoing.reservations {
+            super::unique::release_intent(&self.store, at, &undoing.source).await?;
+        }
+        for (property, from, source_property) in &undoing.links {
+            self.remove_link_of(
+                &undoing.source,
+                property,
+                from,
+                source_property,
+                Some(&undoing.id),
+            )
+            .await?;
+        }
+        if let (Some(nonce), Some(blobs)) = (&undoing.blob_nonce, &self.blobs) {
+            super::reclaim::undo_blobs(&self.store, blobs, &undoing.source, nonce).await?;
+        }
+        Ok(())
     }
 
     /// Whether a write of `dependent` other than `undoing_id`'s is pending (its intent

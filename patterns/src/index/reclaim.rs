@@ -7,7 +7,7 @@
 //! to the sink; a write whose process died leaves it to the relay, which claims it after
 //! the grace period (the claim fences the write: its commit can no longer land).
 //!
-//! Applying a [`Reclaim`] is idempotent and never takes what a committed write holds: a
+//! Applying a [`Reclaim`] (`IndexApplier`'s work, as all index work) is idempotent and never takes what a committed write holds: a
 //! reservation is released only when its holder's record does not list it, a link only
 //! when its dependent does not claim it, a blob only when the entity does not reference it.
 
@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
-use super::operation::IndexApplier;
 use super::record::{EntityRef, Target};
 use crate::consistency::{Envelope, Operation, outbox};
 use crate::error::{Error, Result};
@@ -88,32 +87,6 @@ impl Reclaim {
             source,
         })
     }
-
-    /// Undoes what the write holds no more (see the module docs).
-    ///
-    /// # Errors
-    /// The store's and blob store's errors; the work can be applied again.
-    pub async fn apply<S: TableStore + Clone>(&self, applier: &IndexApplier<S>) -> Result<()> {
-        let store = applier.store();
-        for at in &self.reservations {
-            super::unique::release_intent(store, at, &self.source).await?;
-        }
-        for (property, from, source_property) in &self.links {
-            applier
-                .remove_link_of(
-                    &self.source,
-                    property,
-                    from,
-                    source_property,
-                    Some(&self.id),
-                )
-                .await?;
-        }
-        if let (Some(nonce), Some(blobs)) = (&self.blob_nonce, applier.blobs()) {
-            reclaim_blobs(store, blobs, &self.source, nonce).await?;
-        }
-        Ok(())
-    }
 }
 
 /// The writes of `source` still in flight: each pending intent (recorded, neither
@@ -156,7 +129,12 @@ pub(crate) async fn pending_writes<S: TableStore>(
     }
 }
 
-async fn reclaim_blobs<S: TableStore>(
+/// Deletes the blobs of `source` whose names carry `nonce` (those its undone write
+/// uploaded) unless the entity references them.
+///
+/// # Errors
+/// The store's and blob store's errors.
+pub(crate) async fn undo_blobs<S: TableStore>(
     store: &S,
     blobs: &BlobStore,
     source: &EntityRef,
