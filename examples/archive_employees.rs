@@ -619,7 +619,10 @@ async fn drive(
     bar.set_message("indexing");
     loop {
         let stats = queue.stats(index_queue).await?;
-        let outbox = tablekit::patterns::consistency::outbox::scan(store, "Current").await?;
+        // Delayed work (a deleted entity's tombstone, buried after a grace period) is
+        // not the worker's yet.
+        let mut outbox = tablekit::patterns::consistency::outbox::scan(store, "Current").await?;
+        outbox.retain(|entry| !tablekit::patterns::consistency::outbox::waiting(entry));
         // Every early kill asked for is made before the run ends.
         if stats.waiting == 0
             && stats.leased == 0

@@ -134,12 +134,13 @@ async fn the_untyped_delete_publishes_the_change_event() {
         last.payload.get("change").and_then(|c| c.as_str()),
         Some("delete")
     );
+    // Gone to every read; what stays for the grace period is its tombstone.
     assert!(
         store
             .get("Items", "g", "i_001", None)
             .await
             .expect("get")
-            .is_none()
+            .is_none_or(|e| tablekit_patterns::index::record::is_tombstone(&e))
     );
 }
 
@@ -153,7 +154,6 @@ async fn the_untyped_delete_publishes_the_change_event() {
 /// under its ETag above its version, a sweep removing it after the grace), planned with
 /// the one write path.
 #[tokio::test]
-#[ignore = "open finding of the simulation: a delete leaves nothing for a late insert of its key to conflict with"]
 async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
     let store = Held::new(Hold::Insert("i_001"));
     let sink = Arc::new(Kept::default());

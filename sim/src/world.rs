@@ -184,7 +184,8 @@ impl World {
     }
 
     async fn engine(&self, store: &Store) -> Engine<Store> {
-        let engine = Engine::new(store.clone());
+        // Tombstones stay past the longest a plan may wait (30 s) plus a request (30 s).
+        let engine = Engine::new(store.clone()).with_tombstone_grace(Duration::from_secs(120));
         match self.sink().await {
             Some(sink) => engine.with_sink(sink),
             None => engine,

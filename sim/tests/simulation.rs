@@ -116,6 +116,13 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "an insert's id-list membership survives a concurrent delete",
         &[5634],
     ),
+    // A batch whose first write was a delete, failed before reaching the store, was read
+    // back as landed: a concurrent delete of the same entity had stamped its tombstone
+    // with the same version (a delete's version was the deleted one's plus one).
+    (
+        "a failed attempt is not taken for another write's tombstone",
+        &[1844, 2772],
+    ),
     // The archive copied a version's blobs, found it changed and archived the next.
     (
         "the archive leaves no blob of a superseded version",

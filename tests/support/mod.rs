@@ -130,3 +130,25 @@ macro_rules! on_backends {
         }
     };
 }
+
+/// Buries the tombstones deletes left in `store` (see
+/// `tablekit::patterns::index::record::TOMBSTONE_KIND`): one relay pass, applying the
+/// burials inline, on a clock past their grace period.
+pub(crate) async fn bury_tombstones(store: &AnyStore) {
+    use std::sync::Arc;
+    use tablekit::patterns::index::{InlineSink, Relay, handlers};
+    let later = tablekit::core::clock::ManualClock::new(
+        tablekit::core::clock::now()
+            + chrono::Duration::from_std(tablekit::patterns::consistency::DEFAULT_TOMBSTONE_GRACE)
+                .expect("grace")
+            + chrono::Duration::seconds(1),
+    );
+    let _clock = tablekit::core::clock::simulate(later.shared());
+    let sink = Arc::new(InlineSink::new(handlers(store.clone(), None)));
+    Relay::new(store.clone(), sink)
+        .grace(std::time::Duration::ZERO)
+        .late(std::time::Duration::ZERO)
+        .run_once()
+        .await
+        .expect("a relay pass burying tombstones");
+}

@@ -183,14 +183,16 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
                 )
             })
             .await?;
+        // A delete's tombstone is no entity to archive.
         let current = store
             .get_if_table_exists(source_table, partition_key, row_key)
-            .await?;
+            .await?
+            .filter(|e| !tablekit_patterns::index::record::is_tombstone(e));
         let Some(current) = current else {
             let archived = store
                 .get_if_table_exists(target_table, partition_key, row_key)
                 .await?
-                .is_some();
+                .is_some_and(|e| !tablekit_patterns::index::record::is_tombstone(&e));
             return Ok(if archived {
                 ArchiveOutcome::AlreadyArchived
             } else {

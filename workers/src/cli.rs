@@ -357,6 +357,13 @@ pub fn status_text(status: &Status) -> String {
             .map(|at| format!(", oldest written {}", at.to_rfc3339()))
             .unwrap_or_default()
     );
+    if status.relay.delayed > 0 {
+        let _ = writeln!(
+            text,
+            "  and {} tombstone burials waiting for their grace period",
+            status.relay.delayed
+        );
+    }
     text.push_str("last audits\n");
     if status.audits.is_empty() {
         text.push_str("  none yet (tablekit-worker audit --table …)\n");

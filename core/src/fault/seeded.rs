@@ -16,6 +16,9 @@ use crate::query::{Page, Query};
 use crate::random;
 use crate::store::{Batch, TableStore, WriteOp};
 
+/// How long the service may take to start a request before it gives it up.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
 /// How likely each fault is, per store call (each a probability from 0 to 1).
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct FaultRates {
@@ -182,7 +185,15 @@ impl<S: TableStore + Clone> ChaosStore<S> {
         };
         if Self::chance(rates.latency) {
             self.chaos.delays.fetch_add(1, Ordering::SeqCst);
+            let sent = tokio::time::Instant::now();
             tokio::time::sleep(random::up_to(rates.max_latency)).await;
+            // A request the service did not start within its timeout is not applied
+            // (Azure Table storage bounds a request at 30 seconds): a clock jump while
+            // it waited fails it, so no write lands long after it was sent.
+            if sent.elapsed() > REQUEST_TIMEOUT {
+                self.note(&self.chaos.before_write, || format!("timed out {}", what()));
+                return Verdict::Fail("the request timed out");
+            }
         }
         if self.process.is_some() && Self::chance(rates.crash) {
             self.note(&self.chaos.crashes, || format!("crash at {}", what()));

@@ -319,7 +319,8 @@ pub struct Committed {
     /// The operations recorded as follow-up work.
     pub work: usize,
     /// Whether every operation went to the sink and its entry was removed (otherwise the
-    /// relay publishes the rest later); `false` without work.
+    /// relay publishes the rest later); `false` without work. Delayed work
+    /// ([`Envelope::not_before`](super::Envelope::not_before)) is always the relay's.
     pub published: bool,
 }
 
@@ -331,7 +332,16 @@ pub struct Engine<S> {
     sink: Option<Arc<dyn OutboxSink>>,
     markers: Arc<Markers>,
     retry: RetryPolicy,
+    tombstone_grace: Duration,
 }
+
+/// How long a delete's tombstone stays by default (see [`Engine::tombstone_grace`]).
+pub const DEFAULT_TOMBSTONE_GRACE: Duration = Duration::from_secs(5 * 60);
+
+/// The oldest a plan may be when its batch is sent: an older one is planned again. With
+/// the store's own bound on a request (30 seconds for Azure Table storage), it bounds how
+/// late a write can land after the reads it was planned on.
+pub const MAX_PLAN_AGE: Duration = Duration::from_secs(30);
 
 impl<S> std::fmt::Debug for Engine<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -339,6 +349,7 @@ impl<S> std::fmt::Debug for Engine<S> {
             .field("sink", &self.sink.is_some())
             .field("lease", &self.markers.lease())
             .field("retry", &self.retry)
+            .field("tombstone_grace", &self.tombstone_grace)
             .finish()
     }
 }
@@ -352,7 +363,22 @@ impl<S: TableStore> Engine<S> {
             sink: None,
             markers: Arc::default(),
             retry: RetryPolicy::default(),
+            tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
         }
+    }
+
+    /// Keeps a delete's tombstone for `grace` (default [`DEFAULT_TOMBSTONE_GRACE`]): a
+    /// write planned before the delete lands within [`MAX_PLAN_AGE`] plus the store's
+    /// bound on a request, so the grace must outlast both, with the writers' clock skew.
+    /// The relay keeps visiting the partition until the tombstone is buried.
+    pub fn with_tombstone_grace(mut self, grace: Duration) -> Self {
+        self.tombstone_grace = grace;
+        self
+    }
+
+    /// How long a delete's tombstone stays (see [`crate::index::record::TOMBSTONE_KIND`]).
+    pub fn tombstone_grace(&self) -> Duration {
+        self.tombstone_grace
     }
 
     /// Hands follow-up work to `sink` after each commit.
@@ -443,6 +469,7 @@ impl<S: TableStore> Engine<S> {
             retry.next(|| planner.what()).await?;
             attempts += 1;
             span.record("tablekit.attempts", attempts);
+            let planned_at = tablekit_core::clock::now();
             let Some(Plan {
                 mut batch,
                 roles,
@@ -465,6 +492,19 @@ impl<S: TableStore> Engine<S> {
                         .await?,
                 )
             };
+            // A plan that waited too long (a paused process, a slow marker) is planned
+            // again: what it read may have changed past what a tombstone's grace covers.
+            if (tablekit_core::clock::now() - planned_at)
+                .to_std()
+                .is_ok_and(|age| age > MAX_PLAN_AGE)
+            {
+                tracing::debug!(
+                    table,
+                    partition_key,
+                    "a plan grew too old before its commit; planning again"
+                );
+                continue;
+            }
             let witness = Witness::of(&batch);
             let answer = match self.store.submit_batch(table, batch).await {
                 // A write whose answer was lost may have landed: one read tells.
@@ -694,8 +734,13 @@ impl<S: TableStore> Engine<S> {
         let Some(sink) = &self.sink else {
             return false;
         };
+        let now = tablekit_core::clock::now();
         let mut published = !work.is_empty();
         for (envelope, etag) in work.iter().zip(etags) {
+            // Delayed work (a tombstone's burial) is the relay's, when its time comes.
+            if envelope.waits(now) {
+                continue;
+            }
             published &= outbox::publish(
                 &self.store,
                 table,

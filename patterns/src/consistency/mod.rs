@@ -87,7 +87,10 @@ pub mod sink;
 use std::future::Future;
 use std::pin::Pin;
 
-pub use commit::{Committed, Engine, Intent, Plan, Planner, Retry, RetryPolicy, lost_race};
+pub use commit::{
+    Committed, DEFAULT_TOMBSTONE_GRACE, Engine, Intent, MAX_PLAN_AGE, Plan, Planner, Retry,
+    RetryPolicy, lost_race,
+};
 pub use operation::{Envelope, Operation, OperationError, Registry};
 pub use relay::{Backlog, Relay, RelayReport, backlog};
 pub use sink::{InlineSink, OutboxSink};

@@ -30,6 +30,10 @@ pub struct Envelope {
     pub created_at: DateTime<Utc>,
     /// The operation itself.
     pub payload: serde_json::Value,
+    /// Work that must wait (a delete's tombstone is buried after a grace period): the
+    /// writer leaves it in the outbox, the relay publishes it once this time has passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<DateTime<Utc>>,
 }
 
 impl Envelope {
@@ -53,7 +57,19 @@ impl Envelope {
             version: O::VERSION,
             created_at: tablekit_core::clock::now(),
             payload: serde_json::to_value(operation)?,
+            not_before: None,
         })
+    }
+
+    /// The same work, to be published no sooner than `at` (see [`Envelope::not_before`]).
+    pub fn not_before(mut self, at: DateTime<Utc>) -> Self {
+        self.not_before = Some(at);
+        self
+    }
+
+    /// Whether the work must still wait at `now`.
+    pub fn waits(&self, now: DateTime<Utc>) -> bool {
+        self.not_before.is_some_and(|at| at > now)
     }
 
     /// The envelope as JSON bytes.

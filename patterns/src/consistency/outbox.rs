@@ -27,6 +27,8 @@ const ENVELOPE_PROPERTY: &str = "Envelope";
 /// Entries written before envelopes: the index work alone.
 const LEGACY_OPERATIONS_PROPERTY: &str = "Operations";
 const CREATED_PROPERTY: &str = "CreatedAt";
+/// When delayed work may be published (see [`Envelope::not_before`]).
+const NOT_BEFORE_PROPERTY: &str = "NotBefore";
 
 /// The RowKey of an operation's outbox entry.
 pub fn entry_row_key(envelope: &Envelope) -> String {
@@ -51,6 +53,11 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
         CREATED_PROPERTY.to_owned(),
         Value::DateTime(tablekit_core::clock::now()),
     );
+    if let Some(at) = envelope.not_before {
+        entity
+            .properties
+            .insert(NOT_BEFORE_PROPERTY.to_owned(), Value::DateTime(at));
+    }
     Ok(entity)
 }
 
@@ -141,6 +148,7 @@ pub fn read_entry(entity: &Entity) -> Result<Envelope> {
                 version: 1,
                 created_at: created_at(entity).unwrap_or_else(tablekit_core::clock::now),
                 payload,
+                not_before: None,
             })
         }
         _ => Err(Error::malformed(what(), "no Envelope property")),
@@ -153,6 +161,20 @@ pub(crate) fn created_at(entity: &Entity) -> Option<chrono::DateTime<Utc>> {
         Some(Value::DateTime(created)) => Some(*created),
         _ => None,
     }
+}
+
+/// When delayed work may be published (`None`: at once).
+pub(crate) fn not_before(entity: &Entity) -> Option<chrono::DateTime<Utc>> {
+    match entity.properties.get(NOT_BEFORE_PROPERTY) {
+        Some(Value::DateTime(at)) => Some(*at),
+        _ => None,
+    }
+}
+
+/// Whether an entry is delayed work whose time has not come (a delete's tombstone
+/// burial, see [`Envelope::not_before`]): nobody has anything to do about it yet.
+pub fn waiting(entity: &Entity) -> bool {
+    not_before(entity).is_some_and(|at| at > tablekit_core::clock::now())
 }
 
 /// The query of one partition's outbox entries: a RowKey range, so it reads only them.

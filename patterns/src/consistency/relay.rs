@@ -149,7 +149,9 @@ impl<S: TableStore> Relay<S> {
                 Err(e) => return Err(e.into()),
             };
             report.entries += 1;
-            if outbox::created_at(&entry).is_some_and(|created| created > cutoff) {
+            if outbox::created_at(&entry).is_some_and(|created| created > cutoff)
+                || outbox::waiting(&entry)
+            {
                 report.deferred += 1;
                 left += 1;
                 continue;
@@ -251,10 +253,13 @@ pub struct Backlog {
     pub markers: u64,
     /// Partitions whose outbox holds entries.
     pub partitions: u64,
-    /// Outbox entries in them.
+    /// Outbox entries in them, delayed work whose time has not come left out.
     pub entries: u64,
-    /// When the oldest entry was written.
+    /// When the oldest of those entries was written.
     pub oldest: Option<chrono::DateTime<Utc>>,
+    /// Delayed work whose time has not come (the burial of a delete's tombstone).
+    #[serde(default)]
+    pub delayed: u64,
 }
 
 /// The relay's backlog over every table's pending markers.
@@ -283,6 +288,10 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
                 Err(e) if e.kind() == ErrorKind::TableNotFound => break,
                 Err(e) => return Err(e.into()),
             };
+            if outbox::waiting(&entry) {
+                backlog.delayed += 1;
+                continue;
+            }
             backlog.entries += 1;
             if let Some(created) = outbox::created_at(&entry) {
                 backlog.oldest = Some(backlog.oldest.map_or(created, |o| o.min(created)));

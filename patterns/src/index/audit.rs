@@ -485,6 +485,11 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         entity: Entity,
         report: &mut AuditReport,
     ) -> Result<()> {
+        // A delete's tombstone holds nothing; its burial is follow-up work already
+        // recorded with the delete.
+        if super::record::is_tombstone(&entity) {
+            return Ok(());
+        }
         if let Some(record) = IndexRecord::read(&entity)? {
             report.primaries += 1;
             let source = EntityRef::of(table, &entity);

@@ -327,6 +327,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             .store
             .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
             .await?
+            .filter(|p| !super::record::is_tombstone(p))
         else {
             return Ok(Outcome::Gone);
         };

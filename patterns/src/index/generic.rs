@@ -10,7 +10,9 @@ use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
 use super::members::{plan_partition_change, read_partition_pages};
 use super::operation::IndexOperation;
-use super::record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
+use super::record::{
+    EntityRef, IndexRecord, Layout, MemberStorage, Target, is_tombstone, tombstone,
+};
 use super::registry::SchemaRecord;
 use super::table::IndexedTable;
 use crate::consistency::{Engine, Plan, Planner, lost_race};
@@ -39,6 +41,9 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     else {
         return Ok(false);
     };
+    if is_tombstone(&primary) {
+        return Ok(false);
+    }
     if IndexRecord::read(&primary)?.is_some()
         && let Some(layout) = registered_layout(engine.store(), &at.table, &primary).await?
     {
@@ -52,6 +57,7 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     }
     let mut delete = IndexedDelete {
         store: engine.store(),
+        grace: engine.tombstone_grace(),
         at,
         if_match,
         missing: HashSet::new(),
@@ -90,6 +96,8 @@ enum Role {
 
 struct IndexedDelete<'a, S> {
     store: &'a S,
+    /// How long the delete's tombstone stays.
+    grace: std::time::Duration,
     at: &'a EntityRef,
     if_match: IfMatch,
     /// Same-partition entries found missing (left out of the next plan).
@@ -111,6 +119,10 @@ impl<S: TableStore> Planner for IndexedDelete<'_, S> {
             self.found = false;
             return Ok(None);
         };
+        if is_tombstone(&primary) {
+            self.found = false;
+            return Ok(None);
+        }
         if let IfMatch::ETag(expected) = &self.if_match
             && primary.etag.as_ref() != Some(expected)
         {
@@ -123,12 +135,29 @@ impl<S: TableStore> Planner for IndexedDelete<'_, S> {
             if_match,
         };
         let mut plan = Plan::new();
-        plan.push(delete(at, read), Role::Primary);
         // Not written through an indexed table: a plain delete.
         let Some(record) = IndexRecord::read(&primary)? else {
+            plan.push(delete(at, read), Role::Primary);
             return Ok(Some(plan));
         };
         let version = super::record::delete_version(Some(record.version));
+        // A tombstone in its place, buried after the grace period (see
+        // `super::record::TOMBSTONE_KIND`).
+        let kind_property = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
+        plan.push(
+            WriteOp::Replace(tombstone(at, version, kind_property)?, read),
+            Role::Primary,
+        );
+        let due = tablekit_core::clock::now()
+            + chrono::Duration::from_std(self.grace).unwrap_or(chrono::Duration::MAX);
+        plan.follow_up(
+            super::IndexOperations::new(vec![IndexOperation::Bury {
+                source: at.clone(),
+                version,
+            }])
+            .envelope()?
+            .not_before(due),
+        );
         let mut operations = Vec::new();
         for target in &record.targets {
             match target {

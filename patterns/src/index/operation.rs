@@ -118,6 +118,15 @@ pub enum IndexOperation {
         /// The reservation.
         at: EntityRef,
     },
+    /// Remove the tombstone a delete of `source` at `version` left (see
+    /// [`super::record::TOMBSTONE_KIND`]), after its grace period: unless a later write
+    /// replaced it.
+    Bury {
+        /// The deleted primary.
+        source: EntityRef,
+        /// The version of the delete.
+        version: i64,
+    },
     /// Remove `source` from the id list of `value`.
     RemoveMember {
         /// The primary.
@@ -484,6 +493,49 @@ impl<S: TableStore> IndexApplier<S> {
                 at,
                 ..
             } => self.claim_unique(source, *version, at).await,
+            IndexOperation::Bury { source, version } => self.bury(source, *version).await,
+        }
+    }
+
+    /// Removes the tombstone of the delete of `source` at `version`, if it is still
+    /// there (a write that replaced it, or a later delete's, stays).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn bury(&self, source: &EntityRef, version: i64) -> Result<Applied> {
+        let Some(found) = self
+            .store
+            .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
+            .await?
+        else {
+            return Ok(Applied::Unchanged);
+        };
+        if !super::record::is_tombstone(&found)
+            || super::record::version_of(&found) != Some(version)
+        {
+            return Ok(Applied::Unchanged);
+        }
+        let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
+        match self
+            .store
+            .delete(
+                &source.table,
+                &source.partition_key,
+                &source.row_key,
+                if_match,
+            )
+            .await
+        {
+            Ok(()) => Ok(Applied::Changed),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::NotFound | ErrorKind::PreconditionFailed | ErrorKind::TableNotFound
+                ) =>
+            {
+                Ok(Applied::Unchanged)
+            }
+            Err(e) => Err(e.into()),
         }
     }
 

@@ -38,7 +38,7 @@ use super::members::{
 use super::operation::{IndexApplier, IndexOperation, IndexOperations};
 use super::record::{
     EntityRef, IndexLayout, IndexRecord, Layout, MemberStorage, Target, as_primary, copy_of,
-    copy_source, next_version,
+    copy_source, is_tombstone, next_version, tombstone,
 };
 use super::registry::SchemaRecord;
 use crate::consistency::{Engine, Envelope, InlineSink, OutboxSink, Plan, Planner, lost_race};
@@ -1937,11 +1937,13 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         };
         // An entity that expired and waits for the sweeper is absent to every write but a
         // delete (the sweeper's own among them): an insert or upsert replaces it (under
-        // its ETag), a replace finds nothing.
-        let expired = self.new_entity.is_some()
-            && old
-                .as_ref()
-                .is_some_and(|o| is_expired(o, table.clock.now()));
+        // its ETag), a replace finds nothing. A delete's tombstone is absent to every
+        // write, deletes included.
+        let expired = old.as_ref().is_some_and(is_tombstone)
+            || (self.new_entity.is_some()
+                && old
+                    .as_ref()
+                    .is_some_and(|o| is_expired(o, table.clock.now())));
         match &old {
             None if self.must_exist => {
                 return Err(self.source.not_found());
@@ -1994,7 +1996,21 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         };
         let mut plan = Plan::new();
         let mut operations = Vec::new();
-        IndexedTable::<E, S>::plan_primary(&mut plan, &self.source, primary.as_ref(), old.as_ref());
+        // A delete leaves a tombstone at its version, buried after the grace period.
+        let tombstone = match &primary {
+            Some(_) => None,
+            None => Some(tombstone(
+                &self.source,
+                version,
+                &table.layout.kind_property,
+            )?),
+        };
+        IndexedTable::<E, S>::plan_primary(
+            &mut plan,
+            &self.source,
+            primary.as_ref().or(tombstone.as_ref()),
+            old.as_ref(),
+        );
         let change = Change {
             source: &self.source,
             version,
@@ -2032,6 +2048,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             self.operations += 1;
             plan.follow_up(event.envelope()?);
         }
+        if tombstone.is_some() {
+            let bury = IndexOperations::new(vec![IndexOperation::Bury {
+                source: self.source.clone(),
+                version,
+            }]);
+            let due = tablekit_core::clock::now()
+                + chrono::Duration::from_std(table.engine.tombstone_grace())
+                    .unwrap_or(chrono::Duration::MAX);
+            plan.follow_up(bury.envelope()?.not_before(due));
+        }
         // Blobs this write stops referencing are deleted after the commit.
         if let Some(dropped) =
             crate::large::DeleteBlobs::dropped(&self.source, old.as_ref(), primary.as_ref())
@@ -2049,8 +2075,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
     fn refused(&mut self, error: tablekit_core::Error, role: Option<&Role>) -> Result<()> {
         match (role, error.kind()) {
             (Some(Role::Primary), ErrorKind::AlreadyExists) if self.insert => {
-                if self.table.layout.expiry.is_some() && !self.read_taken {
-                    // The entity in the way may have expired: the next plan reads it.
+                if !self.read_taken {
+                    // The entity in the way may be a delete's tombstone or have expired:
+                    // the next plan reads it.
                     self.read_taken = true;
                     Ok(())
                 } else {
