@@ -21,6 +21,7 @@
 
 pub mod entities;
 pub mod exec;
+pub mod fixture;
 pub mod model;
 pub mod queue;
 mod world;
