@@ -61,29 +61,6 @@ impl AnyStore {
     }
 }
 
-/// The `KEY=VALUE` fields of a storage connection string (keys lower-cased, values
-/// trimmed), and the parts that are not `KEY=VALUE`.
-#[cfg(any(feature = "azure", feature = "blob"))]
-pub(crate) fn connection_fields(
-    connection: &str,
-) -> (std::collections::HashMap<String, String>, Vec<&str>) {
-    let mut fields = std::collections::HashMap::new();
-    let mut malformed = Vec::new();
-    for part in connection
-        .split(';')
-        .map(str::trim)
-        .filter(|p| !p.is_empty())
-    {
-        match part.split_once('=') {
-            Some((key, value)) => {
-                fields.insert(key.trim().to_ascii_lowercase(), value.trim().to_owned());
-            }
-            None => malformed.push(part),
-        }
-    }
-    (fields, malformed)
-}
-
 macro_rules! each_backend {
     ($self:ident, $store:ident => $call:expr) => {
         match $self {

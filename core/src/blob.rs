@@ -175,7 +175,7 @@ impl BlobStore {
     /// # Errors
     /// [`Error::InvalidConnection`] naming what is missing.
     pub fn azure(connection: &str) -> Result<Self> {
-        let (fields, _) = crate::any::connection_fields(connection);
+        let (fields, _) = crate::connection_string::fields(connection);
         let invalid = |reason: &str| Error::InvalidConnection {
             connection: "blob connection string".to_owned(),
             reason: reason.to_owned(),

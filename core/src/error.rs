@@ -151,7 +151,7 @@ pub enum Error {
     Key(#[from] crate::keys::KeyError),
     /// A field of a typed entity could not be written or read.
     #[error(transparent)]
-    Field(Box<crate::typed::FieldError>),
+    Field(Box<crate::typed::field::FieldError>),
     /// A name (an index, an index entity) the entity type does not declare.
     #[error("{type_name} declares no {what} `{name}`")]
     Undeclared {
@@ -219,8 +219,8 @@ impl Error {
             | Error::Undeclared { .. }
             | Error::Key(_) => ErrorKind::InvalidInput,
             Error::Field(e) => match e.direction {
-                crate::typed::Direction::Write => ErrorKind::InvalidInput,
-                crate::typed::Direction::Read => ErrorKind::InvalidData,
+                crate::typed::field::Direction::Write => ErrorKind::InvalidInput,
+                crate::typed::field::Direction::Read => ErrorKind::InvalidData,
             },
             Error::Batch { source, .. } => source.kind(),
             Error::Transient { .. } => ErrorKind::Transient,
@@ -293,8 +293,8 @@ impl Error {
     }
 }
 
-impl From<crate::typed::FieldError> for Error {
-    fn from(error: crate::typed::FieldError) -> Self {
+impl From<crate::typed::field::FieldError> for Error {
+    fn from(error: crate::typed::field::FieldError) -> Self {
         Error::Field(Box::new(error))
     }
 }

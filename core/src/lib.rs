@@ -29,6 +29,8 @@ pub mod blob;
 pub mod clock;
 #[cfg(feature = "conformance")]
 pub mod conformance;
+#[cfg(any(feature = "azure", feature = "blob"))]
+pub(crate) mod connection_string;
 pub mod error;
 pub mod fault;
 pub mod filter;

@@ -75,7 +75,7 @@ impl AzureConfig {
     /// [`Error::InvalidConnection`] naming what is missing or malformed (never echoing the
     /// key).
     pub fn from_connection_string(connection: &str) -> Result<Self> {
-        let (fields, malformed) = crate::any::connection_fields(connection);
+        let (fields, malformed) = crate::connection_string::fields(connection);
         if let Some(part) = malformed.first() {
             return Err(invalid(connection, format!("`{part}` is not KEY=VALUE")));
         }

@@ -50,7 +50,7 @@ pub use scope::SAS_CLOCK_SKEW;
 pub fn connection_fields(
     connection: &str,
 ) -> (std::collections::HashMap<String, String>, Vec<&str>) {
-    crate::any::connection_fields(connection)
+    crate::connection_string::fields(connection)
 }
 
 use crate::error::{Error, Result};
@@ -1189,7 +1189,7 @@ fn select_list<'a>(names: impl Iterator<Item = &'a str>) -> String {
 /// [`Error::Transient`] from the service.
 pub async fn create_blob_container(connection: &str, container: &str) -> Result<bool> {
     use base64::Engine;
-    let (fields, _) = crate::any::connection_fields(connection);
+    let (fields, _) = crate::connection_string::fields(connection);
     let invalid = |reason: &str| Error::InvalidConnection {
         connection: "blob connection string".to_owned(),
         reason: reason.to_owned(),

@@ -15,7 +15,7 @@
 //!   (`#[entity(upcast = "path")]`), before its fields are read;
 //! - a newer version than the type's is an error: this program does not know its fields.
 
-mod field;
+pub(crate) mod field;
 mod schema;
 mod table;
 mod template;

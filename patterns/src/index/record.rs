@@ -18,6 +18,7 @@ use tablekit_core::typed::{
 };
 use tablekit_core::{Entity, Value};
 
+use super::expiry::entry::{EXPIRY_INDEX, entry_at, expiry_table};
 use crate::error::{Error, Result};
 
 /// The property holding the version of a primary or of the primary a copy was made from.
@@ -106,6 +107,16 @@ pub enum Target {
 }
 
 impl Target {
+    /// The entry of `source` in the expiry index, which expires at `at`
+    /// ([`super::expiry`]): a copy without properties.
+    pub fn expiry_entry(source: &EntityRef, at: chrono::DateTime<chrono::Utc>) -> Target {
+        Target::Copy {
+            index: EXPIRY_INDEX.to_owned(),
+            at: entry_at(source, at),
+            properties: Some(Vec::new()),
+        }
+    }
+
     /// The index or index entity the target belongs to.
     pub fn index(&self) -> &str {
         match self {
@@ -616,7 +627,7 @@ impl Layout {
             || self.members.iter().any(|m| m.name == name)
             || self.denormalized.iter().any(|d| d.property == name)
             || self.uniques.iter().any(|u| u.name == name)
-            || (self.expiry.is_some() && name == super::expiry::EXPIRY_INDEX)
+            || (self.expiry.is_some() && name == EXPIRY_INDEX)
     }
 
     /// The entry of a primary in the expiry index, when the layout expires its primaries
@@ -624,7 +635,7 @@ impl Layout {
     pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
         self.expiry?;
         let at = tablekit_core::typed::expires_at(entity)?;
-        Some(super::expiry::entry_target(source, at))
+        Some(Target::expiry_entry(source, at))
     }
 
     /// The tables other than the primaries' that hold copies, id lists or reservations.
@@ -639,10 +650,7 @@ impl Layout {
                     .filter_map(|m| m.table.clone()),
             )
             .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
-            .chain(
-                self.expiry
-                    .map(|_| super::expiry::expiry_table(&self.table)),
-            )
+            .chain(self.expiry.map(|_| expiry_table(&self.table)))
             .filter(|t| *t != self.table)
             .collect()
     }

@@ -722,7 +722,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 let mut entity = v.to_entity()?;
                 let mut targets = self.layout.targets(&source, &render, &in_index, None)?;
                 if let Some(super::record::ExpiryLayout::Ttl(seconds)) = self.layout.expiry {
-                    let at = super::expiry::ttl_end(self.clock.now(), seconds);
+                    let at = super::expiry::entry::ttl_end(self.clock.now(), seconds);
                     entity
                         .properties
                         .insert(EXPIRES_PROPERTY.to_owned(), Value::DateTime(at));

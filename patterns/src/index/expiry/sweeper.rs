@@ -1,118 +1,25 @@
-//! Expiry (time to live): entities of a type declared with `#[entity(ttl = "30d")]` or an
-//! `#[entity(expires)]` field carry their expiry time in `TablekitExpires`. Reads leave
-//! expired entities out (point gets, queries, index look-ups, id-list members); the
-//! [`Sweeper`] deletes them through the indexed delete, so their copies, id-list entries,
-//! unique reservations, blobs and change events follow as for any delete.
-//!
-//! The sweeper does not scan tables. Every expiring primary has an entry in the **expiry
-//! index**, an inter-partition index kept by the same machinery as a declared one (the
-//! entry is a copy target, `TablekitExpiry`, in `<table>Expiry`, written and removed as
-//! follow-up work and checked by the audit):
-//!
-//! - PartitionKey `yyyyMMddHH-nn`: the hour the entity expires in, and one of 16 shards
-//!   chosen by a hash of the primary's keys, so that writes with the same time to live do
-//!   not all append to one partition;
-//! - RowKey `yyyyMMddHHmmssffffff-<hash>`: the expiry time to the microsecond, then a hash
-//!   of the primary's keys.
-//!
-//! A pass asks for `PartitionKey lt '<the next hour>' and RowKey lt '<now>~'`: the entries
-//! that have expired, in the hours up to now. Its cost follows the number of expired
-//! entities (plus the entries of the current hour the service filters out), never the
-//! size of the table.
-//!
-//! Steps and what a crash leaves: the sweeper reads an entry, reads the primary, and
-//! deletes it under the ETag it read, if it has expired (a write that renewed it in
-//! between wins: the delete is refused and the primary stays). The delete is one indexed
-//! write: the primary and its same-partition copies go in one transaction with the
-//! follow-up work that removes the rest, the entry included. A crash before the delete
-//! leaves the entry for the next pass; after it, the relay finishes the follow-up work.
+//! The sweeper: deletes expired primaries found through the expiry index (see
+//! [`super`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use chrono::{DateTime, Timelike, Utc};
+use chrono::{DateTime, Utc};
 use futures::{StreamExt, TryStreamExt};
-use sha2::{Digest, Sha256};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
 use tablekit_core::typed::is_expired;
-use tablekit_core::{Entity, ErrorKind, IfMatch, Query, TableStore, filter};
+use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
 
-use super::record::{EntityRef, Layout, Target, copy_source};
-use super::registry::SchemaRecord;
-use super::table::{IndexedTable, RawPrimary};
+use super::entry::{expired_query, expiry_table};
 use crate::consistency::{Engine, OutboxSink};
 use crate::error::{Error, Result};
+use crate::index::record::{Layout, copy_source};
+use crate::index::registry::SchemaRecord;
+use crate::index::table::{IndexedTable, RawPrimary};
 
-/// The name of the expiry index among a primary's targets.
-pub const EXPIRY_INDEX: &str = "TablekitExpiry";
-/// What names the expiry index's table after its primaries' table.
-pub const EXPIRY_TABLE_SUFFIX: &str = "Expiry";
-/// The shards of each hour's entries.
-const SHARDS: u8 = 16;
 /// The entries a pass deletes at once, by default.
 const DEFAULT_CONCURRENCY: usize = 8;
-
-/// The expiry index's table for primaries in `table`.
-pub fn expiry_table(table: &str) -> String {
-    format!("{table}{EXPIRY_TABLE_SUFFIX}")
-}
-
-/// When a time to live of `seconds` that starts at `now` ends: at the latest the last
-/// second the table service stores (9999-12-31T23:59:59Z).
-pub fn ttl_end(now: DateTime<Utc>, seconds: u64) -> DateTime<Utc> {
-    let last = DateTime::<Utc>::from_timestamp(LAST_STORED_SECOND, 0).unwrap_or(now);
-    let seconds = i64::try_from(seconds).unwrap_or(i64::MAX);
-    chrono::Duration::try_seconds(seconds)
-        .and_then(|d| now.checked_add_signed(d))
-        .map_or(last, |end| end.min(last))
-}
-
-/// 9999-12-31T23:59:59Z, seconds since the epoch.
-const LAST_STORED_SECOND: i64 = 253_402_300_799;
-
-fn hour(at: DateTime<Utc>) -> String {
-    at.format("%Y%m%d%H").to_string()
-}
-
-fn instant(at: DateTime<Utc>) -> String {
-    at.format("%Y%m%d%H%M%S%6f").to_string()
-}
-
-/// The expiry index entry of `source`, which expires at `at`.
-pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
-    let mut hasher = Sha256::new();
-    hasher.update(source.partition_key.as_bytes());
-    hasher.update([0]);
-    hasher.update(source.row_key.as_bytes());
-    let digest = hasher.finalize();
-    let hash: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
-    let shard = digest[0] % SHARDS;
-    Target::Copy {
-        index: EXPIRY_INDEX.to_owned(),
-        at: EntityRef::new(
-            expiry_table(&source.table),
-            format!("{}-{shard:02}", hour(at)),
-            format!("{}-{hash}", instant(at)),
-        ),
-        properties: Some(Vec::new()),
-    }
-}
-
-/// The query of the entries expired at `now`: the hours up to `now`, the instants up to
-/// `now`.
-pub fn expired_query(now: DateTime<Utc>) -> Query {
-    let next_hour = now
-        .with_minute(0)
-        .and_then(|t| t.with_second(0))
-        .and_then(|t| t.with_nanosecond(0))
-        .and_then(|t| t.checked_add_signed(chrono::Duration::hours(1)))
-        .unwrap_or(DateTime::<Utc>::MAX_UTC);
-    Query::with_filter(
-        filter::partition_key().lt(hour(next_hour).as_str())
-            & filter::row_key().lt(format!("{}~", instant(now)).as_str()),
-    )
-}
 
 /// What a sweeper pass did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -327,7 +234,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             .store
             .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
             .await?
-            .filter(|p| !super::record::is_tombstone(p))
+            .filter(|p| !crate::index::record::is_tombstone(p))
         else {
             return Ok(Outcome::Gone);
         };
@@ -421,46 +328,4 @@ enum Outcome {
     Renewed,
     Gone,
     Failed,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_time_to_live_ends_by_the_last_stored_second() {
-        let now = DateTime::parse_from_rfc3339("2026-11-24T06:30:15Z")
-            .expect("time")
-            .with_timezone(&Utc);
-        assert_eq!(ttl_end(now, 3600).to_rfc3339(), "2026-11-24T07:30:15+00:00");
-        let last = "9999-12-31T23:59:59+00:00";
-        assert_eq!(ttl_end(now, 10_000 * 365 * 86_400).to_rfc3339(), last);
-        assert_eq!(ttl_end(now, u64::MAX).to_rfc3339(), last);
-    }
-
-    #[test]
-    fn entries_sort_by_expiry_and_the_query_takes_the_expired_ones() {
-        let source = EntityRef::new("Sessions", "p", "r");
-        let at = DateTime::parse_from_rfc3339("2026-11-24T06:30:15.123456Z")
-            .expect("time")
-            .with_timezone(&Utc);
-        let Target::Copy { at: entry, .. } = entry_target(&source, at) else {
-            panic!("an expiry entry is a copy target");
-        };
-        assert_eq!(entry.table, "SessionsExpiry");
-        assert!(entry.partition_key.starts_with("2026112406-"));
-        assert!(entry.row_key.starts_with("20261124063015123456-"));
-        let matches = |now: DateTime<Utc>| {
-            expired_query(now)
-                .filter
-                .expect("a filter")
-                .matches(&Entity::new(
-                    entry.partition_key.clone(),
-                    entry.row_key.clone(),
-                ))
-        };
-        assert!(!matches(at - chrono::Duration::microseconds(1)));
-        assert!(matches(at));
-        assert!(matches(at + chrono::Duration::hours(5)));
-    }
 }
