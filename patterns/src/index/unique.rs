@@ -42,6 +42,7 @@ use chrono::{DateTime, Utc};
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use super::record::{EntityRef, IndexRecord, Target};
+use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
 /// The kind recorded on reservations.
@@ -57,9 +58,6 @@ pub const LEASE_PROPERTY: &str = "TablekitLease";
 const INTENT_PROPERTY: &str = "TablekitIntent";
 /// How long a reservation protects a write in flight, unless the table says otherwise.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
-
-/// How many times a reservation step reads again after losing a race.
-const ATTEMPTS: usize = 16;
 
 /// A stored reservation.
 #[derive(Clone, Debug, PartialEq)]
@@ -239,7 +237,10 @@ pub async fn reserve_for<S: TableStore>(
     intent: Option<&str>,
 ) -> Result<()> {
     let lease = chrono::Duration::from_std(lease).unwrap_or(chrono::Duration::MAX);
-    for _ in 0..ATTEMPTS {
+    // A race lost is read again, after the policy's backoff.
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry.next(|| format!("reservation {at}")).await?;
         let now = tablekit_core::clock::now();
         let mine = Reservation {
             at: at.clone(),
@@ -292,10 +293,6 @@ pub async fn reserve_for<S: TableStore>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Contention {
-        what: format!("reservation {at}"),
-        attempts: ATTEMPTS,
-    })
 }
 
 /// Releases the reservation at `at` a write of `holder` that never committed may have
@@ -353,7 +350,11 @@ pub async fn release<S: TableStore>(
     holder: &EntityRef,
     version: i64,
 ) -> Result<bool> {
-    for _ in 0..ATTEMPTS {
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry
+            .next(|| format!("release of reservation {at}"))
+            .await?;
         let Some(found) = read(store, at).await? else {
             return Ok(false);
         };
@@ -377,10 +378,6 @@ pub async fn release<S: TableStore>(
             Err(e) => return Err(e.into()),
         }
     }
-    Err(Error::Contention {
-        what: format!("release of reservation {at}"),
-        attempts: ATTEMPTS,
-    })
 }
 
 /// Whether a write of `holder` is in flight that reserves `at`: its intent recorded and
