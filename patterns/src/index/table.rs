@@ -1889,6 +1889,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
                 attempts: 1,
             });
         }
+        let mut reserved = false;
         for target in &self.new_targets {
             let Target::Unique { at, .. } = target else {
                 continue;
@@ -1906,6 +1907,23 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
                 intent.as_deref(),
             )
             .await?;
+            reserved = true;
+        }
+        // It may also have stalled while it reserved (a pause, a backoff across a jump of
+        // the clock): fenced meanwhile, its undoing may have run before its reservation.
+        // It stops; abandoning it records the undoing again, which takes the reservation.
+        if reserved
+            && let Some(intent) = &self.intent
+            && intent.age() > self.table.unique_lease / 2
+            && !intent.pending(self.table.table.store()).await?
+        {
+            return Err(Error::Contention {
+                what: format!(
+                    "{}: it stalled past the relay's grace period while reserving, and its steps outside the transaction were undone",
+                    self.what()
+                ),
+                attempts: 1,
+            });
         }
         Ok(())
     }
