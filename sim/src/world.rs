@@ -101,15 +101,32 @@ impl Report {
 
 /// The simulated clock: the paused Tokio clock from a fixed start, a microsecond further
 /// at every reading (a real clock never stands still), plus the jumps of the run.
+/// Once the run has drained it stops (see [`SimClock::freeze`]).
 #[derive(Debug)]
 struct SimClock {
     base: DateTime<Utc>,
     start: tokio::time::Instant,
     ticks: std::sync::atomic::AtomicI64,
+    frozen: std::sync::Mutex<Option<DateTime<Utc>>>,
+}
+
+impl SimClock {
+    /// Stops the clock for the checks: over SQLite the paused Tokio clock moves on while
+    /// a blocking call is in flight, and an entity expiring (or a background pass
+    /// starting) in the middle of the checks is not something the run did.
+    fn freeze(&self) {
+        let now = self.now();
+        if let Ok(mut frozen) = self.frozen.lock() {
+            *frozen = Some(now);
+        }
+    }
 }
 
 impl Clock for SimClock {
     fn now(&self) -> DateTime<Utc> {
+        if let Some(at) = self.frozen.lock().ok().and_then(|f| *f) {
+            return at;
+        }
         let ticks = self.ticks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let elapsed = chrono::Duration::from_std(self.start.elapsed()).unwrap_or_default();
         self.base + elapsed + chrono::Duration::microseconds(ticks)
@@ -145,11 +162,14 @@ struct World {
     blobs: BlobStore,
     queue: SimQueue,
     clock: SharedClock,
+    sim_clock: Arc<SimClock>,
     model: RefCell<Model>,
     trace: RefCell<Vec<String>>,
     next_rev: Cell<i64>,
     writers_left: Cell<usize>,
     stopping: Cell<bool>,
+    /// Background passes and deliveries under way: the drain ends only between them.
+    busy: Cell<usize>,
     options: Options,
     /// Operations each writer started (kept across its crashes: the workload is fixed).
     started: RefCell<std::collections::HashMap<usize, usize>>,
@@ -159,7 +179,22 @@ struct World {
     events: Arc<std::sync::Mutex<Vec<Event>>>,
 }
 
+/// A background pass or delivery under way (see [`World::busy`]); a crash drops it.
+struct Busy<'a>(&'a World);
+
+impl Drop for Busy<'_> {
+    fn drop(&mut self) {
+        self.0.busy.set(self.0.busy.get().saturating_sub(1));
+    }
+}
+
 impl World {
+    /// Marks a background pass or delivery under way until the guard drops.
+    fn busy(&self) -> Busy<'_> {
+        self.busy.set(self.busy.get() + 1);
+        Busy(self)
+    }
+
     fn now(&self) -> DateTime<Utc> {
         self.clock.now()
     }
@@ -303,11 +338,13 @@ fn simulate_here(options: Options) -> Report {
 
 async fn run(options: Options) -> Report {
     START.with(|s| s.set(Some(tokio::time::Instant::now())));
-    let clock: SharedClock = Arc::new(SimClock {
+    let sim_clock = Arc::new(SimClock {
         base: DateTime::from_timestamp(1_800_000_000, 0).unwrap_or_default(),
         start: tokio::time::Instant::now(),
         ticks: Default::default(),
+        frozen: std::sync::Mutex::new(None),
     });
+    let clock: SharedClock = sim_clock.clone();
     let _clock = tablekit_core::clock::simulate(clock.clone());
     let base = match &options.store {
         StoreKind::Memory => AnyStore::Memory(MemoryStore::new()),
@@ -327,11 +364,13 @@ async fn run(options: Options) -> Report {
         blobs: BlobStore::memory(),
         queue: SimQueue::default(),
         clock,
+        sim_clock,
         model: RefCell::default(),
         trace: RefCell::default(),
         next_rev: Cell::new(0),
         writers_left: Cell::new(options.writers),
         stopping: Cell::new(false),
+        busy: Cell::new(0),
         options: options.clone(),
         started: RefCell::default(),
         published: Arc::default(),
@@ -516,13 +555,17 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
         rounds += 1;
         let swept = sweeper.sweep().await.map(|r| r.deleted);
         let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
+        // Read last, with no await after it: no pass or delivery is under way when the
+        // drain ends and the processes stop.
         let idle = swept.is_ok_and(|deleted| deleted == 0)
             && world.queue.pending_total() == 0
-            && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0);
+            && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0)
+            && world.busy.get() == 0;
         quiet = if idle { quiet + 1 } else { 0 };
     }
     world.stopping.set(true);
     world.queue.stop();
+    world.sim_clock.freeze();
     world.log(format!("director: drained after {rounds} rounds"));
     let mut found = Vec::new();
     if quiet < 3 {
@@ -883,7 +926,9 @@ async fn consume(world: &World, queue: &str, registry: &Registry) {
     };
     while let Ok(Some(delivery)) = consumer.next().await {
         let about = describe(&delivery.received().body);
+        let busy = world.busy();
         let report = handle_delivery(delivery, registry, &config).await;
+        drop(busy);
         let how = if report.processed > 0 {
             "processed"
         } else if report.retried > 0 {
@@ -1032,9 +1077,11 @@ async fn relay(world: Rc<World>, store: Store) {
     };
     let relay = Relay::new(store, sink);
     while !world.stopping.get() {
+        let busy = world.busy();
         if let Err(e) = relay.run_once().await {
             world.log(format!("relay: pass failed: {e}"));
         }
+        drop(busy);
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
 }
@@ -1045,9 +1092,11 @@ async fn sweeper(world: Rc<World>, store: Store) {
         .with_engine(engine)
         .with_blobs(world.blobs.clone());
     while !world.stopping.get() {
+        let busy = world.busy();
         if let Err(e) = sweeper.sweep().await {
             world.log(format!("sweeper: pass failed: {e}"));
         }
+        drop(busy);
         tokio::time::sleep(Duration::from_secs(5)).await;
     }
 }
