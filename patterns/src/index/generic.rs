@@ -148,16 +148,7 @@ impl<S: TableStore> Planner for IndexedDelete<'_, S> {
             WriteOp::Replace(tombstone(at, version, kind_property)?, read),
             Role::Primary,
         );
-        let due = tablekit_core::clock::now()
-            + chrono::Duration::from_std(self.grace).unwrap_or(chrono::Duration::MAX);
-        plan.follow_up(
-            super::IndexOperations::new(vec![IndexOperation::Bury {
-                source: at.clone(),
-                version,
-            }])
-            .envelope()?
-            .not_before(due),
-        );
+        plan.follow_up(IndexOperation::burial(at, version, self.grace)?);
         let mut operations = Vec::new();
         for target in &record.targets {
             match target {

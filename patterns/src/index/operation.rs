@@ -145,6 +145,25 @@ pub enum IndexOperation {
 }
 
 impl IndexOperation {
+    /// The burial of the tombstone a delete of `source` at `version` leaves: delayed
+    /// work the relay publishes once `grace` has passed.
+    ///
+    /// # Errors
+    /// [`Error::Encode`] when it does not serialise.
+    pub fn burial(
+        source: &EntityRef,
+        version: i64,
+        grace: std::time::Duration,
+    ) -> Result<Envelope> {
+        let due = tablekit_core::clock::now()
+            + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
+        let bury = IndexOperation::Bury {
+            source: source.clone(),
+            version,
+        };
+        Ok(IndexOperations::new(vec![bury]).envelope()?.not_before(due))
+    }
+
     /// The operation that brings a target in line with a primary at `version`: the
     /// target's write when the primary has it, its removal otherwise.
     pub fn for_target(
@@ -325,23 +344,24 @@ async fn get_or_none<S: TableStore>(store: &S, at: &EntityRef) -> Result<Option<
 }
 
 /// Deletes `at` under `if_match`; one that changed or went meanwhile is left as it is.
+/// Whether it deleted.
 async fn delete_unless_changed<S: TableStore>(
     store: &S,
     at: &EntityRef,
     if_match: IfMatch,
-) -> Result<()> {
+) -> Result<bool> {
     match store
         .delete(&at.table, &at.partition_key, &at.row_key, if_match)
         .await
     {
-        Ok(()) => Ok(()),
+        Ok(()) => Ok(true),
         Err(e)
             if matches!(
                 e.kind(),
                 ErrorKind::PreconditionFailed | ErrorKind::NotFound
             ) =>
         {
-            Ok(())
+            Ok(false)
         }
         Err(e) => Err(e.into()),
     }
@@ -503,11 +523,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// # Errors
     /// The store's errors.
     pub async fn bury(&self, source: &EntityRef, version: i64) -> Result<Applied> {
-        let Some(found) = self
-            .store
-            .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
-            .await?
-        else {
+        let Some(found) = get_or_none(&self.store, source).await? else {
             return Ok(Applied::Unchanged);
         };
         if !super::record::is_tombstone(&found)
@@ -516,27 +532,13 @@ impl<S: TableStore> IndexApplier<S> {
             return Ok(Applied::Unchanged);
         }
         let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
-        match self
-            .store
-            .delete(
-                &source.table,
-                &source.partition_key,
-                &source.row_key,
-                if_match,
-            )
-            .await
-        {
-            Ok(()) => Ok(Applied::Changed),
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::NotFound | ErrorKind::PreconditionFailed | ErrorKind::TableNotFound
-                ) =>
-            {
-                Ok(Applied::Unchanged)
-            }
-            Err(e) => Err(e.into()),
-        }
+        Ok(
+            if delete_unless_changed(&self.store, source, if_match).await? {
+                Applied::Changed
+            } else {
+                Applied::Unchanged
+            },
+        )
     }
 
     /// Restores the reservation at `at` for `source`, if `source` still lists it: the
@@ -1021,7 +1023,9 @@ impl<S: TableStore> IndexApplier<S> {
             return Ok(());
         }
         let if_match = existing.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        delete_unless_changed(&self.store, target, if_match).await
+        delete_unless_changed(&self.store, target, if_match)
+            .await
+            .map(drop)
     }
 
     /// Whether a primary's record names the copy of `index` at `target`.

@@ -1873,21 +1873,13 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
     ) -> Result<()> {
         // A write planned long after its intent (it stalled) may have been fenced and
         // undone meanwhile: it must not reserve after its undoing ran.
-        if let Some(intent) = &self.intent
-            && intent.age() > self.table.unique_lease / 2
-            && self
-                .new_targets
-                .iter()
-                .any(|t| matches!(t, Target::Unique { .. }) && !old_targets.contains(t))
-            && !intent.pending(self.table.table.store()).await?
+        if self
+            .new_targets
+            .iter()
+            .any(|t| matches!(t, Target::Unique { .. }) && !old_targets.contains(t))
+            && self.undone_while_stalled().await?
         {
-            return Err(Error::Contention {
-                what: format!(
-                    "{}: it stalled past the relay's grace period and its steps outside the transaction were undone",
-                    self.what()
-                ),
-                attempts: 1,
-            });
+            return Err(self.undone());
         }
         let mut reserved = false;
         for target in &self.new_targets {
@@ -1912,20 +1904,34 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexWrite<'_, E, S> {
         // It may also have stalled while it reserved (a pause, a backoff across a jump of
         // the clock): fenced meanwhile, its undoing may have run before its reservation.
         // It stops; abandoning it records the undoing again, which takes the reservation.
-        if reserved
-            && let Some(intent) = &self.intent
-            && intent.age() > self.table.unique_lease / 2
-            && !intent.pending(self.table.table.store()).await?
-        {
-            return Err(Error::Contention {
-                what: format!(
-                    "{}: it stalled past the relay's grace period while reserving, and its steps outside the transaction were undone",
-                    self.what()
-                ),
-                attempts: 1,
-            });
+        if reserved && self.undone_while_stalled().await? {
+            return Err(self.undone());
         }
         Ok(())
+    }
+
+    /// Whether the write's intent, recorded long ago (past half the unique lease: the
+    /// write stalled), was claimed meanwhile: its undoing may have run. One point read,
+    /// only for such old intents.
+    async fn undone_while_stalled(&self) -> Result<bool> {
+        match &self.intent {
+            Some(intent) if intent.age() > self.table.unique_lease / 2 => {
+                Ok(!intent.pending(self.table.table.store()).await?)
+            }
+            _ => Ok(false),
+        }
+    }
+
+    /// The error of a write whose intent was claimed (it stalled past the relay's grace):
+    /// what it did outside its transaction is being undone, so it must not go on.
+    fn undone(&self) -> Error {
+        Error::Contention {
+            what: format!(
+                "{}: it stalled past the relay's grace period and its steps outside the transaction were undone",
+                self.what()
+            ),
+            attempts: 1,
+        }
     }
 
     /// After a write that failed: claims its intent, so what it did outside its
@@ -2067,14 +2073,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             plan.follow_up(event.envelope()?);
         }
         if tombstone.is_some() {
-            let bury = IndexOperations::new(vec![IndexOperation::Bury {
-                source: self.source.clone(),
+            plan.follow_up(IndexOperation::burial(
+                &self.source,
                 version,
-            }]);
-            let due = tablekit_core::clock::now()
-                + chrono::Duration::from_std(table.engine.tombstone_grace())
-                    .unwrap_or(chrono::Duration::MAX);
-            plan.follow_up(bury.envelope()?.not_before(due));
+                table.engine.tombstone_grace(),
+            )?);
         }
         // Blobs this write stops referencing are deleted after the commit.
         if let Some(dropped) =
@@ -2118,13 +2121,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             // The intent was claimed (the write stalled past the relay's grace): what it
             // did outside its transaction is being undone, so it must not commit.
             (Some(Role::Intent), ErrorKind::PreconditionFailed | ErrorKind::NotFound) => {
-                Err(Error::Contention {
-                    what: format!(
-                        "{}: it stalled past the relay's grace period and its steps outside the transaction were undone",
-                        self.what()
-                    ),
-                    attempts: 1,
-                })
+                Err(self.undone())
             }
             (Some(Role::DroppedCopy(at)), ErrorKind::NotFound) => {
                 self.missing.insert(at.clone());
