@@ -1,7 +1,7 @@
 //! A stored fixture: a store written by tablekit as it was before the write path became
 //! one planner of declaration modules, kept in `sim/tests/fixtures/stored/` and read by
 //! today's code in `sim/tests/stored_fixture.rs` (stored data outlives the code that
-//! wrote it). [`write`] makes it: a SQLite table store (`store.db`) with every
+//! wrote it). [`write()`] makes it: a SQLite table store (`store.db`) with every
 //! declaration of the simulation's two types — same-partition and other-table copies, id
 //! lists in the partition, a table and blobs, a unique value, a denormalised field,
 //! expiry, change events, blob fields — a delete's tombstone, outbox entries left pending
