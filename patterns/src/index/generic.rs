@@ -1,21 +1,16 @@
 //! Index maintenance without the entity type: deleting a primary written through an
-//! indexed table removes everything its record names — its same-partition copies, links
-//! and id-list entries in the delete's entity group transaction, the rest as follow-up
-//! work committed with it through the consistency engine. The archive operation of the
+//! indexed table removes everything its record names, through the one write path with
+//! the layout the registry holds for its kind (its change event, the blobs it stops
+//! referencing and its reservations go with it, as a typed delete's do), or, for a kind
+//! no type registered, a layout that declares nothing. The archive operation of the
 //! worker uses it, so a moved entity leaves no index entry behind.
 
-use std::collections::HashSet;
+use tablekit_core::{ErrorKind, IfMatch, TableStore};
 
-use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
-
-use super::members::{plan_partition_change, read_partition_pages};
-use super::operation::IndexOperation;
-use super::record::{
-    EntityRef, IndexRecord, Layout, MemberStorage, Target, is_tombstone, tombstone,
-};
+use super::record::{EntityRef, Layout, is_tombstone};
 use super::registry::SchemaRecord;
-use super::table::IndexedTable;
-use crate::consistency::{Engine, Plan, Planner, lost_race};
+use super::write::Writer;
+use crate::consistency::Engine;
 use crate::error::Result;
 
 /// Deletes the primary at `at` if its ETag is still `if_match`, with its index entries
@@ -31,9 +26,6 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     at: &EntityRef,
     if_match: IfMatch,
 ) -> Result<bool> {
-    // A primary whose type is registered is deleted through its layout, as a typed
-    // delete is: its change event, the blobs it stops referencing and its reservations
-    // go with it.
     let Some(primary) = engine
         .store()
         .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
@@ -44,29 +36,15 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     if is_tombstone(&primary) {
         return Ok(false);
     }
-    if IndexRecord::read(&primary)?.is_some()
-        && let Some(layout) = registered_layout(engine.store(), &at.table, &primary).await?
-    {
-        let table =
-            IndexedTable::for_layout(engine.store().clone(), layout).with_engine(engine.clone());
-        return match table.delete(&at.partition_key, &at.row_key, if_match).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-            Err(e) => Err(e),
-        };
+    let layout = registered_layout(engine.store(), &at.table, &primary)
+        .await?
+        .unwrap_or_else(|| Layout::bare(&at.table));
+    let writer = Writer::for_layout(engine.clone(), layout);
+    match writer.delete(at.clone(), if_match).await {
+        Ok(_) => Ok(true),
+        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+        Err(e) => Err(e),
     }
-    let mut delete = IndexedDelete {
-        store: engine.store(),
-        grace: engine.tombstone_grace(),
-        at,
-        if_match,
-        missing: HashSet::new(),
-        found: true,
-    };
-    let committed = engine
-        .commit(&at.table, &at.partition_key, &mut delete)
-        .await?;
-    Ok(committed.is_some() && delete.found)
 }
 
 /// The layout registered on `table` for the kind of `primary`.
@@ -84,139 +62,4 @@ async fn registered_layout<S: TableStore>(
         }
     }
     Ok(None)
-}
-
-/// Which writes of the delete's batch are what.
-enum Role {
-    Primary,
-    /// A same-partition copy or link.
-    Entry(EntityRef),
-    Page,
-}
-
-struct IndexedDelete<'a, S> {
-    store: &'a S,
-    /// How long the delete's tombstone stays.
-    grace: std::time::Duration,
-    at: &'a EntityRef,
-    if_match: IfMatch,
-    /// Same-partition entries found missing (left out of the next plan).
-    missing: HashSet<EntityRef>,
-    /// Whether the primary was there.
-    found: bool,
-}
-
-impl<S: TableStore> Planner for IndexedDelete<'_, S> {
-    type Role = Role;
-
-    async fn plan(&mut self) -> Result<Option<Plan<Role>>> {
-        let at = self.at;
-        let Some(primary) = self
-            .store
-            .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
-            .await?
-        else {
-            self.found = false;
-            return Ok(None);
-        };
-        if is_tombstone(&primary) {
-            self.found = false;
-            return Ok(None);
-        }
-        if let IfMatch::ETag(expected) = &self.if_match
-            && primary.etag.as_ref() != Some(expected)
-        {
-            return Err(at.precondition_failed());
-        }
-        let read = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        let delete = |at: &EntityRef, if_match: IfMatch| WriteOp::Delete {
-            partition_key: at.partition_key.clone(),
-            row_key: at.row_key.clone(),
-            if_match,
-        };
-        let mut plan = Plan::new();
-        // Not written through an indexed table: a plain delete.
-        let Some(record) = IndexRecord::read(&primary)? else {
-            plan.push(delete(at, read), Role::Primary);
-            return Ok(Some(plan));
-        };
-        let version = super::record::delete_version(Some(record.version));
-        // A tombstone in its place, buried after the grace period (see
-        // `super::record::TOMBSTONE_KIND`).
-        let kind_property = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
-        plan.push(
-            WriteOp::Replace(tombstone(at, version, kind_property)?, read),
-            Role::Primary,
-        );
-        plan.follow_up(IndexOperation::burial(at, version, self.grace)?);
-        let mut operations = Vec::new();
-        for target in &record.targets {
-            match target {
-                Target::Copy { at: copy, .. } if target.is_atomic(at) => {
-                    if !self.missing.contains(copy) {
-                        plan.push(delete(copy, IfMatch::Any), Role::Entry(copy.clone()));
-                    }
-                }
-                Target::Denormalized {
-                    property, source, ..
-                } if target.is_atomic(at) => {
-                    let link = super::links::link_ref(at, property, source);
-                    if source != at && !self.missing.contains(&link) {
-                        plan.push(delete(&link, IfMatch::Any), Role::Entry(link));
-                    }
-                }
-                Target::Member {
-                    index,
-                    storage: MemberStorage::Partition,
-                    value,
-                    ..
-                } => {
-                    let pages = read_partition_pages(
-                        self.store,
-                        &at.table,
-                        &at.partition_key,
-                        index,
-                        value,
-                    )
-                    .await?;
-                    for op in plan_partition_change(
-                        &pages,
-                        &at.partition_key,
-                        index,
-                        value,
-                        &at.row_key,
-                        false,
-                    )? {
-                        plan.push(op, Role::Page);
-                    }
-                }
-                _ => operations.push(IndexOperation::for_target(at, version, target, false, "")),
-            }
-        }
-        if !operations.is_empty() {
-            plan.follow_up(super::IndexOperations::new(operations).envelope()?);
-        }
-        Ok(Some(plan))
-    }
-
-    fn refused(&mut self, error: tablekit_core::Error, role: Option<&Role>) -> Result<()> {
-        match (role, error.kind()) {
-            // The primary changed or went since the read: the caller's condition decides.
-            (Some(Role::Primary), ErrorKind::PreconditionFailed | ErrorKind::NotFound)
-                if self.if_match != IfMatch::Any =>
-            {
-                Err(error.into())
-            }
-            (Some(Role::Entry(entry)), ErrorKind::NotFound) => {
-                self.missing.insert(entry.clone());
-                Ok(())
-            }
-            _ if lost_race(&error) => Ok(()),
-            _ => Err(error.into()),
-        }
-    }
-
-    fn what(&self) -> String {
-        format!("indexed delete of {}", self.at)
-    }
 }

@@ -12,6 +12,9 @@
 //! checks every primary against what it should have.
 
 pub mod audit;
+mod blobs;
+mod changes;
+mod copies;
 pub mod expiry;
 pub mod generic;
 pub mod links;
@@ -22,6 +25,7 @@ pub mod record;
 pub mod registry;
 mod table;
 pub mod unique;
+mod write;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{
@@ -31,7 +35,8 @@ pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
 pub use registry::SchemaRecord;
-pub use table::{IndexedTable, IndexedWriteReport, WriteOutcome};
+pub use table::IndexedTable;
+pub use write::{IndexedWriteReport, WriteOutcome};
 
 /// The handlers of the follow-up work indexed tables record: index work (kind `index`)
 /// and, with a blob store, the deletion of blobs a write stopped referencing (kind

@@ -541,6 +541,32 @@ impl Layout {
         }
     }
 
+    /// The layout of primaries whose type is not registered: nothing declared, the
+    /// default kind property. Deleting one through it removes what its record names.
+    pub fn bare(table: &str) -> Self {
+        Layout {
+            table: table.to_owned(),
+            kind: String::new(),
+            kind_property: tablekit_core::typed::DEFAULT_KIND_PROPERTY.to_owned(),
+            indexes: Vec::new(),
+            members: Vec::new(),
+            denormalized: Vec::new(),
+            uniques: Vec::new(),
+            expiry: None,
+            changes: None,
+        }
+    }
+
+    /// Whether the layout declares nothing.
+    pub fn is_bare(&self) -> bool {
+        self.indexes.is_empty()
+            && self.members.is_empty()
+            && self.denormalized.is_empty()
+            && self.uniques.is_empty()
+            && self.expiry.is_none()
+            && self.changes.is_none()
+    }
+
     /// The same layout on another table name (one table per tenant).
     pub fn on_table(mut self, table: &str) -> Self {
         self.table = table.to_owned();

@@ -29,6 +29,7 @@
 
 pub mod entry;
 mod sweeper;
+pub(crate) mod write;
 
 use chrono::{DateTime, Utc};
 

@@ -16,7 +16,7 @@ use crate::consistency::{Engine, OutboxSink};
 use crate::error::{Error, Result};
 use crate::index::record::{Layout, copy_source};
 use crate::index::registry::SchemaRecord;
-use crate::index::table::{IndexedTable, RawPrimary};
+use crate::index::write::Writer;
 
 /// The entries a pass deletes at once, by default.
 const DEFAULT_CONCURRENCY: usize = 8;
@@ -205,15 +205,12 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
         Ok(report)
     }
 
-    /// The untyped indexed table of a layout's primaries.
-    fn primaries(&self, layout: Layout) -> IndexedTable<RawPrimary, S> {
-        let mut table = IndexedTable::for_layout(self.store.clone(), layout)
-            .with_engine(self.engine.clone())
-            .with_clock(self.clock.clone());
-        if let Some(blobs) = &self.blobs {
-            table = table.with_blobs(blobs.clone());
-        }
-        table
+    /// The write path of a layout's primaries, without their type.
+    fn primaries(&self, layout: Layout) -> Writer<S> {
+        let mut writer = Writer::for_layout(self.engine.clone(), layout);
+        writer.clock = self.clock.clone();
+        writer.blobs = self.blobs.clone();
+        writer
     }
 
     /// Deletes the primary of one expiry entry, if it expired, through the layout of its
@@ -272,10 +269,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
             },
         };
         let if_match = primary.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        match table
-            .delete(&source.partition_key, &source.row_key, if_match)
-            .await
-        {
+        match table.delete(source.clone(), if_match).await {
             Ok(_) => Ok(Outcome::Deleted),
             Err(e) if e.kind() == ErrorKind::PreconditionFailed => Ok(Outcome::Renewed),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(Outcome::Gone),
@@ -315,12 +309,12 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
 }
 
 /// A registered expiring type of one table: the property its entities name it in, its
-/// name, and the indexed table that deletes them (`None`: its registered layout does not
+/// name, and the write path that deletes them (`None`: its registered layout does not
 /// read, so none of its entities is deleted).
 struct Kind<S> {
     property: String,
     name: String,
-    primaries: Option<IndexedTable<RawPrimary, S>>,
+    primaries: Option<Writer<S>>,
 }
 
 enum Outcome {

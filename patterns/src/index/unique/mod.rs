@@ -36,6 +36,8 @@
 //!
 //! [`IndexedTable::unique_lease`]: super::IndexedTable::unique_lease
 
+pub(crate) mod write;
+
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};

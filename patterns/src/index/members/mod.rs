@@ -15,6 +15,8 @@
 //! primary's write that added or removed it, and removals leave a tombstone, so a late or
 //! repeated message never undoes a newer change.
 
+pub(crate) mod write;
+
 use percent_encoding::utf8_percent_encode;
 use serde::{Deserialize, Serialize};
 use tablekit_core::blob::BlobStore;

@@ -6,6 +6,8 @@
 //! transaction when the dependent shares the source's partition, through the worker
 //! otherwise.
 
+pub(crate) mod write;
+
 use tablekit_core::{ETag, Entity, ErrorKind, Query, TableStore, Value, filter};
 
 use super::record::{EntityRef, MARKER_PROPERTY};

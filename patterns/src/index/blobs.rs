@@ -1,0 +1,66 @@
+//! The declaration of blob fields (`#[entity(blob)]`, and any value over the table
+//! service's limits) on the write path, for a table with a blob store: the values go to
+//! the blob store before the transaction (under names with a part unique to the write,
+//! recorded in its intent, so a write that never commits has them deleted), the entity
+//! holds their addresses, and the blobs a write stops referencing are deleted after the
+//! commit (`crate::large::DeleteBlobs`). Reads restore the values (`crate::large::restore`).
+
+use tablekit_core::TableStore;
+
+use super::write::declaration::{Attempt, Declaration, Prepared, Request, Step, Writer, nothing};
+use crate::error::{Error, Result};
+use crate::large::{DeleteBlobs, offload_with_nonce, would_offload};
+
+/// Blob fields.
+pub(crate) struct Blobs;
+
+impl<S: TableStore + Clone + 'static> Declaration<S> for Blobs {
+    fn complete(&self, writer: &Writer<S>, request: &mut Request) -> Result<()> {
+        if writer.blobs.is_some()
+            && let Some(entity) = &request.entity
+            && would_offload(&writer.blob_fields, entity)
+        {
+            let nonce = tablekit_core::random::uuid().simple().to_string();
+            request.blob_nonce = Some(nonce[..12].to_owned());
+        }
+        Ok(())
+    }
+
+    fn prepare<'a>(&'a self, writer: &'a Writer<S>, prepared: &'a mut Prepared) -> Step<'a> {
+        let (Some(blobs), Some(nonce), Some(entity)) = (
+            &writer.blobs,
+            &prepared.reclaim.blob_nonce,
+            prepared.entity.as_mut(),
+        ) else {
+            return nothing();
+        };
+        Box::pin(offload_with_nonce(
+            blobs,
+            &writer.table,
+            &writer.blob_fields,
+            entity,
+            nonce,
+        ))
+    }
+
+    fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
+        // Blobs this write stops referencing are deleted after the commit.
+        let deletion = DeleteBlobs::dropped(attempt.source, attempt.old, attempt.entity.as_ref());
+        Box::pin(async move {
+            if let Some(dropped) = deletion {
+                attempt.work_operations += dropped.names.len();
+                attempt
+                    .work
+                    .push(
+                        crate::consistency::Envelope::new(&dropped).map_err(|source| {
+                            Error::Encode {
+                                what: "a blob deletion".to_owned(),
+                                source,
+                            }
+                        })?,
+                    );
+            }
+            Ok(())
+        })
+    }
+}

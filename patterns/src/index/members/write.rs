@@ -1,0 +1,97 @@
+//! The declaration of index entities (`#[index_entity]`, id lists) on the write path:
+//! an id list in the primary's partition changes in the entity group transaction (one
+//! page write per changed membership, under its ETag; an added membership pins its page
+//! so a concurrent removal from it conflicts); an id list in a table or in blobs
+//! changes by follow-up work.
+
+use tablekit_core::TableStore;
+
+use super::super::record::{MemberStorage, Target};
+use super::super::write::declaration::{Attempt, Declaration, Role, Step};
+use super::{pin_partition_page, plan_partition_change, read_partition_pages};
+use crate::error::Result;
+
+/// Id lists.
+pub(crate) struct Lists;
+
+impl Lists {
+    async fn plan_lists<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
+        let source = attempt.source;
+        for target in attempt.new_targets {
+            if let Target::Member { storage, .. } = target
+                && *storage != MemberStorage::Partition
+                && !attempt.kept(target)
+            {
+                let operation = attempt.follow_up(target, true);
+                attempt.operations.push(operation);
+            }
+        }
+        let dropped: Vec<Target> = attempt
+            .dropped()
+            .filter(|t| {
+                matches!(t, Target::Member { storage, .. } if *storage != MemberStorage::Partition)
+            })
+            .cloned()
+            .collect();
+        for target in &dropped {
+            let operation = attempt.follow_up(target, false);
+            attempt.operations.push(operation);
+        }
+        let changes = attempt
+            .new_targets
+            .difference(attempt.old_targets)
+            .map(|t| (t, true))
+            .chain(
+                attempt
+                    .old_targets
+                    .difference(attempt.new_targets)
+                    .map(|t| (t, false)),
+            );
+        for (target, add) in changes {
+            let Target::Member {
+                index,
+                storage: MemberStorage::Partition,
+                value,
+                ..
+            } = target
+            else {
+                continue;
+            };
+            let pages = read_partition_pages(
+                attempt.writer.store(),
+                &source.table,
+                &source.partition_key,
+                index,
+                value,
+            )
+            .await?;
+            let mut ops = plan_partition_change(
+                &pages,
+                &source.partition_key,
+                index,
+                value,
+                &source.row_key,
+                add,
+            )?;
+            if add && ops.is_empty() {
+                ops.extend(pin_partition_page(
+                    &pages,
+                    &source.partition_key,
+                    index,
+                    value,
+                    &source.row_key,
+                )?);
+            }
+            for op in ops {
+                attempt.plan.push(op, Role::Page);
+            }
+        }
+        Ok(())
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Declaration<S> for Lists {
+    fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
+        Box::pin(Lists::plan_lists(attempt))
+    }
+}

@@ -1,0 +1,346 @@
+//! Index look-ups of [`IndexedTable`]: one hit, pages and streams of hits by key range
+//! or prefix, each copy read back as its primary (checked against it with verified
+//! look-ups; an expired one left out; its blob fields restored).
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use tablekit_core::typed::{EntityType, KeyBounds, KeyPart, Stored, is_expired};
+use tablekit_core::{Entity, Query, TableStore, filter};
+
+use super::super::record::{EntityRef, IndexLayout, as_primary, copy_source};
+use super::IndexedTable;
+use crate::cursor::{Cursor, CursorPage, Position};
+use crate::error::{Error, Result};
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    fn index(&self, name: &str) -> Result<&IndexLayout> {
+        self.writer
+            .layout
+            .indexes
+            .iter()
+            .find(|i| i.name == name)
+            .ok_or_else(|| {
+                tablekit_core::Error::Undeclared {
+                    type_name: E::schema().type_name,
+                    what: "index",
+                    name: name.to_owned(),
+                }
+                .into()
+            })
+    }
+
+    fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
+        index.table.as_deref().unwrap_or(self.table.name())
+    }
+
+    /// Reads a copy as the primary's type (or, verified, the primary itself).
+    async fn read_hit(&self, index: &IndexLayout, copy: Entity) -> Result<Option<Stored<E>>> {
+        let Some((source, _)) = copy_source(&copy) else {
+            return Ok(None);
+        };
+        if self.verify {
+            // The primary decides: a renewed entity's copy may still carry the old expiry.
+            return self.verified_hit(index, &source, &copy).await;
+        }
+        if is_expired(&copy, self.writer.clock.now()) {
+            return Ok(None);
+        }
+        let restored = match &self.writer.blobs {
+            Some(blobs) => {
+                match crate::large::restore(blobs, self.table.name(), copy.clone()).await {
+                    Ok(restored) => restored,
+                    // A stale copy whose blob the primary's newer write deleted: the
+                    // primary answers instead.
+                    Err(Error::Malformed { .. }) => {
+                        return self.verified_hit(index, &source, &copy).await;
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            None => copy,
+        };
+        let mut stored = E::from_entity(as_primary(restored, &self.writer.layout.kind_property))?;
+        stored.partition_key = source.partition_key;
+        stored.row_key = source.row_key;
+        stored.etag = None;
+        Ok(Some(stored))
+    }
+
+    /// The primary of a copy, if it still has that copy.
+    async fn verified_hit(
+        &self,
+        index: &IndexLayout,
+        source: &EntityRef,
+        copy: &Entity,
+    ) -> Result<Option<Stored<E>>> {
+        let Some(primary) = self.get(&source.partition_key, &source.row_key).await? else {
+            return Ok(None);
+        };
+        let keys = primary.value.index_keys(&index.name)?;
+        let matches = keys.is_some_and(|(pk, rk)| pk == copy.partition_key && rk == copy.row_key);
+        Ok(matches.then_some(primary))
+    }
+
+    /// The entity whose index value is given: `partition` and `row` are the values of
+    /// the fields of the index's PartitionKey and RowKey templates, in template order.
+    /// The hit carries the primary's keys (and, with
+    /// [`verified_lookups`](Self::verified_lookups), its ETag).
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`] for an unknown index; key errors; the store's
+    /// errors; a copy with a property subset that does not read as `E` (use
+    /// [`find_entities`](Self::find_entities)).
+    pub async fn find(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row: &[&dyn KeyPart],
+    ) -> Result<Option<Stored<E>>> {
+        let layout = self.index(index)?;
+        let pk = layout
+            .partition_key
+            .render_args(partition)
+            .map_err(tablekit_core::Error::from)?;
+        let rk = layout
+            .row_key
+            .render_args(row)
+            .map_err(tablekit_core::Error::from)?;
+        let copy = self
+            .table
+            .store()
+            .get_if_table_exists(self.index_table(layout), &pk, &rk)
+            .await?;
+        match copy {
+            Some(copy) => self.read_hit(layout, copy).await,
+            None => Ok(None),
+        }
+    }
+
+    /// The copies of an index in a RowKey range, in index order, as stored entities (the
+    /// declared property subset, tablekit's properties included), collected: for results
+    /// that fit in memory; [`find_entities_page`](Self::find_entities_page) pages.
+    ///
+    /// # Errors
+    /// As [`find`](Self::find).
+    pub async fn find_entities(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+    ) -> Result<Vec<Entity>> {
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.find_entities_page(index, partition, bounds, 1000, cursor.as_ref())
+                .await
+        })
+        .await
+    }
+
+    /// One page of at most `page_size` copies of an index in a RowKey range, in index
+    /// order, and the cursor that resumes the read after it (`None` at the end).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find); [`Error::Unsupported`] for a cursor of another read.
+    pub async fn find_entities_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Entity>> {
+        let layout = self.index(index)?;
+        self.copies_page(layout, partition, bounds, page_size, cursor, false)
+            .await
+    }
+
+    /// A page of copies; `keep_expired` keeps the copies whose expiry passed, for
+    /// verified reads, where the primary decides (it may have been renewed after the
+    /// copy was written).
+    async fn copies_page(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+        keep_expired: bool,
+    ) -> Result<CursorPage<Entity>> {
+        let pk = layout
+            .partition_key
+            .render_args(partition)
+            .map_err(tablekit_core::Error::from)?;
+        let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
+        let query = Query::with_filter(
+            filter::partition_key().eq(pk.as_str())
+                & bounds.row_key_filter()
+                & filter::prop(self.writer.layout.kind_property.as_str()).eq(marker.as_str()),
+        );
+        let read = format!("index-{}-{}", self.table.name(), layout.name);
+        let position = match cursor {
+            Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
+            None => Position::Start,
+        };
+        let (mut items, position) = crate::cursor::read_from(
+            self.table.store(),
+            self.index_table(layout),
+            query,
+            &position,
+            page_size,
+        )
+        .await?;
+        if !keep_expired {
+            let now = self.writer.clock.now();
+            items.retain(|copy| !is_expired(copy, now));
+        }
+        let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
+        Ok(CursorPage { items, cursor })
+    }
+
+    /// The entities whose index values lie in a range, in index order: `row_fixed` are
+    /// the values of the RowKey template's leading fields, and the next field lies in
+    /// `lo ..= hi` (emails from `a` to `b`).
+    ///
+    /// # Errors
+    /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`].
+    pub async fn find_range(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        lo: &dyn KeyPart,
+        hi: &dyn KeyPart,
+    ) -> Result<Vec<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .range(row_fixed, lo, hi)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits(layout, partition, &bounds).await
+    }
+
+    /// The entities whose index RowKeys start with the given leading field values, in
+    /// index order.
+    ///
+    /// # Errors
+    /// As [`find_range`](Self::find_range).
+    pub async fn find_prefix(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+    ) -> Result<Vec<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .prefix(row_fixed)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits(layout, partition, &bounds).await
+    }
+
+    async fn read_hits(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+    ) -> Result<Vec<Stored<E>>> {
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.read_hits_page(layout, partition, bounds, 1000, cursor.as_ref())
+                .await
+        })
+        .await
+    }
+
+    async fn read_hits_page(
+        &self,
+        layout: &IndexLayout,
+        partition: &[&dyn KeyPart],
+        bounds: &KeyBounds,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let copies = self
+            .copies_page(layout, partition, bounds, page_size, cursor, self.verify)
+            .await?;
+        let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies.items)
+            .map(|copy| self.read_hit(layout, copy))
+            .buffered(self.lookup_concurrency)
+            .try_collect()
+            .await?;
+        Ok(CursorPage {
+            items: hits.into_iter().flatten().collect(),
+            cursor: copies.cursor,
+        })
+    }
+
+    /// One page of [`find_range`](Self::find_range): at most `page_size` entities (fewer
+    /// when a verified hit's primary moved on), in index order, and the cursor that
+    /// resumes the read after it (`None` at the end).
+    ///
+    /// # Errors
+    /// As [`find_range`](Self::find_range); [`Error::Unsupported`] for a cursor of
+    /// another read.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn find_range_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        lo: &dyn KeyPart,
+        hi: &dyn KeyPart,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .range(row_fixed, lo, hi)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+            .await
+    }
+
+    /// One page of [`find_prefix`](Self::find_prefix), as
+    /// [`find_range_page`](Self::find_range_page).
+    ///
+    /// # Errors
+    /// As [`find_range_page`](Self::find_range_page).
+    pub async fn find_prefix_page(
+        &self,
+        index: &str,
+        partition: &[&dyn KeyPart],
+        row_fixed: &[&dyn KeyPart],
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let layout = self.index(index)?;
+        let bounds = layout
+            .row_key
+            .prefix(row_fixed)
+            .map_err(tablekit_core::Error::from)?;
+        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+            .await
+    }
+
+    /// Every entity of an index's RowKey range, in index order, read a page of
+    /// `page_size` copies at a time (with their primaries' values, as
+    /// [`find_range`](Self::find_range)).
+    pub fn find_stream<'a>(
+        &'a self,
+        index: &'a str,
+        partition: &'a [&'a dyn KeyPart],
+        bounds: KeyBounds,
+        page_size: usize,
+    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
+    where
+        E: Send + Sync,
+        S: Sync,
+    {
+        crate::cursor::stream_pages(move |cursor| {
+            let bounds = bounds.clone();
+            async move {
+                let layout = self.index(index)?;
+                self.read_hits_page(layout, partition, &bounds, page_size, cursor.as_ref())
+                    .await
+            }
+        })
+    }
+}

@@ -1,0 +1,198 @@
+//! Id lists of [`IndexedTable`] (`#[index_entity]`): the ids in a value's list, and the
+//! primaries they name, whole, in pages and as a stream.
+
+use futures::{Stream, StreamExt, TryStreamExt};
+use tablekit_core::TableStore;
+use tablekit_core::typed::{EntityType, KeyPart, Stored};
+
+use super::super::members::{read_blob_members, read_partition_pages, read_table_members};
+use super::super::record::{EntityRef, MemberStorage};
+use super::IndexedTable;
+use crate::cursor::{Cursor, CursorPage, Position};
+use crate::error::{Error, Result};
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// The primaries listed under a value of an index entity (`value` holds the values of
+    /// the fields of its key template). A partition-stored index entity needs the
+    /// partition. These are the ids as the list holds them: a list keeps ids only, so an
+    /// expired member stays listed until the sweeper deletes it;
+    /// [`members`](Self::members), which reads the primaries, leaves it out.
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`]; [`Error::Unsupported`] when a partition is
+    /// needed and missing; [`Error::NoBlobStore`]; the store's errors.
+    pub async fn member_ids(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+    ) -> Result<Vec<EntityRef>> {
+        let member = self
+            .writer
+            .layout
+            .members
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index entity",
+                name: name.to_owned(),
+            })?;
+        let value = member
+            .key
+            .render_args(value)
+            .map_err(tablekit_core::Error::from)?;
+        let table = member.table.as_deref().unwrap_or(self.table.name());
+        match member.storage {
+            MemberStorage::Partition => {
+                let pk = partition_key.ok_or_else(|| {
+                    Error::Unsupported(format!(
+                        "index entity `{name}` lives in the primaries' partitions: give the partition"
+                    ))
+                })?;
+                let pages =
+                    read_partition_pages(self.table.store(), self.table.name(), pk, name, &value)
+                        .await?;
+                Ok(pages
+                    .into_iter()
+                    .flat_map(|p| p.ids)
+                    .map(|rk| self.source(pk, &rk))
+                    .collect())
+            }
+            MemberStorage::Table => Ok(read_table_members(self.table.store(), table, name, &value)
+                .await?
+                .into_iter()
+                .filter(|m| m.present)
+                .map(|m| m.source)
+                .collect()),
+            MemberStorage::Blob => {
+                let blobs = self
+                    .writer
+                    .blobs
+                    .as_ref()
+                    .ok_or_else(|| Error::NoBlobStore {
+                        index: name.to_owned(),
+                    })?;
+                Ok(read_blob_members(blobs, table, name, &value)
+                    .await?
+                    .into_iter()
+                    .filter(|m| m.present)
+                    .map(|m| m.source)
+                    .collect())
+            }
+        }
+    }
+
+    /// The primaries listed under a value of an index entity, read with at most
+    /// `concurrency` point reads at a time; ids whose primary is gone are left out.
+    ///
+    /// # Errors
+    /// As [`member_ids`](Self::member_ids); the reads' errors.
+    pub async fn members(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+        concurrency: usize,
+    ) -> Result<Vec<Stored<E>>> {
+        crate::cursor::collect_pages(move |cursor| async move {
+            self.members_page(
+                name,
+                partition_key,
+                value,
+                1000,
+                concurrency,
+                cursor.as_ref(),
+            )
+            .await
+        })
+        .await
+    }
+
+    /// One page of [`members`](Self::members): the primaries of at most `page_size` ids
+    /// of the list, in key order of the ids (fewer when a primary is gone), and the cursor
+    /// that resumes after them (`None` at the end). Each page reads the id list (ids
+    /// only) and the page's primaries.
+    ///
+    /// # Errors
+    /// As [`members`](Self::members); [`Error::Unsupported`] for a cursor of another
+    /// read.
+    pub async fn members_page(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &[&dyn KeyPart],
+        page_size: usize,
+        concurrency: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
+        let read = format!("members-{}-{name}", self.table.name());
+        let position = match cursor {
+            Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
+            None => Position::Start,
+        };
+        let mut ids = self.member_ids(name, partition_key, value).await?;
+        ids.sort_by(|a, b| (&a.partition_key, &a.row_key).cmp(&(&b.partition_key, &b.row_key)));
+        let size = page_size.clamp(1, 1000);
+        let page: Vec<EntityRef> = ids
+            .into_iter()
+            .filter(|id| match &position {
+                Position::Start => true,
+                Position::After(pk, rk) => (&id.partition_key, &id.row_key) > (pk, rk),
+                Position::Done => false,
+            })
+            .take(size + 1)
+            .collect();
+        let more = page.len() > size;
+        let page = &page[..page.len().min(size)];
+        let reads: Vec<_> = page
+            .iter()
+            .map(|id| self.get(&id.partition_key, &id.row_key))
+            .collect();
+        let found: Vec<Option<Stored<E>>> = futures::stream::iter(reads)
+            .buffered(concurrency.max(1))
+            .try_collect()
+            .await?;
+        let cursor = match (more, page.last()) {
+            (true, Some(last)) => Some(Cursor::new(
+                read,
+                vec![Position::After(
+                    last.partition_key.clone(),
+                    last.row_key.clone(),
+                )],
+            )),
+            _ => None,
+        };
+        Ok(CursorPage {
+            items: found.into_iter().flatten().collect(),
+            cursor,
+        })
+    }
+
+    /// Every primary listed under a value of an index entity, in key order of the ids,
+    /// read a page of `page_size` at a time (as [`members_page`](Self::members_page)).
+    pub fn members_stream<'a>(
+        &'a self,
+        name: &'a str,
+        partition_key: Option<&'a str>,
+        value: &'a [&'a dyn KeyPart],
+        page_size: usize,
+        concurrency: usize,
+    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
+    where
+        E: Send + Sync,
+        S: Sync,
+    {
+        crate::cursor::stream_pages(move |cursor| async move {
+            self.members_page(
+                name,
+                partition_key,
+                value,
+                page_size,
+                concurrency,
+                cursor.as_ref(),
+            )
+            .await
+        })
+    }
+}

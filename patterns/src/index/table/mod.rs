@@ -1,0 +1,566 @@
+//! [`IndexedTable`]: a typed table whose declared indexes and index entities are kept by
+//! the framework. The application declares them on the entity type and writes through
+//! this table; nothing else.
+//!
+//! The table is a thin typed face of the one write path (`super::write`): a typed write
+//! becomes an untyped request — the value's entity and the targets its layout gives it —
+//! which the write path prepares and plans with every declaration of the type. Reads
+//! (`get`, index look-ups in `find`, id lists in `lists`) are here and in its children.
+
+mod find;
+mod lists;
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::SharedClock;
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::{
+    EntityType, KeyTemplate, Stored, Table, TypedWrite, is_expired, render_key,
+};
+use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
+use tracing::Instrument;
+
+use super::audit::{AuditOptions, AuditReport};
+use super::record::{EntityRef, Layout};
+use super::registry::SchemaRecord;
+use super::write::{IndexedWriteReport, Kind, Request, WriteOutcome, Writer};
+use crate::consistency::{Engine, InlineSink, OutboxSink};
+use crate::error::Result;
+
+enum Intent<'a, E> {
+    Insert(&'a E),
+    Upsert(&'a E),
+    Replace(&'a E, IfMatch),
+    Delete(String, String, IfMatch),
+}
+
+impl<E> Intent<'_, E> {
+    fn name(&self) -> &'static str {
+        match self {
+            Intent::Insert(_) => "insert",
+            Intent::Upsert(_) => "upsert",
+            Intent::Replace(..) => "replace",
+            Intent::Delete(..) => "delete",
+        }
+    }
+}
+
+/// A typed table that keeps the indexes and index entities its entity type declares.
+///
+/// ```
+/// use tablekit_core::MemoryStore;
+/// use tablekit_derive::Entity;
+/// use tablekit_patterns::index::IndexedTable;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
+///          row_key = "empid_{id:06}", crate = "tablekit_core")]
+/// #[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+/// struct Employee {
+///     department: String,
+///     id: u32,
+///     email: String,
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let employees = IndexedTable::<Employee, _>::new(MemoryStore::new());
+/// employees.open().await?;
+/// employees
+///     .insert(&Employee { department: "Sales".into(), id: 1, email: "a@x.com".into() })
+///     .await?;
+/// let hit = employees.find("email", &[&"Sales"], &[&"a@x.com"]).await?;
+/// assert_eq!(hit.map(|e| e.id), Some(1));
+/// # Ok::<_, tablekit_patterns::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct IndexedTable<E, S> {
+    table: Table<E, S>,
+    /// The one write path, with the layout, engine, blob store and clock it writes with.
+    writer: Writer<S>,
+    verify: bool,
+    lookup_concurrency: usize,
+}
+
+impl<E, S: Clone> Clone for IndexedTable<E, S> {
+    fn clone(&self) -> Self {
+        IndexedTable {
+            table: self.table.clone(),
+            writer: self.writer.clone(),
+            verify: self.verify,
+            lookup_concurrency: self.lookup_concurrency,
+        }
+    }
+}
+
+impl<E, S> std::fmt::Debug for IndexedTable<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexedTable")
+            .field("table", &self.writer.layout.table)
+            .field("indexes", &self.writer.layout.indexes.len())
+            .field("index_entities", &self.writer.layout.members.len())
+            .finish()
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// The table `E` declares, on `store`. Without a sink, follow-up work outside the
+    /// partition waits in its partition for the relay; see [`with_sink`](Self::with_sink)
+    /// and [`with_inline_apply`](Self::with_inline_apply).
+    pub fn new(store: S) -> Self {
+        let schema = E::schema();
+        IndexedTable {
+            writer: Writer {
+                table: schema.table.to_owned(),
+                layout: Arc::new(Layout::of(schema)),
+                engine: Engine::new(store.clone()),
+                blobs: None,
+                blob_fields: schema.blob_fields().map(|f| f.property).collect(),
+                clock: tablekit_core::clock::system(),
+                unique_lease: super::unique::DEFAULT_LEASE,
+                track_dependents: Arc::new(AtomicBool::new(false)),
+                dependents_checked: Arc::default(),
+            },
+            table: Table::new(store),
+            verify: false,
+            lookup_concurrency: 16,
+        }
+    }
+
+    /// Decides expiry with `clock` (the wall clock by default): a time to live starts at
+    /// the clock's time of the write, and reads leave out what expired by its time.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.table = self.table.with_clock(clock.clone());
+        self.writer.clock = clock;
+        self
+    }
+
+    /// The clock of expiry.
+    pub fn clock(&self) -> &SharedClock {
+        &self.writer.clock
+    }
+
+    /// How long a reservation of a unique value (`#[unique]`) protects the write that
+    /// made it (default 30 s): another entity meeting the reservation within its lease
+    /// is refused even if the write never lands, and after it may take a reservation
+    /// whose write never landed over. It must exceed the time from a write's reservation
+    /// to its commit.
+    pub fn unique_lease(mut self, lease: Duration) -> Self {
+        self.writer.unique_lease = lease;
+        self
+    }
+
+    /// Writes look for entities that copy one of this type's properties
+    /// (`#[entity(denormalized(from = "<this kind>", …))]` on another type) and update
+    /// them. [`open`](Self::open) turns it on when the registry holds such a type.
+    pub fn track_dependents(self, on: bool) -> Self {
+        self.writer.track_dependents.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// The same table under another name (copies in the primaries' table follow it).
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.table = self.table.with_name(name);
+        self.writer.table = name.to_owned();
+        self.writer.layout = Arc::new(Layout::of(E::schema()).on_table(name));
+        self
+    }
+
+    /// Hands each write's follow-up work to `sink` after the commit (a queue).
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.writer.engine = self.writer.engine.with_sink(sink);
+        self
+    }
+
+    /// Commits through `engine` (its sink, pending-marker lease and retry policy).
+    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
+        self.writer.engine = engine;
+        self
+    }
+
+    /// The engine writes commit through.
+    pub fn engine(&self) -> &Engine<S> {
+        &self.writer.engine
+    }
+
+    /// Applies each write's follow-up work in this process, right after the commit.
+    pub fn with_inline_apply(mut self) -> Self {
+        let registry = super::handlers(self.table.store().clone(), self.writer.blobs.clone());
+        self.writer.engine = self
+            .writer
+            .engine
+            .with_sink(Arc::new(InlineSink::new(registry)));
+        self
+    }
+
+    /// The blob store of blob-stored index entities (set it before
+    /// [`with_inline_apply`](Self::with_inline_apply)).
+    pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
+        self.writer.blobs = Some(blobs);
+        self
+    }
+
+    /// Index lookups check each hit against its primary and return the primary (read
+    /// your own write: a copy the worker has not updated yet is never returned stale).
+    pub fn verified_lookups(mut self, verify: bool) -> Self {
+        self.verify = verify;
+        self
+    }
+
+    /// How many concurrent writes may conflict before a write gives up (default 64).
+    pub fn max_attempts(mut self, attempts: usize) -> Self {
+        let policy = self.writer.engine.retry().attempts(attempts);
+        self.writer.engine = self.writer.engine.with_retry(policy);
+        self
+    }
+
+    /// The typed table of the primaries (reads, queries).
+    pub fn table(&self) -> &Table<E, S> {
+        &self.table
+    }
+
+    /// The store.
+    pub fn store(&self) -> &S {
+        self.table.store()
+    }
+
+    /// The declared indexes and index entities.
+    pub fn layout(&self) -> &Layout {
+        &self.writer.layout
+    }
+
+    /// Creates the primaries' table and the index tables, and records the schema in the
+    /// registry (for the worker's relay, the audit and the backfill).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(&self) -> Result<()> {
+        let store = self.table.store();
+        store.create_table_if_not_exists(self.table.name()).await?;
+        for table in self.writer.layout.other_tables() {
+            store.create_table_if_not_exists(&table).await?;
+        }
+        self.writer.engine.open().await?;
+        SchemaRecord::of(E::schema(), self.table.name())
+            .register(store)
+            .await?;
+        self.writer.check_dependents().await
+    }
+
+    /// Inserts a value and its index entries; `AlreadyExists` when its keys are taken,
+    /// [`Error::IndexValueTaken`] when a same-partition index value is.
+    ///
+    /// # Errors
+    /// As described; the store's errors; limit violations before any I/O.
+    pub async fn insert(&self, value: &E) -> Result<WriteOutcome> {
+        self.write(Intent::Insert(value)).await
+    }
+
+    /// Inserts or replaces a value, and moves its index entries.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub async fn upsert(&self, value: &E) -> Result<WriteOutcome> {
+        self.write(Intent::Upsert(value)).await
+    }
+
+    /// Replaces a stored value if `if_match` holds, and moves its index entries.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
+    pub async fn replace(&self, value: &E, if_match: IfMatch) -> Result<WriteOutcome> {
+        self.write(Intent::Replace(value, if_match)).await
+    }
+
+    /// Deletes an entity and every index entry of it.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; the store's errors.
+    pub async fn delete(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> Result<WriteOutcome> {
+        self.write(Intent::Delete(
+            partition_key.to_owned(),
+            row_key.to_owned(),
+            if_match,
+        ))
+        .await
+    }
+
+    /// Updates only the named fields (Rust field names) of the stored entity with the
+    /// keys of `value` to the values in `value` — a typed merge — if `if_match` holds.
+    /// The merged value is written as a full write would be: its index copies, id-list
+    /// entries and denormalised dependents follow. With `IfMatch::Any` a concurrent
+    /// change is merged into again.
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`] for a field the type does not have (before any
+    /// I/O); `NotFound`, `PreconditionFailed`; as [`insert`](Self::insert).
+    pub async fn update(
+        &self,
+        value: &E,
+        fields: &[&str],
+        if_match: IfMatch,
+    ) -> Result<WriteOutcome> {
+        let schema = E::schema();
+        let mut properties = Vec::with_capacity(fields.len());
+        for name in fields {
+            let field = schema
+                .field(name)
+                .filter(|f| f.storage != tablekit_core::typed::FieldStorage::Skipped)
+                .ok_or_else(|| tablekit_core::Error::Undeclared {
+                    type_name: schema.type_name,
+                    what: "field",
+                    name: (*name).to_owned(),
+                })?;
+            properties.push(field.property);
+        }
+        let patch = value.to_entity()?;
+        let source = self.source(&patch.partition_key, &patch.row_key);
+        let mut retry = self.writer.engine.retry().start();
+        loop {
+            retry.next(|| format!("partial update of {source}")).await?;
+            let Some(current) = self
+                .table
+                .store()
+                .get_if_table_exists(&source.table, &source.partition_key, &source.row_key)
+                .await?
+            else {
+                return Err(source.not_found());
+            };
+            if is_expired(&current, self.writer.clock.now()) {
+                return Err(source.not_found());
+            }
+            if let IfMatch::ETag(expected) = &if_match
+                && current.etag.as_ref() != Some(expected)
+            {
+                return Err(source.precondition_failed());
+            }
+            let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            let mut merged = match &self.writer.blobs {
+                Some(blobs) => crate::large::restore(blobs, self.table.name(), current).await?,
+                None => current,
+            };
+            for property in &properties {
+                match patch.properties.get(*property) {
+                    Some(v) => {
+                        merged.properties.insert((*property).to_owned(), v.clone());
+                    }
+                    None => {
+                        merged.properties.shift_remove(*property);
+                    }
+                }
+            }
+            let merged = E::from_entity(merged)?.value;
+            match self.write(Intent::Replace(&merged, read)).await {
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {
+                }
+                outcome => return outcome,
+            }
+        }
+    }
+
+    /// Many writes, planned per partition into entity group transactions that hold
+    /// several writes with their index copies, id-list pages and follow-up work (each
+    /// transaction within 100 operations and 4 MiB; writes whose entries collide go to
+    /// the next one). A write is refused before any I/O when its own work cannot fit one
+    /// transaction; a write refused by the store (a taken key or index value, a stale
+    /// ETag) is reported and the others of its transaction are written.
+    ///
+    /// # Errors
+    /// A write that cannot fit one transaction, or whose value does not convert (nothing
+    /// is written then); the store's errors, with what was written before in the report.
+    pub async fn write_all(
+        &self,
+        writes: impl IntoIterator<Item = TypedWrite<E>>,
+    ) -> Result<IndexedWriteReport> {
+        let writes: Vec<TypedWrite<E>> = writes.into_iter().collect();
+        let mut requests = Vec::new();
+        let mut merges = Vec::new();
+        let mut report = IndexedWriteReport::default();
+        for (at, write) in writes.iter().enumerate() {
+            let intent = match write {
+                TypedWrite::Insert(v) => Intent::Insert(v),
+                TypedWrite::Upsert(v) => Intent::Upsert(v),
+                TypedWrite::Replace(v, if_match) => Intent::Replace(v, if_match.clone()),
+                TypedWrite::Delete {
+                    partition_key,
+                    row_key,
+                    if_match,
+                } => Intent::Delete(partition_key.clone(), row_key.clone(), if_match.clone()),
+                TypedWrite::Merge(..) => {
+                    merges.push(at);
+                    continue;
+                }
+            };
+            requests.push((at, self.request(intent)));
+        }
+        self.writer.write_all(requests, &mut report).await?;
+        for at in merges {
+            if let TypedWrite::Merge(value, if_match) = &writes[at] {
+                // A typed merge of every field: the stored entity's other properties stay.
+                let fields: Vec<&str> = E::schema().fields.iter().map(|f| f.name).collect();
+                match self.update(value, &fields, if_match.clone()).await {
+                    Ok(outcome) => report.written.push((at, outcome.version)),
+                    Err(e) => report.refused.push((at, e)),
+                }
+            }
+        }
+        report.written.sort_unstable();
+        report.refused.sort_by_key(|(at, _)| *at);
+        report.failed.sort_by_key(|(at, _)| at.first().copied());
+        Ok(report)
+    }
+
+    /// Reads one primary.
+    ///
+    /// # Errors
+    /// As [`Table::get`].
+    pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
+        let Some(blobs) = &self.writer.blobs else {
+            return Ok(self.table.get(partition_key, row_key).await?);
+        };
+        let found = self
+            .table
+            .store()
+            .get_if_table_exists(self.table.name(), partition_key, row_key)
+            .await?;
+        match found {
+            Some(entity) if !is_expired(&entity, self.writer.clock.now()) => {
+                let entity = crate::large::restore(blobs, self.table.name(), entity).await?;
+                Ok(Some(E::from_entity(entity)?))
+            }
+            _ => Ok(None),
+        }
+    }
+
+    fn source(&self, partition_key: &str, row_key: &str) -> EntityRef {
+        EntityRef::new(self.table.name(), partition_key, row_key)
+    }
+
+    async fn write(&self, intent: Intent<'_, E>) -> Result<WriteOutcome> {
+        let span = tracing::debug_span!(
+            "tablekit.indexed_write",
+            tablekit.kind = %self.writer.layout.kind,
+            tablekit.intent = intent.name(),
+            db.collection.name = self.table.name(),
+        );
+        async { self.writer.write(self.request(intent)?).await }
+            .instrument(span)
+            .await
+    }
+
+    /// The untyped request of a typed write: its keys, its entity and the targets the
+    /// layout gives its value.
+    fn request(&self, intent: Intent<'_, E>) -> Result<Request> {
+        let etag_of = |if_match: IfMatch| match if_match {
+            IfMatch::ETag(etag) => Some(etag),
+            IfMatch::Any => None,
+        };
+        let (kind, v, user_etag) = match intent {
+            Intent::Insert(v) => (Kind::Insert, v, None),
+            Intent::Upsert(v) => (Kind::Upsert, v, None),
+            Intent::Replace(v, if_match) => (Kind::Replace, v, etag_of(if_match)),
+            Intent::Delete(pk, rk, if_match) => {
+                return Ok(Request {
+                    kind: Kind::Delete,
+                    source: self.source(&pk, &rk),
+                    entity: None,
+                    targets: BTreeSet::new(),
+                    user_etag: etag_of(if_match),
+                    blob_nonce: None,
+                });
+            }
+        };
+        let source = self.source(&v.partition_key()?, &v.row_key()?);
+        let render =
+            |t: &KeyTemplate, kind: KeyKind| -> Result<String> { Ok(render_key(v, t, kind)?) };
+        let in_index = |index: &str| v.in_index(index);
+        let targets = self
+            .writer
+            .layout
+            .targets(&source, &render, &in_index, None)?;
+        Ok(Request {
+            kind,
+            source,
+            entity: Some(v.to_entity()?),
+            targets,
+            user_etag,
+            blob_nonce: None,
+        })
+    }
+
+    /// Audits this table's indexes (and repairs them with [`AuditOptions::repair`]); the
+    /// table's blob store is used unless the options name one.
+    ///
+    /// # Errors
+    /// As [`audit()`](super::super::audit()).
+    pub async fn audit(&self, options: &AuditOptions) -> Result<AuditReport> {
+        let mut options = options.clone();
+        if options.blobs.is_none() {
+            options.blobs = self.writer.blobs.clone();
+        }
+        super::audit::audit(self.table.store(), self.table.name(), &options).await
+    }
+
+    /// Backfills an index or index entity declared after the data was written: each
+    /// primary of this type gets the index's entries, computed from its value (sparse
+    /// indexes included).
+    ///
+    /// # Errors
+    /// [`tablekit_core::Error::Undeclared`]; the store's errors.
+    pub async fn backfill(&self, index: &str, options: &AuditOptions) -> Result<AuditReport> {
+        if !self.writer.layout.declares(index) {
+            return Err(tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index",
+                name: index.to_owned(),
+            }
+            .into());
+        }
+        let mut options = options.clone();
+        if options.blobs.is_none() {
+            options.blobs = self.writer.blobs.clone();
+        }
+        let layout = Arc::clone(&self.writer.layout);
+        let compute = move |source: &EntityRef,
+                            entity: &Entity|
+              -> Result<Option<BTreeSet<super::record::Target>>> {
+            let Ok(stored) = E::from_entity(entity.clone()) else {
+                return Ok(None);
+            };
+            let value = &stored.value;
+            let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> {
+                Ok(render_key(value, t, kind)?)
+            };
+            layout
+                .targets(source, &render, &|i| value.in_index(i), Some(index))
+                .map(Some)
+        };
+        super::audit::backfill_with(
+            self.table.store(),
+            self.table.name(),
+            &self.writer.layout,
+            index,
+            &options,
+            &compute,
+        )
+        .await
+    }
+
+    /// The kind property's value marking this type's copies of an index.
+    pub fn copy_kind(&self, index: &str) -> String {
+        format!("{}#{index}", self.writer.layout.kind)
+    }
+
+    /// The value of a stored property of a primary, for tests and tools.
+    pub fn property(entity: &Entity, name: &str) -> Option<Value> {
+        entity.properties.get(name).cloned()
+    }
+}
