@@ -6,6 +6,7 @@
 //! transaction when the dependent shares the source's partition, through the worker
 //! otherwise.
 
+mod apply;
 pub(crate) mod write;
 
 use tablekit_core::{ETag, Entity, ErrorKind, Query, TableStore, Value, filter};

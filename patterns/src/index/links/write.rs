@@ -13,7 +13,7 @@ use std::sync::atomic::Ordering;
 
 use tablekit_core::{Entity, IfMatch, TableStore, WriteOp};
 
-use super::super::copies::delete;
+use super::super::copies::write::delete;
 use super::super::operation::{IndexApplier, IndexOperation};
 use super::super::record::{IndexRecord, Target};
 use super::super::write::declaration::{Attempt, Declaration, Prepared, Role, Step, Writer};

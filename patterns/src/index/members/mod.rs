@@ -15,6 +15,7 @@
 //! primary's write that added or removed it, and removals leave a tombstone, so a late or
 //! repeated message never undoes a newer change.
 
+mod apply;
 pub(crate) mod write;
 
 use percent_encoding::utf8_percent_encode;

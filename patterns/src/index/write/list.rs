@@ -16,7 +16,7 @@ pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn D
         &expiry::write::Expiry,
         &blobs::Blobs,
         &unique::write::Unique,
-        &copies::Copies,
+        &copies::write::Copies,
         &members::write::Lists,
         &links::write::Denormalized,
         &changes::Changes,

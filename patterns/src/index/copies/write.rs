@@ -1,16 +1,14 @@
-//! The declaration of secondary indexes (`#[index]`) on the write path: a copy of the
-//! primary per index, in the primary's entity group transaction when it lives in the
-//! same partition (an insert for a new copy, so a value another entity holds is refused;
-//! a delete for a dropped one), as follow-up work for the worker otherwise. The expiry
-//! index's entries are copies too. The worker's side is `IndexApplier::put_copy` and
-//! `delete_copy`; the audit checks each copy against its primary.
+//! The copies on the write path: in the primary's entity group transaction when a copy
+//! lives in the same partition (an insert for a new copy, so a value another entity
+//! holds is refused; a delete for a dropped one), as follow-up work for the worker
+//! otherwise.
 
 use std::collections::HashSet;
 
 use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
-use super::record::{EntityRef, Target, copy_of};
-use super::write::declaration::{Attempt, Declaration, Role, Step};
+use super::super::record::{EntityRef, Target, copy_of};
+use super::super::write::declaration::{Attempt, Declaration, Role, Step};
 use crate::error::{Error, Result};
 
 /// Secondary indexes.

@@ -1,0 +1,232 @@
+//! Backfill: an index or index entity declared after the data was written, added to
+//! each primary of the kind that declares it.
+
+use std::collections::BTreeSet;
+use std::time::Instant;
+
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::KeyTemplate;
+use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
+
+use super::super::operation::{Applied, IndexApplier};
+use super::super::record::{EntityRef, IndexRecord, Layout, Target};
+use super::super::registry::SchemaRecord;
+use crate::consistency::RetryPolicy;
+use crate::error::{Error, Result};
+
+use super::report::{AuditOptions, AuditReport, TargetsFn};
+use super::scan::Scan;
+
+/// Backfills one index or index entity of a table from the registered schema: each
+/// primary of the kind that declares it gets the index's targets added to its record
+/// (under its ETag; its version is kept) and the copies or memberships written.
+///
+/// # Errors
+/// [`Error::Unsupported`] for an undeclared or sparse index; the store's errors.
+pub async fn backfill<S: TableStore + Clone>(
+    store: &S,
+    table: &str,
+    index: &str,
+    options: &AuditOptions,
+) -> Result<AuditReport> {
+    let schemas = SchemaRecord::list(store, Some(table)).await?;
+    let Some(schema) = schemas.iter().find(|s| {
+        s.indexes.iter().any(|i| i.name == index) || s.members.iter().any(|m| m.name == index)
+    }) else {
+        return Err(Error::Unsupported(format!(
+            "no schema registered for table `{table}` declares an index `{index}`"
+        )));
+    };
+    if schema.indexes.iter().any(|i| i.name == index && i.sparse) {
+        return Err(Error::Unsupported(format!(
+            "index `{index}` is sparse (`when = …`): only the entity type can tell which entities it holds; backfill it with IndexedTable::backfill"
+        )));
+    }
+    let layout = schema.layout()?;
+    let compute = |source: &EntityRef, entity: &Entity| -> Result<Option<BTreeSet<Target>>> {
+        let render =
+            |t: &KeyTemplate, kind: KeyKind| -> Result<String> { schema.render(entity, t, kind) };
+        layout
+            .targets(source, &render, &|_| true, Some(index))
+            .map(Some)
+    };
+    backfill_with(store, table, &layout, index, options, &compute).await
+}
+
+/// The backfill of one index with a way to compute a primary's targets for it (`None`:
+/// not a primary of this type).
+pub(crate) async fn backfill_with<S: TableStore + Clone>(
+    store: &S,
+    table: &str,
+    layout: &Layout,
+    index: &str,
+    options: &AuditOptions,
+    compute: &TargetsFn<'_>,
+) -> Result<AuditReport> {
+    let mut applier = IndexApplier::new(store.clone());
+    if let Some(blobs) = &options.blobs {
+        applier = applier.with_blobs(blobs.clone());
+    }
+    let scan = Scan {
+        store,
+        options,
+        started: Instant::now(),
+        scope: format!("backfill {table} {index}"),
+    };
+    let tables = vec![table.to_owned()];
+    let (report, _) = scan
+        .run(&tables, async |table, entity, report| {
+            let is_kind = matches!(entity.properties.get(&layout.kind_property), Some(Value::String(k)) if *k == layout.kind);
+            if !is_kind {
+                return Ok(());
+            }
+            let source = EntityRef::of(table, &entity);
+            backfill_one(store, &applier, layout, index, &source, entity, compute, report).await
+        })
+        .await?;
+    Ok(report)
+}
+
+#[allow(clippy::too_many_arguments)]
+async fn backfill_one<S: TableStore + Clone>(
+    store: &S,
+    applier: &IndexApplier<S>,
+    layout: &Layout,
+    index: &str,
+    source: &EntityRef,
+    mut entity: Entity,
+    compute: &TargetsFn<'_>,
+    report: &mut AuditReport,
+) -> Result<()> {
+    let mut retry = RetryPolicy::default().start();
+    loop {
+        retry.next(|| format!("backfill of {source}")).await?;
+        let Some(wanted) = compute(source, &entity)? else {
+            return Ok(());
+        };
+        report.primaries += 1;
+        let record = IndexRecord::read(&entity)?;
+        let version = record
+            .as_ref()
+            .map_or_else(|| super::super::record::next_version(None), |r| r.version);
+        let mut targets = record.map(|r| r.targets).unwrap_or_default();
+        let current: BTreeSet<Target> = targets
+            .iter()
+            .filter(|t| t.index() == index)
+            .cloned()
+            .collect();
+        if current == wanted {
+            return Ok(());
+        }
+        targets.retain(|t| t.index() != index);
+        targets.extend(wanted.iter().cloned());
+        let mut patch = Entity::new(source.partition_key.clone(), source.row_key.clone());
+        IndexRecord { version, targets }.write(&mut patch)?;
+        let if_match = entity.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+        match store.merge(&source.table, patch, if_match).await {
+            Ok(_) => {}
+            Err(e) if e.kind() == ErrorKind::PreconditionFailed => {
+                match store
+                    .get(&source.table, &source.partition_key, &source.row_key, None)
+                    .await?
+                {
+                    Some(again) => {
+                        entity = again;
+                        report.primaries -= 1;
+                        continue;
+                    }
+                    None => return Ok(()),
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(e.into()),
+        }
+        for gone in current.difference(&wanted) {
+            apply_target(applier, layout, source, version, gone, false).await?;
+        }
+        for new in wanted.difference(&current) {
+            report.checked += 1;
+            if apply_target(applier, layout, source, version, new, true).await? == Applied::Changed
+            {
+                report.repaired += 1;
+            }
+        }
+        return Ok(());
+    }
+}
+
+async fn apply_target<S: TableStore>(
+    applier: &IndexApplier<S>,
+    layout: &Layout,
+    source: &EntityRef,
+    version: i64,
+    target: &Target,
+    present: bool,
+) -> Result<Applied> {
+    match (target, present) {
+        (
+            Target::Copy {
+                index,
+                at,
+                properties,
+            },
+            true,
+        ) => {
+            applier
+                .put_copy(
+                    source,
+                    version,
+                    index,
+                    at,
+                    properties.as_deref(),
+                    &layout.kind_property,
+                    true,
+                )
+                .await
+        }
+        (Target::Copy { at, .. }, false) => applier.delete_copy(source, None, at).await,
+        (
+            Target::Denormalized {
+                property,
+                source: from,
+                source_property,
+            },
+            true,
+        ) => {
+            applier
+                .put_link(source, property, from, source_property)
+                .await?;
+            applier
+                .sync_denormalized(source, property, from, source_property)
+                .await?;
+            Ok(Applied::Changed)
+        }
+        (Target::Denormalized { .. } | Target::Unique { .. }, false) => {
+            applier
+                .apply(&super::super::operation::IndexOperation::for_target(
+                    source,
+                    version,
+                    target,
+                    false,
+                    &layout.kind_property,
+                ))
+                .await
+        }
+        (
+            Target::Member {
+                index,
+                storage,
+                table,
+                value,
+            },
+            present,
+        ) => {
+            applier
+                .change_member(
+                    source, version, index, *storage, table, value, present, true,
+                )
+                .await
+        }
+        (Target::Unique { at, .. }, true) => applier.claim_unique(source, version, at).await,
+    }
+}

@@ -1,0 +1,227 @@
+//! Audit, repair and backfill: scan a table's primaries against the copies and id-list
+//! memberships their index records name, report drift — **missing** (a target that is
+//! not there), **stale** (a copy that differs from what the primary's current version
+//! makes), **orphaned** (a copy or membership no primary claims) — and optionally repair
+//! it with the same idempotent steps the worker uses. Backfill adds an index declared
+//! after the data was written.
+//!
+//! Both work from the schema registry and the records on the entities, so they need no
+//! entity type (`tablekit-worker audit`, `tablekit-worker backfill`), except to backfill a
+//! sparse index, whose predicate only the type knows ([`IndexedTable::backfill`]).
+//!
+//! Long scans save a checkpoint (the last key done, the counts so far) in the
+//! `TablekitJobs` table every few hundred entities; a run with the same job name resumes
+//! after it, and a finished run removes it.
+//!
+//! [`IndexedTable::backfill`]: super::IndexedTable::backfill
+
+mod backfill;
+mod check;
+mod report;
+mod scan;
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
+use tracing::Instrument;
+
+use super::members::list_blob_lists;
+use super::operation::IndexApplier;
+use super::record::MemberStorage;
+use super::registry::SchemaRecord;
+use crate::error::{Error, Result};
+
+pub use backfill::backfill;
+pub(crate) use backfill::backfill_with;
+use check::Auditor;
+use report::STATE_PROPERTY;
+pub use report::{
+    AuditOptions, AuditProgress, AuditReport, Drift, Finding, JOBS_TABLE, ProgressFn,
+};
+use scan::Scan;
+
+/// Audits a table's indexes (and repairs them with [`AuditOptions::repair`]): every
+/// primary against its copies and id lists, every copy and id list against the primaries.
+/// The tables to scan and the blob-stored lists come from the schema registry.
+///
+/// Work not yet applied (pending in the writer's partition or in the queue) shows as
+/// drift until the worker applies it:
+/// audit a quiet table, or audit again.
+///
+/// # Errors
+/// [`Error::Unsupported`] for a table without registered schemas; the store's errors.
+pub async fn audit<S: TableStore + Clone>(
+    store: &S,
+    table: &str,
+    options: &AuditOptions,
+) -> Result<AuditReport> {
+    let span = tracing::debug_span!(
+        "tablekit.audit",
+        db.collection.name = table,
+        tablekit.scanned = tracing::field::Empty,
+        tablekit.drift = tracing::field::Empty,
+    );
+    let (report, finished) = audit_table(store, table, options)
+        .instrument(span.clone())
+        .await?;
+    span.record("tablekit.scanned", report.scanned);
+    span.record(
+        "tablekit.drift",
+        report.missing + report.stale + report.orphaned + report.unreadable,
+    );
+    if !finished {
+        // A run stopped part way (`stop_after`) resumes from its checkpoint; only a
+        // finished run is the table's last audit.
+        return Ok(report);
+    }
+    let result = AuditResult {
+        at: tablekit_core::clock::now(),
+        report: AuditReport {
+            findings: Vec::new(),
+            ..report.clone()
+        },
+    };
+    // A finished audit's result is what `tablekit-worker status` shows; failing to keep
+    // it does not fail the audit.
+    if let Err(e) = result.save(store, table).await {
+        tracing::warn!(table, error = %e, "keeping the audit's result failed");
+    }
+    Ok(report)
+}
+
+/// The last finished audit of a table, kept in `TablekitJobs` (PartitionKey
+/// `audit-result`, RowKey the table).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct AuditResult {
+    /// When the audit finished.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// What it found (counts; findings left out).
+    pub report: AuditReport,
+}
+
+const RESULT_PARTITION: &str = "audit-result";
+
+impl AuditResult {
+    async fn save<S: TableStore>(&self, store: &S, table: &str) -> Result<()> {
+        store.create_table_if_not_exists(JOBS_TABLE).await?;
+        let mut row = Entity::new(RESULT_PARTITION, table);
+        row.properties.insert(
+            STATE_PROPERTY.to_owned(),
+            Value::String(Error::json("an audit result", self)?),
+        );
+        store.insert_or_replace(JOBS_TABLE, row).await?;
+        Ok(())
+    }
+
+    /// The last result of every audited table, by table.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Malformed`] for a result that does not read.
+    pub async fn list<S: TableStore>(store: &S) -> Result<Vec<(String, AuditResult)>> {
+        let query = Query::with_filter(filter::partition_key().eq(RESULT_PARTITION));
+        let rows = match store.query_all(JOBS_TABLE, query).await {
+            Ok(rows) => rows,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        rows.into_iter()
+            .map(|row| match row.properties.get(STATE_PROPERTY) {
+                Some(Value::String(json)) => serde_json::from_str(json)
+                    .map(|result| (row.row_key.clone(), result))
+                    .map_err(|e| Error::malformed(format!("audit result of {}", row.row_key), e)),
+                _ => Err(Error::malformed(
+                    format!("audit result of {}", row.row_key),
+                    "no State property",
+                )),
+            })
+            .collect()
+    }
+}
+
+async fn audit_table<S: TableStore + Clone>(
+    store: &S,
+    table: &str,
+    options: &AuditOptions,
+) -> Result<(AuditReport, bool)> {
+    let schemas = SchemaRecord::list(store, Some(table)).await?;
+    if schemas.is_empty() {
+        return Err(Error::Unsupported(format!(
+            "table `{table}` has no registered schema: open it through an IndexedTable first"
+        )));
+    }
+    let layouts = schemas
+        .iter()
+        .map(SchemaRecord::layout)
+        .collect::<Result<Vec<_>>>()?;
+    let mut tables = vec![table.to_owned()];
+    for layout in &layouts {
+        for other in layout.other_tables() {
+            if !tables.contains(&other) {
+                tables.push(other);
+            }
+        }
+    }
+    let mut applier = IndexApplier::new(store.clone());
+    if let Some(blobs) = &options.blobs {
+        applier = applier.with_blobs(blobs.clone());
+    }
+    let mut auditor = Auditor {
+        applier,
+        layouts,
+        options,
+        lists: HashMap::new(),
+    };
+    let scan = Scan {
+        store,
+        options,
+        started: Instant::now(),
+        scope: format!("audit {table}"),
+    };
+    let (mut report, finished) = scan
+        .run(&tables, async |table, entity, report| {
+            auditor.visit(table, entity, report).await
+        })
+        .await?;
+    if finished {
+        // Blob-stored id lists: every member must be claimed by its primary.
+        let blob_lists: Vec<(String, String)> = auditor
+            .layouts
+            .iter()
+            .flat_map(|l| {
+                l.members
+                    .iter()
+                    .filter(|m| m.storage == MemberStorage::Blob)
+                    .map(|m| {
+                        (
+                            m.table.clone().unwrap_or_else(|| l.table.clone()),
+                            m.name.clone(),
+                        )
+                    })
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        for (list_table, index) in blob_lists {
+            let blobs = options.blobs.clone().ok_or_else(|| Error::NoBlobStore {
+                index: index.clone(),
+            })?;
+            for (value, members) in list_blob_lists(&blobs, &list_table, &index).await? {
+                for member in members.into_iter().filter(|m| m.present) {
+                    report.scanned += 1;
+                    auditor
+                        .check_member_claimed(
+                            &member.source,
+                            &index,
+                            MemberStorage::Blob,
+                            &list_table,
+                            &value,
+                            &mut report,
+                        )
+                        .await?;
+                }
+            }
+        }
+    }
+    Ok((report, finished))
+}

@@ -1,0 +1,297 @@
+//! How the worker applies denormalised fields' follow-up work: links put and removed
+//! beside their sources (never one a pending write of its dependent puts), a dependent's
+//! copy of a source's value brought up to date, and its own copies refreshed.
+
+use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
+
+use super::super::operation::{Applied, IndexApplier, get_or_none};
+use super::super::record::{EntityRef, IndexRecord, Target, copy_source};
+use crate::error::Result;
+
+impl<S: TableStore> IndexApplier<S> {
+    /// Deletes the link of `dependent`'s `property` to `source`, unless the dependent
+    /// claims it (a late or repeated removal never undoes a newer claim).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn remove_link(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<Applied> {
+        self.remove_link_of(dependent, property, source, source_property, None)
+            .await
+    }
+
+    /// As [`remove_link`](Self::remove_link), run by the undoing of the write whose intent
+    /// is `intent` (that write is not counted among those in flight).
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    pub async fn remove_link_of(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+        intent: Option<&str>,
+    ) -> Result<Applied> {
+        let claim = Target::Denormalized {
+            property: property.to_owned(),
+            source: source.clone(),
+            source_property: source_property.to_owned(),
+        };
+        let link = super::super::links::link_ref(dependent, property, source);
+        let mut retry = self.retry.start();
+        loop {
+            retry
+                .next(|| format!("link of `{property}` of {dependent}"))
+                .await?;
+            let Some(found) = get_or_none(&self.store, &link).await? else {
+                return Ok(Applied::Unchanged);
+            };
+            if self
+                .link_wanted_in_flight(dependent, property, source, intent)
+                .await?
+            {
+                // A write of the dependent that puts this link has not committed yet:
+                // its commit claims the link, or its undoing decides again.
+                return Ok(Applied::Superseded);
+            }
+            let claimed = match get_or_none(&self.store, dependent).await? {
+                Some(d) => IndexRecord::read(&d)?.is_some_and(|r| r.targets.contains(&claim)),
+                None => false,
+            };
+            if claimed {
+                return Ok(Applied::Superseded);
+            }
+            let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
+            match self
+                .store
+                .delete(&link.table, &link.partition_key, &link.row_key, if_match)
+                .await
+            {
+                Ok(()) => return Ok(Applied::Changed),
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Unchanged),
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Whether a write of `dependent` other than `undoing_id`'s is pending (its intent
+    /// recorded, neither committed nor undone) and puts the link of `property` to
+    /// `source`: it may yet commit and claim it. Read after the link and before the
+    /// dependent, so a write that commits in between is seen claiming it. Reads the
+    /// dependent partition's outbox entries (its pending work, not its entities).
+    async fn link_wanted_in_flight(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        undoing_id: Option<&str>,
+    ) -> Result<bool> {
+        Ok(
+            super::super::reclaim::pending_writes(&self.store, dependent)
+                .await?
+                .iter()
+                .any(|(_, undoing)| {
+                    Some(undoing.id.as_str()) != undoing_id
+                        && undoing
+                            .links
+                            .iter()
+                            .any(|(p, from, _)| p == property && from == source)
+                }),
+        )
+    }
+
+    /// Writes the link of a denormalised field beside its source (idempotent).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn put_link(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<()> {
+        self.put_link_for(dependent, property, source, source_property, None)
+            .await
+    }
+
+    /// As [`put_link`](Self::put_link), for a write that recorded the intent `intent`
+    /// (its id): the link names it, so only that intent's undoing removes it.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn put_link_for(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+        intent: Option<&str>,
+    ) -> Result<()> {
+        let mut link =
+            super::super::links::link_entity(dependent, property, source, source_property)?;
+        if let Some(intent) = intent {
+            link.properties.insert(
+                super::super::links::INTENT_PROPERTY.to_owned(),
+                tablekit_core::Value::String(intent.to_owned()),
+            );
+        }
+        match self
+            .store
+            .insert_or_replace(&source.table, link.clone())
+            .await
+        {
+            Ok(_) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                self.store.create_table_if_not_exists(&source.table).await?;
+                self.store.insert_or_replace(&source.table, link).await?;
+                Ok(())
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Copies `source`'s property into `dependent`'s, if the dependent still declares
+    /// that source; again when the source changed meanwhile, so the last run leaves the
+    /// source's latest value.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`].
+    pub async fn sync_denormalized(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        source: &EntityRef,
+        source_property: &str,
+    ) -> Result<Applied> {
+        let claim = Target::Denormalized {
+            property: property.to_owned(),
+            source: source.clone(),
+            source_property: source_property.to_owned(),
+        };
+        let mut retry = self.retry.start();
+        loop {
+            retry
+                .next(|| format!("denormalised `{property}` of {dependent}"))
+                .await?;
+            let Some(from) = get_or_none(&self.store, source).await? else {
+                // An earlier delivery may have merged the field and stopped before the
+                // dependent's copies.
+                self.refresh_copies(dependent, property).await?;
+                return Ok(Applied::Unchanged);
+            };
+            let Some(current) = get_or_none(&self.store, dependent).await? else {
+                return Ok(Applied::Superseded);
+            };
+            let claims = IndexRecord::read(&current)?.is_some_and(|r| r.targets.contains(&claim));
+            if !claims {
+                return Ok(Applied::Superseded);
+            }
+            let value = from.properties.get(source_property);
+            if current.properties.get(property) == value {
+                // A delivery after a crash finds the field up to date: its copies may
+                // not be yet.
+                self.refresh_copies(dependent, property).await?;
+                return Ok(Applied::Unchanged);
+            }
+            let if_match = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            let op = match value {
+                Some(value) => {
+                    let mut patch = Entity::new(&dependent.partition_key, &dependent.row_key);
+                    patch.properties.insert(property.to_owned(), value.clone());
+                    WriteOp::Merge(patch, if_match)
+                }
+                None => {
+                    let mut whole = current.clone();
+                    whole.properties.shift_remove(property);
+                    WriteOp::Replace(whole, if_match)
+                }
+            };
+            match self.store.execute(&dependent.table, op).await {
+                Ok(_) => {}
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
+                Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Superseded),
+                Err(e) => return Err(e.into()),
+            }
+            // The source may have changed while the copy was written: copy again.
+            let again = get_or_none(&self.store, source).await?;
+            if again.and_then(|a| a.etag) == from.etag {
+                self.refresh_copies(dependent, property).await?;
+                return Ok(Applied::Changed);
+            }
+        }
+    }
+
+    /// Brings `property` of the dependent's index copies (those that carry it) to the
+    /// dependent's current value: a denormalised field changed by its source's write
+    /// changes the copies too, at the dependent's unchanged version.
+    async fn refresh_copies(&self, dependent: &EntityRef, property: &str) -> Result<()> {
+        let mut retry = self.retry.start();
+        'again: loop {
+            retry
+                .next(|| format!("the copies of `{property}` of {dependent}"))
+                .await?;
+            let Some(current) = get_or_none(&self.store, dependent).await? else {
+                return Ok(());
+            };
+            let Some(record) = IndexRecord::read(&current)? else {
+                return Ok(());
+            };
+            let value = current.properties.get(property);
+            for target in &record.targets {
+                let Target::Copy { at, properties, .. } = target else {
+                    continue;
+                };
+                if properties
+                    .as_ref()
+                    .is_some_and(|p| !p.iter().any(|p| p == property))
+                {
+                    continue;
+                }
+                let Some(copy) = get_or_none(&self.store, at).await? else {
+                    continue;
+                };
+                let ours = copy_source(&copy)
+                    .is_some_and(|(owner, v)| owner == *dependent && v == record.version);
+                if !ours || copy.properties.get(property) == value {
+                    continue;
+                }
+                let if_match = copy.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                let mut whole = copy;
+                match value {
+                    Some(v) => {
+                        whole.properties.insert(property.to_owned(), v.clone());
+                    }
+                    None => {
+                        whole.properties.shift_remove(property);
+                    }
+                }
+                match self
+                    .store
+                    .execute(&at.table, WriteOp::Replace(whole, if_match))
+                    .await
+                {
+                    Ok(_) => {}
+                    // The copy changed or went meanwhile: read everything again.
+                    Err(e)
+                        if matches!(
+                            e.kind(),
+                            ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                        ) =>
+                    {
+                        continue 'again;
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            return Ok(());
+        }
+    }
+}
