@@ -3,13 +3,14 @@
 //! the blob store before the transaction (under names with a part unique to the write,
 //! recorded in its intent, so a write that never commits has them deleted), the entity
 //! holds their addresses, and the blobs a write stops referencing are deleted after the
-//! commit (`crate::large::DeleteBlobs`). Reads restore the values (`crate::large::restore`).
+//! commit (`crate::large::blobs::DeleteBlobs`). Reads restore the values
+//! (`crate::large::blobs::restore`).
 
 use tablekit_core::TableStore;
 
 use super::write::declaration::{Attempt, Declaration, Prepared, Request, Step, Writer, nothing};
 use crate::error::{Error, Result};
-use crate::large::{DeleteBlobs, offload_with_nonce, would_offload};
+use crate::large::blobs::{DeleteBlobs, offload_with_nonce, would_offload};
 
 /// Blob fields.
 pub(crate) struct Blobs;
@@ -27,20 +28,20 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Blobs {
     }
 
     fn prepare<'a>(&'a self, writer: &'a Writer<S>, prepared: &'a mut Prepared) -> Step<'a> {
-        let (Some(blobs), Some(nonce), Some(entity)) = (
-            &writer.blobs,
-            &prepared.reclaim.blob_nonce,
-            prepared.entity.as_mut(),
-        ) else {
+        let (Some(blobs), Some(entity)) = (&writer.blobs, prepared.entity.as_mut()) else {
             return nothing();
         };
-        Box::pin(offload_with_nonce(
-            blobs,
-            &writer.table,
-            &writer.blob_fields,
-            entity,
-            nonce,
-        ))
+        let nonce = prepared.reclaim.blob_nonce.as_deref();
+        Box::pin(async move {
+            if let Some(nonce) = nonce {
+                offload_with_nonce(blobs, &writer.table, &writer.blob_fields, entity, nonce)
+                    .await?;
+            }
+            // What is left must fit the table service's limits: refused before the
+            // commit, with the limit it breaks.
+            tablekit_core::limits::check_entity(entity).map_err(tablekit_core::Error::from)?;
+            Ok(())
+        })
     }
 
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {

@@ -25,7 +25,7 @@ pub mod record;
 pub mod registry;
 mod table;
 pub mod unique;
-mod write;
+pub(crate) mod write;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{
@@ -54,7 +54,7 @@ where
     }
     let registry = applier.register(crate::consistency::Registry::new());
     match blobs {
-        Some(blobs) => crate::large::DeleteBlobs::register(registry, store, blobs),
+        Some(blobs) => crate::large::blobs::DeleteBlobs::register(registry, store, blobs),
         None => registry,
     }
 }

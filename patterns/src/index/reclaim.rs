@@ -142,7 +142,7 @@ pub(crate) async fn undo_blobs<S: TableStore>(
 ) -> Result<()> {
     let mine = format!("/{nonce}-");
     let uploaded: Vec<String> = blobs
-        .list(&crate::large::blob_root(source))
+        .list(&crate::large::blobs::blob_root(source))
         .await?
         .into_iter()
         .map(|b| b.name)
@@ -157,7 +157,7 @@ pub(crate) async fn undo_blobs<S: TableStore>(
     for name in uploaded {
         if !primary
             .as_ref()
-            .is_some_and(|p| crate::large::references(p, &name))
+            .is_some_and(|p| crate::large::blobs::references(p, &name))
         {
             blobs.delete(&name).await?;
         }

@@ -46,7 +46,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         }
         let restored = match &self.writer.blobs {
             Some(blobs) => {
-                match crate::large::restore(blobs, self.table.name(), copy.clone()).await {
+                match crate::large::blobs::restore(blobs, self.table.name(), copy.clone()).await {
                     Ok(restored) => restored,
                     // A stale copy whose blob the primary's newer write deleted: the
                     // primary answers instead.

@@ -123,6 +123,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 unique_lease: super::unique::DEFAULT_LEASE,
                 track_dependents: Arc::new(AtomicBool::new(false)),
                 dependents_checked: Arc::default(),
+                indexed: true,
             },
             table: Table::new(store),
             verify: false,
@@ -344,7 +345,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             }
             let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
             let mut merged = match &self.writer.blobs {
-                Some(blobs) => crate::large::restore(blobs, self.table.name(), current).await?,
+                Some(blobs) => {
+                    crate::large::blobs::restore(blobs, self.table.name(), current).await?
+                }
                 None => current,
             };
             for property in &properties {
@@ -433,7 +436,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             .await?;
         match found {
             Some(entity) if !is_expired(&entity, self.writer.clock.now()) => {
-                let entity = crate::large::restore(blobs, self.table.name(), entity).await?;
+                let entity = crate::large::blobs::restore(blobs, self.table.name(), entity).await?;
                 Ok(Some(E::from_entity(entity)?))
             }
             _ => Ok(None),

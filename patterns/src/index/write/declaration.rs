@@ -107,6 +107,10 @@ pub(crate) struct Writer<S> {
     pub track_dependents: Arc<AtomicBool>,
     /// When the registry was last asked whether another type copies from this one.
     pub dependents_checked: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
+    /// Whether the primaries carry an index record (their version and targets): then a
+    /// write records an intent before acting outside its transaction and a delete leaves
+    /// a tombstone. A `LargeTable`'s primaries carry none.
+    pub indexed: bool,
 }
 
 impl<S: TableStore> Writer<S> {

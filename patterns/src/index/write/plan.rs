@@ -143,11 +143,13 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         let tombstoned = deleting && (old_record_found || !writer.layout.is_bare());
         let primary = match attempt.entity.take() {
             Some(mut entity) => {
-                IndexRecord {
-                    version,
-                    targets: self.new_targets.clone(),
+                if writer.indexed {
+                    IndexRecord {
+                        version,
+                        targets: self.new_targets.clone(),
+                    }
+                    .write(&mut entity)?;
                 }
-                .write(&mut entity)?;
                 Some(entity)
             }
             None if tombstoned => Some(tombstone(

@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use tablekit_core::IfMatch;
+use tablekit_core::blob::BlobStore;
 
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
@@ -36,6 +37,24 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             unique_lease: super::super::unique::DEFAULT_LEASE,
             track_dependents: Arc::new(AtomicBool::new(false)),
             dependents_checked: Arc::default(),
+            indexed: true,
+        }
+    }
+
+    /// The writer of primaries without an index record (`LargeTable`'s): no declaration
+    /// but their blob fields, no intent (a blob a write that never commits uploaded is
+    /// left to the table's sweep), a delete removes the row.
+    pub(crate) fn unindexed(
+        engine: Engine<S>,
+        table: &str,
+        blobs: BlobStore,
+        blob_fields: Vec<&'static str>,
+    ) -> Self {
+        Writer {
+            blobs: Some(blobs),
+            blob_fields,
+            indexed: false,
+            ..Writer::for_layout(engine, Layout::bare(table))
         }
     }
 
@@ -104,12 +123,14 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             declaration.complete(self, &mut request)?;
         }
         self.precheck(&request)?;
-        self.recheck_dependents().await?;
+        if self.indexed {
+            self.recheck_dependents().await?;
+        }
         // What the write does outside its transaction is recorded first, to be undone
         // if it never commits (see `super::super::reclaim`).
         let mut reclaim = Reclaim::of(&request.source, &request.targets);
         reclaim.blob_nonce = request.blob_nonce.clone();
-        let intent = if reclaim.is_empty() {
+        let intent = if reclaim.is_empty() || !self.indexed {
             None
         } else {
             Some(

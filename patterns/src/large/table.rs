@@ -1,0 +1,274 @@
+//! [`LargeTable`]: a typed table whose blob fields and oversized values live in the blob
+//! store (see the module docs of [`super`]). Its writes go through the one write path of
+//! indexed tables (`crate::index::write`) for primaries without an index record: the
+//! blob declaration offloads before the commit and deletes what a write stops
+//! referencing after it; a delete removes the row (no tombstone: nothing indexes it).
+
+use std::collections::BTreeSet;
+use std::marker::PhantomData;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::SharedClock;
+use tablekit_core::typed::{EntityType, Stored};
+use tablekit_core::{ETag, Entity, IfMatch, TableStore};
+
+use super::blobs::{DeleteBlobs, SweepReport, addresses, restore, sweep_unreferenced};
+use crate::address::EntityRef;
+use crate::consistency::{Engine, InlineSink, OutboxSink, Registry};
+use crate::error::Result;
+use crate::index::record::Layout;
+use crate::index::write::{Kind, Request, Writer};
+
+/// What a typed write of a large table asks for.
+enum WriteKind {
+    Insert,
+    Upsert,
+    Replace(IfMatch),
+}
+
+/// A typed table whose blob fields and oversized properties live in the blob store.
+pub struct LargeTable<E, S> {
+    /// The one write path, for primaries without an index record; its clock decides
+    /// whether a read entity expired (`#[entity(expires)]`).
+    writer: Writer<S>,
+    blobs: BlobStore,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E, S: Clone> Clone for LargeTable<E, S> {
+    fn clone(&self) -> Self {
+        LargeTable {
+            writer: self.writer.clone(),
+            blobs: self.blobs.clone(),
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E, S> std::fmt::Debug for LargeTable<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LargeTable")
+            .field("table", &self.writer.table)
+            .field("blobs", &self.blobs)
+            .finish()
+    }
+}
+
+/// A stored entity read without its blobs: the addresses, and the blobs on request.
+#[derive(Debug)]
+pub struct LazyEntity<E> {
+    entity: Entity,
+    blobs: BlobStore,
+    table: String,
+    record: PhantomData<fn() -> E>,
+}
+
+impl<E: EntityType> LazyEntity<E> {
+    /// The properties held in blobs: (property, blob name).
+    pub fn blob_addresses(&self) -> Vec<(String, String)> {
+        addresses(&self.entity)
+            .into_iter()
+            .map(|(p, n, _)| (p, n))
+            .collect()
+    }
+
+    /// The entity as stored (addresses instead of the offloaded properties).
+    pub fn entity(&self) -> &Entity {
+        &self.entity
+    }
+
+    /// Fetches the blobs and reads the value.
+    ///
+    /// # Errors
+    /// The blob store's errors; [`Error::Malformed`] for a missing blob; the read's
+    /// errors.
+    pub async fn load(self) -> Result<Stored<E>> {
+        let entity = restore(&self.blobs, &self.table, self.entity).await?;
+        Ok(E::from_entity(entity)?)
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
+    /// The table `E` declares, on `store`, with blobs in `blobs`. Without a sink, blobs a
+    /// write stops referencing wait in the outbox for the relay; see
+    /// [`with_inline_cleanup`](Self::with_inline_cleanup) and [`with_sink`](Self::with_sink).
+    pub fn new(store: S, blobs: BlobStore) -> Self {
+        let blob_fields = E::schema().blob_fields().map(|f| f.property).collect();
+        LargeTable {
+            writer: Writer::unindexed(Engine::new(store), E::TABLE, blobs.clone(), blob_fields),
+            blobs,
+            entity: PhantomData,
+        }
+    }
+
+    /// Decides expiry with `clock` (the wall clock by default): reads leave out an entity
+    /// whose expiry (an `#[entity(expires)]` field) passed by its time. Deleting expired
+    /// entities is the [`Sweeper`](crate::index::Sweeper)'s work, for entities written
+    /// through an [`IndexedTable`](crate::index::IndexedTable) with blobs.
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.writer.clock = clock;
+        self
+    }
+
+    /// The same table under another name.
+    pub fn with_name(mut self, name: &str) -> Self {
+        self.writer.table = name.to_owned();
+        self.writer.layout = Arc::new(Layout::bare(name));
+        self
+    }
+
+    /// Deletes replaced blobs in this process, right after the commit.
+    pub fn with_inline_cleanup(mut self) -> Self {
+        let registry = DeleteBlobs::register(
+            Registry::new(),
+            self.writer.store().clone(),
+            self.blobs.clone(),
+        );
+        self.writer.engine = self
+            .writer
+            .engine
+            .with_sink(Arc::new(InlineSink::new(registry)));
+        self
+    }
+
+    /// Hands the deletion of replaced blobs to `sink` (the worker's queue).
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.writer.engine = self.writer.engine.with_sink(sink);
+        self
+    }
+
+    /// Commits through `engine` (its sink, markers and retry policy) instead.
+    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
+        self.writer.engine = engine;
+        self
+    }
+
+    /// Creates the table (and the consistency engine's table of pending markers).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(&self) -> Result<()> {
+        self.writer
+            .store()
+            .create_table_if_not_exists(&self.writer.table)
+            .await?;
+        self.writer.engine.open().await
+    }
+
+    /// Inserts a value; `AlreadyExists` when its keys are taken.
+    ///
+    /// # Errors
+    /// The store's and the blob store's errors; limit violations.
+    pub async fn insert(&self, value: &E) -> Result<ETag> {
+        self.write(WriteKind::Insert, value)
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Inserts or replaces a value.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert).
+    pub async fn upsert(&self, value: &E) -> Result<ETag> {
+        self.write(WriteKind::Upsert, value)
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Replaces a stored value if `if_match` holds.
+    ///
+    /// # Errors
+    /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
+    pub async fn replace(&self, value: &E, if_match: IfMatch) -> Result<ETag> {
+        self.write(WriteKind::Replace(if_match), value)
+            .await
+            .map(|e| e.unwrap_or_else(|| ETag::new("")))
+    }
+
+    /// Deletes an entity and, after the commit, its blobs.
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; the store's errors.
+    pub async fn delete(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> Result<()> {
+        let source = EntityRef::new(&self.writer.table, partition_key, row_key);
+        self.writer.delete(source, if_match).await.map(drop)
+    }
+
+    /// Reads a value with its blobs.
+    ///
+    /// # Errors
+    /// The store's and blob store's errors; [`Error::Malformed`] for a missing blob.
+    pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
+        match self.get_lazy(partition_key, row_key).await? {
+            Some(lazy) => lazy.load().await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// Reads a value without its blobs; [`LazyEntity::load`] fetches them.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn get_lazy(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Option<LazyEntity<E>>> {
+        let found = self
+            .writer
+            .store()
+            .get_if_table_exists(&self.writer.table, partition_key, row_key)
+            .await?;
+        let now = self.writer.clock.now();
+        Ok(found
+            .filter(|entity| !tablekit_core::typed::is_expired(entity, now))
+            .map(|entity| LazyEntity {
+                entity,
+                blobs: self.blobs.clone(),
+                table: self.writer.table.clone(),
+                record: PhantomData,
+            }))
+    }
+
+    /// A write through the one write path: the blob declaration moves the blob fields
+    /// and oversized values to the blob store before the commit and deletes the blobs
+    /// the write stops referencing after it.
+    async fn write(&self, kind: WriteKind, value: &E) -> Result<Option<ETag>> {
+        let entity = value.to_entity()?;
+        let source = EntityRef::new(&self.writer.table, &entity.partition_key, &entity.row_key);
+        let (kind, user_etag) = match kind {
+            WriteKind::Insert => (Kind::Insert, None),
+            WriteKind::Upsert => (Kind::Upsert, None),
+            WriteKind::Replace(IfMatch::ETag(etag)) => (Kind::Replace, Some(etag)),
+            WriteKind::Replace(IfMatch::Any) => (Kind::Replace, None),
+        };
+        let outcome = self
+            .writer
+            .write(Request {
+                kind,
+                source,
+                entity: Some(entity),
+                targets: BTreeSet::new(),
+                user_etag,
+                blob_nonce: None,
+            })
+            .await?;
+        Ok(outcome.etag)
+    }
+
+    /// Deletes the blobs of this table that no entity references and that are older than
+    /// `grace` (younger ones may belong to a write in progress).
+    ///
+    /// # Errors
+    /// The store's and blob store's errors.
+    pub async fn sweep(&self, grace: Duration) -> Result<SweepReport> {
+        sweep_unreferenced(self.writer.store(), &self.blobs, &self.writer.table, grace).await
+    }
+}
