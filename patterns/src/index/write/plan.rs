@@ -140,7 +140,8 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         // period — unless nothing indexes the primary (no record, a layout that declares
         // nothing): that is a plain delete.
         let deleting = self.new_entity.is_none();
-        let tombstoned = deleting && (old_record_found || !writer.layout.is_bare());
+        let tombstoned =
+            deleting && writer.indexed && (old_record_found || !writer.layout.is_bare());
         let primary = match attempt.entity.take() {
             Some(mut entity) => {
                 if writer.indexed {
