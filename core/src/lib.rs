@@ -41,6 +41,7 @@ pub mod model;
 pub mod observe;
 pub mod query;
 pub mod random;
+pub mod retry;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;
