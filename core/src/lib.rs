@@ -22,7 +22,7 @@
 
 pub mod any;
 pub mod apply;
-#[cfg(feature = "azure")]
+#[cfg(any(feature = "azure", feature = "blob"))]
 pub mod azure;
 #[cfg(feature = "blob")]
 pub mod blob;
