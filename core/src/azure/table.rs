@@ -76,17 +76,19 @@ impl AzureTableStore {
             Credential::Sas(token) => Some(std::sync::Arc::new(scope::SasScope::parse(token)?)),
             Credential::SharedKey(_) => None,
         };
-        let client = std::sync::Arc::new(ServiceClient::for_endpoint(
-            Service::Table,
-            &config.account,
-            &config.endpoint,
-            config.credential.clone(),
-        )?
-        .with_default_headers(vec![
-            ("Accept", ACCEPT_JSON),
-            ("DataServiceVersion", "3.0;NetFx"),
-            ("MaxDataServiceVersion", "3.0;NetFx"),
-        ]));
+        let client = std::sync::Arc::new(
+            ServiceClient::for_endpoint(
+                Service::Table,
+                &config.account,
+                &config.endpoint,
+                config.credential.clone(),
+            )?
+            .with_default_headers(vec![
+                ("Accept", ACCEPT_JSON),
+                ("DataServiceVersion", "3.0;NetFx"),
+                ("MaxDataServiceVersion", "3.0;NetFx"),
+            ]),
+        );
         let emulator = config.account == DEVELOPMENT_ACCOUNT;
         Ok(AzureTableStore {
             client,
