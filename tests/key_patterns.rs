@@ -543,10 +543,10 @@ async fn a_dropped_period_table_is_created_again_once_the_service_finishes_delet
         AzureTableStore::connect(&service.connection_string())
             .expect("a connection string")
             .with_retry_policy(RetryPolicy {
-                base_delay: std::time::Duration::from_millis(10),
-                table_being_deleted_wait: std::time::Duration::from_millis(wait_ms),
-                ..RetryPolicy::default()
+                base: std::time::Duration::from_millis(10),
+                ..RetryPolicy::azure()
             })
+            .with_being_deleted_wait(std::time::Duration::from_millis(wait_ms))
     };
     let logs = PeriodTables::new("Logs", Period::Day).expect("periods");
     let day = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 12, 0, 0).unwrap();

@@ -170,39 +170,53 @@ impl BlobStore {
 
     /// Blobs in a container of Azure Blob Storage, from a storage connection string with
     /// tablekit's `Container=NAME` key: `UseDevelopmentStorage=true;Container=blobs`
-    /// (Azurite), or `AccountName=…;AccountKey=…[;BlobEndpoint=…];Container=…`.
+    /// (Azurite), or `AccountName=…;AccountKey=…[;BlobEndpoint=…];Container=…` (read by
+    /// the one [account reader](crate::azure::account)).
     ///
     /// # Errors
     /// [`Error::InvalidConnection`] naming what is missing.
     pub fn azure(connection: &str) -> Result<Self> {
-        let (fields, _) = crate::connection_string::fields(connection);
-        let invalid = |reason: &str| Error::InvalidConnection {
-            connection: "blob connection string".to_owned(),
-            reason: reason.to_owned(),
-        };
-        let container = fields
-            .get("container")
-            .ok_or_else(|| invalid("missing Container=NAME"))?;
-        let mut builder =
-            object_store::azure::MicrosoftAzureBuilder::new().with_container_name(container);
-        if fields
-            .get("usedevelopmentstorage")
-            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
-        {
+        let account = crate::azure::StorageAccount::from_connection_string(connection)?;
+        let container = account
+            .setting("container")
+            .ok_or_else(|| Error::InvalidConnection {
+                connection: "blob connection string".to_owned(),
+                reason: "missing Container=NAME".to_owned(),
+            })?
+            .to_owned();
+        Self::azure_container(&account, &container)
+    }
+
+    /// Blobs in `container` of an account read by the
+    /// [account reader](crate::azure::account): the emulator's, or the account's blob
+    /// endpoint with its key.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`] when the account has no blob endpoint or no key.
+    pub fn azure_container(
+        account: &crate::azure::StorageAccount,
+        container: &str,
+    ) -> Result<Self> {
+        use crate::azure::Credential;
+        use base64::Engine;
+        let mut builder = object_store::azure::MicrosoftAzureBuilder::new()
+            .with_container_name(container)
+            .with_account(account.name());
+        if account.is_development() {
             builder = builder.with_use_emulator(true);
         } else {
-            let account = fields
-                .get("accountname")
-                .ok_or_else(|| invalid("missing AccountName"))?;
-            let key = fields
-                .get("accountkey")
-                .ok_or_else(|| invalid("missing AccountKey"))?;
-            builder = builder.with_account(account).with_access_key(key);
-            if let Some(endpoint) = fields.get("blobendpoint") {
-                builder = builder
-                    .with_endpoint(endpoint.trim_end_matches('/').to_owned())
-                    .with_allow_http(endpoint.starts_with("http://"));
-            }
+            let endpoint = account.endpoint(crate::azure::Service::Blob)?;
+            builder = builder
+                .with_endpoint(endpoint.to_owned())
+                .with_allow_http(endpoint.starts_with("http://"));
+            let Credential::SharedKey(key) = account.credential() else {
+                return Err(Error::InvalidConnection {
+                    connection: "blob connection string".to_owned(),
+                    reason: "missing AccountKey".to_owned(),
+                });
+            };
+            builder =
+                builder.with_access_key(base64::engine::general_purpose::STANDARD.encode(key));
         }
         let store = builder.build().map_err(blob_error)?;
         Ok(BlobStore {

@@ -22,7 +22,7 @@
 
 pub mod any;
 pub mod apply;
-#[cfg(feature = "azure")]
+#[cfg(any(feature = "azure", feature = "blob"))]
 pub mod azure;
 #[cfg(feature = "blob")]
 pub mod blob;
@@ -41,6 +41,7 @@ pub mod model;
 pub mod observe;
 pub mod query;
 pub mod random;
+pub mod retry;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;

@@ -17,10 +17,10 @@ fn store(service: &FakeTableService, wait: Duration) -> AzureTableStore {
     AzureTableStore::connect(&service.connection_string())
         .expect("a connection string")
         .with_retry_policy(RetryPolicy {
-            base_delay: Duration::from_millis(10),
-            table_being_deleted_wait: wait,
-            ..RetryPolicy::default()
+            base: Duration::from_millis(10),
+            ..RetryPolicy::azure()
         })
+        .with_being_deleted_wait(wait)
 }
 
 #[tokio::test]

@@ -125,3 +125,23 @@ impl Error {
 
 /// The pattern modules' result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// A loop of the patterns spent the attempts its [`RetryPolicy`] allows: contention.
+///
+/// [`RetryPolicy`]: tablekit_core::retry::RetryPolicy
+impl From<tablekit_core::retry::Exhausted> for Error {
+    fn from(e: tablekit_core::retry::Exhausted) -> Self {
+        Error::Contention {
+            what: e.what,
+            attempts: e.attempts,
+        }
+    }
+}
+
+/// An operation's retry loop spent its attempts: a retryable failure, as
+/// [`Error::Contention`] is.
+impl From<tablekit_core::retry::Exhausted> for crate::consistency::OperationError {
+    fn from(e: tablekit_core::retry::Exhausted) -> Self {
+        Error::from(e).into()
+    }
+}

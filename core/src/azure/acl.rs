@@ -9,7 +9,7 @@ use quick_xml::escape::{escape, resolve_predefined_entity};
 use quick_xml::events::Event;
 use reqwest::Method;
 
-use super::scope::parse_time;
+use super::sas::parse_time;
 use super::{AzureTableStore, Credential};
 use crate::error::{Error, Result};
 
@@ -291,7 +291,7 @@ impl AzureTableStore {
             let text = response
                 .text()
                 .await
-                .map_err(|e| super::transient(e.to_string()))?;
+                .map_err(|e| super::table::transient(e.to_string()))?;
             parse_acl(&text)
         })
         .await

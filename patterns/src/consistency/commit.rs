@@ -18,91 +18,12 @@ use super::operation::Envelope;
 use super::outbox;
 use super::pending::Markers;
 use super::sink::OutboxSink;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
-/// How optimistic loops retry: a bound on attempts and a jittered exponential backoff.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Attempts before giving up with [`Error::Contention`].
-    pub max_attempts: usize,
-    /// The backoff before the second attempt; it doubles per attempt up to `cap`. Each
-    /// wait is drawn uniformly between zero and the backoff (full jitter).
-    pub base: Duration,
-    /// The largest backoff.
-    pub cap: Duration,
-}
-
-impl Default for RetryPolicy {
-    /// 64 attempts, backoff from 2 ms doubling to 100 ms.
-    fn default() -> Self {
-        RetryPolicy {
-            max_attempts: 64,
-            base: Duration::from_millis(2),
-            cap: Duration::from_millis(100),
-        }
-    }
-}
-
-impl RetryPolicy {
-    /// The policy with another bound on attempts (at least 1).
-    pub fn attempts(mut self, max_attempts: usize) -> Self {
-        self.max_attempts = max_attempts.max(1);
-        self
-    }
-
-    /// The wait before attempt `attempt` (from 1): none before the first, then drawn
-    /// uniformly up to the doubled backoff (full jitter).
-    pub fn backoff(&self, attempt: usize) -> Duration {
-        if attempt <= 1 {
-            return Duration::ZERO;
-        }
-        let doubled = self.base.saturating_mul(1u32 << (attempt - 2).min(16));
-        tablekit_core::random::up_to(doubled.min(self.cap))
-    }
-
-    /// A fresh count of attempts under this policy.
-    pub fn start(&self) -> Retry {
-        Retry {
-            policy: *self,
-            attempt: 0,
-        }
-    }
-}
-
-/// The attempts of one optimistic loop: `loop { retry.next(what).await?; … }`, where the
-/// body returns when it is done and `continue`s when it lost a race.
-#[derive(Debug)]
-pub struct Retry {
-    policy: RetryPolicy,
-    attempt: usize,
-}
-
-impl Retry {
-    /// The attempt under way (from 1; 0 before the first).
-    pub fn attempt(&self) -> usize {
-        self.attempt
-    }
-
-    /// Starts the next attempt: at once for the first, after a jittered backoff for the
-    /// others.
-    ///
-    /// # Errors
-    /// [`Error::Contention`] naming `what` once the attempts are spent.
-    pub async fn next(&mut self, what: impl FnOnce() -> String) -> Result<()> {
-        if self.attempt >= self.policy.max_attempts {
-            return Err(Error::Contention {
-                what: what(),
-                attempts: self.attempt,
-            });
-        }
-        self.attempt += 1;
-        let wait = self.policy.backoff(self.attempt);
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        Ok(())
-    }
-}
+/// The one retry policy of the workspace, in the core: the patterns' optimistic loops
+/// follow it, and its [`Exhausted`](tablekit_core::retry::Exhausted) becomes
+/// [`Error::Contention`](crate::Error::Contention).
+pub use tablekit_core::retry::{Retry, RetryPolicy};
 
 /// One planned attempt of a write: its batch (each operation with the role the planner
 /// gives it, to read a refusal back) and the follow-up work to record with it.
@@ -184,7 +105,7 @@ pub trait Planner: Send {
     /// The error the write ends with.
     fn refused(&mut self, error: tablekit_core::Error, role: Option<&Self::Role>) -> Result<()>;
 
-    /// What the write is, for [`Error::Contention`].
+    /// What the write is, for [`Error::Contention`](crate::Error::Contention).
     fn what(&self) -> String;
 }
 
@@ -437,7 +358,7 @@ impl<S: TableStore> Engine<S> {
     ///
     /// # Errors
     /// The planner's errors; limit violations before any I/O; the marker's write; the
-    /// store's errors the planner does not retry; [`Error::Contention`].
+    /// store's errors the planner does not retry; [`Error::Contention`](crate::Error::Contention).
     pub async fn commit<P: Planner>(
         &self,
         table: &str,
@@ -604,7 +525,7 @@ impl<S: TableStore> Engine<S> {
     /// marker, then the entry. The write's plan deletes it with [`Intent::fence`].
     ///
     /// # Errors
-    /// The store's errors; [`Error::Encode`].
+    /// The store's errors; [`Error::Encode`](crate::Error::Encode).
     pub async fn record_intent(
         &self,
         table: &str,
@@ -684,7 +605,7 @@ impl<S: TableStore> Engine<S> {
                 .next(|| "recording an abandoned write's undoing".to_owned())
                 .await
             {
-                break Err(e);
+                break Err(e.into());
             }
             let entry = match outbox::entry(&intent.partition_key, &again) {
                 Ok(entry) => entry,

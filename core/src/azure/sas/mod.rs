@@ -12,6 +12,9 @@
 //! | blob | `sp`, `st`, `se`, `/blob/ACCOUNT/container[/blob]`, `si`, `sip`, `spr`, `sv`, `sr`, snapshot time, `rscc`, `rscd`, `rsce`, `rscl`, `rsct` |
 //!
 //! Absent fields are empty lines; values are signed as they are, not percent-encoded.
+//!
+//! [`SasToken`] reads a token back, for every service: what it allows is checked before
+//! any request, with the one [`SAS_CLOCK_SKEW`].
 
 use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
@@ -20,6 +23,10 @@ use percent_encoding::{AsciiSet, NON_ALPHANUMERIC, utf8_percent_encode};
 
 use crate::error::{Error, Result};
 use crate::store::KeyOrder;
+
+mod token;
+
+pub use token::{KeyBound, SAS_CLOCK_SKEW, SasToken, parse_time};
 
 /// The service version every builder here signs (accepted by Azure and by Azurite).
 pub const SAS_VERSION: &str = "2019-02-02";
@@ -163,7 +170,7 @@ fn decode_key(key_base64: &str) -> Result<Vec<u8>> {
 
 /// The token: the parameters percent-encoded, then `sig`.
 fn token(params: Vec<(&'static str, String)>, key: &[u8], to_sign: &str) -> String {
-    let signature = super::connection::sign(key, to_sign);
+    let signature = super::signer::sign(key, to_sign);
     params
         .into_iter()
         .chain([("sig", signature)])
@@ -493,6 +500,32 @@ impl BlobSas {
         let (params, lines) = self.parts(account)?;
         Ok(token(params, &decode_key(key_base64)?, &lines.join("\n")))
     }
+}
+
+/// An account shared access signature for the Table service, signed with the account
+/// key: the query string a `SharedAccessSignature=` connection string carries. `permissions`
+/// are the service's letters (`r` read, `a` add, `u` update, `d` delete, `l` list, `w`,
+/// `c`), valid from now until `expiry`, over HTTP and HTTPS.
+///
+/// # Errors
+/// [`Error::InvalidSas`] when the key is not base64.
+pub fn account_sas(
+    account: &str,
+    key_base64: &str,
+    permissions: &str,
+    expiry: DateTime<Utc>,
+) -> Result<String> {
+    let key = decode_key(key_base64)?;
+    let expiry = sas_time(expiry);
+    let to_sign =
+        format!("{account}\n{permissions}\nt\nsco\n\n{expiry}\n\nhttps,http\n{SAS_VERSION}\n");
+    let signature = super::signer::sign(&key, &to_sign);
+    let encode = |s: &str| utf8_percent_encode(s, NON_ALPHANUMERIC).to_string();
+    Ok(format!(
+        "sv={SAS_VERSION}&ss=t&srt=sco&sp={permissions}&se={}&spr=https,http&sig={}",
+        encode(&expiry),
+        encode(&signature)
+    ))
 }
 
 #[cfg(test)]

@@ -1,0 +1,174 @@
+//! The message calls of the queue backend: receive (with the claim-checked body read
+//! back), change a leased message's visibility, delete it, and count a queue.
+
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use reqwest::{Method, StatusCode};
+
+use super::super::Received;
+use super::wire::{
+    Leased, Wire, lease_duration, lease_error, lease_secs, messages, parse_http_date, service_error,
+};
+use super::{AzureQueue, MAX_BATCH};
+use crate::error::{Error, Result};
+
+impl AzureQueue {
+    /// Receives up to `count` messages, each leased for `lease`.
+    pub(super) async fn receive(
+        &self,
+        queue: &str,
+        count: usize,
+        lease: Duration,
+    ) -> Result<Vec<Leased>> {
+        self.allowed(queue, "p", "receiving messages")?;
+        let response = self
+            .request(
+                Method::GET,
+                &format!("/{queue}/messages"),
+                &[
+                    ("numofmessages", count.clamp(1, MAX_BATCH).to_string()),
+                    ("visibilitytimeout", lease_secs(lease).to_string()),
+                ],
+                None,
+            )
+            .await?;
+        let started = Instant::now();
+        let list = messages(response, queue).await?;
+        let mut leased = Vec::with_capacity(list.len());
+        for message in list {
+            let Some(receipt) = message.pop_receipt.clone() else {
+                continue;
+            };
+            let dequeue = message.dequeue_count.unwrap_or(1);
+            let (wire, received) = match serde_json::from_str::<Wire>(&message.message_text) {
+                Ok(wire) => {
+                    let body = match self.body_of(&wire).await {
+                        Ok(body) => body,
+                        Err(e) => {
+                            tracing::warn!(error = %e, queue, "a message's body is unreadable; it is delivered empty");
+                            Vec::new()
+                        }
+                    };
+                    let received = Received {
+                        id: wire.id.clone(),
+                        body,
+                        delivery_count: dequeue,
+                        sent_at: wire.sent,
+                    };
+                    (wire, received)
+                }
+                // Another producer's message: its text is the body (kept in this wire form
+                // if the message is poisoned).
+                Err(_) => {
+                    let wire = Wire {
+                        tk: 1,
+                        id: message.message_id.clone(),
+                        body: Some(STANDARD.encode(message.message_text.as_bytes())),
+                        ..Wire::default()
+                    };
+                    let received = Received {
+                        id: message.message_id.clone(),
+                        body: message.message_text.clone().into_bytes(),
+                        delivery_count: dequeue,
+                        sent_at: message.insertion_time.as_deref().and_then(parse_http_date),
+                    };
+                    (wire, received)
+                }
+            };
+            leased.push(Leased {
+                message_id: message.message_id,
+                receipt,
+                claim: wire.claim.clone(),
+                received,
+                wire,
+                lease_ends: started + lease_duration(lease),
+            });
+        }
+        Ok(leased)
+    }
+
+    /// Sets a leased message's visibility; returns the new pop receipt.
+    pub(super) async fn set_visibility(
+        &self,
+        queue: &str,
+        message_id: &str,
+        receipt: &str,
+        after: Duration,
+    ) -> Result<String> {
+        self.allowed(queue, "u", "changing a message's visibility")?;
+        let response = self
+            .request(
+                Method::PUT,
+                &format!("/{queue}/messages/{message_id}"),
+                &[
+                    ("popreceipt", receipt.to_owned()),
+                    ("visibilitytimeout", after.as_secs().to_string()),
+                ],
+                None,
+            )
+            .await?;
+        if !response.status().is_success() {
+            return Err(lease_error(response, queue).await);
+        }
+        response
+            .headers()
+            .get("x-ms-popreceipt")
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_owned)
+            .ok_or_else(|| Error::unavailable("the service returned no pop receipt"))
+    }
+
+    pub(super) async fn delete_message(
+        &self,
+        queue: &str,
+        message_id: &str,
+        receipt: &str,
+    ) -> Result<()> {
+        self.allowed(queue, "p", "deleting a message")?;
+        let response = self
+            .request(
+                Method::DELETE,
+                &format!("/{queue}/messages/{message_id}"),
+                &[("popreceipt", receipt.to_owned())],
+                None,
+            )
+            .await?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(lease_error(response, queue).await)
+        }
+    }
+
+    /// The service's approximate message count of a queue, 0 if it does not exist.
+    pub(super) async fn approximate_count(&self, queue: &str) -> Result<u64> {
+        Ok(self.count_if_declared(queue).await?.unwrap_or(0))
+    }
+
+    /// The service's approximate message count of a queue, `None` if it does not exist.
+    pub(super) async fn count_if_declared(&self, queue: &str) -> Result<Option<u64>> {
+        self.allowed(queue, "r", "reading a queue's count")?;
+        let response = self
+            .request(
+                Method::GET,
+                &format!("/{queue}"),
+                &[("comp", "metadata".to_owned())],
+                None,
+            )
+            .await?;
+        match response.status() {
+            status if status.is_success() => Ok(Some(
+                response
+                    .headers()
+                    .get("x-ms-approximate-messages-count")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0),
+            )),
+            StatusCode::NOT_FOUND => Ok(None),
+            _ => Err(service_error(response, queue).await),
+        }
+    }
+}

@@ -1,0 +1,162 @@
+//! The poison queue of the queue backend (`<queue>-poison`): listing its messages and
+//! sending them back.
+
+use std::time::Duration;
+
+use reqwest::{Method, StatusCode};
+
+use super::super::{PoisonMessage, poison_queue};
+use super::wire::{Leased, Wire, messages, poison_wire};
+use super::{AzureQueue, MAX_BATCH};
+use crate::error::{Error, Result};
+
+impl AzureQueue {
+    /// Receives every message of a poison queue in turn, handing each to `keep`; a message
+    /// `keep` returns is made visible again once the pass ends (so the pass sees each once).
+    pub(super) async fn drain_poison(
+        &self,
+        poison: &str,
+        limit: usize,
+        mut take: impl FnMut(&Leased) -> bool,
+        mut on_taken: impl AsyncFnMut(&Leased) -> Result<()>,
+    ) -> Result<usize> {
+        let mut restore = Vec::new();
+        let mut taken = 0;
+        let lease = Duration::from_secs(60);
+        let outcome = async {
+            while taken + restore.len() < limit {
+                let received = self
+                    .receive(
+                        poison,
+                        (limit - taken - restore.len()).min(MAX_BATCH),
+                        lease,
+                    )
+                    .await;
+                if matches!(received, Err(Error::Refused { .. }))
+                    && self.count_if_declared(poison).await?.is_none()
+                {
+                    // A poison queue never declared (or deleted) holds nothing.
+                    break;
+                }
+                let batch = received?;
+                if batch.is_empty() {
+                    break;
+                }
+                for message in batch {
+                    if take(&message) {
+                        on_taken(&message).await?;
+                        taken += 1;
+                    } else {
+                        restore.push(message);
+                    }
+                }
+            }
+            Ok::<_, Error>(())
+        }
+        .await;
+        for message in restore {
+            if let Err(e) = self
+                .set_visibility(
+                    poison,
+                    &message.message_id,
+                    &message.receipt,
+                    Duration::ZERO,
+                )
+                .await
+            {
+                tracing::warn!(error = %e, poison, "a poison message stays hidden until its lease ends");
+            }
+        }
+        outcome.map(|()| taken)
+    }
+
+    /// Up to `limit` messages of the queue's poison queue: peeked, or received in turn
+    /// and made visible again when more than one peek shows.
+    pub(super) async fn list_poison(
+        &self,
+        queue: &str,
+        limit: usize,
+    ) -> Result<Vec<PoisonMessage>> {
+        let poison = poison_queue(queue);
+        let mut wires = Vec::new();
+        if limit <= MAX_BATCH {
+            self.allowed(&poison, "r", "peeking messages")?;
+            // Peek: nothing is leased, nothing is counted.
+            let response = self
+                .request(
+                    Method::GET,
+                    &format!("/{poison}/messages"),
+                    &[
+                        ("peekonly", "true".to_owned()),
+                        ("numofmessages", limit.max(1).to_string()),
+                    ],
+                    None,
+                )
+                .await?;
+            if response.status() == StatusCode::NOT_FOUND {
+                return Ok(Vec::new());
+            }
+            for message in messages(response, &poison).await? {
+                wires.push(poison_wire(&message.message_id, &message.message_text));
+            }
+        } else {
+            // More than one peek shows: receive each in turn, then make them visible again.
+            let mut seen = Vec::new();
+            self.drain_poison(
+                &poison,
+                limit,
+                |message| {
+                    seen.push(message.wire.clone());
+                    false
+                },
+                async |_| Ok(()),
+            )
+            .await?;
+            wires = seen;
+        }
+        let mut listed = Vec::with_capacity(wires.len());
+        for wire in wires.into_iter().take(limit) {
+            let body = match self.body_of(&wire).await {
+                Ok(body) => body,
+                Err(e) => e.to_string().into_bytes(),
+            };
+            listed.push(PoisonMessage {
+                id: wire.id,
+                body,
+                reason: wire.reason.unwrap_or_default(),
+                delivery_count: wire.count.unwrap_or(0),
+            });
+        }
+        Ok(listed)
+    }
+
+    /// Sends the poison queue's messages (or the one with `id`) back to the queue as new
+    /// messages.
+    pub(super) async fn replay_poison(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let poison = poison_queue(queue);
+        if self.approximate_count(&poison).await? == 0 {
+            return Ok(0);
+        }
+        let this = self.clone();
+        let queue_name = queue.to_owned();
+        let poison_name = poison.clone();
+        self.drain_poison(
+            &poison,
+            usize::MAX,
+            |message| id.is_none_or(|id| message.wire.id == id),
+            async move |message| {
+                // A new message with a fresh delivery count; then the poisoned copy goes.
+                let wire = Wire {
+                    reason: None,
+                    count: None,
+                    ..message.wire.clone()
+                };
+                let text = serde_json::to_string(&wire)?;
+                this.put(&queue_name, &text, Duration::ZERO).await?;
+                this.delete_message(&poison_name, &message.message_id, &message.receipt)
+                    .await
+            },
+        )
+        .await
+    }
+}
