@@ -38,8 +38,9 @@ use tokio::runtime::Runtime;
 /// The tablekit table; the backend stores it as the SQLite table `"t_bench"`.
 const TABLE: &str = "Bench";
 
-// The statements `core/src/sqlite/mod.rs` runs for this table (`TableSql::new` and
-// `page_sql`), copied verbatim so the baseline executes exactly the same SQL.
+// The statements the backend runs for this table (`TableSql::new` in
+// `core/src/sqlite/sql.rs`, `page_sql` in `core/src/sqlite/query.rs`), copied verbatim so
+// the baseline executes exactly the same SQL.
 const CREATE: &str = "CREATE TABLE \"t_bench\" (pk TEXT NOT NULL, rk TEXT NOT NULL, \
     ts INTEGER NOT NULL, etag TEXT NOT NULL, props BLOB NOT NULL, PRIMARY KEY (pk, rk)) \
     WITHOUT ROWID";

@@ -23,18 +23,19 @@
 //!   as WAL allows. Reader workers start as concurrent reads need them.
 //! - Putting a thread to sleep and waking it is most of the cost of a short call (on a
 //!   virtual machine, waking a thread whose CPU went idle takes 50 µs or more). So a
-//!   worker that finished a job busy-waits on its queue before sleeping, for as long as
-//!   that job took (at least `WORKER_SPIN`, at most `MAX_WORKER_SPIN`): a caller that
-//!   sends batch after batch finds the worker awake, and the busy-wait never costs more
-//!   than the work before it. And a point read or a single write busy-waits for its answer for
-//!   `ANSWER_SPIN` before yielding to the executor: back-to-back calls then pass between
-//!   running threads with no sleep and no wake-up. Both waits are bounded (tens of
-//!   to a few hundred microseconds, what the call itself takes) and adaptive: a wait that ran out, as on
-//!   a machine with more runnable threads than cores where the two threads would only
-//!   steal each other's core, turns the following waits off (up to `SPIN_BACKOFF` of
-//!   them), and a job or answer that then arrives within a busy-wait's length turns
-//!   them back on at once, so one pause of the caller does not cost the next calls a
-//!   wake-up each. Longer calls (queries, batches) yield at once.
+//!   point read or a single write busy-waits for its answer for `ANSWER_SPIN` before
+//!   yielding to the executor, and the worker that answered it busy-waits on its queue
+//!   before sleeping, for as long as the job took (at least `WORKER_SPIN`, at most
+//!   `MAX_WORKER_SPIN`): back-to-back calls then pass between running threads with no
+//!   sleep and no wake-up. Both waits are bounded (tens to a few hundred microseconds,
+//!   what the call itself takes) and adaptive: a wait that ran out, as on a machine with
+//!   more runnable threads than cores where the two threads would only steal each
+//!   other's core, turns the following waits off (up to `SPIN_BACKOFF` of them), and a
+//!   job or answer that then arrives within a busy-wait's length turns them back on at
+//!   once, so one pause of the caller does not cost the next calls a wake-up each.
+//!   Longer calls (queries, batches) yield at once, and their worker sleeps as soon as
+//!   it answered: a busy-wait there would hold the core that the woken caller may be
+//!   placed on (see `worker`).
 //! - A job whose caller has gone (its future dropped) before the job starts is skipped;
 //!   a job that started runs to its end. A worker rolls back any transaction a job left
 //!   open, and catches a job's panic, which its caller receives as an error.
@@ -42,65 +43,30 @@
 //!   the jobs already queued, closes its connection and ends.
 
 pub mod codec;
+mod query;
+mod sql;
+mod worker;
+mod write;
 
 use std::collections::HashMap;
-use std::panic::{self, AssertUnwindSafe};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
-use std::time::{Duration, Instant};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
-use chrono::DateTime;
-use rusqlite::{Connection, ErrorCode, OpenFlags, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 
-use crate::apply::{self, Change};
 use crate::error::{Error, Result};
 use crate::limits;
-use crate::model::{ETag, Entity, Value};
-use crate::query::{Page, PageCollector, Query, QueryClass};
+use crate::model::{ETag, Entity};
+use crate::query::{Page, Query};
 use crate::store::{Batch, TableStore, WriteOp};
-use tokio::sync::oneshot;
-
-const CREATE_CATALOG: &str = "CREATE TABLE IF NOT EXISTS tablekit_tables (
-    name_key TEXT PRIMARY KEY NOT NULL,
-    name TEXT NOT NULL
-) WITHOUT ROWID";
-const INSERT_CATALOG: &str = "INSERT INTO tablekit_tables (name_key, name) VALUES (?1, ?2)";
-const DELETE_CATALOG: &str = "DELETE FROM tablekit_tables WHERE name_key = ?1";
-const LIST_CATALOG: &str = "SELECT name FROM tablekit_tables ORDER BY name";
-
-/// The SQL statements over one entity table, named by what they do.
-struct TableSql {
-    create: String,
-    drop: String,
-    select_one: String,
-    insert: String,
-    upsert: String,
-    delete: String,
-    name: String,
-}
-
-impl TableSql {
-    fn new(table: &str) -> Self {
-        let t = format!("\"t_{}\"", table.to_ascii_lowercase());
-        TableSql {
-            create: format!(
-                "CREATE TABLE {t} (pk TEXT NOT NULL, rk TEXT NOT NULL, ts INTEGER NOT NULL, \
-                 etag TEXT NOT NULL, props BLOB NOT NULL, PRIMARY KEY (pk, rk)) WITHOUT ROWID"
-            ),
-            drop: format!("DROP TABLE {t}"),
-            select_one: format!("SELECT ts, etag, props FROM {t} WHERE pk = ?1 AND rk = ?2"),
-            insert: format!(
-                "INSERT INTO {t} (pk, rk, ts, etag, props) VALUES (?1, ?2, ?3, ?4, ?5)"
-            ),
-            upsert: format!(
-                "INSERT OR REPLACE INTO {t} (pk, rk, ts, etag, props) VALUES (?1, ?2, ?3, ?4, ?5)"
-            ),
-            delete: format!("DELETE FROM {t} WHERE pk = ?1 AND rk = ?2"),
-            name: t,
-        }
-    }
-}
+use query::{page_sql, query_page, read_stored};
+use sql::{
+    CREATE_CATALOG, DELETE_CATALOG, INSERT_CATALOG, LIST_CATALOG, TableSql, is_constraint,
+    sqlite_error, table_error,
+};
+use worker::{ANSWER_SPIN, Worker, closed};
+use write::apply_op;
 
 /// How hard SQLite syncs to disk on commit.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -155,207 +121,6 @@ struct Inner {
     statements: Mutex<HashMap<String, Arc<TableSql>>>,
 }
 
-/// How long a worker that finished a job busy-waits on its queue before it sleeps, at
-/// least: after a longer job it waits as long as that job took, up to `MAX_WORKER_SPIN`.
-const WORKER_SPIN: Duration = Duration::from_micros(30);
-/// The longest busy-wait for the next job (after a job of twice that or longer).
-const MAX_WORKER_SPIN: Duration = Duration::from_micros(250);
-/// How long a point read or a single write busy-waits for its answer before it yields
-/// to the executor: on a warm connection a point read answers within about 10 µs and a
-/// single write within about 30 µs.
-const ANSWER_SPIN: Duration = Duration::from_micros(60);
-/// Waits that sleep at once after a busy-wait that ran out.
-const SPIN_BACKOFF: u32 = 64;
-/// The name of every worker thread.
-const WORKER_THREAD: &str = "tablekit-sqlite";
-
-/// A job for a worker: runs on its connection, answers through a channel it owns.
-type Job = Box<dyn FnOnce(&mut Connection) + Send>;
-
-/// One SQLite connection on its own thread, running the jobs sent over `jobs` in order.
-/// Dropping the last sender ends the thread once the queued jobs ran.
-struct Worker {
-    jobs: mpsc::Sender<Job>,
-    /// Callers' answer waits left to skip since one ran out.
-    answer_backoff: AtomicU32,
-}
-
-impl Worker {
-    /// Starts a worker and waits until its connection is open.
-    async fn start(path: &Path, options: &SqliteOptions) -> Result<Worker> {
-        let (jobs, queue) = mpsc::channel::<Job>();
-        let (opened, on_open) = oneshot::channel();
-        let (path, options) = (path.to_owned(), options.clone());
-        std::thread::Builder::new()
-            .name(WORKER_THREAD.to_owned())
-            .spawn(move || match open_connection(&path, &options) {
-                Ok(conn) => {
-                    let _ = opened.send(Ok(()));
-                    serve(conn, &queue);
-                }
-                Err(e) => {
-                    let _ = opened.send(Err(e));
-                }
-            })
-            .map_err(|e| Error::Backend {
-                message: format!("cannot start a SQLite connection thread: {e}"),
-            })?;
-        on_open.await.map_err(|_| job_lost())??;
-        Ok(Worker {
-            jobs,
-            answer_backoff: AtomicU32::new(0),
-        })
-    }
-
-    /// Runs `f` on this worker's connection. With `answer_spin` non-zero, the caller
-    /// first watches for the answer that long (bounded) before it yields.
-    async fn call<R, F>(&self, answer_spin: Duration, f: F) -> Result<R>
-    where
-        R: Send + 'static,
-        F: FnOnce(&mut Connection) -> Result<R> + Send + 'static,
-    {
-        let (answer, mut on_answer) = oneshot::channel();
-        let job: Job = Box::new(move |conn| {
-            if !answer.is_closed() {
-                let _ = answer.send(f(conn));
-            }
-        });
-        self.jobs.send(job).map_err(|_| closed())?;
-        if answer_spin.is_zero() {
-            return on_answer.await.map_err(|_| job_lost())?;
-        }
-        let sent = Instant::now();
-        if !backing_off(&self.answer_backoff) {
-            let mut polls: u32 = 0;
-            loop {
-                match on_answer.try_recv() {
-                    Ok(result) => return result,
-                    Err(oneshot::error::TryRecvError::Closed) => return Err(job_lost()),
-                    // The clock is read every 16th poll: reading it costs more than a poll.
-                    Err(oneshot::error::TryRecvError::Empty)
-                        if !polls.is_multiple_of(16) || sent.elapsed() < answer_spin =>
-                    {
-                        polls = polls.wrapping_add(1);
-                        std::hint::spin_loop();
-                    }
-                    Err(oneshot::error::TryRecvError::Empty) => {
-                        self.answer_backoff.store(SPIN_BACKOFF, Ordering::Relaxed);
-                        break;
-                    }
-                }
-            }
-        }
-        let result = on_answer.await.map_err(|_| job_lost())?;
-        if sent.elapsed() < answer_spin {
-            // A busy-wait would have caught this answer: turn busy-waits back on.
-            self.answer_backoff.store(0, Ordering::Relaxed);
-        }
-        result
-    }
-}
-
-/// A worker's loop: runs each job, then makes sure no transaction stays open. A job's
-/// panic stops at this loop; its answer sender is dropped on the way out, which its
-/// caller receives as an error.
-fn serve(mut conn: Connection, queue: &mpsc::Receiver<Job>) {
-    let mut waits = Waits::default();
-    while let Some(job) = next_job(queue, &mut waits) {
-        let started = Instant::now();
-        let _ = panic::catch_unwind(AssertUnwindSafe(|| job(&mut conn)));
-        if !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
-        }
-        waits.spin = started.elapsed().clamp(WORKER_SPIN, MAX_WORKER_SPIN);
-    }
-}
-
-/// A worker's record of its recent waits for jobs.
-struct Waits {
-    /// How long the next busy-wait lasts: the last job's time, within
-    /// `WORKER_SPIN..=MAX_WORKER_SPIN`.
-    spin: Duration,
-    /// Waits left that sleep at once.
-    skip: u32,
-    /// Busy-waits in a row that ran out (capped).
-    misses: u32,
-}
-
-impl Default for Waits {
-    fn default() -> Self {
-        Waits {
-            spin: WORKER_SPIN,
-            skip: 0,
-            misses: 0,
-        }
-    }
-}
-
-/// The next job, busy-waiting on the queue for `waits.spin` before sleeping on it;
-/// `None` once every sender is gone.
-///
-/// A busy-wait that ran out makes the next waits sleep at once, twice as many after
-/// each miss in a row (up to `SPIN_BACKOFF`): a caller that went idle, or a machine
-/// with more runnable threads than cores, stops the spinning. A job that reaches a
-/// sleeping worker within `waits.spin` shows that a busy-wait would have caught it,
-/// and turns busy-waits back on at once.
-fn next_job(queue: &mpsc::Receiver<Job>, waits: &mut Waits) -> Option<Job> {
-    if waits.skip > 0 {
-        waits.skip -= 1;
-    } else {
-        let started = Instant::now();
-        let mut polls: u32 = 0;
-        loop {
-            match queue.try_recv() {
-                Ok(job) => {
-                    waits.misses = 0;
-                    return Some(job);
-                }
-                Err(mpsc::TryRecvError::Disconnected) => return None,
-                // The clock is read every 16th poll: reading it costs more than a poll.
-                Err(mpsc::TryRecvError::Empty)
-                    if !polls.is_multiple_of(16) || started.elapsed() < waits.spin =>
-                {
-                    polls = polls.wrapping_add(1);
-                    std::hint::spin_loop();
-                }
-                Err(mpsc::TryRecvError::Empty) => {
-                    waits.misses = (waits.misses + 1).min(SPIN_BACKOFF.trailing_zeros());
-                    waits.skip = 1 << waits.misses;
-                    break;
-                }
-            }
-        }
-    }
-    let asleep = Instant::now();
-    let job = queue.recv().ok();
-    if asleep.elapsed() < waits.spin {
-        waits.skip = 0;
-        waits.misses = 0;
-    }
-    job
-}
-
-/// Whether a wait should sleep at once because a recent busy-wait ran out; counts the
-/// skipped wait.
-fn backing_off(backoff: &AtomicU32) -> bool {
-    backoff
-        .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1))
-        .is_ok()
-}
-
-fn closed() -> Error {
-    Error::Backend {
-        message: "the SQLite store is closed".to_owned(),
-    }
-}
-
-/// The answer of a job never came: it panicked (or its thread ended).
-fn job_lost() -> Error {
-    Error::Backend {
-        message: "a SQLite call panicked".to_owned(),
-    }
-}
-
 /// A reader worker taken from the pool, put back when the call ends or is dropped; a
 /// job still running on it only delays the worker's next job.
 struct Borrowed<'a> {
@@ -400,40 +165,6 @@ impl std::fmt::Debug for SqliteStore {
     }
 }
 
-fn sqlite_error(e: rusqlite::Error) -> Error {
-    match &e {
-        rusqlite::Error::SqliteFailure(f, _)
-            if matches!(f.code, ErrorCode::DatabaseBusy | ErrorCode::DatabaseLocked) =>
-        {
-            Error::Transient {
-                message: e.to_string(),
-            }
-        }
-        _ => Error::Backend {
-            message: e.to_string(),
-        },
-    }
-}
-
-fn is_missing_table(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(_, Some(msg)) if msg.starts_with("no such table"))
-}
-
-fn is_constraint(e: &rusqlite::Error) -> bool {
-    matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.code == ErrorCode::ConstraintViolation)
-}
-
-/// Maps a SQLite error met while working on `table`.
-fn table_error(table: &str) -> impl Fn(rusqlite::Error) -> Error + '_ {
-    move |e| {
-        if is_missing_table(&e) {
-            Error::table_not_found(table)
-        } else {
-            sqlite_error(e)
-        }
-    }
-}
-
 fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     let conn = Connection::open_with_flags(
         path,
@@ -463,261 +194,10 @@ fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
     Ok(conn)
 }
 
-/// The stored entity at (`pk`, `rk`), its keys moved in from the caller's and its
-/// properties decoded straight from the row's BLOB.
-fn read_stored(
-    conn: &Connection,
-    sql: &TableSql,
-    table: &str,
-    pk: String,
-    rk: String,
-) -> Result<Option<Entity>> {
-    let mut stmt = conn
-        .prepare_cached(&sql.select_one)
-        .map_err(table_error(table))?;
-    let found = stmt
-        .query_row(params![pk, rk], |row| {
-            let ts: i64 = row.get(0)?;
-            let etag: String = row.get(1)?;
-            let properties = codec::decode(row.get_ref(2)?.as_blob()?);
-            Ok((ts, etag, properties))
-        })
-        .optional()
-        .map_err(table_error(table))?;
-    found
-        .map(|(ts, etag, properties)| {
-            Ok(Entity {
-                partition_key: pk,
-                row_key: rk,
-                timestamp: DateTime::from_timestamp_micros(ts),
-                etag: Some(ETag::new(etag)),
-                properties: properties?,
-            })
-        })
-        .transpose()
-}
-
-fn write_entity(conn: &Connection, statement: &str, table: &str, entity: Entity) -> Result<ETag> {
-    let mut stmt = conn.prepare_cached(statement).map_err(table_error(table))?;
-    let mut buffer = Vec::with_capacity(1 + entity.properties.len() * 24);
-    write_with(&mut stmt, table, &entity, &mut buffer)
-}
-
-/// The statement `text`, prepared once into `slot` and reused from there: a batch
-/// looks its statements up once, not once per operation.
-fn prepared<'c, 's>(
-    conn: &'c Connection,
-    slot: &'s mut Option<rusqlite::CachedStatement<'c>>,
-    text: &str,
-    table: &str,
-) -> Result<&'s mut rusqlite::CachedStatement<'c>> {
-    let stmt = match slot.take() {
-        Some(stmt) => stmt,
-        None => conn.prepare_cached(text).map_err(table_error(table))?,
-    };
-    Ok(slot.insert(stmt))
-}
-
-/// Writes `entity` with a fresh version through `stmt`, the table's insert or upsert,
-/// its properties encoded in `buffer`.
-fn write_with(
-    stmt: &mut rusqlite::Statement<'_>,
-    table: &str,
-    entity: &Entity,
-    buffer: &mut Vec<u8>,
-) -> Result<ETag> {
-    // The version goes to SQL, not onto the entity.
-    let (ts, etag) = apply::new_version();
-    codec::encode_into(&entity.properties, buffer);
-    stmt.execute(params![
-        entity.partition_key,
-        entity.row_key,
-        ts.timestamp_micros(),
-        etag.as_str(),
-        buffer.as_slice(),
-    ])
-    .map_err(|e| {
-        if is_constraint(&e) {
-            Error::already_exists(table, &entity.partition_key, &entity.row_key)
-        } else {
-            table_error(table)(e)
-        }
-    })?;
-    Ok(etag)
-}
-
-/// Applies one checked write on `conn`, which is inside a write transaction unless the
-/// operation is a single statement (insert, insert-or-replace).
-fn apply_op(conn: &Connection, sql: &TableSql, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-    match op {
-        WriteOp::Insert(e) => write_entity(conn, &sql.insert, table, e).map(Some),
-        WriteOp::InsertOrReplace(e) => write_entity(conn, &sql.upsert, table, e).map(Some),
-        op => {
-            let (pk, rk) = (op.key().0.to_owned(), op.key().1.to_owned());
-            let current = read_stored(conn, sql, table, pk.clone(), rk.clone())?;
-            match apply::plan(table, op, current.as_ref())? {
-                Change::Put(e) => write_entity(conn, &sql.upsert, table, e).map(Some),
-                Change::Remove => {
-                    let mut stmt = conn
-                        .prepare_cached(&sql.delete)
-                        .map_err(table_error(table))?;
-                    stmt.execute(params![pk, rk]).map_err(table_error(table))?;
-                    Ok(None)
-                }
-            }
-        }
-    }
-}
-
-/// Adds `column op ?` for a bound, with `incl`/`excl` the SQL for each kind of bound.
-fn push_bound(
-    conds: &mut Vec<&'static str>,
-    args: &mut Vec<String>,
-    bound: &std::ops::Bound<String>,
-    incl: &'static str,
-    excl: &'static str,
-) {
-    use std::ops::Bound;
-    match bound {
-        Bound::Included(v) => {
-            conds.push(incl);
-            args.push(v.clone());
-        }
-        Bound::Excluded(v) => {
-            conds.push(excl);
-            args.push(v.clone());
-        }
-        Bound::Unbounded => {}
-    }
-}
-
-/// The SELECT of one query page and its parameters, bounded by the query's key range and
-/// its continuation so SQLite seeks the primary key instead of scanning.
-fn page_sql(sql: &TableSql, query: &Query) -> (String, Vec<String>) {
-    use std::cmp::Ordering;
-    let range = query.key_range();
-    let mut conds: Vec<&'static str> = Vec::new();
-    let mut args: Vec<String> = Vec::new();
-    if let Some(pk) = range.partition() {
-        conds.push("pk = ?");
-        args.push(pk.to_owned());
-        if let QueryClass::Point { row_key, .. } = range.class() {
-            conds.push("rk = ?");
-            args.push(row_key);
-        } else {
-            push_bound(&mut conds, &mut args, &range.rk_start, "rk >= ?", "rk > ?");
-            push_bound(&mut conds, &mut args, &range.rk_end, "rk <= ?", "rk < ?");
-        }
-        if let Some(token) = &query.continuation {
-            match token.next_partition_key().cmp(pk) {
-                Ordering::Greater => conds.push("0"),
-                Ordering::Equal => {
-                    conds.push("rk >= ?");
-                    args.push(token.next_row_key().to_owned());
-                }
-                Ordering::Less => {}
-            }
-        }
-    } else {
-        push_bound(&mut conds, &mut args, &range.pk_start, "pk >= ?", "pk > ?");
-        push_bound(&mut conds, &mut args, &range.pk_end, "pk <= ?", "pk < ?");
-        if let Some(token) = &query.continuation {
-            conds.push("(pk, rk) >= (?, ?)");
-            args.push(token.next_partition_key().to_owned());
-            args.push(token.next_row_key().to_owned());
-        }
-    }
-    let mut text = format!("SELECT pk, rk, ts, etag, props FROM {}", sql.name);
-    if !conds.is_empty() {
-        text.push_str(" WHERE ");
-        text.push_str(&conds.join(" AND "));
-    }
-    text.push_str(" ORDER BY pk, rk");
-    (text, args)
-}
-
-/// A stored row as SQLite hands it over, borrowed: the filter reads its keys and the
-/// properties it names from here, and the entity is built only for a row the page takes.
-struct StoredRow<'a> {
-    pk: &'a str,
-    rk: &'a str,
-    ts: i64,
-    etag: &'a str,
-    props: &'a [u8],
-    /// The first error met reading a property for the filter.
-    error: std::cell::RefCell<Option<Error>>,
-}
-
-impl crate::filter::Fields for StoredRow<'_> {
-    fn partition_key(&self) -> &str {
-        self.pk
-    }
-
-    fn row_key(&self) -> &str {
-        self.rk
-    }
-
-    fn timestamp(&self) -> Option<DateTime<chrono::Utc>> {
-        DateTime::from_timestamp_micros(self.ts)
-    }
-
-    fn property_is(&self, name: &str, test: impl FnOnce(&Value) -> bool) -> bool {
-        match codec::find(self.props, name) {
-            Ok(value) => value.as_ref().is_some_and(test),
-            Err(e) => {
-                self.error.borrow_mut().get_or_insert(e);
-                false
-            }
-        }
-    }
-}
-
-impl StoredRow<'_> {
-    fn entity(&self) -> Result<Entity> {
-        Ok(Entity {
-            partition_key: self.pk.to_owned(),
-            row_key: self.rk.to_owned(),
-            timestamp: DateTime::from_timestamp_micros(self.ts),
-            etag: Some(ETag::new(self.etag)),
-            properties: codec::decode(self.props)?,
-        })
-    }
-}
-
-fn query_page(conn: &Connection, sql: &TableSql, table: &str, query: &Query) -> Result<Page> {
-    let (text, args) = page_sql(sql, query);
-    let mut stmt = conn.prepare_cached(&text).map_err(table_error(table))?;
-    let mut rows = stmt
-        .query(rusqlite::params_from_iter(args.iter()))
-        .map_err(table_error(table))?;
-    let mut collector = PageCollector::new(query);
-    while let Some(row) = rows.next().map_err(table_error(table))? {
-        let text = |i| -> Result<&str> {
-            row.get_ref(i)
-                .and_then(|v| v.as_str().map_err(Into::into))
-                .map_err(table_error(table))
-        };
-        let stored = StoredRow {
-            pk: text(0)?,
-            rk: text(1)?,
-            ts: row.get(2).map_err(table_error(table))?,
-            etag: text(3)?,
-            props: row
-                .get_ref(4)
-                .and_then(|v| v.as_blob().map_err(Into::into))
-                .map_err(table_error(table))?,
-            error: std::cell::RefCell::new(None),
-        };
-        let offered = collector.offer_fields(&stored, || stored.entity())?;
-        // A row the filter could not read is an error, not a row left out.
-        if let Some(e) = stored.error.into_inner() {
-            return Err(e);
-        }
-        if offered.is_break() {
-            break;
-        }
-    }
-    Ok(collector.finish())
+/// Starts a worker on a connection of its own to the file at `path`.
+async fn start_worker(path: &Path, options: &SqliteOptions) -> Result<Worker> {
+    let (path, options) = (path.to_owned(), options.clone());
+    Worker::start(move || open_connection(&path, &options)).await
 }
 
 impl SqliteStore {
@@ -736,7 +216,7 @@ impl SqliteStore {
     /// The file cannot be opened or is not a SQLite database.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_owned();
-        let writer = Worker::start(&path, &options).await?;
+        let writer = start_worker(&path, &options).await?;
         let store = SqliteStore {
             inner: Arc::new(Inner {
                 path,
@@ -848,7 +328,7 @@ impl SqliteStore {
             .pop();
         let worker = match idle {
             Some(worker) => worker,
-            None => Worker::start(&self.inner.path, &self.inner.options).await?,
+            None => start_worker(&self.inner.path, &self.inner.options).await?,
         };
         let reader = Borrowed {
             pool: &self.inner.readers,
@@ -1045,48 +525,7 @@ impl TableStore for SqliteStore {
                 // thread that allocated them: freeing them on the writer would hold the write
                 // lock longer, and the allocator's cross-thread frees are its slow path.
                 let (etags, _written) = self
-                    .run_write(move |conn| {
-                        let tx = conn
-                            .transaction_with_behavior(TransactionBehavior::Immediate)
-                            .map_err(sqlite_error)?;
-                        let mut etags = Vec::with_capacity(batch.len());
-                        let mut written = Vec::with_capacity(batch.len());
-                        {
-                            let (mut insert, mut upsert) = (None, None);
-                            let mut buffer = Vec::new();
-                            for (index, op) in batch.into_operations().into_iter().enumerate() {
-                                let applied = match op {
-                                    WriteOp::Insert(e) => {
-                                        let etag = prepared(&tx, &mut insert, &sql.insert, &table)
-                                            .and_then(|stmt| {
-                                                write_with(stmt, &table, &e, &mut buffer)
-                                            });
-                                        written.push(e);
-                                        etag.map(Some)
-                                    }
-                                    WriteOp::InsertOrReplace(e) => {
-                                        let etag = prepared(&tx, &mut upsert, &sql.upsert, &table)
-                                            .and_then(|stmt| {
-                                                write_with(stmt, &table, &e, &mut buffer)
-                                            });
-                                        written.push(e);
-                                        etag.map(Some)
-                                    }
-                                    op => apply_op(&tx, &sql, &table, op),
-                                };
-                                match applied {
-                                    Ok(etag) => etags.push(etag),
-                                    // Dropping the transaction rolls back every earlier operation.
-                                    Err(e) if e.kind() == crate::ErrorKind::TableNotFound => {
-                                        return Err(e);
-                                    }
-                                    Err(e) => return Err(e.in_batch(index)),
-                                }
-                            }
-                        }
-                        tx.commit().map_err(sqlite_error)?;
-                        Ok((etags, written))
-                    })
+                    .run_write(move |conn| write::write_batch(conn, &sql, &table, batch))
                     .await?;
                 Ok(etags)
             },
@@ -1100,6 +539,7 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+    use std::time::Instant;
 
     async fn open(dir: &tempfile::TempDir) -> SqliteStore {
         SqliteStore::open(dir.path().join("store.db"))
