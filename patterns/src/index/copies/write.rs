@@ -28,8 +28,7 @@ impl Copies {
                 continue;
             };
             if !target.is_atomic(source) {
-                let operation = attempt.follow_up(target, true);
-                attempt.operations.push(operation);
+                attempt.hand_on(target, true);
                 continue;
             }
             let Some(primary) = &attempt.entity else {
@@ -55,18 +54,13 @@ impl Copies {
                 );
             }
         }
-        let dropped: Vec<Target> = attempt
-            .dropped()
-            .filter(|t| matches!(t, Target::Copy { .. }))
-            .cloned()
-            .collect();
+        let dropped = attempt.dropped(|t| matches!(t, Target::Copy { .. }));
         for target in dropped {
             let Target::Copy { at, .. } = &target else {
                 continue;
             };
             if !target.is_atomic(source) {
-                let operation = attempt.follow_up(&target, false);
-                attempt.operations.push(operation);
+                attempt.hand_on(&target, false);
             } else if !attempt.missing.contains(at) {
                 attempt.plan.push(delete(at), Role::DroppedCopy(at.clone()));
             }

@@ -123,8 +123,7 @@ impl Denormalized {
             if !target.is_atomic(source) {
                 // A source in another partition may have changed between the read and
                 // this commit: the worker copies its value again afterwards.
-                let operation = attempt.follow_up(target, true);
-                attempt.operations.push(operation);
+                attempt.hand_on(target, true);
             } else if !attempt.kept(target) && from != source {
                 let link = link_entity(source, property, from, source_property)?;
                 attempt
@@ -132,11 +131,7 @@ impl Denormalized {
                     .push(WriteOp::InsertOrReplace(link), Role::KeptCopy);
             }
         }
-        let dropped: Vec<Target> = attempt
-            .dropped()
-            .filter(|t| matches!(t, Target::Denormalized { .. }))
-            .cloned()
-            .collect();
+        let dropped = attempt.dropped(|t| matches!(t, Target::Denormalized { .. }));
         for target in &dropped {
             let Target::Denormalized {
                 property,
@@ -147,8 +142,7 @@ impl Denormalized {
                 continue;
             };
             if !target.is_atomic(source) {
-                let operation = attempt.follow_up(target, false);
-                attempt.operations.push(operation);
+                attempt.hand_on(target, false);
                 continue;
             }
             let link = link_ref(source, property, from);

@@ -22,20 +22,14 @@ impl Lists {
                 && *storage != MemberStorage::Partition
                 && !attempt.kept(target)
             {
-                let operation = attempt.follow_up(target, true);
-                attempt.operations.push(operation);
+                attempt.hand_on(target, true);
             }
         }
-        let dropped: Vec<Target> = attempt
-            .dropped()
-            .filter(|t| {
-                matches!(t, Target::Member { storage, .. } if *storage != MemberStorage::Partition)
-            })
-            .cloned()
-            .collect();
+        let dropped = attempt.dropped(
+            |t| matches!(t, Target::Member { storage, .. } if *storage != MemberStorage::Partition),
+        );
         for target in &dropped {
-            let operation = attempt.follow_up(target, false);
-            attempt.operations.push(operation);
+            attempt.hand_on(target, false);
         }
         let changes = attempt
             .new_targets

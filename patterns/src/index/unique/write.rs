@@ -51,14 +51,9 @@ impl Unique {
 
     /// The values the new value drops are released after the commit.
     fn release<S: TableStore>(attempt: &mut Attempt<'_, S>) {
-        let dropped: Vec<Target> = attempt
-            .dropped()
-            .filter(|t| matches!(t, Target::Unique { .. }))
-            .cloned()
-            .collect();
+        let dropped = attempt.dropped(|t| matches!(t, Target::Unique { .. }));
         for target in &dropped {
-            let operation = attempt.follow_up(target, false);
-            attempt.operations.push(operation);
+            attempt.hand_on(target, false);
         }
     }
 }

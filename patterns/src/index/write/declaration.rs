@@ -210,11 +210,19 @@ impl<S: TableStore> Attempt<'_, S> {
         )
     }
 
-    /// The old targets the new value drops.
-    pub(crate) fn dropped(&self) -> impl Iterator<Item = &Target> {
+    /// Hands `target` to the worker as follow-up work: adding it (`add`) or removing it.
+    pub(crate) fn hand_on(&mut self, target: &Target, add: bool) {
+        let operation = self.follow_up(target, add);
+        self.operations.push(operation);
+    }
+
+    /// The old targets the new value drops, of the kind `mine` picks.
+    pub(crate) fn dropped(&self, mine: impl Fn(&Target) -> bool) -> Vec<Target> {
         self.old_targets
             .iter()
-            .filter(|o| !self.new_targets.iter().any(|n| n.same_slot(o)))
+            .filter(|o| mine(o) && !self.new_targets.iter().any(|n| n.same_slot(o)))
+            .cloned()
+            .collect()
     }
 
     /// Fails when the write stalled and was fenced and undone meanwhile (see
