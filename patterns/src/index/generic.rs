@@ -7,7 +7,7 @@
 
 use tablekit_core::{ErrorKind, IfMatch, TableStore};
 
-use super::record::{EntityRef, Layout, is_tombstone};
+use super::record::{EntityRef, IndexRecord, Layout, is_tombstone};
 use super::registry::SchemaRecord;
 use super::write::Writer;
 use crate::consistency::Engine;
@@ -36,9 +36,13 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     if is_tombstone(&primary) {
         return Ok(false);
     }
-    let layout = registered_layout(engine.store(), &at.table, &primary)
-        .await?
-        .unwrap_or_else(|| Layout::bare(&at.table));
+    // A primary no indexed table wrote (no record) is deleted as it is, without asking
+    // the registry: nothing indexes it.
+    let registered = match IndexRecord::read(&primary)? {
+        Some(_) => registered_layout(engine.store(), &at.table, &primary).await?,
+        None => None,
+    };
+    let layout = registered.unwrap_or_else(|| Layout::bare(&at.table));
     let writer = Writer::for_layout(engine.clone(), layout);
     match writer.delete(at.clone(), if_match).await {
         Ok(_) => Ok(true),

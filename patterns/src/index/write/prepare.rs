@@ -123,7 +123,8 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             declaration.complete(self, &mut request)?;
         }
         self.precheck(&request)?;
-        if self.indexed {
+        // Only a new value can change what dependents copy.
+        if self.indexed && request.entity.is_some() {
             self.recheck_dependents().await?;
         }
         // What the write does outside its transaction is recorded first, to be undone
