@@ -82,7 +82,7 @@ impl<E: EntityType> LazyEntity<E> {
     /// Fetches the blobs and reads the value.
     ///
     /// # Errors
-    /// The blob store's errors; [`Error::Malformed`] for a missing blob; the read's
+    /// The blob store's errors; [`Error::Malformed`](crate::Error::Malformed) for a missing blob; the read's
     /// errors.
     pub async fn load(self) -> Result<Stored<E>> {
         let entity = restore(&self.blobs, &self.table, self.entity).await?;
@@ -204,7 +204,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// Reads a value with its blobs.
     ///
     /// # Errors
-    /// The store's and blob store's errors; [`Error::Malformed`] for a missing blob.
+    /// The store's and blob store's errors; [`Error::Malformed`](crate::Error::Malformed) for a missing blob.
     pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
         match self.get_lazy(partition_key, row_key).await? {
             Some(lazy) => lazy.load().await.map(Some),

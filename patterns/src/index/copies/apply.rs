@@ -14,7 +14,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// content differs is rewritten too.
     ///
     /// # Errors
-    /// The store's errors; [`Error::Contention`].
+    /// The store's errors; [`Error::Contention`](crate::Error::Contention).
     #[allow(clippy::too_many_arguments)]
     pub async fn put_copy(
         &self,
@@ -181,7 +181,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// version when `None`: an orphan found by the audit).
     ///
     /// # Errors
-    /// The store's errors; [`Error::Contention`].
+    /// The store's errors; [`Error::Contention`](crate::Error::Contention).
     pub async fn delete_copy(
         &self,
         source: &EntityRef,

@@ -29,7 +29,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// is `intent` (that write is not counted among those in flight).
     ///
     /// # Errors
-    /// The store's errors; [`Error::Contention`].
+    /// The store's errors; [`Error::Contention`](crate::Error::Contention).
     pub async fn remove_link_of(
         &self,
         dependent: &EntityRef,
@@ -163,7 +163,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// source's latest value.
     ///
     /// # Errors
-    /// The store's errors; [`Error::Contention`].
+    /// The store's errors; [`Error::Contention`](crate::Error::Contention).
     pub async fn sync_denormalized(
         &self,
         dependent: &EntityRef,

@@ -200,7 +200,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// `lo ..= hi` (emails from `a` to `b`).
     ///
     /// # Errors
-    /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`].
+    /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`](tablekit_core::typed::KeyTemplate::range).
     pub async fn find_range(
         &self,
         index: &str,

@@ -252,7 +252,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     /// Inserts a value and its index entries; `AlreadyExists` when its keys are taken,
-    /// [`Error::IndexValueTaken`] when a same-partition index value is.
+    /// [`Error::IndexValueTaken`](crate::Error::IndexValueTaken) when a same-partition index value is.
     ///
     /// # Errors
     /// As described; the store's errors; limit violations before any I/O.
@@ -503,7 +503,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// table's blob store is used unless the options name one.
     ///
     /// # Errors
-    /// As [`audit()`](super::super::audit()).
+    /// As [`audit()`](super::audit()).
     pub async fn audit(&self, options: &AuditOptions) -> Result<AuditReport> {
         let mut options = options.clone();
         if options.blobs.is_none() {

@@ -5,7 +5,7 @@ use tablekit_core::ETag;
 
 use crate::error::{Error, Result};
 
-/// What [`IndexedTable::write_all`] did.
+/// What [`IndexedTable::write_all`](super::super::IndexedTable::write_all) did.
 #[derive(Debug)]
 pub struct IndexedWriteReport {
     /// The writes applied: (input position, version recorded), in input order.
