@@ -4,13 +4,17 @@
 //! recorded in its intent, so a write that never commits has them deleted), the entity
 //! holds their addresses, and the blobs a write stops referencing are deleted after the
 //! commit (`crate::large::blobs::DeleteBlobs`). Reads restore the values
-//! (`crate::large::blobs::restore`).
+//! ([`Declaration::restore`]).
 
-use tablekit_core::TableStore;
+use tablekit_core::{Entity, TableStore};
 
-use super::write::declaration::{Attempt, Declaration, Prepared, Request, Step, Writer, nothing};
+use super::operation::IndexApplier;
+use super::reclaim::{Reclaim, undo_blobs};
+use super::write::declaration::{
+    Attempt, Declaration, Prepared, Request, Restoring, Step, Writer, nothing,
+};
 use crate::error::{Error, Result};
-use crate::large::blobs::{DeleteBlobs, offload_with_nonce, would_offload};
+use crate::large::blobs::{DeleteBlobs, offload_with_nonce, restore, would_offload};
 
 /// Blob fields.
 pub(crate) struct Blobs;
@@ -63,5 +67,19 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Blobs {
             }
             Ok(())
         })
+    }
+
+    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
+        let (Some(nonce), Some(blobs)) = (&undoing.blob_nonce, applier.blobs()) else {
+            return nothing();
+        };
+        Box::pin(undo_blobs(applier.store(), blobs, &undoing.source, nonce))
+    }
+
+    fn restore<'a>(&'a self, writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
+        match &writer.blobs {
+            Some(blobs) => Box::pin(restore(blobs, &writer.table, stored)),
+            None => Box::pin(std::future::ready(Ok(stored))),
+        }
     }
 }

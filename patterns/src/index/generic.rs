@@ -44,7 +44,7 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     };
     let layout = registered.unwrap_or_else(|| Layout::bare(&at.table));
     let writer = Writer::for_layout(engine.clone(), layout);
-    match writer.delete(at.clone(), if_match).await {
+    match writer.delete_read(at.clone(), if_match, primary).await {
         Ok(_) => Ok(true),
         Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
         Err(e) => Err(e),

@@ -11,6 +11,7 @@
 //! [`IndexApplier`]; the [`Relay`] publishes what a crash left behind; [`audit()`]
 //! checks every primary against what it should have.
 
+mod apply;
 pub mod audit;
 mod blobs;
 mod changes;
@@ -23,6 +24,7 @@ pub mod operation;
 pub mod reclaim;
 pub mod record;
 pub mod registry;
+mod stored;
 mod table;
 pub mod unique;
 pub(crate) mod write;

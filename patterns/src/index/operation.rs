@@ -14,16 +14,16 @@
 //! So a message delivered twice, late, out of order, or again after a crash between two
 //! steps converges to the state of the primary's last write.
 //!
-//! Each declaration applies its own operations: `IndexApplier`'s methods for copies are
-//! in `super::copies::apply`, for links and denormalised fields in `super::links::apply`,
-//! for id lists in `super::members::apply`; this module dispatches.
+//! Each declaration applies its own operations (its `apply` hook, its methods of
+//! `IndexApplier` in its folder: `super::copies::apply`, `super::links::apply`,
+//! `super::members::apply`, `super::unique::apply`); `super::apply` dispatches.
 
 use serde::{Deserialize, Serialize};
+use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
-use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
 
 use super::record::{EntityRef, MemberStorage, Target};
-use crate::consistency::{Envelope, Operation, Registry, RetryPolicy};
+use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::{Error, Result};
 
 /// One step of follow-up work for an indexed write.
@@ -338,39 +338,6 @@ pub struct IndexApplier<S> {
     pub(crate) retry: RetryPolicy,
 }
 
-pub(crate) async fn get_or_none<S: TableStore>(
-    store: &S,
-    at: &EntityRef,
-) -> Result<Option<Entity>> {
-    Ok(store
-        .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
-        .await?)
-}
-
-/// Deletes `at` under `if_match`; one that changed or went meanwhile is left as it is.
-/// Whether it deleted.
-pub(crate) async fn delete_unless_changed<S: TableStore>(
-    store: &S,
-    at: &EntityRef,
-    if_match: IfMatch,
-) -> Result<bool> {
-    match store
-        .delete(&at.table, &at.partition_key, &at.row_key, if_match)
-        .await
-    {
-        Ok(()) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::PreconditionFailed | ErrorKind::NotFound
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
 impl<S: TableStore> IndexApplier<S> {
     /// An applier over a store, without blob-stored id lists.
     pub fn new(store: S) -> Self {
@@ -387,24 +354,6 @@ impl<S: TableStore> IndexApplier<S> {
         self
     }
 
-    /// Registers the handlers of index work (kind `index`) and of the undoing of writes
-    /// that never committed (kind `reclaim`) in `registry`.
-    pub fn register(self, registry: Registry) -> Registry
-    where
-        S: Clone + 'static,
-    {
-        let reclaimer = self.clone();
-        registry
-            .register(move |operations: IndexOperations| {
-                let applier = self.clone();
-                async move { Ok(applier.apply_all(&operations).await?) }
-            })
-            .register(move |reclaim: super::reclaim::Reclaim| {
-                let applier = reclaimer.clone();
-                async move { Ok(applier.undo(&reclaim).await?) }
-            })
-    }
-
     /// The store.
     pub fn store(&self) -> &S {
         &self.store
@@ -413,183 +362,5 @@ impl<S: TableStore> IndexApplier<S> {
     /// The blob store, if any.
     pub fn blobs(&self) -> Option<&BlobStore> {
         self.blobs.as_ref()
-    }
-
-    /// Applies every operation of a message, in order.
-    ///
-    /// # Errors
-    /// The first failure; the message can be applied again.
-    pub async fn apply_all(&self, operations: &IndexOperations) -> Result<()> {
-        for operation in &operations.operations {
-            self.apply(operation).await?;
-        }
-        Ok(())
-    }
-
-    /// Applies one operation.
-    ///
-    /// # Errors
-    /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
-    pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
-        match operation {
-            IndexOperation::PutCopy {
-                source,
-                version,
-                index,
-                target,
-                properties,
-                kind_property,
-            } => {
-                self.put_copy(
-                    source,
-                    *version,
-                    index,
-                    target,
-                    properties.as_deref(),
-                    kind_property,
-                    false,
-                )
-                .await
-            }
-            IndexOperation::DeleteCopy {
-                source,
-                version,
-                target,
-                ..
-            } => self.delete_copy(source, Some(*version), target).await,
-            IndexOperation::AddMember {
-                source,
-                version,
-                index,
-                storage,
-                table,
-                value,
-            } => {
-                self.change_member(source, *version, index, *storage, table, value, true, false)
-                    .await
-            }
-            IndexOperation::RemoveMember {
-                source,
-                version,
-                index,
-                storage,
-                table,
-                value,
-            } => {
-                self.change_member(
-                    source, *version, index, *storage, table, value, false, false,
-                )
-                .await
-            }
-            IndexOperation::SyncDenormalized {
-                dependent,
-                property,
-                source,
-                source_property,
-            } => {
-                self.sync_denormalized(dependent, property, source, source_property)
-                    .await
-            }
-            IndexOperation::RemoveLink {
-                dependent,
-                property,
-                source,
-                source_property,
-            } => {
-                self.remove_link(dependent, property, source, source_property)
-                    .await
-            }
-            IndexOperation::ReleaseUnique {
-                source,
-                version,
-                at,
-                ..
-            } => Ok(
-                if super::unique::release(&self.store, at, source, *version).await? {
-                    Applied::Changed
-                } else {
-                    Applied::Unchanged
-                },
-            ),
-            IndexOperation::ClaimUnique {
-                source,
-                version,
-                at,
-                ..
-            } => self.claim_unique(source, *version, at).await,
-            IndexOperation::Bury { source, version } => self.bury(source, *version).await,
-        }
-    }
-
-    /// Removes the tombstone of the delete of `source` at `version`, if it is still
-    /// there (a write that replaced it, or a later delete's, stays).
-    ///
-    /// # Errors
-    /// The store's errors.
-    pub async fn bury(&self, source: &EntityRef, version: i64) -> Result<Applied> {
-        let Some(found) = get_or_none(&self.store, source).await? else {
-            return Ok(Applied::Unchanged);
-        };
-        if !super::record::is_tombstone(&found)
-            || super::record::version_of(&found) != Some(version)
-        {
-            return Ok(Applied::Unchanged);
-        }
-        let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
-        Ok(
-            if delete_unless_changed(&self.store, source, if_match).await? {
-                Applied::Changed
-            } else {
-                Applied::Unchanged
-            },
-        )
-    }
-
-    /// Restores the reservation at `at` for `source`, if `source` still lists it: the
-    /// reservation is made again (with no lease: its holder is committed) or renewed.
-    ///
-    /// # Errors
-    /// [`Error::ValueTaken`] when another entity holds the value; the store's errors.
-    pub async fn claim_unique(
-        &self,
-        source: &EntityRef,
-        version: i64,
-        at: &EntityRef,
-    ) -> Result<Applied> {
-        if !super::unique::holder_lists(&self.store, source, at).await? {
-            return Ok(Applied::Superseded);
-        }
-        if let Some(found) = super::unique::read(&self.store, at).await?
-            && found.holder == *source
-        {
-            return Ok(Applied::Unchanged);
-        }
-        super::unique::reserve(&self.store, at, source, version, std::time::Duration::ZERO).await?;
-        Ok(Applied::Changed)
-    }
-
-    /// Undoes what a write that never committed did outside its transaction and holds no
-    /// more (see [`super::reclaim`]): its reservations, its links, its blobs.
-    ///
-    /// # Errors
-    /// The store's and blob store's errors; the work can be applied again.
-    pub async fn undo(&self, undoing: &super::reclaim::Reclaim) -> Result<()> {
-        for at in &undoing.reservations {
-            super::unique::release_intent(&self.store, at, &undoing.source).await?;
-        }
-        for (property, from, source_property) in &undoing.links {
-            self.remove_link_of(
-                &undoing.source,
-                property,
-                from,
-                source_property,
-                Some(&undoing.id),
-            )
-            .await?;
-        }
-        if let (Some(nonce), Some(blobs)) = (&undoing.blob_nonce, &self.blobs) {
-            super::reclaim::undo_blobs(&self.store, blobs, &undoing.source, nonce).await?;
-        }
-        Ok(())
     }
 }

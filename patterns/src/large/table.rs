@@ -206,8 +206,13 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// # Errors
     /// The store's and blob store's errors; [`Error::Malformed`](crate::Error::Malformed) for a missing blob.
     pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
-        match self.get_lazy(partition_key, row_key).await? {
-            Some(lazy) => lazy.load().await.map(Some),
+        let found = self
+            .writer
+            .store()
+            .get_if_table_exists(&self.writer.table, partition_key, row_key)
+            .await?;
+        match self.writer.read(found).await? {
+            Some(entity) => Ok(Some(E::from_entity(entity)?)),
             None => Ok(None),
         }
     }
@@ -226,9 +231,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
             .store()
             .get_if_table_exists(&self.writer.table, partition_key, row_key)
             .await?;
-        let now = self.writer.clock.now();
         Ok(found
-            .filter(|entity| !tablekit_core::typed::is_expired(entity, now))
+            .filter(|entity| !self.writer.hidden(entity))
             .map(|entity| LazyEntity {
                 entity,
                 blobs: self.blobs.clone(),

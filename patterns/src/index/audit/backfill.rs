@@ -11,6 +11,7 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Layout, Target};
 use super::super::registry::SchemaRecord;
+use super::super::write::list::declarations;
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
@@ -23,7 +24,7 @@ use super::scan::Scan;
 ///
 /// # Errors
 /// [`Error::Unsupported`] for an undeclared or sparse index; the store's errors.
-pub async fn backfill<S: TableStore + Clone>(
+pub async fn backfill<S: TableStore + Clone + 'static>(
     store: &S,
     table: &str,
     index: &str,
@@ -55,7 +56,7 @@ pub async fn backfill<S: TableStore + Clone>(
 
 /// The backfill of one index with a way to compute a primary's targets for it (`None`:
 /// not a primary of this type).
-pub(crate) async fn backfill_with<S: TableStore + Clone>(
+pub(crate) async fn backfill_with<S: TableStore + Clone + 'static>(
     store: &S,
     table: &str,
     layout: &Layout,
@@ -88,7 +89,7 @@ pub(crate) async fn backfill_with<S: TableStore + Clone>(
 }
 
 #[allow(clippy::too_many_arguments)]
-async fn backfill_one<S: TableStore + Clone>(
+async fn backfill_one<S: TableStore + Clone + 'static>(
     store: &S,
     applier: &IndexApplier<S>,
     layout: &Layout,
@@ -155,7 +156,9 @@ async fn backfill_one<S: TableStore + Clone>(
     }
 }
 
-async fn apply_target<S: TableStore>(
+/// Brings `target` in line with the primary at `version` through the declaration whose
+/// target it is.
+async fn apply_target<S: TableStore + Clone + 'static>(
     applier: &IndexApplier<S>,
     layout: &Layout,
     source: &EntityRef,
@@ -163,70 +166,20 @@ async fn apply_target<S: TableStore>(
     target: &Target,
     present: bool,
 ) -> Result<Applied> {
-    match (target, present) {
-        (
-            Target::Copy {
-                index,
-                at,
-                properties,
-            },
-            true,
-        ) => {
-            applier
-                .put_copy(
-                    source,
-                    version,
-                    index,
-                    at,
-                    properties.as_deref(),
-                    &layout.kind_property,
-                    true,
-                )
-                .await
-        }
-        (Target::Copy { at, .. }, false) => applier.delete_copy(source, None, at).await,
-        (
-            Target::Denormalized {
-                property,
-                source: from,
-                source_property,
-            },
-            true,
-        ) => {
-            applier
-                .put_link(source, property, from, source_property)
-                .await?;
-            applier
-                .sync_denormalized(source, property, from, source_property)
-                .await?;
-            Ok(Applied::Changed)
-        }
-        (Target::Denormalized { .. } | Target::Unique { .. }, false) => {
-            applier
-                .apply(&super::super::operation::IndexOperation::for_target(
-                    source,
-                    version,
-                    target,
-                    false,
-                    &layout.kind_property,
-                ))
-                .await
-        }
-        (
-            Target::Member {
-                index,
-                storage,
-                table,
-                value,
-            },
+    for declaration in declarations::<S>() {
+        if let Some(applying) = declaration.backfill(
+            applier,
+            source,
+            version,
+            target,
             present,
-        ) => {
-            applier
-                .change_member(
-                    source, version, index, *storage, table, value, present, true,
-                )
-                .await
+            &layout.kind_property,
+        ) {
+            return applying.await;
         }
-        (Target::Unique { at, .. }, true) => applier.claim_unique(source, version, at).await,
     }
+    Err(Error::malformed(
+        format!("{source}"),
+        format!("no declaration backfills {target:?}"),
+    ))
 }

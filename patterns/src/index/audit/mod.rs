@@ -15,6 +15,7 @@
 //!
 //! [`IndexedTable::backfill`]: super::IndexedTable::backfill
 
+mod auditor;
 mod backfill;
 mod check;
 mod report;
@@ -27,15 +28,15 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 use tracing::Instrument;
 
-use super::members::list_blob_lists;
+use super::members::{claimed_member, list_blob_lists};
 use super::operation::IndexApplier;
 use super::record::MemberStorage;
 use super::registry::SchemaRecord;
 use crate::error::{Error, Result};
 
+pub(crate) use auditor::Auditor;
 pub use backfill::backfill;
 pub(crate) use backfill::backfill_with;
-use check::Auditor;
 use report::STATE_PROPERTY;
 pub use report::{
     AuditOptions, AuditProgress, AuditReport, Drift, Finding, JOBS_TABLE, ProgressFn,
@@ -52,7 +53,7 @@ use scan::Scan;
 ///
 /// # Errors
 /// [`Error::Unsupported`] for a table without registered schemas; the store's errors.
-pub async fn audit<S: TableStore + Clone>(
+pub async fn audit<S: TableStore + Clone + 'static>(
     store: &S,
     table: &str,
     options: &AuditOptions,
@@ -140,7 +141,7 @@ impl AuditResult {
     }
 }
 
-async fn audit_table<S: TableStore + Clone>(
+async fn audit_table<S: TableStore + Clone + 'static>(
     store: &S,
     table: &str,
     options: &AuditOptions,
@@ -209,16 +210,16 @@ async fn audit_table<S: TableStore + Clone>(
             for (value, members) in list_blob_lists(&blobs, &list_table, &index).await? {
                 for member in members.into_iter().filter(|m| m.present) {
                     report.scanned += 1;
-                    auditor
-                        .check_member_claimed(
-                            &member.source,
-                            &index,
-                            MemberStorage::Blob,
-                            &list_table,
-                            &value,
-                            &mut report,
-                        )
-                        .await?;
+                    claimed_member(
+                        &mut auditor,
+                        &member.source,
+                        &index,
+                        MemberStorage::Blob,
+                        &list_table,
+                        &value,
+                        &mut report,
+                    )
+                    .await?;
                 }
             }
         }

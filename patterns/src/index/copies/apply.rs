@@ -4,8 +4,9 @@
 
 use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
-use super::super::operation::{Applied, IndexApplier, delete_unless_changed, get_or_none};
+use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Target, copy_of, copy_source, same_content};
+use super::super::stored::{delete_unless_changed, get_or_none};
 use crate::error::Result;
 
 impl<S: TableStore> IndexApplier<S> {

@@ -6,4 +6,5 @@
 //! audit checks each copy against its primary.
 
 mod apply;
+mod audit;
 pub(crate) mod write;

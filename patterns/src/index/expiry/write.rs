@@ -2,10 +2,11 @@
 //! the write path: a ttl sets the new value's expiry time from the table's clock, and a
 //! value with an expiry time has an entry in the expiry index (a copy in the expiry
 //! table, planned by the copies' declaration), which the [`Sweeper`](super::Sweeper)
-//! reads. Reads leave out what expired (`tablekit_core::typed::is_expired`).
+//! reads. Reads leave out what expired ([`Declaration::hides`]), and a delete's tombstone
+//! (stored as expired since the epoch).
 
-use tablekit_core::typed::EXPIRES_PROPERTY;
-use tablekit_core::{TableStore, Value};
+use tablekit_core::typed::{EXPIRES_PROPERTY, is_expired};
+use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::record::ExpiryLayout;
 use super::super::write::declaration::{Attempt, Declaration, Request, Step, Writer, nothing};
@@ -34,5 +35,9 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Expiry {
 
     fn plan<'a>(&'a self, _attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         nothing()
+    }
+
+    fn hides(&self, writer: &Writer<S>, stored: &Entity) -> bool {
+        is_expired(stored, writer.clock.now())
     }
 }

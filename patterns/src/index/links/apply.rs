@@ -4,8 +4,9 @@
 
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
 
-use super::super::operation::{Applied, IndexApplier, get_or_none};
+use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Target, copy_source};
+use super::super::stored::get_or_none;
 use crate::error::Result;
 
 impl<S: TableStore> IndexApplier<S> {

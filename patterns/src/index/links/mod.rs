@@ -7,6 +7,7 @@
 //! otherwise.
 
 mod apply;
+mod audit;
 pub(crate) mod write;
 
 use tablekit_core::{ETag, Entity, ErrorKind, Query, TableStore, Value, filter};

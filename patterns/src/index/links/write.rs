@@ -13,10 +13,14 @@ use std::sync::atomic::Ordering;
 
 use tablekit_core::{Entity, IfMatch, TableStore, WriteOp};
 
+use super::super::audit::{AuditReport, Auditor};
 use super::super::copies::write::delete;
 use super::super::operation::{IndexApplier, IndexOperation};
-use super::super::record::{IndexRecord, Target};
-use super::super::write::declaration::{Attempt, Declaration, Prepared, Role, Step, Writer};
+use super::super::reclaim::Reclaim;
+use super::super::record::{EntityRef, IndexRecord, Target};
+use super::super::write::declaration::{
+    Applying, Attempt, Declaration, Prepared, Role, Step, Writer,
+};
 use super::{link_entity, link_ref, links_of};
 use crate::error::Result;
 
@@ -293,6 +297,117 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
         Box::pin(async move {
             Denormalized::plan_links(attempt)?;
             Denormalized::plan_dependents(attempt).await
+        })
+    }
+
+    fn apply<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        operation: &'a IndexOperation,
+    ) -> Option<Applying<'a>> {
+        match operation {
+            IndexOperation::SyncDenormalized {
+                dependent,
+                property,
+                source,
+                source_property,
+            } => Some(Box::pin(applier.sync_denormalized(
+                dependent,
+                property,
+                source,
+                source_property,
+            ))),
+            IndexOperation::RemoveLink {
+                dependent,
+                property,
+                source,
+                source_property,
+            } => Some(Box::pin(applier.remove_link(
+                dependent,
+                property,
+                source,
+                source_property,
+            ))),
+            _ => None,
+        }
+    }
+
+    fn check<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        primary: &'a Entity,
+        source: &'a EntityRef,
+        _version: i64,
+        target: &'a Target,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        let Target::Denormalized {
+            property,
+            source: from,
+            source_property,
+        } = target
+        else {
+            return None;
+        };
+        Some(Box::pin(super::audit::check(
+            auditor,
+            primary,
+            source,
+            (property, from, source_property),
+            report,
+        )))
+    }
+
+    fn claimed<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        table: &'a str,
+        stored: &'a Entity,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        super::is_link(stored)
+            .then(|| Box::pin(super::audit::claimed(auditor, table, stored, report)) as Step<'a>)
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        source: &'a EntityRef,
+        _version: i64,
+        target: &'a Target,
+        present: bool,
+        _kind_property: &'a str,
+    ) -> Option<Applying<'a>> {
+        let Target::Denormalized {
+            property,
+            source: from,
+            source_property,
+        } = target
+        else {
+            return None;
+        };
+        Some(Box::pin(super::audit::backfill(
+            applier,
+            source,
+            (property, from, source_property),
+            present,
+        )))
+    }
+
+    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
+        Box::pin(async move {
+            for (property, from, source_property) in &undoing.links {
+                applier
+                    .remove_link_of(
+                        &undoing.source,
+                        property,
+                        from,
+                        source_property,
+                        Some(&undoing.id),
+                    )
+                    .await?;
+            }
+            Ok(())
         })
     }
 }

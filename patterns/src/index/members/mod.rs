@@ -16,6 +16,8 @@
 //! repeated message never undoes a newer change.
 
 mod apply;
+mod audit;
+pub(crate) use audit::claimed_member;
 pub(crate) mod write;
 
 use percent_encoding::utf8_percent_encode;

@@ -3,7 +3,7 @@
 //! look-ups; an expired one left out; its blob fields restored).
 
 use futures::{Stream, StreamExt, TryStreamExt};
-use tablekit_core::typed::{EntityType, KeyBounds, KeyPart, Stored, is_expired};
+use tablekit_core::typed::{EntityType, KeyBounds, KeyPart, Stored};
 use tablekit_core::{Entity, Query, TableStore, filter};
 
 use super::super::record::{EntityRef, IndexLayout, as_primary, copy_source};
@@ -41,22 +41,17 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             // The primary decides: a renewed entity's copy may still carry the old expiry.
             return self.verified_hit(index, &source, &copy).await;
         }
-        if is_expired(&copy, self.writer.clock.now()) {
+        if self.writer.hidden(&copy) {
             return Ok(None);
         }
-        let restored = match &self.writer.blobs {
-            Some(blobs) => {
-                match crate::large::blobs::restore(blobs, self.table.name(), copy.clone()).await {
-                    Ok(restored) => restored,
-                    // A stale copy whose blob the primary's newer write deleted: the
-                    // primary answers instead.
-                    Err(Error::Malformed { .. }) => {
-                        return self.verified_hit(index, &source, &copy).await;
-                    }
-                    Err(e) => return Err(e),
-                }
+        let restored = match self.writer.restore(copy.clone()).await {
+            Ok(restored) => restored,
+            // A stale copy whose blob the primary's newer write deleted: the primary
+            // answers instead.
+            Err(Error::Malformed { .. }) => {
+                return self.verified_hit(index, &source, &copy).await;
             }
-            None => copy,
+            Err(e) => return Err(e),
         };
         let mut stored = E::from_entity(as_primary(restored, &self.writer.layout.kind_property))?;
         stored.partition_key = source.partition_key;
@@ -188,8 +183,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         )
         .await?;
         if !keep_expired {
-            let now = self.writer.clock.now();
-            items.retain(|copy| !is_expired(copy, now));
+            items.retain(|copy| !self.writer.hidden(copy));
         }
         let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
         Ok(CursorPage { items, cursor })

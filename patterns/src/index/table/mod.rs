@@ -18,9 +18,7 @@ use std::time::Duration;
 use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
 use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::{
-    EntityType, KeyTemplate, Stored, Table, TypedWrite, is_expired, render_key,
-};
+use tablekit_core::typed::{EntityType, KeyTemplate, Stored, Table, TypedWrite, render_key};
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 use tracing::Instrument;
 
@@ -335,7 +333,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             else {
                 return Err(source.not_found());
             };
-            if is_expired(&current, self.writer.clock.now()) {
+            if self.writer.hidden(&current) {
                 return Err(source.not_found());
             }
             if let IfMatch::ETag(expected) = &if_match
@@ -344,12 +342,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 return Err(source.precondition_failed());
             }
             let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-            let mut merged = match &self.writer.blobs {
-                Some(blobs) => {
-                    crate::large::blobs::restore(blobs, self.table.name(), current).await?
-                }
-                None => current,
-            };
+            let mut merged = self.writer.restore(current).await?;
             for property in &properties {
                 match patch.properties.get(*property) {
                     Some(v) => {
@@ -426,20 +419,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// # Errors
     /// As [`Table::get`].
     pub async fn get(&self, partition_key: &str, row_key: &str) -> Result<Option<Stored<E>>> {
-        let Some(blobs) = &self.writer.blobs else {
-            return Ok(self.table.get(partition_key, row_key).await?);
-        };
         let found = self
             .table
             .store()
-            .get_if_table_exists(self.table.name(), partition_key, row_key)
+            .get(self.table.name(), partition_key, row_key, None)
             .await?;
-        match found {
-            Some(entity) if !is_expired(&entity, self.writer.clock.now()) => {
-                let entity = crate::large::blobs::restore(blobs, self.table.name(), entity).await?;
-                Ok(Some(E::from_entity(entity)?))
-            }
-            _ => Ok(None),
+        match self.writer.read(found).await? {
+            Some(entity) => Ok(Some(E::from_entity(entity)?)),
+            None => Ok(None),
         }
     }
 

@@ -36,6 +36,8 @@
 //!
 //! [`IndexedTable::unique_lease`]: super::IndexedTable::unique_lease
 
+mod apply;
+mod audit;
 pub(crate) mod write;
 
 use std::time::Duration;
@@ -44,6 +46,7 @@ use chrono::{DateTime, Utc};
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use super::record::{EntityRef, IndexRecord, Target};
+use super::stored::delete_unless_changed;
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
@@ -321,23 +324,9 @@ pub async fn release_intent<S: TableStore>(
     if holder_lists(store, holder, at).await? {
         return Ok(false);
     }
+    // Renewed or released meanwhile: left as it is.
     let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-    match store
-        .delete(&at.table, &at.partition_key, &at.row_key, if_match)
-        .await
-    {
-        Ok(()) => Ok(true),
-        // Renewed or released meanwhile.
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::PreconditionFailed | ErrorKind::NotFound
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
+    delete_unless_changed(store, at, if_match).await
 }
 
 /// Releases the reservation at `at` for `holder`, whose write at `version` dropped the
@@ -440,24 +429,5 @@ pub async fn reclaim<S: TableStore>(
         return Ok(false);
     }
     let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-    match store
-        .delete(
-            &found.at.table,
-            &found.at.partition_key,
-            &found.at.row_key,
-            if_match,
-        )
-        .await
-    {
-        Ok(()) => Ok(true),
-        Err(e)
-            if matches!(
-                e.kind(),
-                ErrorKind::NotFound | ErrorKind::PreconditionFailed
-            ) =>
-        {
-            Ok(false)
-        }
-        Err(e) => Err(e.into()),
-    }
+    delete_unless_changed(store, &found.at, if_match).await
 }

@@ -16,7 +16,8 @@ use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
 use tablekit_core::{ETag, Entity, TableStore};
 
-use super::super::operation::IndexOperation;
+use super::super::audit::{AuditReport, Auditor};
+use super::super::operation::{Applied, IndexApplier, IndexOperation};
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout, Target};
 use crate::consistency::{Engine, Envelope, Intent, Plan};
@@ -29,6 +30,12 @@ pub(crate) type Step<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>
 pub(crate) fn nothing<'a>() -> Step<'a> {
     Box::pin(std::future::ready(Ok(())))
 }
+
+/// A stored entity on its way to the reader (boxed, as [`Step`]).
+pub(crate) type Restoring<'a> = Pin<Box<dyn Future<Output = Result<Entity>> + Send + 'a>>;
+
+/// The worker's step of one operation (boxed, as [`Step`]).
+pub(crate) type Applying<'a> = Pin<Box<dyn Future<Output = Result<Applied>> + Send + 'a>>;
 
 /// One declaration of an entity type (copies, id lists, denormalised fields, unique
 /// values, expiry, change events, blob fields) as the one write path sees it. Every hook
@@ -50,10 +57,20 @@ pub(crate) fn nothing<'a>() -> Step<'a> {
 ///    the worker, the change event, blob deletions);
 /// 5. [`refused`](Self::refused): reads a refusal of one of its own operations.
 ///
+/// And on the read path (`super::read`), for a primary or an index copy read as one:
+/// [`hides`](Self::hides) leaves out what the reader must not see (an expired entity, a
+/// delete's tombstone), and [`restore`](Self::restore) brings back what a write moved
+/// out of the entity (blob fields).
+///
 /// What a declaration settles after the commit (a reservation released, a copy moved in
-/// another table) is its follow-up work, applied by the worker's
-/// [`IndexApplier`](super::super::IndexApplier) and checked by the
-/// [`audit`](super::super::audit()).
+/// another table) is its follow-up work, stored as [`IndexOperation`]s (a closed serde
+/// enum: the stored format); the worker's [`IndexApplier`] hands each to the declaration
+/// whose [`apply`](Self::apply) takes it, and the undoing of a write that never committed
+/// to every declaration's [`undo`](Self::undo). The audit hands each target a primary's
+/// record names to the declaration whose [`check`](Self::check) takes it, and each
+/// stored entity that is no primary (a copy, a link, an id-list page, a reservation) to
+/// the one whose [`claimed`](Self::claimed) takes it; a backfill brings a target in line
+/// through [`backfill`](Self::backfill).
 pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
     /// Completes the request before any I/O.
     ///
@@ -84,6 +101,76 @@ pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
         _error: &tablekit_core::Error,
         _missing: &mut HashSet<EntityRef>,
     ) -> Option<Result<()>> {
+        None
+    }
+
+    /// Whether a reader must not see a stored entity, or an index copy of one.
+    fn hides(&self, _writer: &Writer<S>, _stored: &Entity) -> bool {
+        false
+    }
+
+    /// The stored entity as the reader sees it.
+    fn restore<'a>(&'a self, _writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
+        Box::pin(std::future::ready(Ok(stored)))
+    }
+
+    /// Applies one of its own operations of follow-up work (the worker's step): `None`
+    /// when `operation` is not its own.
+    fn apply<'a>(
+        &'a self,
+        _applier: &'a IndexApplier<S>,
+        _operation: &'a IndexOperation,
+    ) -> Option<Applying<'a>> {
+        None
+    }
+
+    /// Undoes its part of what a write that never committed did outside its transaction
+    /// (the reservations it made, the links it put, the blobs it uploaded).
+    fn undo<'a>(&'a self, _applier: &'a IndexApplier<S>, _undoing: &'a Reclaim) -> Step<'a> {
+        nothing()
+    }
+
+    /// Checks a target of its own kind that a primary's record names — there, and
+    /// current — recording the drift it finds (and repairing it when the audit repairs):
+    /// `None` when `target` is not its own.
+    #[allow(clippy::too_many_arguments)]
+    fn check<'a>(
+        &'a self,
+        _auditor: &'a mut Auditor<'_, S>,
+        _primary: &'a Entity,
+        _source: &'a EntityRef,
+        _version: i64,
+        _target: &'a Target,
+        _report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        None
+    }
+
+    /// Checks that a stored entity of its own kind (a copy, a link, an id-list page, a
+    /// reservation) is claimed by its primary, recording (and repairing) an orphan:
+    /// `None` when `stored` is not of its kind.
+    fn claimed<'a>(
+        &'a self,
+        _auditor: &'a mut Auditor<'_, S>,
+        _table: &'a str,
+        _stored: &'a Entity,
+        _report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        None
+    }
+
+    /// Brings a target of its own kind in line with the primary at `version` (`present`:
+    /// the primary has it), whatever its state (a backfill, the audit's repair): `None`
+    /// when `target` is not its own.
+    fn backfill<'a>(
+        &'a self,
+        _applier: &'a IndexApplier<S>,
+        _source: &'a EntityRef,
+        _version: i64,
+        _target: &'a Target,
+        _present: bool,
+        _kind_property: &'a str,
+    ) -> Option<Applying<'a>> {
         None
     }
 }

@@ -27,6 +27,12 @@
 //!    ([`Declaration::refused`]); then the work goes to the sink (or waits for the
 //!    relay), and the worker's `IndexApplier` applies it.
 //!
+//! # The read path
+//! A read hands each stored primary, or index copy read as one, through the same
+//! declarations (`read`): one may hide it ([`Declaration::hides`]: expiry, which also
+//! hides a delete's tombstone), another restore it ([`Declaration::restore`]: blob
+//! fields), before it is read as the entity type.
+//!
 //! # The declarations
 //! Each lives in its own module under `index/` and registers in `list` with one line:
 //! `copies` (secondary indexes, and the expiry index's entries), `members` (id lists),
@@ -40,6 +46,7 @@ pub(crate) mod list;
 pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod prepare;
+pub(crate) mod read;
 
 pub(crate) use declaration::{Kind, Request, Writer};
 pub use outcome::{IndexedWriteReport, WriteOutcome};

@@ -40,6 +40,10 @@ pub(crate) struct IndexWrite<'a, S> {
     /// An insert refused by an entity in the way (a tombstone, or an entity that
     /// expired): the next plan reads it, and replaces it if it counts as absent.
     pub read_taken: bool,
+    /// The stored primary as the caller read it just before the write: the first plan
+    /// uses it instead of reading again (the commit is conditional on its ETag, so a
+    /// read that went stale only costs a plan).
+    pub known: Option<Entity>,
 }
 
 impl<S: tablekit_core::TableStore + Clone + 'static> IndexWrite<'_, S> {
@@ -54,14 +58,16 @@ impl<S: tablekit_core::TableStore + Clone + 'static> IndexWrite<'_, S> {
 
     /// The stored primary, checked against the write's conditions, and whether it
     /// counts as absent.
-    async fn read_old(&self) -> Result<(Option<Entity>, bool)> {
+    async fn read_old(&mut self) -> Result<(Option<Entity>, bool)> {
         let EntityRef {
             table: name,
             partition_key: pk,
             row_key: rk,
         } = &self.source;
         let insert = self.kind == Kind::Insert;
-        let old = if insert && !self.read_taken {
+        let old = if let Some(known) = self.known.take() {
+            Some(known)
+        } else if insert && !self.read_taken {
             None
         } else {
             self.writer.store().get(name, pk, rk, None).await?

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use tablekit_core::IfMatch;
 use tablekit_core::blob::BlobStore;
+use tablekit_core::{Entity, IfMatch};
 
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
@@ -82,13 +82,43 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
         .await
     }
 
+    /// Deletes the primary at `source`, which the caller has just read as `stored`: the
+    /// first plan uses that read.
+    ///
+    /// # Errors
+    /// As [`delete`](Self::delete).
+    pub(crate) async fn delete_read(
+        &self,
+        source: EntityRef,
+        if_match: IfMatch,
+        stored: Entity,
+    ) -> Result<WriteOutcome> {
+        let request = Request {
+            kind: Kind::Delete,
+            source,
+            entity: None,
+            targets: BTreeSet::new(),
+            user_etag: match if_match {
+                IfMatch::ETag(etag) => Some(etag),
+                IfMatch::Any => None,
+            },
+            blob_nonce: None,
+        };
+        self.run(request, Some(stored)).await
+    }
+
     /// Runs one write: prepares it, commits it through the engine, and undoes its steps
     /// outside the transaction when it fails.
     ///
     /// # Errors
     /// The write's refusals; the store's errors; [`Error::Contention`].
     pub(crate) async fn write(&self, request: Request) -> Result<WriteOutcome> {
+        self.run(request, None).await
+    }
+
+    async fn run(&self, request: Request, known: Option<Entity>) -> Result<WriteOutcome> {
         let mut write = self.prepare(request).await?;
+        write.known = known;
         let partition_key = write.source.partition_key.clone();
         let committed = match self
             .engine
@@ -178,6 +208,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             operations: 0,
             intent,
             read_taken: false,
+            known: None,
         })
     }
 

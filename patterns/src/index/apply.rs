@@ -1,0 +1,98 @@
+//! The worker's side of the one write path: [`IndexApplier`] hands each operation of a
+//! write's follow-up work to the declaration whose operation it is
+//! ([`Declaration::apply`](super::write::declaration::Declaration::apply)), and the
+//! undoing of a write that never committed to every declaration
+//! ([`Declaration::undo`](super::write::declaration::Declaration::undo)). The burial of
+//! a delete's tombstone is the planner's own operation and is applied here.
+
+use tablekit_core::{IfMatch, TableStore};
+
+use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
+use super::reclaim::Reclaim;
+use super::record::{EntityRef, is_tombstone, version_of};
+use super::stored::{delete_unless_changed, get_or_none};
+use super::write::list::declarations;
+use crate::consistency::Registry;
+use crate::error::{Error, Result};
+
+impl<S: TableStore + Clone + 'static> IndexApplier<S> {
+    /// Registers the handlers of index work (kind `index`) and of the undoing of writes
+    /// that never committed (kind `reclaim`) in `registry`.
+    pub fn register(self, registry: Registry) -> Registry {
+        let reclaimer = self.clone();
+        registry
+            .register(move |operations: IndexOperations| {
+                let applier = self.clone();
+                async move { Ok(applier.apply_all(&operations).await?) }
+            })
+            .register(move |reclaim: Reclaim| {
+                let applier = reclaimer.clone();
+                async move { Ok(applier.undo(&reclaim).await?) }
+            })
+    }
+
+    /// Applies every operation of a message, in order.
+    ///
+    /// # Errors
+    /// The first failure; the message can be applied again.
+    pub async fn apply_all(&self, operations: &IndexOperations) -> Result<()> {
+        for operation in &operations.operations {
+            self.apply(operation).await?;
+        }
+        Ok(())
+    }
+
+    /// Applies one operation.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
+    pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
+        if let IndexOperation::Bury { source, version } = operation {
+            return self.bury(source, *version).await;
+        }
+        for declaration in declarations::<S>() {
+            if let Some(applying) = declaration.apply(self, operation) {
+                return applying.await;
+            }
+        }
+        Err(Error::malformed(
+            "index work",
+            format!("no declaration applies {operation:?}"),
+        ))
+    }
+
+    /// Removes the tombstone of the delete of `source` at `version`, if it is still
+    /// there (a write that replaced it, or a later delete's, stays).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn bury(&self, source: &EntityRef, version: i64) -> Result<Applied> {
+        let Some(found) = get_or_none(&self.store, source).await? else {
+            return Ok(Applied::Unchanged);
+        };
+        if !is_tombstone(&found) || version_of(&found) != Some(version) {
+            return Ok(Applied::Unchanged);
+        }
+        let if_match = found.etag.map_or(IfMatch::Any, IfMatch::ETag);
+        Ok(
+            if delete_unless_changed(&self.store, source, if_match).await? {
+                Applied::Changed
+            } else {
+                Applied::Unchanged
+            },
+        )
+    }
+
+    /// Undoes what a write that never committed did outside its transaction and holds no
+    /// more (see [`super::reclaim`]): each declaration its own part (reservations, links,
+    /// blobs).
+    ///
+    /// # Errors
+    /// The store's and blob store's errors; the work can be applied again.
+    pub async fn undo(&self, undoing: &Reclaim) -> Result<()> {
+        for declaration in declarations::<S>() {
+            declaration.undo(self, undoing).await?;
+        }
+        Ok(())
+    }
+}
