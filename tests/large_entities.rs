@@ -277,3 +277,50 @@ async fn a_plain_table_keeps_blob_fields_inline_on_memory_and_sqlite() {
     let backend = support::sqlite().await.expect("sqlite");
     a_plain_table_stores_blob_fields_inline(backend.store.clone()).await;
 }
+
+/// A write whose answer was lost (the store applied it, the answer never came) is
+/// recognised as landed by its version stamp, with one point read: the caller is not
+/// told `AlreadyExists` for its own insert, with or without blobs to offload.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_write_whose_answer_was_lost_answers_ok() {
+    let backend = support::memory().await.expect("memory");
+    let faulty = FaultyStore::new(backend.store.clone());
+    let blobs = BlobStore::memory();
+    let table = LargeTable::<Staff, _>::new(faulty.clone(), blobs.clone()).with_inline_cleanup();
+    table.open().await.expect("open");
+    for (id, photo) in [(1, None), (2, Some(vec![7u8; 2000]))] {
+        let value = staff(id, photo, "notes".into());
+        faulty.fail_write(0, Timing::AfterWrite);
+        table.insert(&value).await.expect("recognised as landed");
+        let stored = table
+            .get("Ops", &format!("{id:06}"))
+            .await
+            .expect("get")
+            .map(|s| s.value);
+        assert_eq!(stored, Some(value), "written once, as asked");
+    }
+    // A replace and a delete whose answers were lost: the same.
+    let renamed = Staff {
+        name: "Renamed".into(),
+        ..staff(1, None, "notes".into())
+    };
+    faulty.fail_write(0, Timing::AfterWrite);
+    table
+        .replace(&renamed, IfMatch::Any)
+        .await
+        .expect("recognised as landed");
+    faulty.fail_write(0, Timing::AfterWrite);
+    table
+        .delete("Ops", "000002", IfMatch::Any)
+        .await
+        .expect("recognised as landed");
+    assert!(table.get("Ops", "000002").await.expect("get").is_none());
+    // A write that never reached the store stays an unknown outcome, and wrote nothing.
+    faulty.fail_write(0, Timing::BeforeWrite);
+    let err = table
+        .insert(&staff(3, None, String::new()))
+        .await
+        .expect_err("not landed");
+    assert!(err.is_retryable(), "{err}");
+    assert!(table.get("Ops", "000003").await.expect("get").is_none());
+}

@@ -86,3 +86,24 @@ pub struct Badge {
     #[entity(blob)]
     pub note: Option<Vec<u8>>,
 }
+
+/// A document: a `LargeTable` entity, its body in the blob store and, now and then, a
+/// text over the table service's limit for one property (offloaded as well). Its
+/// primaries carry no index record: the blob declaration is the only one that acts.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Documents",
+    kind = "Document",
+    partition_key = "{team}",
+    row_key = "d_{id:02}",
+    crate = "tablekit_core"
+)]
+pub struct Document {
+    pub team: String,
+    pub id: u32,
+    /// The number of the write that wrote this value.
+    pub rev: i64,
+    #[entity(blob)]
+    pub body: Option<Vec<u8>>,
+    pub text: String,
+}

@@ -21,6 +21,8 @@ use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
+mod documents;
+
 use crate::entities::{Badge, Member};
 use crate::exec::{self, Factory, Observer, Spawner};
 use crate::model::{Answer, Effect, Key, Model};
@@ -423,10 +425,11 @@ async fn setup(world: &World) -> tablekit_patterns::Result<()> {
         .open()
         .await?;
     IndexedTable::<Badge, _>::new(store.clone())
-        .with_engine(engine)
+        .with_engine(engine.clone())
         .with_blobs(world.blobs.clone())
         .open()
         .await?;
+    documents::documents(world, &store, &engine).open().await?;
     for queue in ["index", "archive", "member-changes", "badge-changes"] {
         world
             .queue
@@ -554,10 +557,12 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
         tokio::time::sleep(Duration::from_secs(5)).await;
         rounds += 1;
         let swept = sweeper.sweep().await.map(|r| r.deleted);
+        let orphans = documents::sweep(world, &world.chaos).await;
         let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
         // Read last, with no await after it: no pass or delivery is under way when the
         // drain ends and the processes stop.
         let idle = swept.is_ok_and(|deleted| deleted == 0)
+            && orphans.is_ok_and(|deleted| deleted == 0)
             && world.queue.pending_total() == 0
             && backlog.is_ok_and(|b| b.entries == 0 && b.markers == 0)
             && world.busy.get() == 0;
@@ -749,6 +754,7 @@ async fn writer(world: Rc<World>, store: Store, n: usize) {
     let engine = world.engine(&store).await;
     let members = members(&world, &store, &engine);
     let badges = badges(&world, &store, &engine);
+    let documents = documents::documents(&world, &store, &engine);
     loop {
         let done = {
             let mut started = world.started.borrow_mut();
@@ -760,10 +766,10 @@ async fn writer(world: Rc<World>, store: Store, n: usize) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(random::u64() % 300)).await;
-        if random::u64() % 5 < 3 {
-            write_one(&world, &members, n).await;
-        } else {
-            write_one(&world, &badges, n).await;
+        match random::u64() % 10 {
+            0..=5 => write_one(&world, &members, n).await,
+            6..=8 => write_one(&world, &badges, n).await,
+            _ => documents::write_document(&world, &documents, n).await,
         }
     }
     world.writers_left.set(world.writers_left.get() - 1);
@@ -1185,6 +1191,8 @@ async fn check(world: &World) -> Vec<String> {
         }
     }
 
+    found.extend(documents::check(world, &store).await);
+
     // Every archive left its entity in exactly one table, with its blobs.
     for key in &model.archived {
         let primary = store
@@ -1252,7 +1260,7 @@ async fn check(world: &World) -> Vec<String> {
     match world.blobs.list("").await {
         Ok(blobs) => {
             let mut referenced = Vec::new();
-            for table in ["Members", "Badges", ARCHIVE] {
+            for table in ["Members", "Badges", ARCHIVE, "Documents"] {
                 if let Ok(rows) = store.query_all(table, Query::new()).await {
                     for row in rows {
                         referenced.extend(

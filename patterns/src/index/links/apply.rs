@@ -292,6 +292,13 @@ impl<S: TableStore> IndexApplier<S> {
                     Err(e) => return Err(e.into()),
                 }
             }
+            // The copies carry the value read above: if the dependent changed meanwhile
+            // (another delivery copied another value of its source), a copy written here
+            // may be behind it — read everything again.
+            let after = get_or_none(&self.store, dependent).await?;
+            if after.and_then(|a| a.etag) != current.etag {
+                continue 'again;
+            }
             return Ok(());
         }
     }

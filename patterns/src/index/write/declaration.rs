@@ -196,7 +196,8 @@ pub(crate) struct Writer<S> {
     pub dependents_checked: Arc<std::sync::Mutex<Option<tokio::time::Instant>>>,
     /// Whether the primaries carry an index record (their version and targets): then a
     /// write records an intent before acting outside its transaction and a delete leaves
-    /// a tombstone. A `LargeTable`'s primaries carry none.
+    /// a tombstone. A `LargeTable`'s primaries carry none, only the version stamp by
+    /// which a write whose answer was lost is recognised as landed.
     pub indexed: bool,
 }
 

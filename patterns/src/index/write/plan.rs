@@ -6,10 +6,13 @@
 use std::collections::{BTreeSet, HashSet};
 
 use tablekit_core::typed::is_expired;
-use tablekit_core::{Entity, ErrorKind, IfMatch, WriteOp};
+use tablekit_core::{Entity, ErrorKind, IfMatch, Value, WriteOp};
 
 use super::super::operation::{IndexOperation, IndexOperations};
-use super::super::record::{EntityRef, IndexRecord, Target, is_tombstone, next_version, tombstone};
+use super::super::record::{
+    EntityRef, IndexRecord, Target, VERSION_PROPERTY, is_tombstone, next_version, tombstone,
+    version_of,
+};
 use super::declaration::{Attempt, Kind, Role, Writer, undone, what};
 use super::list::declarations;
 use crate::consistency::{Intent, Plan, Planner, lost_race};
@@ -113,7 +116,11 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             None => None,
         };
         let old_record_found = old_record.is_some();
-        let previous = old_record.as_ref().map(|r| r.version);
+        // A primary without a record (a `LargeTable`'s) carries the version stamp alone.
+        let previous = old_record
+            .as_ref()
+            .map(|r| r.version)
+            .or_else(|| old.as_ref().and_then(version_of));
         let version = if self.new_entity.is_some() {
             next_version(previous)
         } else {
@@ -156,6 +163,12 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                         targets: self.new_targets.clone(),
                     }
                     .write(&mut entity)?;
+                } else {
+                    // No record, but the version stamp: a write whose answer was lost is
+                    // recognised by it (the engine reads it back), as an indexed one is.
+                    entity
+                        .properties
+                        .insert(VERSION_PROPERTY.to_owned(), Value::Int64(version));
                 }
                 Some(entity)
             }
