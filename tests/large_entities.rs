@@ -309,6 +309,12 @@ async fn a_large_write_whose_answer_was_lost_answers_ok() {
         .replace(&renamed, IfMatch::Any)
         .await
         .expect("recognised as landed");
+    // (A new photo: the old blob's deletion is follow-up work, so the partition's
+    // pending marker is written now and leased; the delete's first write is its commit.)
+    table
+        .upsert(&staff(2, Some(vec![8u8; 2000]), "notes".into()))
+        .await
+        .expect("upsert");
     faulty.fail_write(0, Timing::AfterWrite);
     table
         .delete("Ops", "000002", IfMatch::Any)

@@ -11,7 +11,7 @@ use tablekit_patterns::consistency::{Engine, Envelope, outbox};
 use tablekit_patterns::index::links::link_ref;
 use tablekit_patterns::index::operation::{Applied, IndexApplier, IndexOperations};
 use tablekit_patterns::index::reclaim::Reclaim;
-use tablekit_patterns::index::record::{EntityRef, copy_of};
+use tablekit_patterns::index::record::{EntityRef, IndexRecord, Target, copy_of};
 use tablekit_patterns::index::unique;
 
 async fn store_with(tables: &[&str]) -> MemoryStore {
@@ -406,5 +406,117 @@ async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
             .expect("read")
             .is_none(),
         "the stalled write reserved after its undoing ran"
+    );
+}
+
+/// Two deliveries of a member's work bringing a badge's denormalised field and its
+/// copies up to date: the first merged the member's email and read the badge to refresh
+/// the copy; the second, after the member's delete, took the field off the badge and
+/// found the copy as it was; the first then wrote the copy with the email, leaving it
+/// ahead of its badge. A refresh reads its dependent again after its copy writes, and
+/// starts over when the dependent changed.
+#[tokio::test]
+async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
+    let held = Held::new(Hold::Replace("z_t1_02"));
+    let store = held.inner.clone();
+    for table in ["Badges", "BadgesByCode", "Members"] {
+        store
+            .create_table_if_not_exists(table)
+            .await
+            .expect("table");
+    }
+    let badge = EntityRef::new("Badges", "t1", "b_02");
+    let member = EntityRef::new("Members", "t1", "m_04");
+    let at = EntityRef::new("BadgesByCode", "codes", "z_t1_02");
+    let mut source = Entity::new("t1", "m_04");
+    source
+        .properties
+        .insert("email".into(), Value::String("e5".into()));
+    store.insert("Members", source).await.expect("member");
+    let mut primary = Entity::new("t1", "b_02");
+    primary
+        .properties
+        .insert("EntityKind".into(), Value::String("Badge".into()));
+    primary
+        .properties
+        .insert("code".into(), Value::String("z".into()));
+    let version = 7;
+    IndexRecord {
+        version,
+        targets: [
+            Target::Copy {
+                index: "by_code".into(),
+                at: at.clone(),
+                properties: None,
+            },
+            Target::Denormalized {
+                property: "holder_email".into(),
+                source: member.clone(),
+                source_property: "email".into(),
+            },
+        ]
+        .into_iter()
+        .collect(),
+    }
+    .write(&mut primary)
+    .expect("record");
+    let copy = copy_of(
+        &primary,
+        &badge,
+        version,
+        "by_code",
+        &at,
+        None,
+        "EntityKind",
+    )
+    .expect("copy");
+    store.insert("Badges", primary).await.expect("badge");
+    store.insert("BadgesByCode", copy).await.expect("copy");
+
+    // The first delivery: merges the email, then is held at its copy write.
+    held.arm();
+    let first = tokio::spawn({
+        let applier = IndexApplier::new(held.clone());
+        let (badge, member) = (badge.clone(), member.clone());
+        async move {
+            applier
+                .sync_denormalized(&badge, "holder_email", &member, "email")
+                .await
+        }
+    });
+    held.reached().await;
+    // The member loses its email (deleted: its tombstone holds no properties), and the
+    // second delivery runs whole.
+    store
+        .replace(
+            "Members",
+            Entity::new("t1", "m_04"),
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .expect("member");
+    IndexApplier::new(store.clone())
+        .sync_denormalized(&badge, "holder_email", &member, "email")
+        .await
+        .expect("second delivery");
+    held.release();
+    first.await.expect("join").expect("first delivery");
+    let read = |table: &'static str, rk: &'static str, pk: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get(table, pk, rk, None)
+                .await
+                .expect("get")
+                .expect("present")
+                .properties
+                .get("holder_email")
+                .cloned()
+        }
+    };
+    assert_eq!(
+        read("BadgesByCode", "z_t1_02", "codes").await,
+        read("Badges", "b_02", "t1").await,
+        "the copy carries its badge's value"
     );
 }

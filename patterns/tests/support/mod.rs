@@ -16,6 +16,8 @@ pub(crate) enum Hold {
     Read(&'static str),
     /// A transaction inserting this RowKey.
     Insert(&'static str),
+    /// A single replace of this RowKey.
+    Replace(&'static str),
 }
 
 /// A memory store holding the first call that matches its [`Hold`] once armed.
@@ -89,6 +91,10 @@ impl TableStore for Held {
         self.inner.query(table, query).await
     }
     async fn execute(&self, table: &str, op: WriteOp) -> tablekit_core::Result<Option<ETag>> {
+        self.maybe_hold(
+            matches!((&self.hold, &op), (Hold::Replace(rk), WriteOp::Replace(e, _)) if e.row_key == *rk),
+        )
+        .await;
         self.inner.execute(table, op).await
     }
     async fn submit_batch(
