@@ -1,7 +1,7 @@
-//! The simulated application's two entity types: between them they declare every
-//! feature — a same-partition index, indexes in other tables, id lists in all three
+//! The simulated application's entity types: two indexed ones that between them declare
+//! every feature — a same-partition index, indexes in other tables, id lists in all three
 //! storages, a unique value, a denormalised field, a time to live and an `expires` field,
-//! change events and blob fields.
+//! change events and blob fields — and a large one, written through `LargeTable`.
 
 use chrono::{DateTime, Utc};
 use tablekit_derive::Entity;
