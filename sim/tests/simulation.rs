@@ -128,6 +128,15 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "the archive leaves no blob of a superseded version",
         &[1898, 6623],
     ),
+    // (Found with the large type in the world.) A `LargeTable` insert whose answer was
+    // lost, retried by its caller, answered `AlreadyExists` for its own write.
+    ("a large write whose answer was lost is not refused", &[8, 9, 13]),
+    // A redelivery of a source's work took the denormalised field off its dependent
+    // while an earlier delivery, paused, then wrote the dependent's copy with the value.
+    ("a dependent's copies follow its last value", &[3198]),
+    // Without the tombstone: an insert planned while its key was free committed after a
+    // delete of that key and was outranked by it.
+    ("a delete does not outrank a later insert", &[594]),
 ];
 
 #[test]
