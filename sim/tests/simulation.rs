@@ -130,7 +130,10 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     ),
     // (Found with the large type in the world.) A `LargeTable` insert whose answer was
     // lost, retried by its caller, answered `AlreadyExists` for its own write.
-    ("a large write whose answer was lost is not refused", &[8, 9, 13]),
+    (
+        "a large write whose answer was lost is not refused",
+        &[8, 9, 13],
+    ),
     // A redelivery of a source's work took the denormalised field off its dependent
     // while an earlier delivery, paused, then wrote the dependent's copy with the value.
     ("a dependent's copies follow its last value", &[3198]),
