@@ -246,6 +246,7 @@ impl<S: TableStore> IndexApplier<S> {
                 return Ok(());
             };
             let value = current.properties.get(property);
+            let mut wrote = false;
             for target in &record.targets {
                 let Target::Copy { at, properties, .. } = target else {
                     continue;
@@ -279,7 +280,7 @@ impl<S: TableStore> IndexApplier<S> {
                     .execute(&at.table, WriteOp::Replace(whole, if_match))
                     .await
                 {
-                    Ok(_) => {}
+                    Ok(_) => wrote = true,
                     // The copy changed or went meanwhile: read everything again.
                     Err(e)
                         if matches!(
@@ -292,9 +293,13 @@ impl<S: TableStore> IndexApplier<S> {
                     Err(e) => return Err(e.into()),
                 }
             }
-            // The copies carry the value read above: if the dependent changed meanwhile
-            // (another delivery copied another value of its source), a copy written here
-            // may be behind it — read everything again.
+            // A copy written here carries the value read above: if the dependent changed
+            // meanwhile (another delivery copied another value of its source), that copy
+            // may be behind it — read everything again. A pass that wrote nothing left
+            // the copies to whoever changed the dependent.
+            if !wrote {
+                return Ok(());
+            }
             let after = get_or_none(&self.store, dependent).await?;
             if after.and_then(|a| a.etag) != current.etag {
                 continue 'again;

@@ -58,17 +58,38 @@ pub(super) async fn check<S: TableStore + Clone>(
     if found.contains(source) {
         return Ok(());
     }
+    settle(auditor, source, version, list, Drift::Missing, report).await
+}
+
+/// Records the drift of `source`'s membership in `list` and, when the audit repairs,
+/// brings it in line at `version` (added when missing, removed when orphaned); the
+/// cached list is read again afterwards.
+async fn settle<S: TableStore + Clone>(
+    auditor: &mut Auditor<'_, S>,
+    source: &EntityRef,
+    version: i64,
+    list: List<'_>,
+    drift: Drift,
+    report: &mut AuditReport,
+) -> Result<()> {
+    let List {
+        storage,
+        table,
+        index,
+        value,
+    } = list;
+    let add = matches!(drift, Drift::Missing);
     let repaired = auditor.options.repair
         && auditor
             .applier
-            .change_member(source, version, index, storage, table, value, true, true)
+            .change_member(source, version, index, storage, table, value, add, true)
             .await?
             == Applied::Changed;
     forget(auditor, storage, table, &source.partition_key, index, value);
     auditor.record(
         report,
         Finding {
-            drift: Drift::Missing,
+            drift,
             index: index.to_owned(),
             source: Some(source.clone()),
             target: format!("id list `{value}` ({storage:?}) in {table}"),
@@ -220,24 +241,13 @@ pub(crate) async fn claimed_member<S: TableStore + Clone>(
     }
     // The orphan's own version: the removal replaces exactly that entry.
     let version = member_version(auditor, source, index, storage, table, value).await?;
-    let repaired = auditor.options.repair
-        && auditor
-            .applier
-            .change_member(source, version, index, storage, table, value, false, true)
-            .await?
-            == Applied::Changed;
-    forget(auditor, storage, table, &source.partition_key, index, value);
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index: index.to_owned(),
-            source: Some(source.clone()),
-            target: format!("id list `{value}` ({storage:?}) in {table}"),
-            repaired,
-        },
-    );
-    Ok(())
+    let list = List {
+        storage,
+        table,
+        index,
+        value,
+    };
+    settle(auditor, source, version, list, Drift::Orphaned, report).await
 }
 
 pub(super) async fn claimed<S: TableStore + Clone>(

@@ -458,14 +458,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             Intent::Upsert(v) => (Kind::Upsert, v, None),
             Intent::Replace(v, if_match) => (Kind::Replace, v, etag_of(if_match)),
             Intent::Delete(pk, rk, if_match) => {
-                return Ok(Request {
-                    kind: Kind::Delete,
-                    source: self.source(&pk, &rk),
-                    entity: None,
-                    targets: BTreeSet::new(),
-                    user_etag: etag_of(if_match),
-                    blob_nonce: None,
-                });
+                return Ok(Request::delete(self.source(&pk, &rk), if_match));
             }
         };
         let source = self.source(&v.partition_key()?, &v.row_key()?);

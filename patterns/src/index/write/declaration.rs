@@ -14,7 +14,7 @@ use std::time::Duration;
 
 use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
-use tablekit_core::{ETag, Entity, TableStore};
+use tablekit_core::{ETag, Entity, IfMatch, TableStore};
 
 use super::super::audit::{AuditReport, Auditor};
 use super::super::operation::{Applied, IndexApplier, IndexOperation};
@@ -229,6 +229,23 @@ pub(crate) struct Request {
     pub user_etag: Option<ETag>,
     /// The part of the names of the blobs the write uploads, when it offloads any.
     pub blob_nonce: Option<String>,
+}
+
+impl Request {
+    /// The delete of the primary at `source` if `if_match` holds.
+    pub(crate) fn delete(source: EntityRef, if_match: IfMatch) -> Self {
+        Request {
+            kind: Kind::Delete,
+            source,
+            entity: None,
+            targets: BTreeSet::new(),
+            user_etag: match if_match {
+                IfMatch::ETag(etag) => Some(etag),
+                IfMatch::Any => None,
+            },
+            blob_nonce: None,
+        }
+    }
 }
 
 /// A request after its intent: what its steps outside the transaction may do.

@@ -2,7 +2,7 @@
 //! before any I/O when its transaction cannot fit, its intent recorded, its steps outside
 //! the transaction taken; and one write run through the engine.
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -13,7 +13,7 @@ use tablekit_core::{Entity, IfMatch};
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
 use super::super::registry::SchemaRecord;
-use super::declaration::{Kind, Prepared, Request, Writer};
+use super::declaration::{Prepared, Request, Writer};
 use super::list::declarations;
 use super::outcome::WriteOutcome;
 use super::plan::IndexWrite;
@@ -68,18 +68,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
         source: EntityRef,
         if_match: IfMatch,
     ) -> Result<WriteOutcome> {
-        self.write(Request {
-            kind: Kind::Delete,
-            source,
-            entity: None,
-            targets: BTreeSet::new(),
-            user_etag: match if_match {
-                IfMatch::ETag(etag) => Some(etag),
-                IfMatch::Any => None,
-            },
-            blob_nonce: None,
-        })
-        .await
+        self.run(Request::delete(source, if_match), None).await
     }
 
     /// Deletes the primary at `source`, which the caller has just read as `stored`: the
@@ -93,18 +82,8 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
         if_match: IfMatch,
         stored: Entity,
     ) -> Result<WriteOutcome> {
-        let request = Request {
-            kind: Kind::Delete,
-            source,
-            entity: None,
-            targets: BTreeSet::new(),
-            user_etag: match if_match {
-                IfMatch::ETag(etag) => Some(etag),
-                IfMatch::Any => None,
-            },
-            blob_nonce: None,
-        };
-        self.run(request, Some(stored)).await
+        self.run(Request::delete(source, if_match), Some(stored))
+            .await
     }
 
     /// Runs one write: prepares it, commits it through the engine, and undoes its steps
