@@ -137,6 +137,8 @@ enum WorkerMode {
 /// The worker processes and how to start them again.
 struct Workers {
     exe: PathBuf,
+    /// The `tablekit-worker` binary beside this example, when it serves this run.
+    binary: Option<PathBuf>,
     store: String,
     broker: String,
     blobs: String,
@@ -161,13 +163,7 @@ impl Workers {
     fn spawn(&self, queue: &str) -> std::io::Result<Child> {
         // The `tablekit-worker` binary when it was built beside this example (`cargo
         // build`), else this binary in worker mode: the same code.
-        let binary = self
-            .exe
-            .parent()
-            .and_then(|examples| examples.parent())
-            .map(|profile| profile.join("tablekit-worker"))
-            .filter(|path| path.exists());
-        let mut command = match &binary {
+        let mut command = match &self.binary {
             Some(path) => Command::new(path),
             None => {
                 let mut command = Command::new(&self.exe);
@@ -267,11 +263,18 @@ impl Workers {
         })
     }
 
-    /// Starts again any worker that exited by itself (it reports why on stderr).
+    /// Starts again any worker that exited by itself (it reports why on stderr); a worker
+    /// that refused its settings (exit code 2) would refuse them again: that ends the run.
     fn revive(&mut self) -> std::io::Result<()> {
         let mut exited = Vec::new();
         for (i, worker) in self.children.iter_mut().enumerate() {
             if let Some(status) = worker.child.try_wait()? {
+                if status.code() == Some(i32::from(tablekit::workers::cli::EXIT_USAGE)) {
+                    return Err(std::io::Error::other(format!(
+                        "a worker of `{}` refused its settings ({status}); its reason is in the workers' log",
+                        worker.queue
+                    )));
+                }
                 eprintln!(
                     "a worker of `{}` exited ({status}); starting it again",
                     worker.queue
@@ -338,6 +341,51 @@ async fn count(
     }
 }
 
+/// The `tablekit-worker` binary built beside this example (`cargo build`), if it serves
+/// every connection string of the run: its `--version` lists the backends it was built
+/// with. Otherwise the workers are this binary in worker mode (the same code, built with
+/// this example's features), and the reason is said.
+fn worker_binary(exe: &std::path::Path, connections: &[&str]) -> Option<PathBuf> {
+    let path = exe
+        .parent()
+        .and_then(|examples| examples.parent())
+        .map(|profile| profile.join("tablekit-worker"))
+        .filter(|path| path.exists())?;
+    let version = Command::new(&path).arg("--version").output().ok()?;
+    let text = String::from_utf8_lossy(&version.stdout);
+    let features: Vec<&str> = text
+        .lines()
+        .find_map(|line| line.strip_prefix("features:"))
+        .map(|list| list.split_whitespace().collect())
+        .unwrap_or_default();
+    let needs = |connection: &str| {
+        [
+            ("azure:", "azure"),
+            ("amqp://", "rabbitmq"),
+            ("amqps://", "amqps"),
+            ("sqlite:", "sqlite"),
+        ]
+        .into_iter()
+        .find(|(scheme, _)| connection.starts_with(scheme))
+        .map(|(_, feature)| feature)
+    };
+    let missing: Vec<&str> = connections
+        .iter()
+        .filter_map(|c| needs(c))
+        .filter(|feature| !features.contains(feature))
+        .collect();
+    if missing.is_empty() {
+        Some(path)
+    } else {
+        println!(
+            "{} was built without the `{}` feature this run needs; the workers are this example in worker mode",
+            path.display(),
+            missing.join("`, `")
+        );
+        None
+    }
+}
+
 async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     std::fs::create_dir_all(&args.data)?;
     let data = std::fs::canonicalize(&args.data)?;
@@ -365,6 +413,22 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         },
     };
     let run_id = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    // On Azure every run has its own tables (a `TablePrefix`), as it has its own queues:
+    // a second run on one account does not count the first run's employees.
+    let (store_url, run_tables) = match store_url.strip_prefix("azure:") {
+        Some(account)
+            if !account
+                .split(';')
+                .any(|part| part.trim().to_ascii_lowercase().starts_with("tableprefix=")) =>
+        {
+            let prefix = format!("ae{run_id}");
+            (
+                format!("{};TablePrefix={prefix}", store_url.trim_end_matches(';')),
+                Some(prefix),
+            )
+        }
+        _ => (store_url, None),
+    };
     let (archive_queue, index_queue) = (format!("archive-{run_id}"), format!("index-{run_id}"));
     let store = AnyStore::connect(&store_url).await?;
     #[cfg(feature = "azure")]
@@ -392,8 +456,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     println!("store {store_url}\nbroker {broker}\nblobs {blobs_url}");
 
     // The workers: separate processes sharing the store and the queue.
+    let exe = std::env::current_exe()?;
+    let binary = worker_binary(&exe, &[&store_url, &broker, &blobs_url]);
     let mut workers = Workers {
-        exe: std::env::current_exe()?,
+        exe,
+        binary,
         store: store_url.clone(),
         broker: broker.clone(),
         blobs: blobs_url.clone(),
@@ -488,6 +555,17 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let ok =
         current == total - leavers && archived == leavers && photos == leavers && audit.is_clean();
     println!("report: {}", if ok { "OK" } else { "FAILED" });
+    if let Some(prefix) = &run_tables {
+        if ok {
+            // The run's own tables go with it, as its queues do.
+            for table in store.list_tables("").await? {
+                store.delete_table(&table).await?;
+            }
+            println!("this run's tables (prefix {prefix}) are deleted");
+        } else {
+            println!("this run's tables are kept for a look: `TablePrefix={prefix}`");
+        }
+    }
     if !ok {
         std::process::exit(1);
     }

@@ -46,16 +46,19 @@ impl AnyStore {
             )?)),
             #[cfg(feature = "sqlite")]
             "sqlite" if !rest.is_empty() => Ok(AnyStore::Sqlite(SqliteStore::open(rest).await?)),
-            _ => Err(Error::InvalidConnection {
+            #[cfg(not(feature = "azure"))]
+            "azure" => Err(Error::InvalidConnection {
+                // A connection string holds a key: only its scheme is shown.
+                connection: "azure:…".to_owned(),
+                reason: "this build has no Azure Table Storage support: build it with the `azure` feature (`cargo build --features azure`)".to_owned(),
+            }),
+            "sqlite" if cfg!(not(feature = "sqlite")) => Err(Error::InvalidConnection {
                 connection: connection.to_owned(),
-                reason: format!(
-                    "expected `sqlite:PATH`, `memory:` or `azure:CONNECTION-STRING`{}",
-                    if cfg!(feature = "sqlite") {
-                        ""
-                    } else {
-                        " (the `sqlite` feature is off)"
-                    }
-                ),
+                reason: "this build has no SQLite support: build it with the `sqlite` feature".to_owned(),
+            }),
+            _ => Err(Error::InvalidConnection {
+                connection: connection.chars().take(80).collect(),
+                reason: "expected `sqlite:PATH`, `memory:` or `azure:CONNECTION-STRING`".to_owned(),
             }),
         }
     }

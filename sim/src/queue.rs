@@ -236,6 +236,14 @@ impl Queue for SimQueue {
         Ok(poisoned.len())
     }
 
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let mut state = self.state();
+        let lane = state.lanes.entry(queue.to_owned()).or_default();
+        let before = lane.poison.len();
+        lane.poison.retain(|p| id.is_some_and(|id| p.id != id));
+        Ok(before - lane.poison.len())
+    }
+
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         let state = self.state();
         let now = Instant::now();
@@ -375,6 +383,7 @@ impl Delivery for SimDelivery {
                         body: m.body,
                         reason: reason.to_owned(),
                         delivery_count: count,
+                        poisoned_at: Some(tablekit_core::clock::now()),
                     });
                 }
             })

@@ -19,16 +19,59 @@ use crate::queue::{AnyQueue, Queue};
 use crate::runtime::{Worker, WorkerConfig, install_prometheus, shutdown_signal};
 
 mod process;
-pub use process::{main, main_from, main_with};
+pub use process::{DEFAULT_LOG_FILTER, init_logging, main, main_from, main_with};
 
 /// Runs tablekit's queue workers: the idempotent operations that keep copies eventually
 /// consistent across partitions, tables and blob storage.
 #[derive(Debug, Parser)]
-#[command(name = "tablekit-worker", version, about)]
+#[command(name = "tablekit-worker", version, long_version = long_version(), about)]
 pub struct Cli {
     /// What to do.
     #[command(subcommand)]
     pub command: Command,
+    /// How log lines are written on stderr: `text` (coloured only on a terminal, never
+    /// when `NO_COLOR` is set) or `json` (one object per line, for log shippers; a
+    /// delivery's lines carry its queue and operation id). Levels come from `RUST_LOG`
+    /// (default `info`).
+    #[arg(long, global = true, env = "TABLEKIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The backends this build serves, by feature name (`sqlite`, `rabbitmq`, `amqps`,
+/// `azure`): `tablekit-worker --version` lists them, so a script can tell whether a
+/// binary can serve a connection string before starting it.
+pub fn features() -> &'static [&'static str] {
+    &[
+        #[cfg(feature = "sqlite")]
+        "sqlite",
+        #[cfg(feature = "rabbitmq")]
+        "rabbitmq",
+        #[cfg(feature = "amqps")]
+        "amqps",
+        #[cfg(feature = "azure")]
+        "azure",
+    ]
+}
+
+fn long_version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        format!(
+            "{}\nfeatures: {}",
+            env!("CARGO_PKG_VERSION"),
+            features().join(" ")
+        )
+    })
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
 }
 
 /// The commands.
@@ -74,7 +117,8 @@ pub enum Command {
 /// Options of `import`.
 #[derive(Debug, Args)]
 pub struct ImportArgs {
-    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// The table to write (created when missing).
@@ -103,10 +147,12 @@ pub enum PeriodArg {
 /// Options of `export-period`.
 #[derive(Debug, Args)]
 pub struct ExportPeriodArgs {
-    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
-    /// The blob store: `file:DIR` or `azure:…;Container=NAME`.
+    /// The blob store: `file:DIR` (a folder) or `azure:CONNECTION-STRING;Container=NAME`
+    /// (Azure Blob Storage, feature `azure`).
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: String,
     /// The base name of the period tables.
@@ -126,7 +172,8 @@ pub struct ExportPeriodArgs {
 /// Options of `adopt-outbox`.
 #[derive(Debug, Args)]
 pub struct AdoptArgs {
-    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// The table whose outbox entries to adopt.
@@ -137,7 +184,8 @@ pub struct AdoptArgs {
 /// Options of `audit`.
 #[derive(Debug, Args)]
 pub struct AuditArgs {
-    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// The table of the primaries.
@@ -149,7 +197,8 @@ pub struct AuditArgs {
     /// Save a checkpoint under this name and resume from it after an interruption.
     #[arg(long, env = "TABLEKIT_JOB")]
     pub job: Option<String>,
-    /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
+    /// The blob store of blob-stored index entities: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: Option<String>,
     /// Print at most this many findings.
@@ -163,7 +212,8 @@ pub struct AuditArgs {
 /// Options of `backfill`.
 #[derive(Debug, Args)]
 pub struct BackfillArgs {
-    /// The table store: `sqlite:PATH`, `azure:…` or `memory:`.
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// The table of the primaries.
@@ -199,10 +249,13 @@ pub struct QueueArgs {
 /// Options of `status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
-    /// The broker (as for `run`).
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file) or `azure:CONNECTION-STRING` (Azure Queue Storage, feature
+    /// `azure`).
     #[arg(long, env = "TABLEKIT_BROKER")]
     pub broker: String,
-    /// The table store (as for `run`).
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// A queue to show (repeatable); by default `index`, `archive` and the change queues
@@ -236,8 +289,15 @@ pub struct QueueStatus {
     pub leased: Option<u64>,
     /// Messages in its poison queue.
     pub poisoned: Option<u64>,
-    /// Why the counts could not be read (a queue never declared, say).
+    /// Whether the queue exists (`false`: no worker has declared it yet).
+    #[serde(default = "declared")]
+    pub declared: bool,
+    /// Why the counts could not be read.
     pub error: Option<String>,
+}
+
+fn declared() -> bool {
+    true
 }
 
 /// A table's last audit.
@@ -293,6 +353,15 @@ pub async fn status<S: TableStore, Q: Queue>(
                 waiting: Some(stats.waiting),
                 leased: Some(stats.leased),
                 poisoned: Some(stats.poisoned),
+                declared: true,
+                error: None,
+            },
+            Err(Error::NotDeclared { .. }) => QueueStatus {
+                queue,
+                waiting: None,
+                leased: None,
+                poisoned: None,
+                declared: false,
                 error: None,
             },
             Err(e) => QueueStatus {
@@ -300,6 +369,7 @@ pub async fn status<S: TableStore, Q: Queue>(
                 waiting: None,
                 leased: None,
                 poisoned: None,
+                declared: true,
                 error: Some(e.to_string()),
             },
         });
@@ -333,6 +403,14 @@ pub fn status_text(status: &Status) -> String {
     let mut text = String::from("queues\n");
     let count = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
     for q in &status.queues {
+        if !q.declared {
+            let _ = writeln!(
+                text,
+                "  {:<28} not declared yet (a worker declares it when it starts)",
+                q.queue
+            );
+            continue;
+        }
         let _ = write!(
             text,
             "  {:<28} waiting {:>8}  leased {:>6}  poison {:>6}",
@@ -392,7 +470,8 @@ pub struct RunArgs {
     /// The queue and broker.
     #[command(flatten)]
     pub queue: QueueArgs,
-    /// The table store the operations write: `sqlite:PATH` or `memory:`.
+    /// The table store the operations write: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
     /// How many messages are handled at once.
@@ -418,7 +497,8 @@ pub struct RunArgs {
     #[arg(long, env = "TABLEKIT_STATS_INTERVAL", default_value_t = 15,
           value_parser = clap::value_parser!(u64).range(1..=300))]
     pub stats_interval: u64,
-    /// The blob store of blob-stored index entities: `file:DIR`, `azure:…;Container=…`.
+    /// The blob store of blob-stored index entities: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: Option<String>,
     /// Run the outbox relay, publishing to this queue what writers left in their outboxes

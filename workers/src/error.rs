@@ -26,6 +26,13 @@ pub enum Error {
         /// What was expected.
         reason: String,
     },
+    /// The queue does not exist yet: a worker declares it when it starts (or `enqueue`
+    /// when it sends the first message).
+    #[error("queue `{queue}` is not declared yet (a worker declares it when it starts)")]
+    NotDeclared {
+        /// The queue.
+        queue: String,
+    },
     /// The broker could not be reached, or dropped the connection; the same call may
     /// succeed later.
     #[error("queue unavailable: {message}")]

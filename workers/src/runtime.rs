@@ -284,8 +284,26 @@ pub async fn handle_delivery<D: Delivery>(
     counters.report()
 }
 
-/// Handles one delivery and settles it.
+/// Handles one delivery and settles it, in a `delivery` span naming the queue and the
+/// message's id (the operation's id): every log line of the delivery carries both.
 async fn handle<D: Delivery>(
+    delivery: D,
+    registry: &Registry,
+    counters: &Counters,
+    config: &WorkerConfig,
+) {
+    use tracing::Instrument;
+    let span = tracing::info_span!(
+        "delivery",
+        queue = %config.queue,
+        operation_id = %delivery.received().id
+    );
+    handle_in_span(delivery, registry, counters, config)
+        .instrument(span)
+        .await;
+}
+
+async fn handle_in_span<D: Delivery>(
     delivery: D,
     registry: &Registry,
     counters: &Counters,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use super::{Cli, Connections, EXIT_FAILURE, exit_code, run_with};
+use super::{Cli, Connections, EXIT_FAILURE, LogFormat, exit_code, run_with};
 use crate::operation::Registry;
 
 /// The `main` of the `tablekit-worker` binary: the built-in operations only.
@@ -93,14 +93,7 @@ where
     F: FnOnce(Registry, &Connections) -> Registry,
 {
     let cli = Cli::parse_from(args);
-    // `try_init`: an application that installed its own subscriber keeps it.
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
-        )
-        .with_writer(std::io::stderr)
-        .try_init();
+    init_logging(cli.log_format);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
         Err(e) => {
@@ -121,4 +114,33 @@ where
             ExitCode::from(exit_code(&error))
         }
     }
+}
+
+/// The filter of log lines when `RUST_LOG` is not set: tablekit's `info` lines; the AMQP
+/// client's own lines only from `warn` up to `error`, and never those it writes for a
+/// channel the broker closes on purpose (a queue asked about before it is declared is
+/// an answer, which tablekit reports itself, not an error).
+pub const DEFAULT_LOG_FILTER: &str = "info,lapin=off";
+
+/// Installs the process's log subscriber on stderr (unless the application installed its
+/// own): `format`'s lines, `RUST_LOG`'s levels (default [`DEFAULT_LOG_FILTER`]); ANSI
+/// colour only when stderr is a terminal and `NO_COLOR` is unset.
+pub fn init_logging(format: LogFormat) {
+    use std::io::IsTerminal;
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(DEFAULT_LOG_FILTER));
+    let colour = std::io::stderr().is_terminal()
+        && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    // `try_init`: an application that installed its own subscriber keeps it.
+    let _ = match format {
+        LogFormat::Text => builder.with_ansi(colour).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .with_current_span(true)
+            .with_span_list(false)
+            .try_init(),
+    };
 }

@@ -48,10 +48,30 @@ impl AnyQueue {
                 connection,
             )?));
         }
+        // An Azure connection string holds a key: only its scheme is shown.
+        let shown: String = broker
+            .split([';', '?'])
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(80)
+            .collect();
+        let missing = [
+            ("amqp://", "rabbitmq", "RabbitMQ"),
+            ("amqps://", "amqps", "RabbitMQ over TLS"),
+            ("sqlite:", "sqlite", "the SQLite queue"),
+            ("azure:", "azure", "Azure Queue Storage"),
+        ]
+        .into_iter()
+        .find(|(scheme, _, _)| broker.starts_with(scheme));
         Err(Error::InvalidBroker {
-            // An Azure connection string holds a key: only its scheme is shown.
-            broker: broker.split([';', '?']).next().unwrap_or_default().chars().take(80).collect(),
-            reason: "expected `amqp://user:password@host:port/vhost`, `sqlite:PATH` or `azure:CONNECTION-STRING` (with the backend's feature compiled in)".to_owned(),
+            broker: shown,
+            reason: match missing {
+                Some((_, feature, what)) => format!(
+                    "this build has no support for {what}: build it with the `{feature}` feature (`cargo build --features {feature}`)"
+                ),
+                None => "expected `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the SQLite queue) or `azure:CONNECTION-STRING` (Azure Queue Storage)".to_owned(),
+            },
         })
     }
 }
@@ -131,6 +151,10 @@ impl Queue for AnyQueue {
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         dispatch!(self, q => q.poison_replay(queue, id).await)
+    }
+
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        dispatch!(self, q => q.poison_discard(queue, id).await)
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {

@@ -133,6 +133,9 @@ pub struct PoisonMessage {
     pub reason: String,
     /// How many times it was delivered.
     pub delivery_count: u32,
+    /// When it was poisoned, if the queue knows (messages poisoned by an older tablekit,
+    /// or dead-lettered by the broker itself, may not say).
+    pub poisoned_at: Option<DateTime<Utc>>,
 }
 
 /// How many messages a queue holds.
@@ -197,6 +200,17 @@ pub trait Queue: Send + Sync + 'static {
     /// # Errors
     /// [`Error::Unavailable`], [`Error::Storage`].
     fn poison_replay(
+        &self,
+        queue: &str,
+        id: Option<&str>,
+    ) -> impl Future<Output = Result<usize>> + Send;
+
+    /// Deletes poison messages (all, or those with `id`) for good; returns how many went.
+    /// Discarding a message already gone deletes nothing: a repeated discard is harmless.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_discard(
         &self,
         queue: &str,
         id: Option<&str>,

@@ -46,6 +46,8 @@ pub const CONNECT_PATIENCE: Duration = Duration::from_secs(30);
 
 const ATTEMPTS_HEADER: &str = "x-tablekit-attempts";
 const REASON_HEADER: &str = "x-tablekit-reason";
+/// When tablekit poisoned a message (Unix milliseconds).
+const POISONED_AT_HEADER: &str = "x-tablekit-poisoned-at";
 
 /// The RabbitMQ queue backend. Cheap to clone; clones share one connection.
 #[derive(Clone)]
@@ -153,6 +155,10 @@ fn properties(
     );
     if let Some(reason) = reason {
         headers.insert(REASON_HEADER.into(), string_arg(reason));
+        headers.insert(
+            POISONED_AT_HEADER.into(),
+            AMQPValue::LongLongInt(chrono::Utc::now().timestamp_millis()),
+        );
     }
     BasicProperties::default()
         .with_delivery_mode(2)
@@ -444,6 +450,8 @@ fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
         .or_else(|| death_reason(headers))
         .unwrap_or_else(|| "dead-lettered by the broker".to_owned());
     let attempts = header_int(headers, ATTEMPTS_HEADER).unwrap_or(0);
+    let poisoned_at =
+        header_int(headers, POISONED_AT_HEADER).and_then(chrono::DateTime::from_timestamp_millis);
     PoisonMessage {
         id: properties
             .message_id()
@@ -453,6 +461,7 @@ fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
         body: message.delivery.data.clone(),
         reason,
         delivery_count: u32::try_from(attempts).unwrap_or(u32::MAX),
+        poisoned_at,
     }
 }
 
@@ -572,8 +581,44 @@ impl Queue for RabbitQueue {
         replayed
     }
 
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let channel = self.channel().await?;
+        let discarded = async {
+            let messages = self
+                .get_all(&channel, &poison_queue(queue), usize::MAX)
+                .await?;
+            let mut gone = 0;
+            for message in &messages {
+                if id.is_some_and(|id| id != poison_message(message).id) {
+                    continue;
+                }
+                message
+                    .delivery
+                    .acker
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map_err(unavailable)?;
+                gone += 1;
+            }
+            Ok(gone)
+        }
+        .await;
+        // The messages kept go back when the channel closes.
+        let _ = channel.close(200, ShortString::from("discarded")).await;
+        discarded
+    }
+
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let mut waiting = self.ready(queue).await?;
+        // One passive declare tells a queue not declared yet; its retry and poison
+        // queues are not asked then.
+        let mut waiting = match self.ready_checked(queue).await {
+            Err(Error::Refused { .. }) => {
+                return Err(Error::NotDeclared {
+                    queue: queue.to_owned(),
+                });
+            }
+            other => other?,
+        };
         for delay in self.retry_delays(queue).await {
             waiting += self.ready(&retry_queue(queue, delay)).await?;
         }

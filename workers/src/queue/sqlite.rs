@@ -57,9 +57,13 @@ const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible
 
 const RELEASE: &str = "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
-const POISON_LIST: &str = "SELECT id, body, COALESCE(reason, ''), dequeue_count FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+const POISON_LIST: &str = "SELECT id, body, COALESCE(reason, ''), dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
 
 const REPLAY_ALL: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1";
+
+const DISCARD_ALL: &str = "DELETE FROM tablekit_queue WHERE queue = ?1";
+
+const DISCARD_ONE: &str = "DELETE FROM tablekit_queue WHERE queue = ?1 AND id = ?2";
 
 const REPLAY_ONE: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1 AND id = ?4";
 
@@ -260,11 +264,14 @@ impl Queue for SqliteQueue {
             let mut statement = c.prepare_cached(POISON_LIST)?;
             let rows = statement.query_map(params![poison, limit], |row| {
                 let count: i64 = row.get(3)?;
+                // A poisoned row's visibility time is when it was poisoned.
+                let at: i64 = row.get(4)?;
                 Ok(PoisonMessage {
                     id: row.get(0)?,
                     body: row.get(1)?,
                     reason: row.get(2)?,
                     delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
+                    poisoned_at: DateTime::from_timestamp_micros(at),
                 })
             })?;
             rows.collect()
@@ -277,6 +284,15 @@ impl Queue for SqliteQueue {
         self.with(move |c| match id {
             None => c.execute(REPLAY_ALL, params![poison, queue, now()]),
             Some(id) => c.execute(REPLAY_ONE, params![poison, queue, now(), id]),
+        })
+        .await
+    }
+
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let (poison, id) = (poison_queue(queue), id.map(str::to_owned));
+        self.with(move |c| match id {
+            None => c.execute(DISCARD_ALL, params![poison]),
+            Some(id) => c.execute(DISCARD_ONE, params![poison, id]),
         })
         .await
     }

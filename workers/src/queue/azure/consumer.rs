@@ -250,6 +250,7 @@ impl Delivery for AzureDelivery {
         let mut wire = self.wire.clone();
         wire.reason = Some(reason.chars().take(4096).collect());
         wire.count = Some(self.received.delivery_count);
+        wire.poisoned = Some(chrono::Utc::now());
         let text = serde_json::to_string(&wire)?;
         // The copy first: a crash in between leaves the message to be delivered (and
         // poisoned) again, never lost.

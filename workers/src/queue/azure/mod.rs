@@ -534,11 +534,21 @@ impl Queue for AzureQueue {
         self.replay_poison(queue, id).await
     }
 
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        check_azure_queue_name(queue)?;
+        self.discard_poison(queue, id).await
+    }
+
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         check_azure_queue_name(queue)?;
+        let Some(waiting) = self.count_if_declared(queue).await? else {
+            return Err(Error::NotDeclared {
+                queue: queue.to_owned(),
+            });
+        };
         Ok(QueueStats {
             // The service's count includes leased and delayed messages.
-            waiting: self.approximate_count(queue).await?,
+            waiting,
             leased: 0,
             poisoned: self.approximate_count(&poison_queue(queue)).await?,
         })

@@ -125,6 +125,7 @@ impl AzureQueue {
                 body,
                 reason: wire.reason.unwrap_or_default(),
                 delivery_count: wire.count.unwrap_or(0),
+                poisoned_at: wire.poisoned,
             });
         }
         Ok(listed)
@@ -149,10 +150,31 @@ impl AzureQueue {
                 let wire = Wire {
                     reason: None,
                     count: None,
+                    poisoned: None,
                     ..message.wire.clone()
                 };
                 let text = serde_json::to_string(&wire)?;
                 this.put(&queue_name, &text, Duration::ZERO).await?;
+                this.delete_message(&poison_name, &message.message_id, &message.receipt)
+                    .await
+            },
+        )
+        .await
+    }
+
+    /// Deletes the poison queue's messages (or those with `id`) for good.
+    pub(super) async fn discard_poison(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        let poison = poison_queue(queue);
+        if self.approximate_count(&poison).await? == 0 {
+            return Ok(0);
+        }
+        let this = self.clone();
+        let poison_name = poison.clone();
+        self.drain_poison(
+            &poison,
+            usize::MAX,
+            |message| id.is_none_or(|id| message.wire.id == id),
+            async move |message| {
                 this.delete_message(&poison_name, &message.message_id, &message.receipt)
                     .await
             },

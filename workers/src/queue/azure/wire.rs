@@ -32,6 +32,9 @@ pub(super) struct Wire {
     /// The deliveries a poisoned message had.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub(super) count: Option<u32>,
+    /// When a poisoned message was poisoned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) poisoned: Option<DateTime<Utc>>,
 }
 
 /// One message of a Get Messages or Peek Messages answer.
