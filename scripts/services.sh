@@ -6,7 +6,10 @@
 # - Azurite's table, blob and queue services on 127.0.0.1:10002, :10000 and :10001 (unless
 #   TABLEKIT_AZURE_CONNECTION names a service): installed from the npm registry into
 #   .azurite/ (a pinned version) and started in memory; their PIDs go to .azurite/*.pid so
-#   scripts/test.sh can stop them.
+#   scripts/test.sh can stop them;
+# - headless Chromium and chromedriver for the console's browser test: installed from the
+#   distribution's packages (chromium, chromium-driver) when missing, if this runs as root
+#   with apt-get, else the one command to run is printed.
 # Under CI=true a service that cannot be brought up is an error; elsewhere the tests that
 # need it report a skip.
 set -euo pipefail
@@ -116,8 +119,28 @@ ensure_azurite() {
     return 0
 }
 
+ensure_chromium() {
+    if command -v chromedriver >/dev/null && command -v chromium >/dev/null; then
+        return 0
+    fi
+    if [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null; then
+        echo "services: installing Chromium (apt-get install chromium chromium-driver)" >&2
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2 ||
+            { DEBIAN_FRONTEND=noninteractive apt-get update -q >&2 &&
+                DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >&2; } ||
+            true
+    fi
+    if command -v chromedriver >/dev/null && command -v chromium >/dev/null; then
+        return 0
+    fi
+    echo "services: Chromium is not installed; run: sudo apt-get install -y chromium chromium-driver" >&2
+    [[ "${CI:-}" == "true" ]] && return 1
+    return 0
+}
+
 # Each service is tried even when another failed (the run then reports every missing one).
 status=0
 ensure_rabbitmq || status=1
 ensure_azurite || status=1
+ensure_chromium || status=1
 exit "$status"

@@ -96,6 +96,10 @@ pub enum Command {
     /// One screen for an operator: each queue's depth, leased and poison messages, the
     /// relay's backlog, and the last audit of every audited table (`--json` for scripts).
     Status(StatusArgs),
+    /// Serve the operator's console, a web page: queues, poison messages (replay,
+    /// discard), the relay's backlog, audits and background jobs. Loopback only unless
+    /// given a token.
+    Console(ConsoleArgs),
     /// Check a table's indexes against its primaries: missing, stale and orphaned copies
     /// and id-list entries; repair them with `--repair`. Exits 4 when drift is left.
     Audit(AuditArgs),
@@ -265,6 +269,40 @@ pub struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+}
+
+/// Options of `console`.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file) or `azure:CONNECTION-STRING` (Azure Queue Storage, feature
+    /// `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// Where the console listens. Any address but loopback needs `--token`.
+    #[arg(long, env = "TABLEKIT_CONSOLE_BIND", default_value = crate::console::DEFAULT_BIND)]
+    pub bind: SocketAddr,
+    /// The token every request must carry (at least 16 characters; the browser signs in
+    /// with it once). Required off loopback. Prefer the environment variable: a flag
+    /// shows in the process list.
+    #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A queue to show (repeatable); by default `index`, `archive` and the change queues
+    /// the registered types declare.
+    #[arg(long = "queue")]
+    pub queues: Vec<String>,
+    /// Seconds between two refreshes of the page.
+    #[arg(long, env = "TABLEKIT_CONSOLE_REFRESH", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub refresh: u64,
+    /// The blob store of blob-stored index entities (for audits and backfills): `file:DIR`
+    /// (a folder) or `azure:CONNECTION-STRING;Container=NAME` (feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
 }
 
 /// What `status` shows.
@@ -1059,6 +1097,20 @@ where
                     report.seconds
                 ),
             )
+        }
+        Command::Console(args) => {
+            let shutdown = shutdown_signal();
+            let store = AnyStore::connect(&args.store).await?;
+            let broker = AnyQueue::connect(&args.broker).await?;
+            let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
+            options.queues = args.queues;
+            options.refresh = args.refresh;
+            options.blobs = blob_store(args.blobs.as_deref())?;
+            let console = crate::console::bind(store, broker, options).await?;
+            let address = console.local_addr()?;
+            write(out, format!("console: http://{address}/"))?;
+            let _ = out.flush();
+            console.serve(shutdown).await
         }
         Command::Status(args) => {
             let store = AnyStore::connect(&args.store).await?;

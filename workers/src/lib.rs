@@ -33,6 +33,7 @@
 pub mod archive;
 pub mod changes;
 pub mod cli;
+pub mod console;
 mod error;
 pub mod index;
 pub mod operation;

@@ -454,3 +454,134 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     files
 }
+
+#[test]
+fn an_operators_first_minutes_are_quiet_and_clear() {
+    // Every help text names every backend.
+    let help = ok(worker().arg("--help").output().unwrap());
+    assert!(help.contains("Azure Queue Storage"), "{help}");
+    for command in ["run", "status", "console", "audit"] {
+        let help = ok(worker().args([command, "--help"]).output().unwrap());
+        for backend in ["sqlite:PATH", "azure:CONNECTION-STRING", "memory:"] {
+            assert!(
+                help.contains(backend),
+                "{command} --help lacks {backend}:\n{help}"
+            );
+        }
+    }
+    // `--version` lists the backends built in.
+    let version = ok(worker().arg("--version").output().unwrap());
+    assert!(version.contains("features: sqlite rabbitmq"), "{version}");
+
+    // The console refuses to listen off loopback without a token.
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("q.db").display());
+    let output = worker()
+        .args(["console", "--broker", &broker, "--store", "memory:"])
+        .args(["--bind", "0.0.0.0:0"])
+        .env_remove("TABLEKIT_CONSOLE_TOKEN")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("give it a token"), "{stderr}");
+
+    // Logs written to a file carry no colour codes; `--log-format json` writes JSON lines.
+    let output = worker()
+        .env("RUST_LOG", "info")
+        .args(["stats", "--broker", &broker, "--queue", "q"])
+        .output()
+        .unwrap();
+    assert!(
+        !output.stderr.contains(&0x1b),
+        "{:?}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let output = worker()
+        .env("RUST_LOG", "info")
+        .args(["--log-format", "json", "console", "--broker", &broker])
+        .args(["--store", "memory:", "--bind", "0.0.0.0:0"])
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("error: "), "{stderr}");
+}
+
+#[test]
+fn status_names_a_queue_not_declared_yet_without_the_amqp_clients_error_lines() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let queue = support::unique("never-declared");
+    let output = worker()
+        .env_remove("RUST_LOG")
+        .args([
+            "status", "--broker", &url, "--store", "memory:", "--queue", &queue,
+        ])
+        .output()
+        .unwrap();
+    let stdout = ok(output.clone());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(
+        stdout.contains(&format!("{queue}")) && stdout.contains("not declared yet"),
+        "{stdout}"
+    );
+    assert!(!stderr.contains("ERROR"), "{stderr}");
+    assert!(!stderr.contains("NOT_FOUND"), "{stderr}");
+}
+
+#[tokio::test]
+async fn json_log_lines_carry_the_queue_and_the_operation_id() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("q.db").display());
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    queue
+        .declare(
+            "jq",
+            &tablekit_workers::WorkerConfig::new("jq").queue_options(),
+        )
+        .await
+        .unwrap();
+    // A message that is not an operation: poisoned at once, logged with its id.
+    queue.send("jq", "m-1", b"not json").await.unwrap();
+    let mut child = worker()
+        .env("RUST_LOG", "info")
+        .args([
+            "--log-format",
+            "json",
+            "run",
+            "--queue",
+            "jq",
+            "--broker",
+            &broker,
+        ])
+        .args(["--store", "memory:", "--expiry-interval", "0"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while queue.stats("jq").await.unwrap().poisoned == 0 {
+        assert!(std::time::Instant::now() < deadline, "not poisoned");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let mut stderr = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut stderr)
+        .unwrap();
+    let _ = child.wait();
+    let poisoned = stderr
+        .lines()
+        .map(|line| serde_json::from_str::<serde_json::Value>(line).expect("a JSON line"))
+        .find(|line| line["fields"]["message"] == "poisoned")
+        .unwrap_or_else(|| panic!("{stderr}"));
+    assert_eq!(poisoned["span"]["queue"], "jq", "{poisoned}");
+    assert_eq!(poisoned["span"]["operation_id"], "m-1", "{poisoned}");
+}

@@ -260,6 +260,9 @@ pub struct Backlog {
     /// Delayed work whose time has not come (the burial of a delete's tombstone).
     #[serde(default)]
     pub delayed: u64,
+    /// Each table with entries waiting, and how many (by table name).
+    #[serde(default)]
+    pub tables: std::collections::BTreeMap<String, u64>,
 }
 
 /// The relay's backlog over every table's pending markers.
@@ -299,6 +302,7 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
         }
         if backlog.entries > before {
             backlog.partitions += 1;
+            *backlog.tables.entry(table.clone()).or_default() += backlog.entries - before;
         }
     }
     Ok(backlog)

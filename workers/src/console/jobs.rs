@@ -1,0 +1,416 @@
+//! The console's background jobs: an audit, a repair or an index backfill, run by the
+//! console process and kept in the store (table [`JOBS_TABLE`]), so that the page shows
+//! their progress and results, and a job a stopped console left running is taken up again.
+//!
+//! A job's record carries a heartbeat its runner renews every few seconds; a console
+//! takes up a running job whose heartbeat is older than [`STALE_AFTER`] by replacing the
+//! record under its ETag (two consoles cannot both take it). The scan itself resumes from
+//! the audit's checkpoint (`job` = `console-<id>`), not from the start.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize};
+use tablekit_core::blob::BlobStore;
+use tablekit_core::filter;
+use tablekit_core::{AnyStore, Entity, ErrorKind, IfMatch, Query, TableStore, Value};
+use tablekit_patterns::index::{AuditOptions, AuditReport, AuditResult};
+
+use crate::error::{Error, Result};
+
+/// The table of the console's job records.
+pub const JOBS_TABLE: &str = "TablekitConsole";
+const JOB_PARTITION: &str = "job";
+const STATE_PROPERTY: &str = "State";
+/// How often a running job's record is written (progress and heartbeat).
+const HEARTBEAT: Duration = Duration::from_secs(2);
+/// A running job whose heartbeat is older than this has no runner left.
+pub const STALE_AFTER: Duration = Duration::from_secs(30);
+/// How many jobs the page lists.
+pub(super) const LISTED: usize = 20;
+
+/// What a job does.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobKind {
+    /// Check a table's indexes against its primaries.
+    Audit,
+    /// Check and repair them.
+    Repair,
+    /// Write the entries of one index.
+    Backfill,
+}
+
+impl JobKind {
+    /// The word for it.
+    pub fn name(self) -> &'static str {
+        match self {
+            JobKind::Audit => "audit",
+            JobKind::Repair => "repair",
+            JobKind::Backfill => "backfill",
+        }
+    }
+
+    pub(super) fn parse(word: &str) -> Option<Self> {
+        match word {
+            "audit" => Some(JobKind::Audit),
+            "repair" => Some(JobKind::Repair),
+            "backfill" => Some(JobKind::Backfill),
+            _ => None,
+        }
+    }
+}
+
+/// Where a job is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JobState {
+    /// Running (or left running by a console that stopped: taken up again).
+    Running,
+    /// Finished; the report is kept.
+    Done,
+    /// Ended with an error.
+    Failed,
+}
+
+/// A job's record.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Job {
+    /// Its id (newest first in key order).
+    pub id: String,
+    /// What it does.
+    pub kind: JobKind,
+    /// The table of the primaries.
+    pub table: String,
+    /// The index a backfill writes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub index: Option<String>,
+    /// Where it is.
+    pub state: JobState,
+    /// Entities scanned so far.
+    pub scanned: u64,
+    /// Drift found so far.
+    pub drift: u64,
+    /// About how many entities the scan reads (the table's last audit), for the bar.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub estimate: Option<u64>,
+    /// When it was started.
+    pub started: DateTime<Utc>,
+    /// When its runner last wrote the record.
+    pub heartbeat: DateTime<Utc>,
+    /// When it ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub finished: Option<DateTime<Utc>>,
+    /// How many times it was taken up again after its console stopped.
+    #[serde(default)]
+    pub resumed: u32,
+    /// What it found and did, once done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub report: Option<AuditReport>,
+    /// Why it failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+impl Job {
+    /// The audit's checkpoint name: the scan resumes from it.
+    fn checkpoint(&self) -> String {
+        format!("console-{}", self.id)
+    }
+
+    fn entity(&self) -> Result<Entity> {
+        let state = serde_json::to_string(self)?;
+        Ok(Entity::new(JOB_PARTITION, self.id.clone()).with(STATE_PROPERTY, state))
+    }
+
+    fn from_entity(entity: &Entity) -> Option<Self> {
+        match entity.properties.get(STATE_PROPERTY) {
+            Some(Value::String(state)) => serde_json::from_str(state).ok(),
+            _ => None,
+        }
+    }
+}
+
+/// A new job id: later ids sort first, so the newest jobs are read first.
+fn new_id() -> String {
+    let millis = u64::try_from(Utc::now().timestamp_millis()).unwrap_or_default();
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    format!(
+        "{:013}-{}",
+        9_999_999_999_999u64.saturating_sub(millis),
+        &suffix[..6]
+    )
+}
+
+/// The jobs of one console process.
+#[derive(Clone)]
+pub(super) struct Jobs {
+    store: AnyStore,
+    blobs: Option<BlobStore>,
+    /// Progress of the jobs this process runs: (scanned, drift).
+    running: Arc<Mutex<HashMap<String, (u64, u64)>>>,
+}
+
+impl Jobs {
+    pub(super) fn new(store: AnyStore, blobs: Option<BlobStore>) -> Self {
+        Jobs {
+            store,
+            blobs,
+            running: Arc::default(),
+        }
+    }
+
+    /// The newest jobs, with the live progress of those running here.
+    pub(super) async fn list(&self) -> Result<Vec<Job>> {
+        let query = Query::with_filter(filter::partition_key().eq(JOB_PARTITION)).top(LISTED);
+        let page = match self.store.query(JOBS_TABLE, &query).await {
+            Ok(page) => page,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e.into()),
+        };
+        let running = self
+            .running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
+        Ok(page
+            .entities
+            .iter()
+            .filter_map(Job::from_entity)
+            .map(|mut job| {
+                if let Some((scanned, drift)) = running.get(&job.id) {
+                    job.scanned = *scanned;
+                    job.drift = *drift;
+                }
+                job
+            })
+            .collect())
+    }
+
+    /// Starts a job; returns its record.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a backfill without an index; the store's errors.
+    pub(super) async fn start(
+        &self,
+        kind: JobKind,
+        table: &str,
+        index: Option<String>,
+    ) -> Result<Job> {
+        if kind == JobKind::Backfill && index.as_deref().is_none_or(str::is_empty) {
+            return Err(Error::Config("a backfill names its index".into()));
+        }
+        let estimate = AuditResult::list(&self.store)
+            .await?
+            .into_iter()
+            .find(|(t, _)| t == table)
+            .map(|(_, result)| result.report.scanned);
+        let now = Utc::now();
+        let job = Job {
+            id: new_id(),
+            kind,
+            table: table.to_owned(),
+            index: index.filter(|_| kind == JobKind::Backfill),
+            state: JobState::Running,
+            scanned: 0,
+            drift: 0,
+            estimate,
+            started: now,
+            heartbeat: now,
+            finished: None,
+            resumed: 0,
+            report: None,
+            error: None,
+        };
+        self.store.create_table_if_not_exists(JOBS_TABLE).await?;
+        let etag = self.store.insert(JOBS_TABLE, job.entity()?).await?;
+        self.spawn(job.clone(), etag);
+        Ok(job)
+    }
+
+    /// Takes up the running jobs whose runner is gone (a console stopped mid-scan).
+    pub(super) async fn take_up_stale(&self) -> Result<usize> {
+        let query = Query::with_filter(filter::partition_key().eq(JOB_PARTITION));
+        let rows = match self.store.query_all(JOBS_TABLE, query).await {
+            Ok(rows) => rows,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(0),
+            Err(e) => return Err(e.into()),
+        };
+        let stale_before = Utc::now() - chrono::Duration::from_std(STALE_AFTER).unwrap_or_default();
+        let mut taken = 0;
+        for entity in rows {
+            let Some(mut job) = Job::from_entity(&entity) else {
+                continue;
+            };
+            let here = self
+                .running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .contains_key(&job.id);
+            if job.state != JobState::Running || job.heartbeat > stale_before || here {
+                continue;
+            }
+            let Some(etag) = entity.etag.clone() else {
+                continue;
+            };
+            job.heartbeat = Utc::now();
+            job.resumed += 1;
+            match self
+                .store
+                .replace(JOBS_TABLE, job.entity()?, IfMatch::ETag(etag))
+                .await
+            {
+                Ok(etag) => {
+                    tracing::info!(job = %job.id, kind = job.kind.name(), table = %job.table, "taking up a job its console left running");
+                    self.spawn(job, etag);
+                    taken += 1;
+                }
+                // Another console took it first.
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Runs a job in the background: the scan, a heartbeat beside it, the result.
+    fn spawn(&self, job: Job, etag: tablekit_core::ETag) {
+        let this = self.clone();
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(job.id.clone(), (job.scanned, job.drift));
+        tokio::spawn(async move {
+            let id = job.id.clone();
+            this.run(job, etag).await;
+            this.running
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&id);
+        });
+    }
+
+    async fn run(&self, mut job: Job, etag: tablekit_core::ETag) {
+        let progress = Arc::clone(&self.running);
+        let id = job.id.clone();
+        let options = AuditOptions {
+            repair: job.kind != JobKind::Audit,
+            job: Some(job.checkpoint()),
+            blobs: self.blobs.clone(),
+            progress: Some(Arc::new(move |p| {
+                if let Some(slot) = progress
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .get_mut(&id)
+                {
+                    *slot = (p.scanned, p.drift);
+                }
+            })),
+            ..AuditOptions::default()
+        };
+        // The scan runs on a thread of its own (its own single-threaded runtime): the
+        // audit's future borrows its options across awaits and is not `Send`, and a long
+        // scan must not hold up the pages.
+        let (done, outcome) = tokio::sync::oneshot::channel();
+        let (store, table, index, kind) = (
+            self.store.clone(),
+            job.table.clone(),
+            job.index.clone(),
+            job.kind,
+        );
+        let spawned = std::thread::Builder::new()
+            .name("tablekit-console-job".into())
+            .spawn(move || {
+                let outcome = match tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                {
+                    Ok(runtime) => runtime.block_on(async {
+                        match (kind, index.as_deref()) {
+                            (JobKind::Backfill, Some(index)) => {
+                                tablekit_patterns::index::backfill(&store, &table, index, &options)
+                                    .await
+                            }
+                            _ => tablekit_patterns::index::audit(&store, &table, &options).await,
+                        }
+                        .map_err(|e| e.to_string())
+                    }),
+                    Err(e) => Err(format!("the job's runtime did not start: {e}")),
+                };
+                let _ = done.send(outcome);
+            });
+        let mut outcome = std::pin::pin!(async move {
+            match spawned {
+                Ok(_) => outcome
+                    .await
+                    .unwrap_or_else(|_| Err("the job's thread ended without a result".to_owned())),
+                Err(e) => Err(format!("the job's thread did not start: {e}")),
+            }
+        });
+        let mut etag = etag;
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut outcome => break outcome,
+                () = tokio::time::sleep(HEARTBEAT) => {
+                    let (scanned, drift) = self.progress_of(&job.id);
+                    job.scanned = scanned;
+                    job.drift = drift;
+                    job.heartbeat = Utc::now();
+                    match self.write(&job, &etag).await {
+                        Ok(next) => etag = next,
+                        Err(e) => tracing::warn!(job = %job.id, error = %e, "a job's heartbeat was not written"),
+                    }
+                }
+            }
+        };
+        let (scanned, drift) = self.progress_of(&job.id);
+        job.finished = Some(Utc::now());
+        job.heartbeat = Utc::now();
+        match outcome {
+            Ok(report) => {
+                job.state = JobState::Done;
+                job.scanned = report.scanned;
+                job.drift = report.missing + report.stale + report.orphaned;
+                job.report = Some(report);
+            }
+            Err(e) => {
+                job.state = JobState::Failed;
+                job.scanned = scanned;
+                job.drift = drift;
+                job.error = Some(e);
+            }
+        }
+        // The end is written whatever the ETag: this runner owns the job.
+        if let Err(e) = self
+            .store
+            .insert_or_replace(JOBS_TABLE, match job.entity() {
+                Ok(entity) => entity,
+                Err(e) => {
+                    tracing::warn!(job = %job.id, error = %e, "a job's result does not serialise");
+                    return;
+                }
+            })
+            .await
+        {
+            tracing::warn!(job = %job.id, error = %e, "a job's result was not written");
+        }
+    }
+
+    fn progress_of(&self, id: &str) -> (u64, u64) {
+        self.running
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(id)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    async fn write(&self, job: &Job, etag: &tablekit_core::ETag) -> Result<tablekit_core::ETag> {
+        Ok(self
+            .store
+            .replace(JOBS_TABLE, job.entity()?, IfMatch::ETag(etag.clone()))
+            .await?)
+    }
+}

@@ -1,0 +1,493 @@
+//! The console's pages, as maud templates: every value from a queue or a table (bodies,
+//! reasons, ids, keys, table and queue names) is inserted as text and escaped by maud;
+//! nothing is inserted raw. The pages load one stylesheet and one script of the console's
+//! own (the `Content-Security-Policy` allows no inline script).
+
+use chrono::{DateTime, Utc};
+use maud::{DOCTYPE, Markup, html};
+
+use super::jobs::{Job, JobKind, JobState};
+use super::{Overview, PoisonView, QueueRow};
+use crate::queue::PoisonMessage;
+
+/// A body longer than this (characters or lines) is folded.
+const FOLD_CHARS: usize = 600;
+const FOLD_LINES: usize = 12;
+
+/// The frame of every page.
+pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang="en" {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) " · tablekit console" }
+                link rel="stylesheet" href="/assets/console.css";
+                script src="/assets/console.js" defer {}
+            }
+            body data-refresh=[refresh] {
+                header.top {
+                    a.brand href="/" { "tablekit" span { "console" } }
+                    nav {
+                        a href="/" { "Overview" }
+                    }
+                }
+                main { (body) }
+            }
+        }
+    }
+}
+
+/// A banner with the result of an action.
+pub(super) fn banner(result: Option<&str>) -> Markup {
+    html! {
+        @if let Some(result) = result {
+            div.banner role="status" { (result) }
+        }
+    }
+}
+
+fn count(n: Option<u64>) -> Markup {
+    html! {
+        @match n {
+            Some(n) => (thousands(n)),
+            None => span.muted { "–" },
+        }
+    }
+}
+
+/// `12,345`.
+pub(super) fn thousands(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::with_capacity(digits.len() + digits.len() / 3);
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+fn rate(r: Option<f64>) -> Markup {
+    html! {
+        @match r {
+            Some(r) if r.abs() >= 0.05 => span class=(if r > 0.0 { "rate up" } else { "rate down" }) {
+                (format!("{:+.1}/s", r))
+            },
+            Some(_) => span.rate { "±0/s" },
+            None => span.muted { "–" },
+        }
+    }
+}
+
+/// How long ago, in words.
+pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
+    let secs = (now - at).num_seconds().max(0);
+    match secs {
+        0..=59 => format!("{secs} s ago"),
+        60..=3599 => format!("{} min ago", secs / 60),
+        3600..=86_399 => format!("{} h {} min ago", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} days ago", secs / 86_400),
+    }
+}
+
+fn queue_row(row: &QueueRow) -> Markup {
+    let q = &row.status;
+    html! {
+        tr {
+            td.name { a href=(format!("/poison/{}", urlencode(&q.queue))) { (q.queue) } }
+            @if !q.declared {
+                td colspan="5" .muted { "not declared yet — a worker declares it when it starts" }
+            } @else if let Some(error) = &q.error {
+                td colspan="5" .error { (error) }
+            } @else {
+                td.num { (count(q.waiting)) }
+                td.num { (rate(row.waiting_rate)) }
+                td.num { (count(q.leased)) }
+                td.num {
+                    @if q.poisoned.unwrap_or(0) > 0 {
+                        a.poison href=(format!("/poison/{}", urlencode(&q.queue))) { (count(q.poisoned)) }
+                    } @else {
+                        (count(q.poisoned))
+                    }
+                }
+                td.num { (rate(row.poisoned_rate)) }
+            }
+        }
+    }
+}
+
+/// The live part of the overview (refreshed in place by the script).
+pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
+    let now = o.at;
+    html! {
+        section.card #queues {
+            h2 { "Queues" span.when { "as of " (o.at.format("%H:%M:%S UTC")) } }
+            table.grid {
+                thead { tr {
+                    th { "queue" } th.num { "waiting" } th.num { "change" }
+                    th.num { "leased" } th.num { "poison" } th.num { "change" }
+                } }
+                tbody {
+                    @for row in &o.queues { (queue_row(row)) }
+                }
+            }
+        }
+        section.card #relay {
+            h2 { "Relay backlog" }
+            @let b = &o.status.relay;
+            @if b.entries == 0 {
+                p.ok { "Nothing waiting: every outbox entry is published." }
+            } @else {
+                p {
+                    strong { (thousands(b.entries)) } " entries in "
+                    strong { (thousands(b.partitions)) } " partitions"
+                    @if let Some(oldest) = b.oldest {
+                        ", the oldest written " strong { (ago(oldest, now)) }
+                    }
+                }
+                table.grid {
+                    thead { tr { th { "table" } th.num { "entries" } } }
+                    tbody {
+                        @for (table, entries) in &b.tables {
+                            tr { td.name { (table) } td.num { (thousands(*entries)) } }
+                        }
+                    }
+                }
+            }
+            @if b.delayed > 0 {
+                p.muted { (thousands(b.delayed)) " tombstone burials wait for their grace period." }
+            }
+        }
+        section.card #audits {
+            h2 { "Last audits" }
+            @if o.status.audits.is_empty() {
+                p.muted { "No table audited yet." }
+            } @else {
+                table.grid {
+                    thead { tr {
+                        th { "table" } th { "result" } th { "when" } th.num { "scanned" }
+                        th.num { "missing" } th.num { "stale" } th.num { "orphaned" } th.num { "repaired" }
+                    } }
+                    tbody {
+                        @for a in &o.status.audits {
+                            tr {
+                                td.name { (a.table) }
+                                td { @if a.clean { span.badge.ok { "clean" } } @else { span.badge.bad { "drift" } } }
+                                td { (ago(a.at, now)) }
+                                td.num { (thousands(a.scanned)) }
+                                td.num { (thousands(a.missing)) }
+                                td.num { (thousands(a.stale)) }
+                                td.num { (thousands(a.orphaned)) }
+                                td.num { (thousands(a.repaired)) }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        section.card #jobs {
+            h2 { "Jobs" }
+            @if o.tables.is_empty() {
+                p.muted { "No registered entity types in this store yet: jobs run over the tables they declare." }
+            } @else {
+                form.inline method="post" action="/jobs" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="nonce" value=(nonce);
+                    label { "table "
+                        select name="table" {
+                            @for (table, _) in &o.tables { option value=(table) { (table) } }
+                        }
+                    }
+                    label { "index (backfill) "
+                        select name="index" {
+                            option value="" { "—" }
+                            @for (table, indexes) in &o.tables {
+                                @for index in indexes {
+                                    option value=(index) { (table) " · " (index) }
+                                }
+                            }
+                        }
+                    }
+                    button name="kind" value="audit" { "Run audit" }
+                    button name="kind" value="repair" { "Repair" }
+                    button name="kind" value="backfill" { "Backfill index" }
+                }
+            }
+            @if o.jobs.is_empty() {
+                p.muted { "No jobs yet." }
+            } @else {
+                table.grid.jobs {
+                    thead { tr { th { "job" } th { "table" } th { "progress" } th { "result" } th { "started" } } }
+                    tbody { @for job in &o.jobs { (job_row(job, now)) } }
+                }
+            }
+        }
+    }
+}
+
+fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
+    let what = match (job.kind, &job.index) {
+        (JobKind::Backfill, Some(index)) => format!("backfill of {index}"),
+        (kind, _) => kind.name().to_owned(),
+    };
+    html! {
+        tr data-job=(job.id) data-state=(format!("{:?}", job.state).to_lowercase()) {
+            td { (what) @if job.resumed > 0 { span.muted { " (taken up again)" } } }
+            td.name { (job.table) }
+            td.progress {
+                @match job.state {
+                    JobState::Running => {
+                        @if let Some(estimate) = job.estimate.filter(|e| *e > 0) {
+                            progress value=(job.scanned.min(estimate)) max=(estimate) {}
+                        } @else {
+                            progress {}
+                        }
+                        " " (thousands(job.scanned)) " scanned"
+                        @if job.drift > 0 { ", " (thousands(job.drift)) " out of step" }
+                    },
+                    _ => {
+                        progress value="1" max="1" {}
+                        " " (thousands(job.scanned)) " scanned"
+                    },
+                }
+            }
+            td {
+                @match (&job.state, &job.report, &job.error) {
+                    (JobState::Failed, _, Some(error)) => span.error { "failed: " (error) },
+                    (JobState::Done, Some(r), _) => {
+                        @let found = r.missing + r.stale + r.orphaned;
+                        @if found == 0 && r.repaired == 0 {
+                            span.badge.ok { "clean" }
+                        } @else {
+                            span.badge class=(if found > r.repaired { "bad" } else { "ok" }) {
+                                (thousands(found)) " found, " (thousands(r.repaired)) " repaired"
+                            }
+                        }
+                        span.muted { " in " (format!("{:.1}", r.seconds)) " s" }
+                    },
+                    _ => span.muted { "running" },
+                }
+            }
+            td { (ago(job.started, now)) }
+        }
+    }
+}
+
+/// The overview page.
+pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&str>) -> Markup {
+    html! {
+        (banner(result))
+        div #live data-src="/live" { (live(o, csrf, nonce)) }
+    }
+}
+
+/// A body as text: JSON pretty-printed, anything else as UTF-8 (bytes that are not
+/// shown as U+FFFD).
+fn body_text(body: &[u8]) -> String {
+    match serde_json::from_slice::<serde_json::Value>(body) {
+        Ok(value) => serde_json::to_string_pretty(&value)
+            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned()),
+        Err(_) => String::from_utf8_lossy(body).into_owned(),
+    }
+}
+
+fn body(message: &PoisonMessage) -> Markup {
+    let text = body_text(&message.body);
+    let long = text.chars().count() > FOLD_CHARS || text.lines().count() > FOLD_LINES;
+    html! {
+        @if long {
+            @let head: String = text.lines().take(4).collect::<Vec<_>>().join("\n");
+            @let head: String = head.chars().take(240).collect();
+            details.body {
+                summary { pre { (head) "…" } span.muted { " (" (thousands(message.body.len() as u64)) " bytes: show all)" } }
+                pre { (text) }
+            }
+        } @else {
+            pre.body { (text) }
+        }
+    }
+}
+
+/// The poison page of one queue.
+pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&str>) -> Markup {
+    let now = Utc::now();
+    html! {
+        (banner(result))
+        section.card {
+            h2 { "Poison messages of " code { (v.queue) } }
+            p.muted {
+                (thousands(v.total)) " in the poison queue"
+                @if (v.messages.len() as u64) < v.total { ", the oldest " (v.messages.len()) " shown" }
+                "."
+            }
+            @if v.messages.is_empty() {
+                p.ok { "The poison queue is empty." }
+            } @else {
+                form #poison method="post" action=(format!("/poison/{}", urlencode(&v.queue))) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="nonce" value=(nonce);
+                    div.actions {
+                        button name="action" value="replay-selected" { "Replay selected" }
+                        button name="action" value="discard-selected" .danger { "Discard selected" }
+                        span.spacer {}
+                        button name="action" value="replay-all" { "Replay all " (thousands(v.total)) }
+                        button name="action" value="discard-all" .danger { "Discard all " (thousands(v.total)) }
+                    }
+                    table.grid.messages {
+                        thead { tr {
+                            th { input type="checkbox" #all title="select all"; }
+                            th { "message" } th { "reason" } th.num { "deliveries" } th { "poisoned" } th { "" }
+                        } }
+                        tbody {
+                            @for m in &v.messages {
+                                @let envelope = crate::operation::Envelope::from_bytes(&m.body).ok();
+                                tr.message data-id=(m.id) {
+                                    td { input type="checkbox" name="id" value=(m.id); }
+                                    td.ident {
+                                        @if let Some(e) = &envelope {
+                                            span.kind { (e.kind) " v" (e.version) }
+                                            br;
+                                        } @else {
+                                            span.kind.bad { "not an operation" } br;
+                                        }
+                                        code { (m.id) }
+                                    }
+                                    td.reason { (m.reason) }
+                                    td.num { (m.delivery_count) }
+                                    td { @match m.poisoned_at { Some(at) => (ago(at, now)), None => span.muted { "–" } } }
+                                    td.buttons {
+                                        button name="one" value=(format!("replay:{}", m.id)) { "Replay" }
+                                        button name="one" value=(format!("discard:{}", m.id)) .danger { "Discard" }
+                                    }
+                                }
+                                tr.bodyrow { td {} td colspan="5" { (body(m)) } }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Asks before acting on every message of a poison queue.
+pub(super) fn confirm(queue: &str, action: &str, count: u64, csrf: &str, nonce: &str) -> Markup {
+    let verb = if action == "replay-all" {
+        "Replay"
+    } else {
+        "Discard"
+    };
+    html! {
+        section.card.confirm {
+            h2 { (verb) " all poison messages of " code { (queue) } "?" }
+            p {
+                @if action == "replay-all" {
+                    "This sends " strong { (thousands(count)) " messages" } " back to the queue, each with a fresh delivery count."
+                } @else {
+                    "This deletes " strong { (thousands(count)) " messages" } " for good."
+                }
+            }
+            form method="post" action=(format!("/poison/{}", urlencode(queue))) {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="nonce" value=(nonce);
+                input type="hidden" name="confirmed" value=(count);
+                button name="action" value=(action) class=(if action == "replay-all" { "" } else { "danger" }) {
+                    (verb) " " (thousands(count)) " messages"
+                }
+                " "
+                a href=(format!("/poison/{}", urlencode(queue))) { "Cancel" }
+            }
+        }
+    }
+}
+
+/// The login form (a console with a token).
+pub(super) fn login(failed: bool) -> Markup {
+    html! {
+        section.card.login {
+            h2 { "Sign in" }
+            @if failed { p.error { "That is not the console's token." } }
+            form method="post" action="/login" {
+                label { "Token " input type="password" name="token" autocomplete="current-password" autofocus; }
+                button { "Sign in" }
+            }
+        }
+    }
+}
+
+/// A page that says what went wrong.
+pub(super) fn problem(message: &str) -> Markup {
+    html! {
+        section.card { h2 { "Not done" } p.error { (message) } p { a href="/" { "Back to the overview" } } }
+    }
+}
+
+/// A path segment, percent-encoded.
+pub(super) fn urlencode(segment: &str) -> String {
+    form_urlencoded::byte_serialize(segment.as_bytes())
+        .collect::<String>()
+        .replace('+', "%20")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hostile_text_is_escaped_everywhere_it_is_shown() {
+        let hostile = PoisonMessage {
+            id: "\"><img src=x onerror=alert(1)>".into(),
+            body: b"<script>alert(document.cookie)</script>".to_vec(),
+            reason: "<b>bold</b>".into(),
+            delivery_count: 5,
+            poisoned_at: None,
+        };
+        let view = PoisonView {
+            queue: "q<script>".into(),
+            total: 1,
+            messages: vec![hostile],
+        };
+        let html = page("t", None, poison(&view, "c", "n", Some("<i>done</i>"))).into_string();
+        for raw in [
+            "<script>alert",
+            "<img src=x",
+            "<b>bold",
+            "<i>done",
+            "q<script>",
+        ] {
+            assert!(!html.contains(raw), "{raw} was not escaped:\n{html}");
+        }
+        assert!(html.contains("&lt;script&gt;alert(document.cookie)&lt;/script&gt;"));
+        assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"));
+    }
+
+    #[test]
+    fn json_bodies_are_pretty_printed_and_long_ones_folded() {
+        assert_eq!(body_text(br#"{"a":1}"#), "{\n  \"a\": 1\n}");
+        assert_eq!(body_text(b"plain \xff"), "plain \u{fffd}");
+        let long = PoisonMessage {
+            id: "l".into(),
+            body: "x".repeat(5000).into_bytes(),
+            reason: String::new(),
+            delivery_count: 1,
+            poisoned_at: None,
+        };
+        assert!(body(&long).into_string().contains("<details"));
+    }
+
+    #[test]
+    fn numbers_and_times_read_at_a_glance() {
+        assert_eq!(thousands(0), "0");
+        assert_eq!(thousands(1234567), "1,234,567");
+        let now = Utc::now();
+        assert_eq!(ago(now - chrono::Duration::seconds(5), now), "5 s ago");
+        assert_eq!(
+            ago(now - chrono::Duration::minutes(90), now),
+            "1 h 30 min ago"
+        );
+        assert_eq!(urlencode("a b/c"), "a%20b%2Fc");
+    }
+}

@@ -1,0 +1,833 @@
+//! The operator's console: its access rules over HTTP (token, host, CSRF, origin, one
+//! action per nonce, escaping), its jobs (run, kept, taken up after a restart), and the
+//! whole page in headless Chromium over the SQLite queue and RabbitMQ: poisoned messages
+//! seeded (hostile bodies among them), one replayed and then processed, one discarded,
+//! no hostile body run, screenshots kept in `target/console-screenshots/`.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use tablekit_core::{AnyStore, Entity, TableStore};
+use tablekit_derive::Entity;
+use tablekit_patterns::index::IndexedTable;
+use tablekit_workers::archive::ArchiveOperation;
+use tablekit_workers::console::jobs::{JOBS_TABLE, Job, JobKind, JobState};
+use tablekit_workers::console::{self, ConsoleOptions};
+use tablekit_workers::queue::{AnyQueue, ConsumeOptions, Consumer, Delivery, Queue};
+use tablekit_workers::{Envelope, Error, WorkerConfig, cli};
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Staff",
+    kind = "Member",
+    partition_key = "{team}",
+    row_key = "m_{id:04}",
+    crate = "tablekit_core"
+)]
+#[index(name = "by_email", partition_key = "{team}", row_key = "email_{email}")]
+struct Member {
+    team: String,
+    id: u32,
+    email: String,
+}
+
+/// A console serving in the background until dropped.
+struct Running {
+    url: String,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+    }
+}
+
+async fn serve(store: AnyStore, broker: AnyQueue, mut options: ConsoleOptions) -> Running {
+    if options.bind.port() == 9465 {
+        options.bind = "127.0.0.1:0".parse().unwrap();
+    }
+    options.refresh = 1;
+    let bound = console::bind(store, broker, options).await.unwrap();
+    let address = bound.local_addr().unwrap();
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.serve(async move {
+        let _ = stopped.await;
+    }));
+    Running {
+        url: format!("http://{address}"),
+        stop: Some(stop),
+    }
+}
+
+/// Puts messages in a queue's poison queue, each with its reason.
+async fn seed_poison<Q: Queue>(queue: &Q, name: &str, messages: &[(&str, Vec<u8>, &str)]) {
+    queue
+        .declare(name, &WorkerConfig::new(name).queue_options())
+        .await
+        .unwrap();
+    for (id, body, _) in messages {
+        queue.send(name, id, body).await.unwrap();
+    }
+    let mut consumer = queue
+        .consume(
+            name,
+            ConsumeOptions {
+                prefetch: 16,
+                lease: Duration::from_secs(30),
+            },
+        )
+        .await
+        .unwrap();
+    for _ in messages {
+        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+            .await
+            .expect("a delivery")
+            .unwrap()
+            .unwrap();
+        let reason = messages
+            .iter()
+            .find(|(id, _, _)| *id == delivery.received().id)
+            .map(|(_, _, reason)| *reason)
+            .unwrap();
+        delivery.poison(reason).await.unwrap();
+    }
+    consumer.close().await;
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// The value of a hidden field of the first form that has it.
+fn field(html: &str, name: &str) -> String {
+    let at = html
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no {name} field in {html}"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+async fn get(url: &str) -> (u16, String) {
+    let response = client().get(url).send().await.unwrap();
+    (response.status().as_u16(), response.text().await.unwrap())
+}
+
+async fn post(url: &str, form: &[(&str, &str)], extra: &[(&str, &str)]) -> (u16, String) {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    let mut request = client()
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body);
+    for (name, value) in extra {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.unwrap();
+    let location = response
+        .headers()
+        .get("location")
+        .map(|l| l.to_str().unwrap().to_owned());
+    (
+        response.status().as_u16(),
+        location.unwrap_or(response.text().await.unwrap()),
+    )
+}
+
+async fn poisoned_ids<Q: Queue>(queue: &Q, name: &str) -> Vec<String> {
+    let mut ids: Vec<String> = queue
+        .poison_list(name, 100)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+#[tokio::test]
+async fn off_loopback_the_console_refuses_to_start_without_a_token() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
+    let refused = console::bind(store.clone(), queue.clone(), ConsoleOptions::new(any, None))
+        .await
+        .expect_err("no token off loopback");
+    assert!(matches!(refused, Error::Config(_)), "{refused}");
+    assert!(refused.to_string().contains("token"), "{refused}");
+    let short = console::bind(store, queue, ConsoleOptions::new(any, Some("short".into())))
+        .await
+        .expect_err("a short token");
+    assert!(short.to_string().contains("16"), "{short}");
+}
+
+#[tokio::test]
+async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let token = "a-console-token-0123456789";
+    let running = serve(
+        store,
+        queue,
+        ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), Some(token.into())),
+    )
+    .await;
+    let url = &running.url;
+    // Without it: to the login form; the data is not served.
+    let response = client().get(format!("{url}/")).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/login");
+    let (status, _) = get(&format!("{url}/live")).await;
+    assert_eq!(status, 303);
+    // With it, as a bearer token.
+    let response = client()
+        .get(format!("{url}/"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status().as_u16(), 200);
+    assert!(
+        response.headers()["content-security-policy"]
+            .to_str()
+            .unwrap()
+            .contains("script-src 'self'")
+    );
+    let wrong = client()
+        .get(format!("{url}/"))
+        .bearer_auth("a-console-token-012345678X")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(wrong.status().as_u16(), 303);
+    // The login form: a wrong token is refused, the right one sets the cookie.
+    let (status, location) = post(&format!("{url}/login"), &[("token", "nope")], &[]).await;
+    assert_eq!((status, location.as_str()), (303, "/login?failed=1"));
+    let response = client()
+        .post(format!("{url}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap();
+    let cookie = response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict"),
+        "{cookie}"
+    );
+    let pair = cookie.split(';').next().unwrap().to_owned();
+    let page = client()
+        .get(format!("{url}/"))
+        .header("cookie", pair)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    // A POST without the token is refused outright.
+    let (status, _) = post(&format!("{url}/jobs"), &[("kind", "audit")], &[]).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escaped() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let name = "console-actions";
+    seed_poison(
+        &queue,
+        name,
+        &[
+            ("s1", b"<script>alert(1)</script>".to_vec(), "<b>bad</b>"),
+            (
+                "\"><img src=x onerror=alert(2)>",
+                b"{\"kind\":\"x\"}".to_vec(),
+                "hostile id",
+            ),
+            ("s3", b"plain".to_vec(), "plain"),
+        ],
+    )
+    .await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned()];
+    let running = serve(store, queue.clone(), options).await;
+    let page_url = format!("{}/poison/{name}", running.url);
+
+    // Escaped: the hostile text shows as text.
+    let (status, html) = get(&page_url).await;
+    assert_eq!(status, 200);
+    for raw in ["<script>alert(1)", "<img src=x", "<b>bad"] {
+        assert!(!html.contains(raw), "{raw} reached the page unescaped");
+    }
+    assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
+    assert!(html.contains("&lt;b&gt;bad&lt;/b&gt;"));
+
+    // A loopback console answers loopback host names only (DNS rebinding).
+    let rebound = client()
+        .get(&page_url)
+        .header("host", "attacker.example")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(rebound.status().as_u16(), 403);
+
+    let csrf = field(&html, "csrf");
+    let nonce = field(&html, "nonce");
+    // No CSRF token, a wrong one, another origin: refused, nothing changes.
+    let (status, _) = post(&page_url, &[("nonce", &nonce), ("one", "discard:s1")], &[]).await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &page_url,
+        &[("csrf", "0000"), ("nonce", &nonce), ("one", "discard:s1")],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &page_url,
+        &[("csrf", &csrf), ("nonce", &nonce), ("one", "discard:s1")],
+        &[("origin", "http://attacker.example")],
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    // GET never acts.
+    let _ = get(&format!(
+        "{page_url}?one=discard:s1&csrf={csrf}&nonce={nonce}"
+    ))
+    .await;
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+
+    // Discard one; the same form again (a double click, a resubmitted reload) shows
+    // the first result and does nothing.
+    let form = [
+        ("csrf", csrf.as_str()),
+        ("nonce", nonce.as_str()),
+        ("one", "discard:s1"),
+    ];
+    let (status, location) = post(&page_url, &form, &[]).await;
+    assert_eq!(status, 303);
+    assert!(
+        location.ends_with(&format!("?result={nonce}")),
+        "{location}"
+    );
+    let (_, after) = get(&format!("{}{location}", running.url)).await;
+    assert!(after.contains("Discarded 1 message."), "{after}");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
+    let (status, again) = post(&page_url, &form, &[]).await;
+    assert_eq!((status, again.as_str()), (303, location.as_str()));
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
+
+    // Replay all: first a confirmation naming the count, then once per form.
+    let (_, html) = get(&page_url).await;
+    let nonce = field(&html, "nonce");
+    let (status, confirm) = post(
+        &page_url,
+        &[("csrf", &csrf), ("nonce", &nonce), ("action", "replay-all")],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 200);
+    assert!(confirm.contains("<strong>2 messages</strong>"), "{confirm}");
+    assert_eq!(
+        poisoned_ids(&queue, name).await.len(),
+        2,
+        "nothing before the confirmation"
+    );
+    let confirmed = [
+        ("csrf", csrf.as_str()),
+        ("nonce", nonce.as_str()),
+        ("action", "replay-all"),
+        ("confirmed", "2"),
+    ];
+    let (status, _) = post(&page_url, &confirmed, &[]).await;
+    assert_eq!(status, 303);
+    assert!(poisoned_ids(&queue, name).await.is_empty());
+    assert_eq!(queue.stats(name).await.unwrap().waiting, 2);
+    // The two are back in the queue.
+    let mut consumer = queue
+        .consume(name, ConsumeOptions::default())
+        .await
+        .unwrap();
+    for _ in 0..2 {
+        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap();
+        assert_eq!(delivery.received().delivery_count, 1, "a fresh count");
+        delivery.ack().await.unwrap();
+    }
+    consumer.close().await;
+    // A message poisoned since is not replayed by the same form sent again.
+    seed_poison(&queue, name, &[("late", b"late".to_vec(), "late")]).await;
+    let (status, _) = post(&page_url, &confirmed, &[]).await;
+    assert_eq!(status, 303);
+    assert_eq!(poisoned_ids(&queue, name).await, ["late"]);
+}
+
+#[tokio::test]
+async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let members = IndexedTable::<Member, _>::new(store.clone());
+    members.open().await.unwrap();
+    for id in 0..30 {
+        members
+            .insert(&Member {
+                team: format!("t{}", id % 3),
+                id,
+                email: format!("m{id}@example.com"),
+            })
+            .await
+            .unwrap();
+    }
+    // A copy lost: the repair puts it back.
+    let copies = store
+        .query_all("Staff", tablekit_core::Query::new())
+        .await
+        .unwrap();
+    let copy = copies
+        .iter()
+        .find(|e| e.row_key.starts_with("email_"))
+        .unwrap()
+        .clone();
+    store
+        .delete(
+            "Staff",
+            &copy.partition_key,
+            &copy.row_key,
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+
+    // A job a console left running a minute ago: taken up when a console starts.
+    let left = Job {
+        id: "0000000000001-abcdef".into(),
+        kind: JobKind::Repair,
+        table: "Staff".into(),
+        index: None,
+        state: JobState::Running,
+        scanned: 7,
+        drift: 0,
+        estimate: None,
+        started: chrono::Utc::now() - chrono::Duration::minutes(2),
+        heartbeat: chrono::Utc::now() - chrono::Duration::minutes(1),
+        finished: None,
+        resumed: 0,
+        report: None,
+        error: None,
+    };
+    store.create_table_if_not_exists(JOBS_TABLE).await.unwrap();
+    store
+        .insert(
+            JOBS_TABLE,
+            Entity::new("job", left.id.clone())
+                .with("State", serde_json::to_string(&left).unwrap()),
+        )
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let running = serve(
+        store.clone(),
+        queue,
+        ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None),
+    )
+    .await;
+    let job = wait_for_job(&store, &left.id).await;
+    assert_eq!(job.state, JobState::Done, "{job:?}");
+    assert_eq!(job.resumed, 1);
+    let report = job.report.unwrap();
+    assert_eq!((report.missing, report.repaired), (1, 1), "{report:?}");
+
+    // An audit started from the page: its progress and result are on the page.
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    assert!(html.contains("<option value=\"Staff\">"), "{html}");
+    assert!(
+        html.contains("by_email"),
+        "the index is offered for backfill"
+    );
+    let (status, location) = post(
+        &format!("{}/jobs", running.url),
+        &[
+            ("csrf", &field(&html, "csrf")),
+            ("nonce", &field(&html, "nonce")),
+            ("kind", "audit"),
+            ("table", "Staff"),
+            ("index", ""),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 303);
+    let (_, page) = get(&format!("{}{location}", running.url)).await;
+    assert!(page.contains("Started: audit of Staff."), "{page}");
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, live) = get(&format!("{}/live", running.url)).await;
+        if live.matches("data-state=\"done\"").count() == 2 {
+            assert!(live.contains("clean"), "{live}");
+            assert!(live.contains("<progress value=\"1\" max=\"1\">"), "{live}");
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{live}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let entity = store
+            .get(JOBS_TABLE, "job", id, None)
+            .await
+            .unwrap()
+            .unwrap();
+        let job: Job = match entity.properties.get("State") {
+            Some(tablekit_core::Value::String(s)) => serde_json::from_str(s).unwrap(),
+            other => panic!("{other:?}"),
+        };
+        if job.state != JobState::Running {
+            return job;
+        }
+        assert!(std::time::Instant::now() < deadline, "{job:?}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+// ---- the browser ----
+
+/// Headless Chromium through chromedriver, or a reported skip (a failure under CI=true).
+struct Browser {
+    driver: std::process::Child,
+    client: fantoccini::Client,
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+fn find_program(names: &[&str]) -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    names.iter().find_map(|name| {
+        std::env::split_paths(&path)
+            .map(|dir| dir.join(name))
+            .find(|candidate| candidate.is_file())
+    })
+}
+
+async fn browser() -> Option<Browser> {
+    let (Some(driver), Some(chromium)) = (
+        find_program(&["chromedriver"]),
+        find_program(&["chromium", "chromium-browser", "google-chrome"]),
+    ) else {
+        support::service_missing(
+            "no Chromium: scripts/services.sh installs Debian's chromium and chromium-driver",
+        );
+        return None;
+    };
+    let port = support::free_port();
+    let driver = std::process::Command::new(driver)
+        .arg(format!("--port={port}"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut capabilities = serde_json::Map::new();
+    capabilities.insert(
+        "goog:chromeOptions".into(),
+        serde_json::json!({
+            "binary": chromium,
+            "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                     "--disable-dev-shm-usage", "--window-size=1280,1000",
+                     "--force-color-profile=srgb", "--hide-scrollbars"]
+        }),
+    );
+    let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let client = loop {
+        match fantoccini::ClientBuilder::new(connector.clone())
+            .capabilities(capabilities.clone())
+            .connect(&format!("http://127.0.0.1:{port}"))
+            .await
+        {
+            Ok(client) => break client,
+            Err(e) if std::time::Instant::now() < deadline => {
+                let _ = e;
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Err(e) => panic!("chromedriver did not start a session: {e}"),
+        }
+    };
+    Some(Browser { driver, client })
+}
+
+fn screenshots() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../target"),
+        std::path::PathBuf::from,
+    );
+    let dir = target.join("console-screenshots");
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+/// Saves a screenshot and checks it is a PNG of a sane size.
+async fn screenshot(client: &fantoccini::Client, name: &str) {
+    let png = client.screenshot().await.unwrap();
+    assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "a PNG");
+    let width = u32::from_be_bytes(png[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(png[20..24].try_into().unwrap());
+    assert!(width >= 1000 && height >= 600, "{width}x{height}");
+    assert!(
+        (15_000..8_000_000).contains(&png.len()),
+        "{name}: {} bytes",
+        png.len()
+    );
+    let path = screenshots().join(format!("{name}.png"));
+    std::fs::write(&path, &png).unwrap();
+    eprintln!("screenshot: {}", path.display());
+}
+
+async fn banner(client: &fantoccini::Client) -> String {
+    match client
+        .wait()
+        .at_most(Duration::from_secs(10))
+        .for_element(fantoccini::Locator::Css(".banner"))
+        .await
+    {
+        Ok(banner) => banner.text().await.unwrap(),
+        Err(e) => panic!(
+            "no result banner ({e}) at {}:\n{}",
+            client.current_url().await.unwrap(),
+            client.source().await.unwrap()
+        ),
+    }
+}
+
+async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
+    let Some(browser) = browser().await else {
+        return;
+    };
+    let client = &browser.client;
+    let store = AnyStore::connect("memory:").await.unwrap();
+    store.create_table_if_not_exists("Current").await.unwrap();
+    store
+        .insert(
+            "Current",
+            Entity::new("D1", "empid_000001").with("Name", "Ada"),
+        )
+        .await
+        .unwrap();
+    let good = Envelope::new(&ArchiveOperation {
+        source_table: "Current".into(),
+        target_table: "Archive".into(),
+        partition_key: "D1".into(),
+        row_key: "empid_000001".into(),
+    })
+    .unwrap();
+    let good_id = good.id.to_string();
+    let long = serde_json::json!({
+        "kind": "report", "lines": (0..60).map(|i| format!("line {i}")).collect::<Vec<_>>()
+    });
+    seed_poison(
+        &queue,
+        name,
+        &[
+            (
+                good_id.as_str(),
+                good.to_bytes().unwrap(),
+                "the Archive table was being deleted (409 TableBeingDeleted)",
+            ),
+            (
+                "hostile-script",
+                b"<script>window.__pwned = 1</script>".to_vec(),
+                "malformed operation envelope: expected value at line 1 column 1",
+            ),
+            (
+                "\"><img src=x onerror=\"window.__pwned=2\">",
+                b"\"><img src=x onerror=\"window.__pwned=3\">".to_vec(),
+                "<img src=x onerror=\"window.__pwned=4\">",
+            ),
+            (
+                "long-body",
+                long.to_string().into_bytes(),
+                "a long body, folded",
+            ),
+        ],
+    )
+    .await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned(), "index".into()];
+    let running = serve(store.clone(), queue.clone(), options).await;
+
+    client.goto(&format!("{}/", running.url)).await.unwrap();
+    let queues = client
+        .find(fantoccini::Locator::Css("#queues"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(queues.contains(name), "{queues}");
+    screenshot(client, &format!("overview-{backend}")).await;
+
+    client
+        .goto(&format!("{}/poison/{name}", running.url))
+        .await
+        .unwrap();
+    let pwned = client
+        .execute("return window.__pwned === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(pwned, serde_json::Value::Bool(true), "a hostile body ran");
+    let rows = client
+        .find_all(fantoccini::Locator::Css("tr.message"))
+        .await
+        .unwrap();
+    assert_eq!(rows.len(), 4);
+    let text = client
+        .find(fantoccini::Locator::Css("table.messages"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(
+        text.contains("<script>window.__pwned = 1</script>"),
+        "shown as text: {text}"
+    );
+    assert!(text.contains("archive v1"), "the operation's kind: {text}");
+    assert!(text.contains("TableBeingDeleted"), "{text}");
+    screenshot(client, &format!("poison-{backend}")).await;
+
+    // Replay the good message: it leaves the poison queue and a worker processes it.
+    client
+        .find(fantoccini::Locator::Css(&format!(
+            "button[value='replay:{good_id}']"
+        )))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(banner(client).await, "Replayed 1 message.");
+    assert!(!poisoned_ids(&queue, name).await.contains(&good_id));
+    let registry = cli::registry(store.clone());
+    let config = WorkerConfig::new(name);
+    let mut consumer = queue
+        .consume(name, ConsumeOptions::default())
+        .await
+        .unwrap();
+    let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert_eq!(delivery.received().id, good_id);
+    let report = tablekit_workers::handle_delivery(delivery, &registry, &config).await;
+    assert_eq!(report.processed, 1, "{report:?}");
+    consumer.close().await;
+    assert!(
+        store
+            .get("Archive", "D1", "empid_000001", None)
+            .await
+            .unwrap()
+            .is_some()
+    );
+    assert!(
+        store
+            .get("Current", "D1", "empid_000001", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+
+    // Discard the script body.
+    client
+        .find(fantoccini::Locator::Css(
+            "button[value='discard:hostile-script']",
+        ))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    assert_eq!(banner(client).await, "Discarded 1 message.");
+    let left = poisoned_ids(&queue, name).await;
+    assert_eq!(left.len(), 2, "{left:?}");
+    assert!(!left.contains(&"hostile-script".to_owned()));
+    // A reload of the result page does not act again.
+    client.refresh().await.unwrap();
+    assert_eq!(banner(client).await, "Discarded 1 message.");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
+
+    // Unfold the long body.
+    client
+        .find(fantoccini::Locator::Css("details.body summary"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let pwned = client
+        .execute("return window.__pwned === undefined;", vec![])
+        .await
+        .unwrap();
+    assert_eq!(pwned, serde_json::Value::Bool(true), "a hostile body ran");
+    screenshot(client, &format!("poison-after-actions-{backend}")).await;
+    browser.client.clone().close().await.unwrap();
+}
+
+#[tokio::test]
+async fn in_chromium_over_the_sqlite_queue() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    in_the_browser(queue, "archive", "sqlite").await;
+}
+
+#[tokio::test]
+async fn in_chromium_over_rabbitmq() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let queue = AnyQueue::connect(&url).await.unwrap();
+    let name = support::unique("console-archive");
+    in_the_browser(queue.clone(), &name, "rabbitmq").await;
+    if let AnyQueue::Rabbit(rabbit) = &queue {
+        let _ = rabbit
+            .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
+            .await;
+    }
+}
