@@ -35,6 +35,38 @@ pub use tablekit_derive::{Entity, EntityKind, Projection};
 #[doc = include_str!("../README.md")]
 pub struct ReadmeDoctests;
 
+/// The guides, one per module of tablekit (the files of `docs/`): read here or on
+/// docs.rs; their code blocks are compiled and run as doctests.
+pub mod guide {
+    pub mod indexes {
+        #![doc = include_str!("../docs/indexes.md")]
+    }
+    pub mod consistency {
+        #![doc = include_str!("../docs/consistency.md")]
+    }
+    pub mod simulation {
+        #![doc = include_str!("../docs/simulation.md")]
+    }
+    pub mod streaming {
+        #![doc = include_str!("../docs/streaming.md")]
+    }
+    pub mod large_entities {
+        #![doc = include_str!("../docs/large_entities.md")]
+    }
+    pub mod workers {
+        #![doc = include_str!("../docs/workers.md")]
+    }
+    pub mod operations {
+        #![doc = include_str!("../docs/operations.md")]
+    }
+    pub mod azure {
+        #![doc = include_str!("../docs/azure.md")]
+    }
+    pub mod internals {
+        #![doc = include_str!("../docs/internals.md")]
+    }
+}
+
 /// The names most applications need, in one `use`.
 pub mod prelude {
     pub use tablekit_core::prelude::*;
