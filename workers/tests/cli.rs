@@ -524,7 +524,7 @@ fn status_names_a_queue_not_declared_yet_without_the_amqp_clients_error_lines() 
     let stdout = ok(output.clone());
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(
-        stdout.contains(&format!("{queue}")) && stdout.contains("not declared yet"),
+        stdout.contains(&queue) && stdout.contains("not declared yet"),
         "{stdout}"
     );
     assert!(!stderr.contains("ERROR"), "{stderr}");

@@ -412,15 +412,19 @@ impl Form {
     }
 }
 
-/// The CSRF token and the nonce of a form: `Err` with the response when the token is
-/// wrong; `Ok(Err(result))` when the nonce already acted (the first result); else the
-/// nonce, claimed.
-fn admit_action(
-    console: &Console,
-    form: &Form,
-) -> std::result::Result<std::result::Result<String, String>, Response> {
+/// What a form's CSRF token and nonce allow.
+enum Admit {
+    /// The action runs, under this nonce (not yet claimed).
+    Act(String),
+    /// The nonce already acted (a double click, a reload): show its result.
+    Done(String),
+    /// The form is refused with this page.
+    Refused(Box<Response>),
+}
+
+fn admit_action(console: &Console, form: &Form) -> Admit {
     if !console.access.csrf_matches(form.get("csrf")) {
-        return Err(html(
+        return Admit::Refused(Box::new(html(
             StatusCode::FORBIDDEN,
             view::page(
                 "Refused",
@@ -429,36 +433,30 @@ fn admit_action(
                     "This form is not one this console rendered (its CSRF token is missing or stale): reload the page and try again.",
                 ),
             ),
-        ));
+        )));
     }
     let Some(nonce) = form.get("nonce").filter(|n| n.len() == 32) else {
-        return Err(html(
+        return Admit::Refused(Box::new(html(
             StatusCode::BAD_REQUEST,
             view::page(
                 "Refused",
                 None,
                 view::problem("The form has no action nonce."),
             ),
-        ));
+        )));
     };
     match console.access.once(nonce) {
-        Once::Done(result) => Ok(Err(result)),
-        Once::First => Ok(Ok(nonce.to_owned())),
+        Once::Done => Admit::Done(nonce.to_owned()),
+        Once::First => Admit::Act(nonce.to_owned()),
     }
 }
 
 async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
     let form = Form::parse(&body);
     let nonce = match admit_action(&console, &form) {
-        Err(response) => return response,
-        Ok(Err(_)) => {
-            return Redirect::to(&format!(
-                "/?result={}",
-                form.get("nonce").unwrap_or_default()
-            ))
-            .into_response();
-        }
-        Ok(Ok(nonce)) => nonce,
+        Admit::Refused(response) => return *response,
+        Admit::Done(nonce) => return Redirect::to(&format!("/?result={nonce}")).into_response(),
+        Admit::Act(nonce) => nonce,
     };
     let (Some(kind), Some(table)) = (form.get("kind").and_then(JobKind::parse), form.get("table"))
     else {
@@ -553,9 +551,9 @@ async fn poison_action(
     }
     let form = Form::parse(&body);
     let nonce = match admit_action(&console, &form) {
-        Err(response) => return response,
-        Ok(Err(_)) => return back(form.get("nonce").unwrap_or_default()),
-        Ok(Ok(nonce)) => nonce,
+        Admit::Refused(response) => return *response,
+        Admit::Done(nonce) => return back(&nonce),
+        Admit::Act(nonce) => nonce,
     };
     // One message's own button, else the action on the selection or on all.
     let (action, ids): (String, Vec<String>) = match form.get("one").and_then(|o| o.split_once(':'))
