@@ -105,6 +105,11 @@ pub enum Command {
     Audit(AuditArgs),
     /// Write the entries of an index declared after the table had data.
     Backfill(BackfillArgs),
+    /// Rewrite every entity stored under an older version of its type to the current
+    /// version, through the write path (indexes, id lists, unique values and change
+    /// events follow). The types are those the worker binary registers
+    /// (`connections.migrations().register::<T>()` in `cli::main_with`).
+    Migrate(MigrateArgs),
     /// Mark the partitions of a table that hold outbox entries written before pending
     /// markers existed, so the relay finds them (once, after an upgrade; scans the table).
     AdoptOutbox(AdoptArgs),
@@ -208,6 +213,31 @@ pub struct AuditArgs {
     /// Print at most this many findings.
     #[arg(long, default_value_t = 20)]
     pub findings: usize,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the entities.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The entity kind, when the table holds several registered types.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob fields: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
     /// No progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -662,12 +692,23 @@ pub struct Connections {
     pub store: AnyStore,
     /// The blob store (`--blobs`), if any.
     pub blobs: Option<BlobStore>,
+    migrations: crate::migrate::Migrations,
 }
 
 impl Connections {
     /// The connections to `store` and, optionally, `blobs`.
     pub fn new(store: AnyStore, blobs: Option<BlobStore>) -> Self {
-        Connections { store, blobs }
+        Connections {
+            store,
+            blobs,
+            migrations: crate::migrate::Migrations::new(),
+        }
+    }
+
+    /// The entity types this worker binary can migrate (`migrate`, the console's migrate
+    /// job): register the application's types here, beside its operations.
+    pub fn migrations(&self) -> &crate::migrate::Migrations {
+        &self.migrations
     }
 }
 
@@ -755,6 +796,35 @@ fn progress_bar(hidden: bool, what: &str) -> indicatif::ProgressBar {
     bar.set_message(format!("{what}: starting"));
     bar.enable_steady_tick(Duration::from_millis(200));
     bar
+}
+
+/// A migration's report in one line: counts by stored version, then what it did.
+pub fn migrate_summary(
+    migration: &crate::migrate::Migration,
+    report: &tablekit_patterns::index::MigrateReport,
+) -> String {
+    let versions = if report.versions.is_empty() {
+        "none".to_owned()
+    } else {
+        report
+            .versions
+            .iter()
+            .map(|(v, n)| format!("v{v} {n}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    format!(
+        "migrate of {} ({} to v{}): read {} entities in {:.1} s{}; by stored version: {versions}; rewritten {}, left to a concurrent write {}, unreadable {}",
+        migration.table,
+        migration.kind,
+        migration.version,
+        report.scanned,
+        report.seconds,
+        if report.resumed { " (resumed)" } else { "" },
+        report.rewritten,
+        report.conflicts,
+        report.unreadable
+    )
 }
 
 fn summary(what: &str, report: &AuditReport) -> String {
@@ -1106,11 +1176,37 @@ where
             options.queues = args.queues;
             options.refresh = args.refresh;
             options.blobs = blob_store(args.blobs.as_deref())?;
+            // The application's types, registered beside its operations.
+            let connections = Connections::new(store.clone(), options.blobs.clone());
+            let _ = registry_with_operations(&connections, operations);
+            options.migrations = connections.migrations().clone();
             let console = crate::console::bind(store, broker, options).await?;
             let address = console.local_addr()?;
             write(out, format!("console: http://{address}/"))?;
             let _ = out.flush();
             console.serve(shutdown).await
+        }
+        Command::Migrate(args) => {
+            let store = AnyStore::connect(&args.store).await?;
+            let blobs = blob_store(args.blobs.as_deref())?;
+            let connections = Connections::new(store.clone(), blobs.clone());
+            let _ = registry_with_operations(&connections, operations);
+            let migration = connections
+                .migrations()
+                .find(&args.table, args.kind.as_deref())?;
+            let bar = progress_bar(args.no_progress, "migrate");
+            let progress_bar = bar.clone();
+            let options = AuditOptions {
+                job: args.job,
+                progress: Some(Arc::new(move |p| {
+                    progress_bar.set_message(format!("{}: {} read", p.table, p.scanned));
+                })),
+                ..AuditOptions::default()
+            };
+            let report = migration.run(store, blobs, options).await;
+            bar.finish_and_clear();
+            let report = report?;
+            write(out, migrate_summary(&migration, &report))
         }
         Command::Status(args) => {
             let store = AnyStore::connect(&args.store).await?;

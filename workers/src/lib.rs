@@ -36,6 +36,7 @@ pub mod cli;
 pub mod console;
 mod error;
 pub mod index;
+pub mod migrate;
 pub mod operation;
 pub mod queue;
 pub mod runtime;

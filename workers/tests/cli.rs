@@ -585,3 +585,121 @@ async fn json_log_lines_carry_the_queue_and_the_operation_id() {
     assert_eq!(poisoned["span"]["queue"], "jq", "{poisoned}");
     assert_eq!(poisoned["span"]["operation_id"], "m-1", "{poisoned}");
 }
+
+mod migrations {
+    use super::*;
+    use clap::Parser;
+    use tablekit_derive::Entity;
+    use tablekit_patterns::index::IndexedTable;
+
+    #[derive(Entity, Clone, Debug, PartialEq)]
+    #[entity(
+        table = "Crew",
+        kind = "Sailor",
+        version = 1,
+        partition_key = "{ship}",
+        row_key = "s_{id:03}",
+        crate = "tablekit_core"
+    )]
+    pub(super) struct SailorV1 {
+        ship: String,
+        id: u32,
+    }
+
+    #[derive(Entity, Clone, Debug, PartialEq)]
+    #[entity(
+        table = "Crew",
+        kind = "Sailor",
+        version = 2,
+        partition_key = "{ship}",
+        row_key = "s_{id:03}",
+        crate = "tablekit_core"
+    )]
+    #[index(
+        name = "by_id",
+        table = "CrewById",
+        partition_key = "all",
+        row_key = "{id:03}"
+    )]
+    pub(super) struct Sailor {
+        ship: String,
+        id: u32,
+    }
+
+    async fn run(args: &[&str], register: bool) -> (tablekit_workers::Result<()>, String) {
+        let cli =
+            cli::Cli::parse_from(std::iter::once("tablekit-worker").chain(args.iter().copied()));
+        let mut out = Vec::new();
+        let result = cli::run_with(cli, &mut out, |registry, connections| {
+            if register {
+                connections.migrations().register::<Sailor>();
+            }
+            registry
+        })
+        .await;
+        (result, String::from_utf8(out).unwrap())
+    }
+
+    #[tokio::test]
+    async fn migrate_rewrites_the_registered_types_older_entities() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("store.db");
+        let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap();
+        let old = IndexedTable::<SailorV1, _>::new(store.clone()).with_inline_apply();
+        old.open().await.unwrap();
+        for id in 0..12 {
+            old.insert(&SailorV1 {
+                ship: format!("ship{}", id % 3),
+                id,
+            })
+            .await
+            .unwrap();
+        }
+        let store_arg = format!("sqlite:{}", path.display());
+        let args = [
+            "migrate",
+            "--store",
+            &store_arg,
+            "--table",
+            "Crew",
+            "--no-progress",
+        ];
+
+        // Not registered in this binary: a usage error that says how to register.
+        let (refused, _) = run(&args, false).await;
+        let refused = refused.expect_err("no type registered");
+        assert_eq!(cli::exit_code(&refused), cli::EXIT_USAGE);
+        assert!(
+            refused.to_string().contains("migrations().register"),
+            "{refused}"
+        );
+
+        let (result, out) = run(&args, true).await;
+        result.unwrap();
+        assert!(out.contains("by stored version: v1 12"), "{out}");
+        assert!(
+            out.contains("rewritten 12, left to a concurrent write 0"),
+            "{out}"
+        );
+        // The new index's copies are follow-up work in the outbox, as for every write
+        // of a worker process: the relay (the index worker's) publishes it.
+        let handlers = tablekit_patterns::index::handlers(store.clone(), None);
+        let sink: std::sync::Arc<dyn tablekit_patterns::index::OutboxSink> =
+            std::sync::Arc::new(tablekit_patterns::index::InlineSink::new(handlers));
+        let relay = tablekit_patterns::index::Relay::new(store.clone(), sink).grace(Duration::ZERO);
+        relay.run_once().await.unwrap();
+        let copies = store
+            .query_all("CrewById", tablekit_core::Query::new())
+            .await
+            .unwrap();
+        assert_eq!(copies.len(), 12, "the new version's index followed");
+        let (result, out) = run(&args, true).await;
+        result.unwrap();
+        assert!(
+            out.contains("by stored version: v2 12; rewritten 0"),
+            "{out}"
+        );
+    }
+}

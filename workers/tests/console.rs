@@ -35,6 +35,23 @@ struct Member {
     email: String,
 }
 
+/// `Member` as a later version of the program declares it.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Staff",
+    kind = "Member",
+    version = 2,
+    partition_key = "{team}",
+    row_key = "m_{id:04}",
+    crate = "tablekit_core"
+)]
+#[index(name = "by_email", partition_key = "{team}", row_key = "email_{email}")]
+struct MemberV2 {
+    team: String,
+    id: u32,
+    email: String,
+}
+
 /// A console serving in the background until dropped.
 struct Running {
     url: String,
@@ -438,6 +455,8 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         finished: None,
         resumed: 0,
         report: None,
+        migration: None,
+        entity_kind: None,
         error: None,
     };
     store.create_table_if_not_exists(JOBS_TABLE).await.unwrap();
@@ -454,12 +473,9 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
         .unwrap();
-    let running = serve(
-        store.clone(),
-        queue,
-        ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None),
-    )
-    .await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.migrations.register::<MemberV2>();
+    let running = serve(store.clone(), queue, options).await;
     let job = wait_for_job(&store, &left.id).await;
     assert_eq!(job.state, JobState::Done, "{job:?}");
     assert_eq!(job.resumed, 1);
@@ -499,6 +515,47 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         assert!(std::time::Instant::now() < deadline, "{live}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+
+    // A migration of the registered type to its current version.
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    assert!(html.contains("<option value=\"Staff:Member\">"), "{html}");
+    let (status, location) = post(
+        &format!("{}/jobs", running.url),
+        &[
+            ("csrf", &field(&html, "csrf")),
+            ("nonce", &field(&html, "nonce")),
+            ("kind", "migrate"),
+            ("type", "Staff:Member"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 303);
+    let (_, page) = get(&format!("{}{location}", running.url)).await;
+    assert!(
+        page.contains("Started: migrate of Member of Staff."),
+        "{page}"
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, live) = get(&format!("{}/live", running.url)).await;
+        if live.contains("30 rewritten") {
+            assert!(live.contains("by stored version: v1 30"), "{live}");
+            break;
+        }
+        assert!(!live.contains("failed:"), "{live}");
+        assert!(std::time::Instant::now() < deadline, "{live}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let stored = store
+        .get("Staff", "t0", "m_0000", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        stored.properties.get("EntityVersion"),
+        Some(&tablekit_core::Value::Int32(2))
+    );
 }
 
 async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
@@ -618,19 +675,24 @@ async fn screenshot(client: &fantoccini::Client, name: &str) {
     eprintln!("screenshot: {}", path.display());
 }
 
-async fn banner(client: &fantoccini::Client) -> String {
-    match client
-        .wait()
-        .at_most(Duration::from_secs(10))
-        .for_element(fantoccini::Locator::Css(".banner"))
-        .await
-    {
-        Ok(banner) => banner.text().await.unwrap(),
-        Err(e) => panic!(
-            "no result banner ({e}) at {}:\n{}",
-            client.current_url().await.unwrap(),
-            client.source().await.unwrap()
-        ),
+/// Waits for the result banner of the page an action led to to say `expected` (the page
+/// before the action may still show the previous result while the form is sent).
+async fn banner(client: &fantoccini::Client, expected: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Ok(banner) = client.find(fantoccini::Locator::Css(".banner")).await {
+            if banner.text().await.is_ok_and(|text| text == expected) {
+                return;
+            }
+        }
+        if std::time::Instant::now() > deadline {
+            panic!(
+                "no result banner saying {expected:?} at {}:\n{}",
+                client.current_url().await.unwrap(),
+                client.source().await.unwrap()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
 
@@ -740,7 +802,7 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
         .click()
         .await
         .unwrap();
-    assert_eq!(banner(client).await, "Replayed 1 message.");
+    banner(client, "Replayed 1 message.").await;
     assert!(!poisoned_ids(&queue, name).await.contains(&good_id));
     let registry = cli::registry(store.clone());
     let config = WorkerConfig::new(name);
@@ -782,13 +844,13 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
         .click()
         .await
         .unwrap();
-    assert_eq!(banner(client).await, "Discarded 1 message.");
+    banner(client, "Discarded 1 message.").await;
     let left = poisoned_ids(&queue, name).await;
     assert_eq!(left.len(), 2, "{left:?}");
     assert!(!left.contains(&"hostile-script".to_owned()));
     // A reload of the result page does not act again.
     client.refresh().await.unwrap();
-    assert_eq!(banner(client).await, "Discarded 1 message.");
+    banner(client, "Discarded 1 message.").await;
     assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
 
     // Unfold the long body.

@@ -31,7 +31,8 @@ pub(crate) mod write;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
 pub use audit::{
-    AuditOptions, AuditProgress, AuditReport, AuditResult, Drift, Finding, audit, backfill,
+    AuditOptions, AuditProgress, AuditReport, AuditResult, Drift, Finding, MigrateReport, audit,
+    backfill, migrate,
 };
 pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};

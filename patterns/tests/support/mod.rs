@@ -18,6 +18,9 @@ pub(crate) enum Hold {
     Insert(&'static str),
     /// A single replace of this RowKey.
     Replace(&'static str),
+    /// The second point read of this RowKey once armed (a write's own read, after the
+    /// read its caller made).
+    SecondRead(&'static str),
 }
 
 /// A memory store holding the first call that matches its [`Hold`] once armed.
@@ -27,6 +30,7 @@ pub(crate) struct Held {
     pub(crate) inner: MemoryStore,
     hold: Hold,
     armed: Arc<AtomicBool>,
+    reads: Arc<std::sync::atomic::AtomicUsize>,
     reached: Arc<Notify>,
     release: Arc<Notify>,
 }
@@ -38,6 +42,7 @@ impl Held {
             inner: MemoryStore::new(),
             hold,
             armed: Arc::default(),
+            reads: Arc::default(),
             reached: Arc::default(),
             release: Arc::default(),
         }
@@ -83,7 +88,10 @@ impl TableStore for Held {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> tablekit_core::Result<Option<Entity>> {
-        self.maybe_hold(matches!(self.hold, Hold::Read(rk) if rk == row_key))
+        let second = matches!(self.hold, Hold::SecondRead(rk) if rk == row_key)
+            && self.armed.load(Ordering::SeqCst)
+            && self.reads.fetch_add(1, Ordering::SeqCst) == 1;
+        self.maybe_hold(second || matches!(self.hold, Hold::Read(rk) if rk == row_key))
             .await;
         self.inner.get(table, partition_key, row_key, select).await
     }

@@ -16,7 +16,9 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::blob::BlobStore;
 use tablekit_core::filter;
 use tablekit_core::{AnyStore, Entity, ErrorKind, IfMatch, Query, TableStore, Value};
-use tablekit_patterns::index::{AuditOptions, AuditReport, AuditResult};
+use tablekit_patterns::index::{AuditOptions, AuditReport, AuditResult, MigrateReport};
+
+use crate::migrate::Migrations;
 
 use crate::error::{Error, Result};
 
@@ -41,6 +43,8 @@ pub enum JobKind {
     Repair,
     /// Write the entries of one index.
     Backfill,
+    /// Rewrite the entities of one type stored under an older version.
+    Migrate,
 }
 
 impl JobKind {
@@ -50,6 +54,7 @@ impl JobKind {
             JobKind::Audit => "audit",
             JobKind::Repair => "repair",
             JobKind::Backfill => "backfill",
+            JobKind::Migrate => "migrate",
         }
     }
 
@@ -58,6 +63,7 @@ impl JobKind {
             "audit" => Some(JobKind::Audit),
             "repair" => Some(JobKind::Repair),
             "backfill" => Some(JobKind::Backfill),
+            "migrate" => Some(JobKind::Migrate),
             _ => None,
         }
     }
@@ -87,6 +93,9 @@ pub struct Job {
     /// The index a backfill writes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub index: Option<String>,
+    /// The entity kind a migration rewrites.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub entity_kind: Option<String>,
     /// Where it is.
     pub state: JobState,
     /// Entities scanned so far.
@@ -109,6 +118,9 @@ pub struct Job {
     /// What it found and did, once done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<AuditReport>,
+    /// What a migration found and did, once done.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub migration: Option<MigrateReport>,
     /// Why it failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
@@ -133,6 +145,12 @@ impl Job {
     }
 }
 
+/// What a finished scan returns.
+enum Outcome {
+    Scanned(AuditReport),
+    Migrated(MigrateReport),
+}
+
 /// A new job id: later ids sort first, so the newest jobs are read first.
 fn new_id() -> String {
     let millis = u64::try_from(Utc::now().timestamp_millis()).unwrap_or_default();
@@ -149,15 +167,17 @@ fn new_id() -> String {
 pub(super) struct Jobs {
     store: AnyStore,
     blobs: Option<BlobStore>,
+    migrations: Migrations,
     /// Progress of the jobs this process runs: (scanned, drift).
     running: Arc<Mutex<HashMap<String, (u64, u64)>>>,
 }
 
 impl Jobs {
-    pub(super) fn new(store: AnyStore, blobs: Option<BlobStore>) -> Self {
+    pub(super) fn new(store: AnyStore, blobs: Option<BlobStore>, migrations: Migrations) -> Self {
         Jobs {
             store,
             blobs,
+            migrations,
             running: Arc::default(),
         }
     }
@@ -189,19 +209,34 @@ impl Jobs {
             .collect())
     }
 
-    /// Starts a job; returns its record.
+    /// The types the console can migrate.
+    pub(super) fn migrations(&self) -> &Migrations {
+        &self.migrations
+    }
+
+    /// Starts a job; returns its record. `target` is the index of a backfill, the entity
+    /// kind of a migration.
     ///
     /// # Errors
-    /// [`Error::Config`] for a backfill without an index; the store's errors.
+    /// [`Error::Config`] for a backfill without an index or a migration of a type not
+    /// registered; the store's errors.
     pub(super) async fn start(
         &self,
         kind: JobKind,
         table: &str,
-        index: Option<String>,
+        target: Option<String>,
     ) -> Result<Job> {
-        if kind == JobKind::Backfill && index.as_deref().is_none_or(str::is_empty) {
+        if kind == JobKind::Backfill && target.as_deref().is_none_or(str::is_empty) {
             return Err(Error::Config("a backfill names its index".into()));
         }
+        if kind == JobKind::Migrate {
+            self.migrations.find(table, target.as_deref())?;
+        }
+        let (index, entity_kind) = match kind {
+            JobKind::Backfill => (target, None),
+            JobKind::Migrate => (None, target),
+            _ => (None, None),
+        };
         let estimate = AuditResult::list(&self.store)
             .await?
             .into_iter()
@@ -212,7 +247,8 @@ impl Jobs {
             id: new_id(),
             kind,
             table: table.to_owned(),
-            index: index.filter(|_| kind == JobKind::Backfill),
+            index,
+            entity_kind,
             state: JobState::Running,
             scanned: 0,
             drift: 0,
@@ -222,6 +258,7 @@ impl Jobs {
             finished: None,
             resumed: 0,
             report: None,
+            migration: None,
             error: None,
         };
         self.store.create_table_if_not_exists(JOBS_TABLE).await?;
@@ -320,6 +357,15 @@ impl Jobs {
             job.index.clone(),
             job.kind,
         );
+        let migration = match kind {
+            JobKind::Migrate => Some(
+                self.migrations
+                    .find(&job.table, job.entity_kind.as_deref())
+                    .map_err(|e| e.to_string()),
+            ),
+            _ => None,
+        };
+        let blobs = self.blobs.clone();
         let spawned = std::thread::Builder::new()
             .name("tablekit-console-job".into())
             .spawn(move || {
@@ -328,14 +374,23 @@ impl Jobs {
                     .build()
                 {
                     Ok(runtime) => runtime.block_on(async {
-                        match (kind, index.as_deref()) {
-                            (JobKind::Backfill, Some(index)) => {
+                        match (kind, index.as_deref(), migration) {
+                            (JobKind::Migrate, _, Some(migration)) => migration?
+                                .run(store, blobs, options)
+                                .await
+                                .map(Outcome::Migrated)
+                                .map_err(|e| e.to_string()),
+                            (JobKind::Backfill, Some(index), _) => {
                                 tablekit_patterns::index::backfill(&store, &table, index, &options)
                                     .await
+                                    .map(Outcome::Scanned)
+                                    .map_err(|e| e.to_string())
                             }
-                            _ => tablekit_patterns::index::audit(&store, &table, &options).await,
+                            _ => tablekit_patterns::index::audit(&store, &table, &options)
+                                .await
+                                .map(Outcome::Scanned)
+                                .map_err(|e| e.to_string()),
                         }
-                        .map_err(|e| e.to_string())
                     }),
                     Err(e) => Err(format!("the job's runtime did not start: {e}")),
                 };
@@ -369,11 +424,17 @@ impl Jobs {
         job.finished = Some(Utc::now());
         job.heartbeat = Utc::now();
         match outcome {
-            Ok(report) => {
+            Ok(Outcome::Scanned(report)) => {
                 job.state = JobState::Done;
                 job.scanned = report.scanned;
                 job.drift = report.missing + report.stale + report.orphaned;
                 job.report = Some(report);
+            }
+            Ok(Outcome::Migrated(report)) => {
+                job.state = JobState::Done;
+                job.scanned = report.scanned;
+                job.drift = report.conflicts + report.unreadable;
+                job.migration = Some(report);
             }
             Err(e) => {
                 job.state = JobState::Failed;

@@ -66,6 +66,8 @@ pub struct ConsoleOptions {
     pub refresh: u64,
     /// The blob store of blob-stored index entities (for audits and backfills).
     pub blobs: Option<BlobStore>,
+    /// The entity types the console can migrate (those the worker binary registers).
+    pub migrations: crate::migrate::Migrations,
 }
 
 impl Default for ConsoleOptions {
@@ -76,6 +78,7 @@ impl Default for ConsoleOptions {
             queues: Vec::new(),
             refresh: 3,
             blobs: None,
+            migrations: crate::migrate::Migrations::new(),
         }
     }
 }
@@ -105,6 +108,8 @@ pub(crate) struct Overview {
     queues: Vec<QueueRow>,
     /// Each registered table, with the indexes and index entities it declares.
     tables: Vec<(String, Vec<String>)>,
+    /// The types the console can migrate: (table, kind, current version).
+    migrations: Vec<(String, String, u32)>,
     jobs: Vec<Job>,
 }
 
@@ -160,7 +165,11 @@ pub async fn bind(
                 options.bind
             ))
         })?;
-    let jobs = Jobs::new(store.clone(), options.blobs.clone());
+    let jobs = Jobs::new(
+        store.clone(),
+        options.blobs.clone(),
+        options.migrations.clone(),
+    );
     Ok(BoundConsole {
         listener,
         console: Arc::new(Console {
@@ -339,6 +348,13 @@ impl Console {
             status,
             queues,
             tables,
+            migrations: self
+                .jobs
+                .migrations()
+                .list()
+                .into_iter()
+                .map(|m| (m.table, m.kind, m.version))
+                .collect(),
             jobs: self.jobs.list().await?,
         })
     }
@@ -458,8 +474,10 @@ async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
         Admit::Done(nonce) => return Redirect::to(&format!("/?result={nonce}")).into_response(),
         Admit::Act(nonce) => nonce,
     };
-    let (Some(kind), Some(table)) = (form.get("kind").and_then(JobKind::parse), form.get("table"))
-    else {
+    let (Some(kind), Some(table)) = (
+        form.get("kind").and_then(JobKind::parse),
+        form.get("table").or(form.get("type")),
+    ) else {
         return html(
             StatusCode::BAD_REQUEST,
             view::page(
@@ -472,16 +490,26 @@ async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
     if !console.access.claim(&nonce) {
         return Redirect::to(&format!("/?result={nonce}")).into_response();
     }
-    let index = form
-        .get("index")
-        .filter(|i| !i.is_empty())
-        .map(str::to_owned);
-    let result = match console.jobs.start(kind, table, index).await {
+    // A migration names `table:kind` in one field; a backfill names its index.
+    let (table, target) = match (kind, form.get("type")) {
+        (JobKind::Migrate, Some(chosen)) => match chosen.split_once(':') {
+            Some((table, entity_kind)) => (table, Some(entity_kind.to_owned())),
+            None => (chosen, None),
+        },
+        _ => (
+            table,
+            form.get("index")
+                .filter(|i| !i.is_empty())
+                .map(str::to_owned),
+        ),
+    };
+    let result = match console.jobs.start(kind, table, target).await {
         Ok(job) => format!(
             "Started: {}{} of {}.",
             kind.name(),
             job.index
                 .as_deref()
+                .or(job.entity_kind.as_deref())
                 .map(|i| format!(" of {i}"))
                 .unwrap_or_default(),
             job.table

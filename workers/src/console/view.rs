@@ -216,6 +216,20 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     button name="kind" value="backfill" { "Backfill index" }
                 }
             }
+            @if !o.migrations.is_empty() {
+                form.inline method="post" action="/jobs" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="nonce" value=(nonce);
+                    label { "type "
+                        select name="type" {
+                            @for (table, kind, version) in &o.migrations {
+                                option value=(format!("{table}:{kind}")) { (table) " · " (kind) " (current v" (version) ")" }
+                            }
+                        }
+                    }
+                    button name="kind" value="migrate" { "Migrate to the current version" }
+                }
+            }
             @if o.jobs.is_empty() {
                 p.muted { "No jobs yet." }
             } @else {
@@ -229,9 +243,10 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
 }
 
 fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
-    let what = match (job.kind, &job.index) {
-        (JobKind::Backfill, Some(index)) => format!("backfill of {index}"),
-        (kind, _) => kind.name().to_owned(),
+    let what = match (job.kind, &job.index, &job.entity_kind) {
+        (JobKind::Backfill, Some(index), _) => format!("backfill of {index}"),
+        (JobKind::Migrate, _, Some(kind)) => format!("migrate of {kind}"),
+        (kind, _, _) => kind.name().to_owned(),
     };
     html! {
         tr data-job=(job.id) data-state=(format!("{:?}", job.state).to_lowercase()) {
@@ -257,12 +272,23 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
             td {
                 @match (&job.state, &job.report, &job.error) {
                     (JobState::Failed, _, Some(error)) => span.error { "failed: " (error) },
+                    (JobState::Done, _, _) if job.migration.is_some() => {
+                        @if let Some(m) = &job.migration {
+                            span.badge.ok { (thousands(m.rewritten)) " rewritten" }
+                            span.muted {
+                                " · by stored version: "
+                                (m.versions.iter().map(|(v, n)| format!("v{v} {}", thousands(*n))).collect::<Vec<_>>().join(", "))
+                                @if m.conflicts > 0 { " · " (thousands(m.conflicts)) " left to a concurrent write" }
+                                @if m.unreadable > 0 { " · " (thousands(m.unreadable)) " unreadable" }
+                            }
+                        }
+                    },
                     (JobState::Done, Some(r), _) => {
                         @let found = r.missing + r.stale + r.orphaned;
                         @if found == 0 && r.repaired == 0 {
                             span.badge.ok { "clean" }
                         } @else {
-                            span.badge class=(if found > r.repaired { "bad" } else { "ok" }) {
+                            span class=(if found > r.repaired { "badge bad" } else { "badge ok" }) {
                                 (thousands(found)) " found, " (thousands(r.repaired)) " repaired"
                             }
                         }

@@ -18,6 +18,7 @@
 mod auditor;
 mod backfill;
 mod check;
+mod migrate;
 mod report;
 mod scan;
 
@@ -37,6 +38,7 @@ use crate::error::{Error, Result};
 pub(crate) use auditor::Auditor;
 pub use backfill::backfill;
 pub(crate) use backfill::backfill_with;
+pub use migrate::{MigrateReport, migrate};
 use report::STATE_PROPERTY;
 pub use report::{
     AuditOptions, AuditProgress, AuditReport, Drift, Finding, JOBS_TABLE, ProgressFn,

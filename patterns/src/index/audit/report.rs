@@ -71,6 +71,17 @@ pub struct AuditReport {
     pub resumed: bool,
     /// Seconds the run took.
     pub seconds: f64,
+    /// A migration's count of the type's entities by stored version.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub versions: std::collections::BTreeMap<u32, u64>,
+    /// A migration's rewrites left to a write that landed between its read and its
+    /// rewrite.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub conflicts: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl AuditReport {
