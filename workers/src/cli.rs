@@ -325,6 +325,15 @@ pub struct ConsoleArgs {
     /// the registered types declare.
     #[arg(long = "queue")]
     pub queues: Vec<String>,
+    /// A worker's metrics endpoint (`http://HOST:PORT/metrics`, as `run --metrics-addr`
+    /// serves it; repeatable, or comma-separated in the variable): the page shows each
+    /// index's copy lag and the hot partitions.
+    #[arg(
+        long = "metrics",
+        env = "TABLEKIT_CONSOLE_METRICS",
+        value_delimiter = ','
+    )]
+    pub metrics: Vec<String>,
     /// Seconds between two refreshes of the page.
     #[arg(long, env = "TABLEKIT_CONSOLE_REFRESH", default_value_t = 3,
           value_parser = clap::value_parser!(u64).range(1..=300))]
@@ -583,6 +592,14 @@ pub struct RunArgs {
     /// commit may take to land, plus clock skew between processes).
     #[arg(long, env = "TABLEKIT_RELAY_LATE_MS", default_value_t = 60_000)]
     pub relay_late_ms: u64,
+    /// Serve the operator's console from this worker process at this address (as the
+    /// `console` command does, reading this process's metrics when `--metrics-addr` is
+    /// set). Any address but loopback needs `--console-token`.
+    #[arg(long, env = "TABLEKIT_CONSOLE_BIND")]
+    pub console: Option<SocketAddr>,
+    /// The console's token (at least 16 characters).
+    #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
+    pub console_token: Option<String>,
     /// Seconds between two passes of the expiry sweeper, which runs beside the relay and
     /// deletes the entities of expiring types (`#[entity(ttl)]`, `#[entity(expires)]`)
     /// whose time is up; 0 turns it off.
@@ -927,9 +944,43 @@ where
             } else {
                 None
             };
-            let registry = registry_with_operations(&Connections::new(store, blobs), operations);
+            let connections = Connections::new(store.clone(), blobs.clone());
+            let registry = registry_with_operations(&connections, operations);
+            let console_task = match args.console {
+                Some(bind) => {
+                    let mut options = crate::console::ConsoleOptions::new(bind, args.console_token);
+                    options.blobs = blobs;
+                    options.migrations = connections.migrations().clone();
+                    if let Some(address) = args.metrics_addr {
+                        let host = if address.ip().is_unspecified() {
+                            std::net::IpAddr::from([127, 0, 0, 1])
+                        } else {
+                            address.ip()
+                        };
+                        options.metrics = vec![format!(
+                            "http://{}/metrics",
+                            SocketAddr::new(host, address.port())
+                        )];
+                    }
+                    let console = crate::console::bind(
+                        store,
+                        AnyQueue::connect(&args.queue.broker).await?,
+                        options,
+                    )
+                    .await?;
+                    tracing::info!(address = %console.local_addr()?, "console");
+                    let mut stopped = stop.subscribe();
+                    Some(tokio::spawn(console.serve(async move {
+                        let _ = stopped.wait_for(|s| *s).await;
+                    })))
+                }
+                None => None,
+            };
             let report = Worker::new(queue, registry, config).run(shutdown).await;
             let _ = stop.send(true);
+            if let Some(task) = console_task {
+                let _ = task.await;
+            }
             if let Some(task) = relay_task {
                 let _ = task.await;
             }
@@ -1175,6 +1226,7 @@ where
             let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
             options.queues = args.queues;
             options.refresh = args.refresh;
+            options.metrics = args.metrics;
             options.blobs = blob_store(args.blobs.as_deref())?;
             // The application's types, registered beside its operations.
             let connections = Connections::new(store.clone(), options.blobs.clone());

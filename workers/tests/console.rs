@@ -473,7 +473,7 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
         .unwrap();
-    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    let options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.migrations.register::<MemberV2>();
     let running = serve(store.clone(), queue, options).await;
     let job = wait_for_job(&store, &left.id).await;
@@ -680,10 +680,10 @@ async fn screenshot(client: &fantoccini::Client, name: &str) {
 async fn banner(client: &fantoccini::Client, expected: &str) {
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
     loop {
-        if let Ok(banner) = client.find(fantoccini::Locator::Css(".banner")).await {
-            if banner.text().await.is_ok_and(|text| text == expected) {
-                return;
-            }
+        if let Ok(banner) = client.find(fantoccini::Locator::Css(".banner")).await
+            && banner.text().await.is_ok_and(|text| text == expected)
+        {
+            return;
         }
         if std::time::Instant::now() > deadline {
             panic!(
@@ -752,7 +752,40 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
     options.queues = vec![name.to_owned(), "index".into()];
     let running = serve(store.clone(), queue.clone(), options).await;
 
+    // A registered type, so the jobs can run: an audit started from the page.
+    let members = IndexedTable::<Member, _>::new(store.clone());
+    members.open().await.unwrap();
+    for id in 0..25 {
+        members
+            .insert(&Member {
+                team: format!("t{}", id % 5),
+                id,
+                email: format!("m{id}@example.com"),
+            })
+            .await
+            .unwrap();
+    }
     client.goto(&format!("{}/", running.url)).await.unwrap();
+    client
+        .find(fantoccini::Locator::Css("button[value='audit']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    banner(client, "Started: audit of Staff.").await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while client
+        .find(fantoccini::Locator::Css("#jobs tr[data-state='done']"))
+        .await
+        .is_err()
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the audit job did not finish"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     let queues = client
         .find(fantoccini::Locator::Css("#queues"))
         .await
@@ -891,5 +924,107 @@ async fn in_chromium_over_rabbitmq() {
         let _ = rabbit
             .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
             .await;
+    }
+}
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Visitors",
+    kind = "Visitor",
+    partition_key = "{site}",
+    row_key = "v_{id:04}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_city",
+    table = "VisitorsByCity",
+    partition_key = "{city}",
+    row_key = "{id:04}"
+)]
+struct Visitor {
+    site: String,
+    id: u32,
+    city: String,
+}
+
+/// `run --console`: the console served by a worker process, its convergence read from the
+/// process's own metrics.
+#[tokio::test]
+async fn a_worker_serves_the_console_with_its_copy_lag() {
+    let dir = tempfile::tempdir().unwrap();
+    let store_arg = format!("sqlite:{}", dir.path().join("store.db").display());
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let store = AnyStore::connect(&store_arg).await.unwrap();
+    let visitors = IndexedTable::<Visitor, _>::new(store.clone());
+    visitors.open().await.unwrap();
+    let (metrics, console) = (support::free_port(), support::free_port());
+    let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_tablekit-worker"))
+        .args([
+            "run", "--queue", "index", "--broker", &broker, "--store", &store_arg,
+        ])
+        .args(["--metrics-addr", &format!("127.0.0.1:{metrics}")])
+        .args(["--console", &format!("127.0.0.1:{console}")])
+        .args([
+            "--relay-interval",
+            "1",
+            "--relay-grace-ms",
+            "0",
+            "--stats-interval",
+            "1",
+        ])
+        .env("RUST_LOG", "warn")
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    for id in 0..20 {
+        visitors
+            .insert(&Visitor {
+                site: "s1".into(),
+                id,
+                city: ["Oslo", "Lima"][id as usize % 2].into(),
+            })
+            .await
+            .unwrap();
+    }
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let live = loop {
+        if let Ok(response) = client()
+            .get(format!("http://127.0.0.1:{console}/live"))
+            .send()
+            .await
+        {
+            let live = response.text().await.unwrap();
+            if live.contains("Visitors · by_city") && live.contains("<td class=\"num\">20</td>") {
+                break live;
+            }
+            assert!(std::time::Instant::now() < deadline, "{live}");
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the console did not answer"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(live.contains("mean lag"), "{live}");
+    let _ = std::process::Command::new("kill")
+        .args(["-TERM", &worker.id().to_string()])
+        .status();
+    let status = worker.wait().unwrap();
+    assert!(status.success(), "{status}");
+}
+
+#[cfg(feature = "azure")]
+#[tokio::test]
+async fn in_chromium_over_azure_queue_storage() {
+    let Some(connection) = support::azure_queues() else {
+        return;
+    };
+    let queue = AnyQueue::connect(&format!("azure:{connection}"))
+        .await
+        .unwrap();
+    let name = support::azure_name("console");
+    in_the_browser(queue.clone(), &name, "azure").await;
+    if let AnyQueue::Azure(azure) = &queue {
+        let _ = azure.delete_queue(&name).await;
     }
 }

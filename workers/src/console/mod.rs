@@ -13,7 +13,12 @@
 //!   restart ([`jobs`]).
 //!
 //! Server-rendered HTML (maud templates, which escape every value) and one small script
-//! for the refresh; no build chain. Access rules: [`access`].
+//! for the refresh; no build chain.
+//!
+//! Access: on loopback by default (answering loopback host names only); any other
+//! address needs a token (at least [`MIN_TOKEN_LEN`] characters), checked in constant time
+//! on every request. Every action is a POST carrying the console's CSRF token from a page
+//! of the console itself; GET changes nothing; each action form acts once.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -39,6 +44,7 @@ use crate::queue::{AnyQueue, PoisonMessage, Queue};
 
 mod access;
 pub mod jobs;
+mod metrics;
 mod view;
 
 pub use access::MIN_TOKEN_LEN;
@@ -68,6 +74,9 @@ pub struct ConsoleOptions {
     pub blobs: Option<BlobStore>,
     /// The entity types the console can migrate (those the worker binary registers).
     pub migrations: crate::migrate::Migrations,
+    /// The workers' metrics endpoints (`http://HOST:PORT/metrics`), for convergence: the
+    /// copy lag of each index and the hot partitions.
+    pub metrics: Vec<String>,
 }
 
 impl Default for ConsoleOptions {
@@ -79,6 +88,7 @@ impl Default for ConsoleOptions {
             refresh: 3,
             blobs: None,
             migrations: crate::migrate::Migrations::new(),
+            metrics: Vec::new(),
         }
     }
 }
@@ -110,6 +120,8 @@ pub(crate) struct Overview {
     tables: Vec<(String, Vec<String>)>,
     /// The types the console can migrate: (table, kind, current version).
     migrations: Vec<(String, String, u32)>,
+    /// What the workers' metrics say, when the console reads them.
+    convergence: Option<metrics::Convergence>,
     jobs: Vec<Job>,
 }
 
@@ -356,6 +368,11 @@ impl Console {
                 .map(|m| (m.table, m.kind, m.version))
                 .collect(),
             jobs: self.jobs.list().await?,
+            convergence: if self.options.metrics.is_empty() {
+                None
+            } else {
+                Some(metrics::read(&self.options.metrics).await)
+            },
         })
     }
 

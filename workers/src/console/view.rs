@@ -82,6 +82,18 @@ fn rate(r: Option<f64>) -> Markup {
     }
 }
 
+/// A duration in seconds, for a lag.
+fn seconds(s: Option<f64>) -> Markup {
+    html! {
+        @match s {
+            Some(s) if s.is_infinite() => span.muted { "> 5 min" },
+            Some(s) if s < 1.0 => (format!("{:.0} ms", s * 1000.0)),
+            Some(s) => (format!("{s:.1} s")),
+            None => span.muted { "–" },
+        }
+    }
+}
+
 /// How long ago, in words.
 pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     let secs = (now - at).num_seconds().max(0);
@@ -161,6 +173,49 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                 p.muted { (thousands(b.delayed)) " tombstone burials wait for their grace period." }
             }
         }
+        section.card #convergence {
+            h2 { "Convergence" }
+            @match &o.convergence {
+                None => p.muted {
+                    "Give the console the workers' metrics endpoints (" code { "--metrics http://HOST:PORT/metrics" }
+                    ") or run it inside a worker (" code { "run --console" } ") to see each index's copy lag and the hot partitions."
+                },
+                Some(c) => {
+                    @for (endpoint, error) in &c.unreachable {
+                        p.error { (endpoint) ": " (error) }
+                    }
+                    @if c.lags.is_empty() {
+                        p.muted { "No copies written since the workers started." }
+                    } @else {
+                        table.grid {
+                            thead { tr { th { "index" } th.num { "copies" } th.num { "mean lag" } th.num { "p50 ≤" } th.num { "p99 ≤" } } }
+                            tbody {
+                                @for ((table, index), lag) in &c.lags {
+                                    tr {
+                                        td.name { (table) " · " (index) }
+                                        td.num { (thousands(lag.count as u64)) }
+                                        td.num { (seconds(lag.mean())) }
+                                        td.num { (seconds(lag.quantile(0.5))) }
+                                        td.num { (seconds(lag.quantile(0.99))) }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    @if !c.hot.is_empty() {
+                        h3 { "Hot partitions" }
+                        table.grid {
+                            thead { tr { th { "table" } th { "partition" } th.num { "writes/s" } } }
+                            tbody {
+                                @for ((table, partition), rate) in &c.hot {
+                                    tr { td.name { (table) } td.name { (partition) } td.num { (format!("{rate:.1}")) } }
+                                }
+                            }
+                        }
+                    }
+                },
+            }
+        }
         section.card #audits {
             h2 { "Last audits" }
             @if o.status.audits.is_empty() {
@@ -176,7 +231,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                             tr {
                                 td.name { (a.table) }
                                 td { @if a.clean { span.badge.ok { "clean" } } @else { span.badge.bad { "drift" } } }
-                                td { (ago(a.at, now)) }
+                                td.nowrap { (ago(a.at, now)) }
                                 td.num { (thousands(a.scanned)) }
                                 td.num { (thousands(a.missing)) }
                                 td.num { (thousands(a.stale)) }
@@ -297,7 +352,7 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
                     _ => span.muted { "running" },
                 }
             }
-            td { (ago(job.started, now)) }
+            td.nowrap { (ago(job.started, now)) }
         }
     }
 }
