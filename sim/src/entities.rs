@@ -1,11 +1,61 @@
 //! The simulated application's entity types: two indexed ones that between them declare
 //! every feature — a same-partition index, indexes in other tables, id lists in all three
 //! storages, a unique value, a denormalised field, a time to live and an `expires` field,
-//! change events and blob fields — and a large one, written through `LargeTable`.
+//! change events and blob fields — and a large one, written through `LargeTable`. The
+//! member has two versions: writers of both run at once, and a migrator rewrites the old.
 
 use chrono::{DateTime, Utc};
 use tablekit_derive::Entity;
 
+/// A team member: indexes of every kind, id lists in the partition, a table and blobs,
+/// a unique email, an optional end of membership, a photo in the blob store, change
+/// events; archived by the archive worker.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Members",
+    kind = "Member",
+    partition_key = "{team}",
+    row_key = "m_{id:02}",
+    changes = "member-changes",
+    version = 2,
+    crate = "tablekit_core"
+)]
+#[index(name = "nick", partition_key = "{team}", row_key = "nick_{nick}")]
+#[index(
+    name = "by_city",
+    table = "MembersByCity",
+    partition_key = "{city}",
+    row_key = "{team}_{id:02}"
+)]
+#[index_entity(name = "city", key = "{city}")]
+#[index_entity(
+    name = "level",
+    key = "{level}",
+    table = "MemberLevels",
+    storage = "table"
+)]
+#[index_entity(name = "tag", key = "{tag}", storage = "blob")]
+#[unique(name = "email", key = "{email}")]
+pub struct Member {
+    pub team: String,
+    pub id: u32,
+    pub nick: String,
+    pub city: String,
+    pub level: u32,
+    pub tag: String,
+    pub email: String,
+    /// The number of the write that wrote this value (each write has its own).
+    pub rev: i64,
+    #[entity(expires)]
+    pub ends: Option<DateTime<Utc>>,
+    #[entity(blob)]
+    pub photo: Option<Vec<u8>>,
+}
+
+/// `Member` as the program before it declared it (version 1, the same fields and
+/// declarations): a writer process still running that program writes some members with
+/// it, and the migrator rewrites them to version 2.
+///
 /// A team member: indexes of every kind, id lists in the partition, a table and blobs,
 /// a unique email, an optional end of membership, a photo in the blob store, change
 /// events; archived by the archive worker.
@@ -34,7 +84,7 @@ use tablekit_derive::Entity;
 )]
 #[index_entity(name = "tag", key = "{tag}", storage = "blob")]
 #[unique(name = "email", key = "{email}")]
-pub struct Member {
+pub struct LegacyMember {
     pub team: String,
     pub id: u32,
     pub nick: String,
