@@ -140,6 +140,9 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     // Without the tombstone: an insert planned while its key was free committed after a
     // delete of that key and was outranked by it.
     ("a delete does not outrank a later insert", &[594]),
+    // Without the ETag on its rewrite: a migration wrote back the value it had read over
+    // a write that landed in between (found by the `migrate-etag` teeth patch).
+    ("a migration leaves a concurrent write alone", &[583]),
 ];
 
 #[test]
