@@ -369,11 +369,12 @@ fn worker_binary(exe: &std::path::Path, connections: &[&str]) -> Option<PathBuf>
         .find(|(scheme, _)| connection.starts_with(scheme))
         .map(|(_, feature)| feature)
     };
-    let missing: Vec<&str> = connections
+    let mut missing: Vec<&str> = connections
         .iter()
         .filter_map(|c| needs(c))
         .filter(|feature| !features.contains(feature))
         .collect();
+    missing.dedup();
     if missing.is_empty() {
         Some(path)
     } else {

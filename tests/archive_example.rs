@@ -160,6 +160,25 @@ fn the_example_archives_on_azurite() {
     ]);
 }
 
+/// The README's Azure Storage command as a newcomer runs it (no table prefix of their
+/// own), twice on one account: each run has its own tables, so the second counts only
+/// its own employees.
+#[cfg(feature = "azure")]
+#[test]
+fn the_readme_azure_run_is_repeatable_on_one_account() {
+    if azurite_prefix().is_none() {
+        return;
+    }
+    for _ in 0..2 {
+        run(&[
+            "--store",
+            "azure:UseDevelopmentStorage=true",
+            "--broker",
+            "azure:UseDevelopmentStorage=true",
+        ]);
+    }
+}
+
 #[cfg(feature = "azure")]
 #[test]
 fn the_example_archives_on_azure_storage_alone_with_chaos() {

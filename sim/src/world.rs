@@ -1369,7 +1369,9 @@ async fn check(world: &World) -> Vec<String> {
     match migrated.await {
         Ok((first, second)) => {
             if first.conflicts > 0 || first.unreadable > 0 {
-                found.push(format!("a migration of the quiet store met conflicts: {first:?}"));
+                found.push(format!(
+                    "a migration of the quiet store met conflicts: {first:?}"
+                ));
             }
             if second.versions.keys().any(|v| *v != 2) || second.rewritten > 0 {
                 found.push(format!("the migration did not converge: {second:?}"));
