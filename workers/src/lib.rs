@@ -40,6 +40,7 @@ pub mod migrate;
 pub mod operation;
 pub mod queue;
 pub mod runtime;
+pub mod status;
 
 pub use error::{Error, Result};
 pub use operation::{Envelope, Operation, OperationError, Registry};

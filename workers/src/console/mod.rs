@@ -38,9 +38,9 @@ use maud::Markup;
 use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
 
-use crate::cli::{QueueStatus, Status};
 use crate::error::{Error, Result};
 use crate::queue::{AnyQueue, PoisonMessage, Queue};
+use crate::status::{QueueStatus, Status};
 
 mod access;
 pub mod jobs;
@@ -311,7 +311,7 @@ struct ResultQuery {
 
 impl Console {
     async fn overview(&self) -> Result<Overview> {
-        let status = crate::cli::status(&self.store, &self.broker, &self.options.queues).await?;
+        let status = crate::status::status(&self.store, &self.broker, &self.options.queues).await?;
         let now = Instant::now();
         let queues = {
             let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());

@@ -1,0 +1,441 @@
+//! The command line of `tablekit-worker`: its commands and options (every flag also an
+//! environment variable).
+
+use std::net::SocketAddr;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Runs tablekit's queue workers: the idempotent operations that keep copies eventually
+/// consistent across partitions, tables and blob storage.
+#[derive(Debug, Parser)]
+#[command(name = "tablekit-worker", version, long_version = long_version(), about)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+    /// How log lines are written on stderr: `text` (coloured only on a terminal, never
+    /// when `NO_COLOR` is set) or `json` (one object per line, for log shippers; a
+    /// delivery's lines carry its queue and operation id). Levels come from `RUST_LOG`
+    /// (default `info`).
+    #[arg(long, global = true, env = "TABLEKIT_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+}
+
+/// The backends this build serves, by feature name (`sqlite`, `rabbitmq`, `amqps`,
+/// `azure`): `tablekit-worker --version` lists them, so a script can tell whether a
+/// binary can serve a connection string before starting it.
+pub fn features() -> &'static [&'static str] {
+    &[
+        #[cfg(feature = "sqlite")]
+        "sqlite",
+        #[cfg(feature = "rabbitmq")]
+        "rabbitmq",
+        #[cfg(feature = "amqps")]
+        "amqps",
+        #[cfg(feature = "azure")]
+        "azure",
+    ]
+}
+
+fn long_version() -> &'static str {
+    static VERSION: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    VERSION.get_or_init(|| {
+        format!(
+            "{}\nfeatures: {}",
+            env!("CARGO_PKG_VERSION"),
+            features().join(" ")
+        )
+    })
+}
+
+/// How log lines are written.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum LogFormat {
+    /// Human-readable lines; ANSI colour only when stderr is a terminal.
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Consume a queue and run its operations until SIGINT or SIGTERM.
+    Run(RunArgs),
+    /// Inspect or replay the messages of a queue's poison queue.
+    Poison {
+        /// What to do with the poison queue.
+        #[command(subcommand)]
+        command: PoisonCommand,
+    },
+    /// Send an operation to a queue (for scripts).
+    Enqueue {
+        /// The operation.
+        #[command(subcommand)]
+        operation: EnqueueCommand,
+    },
+    /// Print how many messages a queue and its poison queue hold.
+    Stats(QueueArgs),
+    /// One screen for an operator: each queue's depth, leased and poison messages, the
+    /// relay's backlog, and the last audit of every audited table (`--json` for scripts).
+    Status(StatusArgs),
+    /// Serve the operator's console, a web page: queues, poison messages (replay,
+    /// discard), the relay's backlog, audits and background jobs. Loopback only unless
+    /// given a token.
+    Console(ConsoleArgs),
+    /// Check a table's indexes against its primaries: missing, stale and orphaned copies
+    /// and id-list entries; repair them with `--repair`. Exits 4 when drift is left.
+    Audit(AuditArgs),
+    /// Write the entries of an index declared after the table had data.
+    Backfill(BackfillArgs),
+    /// Rewrite every entity stored under an older version of its type to the current
+    /// version, through the write path (indexes, id lists, unique values and change
+    /// events follow). The types are those the worker binary registers
+    /// (`connections.migrations().register::<T>()` in `cli::main_with`).
+    Migrate(MigrateArgs),
+    /// Mark the partitions of a table that hold outbox entries written before pending
+    /// markers existed, so the relay finds them (once, after an upgrade; scans the table).
+    AdoptOutbox(AdoptArgs),
+    /// Import entities from a JSON-lines file (one entity per line, as `export-period`
+    /// writes them) into a table: entity group transactions per partition, a bounded
+    /// number in flight, retryable failures retried, the rest listed with their keys.
+    Import(ImportArgs),
+    /// Move a cold period table (`<base>YYYYMMDD` or `<base>YYYYMM`) to the blob store:
+    /// its entities as JSON lines, checked by reading the blob back, then the table is
+    /// deleted.
+    ExportPeriod(ExportPeriodArgs),
+}
+
+/// Options of `import`.
+#[derive(Debug, Args)]
+pub struct ImportArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table to write (created when missing).
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The JSON-lines file.
+    #[arg(long)]
+    pub file: std::path::PathBuf,
+    /// Batches in flight at most.
+    #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 8)]
+    pub concurrency: usize,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// The length of a period, for `export-period`.
+#[derive(Clone, Copy, Debug, clap::ValueEnum)]
+pub enum PeriodArg {
+    /// Tables named `<base>YYYYMMDD`.
+    Day,
+    /// Tables named `<base>YYYYMM`.
+    Month,
+}
+
+/// Options of `export-period`.
+#[derive(Debug, Args)]
+pub struct ExportPeriodArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The blob store: `file:DIR` (a folder) or `azure:CONNECTION-STRING;Container=NAME`
+    /// (Azure Blob Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: String,
+    /// The base name of the period tables.
+    #[arg(long)]
+    pub base: String,
+    /// The length of a period.
+    #[arg(long, value_enum)]
+    pub period: PeriodArg,
+    /// The period's table to export and drop.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `adopt-outbox`.
+#[derive(Debug, Args)]
+pub struct AdoptArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table whose outbox entries to adopt.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+}
+
+/// Options of `audit`.
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the primaries.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// Repair the drift found.
+    #[arg(long)]
+    pub repair: bool,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob-stored index entities: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// Print at most this many findings.
+    #[arg(long, default_value_t = 20)]
+    pub findings: usize,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `migrate`.
+#[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the entities.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The entity kind, when the table holds several registered types.
+    #[arg(long)]
+    pub kind: Option<String>,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob fields: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Options of `backfill`.
+#[derive(Debug, Args)]
+pub struct BackfillArgs {
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table of the primaries.
+    #[arg(long, env = "TABLEKIT_TABLE")]
+    pub table: String,
+    /// The index or index entity to backfill (as declared on the entity type).
+    #[arg(long)]
+    pub index: String,
+    /// Save a checkpoint under this name and resume from it after an interruption.
+    #[arg(long, env = "TABLEKIT_JOB")]
+    pub job: Option<String>,
+    /// The blob store of blob-stored index entities.
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
+
+/// Which queue, on which broker.
+#[derive(Debug, Args)]
+pub struct QueueArgs {
+    /// The queue's name.
+    #[arg(long, env = "TABLEKIT_QUEUE", default_value = "archive")]
+    pub queue: String,
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file, which several processes may share) or
+    /// `azure:CONNECTION-STRING` (Azure Queue Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+}
+
+/// Options of `status`.
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file) or `azure:CONNECTION-STRING` (Azure Queue Storage, feature
+    /// `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// A queue to show (repeatable); by default `index`, `archive` and the change queues
+    /// the registered types declare.
+    #[arg(long = "queue")]
+    pub queues: Vec<String>,
+    /// Print JSON instead of text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Options of `console`.
+#[derive(Debug, Args)]
+pub struct ConsoleArgs {
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file) or `azure:CONNECTION-STRING` (Azure Queue Storage, feature
+    /// `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+    /// The table store: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// Where the console listens. Any address but loopback needs `--token`.
+    #[arg(long, env = "TABLEKIT_CONSOLE_BIND", default_value = crate::console::DEFAULT_BIND)]
+    pub bind: SocketAddr,
+    /// The token every request must carry (at least 16 characters; the browser signs in
+    /// with it once). Required off loopback. Prefer the environment variable: a flag
+    /// shows in the process list.
+    #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
+    pub token: Option<String>,
+    /// A queue to show (repeatable); by default `index`, `archive` and the change queues
+    /// the registered types declare.
+    #[arg(long = "queue")]
+    pub queues: Vec<String>,
+    /// A worker's metrics endpoint (`http://HOST:PORT/metrics`, as `run --metrics-addr`
+    /// serves it; repeatable, or comma-separated in the variable): the page shows each
+    /// index's copy lag and the hot partitions.
+    #[arg(
+        long = "metrics",
+        env = "TABLEKIT_CONSOLE_METRICS",
+        value_delimiter = ','
+    )]
+    pub metrics: Vec<String>,
+    /// Seconds between two refreshes of the page.
+    #[arg(long, env = "TABLEKIT_CONSOLE_REFRESH", default_value_t = 3,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub refresh: u64,
+    /// The blob store of blob-stored index entities (for audits and backfills): `file:DIR`
+    /// (a folder) or `azure:CONNECTION-STRING;Container=NAME` (feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+}
+
+/// Options of `run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// The queue and broker.
+    #[command(flatten)]
+    pub queue: QueueArgs,
+    /// The table store the operations write: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
+    /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// How many messages are handled at once.
+    #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 4)]
+    pub concurrency: usize,
+    /// After this many deliveries without success a message goes to `<queue>-poison`.
+    #[arg(long, env = "TABLEKIT_MAX_DELIVERIES", default_value_t = 5)]
+    pub max_deliveries: u32,
+    /// Seconds to let in-flight messages finish after SIGINT/SIGTERM.
+    #[arg(long, env = "TABLEKIT_SHUTDOWN_TIMEOUT", default_value_t = 30)]
+    pub shutdown_timeout: u64,
+    /// Seconds a received message stays invisible to other workers (SQLite queue).
+    #[arg(long, env = "TABLEKIT_LEASE", default_value_t = 60)]
+    pub lease: u64,
+    /// Milliseconds of the first retry delay (doubled per retry, with jitter).
+    #[arg(long, env = "TABLEKIT_BACKOFF_MS", default_value_t = 250)]
+    pub backoff_ms: u64,
+    /// Serve Prometheus metrics at `http://ADDRESS/metrics`.
+    #[arg(long, env = "TABLEKIT_METRICS_ADDR")]
+    pub metrics_addr: Option<SocketAddr>,
+    /// Seconds between refreshes of the queue gauges and the hot partitions (with
+    /// `--metrics-addr`), 1 to 300: a gauge not set for ten minutes leaves the page.
+    #[arg(long, env = "TABLEKIT_STATS_INTERVAL", default_value_t = 15,
+          value_parser = clap::value_parser!(u64).range(1..=300))]
+    pub stats_interval: u64,
+    /// The blob store of blob-stored index entities: `file:DIR` (a folder) or
+    /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BLOBS")]
+    pub blobs: Option<String>,
+    /// Run the outbox relay, publishing to this queue what writers left in their outboxes
+    /// (on by default for `--queue index`).
+    #[arg(long, env = "TABLEKIT_RELAY")]
+    pub relay: bool,
+    /// Seconds between two relay passes.
+    #[arg(long, env = "TABLEKIT_RELAY_INTERVAL", default_value_t = 5)]
+    pub relay_interval: u64,
+    /// Milliseconds an outbox entry is left to its writer before the relay takes it.
+    #[arg(long, env = "TABLEKIT_RELAY_GRACE_MS", default_value_t = 2000)]
+    pub relay_grace_ms: u64,
+    /// Milliseconds the relay keeps a pending marker past its lease (the longest a
+    /// commit may take to land, plus clock skew between processes).
+    #[arg(long, env = "TABLEKIT_RELAY_LATE_MS", default_value_t = 60_000)]
+    pub relay_late_ms: u64,
+    /// Serve the operator's console from this worker process at this address (as the
+    /// `console` command does, reading this process's metrics when `--metrics-addr` is
+    /// set). Any address but loopback needs `--console-token`.
+    #[arg(long, env = "TABLEKIT_CONSOLE_BIND")]
+    pub console: Option<SocketAddr>,
+    /// The console's token (at least 16 characters).
+    #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
+    pub console_token: Option<String>,
+    /// Seconds between two passes of the expiry sweeper, which runs beside the relay and
+    /// deletes the entities of expiring types (`#[entity(ttl)]`, `#[entity(expires)]`)
+    /// whose time is up; 0 turns it off.
+    #[arg(long, env = "TABLEKIT_EXPIRY_INTERVAL", default_value_t = 30)]
+    pub expiry_interval: u64,
+}
+
+/// The poison commands.
+#[derive(Debug, Subcommand)]
+pub enum PoisonCommand {
+    /// List the poison messages with their reasons, oldest first.
+    List {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// At most this many.
+        #[arg(long, env = "TABLEKIT_LIMIT", default_value_t = 100)]
+        limit: usize,
+    },
+    /// Move poison messages back to the queue, with a fresh delivery count.
+    Replay {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// Only the message with this id (all when absent).
+        #[arg(long, env = "TABLEKIT_MESSAGE_ID")]
+        id: Option<String>,
+    },
+}
+
+/// The operations `enqueue` sends.
+#[derive(Debug, Subcommand)]
+pub enum EnqueueCommand {
+    /// Move an entity from one table to another.
+    Archive {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// The table the entity leaves.
+        #[arg(long, env = "TABLEKIT_SOURCE_TABLE")]
+        source: String,
+        /// The table it moves to.
+        #[arg(long, env = "TABLEKIT_TARGET_TABLE")]
+        target: String,
+        /// Its PartitionKey.
+        #[arg(long)]
+        partition_key: String,
+        /// Its RowKey.
+        #[arg(long)]
+        row_key: String,
+    },
+}

@@ -1,0 +1,205 @@
+//! What `tablekit-worker status` and the console show of a deployment: each queue's
+//! depth, leased and poison messages, the relay's backlog, and the last audit of every
+//! audited table.
+
+use tablekit_core::TableStore;
+
+use crate::error::{Error, Result};
+use crate::queue::Queue;
+
+/// What `status` shows.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Status {
+    /// Each queue.
+    pub queues: Vec<QueueStatus>,
+    /// What the relay has left to publish.
+    pub relay: tablekit_patterns::consistency::Backlog,
+    /// The last audit of each audited table.
+    pub audits: Vec<AuditStatus>,
+}
+
+/// One queue's state.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct QueueStatus {
+    /// The queue.
+    pub queue: String,
+    /// Messages waiting (retry delays included).
+    pub waiting: Option<u64>,
+    /// Messages leased to a consumer.
+    pub leased: Option<u64>,
+    /// Messages in its poison queue.
+    pub poisoned: Option<u64>,
+    /// Whether the queue exists (`false`: no worker has declared it yet).
+    #[serde(default = "declared")]
+    pub declared: bool,
+    /// Why the counts could not be read.
+    pub error: Option<String>,
+}
+
+fn declared() -> bool {
+    true
+}
+
+/// A table's last audit.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct AuditStatus {
+    /// The table.
+    pub table: String,
+    /// When it finished.
+    pub at: chrono::DateTime<chrono::Utc>,
+    /// Whether it found no drift.
+    pub clean: bool,
+    /// Entities scanned.
+    pub scanned: u64,
+    /// Missing copies or memberships.
+    pub missing: u64,
+    /// Stale copies.
+    pub stale: u64,
+    /// Orphaned copies or memberships.
+    pub orphaned: u64,
+    /// Records that do not read.
+    pub unreadable: u64,
+    /// Drift repaired.
+    pub repaired: u64,
+}
+
+/// Reads the status of a deployment.
+///
+/// # Errors
+/// The store's errors (the queues' errors are reported per queue).
+pub async fn status<S: TableStore, Q: Queue>(
+    store: &S,
+    broker: &Q,
+    queues: &[String],
+) -> Result<Status> {
+    let mut names: Vec<String> = queues.to_vec();
+    if names.is_empty() {
+        names.push(crate::index::DEFAULT_INDEX_QUEUE.to_owned());
+        names.push("archive".to_owned());
+        for schema in tablekit_patterns::index::SchemaRecord::list(store, None).await? {
+            if let Some(queue) = schema.changes {
+                names.push(queue);
+            }
+        }
+    }
+    // Each queue once, in the order first named.
+    let mut seen = std::collections::HashSet::new();
+    names.retain(|name| seen.insert(name.clone()));
+    let mut statuses = Vec::new();
+    for queue in names {
+        statuses.push(match broker.stats(&queue).await {
+            Ok(stats) => QueueStatus {
+                queue,
+                waiting: Some(stats.waiting),
+                leased: Some(stats.leased),
+                poisoned: Some(stats.poisoned),
+                declared: true,
+                error: None,
+            },
+            Err(Error::NotDeclared { .. }) => QueueStatus {
+                queue,
+                waiting: None,
+                leased: None,
+                poisoned: None,
+                declared: false,
+                error: None,
+            },
+            Err(e) => QueueStatus {
+                queue,
+                waiting: None,
+                leased: None,
+                poisoned: None,
+                declared: true,
+                error: Some(e.to_string()),
+            },
+        });
+    }
+    let relay = tablekit_patterns::consistency::backlog(store).await?;
+    let audits = tablekit_patterns::index::AuditResult::list(store)
+        .await?
+        .into_iter()
+        .map(|(table, result)| AuditStatus {
+            table,
+            at: result.at,
+            clean: result.report.is_clean(),
+            scanned: result.report.scanned,
+            missing: result.report.missing,
+            stale: result.report.stale,
+            orphaned: result.report.orphaned,
+            unreadable: result.report.unreadable,
+            repaired: result.report.repaired,
+        })
+        .collect();
+    Ok(Status {
+        queues: statuses,
+        relay,
+        audits,
+    })
+}
+
+/// `status` as text: one screen.
+pub fn status_text(status: &Status) -> String {
+    use std::fmt::Write as _;
+    let mut text = String::from("queues\n");
+    let count = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
+    for q in &status.queues {
+        if !q.declared {
+            let _ = writeln!(
+                text,
+                "  {:<28} not declared yet (a worker declares it when it starts)",
+                q.queue
+            );
+            continue;
+        }
+        let _ = write!(
+            text,
+            "  {:<28} waiting {:>8}  leased {:>6}  poison {:>6}",
+            q.queue,
+            count(q.waiting),
+            count(q.leased),
+            count(q.poisoned)
+        );
+        if let Some(error) = &q.error {
+            let _ = write!(text, "  ({error})");
+        }
+        text.push('\n');
+    }
+    let _ = writeln!(
+        text,
+        "relay backlog: {} entries in {} partitions{}",
+        status.relay.entries,
+        status.relay.partitions,
+        status
+            .relay
+            .oldest
+            .map(|at| format!(", oldest written {}", at.to_rfc3339()))
+            .unwrap_or_default()
+    );
+    if status.relay.delayed > 0 {
+        let _ = writeln!(
+            text,
+            "  and {} tombstone burials waiting for their grace period",
+            status.relay.delayed
+        );
+    }
+    text.push_str("last audits\n");
+    if status.audits.is_empty() {
+        text.push_str("  none yet (tablekit-worker audit --table …)\n");
+    }
+    for a in &status.audits {
+        let _ = writeln!(
+            text,
+            "  {:<28} {}  {}  scanned {}, missing {}, stale {}, orphaned {}, unreadable {}, repaired {}",
+            a.table,
+            if a.clean { "clean" } else { "DRIFT" },
+            a.at.to_rfc3339(),
+            a.scanned,
+            a.missing,
+            a.stale,
+            a.orphaned,
+            a.unreadable,
+            a.repaired
+        );
+    }
+    text.trim_end().to_owned()
+}
