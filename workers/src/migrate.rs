@@ -5,10 +5,11 @@
 //! (see [`tablekit_patterns::index::migrate`]).
 //!
 //! ```no_run
-//! use tablekit_core::Entity;
+//! use tablekit_derive::Entity;
 //!
 //! #[derive(Entity, Clone, Debug, PartialEq)]
-//! #[entity(table = "Members", version = 2, partition_key = "{team}", row_key = "{id}")]
+//! #[entity(table = "Members", version = 2, partition_key = "{team}", row_key = "{id}",
+//!          crate = "tablekit_core")]
 //! struct Member {
 //!     team: String,
 //!     id: u32,
