@@ -64,6 +64,9 @@ pub struct Model {
     pub archived: Vec<Key>,
     /// Ids of the malformed messages sent on purpose.
     pub malformed: Vec<String>,
+    /// Malformed messages an operator discarded from a poison queue (a duplicate
+    /// delivery of one may be poisoned again afterwards).
+    pub discarded: Vec<String>,
 }
 
 impl Model {
