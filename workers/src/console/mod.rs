@@ -28,7 +28,7 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use axum::body::Bytes;
-use axum::extract::{Path, Query as UrlQuery, Request, State};
+use axum::extract::{Query as UrlQuery, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Redirect, Response};
@@ -39,12 +39,13 @@ use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
 
 use crate::error::{Error, Result};
-use crate::queue::{AnyQueue, PoisonMessage, Queue};
+use crate::queue::{AnyQueue, PoisonMessage};
 use crate::status::{QueueStatus, Status};
 
 mod access;
 pub mod jobs;
 mod metrics;
+mod poison;
 mod view;
 
 pub use access::MIN_TOKEN_LEN;
@@ -237,7 +238,7 @@ fn router(console: Shared) -> Router {
         .route("/", get(overview))
         .route("/live", get(live))
         .route("/jobs", axum::routing::post(start_job))
-        .route("/poison/{queue}", get(poison_page).post(poison_action))
+        .route("/poison/{queue}", get(poison::page).post(poison::action))
         .route("/login", get(login_page).post(login))
         .route("/assets/console.css", get(css))
         .route("/assets/console.js", get(js))
@@ -535,158 +536,6 @@ async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
     };
     console.access.finish(&nonce, result);
     Redirect::to(&format!("/?result={nonce}")).into_response()
-}
-
-async fn poison_page(
-    State(console): State<Shared>,
-    Path(queue): Path<String>,
-    UrlQuery(query): UrlQuery<ResultQuery>,
-) -> Response {
-    let limit = query.limit.unwrap_or(100).clamp(1, MAX_LISTED);
-    let view = async {
-        crate::queue::check_queue_name(&queue)?;
-        let total = match console.broker.stats(&queue).await {
-            Ok(stats) => stats.poisoned,
-            Err(Error::NotDeclared { .. }) => 0,
-            Err(e) => return Err(e),
-        };
-        let messages = console.broker.poison_list(&queue, limit).await?;
-        Ok::<_, Error>(PoisonView {
-            queue: queue.clone(),
-            total: total.max(messages.len() as u64),
-            messages,
-        })
-    }
-    .await;
-    match view {
-        Ok(v) => {
-            let result = console.result(query.result.as_deref());
-            html(
-                StatusCode::OK,
-                view::page(
-                    &format!("Poison of {queue}"),
-                    None,
-                    view::poison(
-                        &v,
-                        console.access.csrf(),
-                        &Access::nonce(),
-                        result.as_deref(),
-                    ),
-                ),
-            )
-        }
-        Err(e) => failure(&e),
-    }
-}
-
-async fn poison_action(
-    State(console): State<Shared>,
-    Path(queue): Path<String>,
-    body: Bytes,
-) -> Response {
-    let back = |nonce: &str| {
-        Redirect::to(&format!(
-            "/poison/{}?result={nonce}",
-            view::urlencode(&queue)
-        ))
-        .into_response()
-    };
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failure(&e);
-    }
-    let form = Form::parse(&body);
-    let nonce = match admit_action(&console, &form) {
-        Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return back(&nonce),
-        Admit::Act(nonce) => nonce,
-    };
-    // One message's own button, else the action on the selection or on all.
-    let (action, ids): (String, Vec<String>) = match form.get("one").and_then(|o| o.split_once(':'))
-    {
-        Some((verb, id)) => (format!("{verb}-one"), vec![id.to_owned()]),
-        None => (
-            form.get("action").unwrap_or_default().to_owned(),
-            form.all("id").into_iter().map(str::to_owned).collect(),
-        ),
-    };
-    let all = matches!(action.as_str(), "replay-all" | "discard-all");
-    if all && form.get("confirmed").is_none() {
-        // Asks first, naming the count; the confirmation carries the same nonce.
-        let count = match console.broker.stats(&queue).await {
-            Ok(stats) => stats.poisoned,
-            Err(e) => return failure(&e),
-        };
-        return html(
-            StatusCode::OK,
-            view::page(
-                "Confirm",
-                None,
-                view::confirm(&queue, &action, count, console.access.csrf(), &nonce),
-            ),
-        );
-    }
-    let replay = action.starts_with("replay");
-    if !matches!(
-        action.as_str(),
-        "replay-one"
-            | "discard-one"
-            | "replay-selected"
-            | "discard-selected"
-            | "replay-all"
-            | "discard-all"
-    ) {
-        return html(
-            StatusCode::BAD_REQUEST,
-            view::page("Refused", None, view::problem("Unknown action.")),
-        );
-    }
-    if !all && ids.is_empty() {
-        return html(
-            StatusCode::OK,
-            view::page(
-                "Nothing selected",
-                None,
-                view::problem("No message was selected: tick the messages first."),
-            ),
-        );
-    }
-    if !console.access.claim(&nonce) {
-        return back(&nonce);
-    }
-    let outcome = async {
-        let mut moved = 0;
-        if all {
-            moved = if replay {
-                console.broker.poison_replay(&queue, None).await?
-            } else {
-                console.broker.poison_discard(&queue, None).await?
-            };
-        } else {
-            for id in &ids {
-                moved += if replay {
-                    console.broker.poison_replay(&queue, Some(id)).await?
-                } else {
-                    console.broker.poison_discard(&queue, Some(id)).await?
-                };
-            }
-        }
-        Ok::<_, Error>(moved)
-    }
-    .await;
-    let verb = if replay { "Replayed" } else { "Discarded" };
-    let messages = |n: usize| if n == 1 { "message" } else { "messages" };
-    let result = match outcome {
-        Ok(n) if !all && n < ids.len() => format!(
-            "{verb} {n} of {} {}; the others had already left the poison queue.",
-            ids.len(),
-            messages(ids.len())
-        ),
-        Ok(n) => format!("{verb} {n} {}.", messages(n)),
-        Err(e) => format!("{verb} nothing: {e}"),
-    };
-    tracing::info!(queue = %queue, %action, result = %result, "console action");
-    console.access.finish(&nonce, result);
-    back(&nonce)
 }
 
 #[derive(serde::Deserialize)]
