@@ -556,12 +556,11 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
                 let poisoned = world.queue.poisoned();
                 if let Some((queue, id, _)) =
                     poisoned.iter().find(|(_, id, _)| malformed.contains(id))
+                    && let Ok(n) = world.queue.poison_discard(queue, Some(id)).await
                 {
-                    if let Ok(n) = world.queue.poison_discard(queue, Some(id)).await {
-                        world.log(format!("operator: discarded {id} of {queue} ({n})"));
-                        if n > 0 {
-                            world.model.borrow_mut().discarded.push(id.clone());
-                        }
+                    world.log(format!("operator: discarded {id} of {queue} ({n})"));
+                    if n > 0 {
+                        world.model.borrow_mut().discarded.push(id.clone());
                     }
                 }
             }
