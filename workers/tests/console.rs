@@ -454,6 +454,7 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         heartbeat: chrono::Utc::now() - chrono::Duration::minutes(1),
         finished: None,
         resumed: 0,
+        owner: String::new(),
         report: None,
         migration: None,
         entity_kind: None,

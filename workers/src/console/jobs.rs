@@ -4,8 +4,11 @@
 //!
 //! A job's record carries a heartbeat its runner renews every few seconds; a console
 //! takes up a running job whose heartbeat is older than [`STALE_AFTER`] by replacing the
-//! record under its ETag (two consoles cannot both take it). The scan itself resumes from
-//! the audit's checkpoint (`job` = `console-<id>`), not from the start.
+//! record under its ETag (two consoles cannot both take it), and names itself the job's
+//! owner. Only the owner writes the record: a runner whose heartbeat finds another owner
+//! stops its scan and leaves the record alone. The scan itself resumes from the audit's
+//! checkpoint (`job` = `console-<id>`), not from the start. Staleness is judged by the
+//! consoles' clocks: their skew must stay well under [`STALE_AFTER`].
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -115,6 +118,10 @@ pub struct Job {
     /// How many times it was taken up again after its console stopped.
     #[serde(default)]
     pub resumed: u32,
+    /// The console process running it (a random id per process): only the owner writes
+    /// the job's record.
+    #[serde(default)]
+    pub owner: String,
     /// What it found and did, once done.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub report: Option<AuditReport>,
@@ -165,6 +172,8 @@ fn new_id() -> String {
 /// The jobs of one console process.
 #[derive(Clone)]
 pub(super) struct Jobs {
+    /// This process's id as a job owner.
+    owner: String,
     store: AnyStore,
     blobs: Option<BlobStore>,
     migrations: Migrations,
@@ -175,6 +184,7 @@ pub(super) struct Jobs {
 impl Jobs {
     pub(super) fn new(store: AnyStore, blobs: Option<BlobStore>, migrations: Migrations) -> Self {
         Jobs {
+            owner: uuid::Uuid::new_v4().simple().to_string(),
             store,
             blobs,
             migrations,
@@ -257,6 +267,7 @@ impl Jobs {
             heartbeat: now,
             finished: None,
             resumed: 0,
+            owner: self.owner.clone(),
             report: None,
             migration: None,
             error: None,
@@ -294,6 +305,7 @@ impl Jobs {
             };
             job.heartbeat = Utc::now();
             job.resumed += 1;
+            job.owner = self.owner.clone();
             match self
                 .store
                 .replace(JOBS_TABLE, job.entity()?, IfMatch::ETag(etag))
@@ -321,18 +333,24 @@ impl Jobs {
             .insert(job.id.clone(), (job.scanned, job.drift));
         tokio::spawn(async move {
             let id = job.id.clone();
-            this.run(job, etag).await;
-            this.running
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .remove(&id);
+            // A job whose end could not be written stays marked as running here, so this
+            // console does not take it up again (another one may, once it looks stale).
+            if this.run(job, etag).await {
+                this.running
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&id);
+            }
         });
     }
 
-    async fn run(&self, mut job: Job, etag: tablekit_core::ETag) {
+    /// Runs the job; returns whether its end was written (or it is another's now).
+    async fn run(&self, mut job: Job, etag: tablekit_core::ETag) -> bool {
         let progress = Arc::clone(&self.running);
         let id = job.id.clone();
+        let cancel = Arc::new(std::sync::atomic::AtomicBool::new(false));
         let options = AuditOptions {
+            cancel: Some(Arc::clone(&cancel)),
             repair: job.kind != JobKind::Audit,
             job: Some(job.checkpoint()),
             blobs: self.blobs.clone(),
@@ -405,21 +423,40 @@ impl Jobs {
             }
         });
         let mut etag = etag;
+        let mut lost = false;
         let outcome = loop {
             tokio::select! {
                 outcome = &mut outcome => break outcome,
-                () = tokio::time::sleep(HEARTBEAT) => {
+                () = tokio::time::sleep(HEARTBEAT), if !lost => {
                     let (scanned, drift) = self.progress_of(&job.id);
                     job.scanned = scanned;
                     job.drift = drift;
                     job.heartbeat = Utc::now();
                     match self.write(&job, &etag).await {
                         Ok(next) => etag = next,
-                        Err(e) => tracing::warn!(job = %job.id, error = %e, "a job's heartbeat was not written"),
+                        Err(e) => {
+                            tracing::warn!(job = %job.id, error = %e, "a job's heartbeat was not written");
+                            // A lost answer leaves a stale ETag, a take-over a new owner:
+                            // the record says which.
+                            match self.record(&job.id).await {
+                                Ok(Some((record, current))) if record.owner == self.owner => {
+                                    etag = current;
+                                }
+                                Ok(_) => {
+                                    tracing::warn!(job = %job.id, "another console took the job over: this run stops");
+                                    cancel.store(true, std::sync::atomic::Ordering::SeqCst);
+                                    lost = true;
+                                }
+                                Err(_) => {}
+                            }
+                        }
                     }
                 }
             }
         };
+        if lost {
+            return true;
+        }
         let (scanned, drift) = self.progress_of(&job.id);
         job.finished = Some(Utc::now());
         job.heartbeat = Utc::now();
@@ -443,20 +480,37 @@ impl Jobs {
                 job.error = Some(e);
             }
         }
-        // The end is written whatever the ETag: this runner owns the job.
-        if let Err(e) = self
-            .store
-            .insert_or_replace(JOBS_TABLE, match job.entity() {
-                Ok(entity) => entity,
-                Err(e) => {
-                    tracing::warn!(job = %job.id, error = %e, "a job's result does not serialise");
-                    return;
+        // The end, written only while this console owns the job, retried a while.
+        for attempt in 0..6u32 {
+            if attempt > 0 {
+                tokio::time::sleep(Duration::from_secs(1 << attempt)).await;
+            }
+            match self.record(&job.id).await {
+                Ok(Some((record, current))) if record.owner == self.owner => {
+                    match self.write(&job, &current).await {
+                        Ok(_) => return true,
+                        Err(e) => {
+                            tracing::warn!(job = %job.id, error = %e, "a job's result was not written")
+                        }
+                    }
                 }
-            })
-            .await
-        {
-            tracing::warn!(job = %job.id, error = %e, "a job's result was not written");
+                Ok(_) => {
+                    tracing::warn!(job = %job.id, "another console took the job over: its result is theirs to write");
+                    return true;
+                }
+                Err(e) => tracing::warn!(job = %job.id, error = %e, "a job's record does not read"),
+            }
         }
+        false
+    }
+
+    /// A job's record and its ETag.
+    async fn record(&self, id: &str) -> Result<Option<(Job, tablekit_core::ETag)>> {
+        let entity = self.store.get(JOBS_TABLE, JOB_PARTITION, id, None).await?;
+        Ok(entity.and_then(|e| {
+            let etag = e.etag.clone()?;
+            Some((Job::from_entity(&e)?, etag))
+        }))
     }
 
     fn progress_of(&self, id: &str) -> (u64, u64) {

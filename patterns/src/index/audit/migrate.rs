@@ -3,9 +3,9 @@
 //! write path, so that its indexes, id lists, unique values and change events follow.
 //!
 //! The table is read in pages after a saved checkpoint (as an audit is: `options.job`
-//! names it, and a stopped run resumes there). Each rewrite is conditional on the ETag of
-//! the read it was made from: a write that lands in between wins and is left alone
-//! (counted as a conflict; it wrote the current version anyway).
+//! names it, and a stopped run resumes there). Each rewrite is conditional on the ETag the
+//! scan read: a write that lands in between wins and is left alone (counted as a
+//! conflict; it wrote the current version anyway).
 
 use std::collections::BTreeMap;
 use std::time::Instant;
@@ -120,6 +120,12 @@ where
             if version == E::VERSION {
                 return Ok(());
             }
+            // The rewrite is conditional on the ETag the scan read: a write since (another
+            // program's, or a migration's) wins and is counted as a conflict.
+            let Some(scanned) = entity.etag.clone() else {
+                report.unreadable += 1;
+                return Ok(());
+            };
             // The read path: expired entities hidden, blob fields restored, the older
             // version upcast.
             let stored = match table.get(&entity.partition_key, &entity.row_key).await {
@@ -132,7 +138,11 @@ where
                 }
                 Err(e) => return Err(e),
             };
-            let if_match = stored.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            if stored.etag.as_ref() != Some(&scanned) {
+                report.conflicts += 1;
+                return Ok(());
+            }
+            let if_match = IfMatch::ETag(scanned);
             match table.replace(&stored.value, if_match).await {
                 Ok(_) => report.repaired += 1,
                 Err(e)

@@ -136,6 +136,18 @@ pub struct AuditOptions {
     pub max_findings: usize,
     /// Stop after this many entities, leaving the checkpoint (tests of resuming).
     pub stop_after: Option<u64>,
+    /// Stop at the next entity once this is set, leaving the checkpoint (a job another
+    /// runner took over).
+    pub cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
+}
+
+impl AuditOptions {
+    /// Whether the run was asked to stop.
+    pub(crate) fn cancelled(&self) -> bool {
+        self.cancel
+            .as_ref()
+            .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+    }
 }
 
 impl Default for AuditOptions {
@@ -148,6 +160,7 @@ impl Default for AuditOptions {
             progress_every: 500,
             max_findings: 1000,
             stop_after: None,
+            cancel: None,
         }
     }
 }

@@ -155,6 +155,10 @@ impl<S: TableStore> Scan<'_, S> {
                         save_checkpoint(self.store, job, &state).await?;
                     }
                 }
+                if self.options.cancelled() {
+                    // Another runner owns the job and its checkpoint now: leave both.
+                    return Ok((self.finish(state.report), false));
+                }
                 if self
                     .options
                     .stop_after
