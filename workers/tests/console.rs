@@ -1029,3 +1029,62 @@ async fn in_chromium_over_azure_queue_storage() {
         let _ = azure.delete_queue(&name).await;
     }
 }
+
+/// "Replay all" asks again when more messages were poisoned after the confirmation was
+/// shown; a message without an id cannot be acted on alone.
+#[tokio::test]
+async fn a_confirmation_holds_for_the_count_it_named() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let name = "console-confirm";
+    seed_poison(
+        &queue,
+        name,
+        &[("c1", b"1".to_vec(), "r"), ("c2", b"2".to_vec(), "r")],
+    )
+    .await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned()];
+    let running = serve(store, queue.clone(), options).await;
+    let page_url = format!("{}/poison/{name}", running.url);
+    let (_, html) = get(&page_url).await;
+    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
+    let (_, confirm) = post(
+        &page_url,
+        &[
+            ("csrf", &csrf),
+            ("nonce", &nonce),
+            ("action", "discard-all"),
+        ],
+        &[],
+    )
+    .await;
+    assert!(confirm.contains("<strong>2 messages</strong>"), "{confirm}");
+    seed_poison(&queue, name, &[("c3", b"3".to_vec(), "r")]).await;
+    let confirmed = [
+        ("csrf", csrf.as_str()),
+        ("nonce", nonce.as_str()),
+        ("action", "discard-all"),
+        ("confirmed", "2"),
+    ];
+    let (status, again) = post(&page_url, &confirmed, &[]).await;
+    assert_eq!(status, 200, "asked again");
+    assert!(again.contains("<strong>3 messages</strong>"), "{again}");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    let (status, _) = post(
+        &page_url,
+        &[
+            ("csrf", csrf.as_str()),
+            ("nonce", nonce.as_str()),
+            ("action", "discard-all"),
+            ("confirmed", "3"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 303);
+    assert!(poisoned_ids(&queue, name).await.is_empty());
+}

@@ -382,10 +382,10 @@ pub struct RunArgs {
     /// Serve the operator's console from this worker process at this address (as the
     /// `console` command does, reading this process's metrics when `--metrics-addr` is
     /// set). Any address but loopback needs `--console-token`.
-    #[arg(long, env = "TABLEKIT_CONSOLE_BIND")]
+    #[arg(long, env = "TABLEKIT_RUN_CONSOLE")]
     pub console: Option<SocketAddr>,
     /// The console's token (at least 16 characters).
-    #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
+    #[arg(long, env = "TABLEKIT_RUN_CONSOLE_TOKEN", hide_env_values = true)]
     pub console_token: Option<String>,
     /// Seconds between two passes of the expiry sweeper, which runs beside the relay and
     /// deletes the entities of expiring types (`#[entity(ttl)]`, `#[entity(expires)]`)

@@ -469,7 +469,10 @@ fn admit_action(console: &Console, form: &Form) -> Admit {
             ),
         )));
     }
-    let Some(nonce) = form.get("nonce").filter(|n| n.len() == 32) else {
+    let Some(nonce) = form
+        .get("nonce")
+        .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
+    else {
         return Admit::Refused(Box::new(html(
             StatusCode::BAD_REQUEST,
             view::page(
@@ -565,7 +568,11 @@ async fn login(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -
             }
             response
         }
-        _ => Redirect::to("/login?failed=1").into_response(),
+        _ => {
+            // A second per wrong guess.
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            Redirect::to("/login?failed=1").into_response()
+        }
     }
 }
 

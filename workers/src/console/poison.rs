@@ -14,12 +14,17 @@ use super::{
 use crate::error::Error;
 use crate::queue::Queue;
 
+/// How many poison messages a page lists unless asked (`?limit=`, up to [`MAX_LISTED`]).
+const DEFAULT_LISTED: usize = 32;
+
 pub(super) async fn page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
     UrlQuery(query): UrlQuery<ResultQuery>,
 ) -> Response {
-    let limit = query.limit.unwrap_or(100).clamp(1, MAX_LISTED);
+    // 32 by default: Azure Queue Storage shows that many without leasing any (a longer
+    // list receives each message in turn and makes it visible again).
+    let limit = query.limit.unwrap_or(DEFAULT_LISTED).clamp(1, MAX_LISTED);
     let view = async {
         crate::queue::check_queue_name(&queue)?;
         let total = match console.broker.stats(&queue).await {
@@ -86,13 +91,31 @@ pub(super) async fn action(
             form.all("id").into_iter().map(str::to_owned).collect(),
         ),
     };
+    if ids.iter().any(String::is_empty) {
+        return html(
+            StatusCode::BAD_REQUEST,
+            view::page(
+                "Refused",
+                None,
+                view::problem(
+                    "This message has no id (another producer sent it): it can be replayed or discarded only with all the others.",
+                ),
+            ),
+        );
+    }
     let all = matches!(action.as_str(), "replay-all" | "discard-all");
-    if all && form.get("confirmed").is_none() {
-        // Asks first, naming the count; the confirmation carries the same nonce.
-        let count = match console.broker.stats(&queue).await {
-            Ok(stats) => stats.poisoned,
+    // Asks first, naming the count; asks again if more messages arrived since (the
+    // confirmation carries the same nonce).
+    let count = if all {
+        match console.broker.stats(&queue).await {
+            Ok(stats) => Some(stats.poisoned),
             Err(e) => return failure(&e),
-        };
+        }
+    } else {
+        None
+    };
+    let confirmed: Option<u64> = form.get("confirmed").and_then(|c| c.parse().ok());
+    if let Some(count) = count.filter(|count| confirmed.is_none_or(|c| *count > c)) {
         return html(
             StatusCode::OK,
             view::page(
@@ -130,8 +153,9 @@ pub(super) async fn action(
     if !console.access.claim(&nonce) {
         return back(&nonce);
     }
+    // The count so far is kept when a later step fails.
+    let mut moved = 0;
     let outcome = async {
-        let mut moved = 0;
         if all {
             moved = if replay {
                 console.broker.poison_replay(&queue, None).await?
@@ -147,19 +171,19 @@ pub(super) async fn action(
                 };
             }
         }
-        Ok::<_, Error>(moved)
+        Ok::<_, Error>(())
     }
     .await;
     let verb = if replay { "Replayed" } else { "Discarded" };
     let messages = |n: usize| if n == 1 { "message" } else { "messages" };
     let result = match outcome {
-        Ok(n) if !all && n < ids.len() => format!(
-            "{verb} {n} of {} {}; the others had already left the poison queue.",
+        Ok(()) if !all && moved < ids.len() => format!(
+            "{verb} {moved} of {} {}; the others had already left the poison queue.",
             ids.len(),
             messages(ids.len())
         ),
-        Ok(n) => format!("{verb} {n} {}.", messages(n)),
-        Err(e) => format!("{verb} nothing: {e}"),
+        Ok(()) => format!("{verb} {moved} {}.", messages(moved)),
+        Err(e) => format!("{verb} {moved} {}, then failed: {e}", messages(moved)),
     };
     tracing::info!(queue = %queue, %action, result = %result, "console action");
     console.access.finish(&nonce, result);

@@ -21,6 +21,7 @@ impl AzureQueue {
         mut on_taken: impl AsyncFnMut(&Leased) -> Result<()>,
     ) -> Result<usize> {
         let mut restore = Vec::new();
+        let mut seen = std::collections::HashSet::new();
         let mut taken = 0;
         let lease = Duration::from_secs(60);
         let outcome = async {
@@ -42,6 +43,13 @@ impl AzureQueue {
                 if batch.is_empty() {
                     break;
                 }
+                // A pass longer than the lease sees its first messages again: it ends
+                // there rather than going round.
+                if batch.iter().any(|m| seen.contains(&m.message_id)) {
+                    restore.extend(batch);
+                    break;
+                }
+                seen.extend(batch.iter().map(|m| m.message_id.clone()));
                 for message in batch {
                     if take(&message) {
                         on_taken(&message).await?;
@@ -176,7 +184,15 @@ impl AzureQueue {
             |message| id.is_none_or(|id| message.wire.id == id),
             async move |message| {
                 this.delete_message(&poison_name, &message.message_id, &message.receipt)
-                    .await
+                    .await?;
+                // A claim-checked body goes with its message.
+                if let Some(claim) = &message.wire.claim
+                    && let Ok(store) = this.claims().await
+                    && let Err(e) = store.delete(claim).await
+                {
+                    tracing::warn!(error = %e, claim, "a discarded message's claim-checked body was not deleted");
+                }
+                Ok(())
             },
         )
         .await
