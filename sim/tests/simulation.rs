@@ -136,7 +136,7 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     ),
     // A redelivery of a source's work took the denormalised field off its dependent
     // while an earlier delivery, paused, then wrote the dependent's copy with the value.
-    ("a dependent's copies follow its last value", &[3198]),
+    ("a dependent's copies follow its last value", &[3198, 4532]),
     // Without the tombstone: an insert planned while its key was free committed after a
     // delete of that key and was outranked by it.
     ("a delete does not outrank a later insert", &[594]),
