@@ -7,98 +7,70 @@
 use chrono::{DateTime, Utc};
 use tablekit_derive::Entity;
 
-/// A team member: indexes of every kind, id lists in the partition, a table and blobs,
-/// a unique email, an optional end of membership, a photo in the blob store, change
-/// events; archived by the archive worker.
-#[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(
-    table = "Members",
-    kind = "Member",
-    partition_key = "{team}",
-    row_key = "m_{id:02}",
-    changes = "member-changes",
-    version = 2,
-    crate = "tablekit_core"
-)]
-#[index(name = "nick", partition_key = "{team}", row_key = "nick_{nick}")]
-#[index(
-    name = "by_city",
-    table = "MembersByCity",
-    partition_key = "{city}",
-    row_key = "{team}_{id:02}"
-)]
-#[index_entity(name = "city", key = "{city}")]
-#[index_entity(
-    name = "level",
-    key = "{level}",
-    table = "MemberLevels",
-    storage = "table"
-)]
-#[index_entity(name = "tag", key = "{tag}", storage = "blob")]
-#[unique(name = "email", key = "{email}")]
-pub struct Member {
-    pub team: String,
-    pub id: u32,
-    pub nick: String,
-    pub city: String,
-    pub level: u32,
-    pub tag: String,
-    pub email: String,
-    /// The number of the write that wrote this value (each write has its own).
-    pub rev: i64,
-    #[entity(expires)]
-    pub ends: Option<DateTime<Utc>>,
-    #[entity(blob)]
-    pub photo: Option<Vec<u8>>,
+/// Declares a member type: the same table, kind, fields and declarations in both
+/// programs, the version aside.
+macro_rules! member_type {
+    ($(#[$doc:meta])* $name:ident, version = $version:tt) => {
+        $(#[$doc])*
+        #[derive(Entity, Clone, Debug, PartialEq)]
+        #[entity(
+            table = "Members",
+            kind = "Member",
+            partition_key = "{team}",
+            row_key = "m_{id:02}",
+            changes = "member-changes",
+            version = $version,
+            crate = "tablekit_core"
+        )]
+        #[index(name = "nick", partition_key = "{team}", row_key = "nick_{nick}")]
+        #[index(
+            name = "by_city",
+            table = "MembersByCity",
+            partition_key = "{city}",
+            row_key = "{team}_{id:02}"
+        )]
+        #[index_entity(name = "city", key = "{city}")]
+        #[index_entity(
+            name = "level",
+            key = "{level}",
+            table = "MemberLevels",
+            storage = "table"
+        )]
+        #[index_entity(name = "tag", key = "{tag}", storage = "blob")]
+        #[unique(name = "email", key = "{email}")]
+        pub struct $name {
+            pub team: String,
+            pub id: u32,
+            pub nick: String,
+            pub city: String,
+            pub level: u32,
+            pub tag: String,
+            pub email: String,
+            /// The number of the write that wrote this value (each write has its own).
+            pub rev: i64,
+            #[entity(expires)]
+            pub ends: Option<DateTime<Utc>>,
+            #[entity(blob)]
+            pub photo: Option<Vec<u8>>,
+        }
+    };
 }
 
-/// `Member` as the program before it declared it (version 1, the same fields and
-/// declarations): a writer process still running that program writes some members with
-/// it, and the migrator rewrites them to version 2.
-///
-/// A team member: indexes of every kind, id lists in the partition, a table and blobs,
-/// a unique email, an optional end of membership, a photo in the blob store, change
-/// events; archived by the archive worker.
-#[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(
-    table = "Members",
-    kind = "Member",
-    partition_key = "{team}",
-    row_key = "m_{id:02}",
-    changes = "member-changes",
-    crate = "tablekit_core"
-)]
-#[index(name = "nick", partition_key = "{team}", row_key = "nick_{nick}")]
-#[index(
-    name = "by_city",
-    table = "MembersByCity",
-    partition_key = "{city}",
-    row_key = "{team}_{id:02}"
-)]
-#[index_entity(name = "city", key = "{city}")]
-#[index_entity(
-    name = "level",
-    key = "{level}",
-    table = "MemberLevels",
-    storage = "table"
-)]
-#[index_entity(name = "tag", key = "{tag}", storage = "blob")]
-#[unique(name = "email", key = "{email}")]
-pub struct LegacyMember {
-    pub team: String,
-    pub id: u32,
-    pub nick: String,
-    pub city: String,
-    pub level: u32,
-    pub tag: String,
-    pub email: String,
-    /// The number of the write that wrote this value (each write has its own).
-    pub rev: i64,
-    #[entity(expires)]
-    pub ends: Option<DateTime<Utc>>,
-    #[entity(blob)]
-    pub photo: Option<Vec<u8>>,
-}
+member_type!(
+    /// A team member: indexes of every kind, id lists in the partition, a table and
+    /// blobs, a unique email, an optional end of membership, a photo in the blob store,
+    /// change events; archived by the archive worker.
+    Member,
+    version = 2
+);
+
+member_type!(
+    /// `Member` as the program before it declared it (version 1, the same fields and
+    /// declarations): a writer process still running that program writes some members
+    /// with it, and the migrator rewrites them to version 2.
+    LegacyMember,
+    version = 1
+);
 
 /// A badge: lives an hour from its last write, copies its holder's email, is found by
 /// code in another table, carries a note in the blob store and publishes its changes.

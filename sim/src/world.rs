@@ -742,24 +742,34 @@ impl Written for Member {
         self.rev
     }
     fn effect(&self) -> Effect {
-        Effect::Put {
-            rev: self.rev,
-            expires: self.ends,
-            ttl: None,
-            unknown_expiry: false,
-        }
+        member_put(self.rev, self.ends)
     }
     fn updated(&self) -> Effect {
-        // `ends` is not among the fields an update sets: the stored one stays.
-        Effect::Put {
-            rev: self.rev,
-            expires: None,
-            ttl: None,
-            unknown_expiry: true,
-        }
+        member_updated(self.rev)
     }
     fn key_of(id: u32) -> String {
         format!("m_{id:02}")
+    }
+}
+
+/// A member write's effect (either program's).
+fn member_put(rev: i64, ends: Option<DateTime<Utc>>) -> Effect {
+    Effect::Put {
+        rev,
+        expires: ends,
+        ttl: None,
+        unknown_expiry: false,
+    }
+}
+
+/// A member update's effect: `ends` is not among the fields an update sets, so the
+/// stored one stays.
+fn member_updated(rev: i64) -> Effect {
+    Effect::Put {
+        rev,
+        expires: None,
+        ttl: None,
+        unknown_expiry: true,
     }
 }
 
@@ -786,20 +796,10 @@ impl Written for LegacyMember {
         self.rev
     }
     fn effect(&self) -> Effect {
-        Effect::Put {
-            rev: self.rev,
-            expires: self.ends,
-            ttl: None,
-            unknown_expiry: false,
-        }
+        member_put(self.rev, self.ends)
     }
     fn updated(&self) -> Effect {
-        Effect::Put {
-            rev: self.rev,
-            expires: None,
-            ttl: None,
-            unknown_expiry: true,
-        }
+        member_updated(self.rev)
     }
     fn key_of(id: u32) -> String {
         <Member as Written>::key_of(id)

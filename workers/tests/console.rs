@@ -177,9 +177,7 @@ async fn poisoned_ids<Q: Queue>(queue: &Q, name: &str) -> Vec<String> {
 async fn off_loopback_the_console_refuses_to_start_without_a_token() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
     let refused = console::bind(store.clone(), queue.clone(), ConsoleOptions::new(any, None))
         .await
@@ -196,9 +194,7 @@ async fn off_loopback_the_console_refuses_to_start_without_a_token() {
 async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     let token = "a-console-token-0123456789";
     let running = serve(
         store,
@@ -269,9 +265,7 @@ async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
 async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escaped() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     let name = "console-actions";
     seed_poison(
         &queue,
@@ -471,9 +465,7 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     let options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.migrations.register::<MemberV2>();
     let running = serve(store.clone(), queue, options).await;
@@ -505,17 +497,12 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     assert_eq!(status, 303);
     let (_, page) = get(&format!("{}{location}", running.url)).await;
     assert!(page.contains("Started: audit of Staff."), "{page}");
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, live) = get(&format!("{}/live", running.url)).await;
-        if live.matches("data-state=\"done\"").count() == 2 {
-            assert!(live.contains("clean"), "{live}");
-            assert!(live.contains("<progress value=\"1\" max=\"1\">"), "{live}");
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "{live}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    let live = live_until(&running.url, |live| {
+        live.matches("data-state=\"done\"").count() == 2
+    })
+    .await;
+    assert!(live.contains("clean"), "{live}");
+    assert!(live.contains("<progress value=\"1\" max=\"1\">"), "{live}");
 
     // A migration of the registered type to its current version.
     let (_, html) = get(&format!("{}/", running.url)).await;
@@ -537,17 +524,12 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         page.contains("Started: migrate of Member of Staff."),
         "{page}"
     );
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
-        let (_, live) = get(&format!("{}/live", running.url)).await;
-        if live.contains("30 rewritten") {
-            assert!(live.contains("by stored version: v1 30"), "{live}");
-            break;
-        }
+    let live = live_until(&running.url, |live| {
         assert!(!live.contains("failed:"), "{live}");
-        assert!(std::time::Instant::now() < deadline, "{live}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        live.contains("30 rewritten")
+    })
+    .await;
+    assert!(live.contains("by stored version: v1 30"), "{live}");
     let stored = store
         .get("Staff", "t0", "m_0000", None)
         .await
@@ -557,6 +539,27 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         stored.properties.get("EntityVersion"),
         Some(&tablekit_core::Value::Int32(2))
     );
+}
+
+/// The overview's live part, once `done` says it shows what the test waits for (20 s at
+/// most).
+async fn live_until(url: &str, done: impl Fn(&str) -> bool) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let (_, live) = get(&format!("{url}/live")).await;
+        if done(&live) {
+            return live;
+        }
+        assert!(std::time::Instant::now() < deadline, "{live}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The SQLite queue in a file of `dir`.
+async fn sqlite_queue(dir: &tempfile::TempDir) -> AnyQueue {
+    AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap()
 }
 
 async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
@@ -907,9 +910,7 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
 #[tokio::test]
 async fn in_chromium_over_the_sqlite_queue() {
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     in_the_browser(queue, "archive", "sqlite").await;
 }
 
@@ -1036,9 +1037,7 @@ async fn in_chromium_over_azure_queue_storage() {
 async fn a_confirmation_holds_for_the_count_it_named() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
-    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap();
+    let queue = sqlite_queue(&dir).await;
     let name = "console-confirm";
     seed_poison(
         &queue,

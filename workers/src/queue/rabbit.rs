@@ -465,6 +465,46 @@ fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     }
 }
 
+impl RabbitQueue {
+    /// Takes the poison messages (all, or those with `id`) off the poison queue, each
+    /// first sent back to the queue with a fresh delivery count when `replay`; returns
+    /// how many. The others go back when the channel closes, on every path.
+    async fn take_poison(&self, queue: &str, id: Option<&str>, replay: bool) -> Result<usize> {
+        let channel = self.channel().await?;
+        let taken = async {
+            let messages = self
+                .get_all(&channel, &poison_queue(queue), usize::MAX)
+                .await?;
+            let mut taken = 0;
+            for message in &messages {
+                let poisoned = poison_message(message);
+                if id.is_some_and(|id| id != poisoned.id) {
+                    continue;
+                }
+                if replay {
+                    self.publish_reliably(
+                        queue,
+                        &message.delivery.data,
+                        properties(&poisoned.id, 0, None, None),
+                    )
+                    .await?;
+                }
+                message
+                    .delivery
+                    .acker
+                    .ack(BasicAckOptions::default())
+                    .await
+                    .map_err(unavailable)?;
+                taken += 1;
+            }
+            Ok(taken)
+        }
+        .await;
+        let _ = channel.close(200, ShortString::from("poison taken")).await;
+        taken
+    }
+}
+
 impl Queue for RabbitQueue {
     type Consumer = RabbitConsumer;
     type Delivery = RabbitDelivery;
@@ -548,64 +588,11 @@ impl Queue for RabbitQueue {
     }
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
-        let channel = self.channel().await?;
-        let replayed = async {
-            let messages = self
-                .get_all(&channel, &poison_queue(queue), usize::MAX)
-                .await?;
-            let mut moved = 0;
-            for message in &messages {
-                let poisoned = poison_message(message);
-                if id.is_some_and(|id| id != poisoned.id) {
-                    continue;
-                }
-                self.publish_reliably(
-                    queue,
-                    &message.delivery.data,
-                    properties(&poisoned.id, 0, None, None),
-                )
-                .await?;
-                message
-                    .delivery
-                    .acker
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .map_err(unavailable)?;
-                moved += 1;
-            }
-            Ok(moved)
-        }
-        .await;
-        // Unacknowledged messages (skipped, or left by an error) go back on every path.
-        let _ = channel.close(200, ShortString::from("replayed")).await;
-        replayed
+        self.take_poison(queue, id, true).await
     }
 
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
-        let channel = self.channel().await?;
-        let discarded = async {
-            let messages = self
-                .get_all(&channel, &poison_queue(queue), usize::MAX)
-                .await?;
-            let mut gone = 0;
-            for message in &messages {
-                if id.is_some_and(|id| id != poison_message(message).id) {
-                    continue;
-                }
-                message
-                    .delivery
-                    .acker
-                    .ack(BasicAckOptions::default())
-                    .await
-                    .map_err(unavailable)?;
-                gone += 1;
-            }
-            Ok(gone)
-        }
-        .await;
-        // The messages kept go back when the channel closes.
-        let _ = channel.close(200, ShortString::from("discarded")).await;
-        discarded
+        self.take_poison(queue, id, false).await
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
