@@ -63,6 +63,16 @@ pub struct AuditStatus {
     pub repaired: u64,
 }
 
+/// The queues shown when none are named: `index`, `archive` and the change queues the
+/// registered types declare.
+pub fn default_queues(schemas: &[tablekit_patterns::index::SchemaRecord]) -> Vec<String> {
+    [crate::index::DEFAULT_INDEX_QUEUE, "archive"]
+        .into_iter()
+        .map(str::to_owned)
+        .chain(schemas.iter().filter_map(|s| s.changes.clone()))
+        .collect()
+}
+
 /// Reads the status of a deployment.
 ///
 /// # Errors
@@ -74,13 +84,8 @@ pub async fn status<S: TableStore, Q: Queue>(
 ) -> Result<Status> {
     let mut names: Vec<String> = queues.to_vec();
     if names.is_empty() {
-        names.push(crate::index::DEFAULT_INDEX_QUEUE.to_owned());
-        names.push("archive".to_owned());
-        for schema in tablekit_patterns::index::SchemaRecord::list(store, None).await? {
-            if let Some(queue) = schema.changes {
-                names.push(queue);
-            }
-        }
+        let schemas = tablekit_patterns::index::SchemaRecord::list(store, None).await?;
+        names = default_queues(&schemas);
     }
     // Each queue once, in the order first named.
     let mut seen = std::collections::HashSet::new();

@@ -463,6 +463,11 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         )
         .await
         .unwrap();
+    // With the marker a running job has beside its record.
+    store
+        .insert(JOBS_TABLE, Entity::new("running", left.id.clone()))
+        .await
+        .unwrap();
 
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
@@ -530,6 +535,20 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     })
     .await;
     assert!(live.contains("by stored version: v1 30"), "{live}");
+    // Every job ended: no running marker is left for the next look to read.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !store
+        .query_all(
+            JOBS_TABLE,
+            tablekit_core::Query::with_filter(tablekit_core::filter::partition_key().eq("running")),
+        )
+        .await
+        .unwrap()
+        .is_empty()
+    {
+        assert!(std::time::Instant::now() < deadline, "running markers left");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
     let stored = store
         .get("Staff", "t0", "m_0000", None)
         .await

@@ -2,8 +2,10 @@
 //! console process and kept in the store (table [`JOBS_TABLE`]), so that the page shows
 //! their progress and results, and a job a stopped console left running is taken up again.
 //!
-//! A job's record carries a heartbeat its runner renews every few seconds; a console
-//! takes up a running job whose heartbeat is older than [`STALE_AFTER`] by replacing the
+//! A running job also has a marker (partition `running`), removed when it ends: looking
+//! for jobs left running reads the markers, not every job ever run. A job's record
+//! carries a heartbeat its runner renews every few seconds; a console takes up a running
+//! job whose heartbeat is older than [`STALE_AFTER`] by replacing the
 //! record under its ETag (two consoles cannot both take it), and names itself the job's
 //! owner. Only the owner writes the record: a runner whose heartbeat finds another owner
 //! stops its scan and leaves the record alone. The scan itself resumes from the audit's
@@ -28,6 +30,9 @@ use crate::error::{Error, Result};
 /// The table of the console's job records.
 pub const JOBS_TABLE: &str = "TablekitConsole";
 const JOB_PARTITION: &str = "job";
+/// A marker per running job (RowKey its id), so that looking for jobs left running reads
+/// the running ones, not every job ever run.
+const RUNNING_PARTITION: &str = "running";
 const STATE_PROPERTY: &str = "State";
 /// How often a running job's record is written (progress and heartbeat).
 const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -273,6 +278,10 @@ impl Jobs {
             error: None,
         };
         self.store.create_table_if_not_exists(JOBS_TABLE).await?;
+        // The marker first: a marker without its record is removed by the next look.
+        self.store
+            .insert_or_replace(JOBS_TABLE, Entity::new(RUNNING_PARTITION, job.id.clone()))
+            .await?;
         let etag = self.store.insert(JOBS_TABLE, job.entity()?).await?;
         self.spawn(job.clone(), etag);
         Ok(job)
@@ -280,29 +289,35 @@ impl Jobs {
 
     /// Takes up the running jobs whose runner is gone (a console stopped mid-scan).
     pub(super) async fn take_up_stale(&self) -> Result<usize> {
-        let query = Query::with_filter(filter::partition_key().eq(JOB_PARTITION));
-        let rows = match self.store.query_all(JOBS_TABLE, query).await {
-            Ok(rows) => rows,
+        let query = Query::with_filter(filter::partition_key().eq(RUNNING_PARTITION));
+        let markers = match self.store.query_all(JOBS_TABLE, query).await {
+            Ok(markers) => markers,
             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(0),
             Err(e) => return Err(e.into()),
         };
         let stale_before = Utc::now() - chrono::Duration::from_std(STALE_AFTER).unwrap_or_default();
         let mut taken = 0;
-        for entity in rows {
-            let Some(mut job) = Job::from_entity(&entity) else {
-                continue;
-            };
+        for marker in markers {
+            let id = marker.row_key;
             let here = self
                 .running
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .contains_key(&job.id);
-            if job.state != JobState::Running || job.heartbeat > stale_before || here {
+                .contains_key(&id);
+            if here {
                 continue;
             }
-            let Some(etag) = entity.etag.clone() else {
+            let Some((mut job, etag)) = self.record(&id).await? else {
+                self.unmark(&id).await;
                 continue;
             };
+            if job.state != JobState::Running {
+                self.unmark(&id).await;
+                continue;
+            }
+            if job.heartbeat > stale_before {
+                continue;
+            }
             job.heartbeat = Utc::now();
             job.resumed += 1;
             job.owner = self.owner.clone();
@@ -322,6 +337,17 @@ impl Jobs {
             }
         }
         Ok(taken)
+    }
+
+    /// Removes a job's running marker (a marker left behind is removed by a later look).
+    async fn unmark(&self, id: &str) {
+        if let Err(e) = self
+            .store
+            .delete_if_exists(JOBS_TABLE, RUNNING_PARTITION, id)
+            .await
+        {
+            tracing::warn!(job = id, error = %e, "a finished job's marker was not removed");
+        }
     }
 
     /// Runs a job in the background: the scan, a heartbeat beside it, the result.
@@ -488,7 +514,10 @@ impl Jobs {
             match self.record(&job.id).await {
                 Ok(Some((record, current))) if record.owner == self.owner => {
                     match self.write(&job, &current).await {
-                        Ok(_) => return true,
+                        Ok(_) => {
+                            self.unmark(&job.id).await;
+                            return true;
+                        }
                         Err(e) => {
                             tracing::warn!(job = %job.id, error = %e, "a job's result was not written")
                         }

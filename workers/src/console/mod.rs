@@ -312,7 +312,14 @@ struct ResultQuery {
 
 impl Console {
     async fn overview(&self) -> Result<Overview> {
-        let status = crate::status::status(&self.store, &self.broker, &self.options.queues).await?;
+        // The registry read once: the default queues and the job forms both come from it.
+        let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
+        let queues = if self.options.queues.is_empty() {
+            crate::status::default_queues(&schemas)
+        } else {
+            self.options.queues.clone()
+        };
+        let status = crate::status::status(&self.store, &self.broker, &queues).await?;
         let now = Instant::now();
         let queues = {
             let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
@@ -345,7 +352,7 @@ impl Console {
                 .collect()
         };
         let mut tables: Vec<(String, Vec<String>)> = Vec::new();
-        for schema in tablekit_patterns::index::SchemaRecord::list(&self.store, None).await? {
+        for schema in schemas {
             let names = schema
                 .indexes
                 .iter()
