@@ -22,6 +22,7 @@ use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
 mod documents;
+mod migration;
 
 use crate::entities::{Badge, LegacyMember, Member};
 use crate::exec::{self, Factory, Observer, Spawner};
@@ -509,7 +510,10 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
     spawner.spawn_process("relay", process(world, |w, s, _| relay(w, s)));
     spawner.spawn_process("sweeper", process(world, |w, s, _| sweeper(w, s)));
     spawner.spawn_process("auditor", process(world, |w, s, _| auditor(w, s)));
-    spawner.spawn_process("migrator", process(world, |w, s, _| migrator(w, s)));
+    spawner.spawn_process(
+        "migrator",
+        process(world, |w, s, _| migration::migrator(w, s)),
+    );
 
     // The workload: archive requests, malformed messages and clock jumps now and then.
     let mut archives = 0;
@@ -770,39 +774,6 @@ fn member_updated(rev: i64) -> Effect {
         expires: None,
         ttl: None,
         unknown_expiry: true,
-    }
-}
-
-/// The previous program's member: the same entity, keyed and modelled as a `Member`.
-impl Written for LegacyMember {
-    const NAME: &'static str = "Member";
-    const FIELDS: &'static [&'static str] = <Member as Written>::FIELDS;
-    fn make(world: &World, team: String, id: u32) -> Self {
-        let m = member(world, team, id);
-        LegacyMember {
-            team: m.team,
-            id: m.id,
-            nick: m.nick,
-            city: m.city,
-            level: m.level,
-            tag: m.tag,
-            email: m.email,
-            rev: m.rev,
-            ends: m.ends,
-            photo: m.photo,
-        }
-    }
-    fn rev(&self) -> i64 {
-        self.rev
-    }
-    fn effect(&self) -> Effect {
-        member_put(self.rev, self.ends)
-    }
-    fn updated(&self) -> Effect {
-        member_updated(self.rev)
-    }
-    fn key_of(id: u32) -> String {
-        <Member as Written>::key_of(id)
     }
 }
 
@@ -1192,30 +1163,6 @@ async fn sweeper(world: Rc<World>, store: Store) {
     }
 }
 
-/// Rewrites the members stored under version 1, now and then, resuming a stopped pass
-/// from its checkpoint.
-async fn migrator(world: Rc<World>, store: Store) {
-    let engine = world.engine(&store).await;
-    let members = members(&world, &store, &engine);
-    while !world.stopping.get() {
-        tokio::time::sleep(Duration::from_secs(3 + random::u64() % 6)).await;
-        let busy = world.busy();
-        let options = AuditOptions {
-            job: Some("sim-migrate".into()),
-            progress_every: 4,
-            ..AuditOptions::default()
-        };
-        match tablekit_patterns::index::migrate(&members, &options).await {
-            Ok(r) => world.log(format!(
-                "migrator: {:?}, rewritten {}, conflicts {}",
-                r.versions, r.rewritten, r.conflicts
-            )),
-            Err(e) => world.log(format!("migrator: pass failed: {e}")),
-        }
-        drop(busy);
-    }
-}
-
 async fn auditor(world: Rc<World>, store: Store) {
     let engine = world.engine(&store).await;
     let members = members(&world, &store, &engine);
@@ -1393,27 +1340,7 @@ async fn check(world: &World) -> Vec<String> {
         Err(e) => found.push(format!("the blobs do not list: {e}")),
     }
 
-    // The migration converges: on the quiet store one pass rewrites what is left at
-    // version 1 without a conflict, and a second finds every member at version 2. (Last:
-    // its writes leave follow-up work the checks above would see.)
-    let migrated = async {
-        let first = tablekit_patterns::index::migrate(&members, &AuditOptions::default()).await?;
-        let second = tablekit_patterns::index::migrate(&members, &AuditOptions::default()).await?;
-        Ok::<_, tablekit_patterns::Error>((first, second))
-    };
-    match migrated.await {
-        Ok((first, second)) => {
-            if first.conflicts > 0 || first.unreadable > 0 {
-                found.push(format!(
-                    "a migration of the quiet store met conflicts: {first:?}"
-                ));
-            }
-            if second.versions.keys().any(|v| *v != 2) || second.rewritten > 0 {
-                found.push(format!("the migration did not converge: {second:?}"));
-            }
-        }
-        Err(e) => found.push(format!("the migration failed on the quiet store: {e}")),
-    }
+    found.extend(migration::converges(&members).await);
     found
 }
 
