@@ -42,6 +42,7 @@ pub mod observe;
 pub mod query;
 pub mod random;
 pub mod retry;
+pub mod roundtrip;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 pub mod store;

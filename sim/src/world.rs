@@ -507,7 +507,15 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
         "badge-changes",
         process(world, |w, s, _| change_consumer::<Badge>(w, s)),
     );
-    spawner.spawn_process("relay", process(world, |w, s, _| relay(w, s)));
+    // Two relays divide the pending partitions by leased shares; a crashed one comes
+    // back under its id (and takes its shares back), or the other takes them over once
+    // their lease ends.
+    for n in 0..2 {
+        spawner.spawn_process(
+            format!("relay{n}"),
+            process(world, move |w, s, _| relay(w, s, n)),
+        );
+    }
     spawner.spawn_process("sweeper", process(world, |w, s, _| sweeper(w, s)));
     spawner.spawn_process("auditor", process(world, |w, s, _| auditor(w, s)));
     spawner.spawn_process(
@@ -1133,14 +1141,16 @@ async fn change_consumer<E: Written>(world: Rc<World>, _store: Store) {
     consume(&world, queue, &registry).await;
 }
 
-async fn relay(world: Rc<World>, store: Store) {
+async fn relay(world: Rc<World>, store: Store, n: u32) {
     let Some(sink) = world.sink().await else {
         return;
     };
-    let relay = Relay::new(store, sink);
+    let relay = Relay::new(store, sink)
+        .with_id(format!("relay{n}"))
+        .share_lease(Duration::from_secs(10));
     while !world.stopping.get() {
         let busy = world.busy();
-        if let Err(e) = relay.run_once().await {
+        if let Err(e) = relay.step().await {
             world.log(format!("relay: pass failed: {e}"));
         }
         drop(busy);

@@ -286,7 +286,13 @@ where
                 )
                 .await?;
                 let sink: Arc<dyn OutboxSink> = Arc::new(sink);
+                let relay_id = args
+                    .relay_id
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
                 let relay = Relay::new(store.clone(), sink.clone())
+                    .with_id(relay_id)
+                    .concurrency(usize::from(args.relay_concurrency))
                     .grace(Duration::from_millis(args.relay_grace_ms))
                     .late(Duration::from_millis(args.relay_late_ms));
                 let interval = Duration::from_secs(args.relay_interval.max(1));
@@ -658,4 +664,15 @@ where
             )
         }
     }
+}
+
+/// This machine's name (for the relay's default id): `HOSTNAME`, else
+/// `/etc/hostname`, else `host`.
+fn host_name() -> String {
+    std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
+        .map(|name| name.trim().to_owned())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "host".to_owned())
 }

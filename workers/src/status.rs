@@ -14,6 +14,9 @@ pub struct Status {
     pub queues: Vec<QueueStatus>,
     /// What the relay has left to publish.
     pub relay: tablekit_patterns::consistency::Backlog,
+    /// Each relay's heartbeat: its shares of the pending partitions and its drain rate.
+    #[serde(default)]
+    pub relays: Vec<tablekit_patterns::consistency::RelayStatus>,
     /// The last audit of each audited table.
     pub audits: Vec<AuditStatus>,
 }
@@ -120,6 +123,7 @@ pub async fn status<S: TableStore, Q: Queue>(
         });
     }
     let relay = tablekit_patterns::consistency::backlog(store).await?;
+    let relays = tablekit_patterns::consistency::relays(store).await?;
     let audits = tablekit_patterns::index::AuditResult::list(store)
         .await?
         .into_iter()
@@ -138,6 +142,7 @@ pub async fn status<S: TableStore, Q: Queue>(
     Ok(Status {
         queues: statuses,
         relay,
+        relays,
         audits,
     })
 }
@@ -185,6 +190,19 @@ pub fn status_text(status: &Status) -> String {
             text,
             "  and {} tombstone burials waiting for their grace period",
             status.relay.delayed
+        );
+    }
+    let live = status.relays.iter().filter(|r| r.live).count();
+    let _ = writeln!(text, "relays: {live} running");
+    for r in &status.relays {
+        let _ = writeln!(
+            text,
+            "  {:<28} {}  shares {:>4}  published {:>10}  {:.0} entries/s at its last busy pass",
+            r.id,
+            if r.live { "running" } else { "stopped" },
+            r.shares,
+            r.published,
+            r.rate
         );
     }
     text.push_str("last audits\n");

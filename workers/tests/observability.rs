@@ -119,10 +119,37 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     };
+    // The running worker's relay shows in `status` under its id, with its shares.
+    let output = worker_binary()
+        .args([
+            "status", "--broker", &broker, "--store", &store_url, "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{output:?}");
+    let status: Status = serde_json::from_slice(&output.stdout).unwrap();
+    let relay = format!("-{}", running.id());
+    assert!(
+        status
+            .relays
+            .iter()
+            .any(|r| r.live && r.id.ends_with(&relay)),
+        "{:?}",
+        status.relays
+    );
     let _ = Command::new("kill")
         .args(["-TERM", &running.id().to_string()])
         .status();
     assert!(running.wait().unwrap().success());
+    // A relay that stops leaves: its heartbeat is gone.
+    let output = worker_binary()
+        .args([
+            "status", "--broker", &broker, "--store", &store_url, "--json",
+        ])
+        .output()
+        .unwrap();
+    let status: Status = serde_json::from_slice(&output.stdout).unwrap();
+    assert!(status.relays.is_empty(), "{:?}", status.relays);
 
     assert_eq!(
         series(&page, "tablekit_queue_poison_messages", "queue=\"index\""),

@@ -92,8 +92,8 @@ pub use commit::{
     RetryPolicy, lost_race,
 };
 pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use relay::{Backlog, Relay, RelayReport, backlog};
-pub use sink::{InlineSink, OutboxSink};
+pub use relay::{Backlog, Relay, RelayReport, RelayStatus, backlog, relays};
+pub use sink::{InlineSink, OutboxSink, RoundTripSink};
 
 /// A boxed future, for the object-safe sink and handlers.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

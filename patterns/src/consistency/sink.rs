@@ -41,3 +41,45 @@ impl OutboxSink for InlineSink {
         })
     }
 }
+
+/// A sink whose every publish is counted and waits the latency of a
+/// [`RoundTrips`](tablekit_core::roundtrip::RoundTrips) before it reaches the sink it
+/// wraps: the queue's share of the round-trip model (see [`tablekit_core::roundtrip`]).
+/// Share the store wrapper's counters to count a path's store calls and publishes in one
+/// place.
+pub struct RoundTripSink {
+    inner: std::sync::Arc<dyn OutboxSink>,
+    trips: tablekit_core::roundtrip::RoundTrips,
+}
+
+impl RoundTripSink {
+    /// Wraps `inner`, counting into `trips`.
+    pub fn new(
+        inner: std::sync::Arc<dyn OutboxSink>,
+        trips: tablekit_core::roundtrip::RoundTrips,
+    ) -> Self {
+        RoundTripSink { inner, trips }
+    }
+
+    /// The counters and the latency.
+    pub fn trips(&self) -> &tablekit_core::roundtrip::RoundTrips {
+        &self.trips
+    }
+}
+
+impl std::fmt::Debug for RoundTripSink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RoundTripSink")
+            .field("trips", &self.trips)
+            .finish_non_exhaustive()
+    }
+}
+
+impl OutboxSink for RoundTripSink {
+    fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<()>> {
+        Box::pin(self.trips.call(
+            tablekit_core::roundtrip::CallKind::Publish,
+            self.inner.publish(envelope),
+        ))
+    }
+}

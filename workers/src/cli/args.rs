@@ -379,6 +379,15 @@ pub struct RunArgs {
     /// commit may take to land, plus clock skew between processes).
     #[arg(long, env = "TABLEKIT_RELAY_LATE_MS", default_value_t = 60_000)]
     pub relay_late_ms: u64,
+    /// The relay's name among the relays that divide the pending partitions (shown by
+    /// `status` and the console); a process restarted under its name takes its shares
+    /// back at once. Default: the host name and the process id.
+    #[arg(long, env = "TABLEKIT_RELAY_ID")]
+    pub relay_id: Option<String>,
+    /// Partitions the relay drains at once, 1 to 256.
+    #[arg(long, env = "TABLEKIT_RELAY_CONCURRENCY", default_value_t = 8,
+          value_parser = clap::value_parser!(u16).range(1..=256))]
+    pub relay_concurrency: u16,
     /// Serve the operator's console from this worker process at this address (as the
     /// `console` command does, reading this process's metrics when `--metrics-addr` is
     /// set). Any address but loopback needs `--console-token`.

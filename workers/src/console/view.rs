@@ -172,6 +172,27 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
             @if b.delayed > 0 {
                 p.muted { (thousands(b.delayed)) " tombstone burials wait for their grace period." }
             }
+            @if o.status.relays.is_empty() {
+                p.muted { "No relay has announced itself (a worker of the index queue runs one)." }
+            } @else {
+                table.grid {
+                    thead { tr {
+                        th { "relay" } th { "state" } th.num { "shares" }
+                        th.num { "published" } th.num { "entries/s" }
+                    } }
+                    tbody {
+                        @for r in &o.status.relays {
+                            tr {
+                                td.name { (r.id) }
+                                td { @if r.live { "running" } @else { "stopped" } }
+                                td.num { (thousands(r.shares)) }
+                                td.num { (thousands(r.published)) }
+                                td.num { (thousands(r.rate.round() as u64)) }
+                            }
+                        }
+                    }
+                }
+            }
         }
         section.card #convergence {
             h2 { "Convergence" }

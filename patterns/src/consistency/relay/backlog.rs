@@ -1,0 +1,72 @@
+//! What the relay has left to publish, read-only (for `status` and the console).
+
+use chrono::Utc;
+use futures::TryStreamExt;
+use tablekit_core::{ErrorKind, Query, TableStore};
+
+use super::super::outbox;
+use super::super::pending::PENDING_TABLE;
+use crate::error::Result;
+
+/// What the relay has left to publish: read-only, through the pending markers (its cost
+/// follows the partitions with pending work, like a relay pass).
+#[derive(Clone, Debug, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct Backlog {
+    /// Pending markers read (a marker stays a while after its partition's outbox empties).
+    pub markers: u64,
+    /// Partitions whose outbox holds entries.
+    pub partitions: u64,
+    /// Outbox entries in them, delayed work whose time has not come left out.
+    pub entries: u64,
+    /// When the oldest of those entries was written.
+    pub oldest: Option<chrono::DateTime<Utc>>,
+    /// Delayed work whose time has not come (the burial of a delete's tombstone).
+    #[serde(default)]
+    pub delayed: u64,
+    /// Each table with entries waiting, and how many (by table name).
+    #[serde(default)]
+    pub tables: std::collections::BTreeMap<String, u64>,
+}
+
+/// The relay's backlog over every table's pending markers.
+///
+/// # Errors
+/// The store's errors.
+pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
+    let mut backlog = Backlog::default();
+    let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, Query::new()));
+    loop {
+        let marker = match markers.try_next().await {
+            Ok(Some(marker)) => marker,
+            Ok(None) => break,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+            Err(e) => return Err(e.into()),
+        };
+        backlog.markers += 1;
+        let (table, partition_key) = (&marker.partition_key, &marker.row_key);
+        let before = backlog.entries;
+        let mut entries =
+            std::pin::pin!(store.query_stream(table, outbox::partition_query(partition_key)));
+        loop {
+            let entry = match entries.try_next().await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+                Err(e) => return Err(e.into()),
+            };
+            if outbox::waiting(&entry) {
+                backlog.delayed += 1;
+                continue;
+            }
+            backlog.entries += 1;
+            if let Some(created) = outbox::created_at(&entry) {
+                backlog.oldest = Some(backlog.oldest.map_or(created, |o| o.min(created)));
+            }
+        }
+        if backlog.entries > before {
+            backlog.partitions += 1;
+            *backlog.tables.entry(table.clone()).or_default() += backlog.entries - before;
+        }
+    }
+    Ok(backlog)
+}
