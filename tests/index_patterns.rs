@@ -746,6 +746,8 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
         .delete("Sales", "empid_000001", IfMatch::Any)
         .await
         .expect("delete");
+    // The published work's outbox entries are removed after the writes returned.
+    employees.flush().await;
     let left = store
         .query_all("Employees", Query::new())
         .await
@@ -1822,6 +1824,7 @@ async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
         .await
         .expect("copies");
     assert_eq!(copies.len(), 40);
+    many.flush().await;
     assert!(
         outbox::scan(&store, "ManyCopies")
             .await

@@ -127,6 +127,7 @@ async fn large_entities_round_trip_and_clean_up(store: AnyStore, blobs: BlobStor
         .await
         .expect("delete");
     assert_eq!(blob_count(&blobs).await, 0);
+    table.flush().await;
     assert!(
         outbox::scan(&store, "Staff")
             .await

@@ -60,7 +60,7 @@ impl OutboxSink for CountingSink {
 
 /// An engine whose writers write their marker at every commit, so a relay with no
 /// `late` allowance may clean it as soon as the outbox is empty.
-fn unleased<S: TableStore + Clone>(store: S) -> Engine<S> {
+fn unleased<S: TableStore + Clone + 'static>(store: S) -> Engine<S> {
     Engine::new(store).with_marker_lease(Duration::ZERO)
 }
 
@@ -245,6 +245,9 @@ async fn kill_child() {
                 .insert(&employee("Sales", 1))
                 .await
                 .expect("insert");
+            // The outbox entry's removal follows the write; a process waits for it
+            // before it stops.
+            employees.flush().await;
         }
         _ => {
             // Under the id its restart uses: the restarted relay finds its shares.
@@ -338,9 +341,10 @@ async fn kills_at_every_step(url: String) {
         killed(&url, "writer", after);
         finishes_and_leaves_nothing_behind(&url, after >= 1).await;
     }
-    // The relay's writes after a writer killed right after its commit: 0 the copy (the
-    // publish), 1 the outbox entry's delete, then the marker's delete.
-    for after in 0..2 {
+    // The relay's writes after a writer killed right after its commit: 0 the lease of
+    // its share, 1 the copy (the publish), 2 the outbox entry's delete, 3 the marker's
+    // delete, then the share's release.
+    for after in 0..4 {
         let url = format!("{url}{}", scope(10 + after));
         let opened =
             IndexedTable::<Employee, _>::new(AnyStore::connect(&url).await.expect("store"));

@@ -194,6 +194,20 @@ struct Counters {
     calls: [AtomicU64; 9],
     in_flight: AtomicU64,
     peak: AtomicU64,
+    /// The calls' log, while recording.
+    log: Mutex<Option<Vec<Call>>>,
+}
+
+/// One call in the log of [`RoundTrips::record`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Call {
+    /// What the call was.
+    pub kind: CallKind,
+    /// The table or queue it went to.
+    pub target: String,
+    /// How many calls were in flight when it started (itself included): a call with 2 or
+    /// more ran beside another.
+    pub in_flight: u64,
 }
 
 impl CallKind {
@@ -283,11 +297,48 @@ impl RoundTrips {
         );
     }
 
+    /// Starts (or stops) keeping a log of every call, in the order they start: which
+    /// calls a path makes and which run beside each other.
+    pub fn record(&self, on: bool) {
+        if let Ok(mut log) = self.counters.log.lock() {
+            *log = on.then(Vec::new);
+        }
+    }
+
+    /// The calls logged since the last take (empty when not recording).
+    pub fn take_log(&self) -> Vec<Call> {
+        self.counters
+            .log
+            .lock()
+            .ok()
+            .and_then(|mut log| log.as_mut().map(std::mem::take))
+            .unwrap_or_default()
+    }
+
     /// Runs one call of `kind`: counts it, waits the latency, then awaits `call`.
     pub async fn call<T>(&self, kind: CallKind, call: impl Future<Output = T>) -> T {
+        self.call_on(kind, "", call).await
+    }
+
+    /// Runs one call of `kind` to `target` (a table or queue, for the log).
+    pub async fn call_on<T>(
+        &self,
+        kind: CallKind,
+        target: &str,
+        call: impl Future<Output = T>,
+    ) -> T {
         self.counters.calls[kind.slot()].fetch_add(1, Ordering::SeqCst);
         let now = self.counters.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.counters.peak.fetch_max(now, Ordering::SeqCst);
+        if let Ok(mut log) = self.counters.log.lock()
+            && let Some(log) = log.as_mut()
+        {
+            log.push(Call {
+                kind,
+                target: target.to_owned(),
+                in_flight: now,
+            });
+        }
         let _leave = InFlight(&self.counters.in_flight);
         let wait = self.latency().sample();
         if !wait.is_zero() {
@@ -333,13 +384,13 @@ impl<S: TableStore> RoundTripStore<S> {
 impl<S: TableStore> TableStore for RoundTripStore<S> {
     async fn create_table(&self, table: &str) -> Result<()> {
         self.trips
-            .call(CallKind::Table, self.inner.create_table(table))
+            .call_on(CallKind::Table, table, self.inner.create_table(table))
             .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
         self.trips
-            .call(CallKind::Table, self.inner.delete_table(table))
+            .call_on(CallKind::Table, table, self.inner.delete_table(table))
             .await
     }
 
@@ -357,8 +408,9 @@ impl<S: TableStore> TableStore for RoundTripStore<S> {
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
         self.trips
-            .call(
+            .call_on(
                 CallKind::Get,
+                table,
                 self.inner.get(table, partition_key, row_key, select),
             )
             .await
@@ -366,19 +418,23 @@ impl<S: TableStore> TableStore for RoundTripStore<S> {
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         self.trips
-            .call(CallKind::Query, self.inner.query(table, query))
+            .call_on(CallKind::Query, table, self.inner.query(table, query))
             .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         self.trips
-            .call(CallKind::Write, self.inner.execute(table, op))
+            .call_on(CallKind::Write, table, self.inner.execute(table, op))
             .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         self.trips
-            .call(CallKind::Batch, self.inner.submit_batch(table, batch))
+            .call_on(
+                CallKind::Batch,
+                table,
+                self.inner.submit_batch(table, batch),
+            )
             .await
     }
 

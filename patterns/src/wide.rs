@@ -81,7 +81,7 @@ pub struct WideTable<S> {
     table: String,
 }
 
-impl<S: TableStore> WideTable<S> {
+impl<S: TableStore + Clone + 'static> WideTable<S> {
     /// Wide entities in `table`.
     pub fn new(store: S, table: &str) -> Self {
         WideTable {
@@ -89,7 +89,9 @@ impl<S: TableStore> WideTable<S> {
             table: table.to_owned(),
         }
     }
+}
 
+impl<S: TableStore> WideTable<S> {
     /// Refuses names a wide entity cannot take: the chunk count's property, and RowKeys
     /// with `~` (chunk `n` of `x` is `x~00n`).
     fn check(row_key: &str, name: Option<&str>) -> Result<()> {

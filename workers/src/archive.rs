@@ -21,7 +21,10 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
 
-use tablekit_patterns::consistency::{Engine, InlineSink, RetryPolicy};
+use tablekit_patterns::changes::ChangeEvent;
+use tablekit_patterns::consistency::{
+    BoxFuture, Engine, Envelope, InlineSink, OutboxSink, RetryPolicy,
+};
 use tablekit_patterns::index::generic::delete_indexed;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
 
@@ -143,11 +146,52 @@ pub async fn archive_with_blobs<S: TableStore + Clone + 'static>(
     blobs: Option<&tablekit_core::blob::BlobStore>,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
-    // The source's deletion applies its index work (and deletes the blobs it stops
-    // referencing) in this process; its change event waits for the relay.
+    archive_with_events(store, blobs, None, operation).await
+}
+
+/// Runs an archive operation as [`archive_with_blobs`] does, handing the source's change
+/// event (types declared with `#[entity(changes = "…")]`) to `events` — a queue sink, as
+/// the worker process's — rather than leaving it to the relay. The source's index work
+/// and the blobs it stops referencing are applied in this process.
+///
+/// # Errors
+/// As [`archive_with_blobs`].
+pub async fn archive_with_events<S: TableStore + Clone + 'static>(
+    store: &S,
+    blobs: Option<&tablekit_core::blob::BlobStore>,
+    events: Option<Arc<dyn OutboxSink>>,
+    operation: &ArchiveOperation,
+) -> Result<ArchiveOutcome, OperationError> {
     let registry = tablekit_patterns::index::handlers(store.clone(), blobs.cloned());
-    let engine = Engine::new(store.clone()).with_sink(Arc::new(InlineSink::new(registry)));
-    archive_with_engine(&engine, blobs, operation).await
+    let sink = EventsApart {
+        inline: InlineSink::new(registry),
+        events,
+    };
+    let engine = Engine::new(store.clone()).with_sink(Arc::new(sink));
+    let outcome = archive_with_engine(&engine, blobs, operation).await;
+    // The delete's outbox entries are removed before the delivery is acknowledged.
+    engine.flush().await;
+    outcome
+}
+
+/// The archive's sink: change events to their queue (when the process has one), the
+/// rest applied in this process. Without an events sink a change event fails here and
+/// waits for the relay.
+struct EventsApart {
+    inline: InlineSink,
+    events: Option<Arc<dyn OutboxSink>>,
+}
+
+impl OutboxSink for EventsApart {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+        match &self.events {
+            Some(events) if ChangeEvent::queue_of(envelope).is_some() => events.publish(envelope),
+            _ => self.inline.publish(envelope),
+        }
+    }
 }
 
 /// Runs an archive operation whose source delete commits through `engine` (its sink

@@ -59,14 +59,26 @@ pub fn registry(store: AnyStore) -> Registry {
 /// The operations a worker process handles, over `store` and, for blob-stored index
 /// entities, `blobs`.
 pub fn registry_with_blobs(store: AnyStore, blobs: Option<BlobStore>) -> Registry {
+    registry_with_events(store, blobs, None)
+}
+
+/// The operations a worker process handles, as [`registry_with_blobs`]; an archive's
+/// change event goes to `events` (the process's queue sink) rather than to the relay.
+pub fn registry_with_events(
+    store: AnyStore,
+    blobs: Option<BlobStore>,
+    events: Option<Arc<dyn OutboxSink>>,
+) -> Registry {
     let archive_store = store.clone();
     let archive_blobs = blobs.clone();
     let registry = Registry::new().register(move |operation: ArchiveOperation| {
         let store = archive_store.clone();
         let blobs = archive_blobs.clone();
+        let events = events.clone();
         async move {
             let outcome =
-                crate::archive::archive_with_blobs(&store, blobs.as_ref(), &operation).await?;
+                crate::archive::archive_with_events(&store, blobs.as_ref(), events, &operation)
+                    .await?;
             tracing::debug!(?outcome, row_key = %operation.row_key, "archive");
             Ok(())
         }
@@ -76,7 +88,7 @@ pub fn registry_with_blobs(store: AnyStore, blobs: Option<BlobStore>) -> Registr
 
 /// What a worker process connected to before it builds its registry: the table store of
 /// `--store` and, with `--blobs`, the blob store. Handlers clone what they need.
-#[derive(Clone, Debug)]
+#[derive(Clone)]
 #[non_exhaustive]
 pub struct Connections {
     /// The table store (`--store`).
@@ -84,6 +96,18 @@ pub struct Connections {
     /// The blob store (`--blobs`), if any.
     pub blobs: Option<BlobStore>,
     migrations: crate::migrate::Migrations,
+    /// Where the archive's change events go (the process's queue), if anywhere.
+    events: Option<Arc<dyn OutboxSink>>,
+}
+
+impl std::fmt::Debug for Connections {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connections")
+            .field("store", &self.store)
+            .field("blobs", &self.blobs)
+            .field("events", &self.events.is_some())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Connections {
@@ -93,7 +117,14 @@ impl Connections {
             store,
             blobs,
             migrations: crate::migrate::Migrations::new(),
+            events: None,
         }
+    }
+
+    /// Hands the archive's change events to `events` (the process's queue sink).
+    pub fn with_events(mut self, events: Arc<dyn OutboxSink>) -> Self {
+        self.events = Some(events);
+        self
     }
 
     /// The entity types this worker binary can migrate (`migrate`, the console's migrate
@@ -112,7 +143,11 @@ pub fn registry_with_operations<F>(connections: &Connections, operations: F) -> 
 where
     F: FnOnce(Registry, &Connections) -> Registry,
 {
-    let built_in = registry_with_blobs(connections.store.clone(), connections.blobs.clone());
+    let built_in = registry_with_events(
+        connections.store.clone(),
+        connections.blobs.clone(),
+        connections.events.clone(),
+    );
     operations(built_in, connections)
 }
 
@@ -324,7 +359,15 @@ where
             } else {
                 None
             };
-            let connections = Connections::new(store.clone(), blobs.clone());
+            // The archive's change events go to their queues from this process.
+            let events: Arc<dyn OutboxSink> = Arc::new(
+                crate::index::QueueSink::open(
+                    AnyQueue::connect(&args.queue.broker).await?,
+                    &args.queue.queue,
+                )
+                .await?,
+            );
+            let connections = Connections::new(store.clone(), blobs.clone()).with_events(events);
             let registry = registry_with_operations(&connections, operations);
             let console_task = match args.console {
                 Some(bind) => {

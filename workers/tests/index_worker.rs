@@ -647,3 +647,95 @@ async fn the_index_worker_sweeps_expired_entities_with_their_copies() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("missing 0, stale 0, orphaned 0"), "{text}");
 }
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Visitors",
+    kind = "Visitor",
+    partition_key = "{site}",
+    row_key = "v{id:04}",
+    changes = "visitor-changes",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_badge",
+    table = "VisitorsByBadge",
+    partition_key = "{site}",
+    row_key = "{badge}"
+)]
+struct Visitor {
+    site: String,
+    id: u32,
+    badge: String,
+}
+
+/// Keeps what it is handed.
+#[derive(Clone, Default)]
+struct Kept(Arc<std::sync::Mutex<Vec<Envelope>>>);
+
+impl OutboxSink for Kept {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+        self.0.lock().unwrap().push(envelope.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_archives_change_event_goes_to_the_queue_without_the_relay() {
+    use tablekit_patterns::changes::ChangeEvent;
+    use tablekit_workers::archive::{ArchiveOperation, archive_with_blobs, archive_with_events};
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let visitors = IndexedTable::<Visitor, _>::new(store.clone()).with_inline_apply();
+    visitors.open().await.unwrap();
+    let events = Kept::default();
+    for id in 1..=2 {
+        let visitor = Visitor {
+            site: "north".into(),
+            id,
+            badge: format!("b{id}"),
+        };
+        visitors.insert(&visitor).await.unwrap();
+    }
+    visitors.flush().await;
+    let archived = |id: u32| ArchiveOperation {
+        source_table: "Visitors".into(),
+        target_table: "VisitorsArchive".into(),
+        partition_key: "north".into(),
+        row_key: format!("v{id:04}"),
+    };
+    let left = |store: AnyStore| async move {
+        outbox::scan(&store, "Visitors")
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|e| !tablekit_patterns::consistency::outbox::waiting(e))
+            .count()
+    };
+    // (The inserts' change events wait for the relay: the inline sink applies index work
+    // only.)
+    let before = left(store.clone()).await;
+    // The worker process's way: the delete's event goes to the events sink at once, its
+    // index work is applied here, and nothing is left for the relay.
+    archive_with_events(&store, None, Some(Arc::new(events.clone())), &archived(1))
+        .await
+        .unwrap();
+    let handed: Vec<Envelope> = events.0.lock().unwrap().clone();
+    assert_eq!(handed.len(), 1, "{handed:?}");
+    assert_eq!(ChangeEvent::queue_of(&handed[0]), Some("visitor-changes"));
+    assert!(
+        store
+            .get("VisitorsByBadge", "north", "b1", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(left(store.clone()).await, before, "nothing for the relay");
+    // Without an events sink the event waits in the outbox for the relay.
+    archive_with_blobs(&store, None, &archived(2))
+        .await
+        .unwrap();
+    assert_eq!(left(store.clone()).await, before + 1);
+}

@@ -179,6 +179,11 @@ impl<S: TableStore + Clone> ChaosStore<S> {
 
     /// Waits (maybe) and decides the call's fate.
     async fn verdict(&self, call: Call, what: impl Fn() -> String) -> Verdict {
+        // A dead process makes no more calls: a task it left behind (a writer's remover)
+        // dies with it at its next call.
+        if self.process.as_ref().is_some_and(Crash::crashed) {
+            return Verdict::CrashBefore;
+        }
         let rates = *self.chaos.rates.lock().unwrap_or_else(|e| e.into_inner());
         let Some(rates) = rates else {
             return Verdict::Pass;

@@ -17,6 +17,7 @@ use tablekit_core::{Batch, ETag, ErrorKind, IfMatch, TableStore, Value, WriteOp}
 use super::operation::Envelope;
 use super::outbox;
 use super::pending::Markers;
+use super::removal::{Removal, Remover};
 use super::sink::OutboxSink;
 use crate::error::Result;
 
@@ -239,8 +240,9 @@ pub struct Committed {
     pub etags: Vec<Option<ETag>>,
     /// The operations recorded as follow-up work.
     pub work: usize,
-    /// Whether every operation went to the sink and its entry was removed (otherwise the
-    /// relay publishes the rest later); `false` without work. Delayed work
+    /// Whether every operation went to the sink (otherwise the relay publishes the rest
+    /// later); `false` without work. The published entries' removal follows off the
+    /// write's critical path ([`Engine::flush`] waits for it). Delayed work
     /// ([`Envelope::not_before`](super::Envelope::not_before)) is always the relay's.
     pub published: bool,
 }
@@ -254,6 +256,13 @@ pub struct Engine<S> {
     markers: Arc<Markers>,
     retry: RetryPolicy,
     tombstone_grace: Duration,
+    /// The task removing published entries (started at the first publish).
+    remover: Arc<std::sync::OnceLock<Option<Remover>>>,
+    /// Starts the remover over a clone of the store.
+    start_remover: Arc<dyn Fn() -> Option<Remover> + Send + Sync>,
+    /// Whether a writer waits for its published entries' removal (see
+    /// [`Engine::with_removal_in_line`]).
+    removal_in_line: bool,
 }
 
 /// How long a delete's tombstone stays by default (see [`Engine::tombstone_grace`]).
@@ -271,20 +280,45 @@ impl<S> std::fmt::Debug for Engine<S> {
             .field("lease", &self.markers.lease())
             .field("retry", &self.retry)
             .field("tombstone_grace", &self.tombstone_grace)
+            .field("removal_in_line", &self.removal_in_line)
             .finish()
     }
 }
 
-impl<S: TableStore> Engine<S> {
+impl<S: TableStore + Clone + 'static> Engine<S> {
     /// An engine over `store` without a sink: follow-up work waits in the outbox for
     /// the relay.
     pub fn new(store: S) -> Self {
+        let remover_store = store.clone();
         Engine {
             store,
             sink: None,
             markers: Arc::default(),
             retry: RetryPolicy::default(),
             tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
+            remover: Arc::default(),
+            start_remover: Arc::new(move || Remover::start(remover_store.clone())),
+            removal_in_line: false,
+        }
+    }
+}
+
+impl<S: TableStore> Engine<S> {
+    /// Makes each writer remove its published outbox entries before its write returns
+    /// (one more round trip per write with follow-up work), instead of handing them to
+    /// the engine's remover task: for a process that may stop without [`flush`](Self::flush)
+    /// and must not leave entries for the relay to publish again.
+    pub fn with_removal_in_line(mut self) -> Self {
+        self.removal_in_line = true;
+        self
+    }
+
+    /// Waits until the published outbox entries handed to the remover so far are removed
+    /// (or left to the relay after a failure). A process calls it before it stops;
+    /// otherwise the relay publishes what was left again after its grace period.
+    pub async fn flush(&self) {
+        if let Some(Some(remover)) = self.remover.get() {
+            remover.flush().await;
         }
     }
 
@@ -656,21 +690,64 @@ impl<S: TableStore> Engine<S> {
             return false;
         };
         let now = tablekit_core::clock::now();
+        // Delayed work (a tombstone's burial) is the relay's, when its time comes.
+        let ready: Vec<(&Envelope, Option<ETag>)> = work
+            .iter()
+            .zip(etags)
+            .filter(|(envelope, _)| !envelope.waits(now))
+            .collect();
         let mut published = !work.is_empty();
-        for (envelope, etag) in work.iter().zip(etags) {
-            // Delayed work (a tombstone's burial) is the relay's, when its time comes.
-            if envelope.waits(now) {
+        if self.removal_in_line {
+            for (envelope, etag) in ready {
+                published &= outbox::publish(
+                    &self.store,
+                    table,
+                    partition_key,
+                    sink.as_ref(),
+                    envelope,
+                    etag,
+                )
+                .await;
+            }
+            return published;
+        }
+        // Every operation at once; each entry's removal off the critical path.
+        let sent =
+            futures::future::join_all(ready.iter().map(|(envelope, _)| {
+                outbox::hand_over(table, partition_key, sink.as_ref(), envelope)
+            }))
+            .await;
+        for ((envelope, etag), sent) in ready.into_iter().zip(sent) {
+            if !sent {
+                published = false;
                 continue;
             }
-            published &= outbox::publish(
-                &self.store,
-                table,
-                partition_key,
-                sink.as_ref(),
-                envelope,
+            let removal = Removal {
+                table: table.to_owned(),
+                partition_key: partition_key.to_owned(),
+                row_key: outbox::entry_row_key(envelope),
                 etag,
-            )
-            .await;
+            };
+            let remover = self.remover.get_or_init(|| (self.start_remover)());
+            let left = match remover {
+                Some(remover) => remover.remove(removal).await.err(),
+                None => Some(removal),
+            };
+            // No remover (no runtime, or it stopped): the writer removes it itself.
+            if let Some(removal) = left {
+                let if_match = removal.etag.map_or(IfMatch::Any, IfMatch::ETag);
+                if let Err(e) = outbox::remove_entry(
+                    &self.store,
+                    table,
+                    partition_key,
+                    &removal.row_key,
+                    if_match,
+                )
+                .await
+                {
+                    tracing::warn!(table, partition_key, error = %e, "removing a published outbox entry failed; the relay will publish it again");
+                }
+            }
         }
         published
     }

@@ -82,6 +82,7 @@ pub mod operation;
 pub mod outbox;
 pub mod pending;
 pub mod relay;
+mod removal;
 pub mod sink;
 
 use std::future::Future;

@@ -225,6 +225,63 @@ pub async fn remove_entry<S: TableStore>(
     }
 }
 
+/// Removes published entries of one partition in one entity group transaction (one
+/// delete when there is one), each under its condition; an entry that is gone or changed
+/// drops out (someone removed it) and the rest go again. Returns how many are gone and
+/// how many stay (a store failure, logged: the relay publishes them again later).
+pub(crate) async fn remove_entries<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    mut entries: Vec<(String, IfMatch)>,
+) -> (usize, usize) {
+    let mut gone = 0;
+    loop {
+        match entries.len() {
+            0 => return (gone, 0),
+            1 => {
+                let (row_key, if_match) = entries.remove(0);
+                return match remove_entry(store, table, partition_key, &row_key, if_match).await {
+                    Ok(()) => (gone + 1, 0),
+                    Err(e) => {
+                        tracing::warn!(table, partition_key, error = %e, "removing a published outbox entry failed; the relay will publish it again");
+                        (gone, 1)
+                    }
+                };
+            }
+            _ => {}
+        }
+        let batch: tablekit_core::Batch = entries
+            .iter()
+            .map(|(row_key, if_match)| tablekit_core::WriteOp::Delete {
+                partition_key: partition_key.to_owned(),
+                row_key: row_key.clone(),
+                if_match: if_match.clone(),
+            })
+            .collect();
+        match store.submit_batch(table, batch).await {
+            Ok(_) => return (gone + entries.len(), 0),
+            Err(e)
+                if e.batch_index().is_some_and(|i| i < entries.len())
+                    && matches!(
+                        e.kind(),
+                        ErrorKind::NotFound | ErrorKind::PreconditionFailed
+                    ) =>
+            {
+                if let Some(i) = e.batch_index() {
+                    entries.remove(i);
+                    gone += 1;
+                }
+            }
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return (gone + entries.len(), 0),
+            Err(e) => {
+                tracing::warn!(table, partition_key, error = %e, entries = entries.len(), "removing published outbox entries failed; the relay will publish them again");
+                return (gone, entries.len());
+            }
+        }
+    }
+}
+
 /// Hands a committed entry's operation to the sink, then deletes the entry (under its
 /// ETag when known). `true` when both happened; otherwise the entry stays for the relay
 /// (the failure is logged, the write stands).
@@ -247,6 +304,31 @@ pub async fn publish<S: TableStore>(
     publish_entry(store, table, partition_key, sink, envelope, etag)
         .instrument(span)
         .await
+}
+
+/// Hands a committed entry's operation to the sink (its removal is the caller's):
+/// `true` when the sink took it; a failure is logged and the entry stays for the relay.
+pub(crate) async fn hand_over(
+    table: &str,
+    partition_key: &str,
+    sink: &dyn OutboxSink,
+    envelope: &Envelope,
+) -> bool {
+    let span = tracing::debug_span!(
+        "tablekit.publish",
+        otel.kind = "producer",
+        tablekit.operation.id = %envelope.id,
+        tablekit.operation.kind = %envelope.kind,
+        db.collection.name = table,
+        tablekit.partition_key = partition_key,
+    );
+    match sink.publish(envelope).instrument(span).await {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::warn!(table, partition_key, kind = %envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");
+            false
+        }
+    }
 }
 
 async fn publish_entry<S: TableStore>(

@@ -139,6 +139,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
         self
     }
 
+    /// Waits until the outbox entries of the writes that returned so far are removed
+    /// (see [`Engine::flush`]).
+    pub async fn flush(&self) {
+        self.writer.engine.flush().await;
+    }
+
     /// Commits through `engine` (its sink, markers and retry policy) instead.
     pub fn with_engine(mut self, engine: Engine<S>) -> Self {
         self.writer.engine = engine;

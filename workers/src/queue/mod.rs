@@ -24,6 +24,7 @@ mod any;
 pub mod azure;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbit;
+pub mod roundtrip;
 #[cfg(feature = "sqlite")]
 pub mod sqlite;
 

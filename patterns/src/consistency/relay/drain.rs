@@ -4,7 +4,7 @@
 //! ETag the relay read or wrote, so an entry changed meanwhile stays).
 
 use futures::StreamExt;
-use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, TableStore, WriteOp};
+use tablekit_core::{ETag, Entity, IfMatch, TableStore};
 use tracing::Instrument;
 
 use super::super::operation::Envelope;
@@ -150,7 +150,16 @@ pub(crate) async fn drain_page<S: TableStore>(
     let chunks: Vec<Vec<Ready>> = chunked(published, settings.batch.clamp(1, 100));
     let removals: Vec<_> = chunks
         .into_iter()
-        .map(|chunk| remove_published(store, table, partition_key, chunk))
+        .map(|chunk| {
+            let entries = chunk
+                .into_iter()
+                .map(|ready| {
+                    let if_match = ready.etag.map_or(IfMatch::Any, IfMatch::ETag);
+                    (ready.row_key, if_match)
+                })
+                .collect();
+            outbox::remove_entries(store, table, partition_key, entries)
+        })
         .collect();
     let removed: Vec<(usize, usize)> = bounded(removals, settings.publishes).await;
     for (gone, stayed) in removed {
@@ -191,70 +200,4 @@ fn chunked<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
         }
     }
     chunks
-}
-
-/// Removes published entries in one transaction (one delete when there is one); an entry
-/// that is gone or changed drops out and the rest go again. Returns how many are gone and
-/// how many stay (a store failure: the relay publishes them again later).
-async fn remove_published<S: TableStore>(
-    store: &S,
-    table: &str,
-    partition_key: &str,
-    mut chunk: Vec<Ready>,
-) -> (usize, usize) {
-    let mut gone = 0;
-    loop {
-        if chunk.is_empty() {
-            return (gone, 0);
-        }
-        let if_match = |ready: &Ready| ready.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        if chunk.len() == 1 {
-            let ready = &chunk[0];
-            return match outbox::remove_entry(
-                store,
-                table,
-                partition_key,
-                &ready.row_key,
-                if_match(ready),
-            )
-            .await
-            {
-                Ok(()) => (gone + 1, 0),
-                Err(e) => {
-                    tracing::warn!(table, partition_key, error = %e, "removing a published outbox entry failed; the relay will publish it again");
-                    (gone, 1)
-                }
-            };
-        }
-        let batch: Batch = chunk
-            .iter()
-            .map(|ready| WriteOp::Delete {
-                partition_key: partition_key.to_owned(),
-                row_key: ready.row_key.clone(),
-                if_match: if_match(ready),
-            })
-            .collect();
-        match store.submit_batch(table, batch).await {
-            Ok(_) => return (gone + chunk.len(), 0),
-            // Gone already or changed (another relay's removal, a writer's): it counts as
-            // removed by someone; the rest go again.
-            Err(e)
-                if e.batch_index().is_some_and(|i| i < chunk.len())
-                    && matches!(
-                        e.kind(),
-                        ErrorKind::NotFound | ErrorKind::PreconditionFailed
-                    ) =>
-            {
-                if let Some(i) = e.batch_index() {
-                    chunk.remove(i);
-                    gone += 1;
-                }
-            }
-            Err(e) if e.kind() == ErrorKind::TableNotFound => return (gone + chunk.len(), 0),
-            Err(e) => {
-                tracing::warn!(table, partition_key, error = %e, entries = chunk.len(), "removing published outbox entries failed; the relay will publish them again");
-                return (gone, chunk.len());
-            }
-        }
-    }
 }

@@ -34,7 +34,14 @@ impl<S: TableStore> IndexApplier<S> {
         let mut retry = self.retry.start();
         loop {
             retry.next(|| format!("copy {target} of {source}")).await?;
-            let primary = match get_or_none(&self.store, source).await? {
+            // The primary and the copy's slot, read at once: the write below is
+            // conditional on the slot's ETag and the primary is read again after it, so
+            // the order of the two reads does not matter.
+            let (primary, existing) = tokio::join!(
+                get_or_none(&self.store, source),
+                get_or_none(&self.store, target)
+            );
+            let primary = match primary? {
                 Some(p) if IndexRecord::read(&p)?.is_some_and(|r| r.version == version) => Some(p),
                 _ => None,
             };
@@ -53,8 +60,7 @@ impl<S: TableStore> IndexApplier<S> {
                 properties,
                 kind_property,
             )?;
-            let existing = get_or_none(&self.store, target).await?;
-            let op = match existing {
+            let op = match existing? {
                 Some(existing) => {
                     let Some((owner, existing_version)) = copy_source(&existing) else {
                         // Not a copy: an application entity holds the slot; never

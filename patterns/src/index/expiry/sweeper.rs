@@ -202,6 +202,9 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                 }
             }
         }
+        // A pass ends with its deletes' outbox entries removed (they are off each
+        // delete's critical path, not off the pass's).
+        self.engine.flush().await;
         Ok(report)
     }
 

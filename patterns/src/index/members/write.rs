@@ -44,24 +44,25 @@ impl Lists {
                     .difference(attempt.new_targets)
                     .map(|t| (t, false)),
             );
-        for (target, add) in changes {
-            let Target::Member {
-                index,
-                storage: MemberStorage::Partition,
-                value,
-                ..
-            } = target
-            else {
-                continue;
-            };
-            let pages = read_partition_pages(
-                attempt.writer.store(),
-                &source.table,
-                &source.partition_key,
-                index,
-                value,
-            )
-            .await?;
+        // The pages of every changed list of the partition, read at once.
+        let changes: Vec<(&String, &String, bool)> = changes
+            .filter_map(|(target, add)| match target {
+                Target::Member {
+                    index,
+                    storage: MemberStorage::Partition,
+                    value,
+                    ..
+                } => Some((index, value, add)),
+                _ => None,
+            })
+            .collect();
+        let store = attempt.writer.store();
+        let read = futures::future::join_all(changes.iter().map(|(index, value, _)| {
+            read_partition_pages(store, &source.table, &source.partition_key, index, value)
+        }))
+        .await;
+        for ((index, value, add), pages) in changes.into_iter().zip(read) {
+            let pages = pages?;
             let mut ops = plan_partition_change(
                 &pages,
                 &source.partition_key,

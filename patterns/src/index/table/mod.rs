@@ -185,6 +185,14 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         &self.writer.engine
     }
 
+    /// Waits until the outbox entries of the writes that returned so far are removed: a
+    /// write returns once its follow-up work is in the sink and hands its entry's removal
+    /// to a task of the process (see [`Engine::flush`]). Call it before the process stops;
+    /// what it leaves, the relay publishes again after its grace period.
+    pub async fn flush(&self) {
+        self.writer.engine.flush().await;
+    }
+
     /// Applies each write's follow-up work in this process, right after the commit.
     pub fn with_inline_apply(mut self) -> Self {
         let registry = super::handlers(self.table.store().clone(), self.writer.blobs.clone());
