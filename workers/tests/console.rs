@@ -1007,6 +1007,7 @@ async fn a_worker_serves_the_console_with_its_copy_lag() {
             .await
             .unwrap();
     }
+    let relay = format!("-{}</td>", worker.id());
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let live = loop {
         if let Ok(response) = client()
@@ -1015,7 +1016,11 @@ async fn a_worker_serves_the_console_with_its_copy_lag() {
             .await
         {
             let live = response.text().await.unwrap();
-            if live.contains("Visitors · by_city") && live.contains("<td class=\"num\">20</td>") {
+            // The copies' lag, and the worker's relay with its drain.
+            if live.contains("Visitors · by_city")
+                && live.contains("<td class=\"num\">20</td>")
+                && live.contains(&relay)
+            {
                 break live;
             }
             assert!(std::time::Instant::now() < deadline, "{live}");

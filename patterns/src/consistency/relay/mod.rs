@@ -373,10 +373,13 @@ impl<S: TableStore> Relay<S> {
                 .await?;
             return Ok(report);
         };
+        // The heartbeat every half lease, and after a pass that published (so `status`
+        // shows the drain as it goes).
+        let published = self.published();
         let beat = async {
-            if hold && leases.beat_due() {
+            if hold && (leases.beat_due() || leases.reported() != published) {
                 let rate = self.rate.lock().map(|r| *r).unwrap_or(0.0);
-                if let Err(e) = leases.heartbeat(&self.store, self.published(), rate).await {
+                if let Err(e) = leases.heartbeat(&self.store, published, rate).await {
                     tracing::warn!(error = %e, "writing the relay's heartbeat failed");
                 }
             }

@@ -150,6 +150,8 @@ pub(crate) struct Leases {
     held: Mutex<HashMap<u32, (ETag, Instant)>>,
     /// When the heartbeat was last written.
     beat: Mutex<Option<Instant>>,
+    /// The published count it showed.
+    reported: std::sync::atomic::AtomicU64,
     /// Loaded shares nobody held after the last pass: taken beyond the fair part, since
     /// a relay counted live did not take them for a whole pass (it stopped, or ran once).
     idle: Mutex<HashSet<u32>>,
@@ -179,6 +181,7 @@ impl Leases {
             lease,
             held: Mutex::default(),
             beat: Mutex::default(),
+            reported: std::sync::atomic::AtomicU64::new(0),
             idle: Mutex::default(),
         }
     }
@@ -198,6 +201,11 @@ impl Leases {
     /// The margin of a lease under which a relay stops publishing its partitions.
     pub(crate) fn margin(&self) -> Duration {
         self.lease / 4
+    }
+
+    /// The published count the last heartbeat showed.
+    pub(crate) fn reported(&self) -> u64 {
+        self.reported.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Whether the heartbeat is due (half a lease since the last).
@@ -238,6 +246,8 @@ impl Leases {
         if let Ok(mut beat) = self.beat.lock() {
             *beat = Some(started);
         }
+        self.reported
+            .store(published, std::sync::atomic::Ordering::Relaxed);
         Ok(())
     }
 
