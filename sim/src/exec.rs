@@ -175,21 +175,33 @@ pub async fn run(
                     return Poll::Ready(());
                 }
             } else if task.crash.as_ref().is_some_and(Crash::crashed) {
-                observer.crashed(&task.name);
-                task.body = None;
-                if let Some(factory) = &task.restart {
-                    task.lives += 1;
-                    let (body, crash) = factory(task.lives);
-                    task.body = Some(body);
-                    task.crash = crash;
-                    ready
-                        .set
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(id);
+                restart(task, id, &ready, observer);
+            }
+            // A process also dies at a call of a task it left running (a writer's
+            // remover): its own body may wait for that task and never be polled again.
+            for (id, task) in tasks.iter_mut().enumerate() {
+                if task.body.is_some() && task.crash.as_ref().is_some_and(Crash::crashed) {
+                    restart(task, id, &ready, observer);
                 }
             }
         }
     })
     .await;
+}
+
+/// Drops a crashed task's body and starts its next life (if it restarts).
+fn restart(task: &mut Task, id: usize, ready: &Ready, observer: &dyn Observer) {
+    observer.crashed(&task.name);
+    task.body = None;
+    if let Some(factory) = &task.restart {
+        task.lives += 1;
+        let (body, crash) = factory(task.lives);
+        task.body = Some(body);
+        task.crash = crash;
+        ready
+            .set
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id);
+    }
 }

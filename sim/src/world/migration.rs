@@ -52,7 +52,7 @@ pub(super) async fn migrator(world: Rc<World>, store: Store) {
     let members = members(&world, &store, &engine);
     while !world.stopping.get() {
         tokio::time::sleep(Duration::from_secs(3 + random::u64() % 6)).await;
-        let busy = world.busy();
+        let busy = world.pass("a migration pass").await;
         let options = AuditOptions {
             job: Some("sim-migrate".into()),
             progress_every: 4,
