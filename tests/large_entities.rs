@@ -287,7 +287,13 @@ async fn a_large_write_whose_answer_was_lost_answers_ok() {
     let backend = support::memory().await.expect("memory");
     let faulty = FaultyStore::new(backend.store.clone());
     let blobs = BlobStore::memory();
-    let table = LargeTable::<Staff, _>::new(faulty.clone(), blobs.clone()).with_inline_cleanup();
+    // The entries' removal in the write, so each planned fault falls on the write's own
+    // steps.
+    let table = LargeTable::<Staff, _>::new(faulty.clone(), blobs.clone())
+        .with_engine(
+            tablekit::patterns::consistency::Engine::new(faulty.clone()).with_removal_in_line(),
+        )
+        .with_inline_cleanup();
     table.open().await.expect("open");
     for (id, photo) in [(1, None), (2, Some(vec![7u8; 2000]))] {
         let value = staff(id, photo, "notes".into());

@@ -259,7 +259,12 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
     const LEASE: Duration = Duration::from_millis(300);
     for stop in 0..6 {
         let table_store = FaultyStore::new(store.clone());
+        // The entries' removal in the write: the stop counts the write's own steps.
         let users = IndexedTable::<User, _>::new(table_store.clone())
+            .with_engine(
+                tablekit::patterns::consistency::Engine::new(table_store.clone())
+                    .with_removal_in_line(),
+            )
             .with_inline_apply()
             .unique_lease(LEASE);
         users.open().await.expect("open");

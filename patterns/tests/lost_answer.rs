@@ -64,7 +64,11 @@ async fn table(
     store: &FaultyStore<MemoryStore>,
     sink: Arc<Kept>,
 ) -> IndexedTable<Item, FaultyStore<MemoryStore>> {
-    let engine = Engine::new(store.clone()).with_sink(sink);
+    // The entries' removal in the write, so the counted calls and the planned faults
+    // fall on the write's own steps.
+    let engine = Engine::new(store.clone())
+        .with_sink(sink)
+        .with_removal_in_line();
     let items = IndexedTable::new(store.clone()).with_engine(engine);
     items.open().await.expect("open");
     items
