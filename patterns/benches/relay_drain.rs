@@ -28,83 +28,27 @@
     clippy::print_stdout
 )]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use serde::{Deserialize, Serialize};
 use tablekit_core::roundtrip::{Latency, RoundTripStore, RoundTrips};
-use tablekit_core::{Batch, Query, SqliteStore, TableStore};
-use tablekit_patterns::consistency::pending::{self, PENDING_TABLE};
+use tablekit_core::{Query, SqliteStore, TableStore};
+use tablekit_patterns::consistency::pending::PENDING_TABLE;
 use tablekit_patterns::consistency::relay::RELAYS_TABLE;
-use tablekit_patterns::consistency::{
-    BoxFuture, Envelope, Operation, OutboxSink, Relay, RoundTripSink, outbox,
-};
+use tablekit_patterns::consistency::{OutboxSink, Relay, RoundTripSink, outbox};
+
+#[path = "../tests/support/backlog.rs"]
+mod support;
+
+use support::Tally;
 
 const TABLE: &str = "RelayDrain";
-
-#[derive(Serialize, Deserialize)]
-struct Ship {
-    order: u64,
-}
-
-impl Operation for Ship {
-    const KIND: &'static str = "ship";
-    const VERSION: u32 = 1;
-}
-
-#[derive(Clone, Default)]
-struct Tally(Arc<Mutex<HashMap<uuid::Uuid, usize>>>);
-
-impl Tally {
-    fn counts(&self) -> (usize, usize) {
-        let tally = self.0.lock().unwrap();
-        (tally.values().sum(), tally.len())
-    }
-}
-
-impl OutboxSink for Tally {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
-        *self.0.lock().unwrap().entry(envelope.id).or_default() += 1;
-        Box::pin(async { Ok(()) })
-    }
-}
 
 fn env_usize(name: &str, default: usize) -> usize {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
-}
-
-async fn seed(store: &SqliteStore, partitions: usize, entries: usize) {
-    let past = chrono::Utc::now() - chrono::Duration::hours(1);
-    for p in 0..partitions {
-        let partition_key = format!("customer{p:03}");
-        let mut batch = Batch::new();
-        for e in 0..entries {
-            let envelope = Envelope::new(&Ship {
-                order: (p * entries + e) as u64,
-            })
-            .unwrap();
-            batch.insert(outbox::entry(&partition_key, &envelope).unwrap());
-            if batch.len() == 100 {
-                store
-                    .submit_batch(TABLE, std::mem::take(&mut batch))
-                    .await
-                    .unwrap();
-            }
-        }
-        if !batch.is_empty() {
-            store.submit_batch(TABLE, batch).await.unwrap();
-        }
-        pending::write_marker(store, TABLE, &partition_key, past)
-            .await
-            .unwrap();
-    }
 }
 
 struct Case {
@@ -128,7 +72,7 @@ async fn run_case(
     entries: usize,
 ) -> Outcome {
     let total = partitions * entries;
-    seed(store, partitions, entries).await;
+    support::backlog(store, TABLE, partitions, entries).await;
     // Leases of an earlier case are gone: every case starts with no relay.
     let _ = store.delete_table(RELAYS_TABLE).await;
     let trips = RoundTrips::new(Latency::Fixed(latency));

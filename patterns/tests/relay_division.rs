@@ -6,86 +6,35 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
 use tablekit_core::roundtrip::{Latency, RoundTripStore, RoundTrips};
-use tablekit_core::{Batch, MemoryStore, Query, TableStore};
-use tablekit_patterns::consistency::pending::{self, PENDING_TABLE};
+use tablekit_core::{MemoryStore, Query, TableStore};
+use tablekit_patterns::consistency::pending::PENDING_TABLE;
 use tablekit_patterns::consistency::relay::RELAYS_TABLE;
 use tablekit_patterns::consistency::{
-    BoxFuture, Envelope, Operation, OutboxSink, Relay, RoundTripSink, outbox, relays,
+    BoxFuture, Envelope, OutboxSink, Relay, RoundTripSink, outbox, relays,
 };
+
+#[path = "support/backlog.rs"]
+mod support;
+
+use support::Tally;
 
 const TABLE: &str = "Orders";
 
-#[derive(Serialize, Deserialize)]
-struct Ship {
-    order: u32,
-}
-
-impl Operation for Ship {
-    const KIND: &'static str = "ship";
-    const VERSION: u32 = 1;
-}
-
-/// Counts every publish by operation id, so duplicates show.
-#[derive(Clone, Default)]
-struct Tally(Arc<Mutex<HashMap<uuid::Uuid, usize>>>);
-
 impl Tally {
     fn publishes(&self) -> usize {
-        self.0.lock().unwrap().values().sum()
+        self.counts().0
     }
     fn distinct(&self) -> usize {
-        self.0.lock().unwrap().len()
+        self.counts().1
     }
 }
 
-impl OutboxSink for Tally {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
-        *self.0.lock().unwrap().entry(envelope.id).or_default() += 1;
-        Box::pin(async { Ok(()) })
-    }
-}
-
-/// `partitions` partitions of `entries` outbox entries each, with their markers' leases
-/// long over: what a broker outage leaves.
 async fn backlog<S: TableStore>(store: &S, partitions: usize, entries: usize) {
-    store.create_table_if_not_exists(TABLE).await.unwrap();
-    store
-        .create_table_if_not_exists(PENDING_TABLE)
-        .await
-        .unwrap();
-    let past = chrono::Utc::now() - chrono::Duration::hours(1);
-    for p in 0..partitions {
-        let partition_key = format!("customer{p:03}");
-        let mut batch = Batch::new();
-        for e in 0..entries {
-            let envelope = Envelope::new(&Ship {
-                order: (p * entries + e) as u32,
-            })
-            .unwrap();
-            batch.insert(outbox::entry(&partition_key, &envelope).unwrap());
-            if batch.len() == 100 {
-                store
-                    .submit_batch(TABLE, std::mem::take(&mut batch))
-                    .await
-                    .unwrap();
-            }
-        }
-        if !batch.is_empty() {
-            store.submit_batch(TABLE, batch).await.unwrap();
-        }
-        pending::write_marker(store, TABLE, &partition_key, past)
-            .await
-            .unwrap();
-    }
+    support::backlog(store, TABLE, partitions, entries).await;
 }
 
 async fn left<S: TableStore>(store: &S) -> (usize, usize) {

@@ -293,17 +293,23 @@ pub async fn publish<S: TableStore>(
     envelope: &Envelope,
     etag: Option<ETag>,
 ) -> bool {
-    let span = tracing::debug_span!(
+    let span = publish_span(table, partition_key, envelope);
+    publish_entry(store, table, partition_key, sink, envelope, etag)
+        .instrument(span)
+        .await
+}
+
+/// The span of one publish (a producer span, linked to the consumer's by the operation
+/// id).
+pub(crate) fn publish_span(table: &str, partition_key: &str, envelope: &Envelope) -> tracing::Span {
+    tracing::debug_span!(
         "tablekit.publish",
         otel.kind = "producer",
         tablekit.operation.id = %envelope.id,
         tablekit.operation.kind = %envelope.kind,
         db.collection.name = table,
         tablekit.partition_key = partition_key,
-    );
-    publish_entry(store, table, partition_key, sink, envelope, etag)
-        .instrument(span)
-        .await
+    )
 }
 
 /// Hands a committed entry's operation to the sink (its removal is the caller's):
@@ -314,14 +320,7 @@ pub(crate) async fn hand_over(
     sink: &dyn OutboxSink,
     envelope: &Envelope,
 ) -> bool {
-    let span = tracing::debug_span!(
-        "tablekit.publish",
-        otel.kind = "producer",
-        tablekit.operation.id = %envelope.id,
-        tablekit.operation.kind = %envelope.kind,
-        db.collection.name = table,
-        tablekit.partition_key = partition_key,
-    );
+    let span = publish_span(table, partition_key, envelope);
     match sink.publish(envelope).instrument(span).await {
         Ok(()) => true,
         Err(e) => {

@@ -5,7 +5,6 @@
 
 use futures::StreamExt;
 use tablekit_core::{ETag, Entity, IfMatch, TableStore};
-use tracing::Instrument;
 
 use super::super::operation::Envelope;
 use super::super::outbox;
@@ -117,21 +116,7 @@ pub(crate) async fn drain_page<S: TableStore>(
     let publishes: Vec<_> = ready
         .into_iter()
         .map(|ready| async move {
-            let span = tracing::debug_span!(
-                "tablekit.publish",
-                otel.kind = "producer",
-                tablekit.operation.id = %ready.envelope.id,
-                tablekit.operation.kind = %ready.envelope.kind,
-                db.collection.name = table,
-                tablekit.partition_key = partition_key,
-            );
-            let ok = match sink.publish(&ready.envelope).instrument(span).await {
-                Ok(()) => true,
-                Err(e) => {
-                    tracing::warn!(table, partition_key, kind = %ready.envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");
-                    false
-                }
-            };
+            let ok = outbox::hand_over(table, partition_key, sink, &ready.envelope).await;
             (ready, ok)
         })
         .collect();
