@@ -110,7 +110,10 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
         );
         let hot = page.contains("tablekit_hot_partition_writes_per_second{");
         let queue = series(&page, "tablekit_queue_poison_messages", "queue=\"index\"");
-        if lag == Some(f64::from(copies)) && hot && queue.is_some() {
+        // The queue gauge is sampled every second (`--stats-interval 1`): it reads zero a
+        // sample after the last copy.
+        let waiting = series(&page, "tablekit_queue_messages", "queue=\"index\"");
+        if lag == Some(f64::from(copies)) && hot && queue.is_some() && waiting == Some(0.0) {
             break page;
         }
         assert!(
