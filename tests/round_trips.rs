@@ -289,3 +289,80 @@ fn a_round_trip_store_passes_the_conformance_suite_shape_of_a_write() {
         tokio::time::sleep(Duration::ZERO).await;
     });
 }
+
+/// The worker's side: each piece of follow-up work a fully declared write leaves, applied
+/// by the index worker's handlers, with its store calls and round trips in a row.
+#[test]
+fn each_piece_of_follow_up_work_stays_at_its_round_trip_ceiling() {
+    use tablekit::patterns::consistency::outbox;
+    paused().block_on(async {
+        let trips = RoundTrips::new(Latency::None);
+        let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
+        // No sink: the work waits in the outbox, where the test takes it from.
+        let table = IndexedTable::<Full, _>::new(store.clone());
+        table.open().await.unwrap();
+        let registry = tablekit::patterns::index::handlers(store.clone(), None);
+        let mut costs: Vec<(String, Cost)> = Vec::new();
+        let writes: [(&str, u32, &str); 3] = [
+            ("insert", 2, "a@x"),
+            ("replace", 2, "b@x"),
+            ("delete", 2, ""),
+        ];
+        for (what, id, email) in writes {
+            match what {
+                "insert" => table.insert(&Full::sample(id, email)).await.map(drop),
+                "replace" => table
+                    .replace(&Full::sample(id, email), IfMatch::Any)
+                    .await
+                    .map(drop),
+                _ => table.delete("Sales", "e0002", IfMatch::Any).await.map(drop),
+            }
+            .unwrap();
+            for entry in outbox::scan(store.inner(), "RtFull").await.unwrap() {
+                if outbox::waiting(&entry) {
+                    continue;
+                }
+                let envelope = outbox::read_entry(&entry).unwrap();
+                store
+                    .delete("RtFull", &entry.partition_key, &entry.row_key, IfMatch::Any)
+                    .await
+                    .unwrap();
+                if envelope.kind != "index" {
+                    // A change event: the application's consumer takes it.
+                    continue;
+                }
+                let ops: Vec<String> = envelope
+                    .payload
+                    .get("operations")
+                    .and_then(|o| o.as_array())
+                    .map(|ops| {
+                        ops.iter()
+                            .filter_map(|op| op.get("op").and_then(|o| o.as_str()))
+                            .map(str::to_owned)
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                trips.set_latency(Latency::millis(LATENCY_MS));
+                let (handled, cost) = cost(&trips, registry.handle(envelope), async {}).await;
+                trips.set_latency(Latency::None);
+                handled.unwrap();
+                costs.push((format!("{what}: {}", ops.join(" + ")), cost));
+            }
+        }
+        println!(
+            "follow-up work of a fully declared write, applied by the index worker's handlers"
+        );
+        for (what, cost) in &costs {
+            println!("{what:<72} {cost}");
+        }
+        // Ceilings: what each piece costs today (a change that adds a round trip fails).
+        // The operations of one piece run one after another: a copy put reads the primary
+        // and the slot at once, writes, reads the primary again (3 in a row); running a
+        // piece's operations at once is the next step to the floor.
+        assert_eq!(costs.len(), 3, "{costs:?}");
+        let ceilings = [6, 14, 8];
+        for ((what, cost), ceiling) in costs.iter().zip(ceilings) {
+            assert!(cost.in_a_row <= ceiling, "{what}: {cost}");
+        }
+    });
+}
