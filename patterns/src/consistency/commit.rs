@@ -736,17 +736,13 @@ impl<S: TableStore> Engine<S> {
             // No remover (no runtime, or it stopped): the writer removes it itself.
             if let Some(removal) = left {
                 let if_match = removal.etag.map_or(IfMatch::Any, IfMatch::ETag);
-                if let Err(e) = outbox::remove_entry(
+                outbox::remove_entries(
                     &self.store,
                     table,
                     partition_key,
-                    &removal.row_key,
-                    if_match,
+                    vec![(removal.row_key, if_match)],
                 )
-                .await
-                {
-                    tracing::warn!(table, partition_key, error = %e, "removing a published outbox entry failed; the relay will publish it again");
-                }
+                .await;
             }
         }
         published

@@ -321,7 +321,19 @@ pub(crate) async fn hand_over(
     envelope: &Envelope,
 ) -> bool {
     let span = publish_span(table, partition_key, envelope);
-    match sink.publish(envelope).instrument(span).await {
+    send(table, partition_key, sink, envelope)
+        .instrument(span)
+        .await
+}
+
+/// Hands an operation to the sink: `true` when it took it; a failure is logged.
+async fn send(
+    table: &str,
+    partition_key: &str,
+    sink: &dyn OutboxSink,
+    envelope: &Envelope,
+) -> bool {
+    match sink.publish(envelope).await {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(table, partition_key, kind = %envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");
@@ -338,8 +350,7 @@ async fn publish_entry<S: TableStore>(
     envelope: &Envelope,
     etag: Option<ETag>,
 ) -> bool {
-    if let Err(e) = sink.publish(envelope).await {
-        tracing::warn!(table, partition_key, kind = %envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");
+    if !send(table, partition_key, sink, envelope).await {
         return false;
     }
     let if_match = etag.map_or(IfMatch::Any, IfMatch::ETag);

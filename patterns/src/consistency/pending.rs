@@ -32,7 +32,9 @@ use crate::error::Result;
 pub const PENDING_TABLE: &str = "TablekitPending";
 /// The marker of a pending marker entity.
 pub const PENDING_KIND: &str = "TablekitPending";
-const UNTIL_PROPERTY: &str = "Until";
+/// The property holding the instant a lease runs until (markers, relay shares and
+/// heartbeats).
+pub(crate) const UNTIL_PROPERTY: &str = "Until";
 /// How long a writer relies on a marker it wrote before writing it again.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(30);
 /// How many partitions a process remembers markers for; past that it forgets the

@@ -92,7 +92,10 @@ pub(crate) async fn drain_page<S: TableStore>(
                 }))
         })
         .collect();
-    let claimed: Vec<Result<Option<Entity>>> = bounded(claims, settings.publishes).await;
+    let claimed: Vec<Result<Option<Entity>>> = futures::stream::iter(claims)
+        .buffered(settings.publishes)
+        .collect()
+        .await;
     let mut ready = Vec::new();
     for claim in claimed {
         let Some(entry) = claim? else {
@@ -120,7 +123,10 @@ pub(crate) async fn drain_page<S: TableStore>(
             (ready, ok)
         })
         .collect();
-    let results: Vec<(Ready, bool)> = bounded(publishes, settings.publishes).await;
+    let results: Vec<(Ready, bool)> = futures::stream::iter(publishes)
+        .buffer_unordered(settings.publishes)
+        .collect()
+        .await;
     let mut published = Vec::new();
     for (ready, ok) in results {
         if ok {
@@ -132,57 +138,27 @@ pub(crate) async fn drain_page<S: TableStore>(
     }
     // Remove what was published, in transactions of up to `batch`, as many at once as
     // publishes.
-    let chunks: Vec<Vec<Ready>> = chunked(published, settings.batch.clamp(1, 100));
-    let removals: Vec<_> = chunks
+    let entries: Vec<(String, IfMatch)> = published
         .into_iter()
-        .map(|chunk| {
-            let entries = chunk
-                .into_iter()
-                .map(|ready| {
-                    let if_match = ready.etag.map_or(IfMatch::Any, IfMatch::ETag);
-                    (ready.row_key, if_match)
-                })
-                .collect();
-            outbox::remove_entries(store, table, partition_key, entries)
+        .map(|ready| {
+            (
+                ready.row_key,
+                ready.etag.map_or(IfMatch::Any, IfMatch::ETag),
+            )
         })
         .collect();
-    let removed: Vec<(usize, usize)> = bounded(removals, settings.publishes).await;
+    let removals: Vec<_> = entries
+        .chunks(settings.batch)
+        .map(|chunk| outbox::remove_entries(store, table, partition_key, chunk.to_vec()))
+        .collect();
+    let removed: Vec<(usize, usize)> = futures::stream::iter(removals)
+        .buffer_unordered(settings.publishes)
+        .collect()
+        .await;
     for (gone, stayed) in removed {
         drained.published += gone;
         drained.deferred += stayed;
         drained.left += stayed;
     }
     Ok(())
-}
-
-/// Runs `futures` with at most `limit` in flight; the outputs in the futures' order.
-async fn bounded<F: std::future::Future>(futures: Vec<F>, limit: usize) -> Vec<F::Output> {
-    let mut outputs: Vec<Option<F::Output>> = Vec::new();
-    outputs.resize_with(futures.len(), || None);
-    let mut waiting = futures.into_iter().enumerate();
-    let mut in_flight = futures::stream::FuturesUnordered::new();
-    loop {
-        while in_flight.len() < limit.max(1) {
-            let Some((i, future)) = waiting.next() else {
-                break;
-            };
-            in_flight.push(async move { (i, future.await) });
-        }
-        let Some((i, output)) = in_flight.next().await else {
-            break;
-        };
-        outputs[i] = Some(output);
-    }
-    outputs.into_iter().flatten().collect()
-}
-
-fn chunked<T>(items: Vec<T>, size: usize) -> Vec<Vec<T>> {
-    let mut chunks: Vec<Vec<T>> = Vec::new();
-    for item in items {
-        match chunks.last_mut() {
-            Some(chunk) if chunk.len() < size => chunk.push(item),
-            _ => chunks.push(vec![item]),
-        }
-    }
-    chunks
 }

@@ -40,10 +40,11 @@ use tracing::Instrument;
 
 pub use backlog::{Backlog, backlog};
 use drain::{DrainSettings, Drained};
+use shares::Leases;
 pub use shares::{
     DEFAULT_SHARE_LEASE, DEFAULT_SHARES, RELAYS_TABLE, RelayStatus, relays, share_of,
 };
-use shares::{Held, Leases};
+use tokio::time::Instant;
 
 use super::outbox::{self, after, ago};
 use super::pending::{self, PENDING_TABLE};
@@ -110,7 +111,7 @@ pub struct Relay<S> {
 impl<S> std::fmt::Debug for Relay<S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Relay")
-            .field("id", &self.leases.as_ref().map(|l| l.id()))
+            .field("id", &self.leases.as_ref().map(|l| l.id.as_str()))
             .field("grace", &self.grace)
             .field("late", &self.late)
             .field("concurrency", &self.concurrency)
@@ -191,26 +192,31 @@ impl<S: TableStore> Relay<S> {
     /// Divides the work under this id (a process's name, say): the id shows in `status`
     /// and the console, and a relay that restarts under its id finds its shares again.
     pub fn with_id(mut self, id: impl Into<String>) -> Self {
-        let (shares, lease) = self.division();
-        self.leases = Some(Leases::new(id.into(), shares, lease));
+        match &mut self.leases {
+            Some(leases) => leases.id = id.into(),
+            None => {
+                self.leases = Some(Leases::new(id.into(), DEFAULT_SHARES, DEFAULT_SHARE_LEASE));
+            }
+        }
         self
     }
 
     /// Hashes the partitions into `shares` shares (default [`DEFAULT_SHARES`]; every
-    /// relay of a deployment must use the same number).
+    /// relay of a deployment must use the same number). A relay [alone](Self::alone)
+    /// has none.
     pub fn shares(mut self, shares: u32) -> Self {
-        let id = self.id().unwrap_or("relay").to_owned();
-        let (_, lease) = self.division();
-        self.leases = Some(Leases::new(id, shares, lease));
+        if let Some(leases) = &mut self.leases {
+            leases.shares = shares.max(1);
+        }
         self
     }
 
     /// Leases shares for `lease` (default [`DEFAULT_SHARE_LEASE`]), renewed every pass:
     /// a relay that stops renewing loses its shares to the others after it.
     pub fn share_lease(mut self, lease: Duration) -> Self {
-        let id = self.id().unwrap_or("relay").to_owned();
-        let (shares, _) = self.division();
-        self.leases = Some(Leases::new(id, shares, lease));
+        if let Some(leases) = &mut self.leases {
+            leases.lease = lease;
+        }
         self
     }
 
@@ -221,17 +227,9 @@ impl<S: TableStore> Relay<S> {
         self
     }
 
-    fn division(&self) -> (u32, Duration) {
-        self.leases
-            .as_ref()
-            .map_or((DEFAULT_SHARES, DEFAULT_SHARE_LEASE), |l| {
-                (l.shares(), l.lease())
-            })
-    }
-
     /// The relay's id (`None` for a relay alone).
     pub fn id(&self) -> Option<&str> {
-        self.leases.as_ref().map(|l| l.id())
+        self.leases.as_ref().map(|l| l.id.as_str())
     }
 
     /// The entries this relay published since it was made.
@@ -369,8 +367,8 @@ impl<S: TableStore> Relay<S> {
         let markers = self.markers().await?;
         let Some(leases) = &self.leases else {
             report.partitions = markers.len();
-            self.drain_all(markers.iter().collect(), None, &mut report)
-                .await?;
+            let all = markers.iter().map(|marker| (marker, None)).collect();
+            self.drain_all(all, &mut report).await?;
             return Ok(report);
         };
         // The heartbeat every half lease, and after a pass that published (so `status`
@@ -389,29 +387,32 @@ impl<S: TableStore> Relay<S> {
             return Ok(report);
         }
         report.partitions = markers.len();
+        let keyed: Vec<(u32, &Entity)> = markers
+            .iter()
+            .map(|m| (share_of(&m.partition_key, &m.row_key, leases.shares), m))
+            .collect();
         let mut load: BTreeMap<u32, usize> = BTreeMap::new();
-        let share =
-            |marker: &Entity| share_of(&marker.partition_key, &marker.row_key, leases.shares());
-        for marker in &markers {
-            *load.entry(share(marker)).or_default() += 1;
+        for (share, _) in &keyed {
+            *load.entry(*share).or_default() += 1;
         }
         let ((), held) = tokio::join!(beat, leases.settle(&self.store, &load));
         let held = held?;
-        report.shares = held.shares.len();
-        let (mine, others): (Vec<&Entity>, Vec<&Entity>) = markers
-            .iter()
-            .partition(|marker| held.shares.contains_key(&share(marker)));
-        report.others = others.len();
-        self.drain_all(mine, Some((&held, leases)), &mut report)
-            .await?;
+        report.shares = held.len();
+        // Each partition of a held share, with its fence.
+        let mine: Vec<(&Entity, Option<Instant>)> = keyed
+            .into_iter()
+            .filter_map(|(share, marker)| Some((marker, Some(leases.fence(*held.get(&share)?)))))
+            .collect();
+        report.others = markers.len() - mine.len();
+        self.drain_all(mine, &mut report).await?;
         Ok(report)
     }
 
-    /// Drains the partitions, up to the concurrency at once.
+    /// Drains the partitions (each with the instant it must stop at, if any), up to the
+    /// concurrency at once.
     async fn drain_all(
         &self,
-        markers: Vec<&Entity>,
-        fence: Option<(&Held, &Leases)>,
+        markers: Vec<(&Entity, Option<Instant>)>,
         report: &mut RelayReport,
     ) -> Result<()> {
         // Up to `concurrency` partitions in flight (a loop rather than a stream adapter,
@@ -421,7 +422,8 @@ impl<S: TableStore> Relay<S> {
         let mut first_error = None;
         loop {
             while in_flight.len() < self.concurrency && next < markers.len() {
-                in_flight.push(self.relay_partition(markers[next], fence));
+                let (marker, fence) = markers[next];
+                in_flight.push(self.relay_partition(marker, fence));
                 next += 1;
             }
             let Some(done) = in_flight.next().await else {
@@ -443,22 +445,16 @@ impl<S: TableStore> Relay<S> {
         }
     }
 
-    /// Publishes one marked partition's old entries, page by page while the share is
-    /// held; removes the marker when nothing is left and its lease is long over.
+    /// Publishes one marked partition's old entries, page by page until its `fence` (the
+    /// share's lease nearing its end); removes the marker when nothing is left and its
+    /// lease is long over.
     async fn relay_partition(
         &self,
         marker: &Entity,
-        fence: Option<(&Held, &Leases)>,
+        fence: Option<Instant>,
     ) -> Result<(Drained, bool)> {
         let (table, partition_key) = (&marker.partition_key, &marker.row_key);
-        let held = || {
-            fence.is_none_or(|(held, leases)| {
-                held.fenced(
-                    share_of(table, partition_key, leases.shares()),
-                    leases.margin(),
-                )
-            })
-        };
+        let held = || fence.is_none_or(|fence| Instant::now() < fence);
         let cutoff = ago(self.grace);
         let settings = DrainSettings {
             publishes: self.publishes,

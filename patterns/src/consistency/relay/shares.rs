@@ -36,6 +36,7 @@ use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, 
 use tokio::time::Instant;
 
 use crate::consistency::outbox::after;
+use crate::consistency::pending::{UNTIL_PROPERTY as UNTIL, until};
 use crate::error::Result;
 
 /// The table of share leases and relay heartbeats.
@@ -51,7 +52,6 @@ pub const DEFAULT_SHARES: u32 = 256;
 pub const DEFAULT_SHARE_LEASE: Duration = Duration::from_secs(30);
 
 const OWNER: &str = "Owner";
-const UNTIL: &str = "Until";
 const SHARES: &str = "Shares";
 const PUBLISHED: &str = "Published";
 const RATE: &str = "Rate";
@@ -72,27 +72,15 @@ fn share_row_key(share: u32) -> String {
     format!("{share:05}")
 }
 
-fn until(entity: &Entity) -> DateTime<Utc> {
-    match entity.properties.get(UNTIL) {
-        Some(Value::DateTime(until)) => *until,
-        _ => DateTime::<Utc>::MIN_UTC,
-    }
+/// Who holds a share's lease.
+fn owner(row: &Entity) -> Option<&str> {
+    row.get(OWNER).and_then(Value::as_str)
 }
 
-fn string(entity: &Entity, name: &str) -> Option<String> {
-    match entity.properties.get(name) {
-        Some(Value::String(s)) => Some(s.clone()),
-        _ => None,
-    }
-}
-
-fn number(entity: &Entity, name: &str) -> f64 {
-    match entity.properties.get(name) {
-        Some(Value::Int64(n)) => *n as f64,
-        Some(Value::Int32(n)) => f64::from(*n),
-        Some(Value::Double(n)) => *n,
-        _ => 0.0,
-    }
+fn count(row: &Entity, name: &str) -> u64 {
+    row.get(name)
+        .and_then(Value::as_i64)
+        .map_or(0, |n| n.max(0) as u64)
 }
 
 /// One relay as its heartbeat shows it (see [`relays`]).
@@ -130,9 +118,9 @@ pub async fn relays<S: TableStore>(store: &S) -> Result<Vec<RelayStatus>> {
             id: row.row_key.clone(),
             until: until(row),
             live: until(row) > now,
-            shares: number(row, SHARES) as u64,
-            published: number(row, PUBLISHED) as u64,
-            rate: number(row, RATE),
+            shares: count(row, SHARES),
+            published: count(row, PUBLISHED),
+            rate: row.get(RATE).and_then(Value::as_f64).unwrap_or(0.0),
         })
         .collect();
     relays.sort_by(|a, b| b.live.cmp(&a.live).then_with(|| a.id.cmp(&b.id)));
@@ -142,12 +130,11 @@ pub async fn relays<S: TableStore>(store: &S) -> Result<Vec<RelayStatus>> {
 /// The leases one relay holds, and what it knows of the others.
 #[derive(Debug)]
 pub(crate) struct Leases {
-    id: String,
-    shares: u32,
-    lease: Duration,
-    /// The shares held: the ETag of the lease row and when the lease ends by this
-    /// process's clock.
-    held: Mutex<HashMap<u32, (ETag, Instant)>>,
+    pub(crate) id: String,
+    pub(crate) shares: u32,
+    pub(crate) lease: Duration,
+    /// The shares held, with the ETag of each lease row (to release it).
+    held: Mutex<HashMap<u32, ETag>>,
     /// When the heartbeat was last written.
     beat: Mutex<Option<Instant>>,
     /// The published count it showed.
@@ -157,21 +144,9 @@ pub(crate) struct Leases {
     idle: Mutex<HashSet<u32>>,
 }
 
-/// What a relay holds for one pass.
-#[derive(Debug, Default)]
-pub(crate) struct Held {
-    /// Each held share and when its lease ends (by the local clock).
-    pub(crate) shares: HashMap<u32, Instant>,
-}
-
-impl Held {
-    /// Whether the partition's share is held with at least `margin` of its lease left.
-    pub(crate) fn fenced(&self, share: u32, margin: Duration) -> bool {
-        self.shares
-            .get(&share)
-            .is_some_and(|ends| Instant::now() + margin < *ends)
-    }
-}
+/// The shares a relay holds for one pass, each with the instant its lease ends by the
+/// relay's own clock.
+pub(crate) type Held = HashMap<u32, Instant>;
 
 impl Leases {
     pub(crate) fn new(id: String, shares: u32, lease: Duration) -> Self {
@@ -186,21 +161,10 @@ impl Leases {
         }
     }
 
-    pub(crate) fn id(&self) -> &str {
-        &self.id
-    }
-
-    pub(crate) fn shares(&self) -> u32 {
-        self.shares
-    }
-
-    pub(crate) fn lease(&self) -> Duration {
-        self.lease
-    }
-
-    /// The margin of a lease under which a relay stops publishing its partitions.
-    pub(crate) fn margin(&self) -> Duration {
-        self.lease / 4
+    /// When a relay stops publishing the partitions of a share whose lease ends at
+    /// `ends`: a quarter of the lease before (the fence).
+    pub(crate) fn fence(&self, ends: Instant) -> Instant {
+        ends.checked_sub(self.lease / 4).unwrap_or(ends)
     }
 
     /// The published count the last heartbeat showed.
@@ -301,15 +265,11 @@ impl Leases {
         }
         let total: usize = load.values().sum();
         let fair = total.div_ceil(live.len().max(1));
-        let owner = |row: &Entity| string(row, OWNER);
-        let mine = |share: u32| {
-            leases
-                .get(&share)
-                .is_some_and(|row| owner(row).as_deref() == Some(self.id.as_str()))
-        };
+        let me = Some(self.id.as_str());
+        let mine = |share: u32| leases.get(&share).is_some_and(|row| owner(row) == me);
         let free = |share: u32| match leases.get(&share) {
             None => true,
-            Some(row) => until(row) <= now || owner(row).as_deref() == Some(self.id.as_str()),
+            Some(row) => until(row) <= now || owner(row) == me,
         };
 
         // Keep the loaded shares held, largest first, up to the fair part.
@@ -328,10 +288,7 @@ impl Leases {
         }
         // Shares held without pending partitions are released too.
         for (share, row) in &leases {
-            if owner(row).as_deref() == Some(self.id.as_str())
-                && until(row) > now
-                && !load.contains_key(share)
-            {
+            if owner(row) == me && until(row) > now && !load.contains_key(share) {
                 release.push(*share);
             }
         }
@@ -405,13 +362,13 @@ impl Leases {
         if let Ok(mut idle) = self.idle.lock() {
             *idle = left.into_iter().collect();
         }
-        let mut held = Held::default();
+        let mut held = Held::new();
         if let Ok(mut mine) = self.held.lock() {
             mine.clear();
             for (share, etag) in landed {
                 if let Some(etag) = etag {
-                    mine.insert(share, (etag, ends));
-                    held.shares.insert(share, ends);
+                    mine.insert(share, etag);
+                    held.insert(share, ends);
                 }
             }
         }
@@ -422,7 +379,7 @@ impl Leases {
     /// others take them at once rather than when their lease ends.
     pub(crate) async fn release_all<S: TableStore>(&self, store: &S) {
         let held: Vec<(u32, ETag)> = match self.held.lock() {
-            Ok(mut held) => held.drain().map(|(s, (etag, _))| (s, etag)).collect(),
+            Ok(mut held) => held.drain().collect(),
             Err(_) => return,
         };
         let writes = held
