@@ -246,6 +246,44 @@ async fn a_write_abandoning_a_settled_intent_records_its_undoing_again() {
     );
 }
 
+/// The same, when the abandoning write cannot read its intent (a store failure): it
+/// cannot know whether the relay settled the intent before its late steps, so it records
+/// the undoing again (a soak found the late reservation left when it gave up here).
+#[tokio::test]
+async fn a_write_that_cannot_read_its_intent_records_its_undoing_again() {
+    let store = Held::new(Hold::FailRead(outbox::OUTBOX_PREFIX));
+    store
+        .create_table_if_not_exists("Members")
+        .await
+        .expect("table");
+    let engine = Engine::new(store.clone());
+    let work = empty_work();
+    let intent = engine
+        .record_intent("Members", "t0", work.clone())
+        .await
+        .expect("intent");
+    store.arm();
+    engine.abandon(&intent).await;
+    let entries = outbox::scan(&store.inner, "Members").await.expect("scan");
+    let work_entries: Vec<_> = entries.iter().filter(|e| !outbox::is_intent(e)).collect();
+    assert_eq!(
+        work_entries.len(),
+        1,
+        "the undoing recorded again: {entries:?}"
+    );
+    assert_eq!(
+        outbox::read_entry(work_entries[0])
+            .expect("envelope")
+            .payload,
+        work.payload
+    );
+    assert_eq!(
+        entries.len(),
+        2,
+        "the intent stays for the relay: {entries:?}"
+    );
+}
+
 /// A write stalled past its reservation's lease (the clock jumped between its reservation
 /// and its commit): another writer took the value over as dead, and the stalled write
 /// then committed the value with no reservation. A writer taking over a dead reservation

@@ -15,13 +15,14 @@ use tablekit_core::{AnyStore, ErrorKind, MemoryStore, Query, TableStore, random}
 use tablekit_patterns::consistency::{Engine, OutboxSink, Relay};
 use tablekit_patterns::index::unique::Reservation;
 use tablekit_patterns::index::{AuditOptions, IndexedTable, Sweeper};
-use tablekit_workers::archive::{ArchiveOperation, archive_with_engine};
+use tablekit_workers::archive::{ArchiveOperation, Archiver};
 use tablekit_workers::changes::Changes;
 use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
 mod documents;
+mod fence;
 mod migration;
 
 use crate::entities::{Badge, LegacyMember, Member};
@@ -185,6 +186,8 @@ struct World {
     published: Arc<std::sync::Mutex<Vec<String>>>,
     /// The change events consumed: (key, version, rev or `None` for a delete).
     events: Arc<std::sync::Mutex<Vec<Event>>>,
+    /// The relays' publishes made without their share's lease (see [`fence`]).
+    unfenced: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// A background pass or delivery under way (see [`World::busy`]); a crash drops it.
@@ -399,6 +402,7 @@ async fn run(options: Options) -> Report {
         started: RefCell::default(),
         published: Arc::default(),
         events: Arc::default(),
+        unfenced: Arc::default(),
     });
     let mut violations = Vec::new();
     CHECKED.with(|c| c.take());
@@ -1176,11 +1180,11 @@ async fn index_worker(world: Rc<World>, store: Store) {
 
 async fn archive_worker(world: Rc<World>, store: Store) {
     let engine = world.engine(&store).await;
-    let blobs = world.blobs.clone();
+    let archiver = std::sync::Arc::new(Archiver::new(engine, Some(world.blobs.clone())));
     let registry = Registry::new().register(move |op: ArchiveOperation| {
-        let (engine, blobs) = (engine.clone(), blobs.clone());
+        let archiver = archiver.clone();
         async move {
-            archive_with_engine(&engine, Some(&blobs), &op).await?;
+            archiver.archive(&op).await?;
             Ok(())
         }
     });
@@ -1211,6 +1215,12 @@ async fn relay(world: Rc<World>, store: Store, n: u32) {
     let Some(sink) = world.sink().await else {
         return;
     };
+    let sink = Arc::new(fence::FencedSink {
+        inner: sink,
+        relay: format!("relay{n}"),
+        store: world.chaos.inner().clone(),
+        unfenced: world.unfenced.clone(),
+    });
     let relay = Relay::new(store, sink)
         .with_id(format!("relay{n}"))
         .share_lease(Duration::from_secs(10));
@@ -1414,6 +1424,11 @@ async fn check(world: &World) -> Vec<String> {
             }
         }
         Err(e) => found.push(format!("the blobs do not list: {e}")),
+    }
+
+    // Each relay published only what its shares' leases covered.
+    if let Ok(unfenced) = world.unfenced.lock() {
+        found.extend(unfenced.iter().cloned());
     }
 
     found.extend(migration::converges(&members).await);

@@ -21,11 +21,12 @@ use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore};
 
+use tablekit_core::blob::BlobStore;
 use tablekit_patterns::changes::ChangeEvent;
 use tablekit_patterns::consistency::{
     BoxFuture, Engine, Envelope, InlineSink, OutboxSink, RetryPolicy,
 };
-use tablekit_patterns::index::generic::delete_indexed;
+use tablekit_patterns::index::generic::GenericDeleter;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
 
 use crate::operation::{Operation, OperationError};
@@ -61,11 +62,14 @@ pub enum ArchiveOutcome {
 
 /// Writes the archived copy unless the target holds a copy of a newer source version;
 /// `false` when it does.
+/// `read` is the target's slot as read with the source, if it was: the first attempt
+/// starts from it.
 async fn write_copy<S: TableStore>(
     store: &S,
     table: &str,
     copy: Entity,
     source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
+    mut read: Option<Option<Entity>>,
 ) -> Result<bool, OperationError> {
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
     loop {
@@ -77,16 +81,19 @@ async fn write_copy<S: TableStore>(
                 )
             })
             .await?;
-        let existing = match store
-            .get(table, &copy.partition_key, &copy.row_key, None)
-            .await
-        {
-            Ok(found) => found,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => {
-                store.create_table_if_not_exists(table).await?;
-                None
-            }
-            Err(e) => return Err(e.into()),
+        let existing = match read.take() {
+            Some(existing) => existing,
+            None => match store
+                .get(table, &copy.partition_key, &copy.row_key, None)
+                .await
+            {
+                Ok(found) => found,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                    store.create_table_if_not_exists(table).await?;
+                    None
+                }
+                Err(e) => return Err(e.into()),
+            },
         };
         let op = match existing {
             Some(existing) => {
@@ -104,6 +111,9 @@ async fn write_copy<S: TableStore>(
         };
         match store.execute(table, op).await {
             Ok(_) => return Ok(true),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                store.create_table_if_not_exists(table).await?;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
@@ -162,16 +172,63 @@ pub async fn archive_with_events<S: TableStore + Clone + 'static>(
     events: Option<Arc<dyn OutboxSink>>,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
-    let registry = tablekit_patterns::index::handlers(store.clone(), blobs.cloned());
-    let sink = EventsApart {
-        inline: InlineSink::new(registry),
-        events,
-    };
-    let engine = Engine::new(store.clone()).with_sink(Arc::new(sink));
-    let outcome = archive_with_engine(&engine, blobs, operation).await;
-    // The delete's outbox entries are removed before the delivery is acknowledged.
-    engine.flush().await;
+    let archiver = Archiver::for_worker(store.clone(), blobs.cloned(), events);
+    let outcome = archiver.archive(operation).await;
+    // The delete's outbox entries are removed before this returns.
+    archiver.engine().flush().await;
     outcome
+}
+
+/// The archive worker's state, kept across deliveries: the engine its source deletes
+/// commit through (the partitions whose pending marker it holds, its task removing
+/// published outbox entries in batches), the registry's layouts, the blob store.
+#[derive(Debug)]
+pub struct Archiver<S> {
+    deleter: GenericDeleter<S>,
+    blobs: Option<BlobStore>,
+}
+
+impl<S: TableStore + Clone + 'static> Archiver<S> {
+    /// An archiver whose source deletes commit through `engine` (its sink gets their
+    /// follow-up work).
+    pub fn new(engine: Engine<S>, blobs: Option<BlobStore>) -> Self {
+        Archiver {
+            deleter: GenericDeleter::new(engine),
+            blobs,
+        }
+    }
+
+    /// The worker process's archiver: a source delete's index work and the blobs it
+    /// stops referencing applied in this process, its change event handed to `events`
+    /// (the process's queue sink; without one the event waits for the relay).
+    pub fn for_worker(
+        store: S,
+        blobs: Option<BlobStore>,
+        events: Option<Arc<dyn OutboxSink>>,
+    ) -> Self {
+        let registry = tablekit_patterns::index::handlers(store.clone(), blobs.clone());
+        let sink = EventsApart {
+            inline: InlineSink::new(registry),
+            events,
+        };
+        Archiver::new(Engine::new(store).with_sink(Arc::new(sink)), blobs)
+    }
+
+    /// The engine the source deletes commit through.
+    pub fn engine(&self) -> &Engine<S> {
+        self.deleter.engine()
+    }
+
+    /// Runs an archive operation (see the module docs).
+    ///
+    /// # Errors
+    /// As [`archive_with_blobs`].
+    pub async fn archive(
+        &self,
+        operation: &ArchiveOperation,
+    ) -> Result<ArchiveOutcome, OperationError> {
+        run(&self.deleter, self.blobs.as_ref(), operation).await
+    }
 }
 
 /// The archive's sink: change events to their queue (when the process has one), the
@@ -204,7 +261,15 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
     blobs: Option<&tablekit_core::blob::BlobStore>,
     operation: &ArchiveOperation,
 ) -> Result<ArchiveOutcome, OperationError> {
-    let store = engine.store();
+    run(&GenericDeleter::new(engine.clone()), blobs, operation).await
+}
+
+async fn run<S: TableStore + Clone + 'static>(
+    deleter: &GenericDeleter<S>,
+    blobs: Option<&tablekit_core::blob::BlobStore>,
+    operation: &ArchiveOperation,
+) -> Result<ArchiveOutcome, OperationError> {
+    let store = deleter.engine().store();
     let ArchiveOperation {
         source_table,
         target_table,
@@ -227,16 +292,40 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
                 )
             })
             .await?;
+        // The source and the target's slot, read at once: the copy's write is
+        // conditional on the slot's ETag and the source's delete on the source's, so the
+        // order of the two reads does not matter.
+        let (current, slot) = tokio::join!(
+            store.get_if_table_exists(source_table, partition_key, row_key),
+            store.get_if_table_exists(target_table, partition_key, row_key)
+        );
+        let (current, slot) = (current?, slot?);
         // A delete's tombstone is no entity to archive.
-        let current = store
-            .get_if_table_exists(source_table, partition_key, row_key)
-            .await?
-            .filter(|e| !tablekit_patterns::index::record::is_tombstone(e));
+        let current = current.filter(|e| !tablekit_patterns::index::record::is_tombstone(e));
         let Some(current) = current else {
-            let archived = store
-                .get_if_table_exists(target_table, partition_key, row_key)
-                .await?
-                .is_some_and(|e| !tablekit_patterns::index::record::is_tombstone(&e));
+            // The slot was read beside the source: a move another delivery finished
+            // between the two reads shows only when the target is read after the source.
+            let slot = match slot {
+                Some(slot) => Some(slot),
+                None => {
+                    store
+                        .get_if_table_exists(target_table, partition_key, row_key)
+                        .await?
+                }
+            };
+            let archived = slot
+                .as_ref()
+                .is_some_and(|e| !tablekit_patterns::index::record::is_tombstone(e));
+            // An earlier round of this delivery may have copied blobs for a version that
+            // changed, and another delivery finished the move meanwhile.
+            if let Some(blobs) = blobs
+                && !superseded.is_empty()
+            {
+                let archived = store
+                    .get_if_table_exists(target_table, partition_key, row_key)
+                    .await?;
+                drop_superseded(blobs, archived.as_ref(), &superseded).await?;
+            }
             return Ok(if archived {
                 ArchiveOutcome::AlreadyArchived
             } else {
@@ -289,9 +378,15 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
         }
         // `false`: a newer version is archived already (this delivery is late); the
         // source delete below then finds the source gone or changed.
-        let _written = write_copy(store, target_table, copy, current.timestamp).await?;
+        let written = write_copy(store, target_table, copy, current.timestamp, Some(slot)).await?;
+        if !written {
+            // A newer version is archived already: the blobs copied for this one are
+            // not its (unless the same content: checked before they are dropped).
+            superseded.append(&mut uploaded);
+        }
         let at = EntityRef::new(source_table, partition_key, row_key);
-        let outcome = match delete_indexed(engine, &at, IfMatch::ETag(etag)).await {
+        // The source as read above: its delete is conditional on the ETag read.
+        let outcome = match deleter.delete_read(&at, IfMatch::ETag(etag), current).await {
             Ok(true) => {
                 // The source is gone: so are its blobs (the archive has its own).
                 if let Some(blobs) = blobs {
@@ -310,42 +405,29 @@ pub async fn archive_with_engine<S: TableStore + Clone + 'static>(
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(blobs) = blobs {
-            drop_superseded(
-                store,
-                blobs,
-                target_table,
-                partition_key,
-                row_key,
-                &superseded,
-            )
-            .await?;
+        if let Some(blobs) = blobs
+            && !superseded.is_empty()
+        {
+            let archived = store
+                .get_if_table_exists(target_table, partition_key, row_key)
+                .await?;
+            drop_superseded(blobs, archived.as_ref(), &superseded).await?;
         }
         return Ok(outcome);
     }
 }
 
 /// Deletes the archive blobs an earlier round of one delivery copied for a version that
-/// changed before it could be moved, unless the archived entity references them (the
-/// same content copied again). A crash between the rounds leaves them to the blob sweep.
-async fn drop_superseded<S: TableStore>(
-    store: &S,
+/// changed (or lost to a newer archived one) before it could be moved, unless `archived`
+/// (the archived entity, read after the round) references them (the same content copied
+/// again). A crash between the rounds leaves them to the blob sweep.
+async fn drop_superseded(
     blobs: &tablekit_core::blob::BlobStore,
-    target_table: &str,
-    partition_key: &str,
-    row_key: &str,
+    archived: Option<&Entity>,
     superseded: &[String],
 ) -> Result<(), OperationError> {
-    if superseded.is_empty() {
-        return Ok(());
-    }
-    let archived = store
-        .get_if_table_exists(target_table, partition_key, row_key)
-        .await?;
     for name in superseded {
-        let referenced = archived
-            .as_ref()
-            .is_some_and(|a| tablekit_patterns::large::references(a, name));
+        let referenced = archived.is_some_and(|a| tablekit_patterns::large::references(a, name));
         if !referenced {
             blobs.delete(name).await?;
         }

@@ -69,16 +69,17 @@ pub fn registry_with_events(
     blobs: Option<BlobStore>,
     events: Option<Arc<dyn OutboxSink>>,
 ) -> Registry {
-    let archive_store = store.clone();
-    let archive_blobs = blobs.clone();
+    // One archiver for the process: its engine knows the partitions whose pending marker
+    // it holds and removes published outbox entries in batches, across deliveries.
+    let archiver = Arc::new(crate::archive::Archiver::for_worker(
+        store.clone(),
+        blobs.clone(),
+        events,
+    ));
     let registry = Registry::new().register(move |operation: ArchiveOperation| {
-        let store = archive_store.clone();
-        let blobs = archive_blobs.clone();
-        let events = events.clone();
+        let archiver = archiver.clone();
         async move {
-            let outcome =
-                crate::archive::archive_with_events(&store, blobs.as_ref(), events, &operation)
-                    .await?;
+            let outcome = archiver.archive(&operation).await?;
             tracing::debug!(?outcome, row_key = %operation.row_key, "archive");
             Ok(())
         }

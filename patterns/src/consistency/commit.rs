@@ -600,9 +600,12 @@ impl<S: TableStore> Engine<S> {
             // steps outside its transaction: it is recorded again (harmless after a
             // commit: it never takes what a committed write holds).
             Ok(_) => return self.record_undoing_again(intent).await,
+            // Unknown: the relay may have claimed and undone it before the write's late
+            // steps. The undoing is recorded again, as above: it is harmless if the
+            // intent is still there (the relay claims that one later) or committed.
             Err(e) => {
-                tracing::warn!(error = %e, "reading an abandoned write's intent failed; the relay undoes it");
-                return;
+                tracing::warn!(error = %e, "reading an abandoned write's intent failed; its undoing is recorded again");
+                return self.record_undoing_again(intent).await;
             }
         };
         match outbox::claim_intent(&self.store, &intent.table, &entry, intent.etag.clone()).await {

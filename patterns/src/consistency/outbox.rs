@@ -333,7 +333,7 @@ async fn send(
     sink: &dyn OutboxSink,
     envelope: &Envelope,
 ) -> bool {
-    match sink.publish(envelope).await {
+    match sink.publish_entry(table, partition_key, envelope).await {
         Ok(()) => true,
         Err(e) => {
             tracing::warn!(table, partition_key, kind = %envelope.kind, error = %e, "publishing follow-up work failed; the relay will retry it");

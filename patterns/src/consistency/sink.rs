@@ -9,6 +9,20 @@ use crate::error::{Error, Result};
 pub trait OutboxSink: Send + Sync {
     /// Publishes one operation durably; `Ok` only once it cannot be lost.
     fn publish<'a>(&'a self, envelope: &'a Envelope) -> BoxFuture<'a, Result<()>>;
+
+    /// Publishes the operation of an outbox entry of `table`'s partition
+    /// `partition_key`: the call the writer (right after its commit) and the relay make.
+    /// By default [`publish`](Self::publish); a sink that routes or checks by partition
+    /// (an ordered queue per partition, an audit of who publishes what) overrides it.
+    fn publish_entry<'a>(
+        &'a self,
+        table: &'a str,
+        partition_key: &'a str,
+        envelope: &'a Envelope,
+    ) -> BoxFuture<'a, Result<()>> {
+        let _ = (table, partition_key);
+        self.publish(envelope)
+    }
 }
 
 /// A sink that runs each operation at once, in the writing process: no queue, and the

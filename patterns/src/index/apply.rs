@@ -7,13 +7,16 @@
 
 use tablekit_core::{IfMatch, TableStore};
 
-use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
+use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations, Resource};
 use super::reclaim::Reclaim;
 use super::record::{EntityRef, is_tombstone, version_of};
 use super::stored::{delete_unless_changed, get_or_none};
 use super::write::list::declarations;
 use crate::consistency::Registry;
 use crate::error::{Error, Result};
+
+/// How many operations of one message [`IndexApplier::apply_all`] runs at once.
+pub(crate) const APPLY_AT_ONCE: usize = 8;
 
 impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     /// Registers the handlers of index work (kind `index`) and of the undoing of writes
@@ -31,12 +34,39 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
             })
     }
 
-    /// Applies every operation of a message, in order.
+    /// Applies every operation of a message: the operations on different targets at once
+    /// (up to [`APPLY_AT_ONCE`]), those on one target in the message's order. Each
+    /// operation converges on its own (see [`super::operation`]), so their order across
+    /// targets never mattered; running them at once makes a message cost the round trips
+    /// of its longest operation, not their sum.
     ///
     /// # Errors
-    /// The first failure; the message can be applied again.
+    /// The first failure, once every operation under way has finished; the message can
+    /// be applied again.
     pub async fn apply_all(&self, operations: &IndexOperations) -> Result<()> {
+        use futures::StreamExt;
+        let mut groups: Vec<(Resource<'_>, Vec<&IndexOperation>)> = Vec::new();
         for operation in &operations.operations {
+            let resource = operation.resource();
+            match groups.iter_mut().find(|(r, _)| *r == resource) {
+                Some((_, group)) => group.push(operation),
+                None => groups.push((resource, vec![operation])),
+            }
+        }
+        let mut applying = Vec::with_capacity(groups.len());
+        for (_, group) in groups {
+            applying.push(self.apply_in_order(group));
+        }
+        let outcomes: Vec<Result<()>> = futures::stream::iter(applying)
+            .buffer_unordered(APPLY_AT_ONCE)
+            .collect()
+            .await;
+        outcomes.into_iter().collect()
+    }
+
+    /// Applies operations on one resource, one after another.
+    async fn apply_in_order(&self, operations: Vec<&IndexOperation>) -> Result<()> {
+        for operation in operations {
             self.apply(operation).await?;
         }
         Ok(())

@@ -5,7 +5,12 @@
 //! no type registered, a layout that declares nothing. The archive operation of the
 //! worker uses it, so a moved entity leaves no index entry behind.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
 use tablekit_core::{ErrorKind, IfMatch, TableStore};
+use tokio::time::Instant;
 
 use super::record::{EntityRef, IndexRecord, Layout, is_tombstone};
 use super::registry::SchemaRecord;
@@ -26,38 +31,114 @@ pub async fn delete_indexed<S: TableStore + Clone + 'static>(
     at: &EntityRef,
     if_match: IfMatch,
 ) -> Result<bool> {
-    let Some(primary) = engine
-        .store()
-        .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
-        .await?
-    else {
-        return Ok(false);
-    };
-    if is_tombstone(&primary) {
-        return Ok(false);
+    GenericDeleter::new(engine.clone())
+        .delete(at, if_match)
+        .await
+}
+
+/// How long a [`GenericDeleter`] keeps a table's registered layouts before it reads
+/// them again (a type registered meanwhile is seen within it).
+pub const LAYOUTS_RECHECK: Duration = Duration::from_secs(30);
+
+/// Deletes primaries without their types, as [`delete_indexed`] does, for a caller that
+/// deletes many (the archive worker): the registry's layouts of a table are kept for
+/// [`LAYOUTS_RECHECK`], and a primary the caller has just read is not read again.
+#[derive(Debug)]
+pub struct GenericDeleter<S> {
+    engine: Engine<S>,
+    layouts: Mutex<HashMap<String, (Instant, Vec<SchemaRecord>)>>,
+}
+
+impl<S: TableStore + Clone + 'static> GenericDeleter<S> {
+    /// A deleter committing through `engine`.
+    pub fn new(engine: Engine<S>) -> Self {
+        GenericDeleter {
+            engine,
+            layouts: Mutex::default(),
+        }
     }
-    // A primary no indexed table wrote (no record) is deleted as it is, without asking
-    // the registry: nothing indexes it.
-    let registered = match IndexRecord::read(&primary)? {
-        Some(_) => registered_layout(engine.store(), &at.table, &primary).await?,
-        None => None,
-    };
-    let layout = registered.unwrap_or_else(|| Layout::bare(&at.table));
-    let writer = Writer::for_layout(engine.clone(), layout);
-    match writer.delete_read(at.clone(), if_match, primary).await {
-        Ok(_) => Ok(true),
-        Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
-        Err(e) => Err(e),
+
+    /// The engine deletes commit through.
+    pub fn engine(&self) -> &Engine<S> {
+        &self.engine
+    }
+
+    /// Deletes the primary at `at`, as [`delete_indexed`] does.
+    ///
+    /// # Errors
+    /// As [`delete_indexed`].
+    pub async fn delete(&self, at: &EntityRef, if_match: IfMatch) -> Result<bool> {
+        let Some(primary) = self
+            .engine
+            .store()
+            .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
+            .await?
+        else {
+            return Ok(false);
+        };
+        self.delete_read(at, if_match, primary).await
+    }
+
+    /// Deletes the primary at `at` as the caller read it (`primary`, with its ETag): the
+    /// delete is conditional on `if_match`, so a primary changed since fails with
+    /// `PreconditionFailed` as it would after a read here.
+    ///
+    /// # Errors
+    /// As [`delete_indexed`].
+    pub async fn delete_read(
+        &self,
+        at: &EntityRef,
+        if_match: IfMatch,
+        primary: tablekit_core::Entity,
+    ) -> Result<bool> {
+        if is_tombstone(&primary) {
+            return Ok(false);
+        }
+        // A primary no indexed table wrote (no record) is deleted as it is, without asking
+        // the registry: nothing indexes it.
+        let registered = match IndexRecord::read(&primary)? {
+            Some(_) => self.registered_layout(&at.table, &primary).await?,
+            None => None,
+        };
+        let layout = registered.unwrap_or_else(|| Layout::bare(&at.table));
+        let writer = Writer::for_layout(self.engine.clone(), layout);
+        match writer.delete_read(at.clone(), if_match, primary).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The layout registered on `table` for the kind of `primary`, from the layouts
+    /// kept (read again when older than [`LAYOUTS_RECHECK`]).
+    async fn registered_layout(
+        &self,
+        table: &str,
+        primary: &tablekit_core::Entity,
+    ) -> Result<Option<Layout>> {
+        let kept = self.layouts.lock().ok().and_then(|layouts| {
+            layouts
+                .get(table)
+                .filter(|(read, _)| read.elapsed() < LAYOUTS_RECHECK)
+                .map(|(_, schemas)| schemas.clone())
+        });
+        let schemas = match kept {
+            Some(schemas) => schemas,
+            None => {
+                let schemas = SchemaRecord::list(self.engine.store(), Some(table)).await?;
+                if let Ok(mut layouts) = self.layouts.lock() {
+                    layouts.insert(table.to_owned(), (Instant::now(), schemas.clone()));
+                }
+                schemas
+            }
+        };
+        layout_of(&schemas, primary)
     }
 }
 
-/// The layout registered on `table` for the kind of `primary`.
-async fn registered_layout<S: TableStore>(
-    store: &S,
-    table: &str,
-    primary: &tablekit_core::Entity,
-) -> Result<Option<Layout>> {
-    for schema in SchemaRecord::list(store, Some(table)).await? {
+/// The layout among `schemas` for the kind of `primary`.
+fn layout_of(schemas: &[SchemaRecord], primary: &tablekit_core::Entity) -> Result<Option<Layout>> {
+    for schema in schemas {
         if let Some(tablekit_core::Value::String(kind)) =
             primary.properties.get(&schema.kind_property)
             && *kind == schema.kind

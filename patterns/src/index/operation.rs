@@ -145,7 +145,45 @@ pub enum IndexOperation {
     },
 }
 
+/// What one operation writes: operations on one resource are applied in order, those on
+/// different resources at once.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Resource<'a> {
+    /// One entity (a copy's slot, a reservation, a tombstone, a dependent of links:
+    /// its links' operations write it, each conditional on its ETag).
+    Entity(&'a EntityRef),
+    /// The id list of one value.
+    List(&'a str, &'a str, &'a str),
+}
+
 impl IndexOperation {
+    /// The resource this operation writes.
+    pub(crate) fn resource(&self) -> Resource<'_> {
+        match self {
+            IndexOperation::PutCopy { target, .. } | IndexOperation::DeleteCopy { target, .. } => {
+                Resource::Entity(target)
+            }
+            IndexOperation::ReleaseUnique { at, .. } | IndexOperation::ClaimUnique { at, .. } => {
+                Resource::Entity(at)
+            }
+            IndexOperation::Bury { source, .. } => Resource::Entity(source),
+            IndexOperation::SyncDenormalized { dependent, .. }
+            | IndexOperation::RemoveLink { dependent, .. } => Resource::Entity(dependent),
+            IndexOperation::AddMember {
+                index,
+                table,
+                value,
+                ..
+            }
+            | IndexOperation::RemoveMember {
+                index,
+                table,
+                value,
+                ..
+            } => Resource::List(index, table, value),
+        }
+    }
+
     /// The burial of the tombstone a delete of `source` at `version` leaves: delayed
     /// work the relay publishes once `grace` has passed.
     ///
@@ -286,7 +324,7 @@ impl IndexOperation {
 pub struct IndexOperations {
     /// The work's id (unique per write; the envelope's and the queue message's id).
     pub id: String,
-    /// The steps, applied in order.
+    /// The steps: those on one target applied in order, the others at once.
     pub operations: Vec<IndexOperation>,
 }
 

@@ -21,6 +21,8 @@ pub(crate) enum Hold {
     /// The second point read of this RowKey once armed (a write's own read, after the
     /// read its caller made).
     SecondRead(&'static str),
+    /// A point read of a RowKey starting with this fails (transiently) once armed.
+    FailRead(&'static str),
 }
 
 /// A memory store holding the first call that matches its [`Hold`] once armed.
@@ -88,6 +90,13 @@ impl TableStore for Held {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> tablekit_core::Result<Option<Entity>> {
+        if matches!(self.hold, Hold::FailRead(rk) if row_key.starts_with(rk))
+            && self.armed.swap(false, Ordering::SeqCst)
+        {
+            return Err(tablekit_core::Error::Transient {
+                message: "injected: read failed".into(),
+            });
+        }
         let second = matches!(self.hold, Hold::SecondRead(rk) if rk == row_key)
             && self.armed.load(Ordering::SeqCst)
             && self.reads.fetch_add(1, Ordering::SeqCst) == 1;

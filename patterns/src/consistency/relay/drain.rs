@@ -5,6 +5,7 @@
 
 use futures::StreamExt;
 use tablekit_core::{ETag, Entity, IfMatch, TableStore};
+use tokio::time::Instant;
 
 use super::super::operation::Envelope;
 use super::super::outbox;
@@ -45,6 +46,16 @@ pub(crate) struct Partition<'a, S> {
     /// Entries written after it are left to their writers.
     pub(crate) cutoff: chrono::DateTime<chrono::Utc>,
     pub(crate) settings: DrainSettings,
+    /// When the share's lease nears its end: no entry is claimed or published after it
+    /// (the relay that takes the share over publishes the rest).
+    pub(crate) fence: Option<Instant>,
+}
+
+impl<S> Partition<'_, S> {
+    /// Whether the share is still held (before its fence).
+    pub(crate) fn held(&self) -> bool {
+        self.fence.is_none_or(|fence| Instant::now() < fence)
+    }
 }
 
 /// Drains a page of one partition's entries.
@@ -79,6 +90,9 @@ pub(crate) async fn drain_page<S: TableStore>(
         .map(|entry| async move {
             if !outbox::is_intent(&entry) {
                 return Ok(Some(entry));
+            }
+            if !partition.held() {
+                return Ok(None);
             }
             let Some(current) = entry.etag.clone() else {
                 return Ok(None);
@@ -119,7 +133,10 @@ pub(crate) async fn drain_page<S: TableStore>(
     let publishes: Vec<_> = ready
         .into_iter()
         .map(|ready| async move {
-            let ok = outbox::hand_over(table, partition_key, sink, &ready.envelope).await;
+            // Checked at each publish: a pass that stalled past its fence (a slow store,
+            // a paused process) publishes nothing more of the share.
+            let ok = partition.held()
+                && outbox::hand_over(table, partition_key, sink, &ready.envelope).await;
             (ready, ok)
         })
         .collect();

@@ -42,7 +42,7 @@ pub use backlog::{Backlog, backlog};
 use drain::{DrainSettings, Drained};
 use shares::Leases;
 pub use shares::{
-    DEFAULT_SHARE_LEASE, DEFAULT_SHARES, RELAYS_TABLE, RelayStatus, relays, share_of,
+    DEFAULT_SHARE_LEASE, DEFAULT_SHARES, RELAYS_TABLE, RelayStatus, relays, share_holder, share_of,
 };
 use tokio::time::Instant;
 
@@ -454,7 +454,6 @@ impl<S: TableStore> Relay<S> {
         fence: Option<Instant>,
     ) -> Result<(Drained, bool)> {
         let (table, partition_key) = (&marker.partition_key, &marker.row_key);
-        let held = || fence.is_none_or(|fence| Instant::now() < fence);
         let cutoff = ago(self.grace);
         let settings = DrainSettings {
             publishes: self.publishes,
@@ -467,12 +466,13 @@ impl<S: TableStore> Relay<S> {
             partition_key,
             cutoff,
             settings,
+            fence,
         };
         let mut drained = Drained::default();
         let mut query = Some(outbox::partition_query(partition_key));
         let mut complete = true;
         while let Some(current) = query.take() {
-            if !held() {
+            if !partition.held() {
                 // The share's lease runs out: the rest waits for the next pass (of this
                 // relay or of the one that takes the share).
                 complete = false;

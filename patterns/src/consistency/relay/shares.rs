@@ -127,6 +127,29 @@ pub async fn relays<S: TableStore>(store: &S) -> Result<Vec<RelayStatus>> {
     Ok(relays)
 }
 
+/// Who holds the lease of `share` and until when, as stored (`None` when nobody took it
+/// or its holder released it).
+///
+/// # Errors
+/// The store's errors (no relay table reads as no lease).
+pub async fn share_holder<S: TableStore>(
+    store: &S,
+    share: u32,
+) -> Result<Option<(String, chrono::DateTime<chrono::Utc>)>> {
+    let row = match store
+        .get(RELAYS_TABLE, SHARE_PARTITION, &share_row_key(share), None)
+        .await
+    {
+        Ok(row) => row,
+        Err(e) if e.kind() == ErrorKind::TableNotFound => None,
+        Err(e) => return Err(e.into()),
+    };
+    Ok(row.and_then(|row| {
+        let owner = row.get(OWNER).and_then(Value::as_str)?.to_owned();
+        (!owner.is_empty()).then(|| (owner, until(&row)))
+    }))
+}
+
 /// The leases one relay holds, and what it knows of the others.
 #[derive(Debug)]
 pub(crate) struct Leases {

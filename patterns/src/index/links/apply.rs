@@ -182,13 +182,22 @@ impl<S: TableStore> IndexApplier<S> {
             retry
                 .next(|| format!("denormalised `{property}` of {dependent}"))
                 .await?;
-            let Some(from) = get_or_none(&self.store, source).await? else {
+            // The source and the dependent, read at once: the dependent's merge is
+            // conditional on its ETag and the source is read again after it, so the order
+            // of the two reads does not matter.
+            let (from, current) = tokio::join!(
+                get_or_none(&self.store, source),
+                get_or_none(&self.store, dependent)
+            );
+            let (from, current) = (from?, current?);
+            let Some(from) = from else {
                 // An earlier delivery may have merged the field and stopped before the
                 // dependent's copies.
-                self.refresh_copies(dependent, property).await?;
+                self.refresh_copies(dependent, property, Some(current))
+                    .await?;
                 return Ok(Applied::Unchanged);
             };
-            let Some(current) = get_or_none(&self.store, dependent).await? else {
+            let Some(current) = current else {
                 return Ok(Applied::Superseded);
             };
             let claims = IndexRecord::read(&current)?.is_some_and(|r| r.targets.contains(&claim));
@@ -199,7 +208,8 @@ impl<S: TableStore> IndexApplier<S> {
             if current.properties.get(property) == value {
                 // A delivery after a crash finds the field up to date: its copies may
                 // not be yet.
-                self.refresh_copies(dependent, property).await?;
+                self.refresh_copies(dependent, property, Some(Some(current)))
+                    .await?;
                 return Ok(Applied::Unchanged);
             }
             let if_match = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
@@ -221,10 +231,14 @@ impl<S: TableStore> IndexApplier<S> {
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Superseded),
                 Err(e) => return Err(e.into()),
             }
-            // The source may have changed while the copy was written: copy again.
-            let again = get_or_none(&self.store, source).await?;
-            if again.and_then(|a| a.etag) == from.etag {
-                self.refresh_copies(dependent, property).await?;
+            // The source may have changed while the copy was written: copy again. The
+            // dependent is read beside it, for its copies.
+            let (again, now) = tokio::join!(
+                get_or_none(&self.store, source),
+                get_or_none(&self.store, dependent)
+            );
+            if again?.and_then(|a| a.etag) == from.etag {
+                self.refresh_copies(dependent, property, Some(now?)).await?;
                 return Ok(Applied::Changed);
             }
         }
@@ -233,13 +247,23 @@ impl<S: TableStore> IndexApplier<S> {
     /// Brings `property` of the dependent's index copies (those that carry it) to the
     /// dependent's current value: a denormalised field changed by its source's write
     /// changes the copies too, at the dependent's unchanged version.
-    async fn refresh_copies(&self, dependent: &EntityRef, property: &str) -> Result<()> {
+    /// `read` is the dependent as just read, if it was: the first pass starts from it.
+    async fn refresh_copies(
+        &self,
+        dependent: &EntityRef,
+        property: &str,
+        mut read: Option<Option<Entity>>,
+    ) -> Result<()> {
         let mut retry = self.retry.start();
         'again: loop {
             retry
                 .next(|| format!("the copies of `{property}` of {dependent}"))
                 .await?;
-            let Some(current) = get_or_none(&self.store, dependent).await? else {
+            let current = match read.take() {
+                Some(current) => current,
+                None => get_or_none(&self.store, dependent).await?,
+            };
+            let Some(current) = current else {
                 return Ok(());
             };
             let Some(record) = IndexRecord::read(&current)? else {
