@@ -1221,6 +1221,13 @@ async fn relay(world: Rc<World>, store: Store, n: u32) {
         store: world.chaos.inner().clone(),
         unfenced: world.unfenced.clone(),
     });
+    // Now and then the relay's process stalls for longer than its share lease (10 s)
+    // after reading a page of entries (see `fence`).
+    let store = fence::Stalling {
+        inner: store,
+        chance: 0.02,
+        longest: Duration::from_secs(25),
+    };
     let relay = Relay::new(store, sink)
         .with_id(format!("relay{n}"))
         .share_lease(Duration::from_secs(10));

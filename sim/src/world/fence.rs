@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tablekit_core::AnyStore;
+use tablekit_core::{AnyStore, Batch, ETag, Entity, Page, Query, TableStore, WriteOp, random};
 use tablekit_patterns::consistency::relay::{DEFAULT_SHARES, share_holder, share_of};
 use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 
@@ -57,5 +57,57 @@ impl OutboxSink for FencedSink {
                 .publish_entry(table, partition_key, envelope)
                 .await
         })
+    }
+}
+
+/// A relay's store that now and then pauses before a query (the process stalls: a long
+/// garbage collection, a frozen virtual machine) for longer than the share's lease: the
+/// relay then goes on with a page read before the pause, after its lease ended and
+/// another relay may have taken the share. The fence must stop it.
+#[derive(Clone)]
+pub(super) struct Stalling<S> {
+    pub(super) inner: S,
+    /// How likely a query is to pause.
+    pub(super) chance: f64,
+    /// The longest pause.
+    pub(super) longest: std::time::Duration,
+}
+
+impl<S: TableStore> TableStore for Stalling<S> {
+    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.create_table(table).await
+    }
+    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.delete_table(table).await
+    }
+    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
+        self.inner.list_tables(prefix).await
+    }
+    async fn get(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        select: Option<&[&str]>,
+    ) -> tablekit_core::Result<Option<Entity>> {
+        self.inner.get(table, partition_key, row_key, select).await
+    }
+    async fn query(&self, table: &str, query: &Query) -> tablekit_core::Result<Page> {
+        let page = self.inner.query(table, query).await;
+        if random::between(0.0, 1.0) < self.chance {
+            let pause = self.longest.mul_f64(random::between(0.5, 1.0));
+            tokio::time::sleep(pause).await;
+        }
+        page
+    }
+    async fn execute(&self, table: &str, op: WriteOp) -> tablekit_core::Result<Option<ETag>> {
+        self.inner.execute(table, op).await
+    }
+    async fn submit_batch(
+        &self,
+        table: &str,
+        batch: Batch,
+    ) -> tablekit_core::Result<Vec<Option<ETag>>> {
+        self.inner.submit_batch(table, batch).await
     }
 }
