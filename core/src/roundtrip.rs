@@ -130,6 +130,10 @@ pub struct CallCounts {
     pub settles: u64,
     /// Other queue calls.
     pub queue_admin: u64,
+    /// Entities the store calls read or wrote: one per point read and single write,
+    /// each entity of a query page and of a transaction — what the table service's
+    /// scalability targets count (2,000 per second per partition, 20,000 per account).
+    pub entities: u64,
 }
 
 impl CallCounts {
@@ -169,6 +173,7 @@ impl std::ops::Sub for CallCounts {
             receives: self.receives.saturating_sub(before.receives),
             settles: self.settles.saturating_sub(before.settles),
             queue_admin: self.queue_admin.saturating_sub(before.queue_admin),
+            entities: self.entities.saturating_sub(before.entities),
         }
     }
 }
@@ -192,6 +197,7 @@ impl std::fmt::Display for CallCounts {
 struct Counters {
     latency: Mutex<Latency>,
     calls: [AtomicU64; 9],
+    entities: AtomicU64,
     in_flight: AtomicU64,
     peak: AtomicU64,
     /// The calls' log, while recording.
@@ -278,7 +284,15 @@ impl RoundTrips {
             receives: c(CallKind::Receive),
             settles: c(CallKind::Settle),
             queue_admin: c(CallKind::QueueAdmin),
+            entities: self.counters.entities.load(Ordering::SeqCst),
         }
+    }
+
+    /// Counts `n` entities read or written by a store call.
+    pub fn add_entities(&self, n: usize) {
+        self.counters
+            .entities
+            .fetch_add(u64::try_from(n).unwrap_or(u64::MAX), Ordering::SeqCst);
     }
 
     /// The most calls that were in flight at once since the start or the last reset.
@@ -291,6 +305,7 @@ impl RoundTrips {
         for calls in &self.counters.calls {
             calls.store(0, Ordering::SeqCst);
         }
+        self.counters.entities.store(0, Ordering::SeqCst);
         self.counters.peak.store(
             self.counters.in_flight.load(Ordering::SeqCst),
             Ordering::SeqCst,
@@ -414,18 +429,21 @@ impl<S: TableStore> TableStore for RoundTripStore<S> {
                 self.inner.get(table, partition_key, row_key, select),
             )
             .await
+            .inspect(|_| self.trips.add_entities(1))
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
         self.trips
             .call_on(CallKind::Query, table, self.inner.query(table, query))
             .await
+            .inspect(|page| self.trips.add_entities(page.entities.len()))
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         self.trips
             .call_on(CallKind::Write, table, self.inner.execute(table, op))
             .await
+            .inspect(|_| self.trips.add_entities(1))
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
@@ -436,6 +454,7 @@ impl<S: TableStore> TableStore for RoundTripStore<S> {
                 self.inner.submit_batch(table, batch),
             )
             .await
+            .inspect(|etags| self.trips.add_entities(etags.len()))
     }
 
     fn key_order(&self) -> KeyOrder {

@@ -25,7 +25,9 @@ use lapin::options::{
 };
 use lapin::types::{AMQPValue, FieldTable, LongString};
 use lapin::{BasicProperties, Connection, ConnectionProperties};
-use support::{CONCURRENCY, env_usize, envelope, median, seed, through_worker};
+use support::{
+    CONCURRENCY, env_usize, envelope, median, seed, through_worker, through_worker_with,
+};
 use tablekit_core::SqliteStore;
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::queue::rabbit::RabbitQueue;
@@ -124,8 +126,8 @@ async fn main() {
     let rounds = env_usize("BENCH_ROUNDS", 3);
     let url = std::env::var("AMQP_URL")
         .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
-    let (mut raw, mut rabbit, mut sqlite, mut empty) =
-        (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+    let (mut raw, mut rabbit, mut sqlite, mut empty, mut per_delivery) =
+        (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {
         let rate = |d: Duration| n as f64 / d.as_secs_f64();
 
@@ -136,6 +138,16 @@ async fn main() {
         let queue = RabbitQueue::connect(&url).await.unwrap();
         let name = format!("tk-bench-{}", uuid::Uuid::new_v4().simple());
         let rabbit_rate = rate(through_worker(queue.clone(), &name, Some(store), n).await);
+        queue
+            .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
+            .await
+            .unwrap();
+
+        let dir = tempfile::tempdir().unwrap();
+        let store = seeded_store(dir.path(), n).await;
+        let name = format!("tk-bench-{}", uuid::Uuid::new_v4().simple());
+        let per_delivery_rate =
+            rate(through_worker_with(queue.clone(), &name, Some(store), n, true).await);
         queue
             .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
             .await
@@ -156,19 +168,25 @@ async fn main() {
         let sqlite_rate = rate(through_worker(queue, "archive", Some(store), n).await);
 
         println!(
-            "round {round}: raw lapin {raw_rate:.0} msg/s | worker on RabbitMQ {rabbit_rate:.0} ops/s (empty handler {empty_rate:.0}) | worker on SQLite queue {sqlite_rate:.0} ops/s"
+            "round {round}: raw lapin {raw_rate:.0} msg/s | worker on RabbitMQ {rabbit_rate:.0} ops/s (an engine per delivery {per_delivery_rate:.0}, empty handler {empty_rate:.0}) | worker on SQLite queue {sqlite_rate:.0} ops/s"
         );
+        per_delivery.push(per_delivery_rate);
         raw.push(raw_rate);
         rabbit.push(rabbit_rate);
         sqlite.push(sqlite_rate);
         empty.push(empty_rate);
     }
     let (raw, rabbit, sqlite, empty) = (median(raw), median(rabbit), median(sqlite), median(empty));
+    let per_delivery = median(per_delivery);
     println!("\n{n} messages, {rounds} rounds, medians:");
     println!("  raw lapin publish→consume→ack   {raw:>8.0} msg/s");
     println!(
         "  archive worker on RabbitMQ      {rabbit:>8.0} ops/s  ({:.0}% of raw)",
         100.0 * rabbit / raw
+    );
+    println!(
+        "  the same, an engine per delivery {per_delivery:>8.0} ops/s  ({:.0}% of raw; before the process kept one archiver)",
+        100.0 * per_delivery / raw
     );
     println!(
         "  worker on RabbitMQ, empty handler {empty:>6.0} msg/s  ({:.0}% of raw)",

@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use futures::{StreamExt, TryStreamExt};
 use tablekit_core::{Entity, TableStore};
-use tablekit_workers::archive::{ArchiveOperation, archive};
+use tablekit_workers::archive::{ArchiveOperation, Archiver, archive};
 use tablekit_workers::queue::Queue;
 use tablekit_workers::{Envelope, Registry, Worker, WorkerConfig};
 use tokio::sync::Notify;
@@ -55,13 +55,29 @@ pub(crate) async fn seed<S: TableStore>(store: &S, n: usize) {
 }
 
 /// Enqueues N archive operations (64 sends at a time) and runs the worker until all are
-/// done; with `store` `None` the handler does nothing (the queue and runtime alone).
+/// done, with one archiver for the worker (as `tablekit-worker run` does); with `store`
+/// `None` the handler does nothing (the queue and runtime alone).
 pub(crate) async fn through_worker<Q: Queue + Clone, S: TableStore + Clone + 'static>(
     queue: Q,
     name: &str,
     store: Option<S>,
     n: usize,
 ) -> Duration {
+    through_worker_with(queue, name, store, n, false).await
+}
+
+/// As [`through_worker`]; with `per_delivery` each delivery runs [`archive`] with an
+/// engine of its own (the worker's way before the process kept one archiver).
+pub(crate) async fn through_worker_with<Q: Queue + Clone, S: TableStore + Clone + 'static>(
+    queue: Q,
+    name: &str,
+    store: Option<S>,
+    n: usize,
+    per_delivery: bool,
+) -> Duration {
+    let archiver = store
+        .clone()
+        .map(|store| Arc::new(Archiver::for_worker(store, None, None)));
     let config = WorkerConfig {
         concurrency: CONCURRENCY,
         ..WorkerConfig::new(name)
@@ -72,9 +88,16 @@ pub(crate) async fn through_worker<Q: Queue + Clone, S: TableStore + Clone + 'st
     let (counter, notify) = (done.clone(), all_done.clone());
     let registry = Registry::new().register(move |operation: ArchiveOperation| {
         let (store, counter, notify) = (store.clone(), counter.clone(), notify.clone());
+        let archiver = archiver.clone();
         async move {
-            if let Some(store) = &store {
-                archive(store, &operation).await?;
+            match (&store, &archiver) {
+                (Some(store), _) if per_delivery => {
+                    archive(store, &operation).await?;
+                }
+                (_, Some(archiver)) => {
+                    archiver.archive(&operation).await?;
+                }
+                _ => {}
             }
             if counter.fetch_add(1, Ordering::SeqCst) + 1 == n {
                 notify.notify_one();
