@@ -563,3 +563,52 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         }
     });
 }
+
+/// The index worker's deliveries in flight that write one partition share entity group
+/// transactions (`CoalescingStore` under the worker's handlers): ten copies of one index
+/// partition cost two write round trips in all, not ten.
+#[test]
+fn deliveries_writing_one_partition_share_transactions() {
+    use tablekit::patterns::consistency::outbox;
+    paused().block_on(async {
+        let trips = RoundTrips::new(Latency::None);
+        let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
+        let table = IndexedTable::<Other, _>::new(store.clone());
+        table.open().await.unwrap();
+        for id in 1..=10 {
+            table
+                .insert(&Other::sample(id, &format!("m{id}@x")))
+                .await
+                .unwrap();
+        }
+        let mut work = Vec::new();
+        for entry in outbox::scan(store.inner(), "RtOther").await.unwrap() {
+            work.push(outbox::read_entry(&entry).unwrap());
+        }
+        assert_eq!(work.len(), 10);
+        let registry = tablekit::workers::index::register(
+            tablekit::workers::Registry::new(),
+            store.clone(),
+            None,
+        );
+        trips.set_latency(Latency::millis(LATENCY_MS));
+        trips.reset();
+        let started = tokio::time::Instant::now();
+        let handled = futures::future::join_all(work.into_iter().map(|e| registry.handle(e))).await;
+        let elapsed = started.elapsed().as_millis() as u64 / LATENCY_MS;
+        assert!(handled.iter().all(Result::is_ok), "{handled:?}");
+        let counts = trips.counts();
+        println!("ten copies' deliveries at once: {counts}, {elapsed} in a row");
+        // Each delivery reads its primary and slot, then writes: the first alone, the
+        // nine that came while it was in flight in one transaction.
+        assert_eq!((counts.writes, counts.batches), (1, 1), "{counts}");
+        for id in 1..=10 {
+            let row = format!("m{id}@x");
+            let copy = store
+                .inner()
+                .get("RtOtherByEmail", "Sales", &row, None)
+                .await;
+            assert!(copy.unwrap().is_some(), "copy {id}");
+        }
+    });
+}

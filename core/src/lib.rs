@@ -27,6 +27,7 @@ pub mod azure;
 #[cfg(feature = "blob")]
 pub mod blob;
 pub mod clock;
+pub mod coalesce;
 #[cfg(feature = "conformance")]
 pub mod conformance;
 #[cfg(any(feature = "azure", feature = "blob"))]

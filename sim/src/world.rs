@@ -1055,19 +1055,54 @@ fn worker_config(queue: &str) -> WorkerConfig {
 }
 
 /// Consumes `queue` with the workers' own delivery handling.
+/// Deliveries a simulated worker handles at once, as the worker runtime does (their
+/// writes to one partition share transactions: see `CoalescingStore`).
+const DELIVERIES_AT_ONCE: usize = 4;
+
 async fn consume(world: &World, queue: &str, registry: &Registry) {
+    use futures::StreamExt;
     let config = worker_config(queue);
     let options = ConsumeOptions {
-        prefetch: 1,
+        prefetch: u16::try_from(DELIVERIES_AT_ONCE).unwrap_or(1),
         lease: config.lease,
     };
     let Ok(mut consumer) = world.queue.consume(queue, options).await else {
         return;
     };
-    while let Ok(Some(delivery)) = consumer.next().await {
+    let mut in_flight = futures::stream::FuturesUnordered::new();
+    loop {
+        // The queue's `next` takes a message only when it returns it: dropping it while
+        // a delivery finishes loses nothing.
+        let next = if in_flight.len() < DELIVERIES_AT_ONCE {
+            tokio::select! {
+                biased;
+                Some(()) = in_flight.next(), if !in_flight.is_empty() => continue,
+                next = consumer.next() => next,
+            }
+        } else {
+            in_flight.next().await;
+            continue;
+        };
+        let Ok(Some(delivery)) = next else {
+            break;
+        };
+        in_flight.push(deliver(world, queue, registry, &config, delivery));
+    }
+    while in_flight.next().await.is_some() {}
+}
+
+/// Handles one delivery and notes how it was settled.
+async fn deliver<D: Delivery>(
+    world: &World,
+    queue: &str,
+    registry: &Registry,
+    config: &WorkerConfig,
+    delivery: D,
+) {
+    {
         let about = describe(&delivery.received().body);
         let busy = world.busy("a delivery");
-        let report = handle_delivery(delivery, registry, &config).await;
+        let report = handle_delivery(delivery, registry, config).await;
         drop(busy);
         let how = if report.processed > 0 {
             "processed"

@@ -27,6 +27,7 @@
 
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
+use tablekit_core::coalesce::CoalescingStore;
 use tablekit_patterns::changes::ChangeEvent;
 use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 
@@ -102,10 +103,16 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
 
 /// Adds the handlers of the follow-up work the pattern modules record to a registry:
 /// index work and, with a blob store, the deletion of blobs writes stopped referencing.
+/// Their single writes go through a [`CoalescingStore`]: the deliveries in flight that
+/// write one partition (copies sharing an index partition) share entity group
+/// transactions.
 pub fn register<S: TableStore + Clone + 'static>(
     registry: Registry,
     store: S,
     blobs: Option<BlobStore>,
 ) -> Registry {
-    registry.merge(tablekit_patterns::index::handlers(store, blobs))
+    registry.merge(tablekit_patterns::index::handlers(
+        CoalescingStore::new(store),
+        blobs,
+    ))
 }
