@@ -183,10 +183,9 @@ impl Drop for Handover<'_> {
             return;
         };
         while let Some(next) = partition.waiting.pop_front() {
-            match next.answer.send(Turn::Lead(next.op)) {
-                Ok(()) => return,
-                // Its caller stopped waiting: the next one.
-                Err(_) => {}
+            // A caller that stopped waiting cannot lead: the next one.
+            if next.answer.send(Turn::Lead(next.op)).is_ok() {
+                return;
             }
         }
         partitions.remove(self.key);
