@@ -21,6 +21,7 @@ use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
+mod backing;
 mod documents;
 mod fence;
 mod migration;
@@ -137,7 +138,7 @@ impl Clock for SimClock {
     }
 }
 
-type Store = ChaosStore<AnyStore>;
+type Store = ChaosStore<backing::Backing>;
 
 const FAULTS: FaultRates = FaultRates {
     before_write: 0.02,
@@ -385,7 +386,7 @@ async fn run(options: Options) -> Report {
         },
     };
     let world = Rc::new(World {
-        chaos: ChaosStore::new(base),
+        chaos: ChaosStore::new(backing::Backing(base, clock.clone())),
         blobs: BlobStore::memory(),
         queue: SimQueue::default(),
         clock,

@@ -6,7 +6,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use tablekit_core::{AnyStore, Batch, ETag, Entity, Page, Query, TableStore, WriteOp, random};
+use tablekit_core::{Batch, ETag, Entity, Page, Query, TableStore, WriteOp, random};
 use tablekit_patterns::consistency::relay::{DEFAULT_SHARES, share_holder, share_of};
 use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 
@@ -16,7 +16,7 @@ pub(super) struct FencedSink {
     /// The relay's id.
     pub(super) relay: String,
     /// The store without faults (what the lease rows hold).
-    pub(super) store: AnyStore,
+    pub(super) store: super::backing::Backing,
     /// The publishes made without the lease.
     pub(super) unfenced: Arc<Mutex<Vec<String>>>,
 }
