@@ -504,6 +504,8 @@ mod tests {
                     writes: 1,
                     batches: 1,
                     tables: 1,
+                    // The insert's, the transaction's two, the read's, the query's three.
+                    entities: 7,
                     ..CallCounts::default()
                 }
             );

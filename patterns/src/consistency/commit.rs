@@ -599,13 +599,17 @@ impl<S: TableStore> Engine<S> {
             // (the batch deleted it). The undoing may have run before the write's late
             // steps outside its transaction: it is recorded again (harmless after a
             // commit: it never takes what a committed write holds).
-            Ok(_) => return self.record_undoing_again(intent).await,
+            Ok(_) => return self.record_undoing_again(intent, self.retry.clone()).await,
             // Unknown: the relay may have claimed and undone it before the write's late
             // steps. The undoing is recorded again, as above: it is harmless if the
-            // intent is still there (the relay claims that one later) or committed.
+            // intent is still there (the relay claims that one later) or committed. One
+            // attempt: a store that cannot answer this read is likely down, and the
+            // failed write's caller is not held back by retries.
             Err(e) => {
                 tracing::warn!(error = %e, "reading an abandoned write's intent failed; its undoing is recorded again");
-                return self.record_undoing_again(intent).await;
+                return self
+                    .record_undoing_again(intent, self.retry.clone().attempts(1))
+                    .await;
             }
         };
         match outbox::claim_intent(&self.store, &intent.table, &entry, intent.etag.clone()).await {
@@ -631,12 +635,12 @@ impl<S: TableStore> Engine<S> {
     /// and publishes it. A store failure is tried again under the engine's retry policy;
     /// a process that dies here leaves the late reservations to their lease (a writer
     /// takes a dead one over, the audit's repair deletes it).
-    async fn record_undoing_again(&self, intent: &Intent) {
+    async fn record_undoing_again(&self, intent: &Intent, retry: RetryPolicy) {
         let again = Envelope {
             id: tablekit_core::random::uuid(),
             ..intent.envelope.clone()
         };
-        let mut retry = self.retry.start();
+        let mut retry = retry.start();
         let recorded = loop {
             if let Err(e) = retry
                 .next(|| "recording an abandoned write's undoing".to_owned())
