@@ -599,7 +599,7 @@ impl<S: TableStore> Engine<S> {
             // (the batch deleted it). The undoing may have run before the write's late
             // steps outside its transaction: it is recorded again (harmless after a
             // commit: it never takes what a committed write holds).
-            Ok(_) => return self.record_undoing_again(intent, self.retry.clone()).await,
+            Ok(_) => return self.record_undoing_again(intent, self.retry).await,
             // Unknown: the relay may have claimed and undone it before the write's late
             // steps. The undoing is recorded again, as above: it is harmless if the
             // intent is still there (the relay claims that one later) or committed. One
@@ -608,7 +608,7 @@ impl<S: TableStore> Engine<S> {
             Err(e) => {
                 tracing::warn!(error = %e, "reading an abandoned write's intent failed; its undoing is recorded again");
                 return self
-                    .record_undoing_again(intent, self.retry.clone().attempts(1))
+                    .record_undoing_again(intent, self.retry.attempts(1))
                     .await;
             }
         };
