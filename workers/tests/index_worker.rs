@@ -454,6 +454,77 @@ async fn archiving_a_large_entity_moves_its_blobs_and_refuses_its_own_table() {
     );
 }
 
+/// A late move of a version older than the one archived (a delivery that read the source
+/// before a newer version was archived): the archive keeps the newer version, and the
+/// blobs copied for the older one go (the SQLite soak found them left, referenced by no
+/// entity).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_late_archive_of_an_older_version_leaves_no_blob_behind() {
+    use tablekit_core::blob::BlobStore;
+    use tablekit_patterns::large::LargeTable;
+    use tablekit_workers::archive::{
+        ArchiveOperation, ArchiveOutcome, SOURCE_TIMESTAMP_PROPERTY, archive_with_blobs,
+    };
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let blobs = BlobStore::memory();
+    let staff = LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_inline_cleanup();
+    staff.open().await.unwrap();
+    let operation = ArchiveOperation {
+        source_table: "Staff".into(),
+        target_table: "StaffArchive".into(),
+        partition_key: "t".into(),
+        row_key: "000002".into(),
+    };
+    let photo = |byte: u8| Staff {
+        team: "t".into(),
+        id: 2,
+        photo: Some(vec![byte; 100_000]),
+    };
+    staff.insert(&photo(1)).await.unwrap();
+    archive_with_blobs(&store, Some(&blobs), &operation)
+        .await
+        .unwrap();
+    // The archived copy stands for a version newer than any the source will hold.
+    let mut newer = store
+        .get("StaffArchive", "t", "000002", None)
+        .await
+        .unwrap()
+        .unwrap();
+    newer.properties.insert(
+        SOURCE_TIMESTAMP_PROPERTY.to_owned(),
+        tablekit_core::Value::DateTime(chrono::Utc::now() + chrono::Duration::days(1)),
+    );
+    store
+        .replace("StaffArchive", newer.clone(), IfMatch::Any)
+        .await
+        .unwrap();
+    // The source again, with another photo, moved late.
+    staff.insert(&photo(2)).await.unwrap();
+    assert_eq!(
+        archive_with_blobs(&store, Some(&blobs), &operation)
+            .await
+            .unwrap(),
+        ArchiveOutcome::Archived
+    );
+    let archived = store
+        .get("StaffArchive", "t", "000002", None)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        archived.get(SOURCE_TIMESTAMP_PROPERTY),
+        newer.get(SOURCE_TIMESTAMP_PROPERTY),
+        "the newer archived version stays"
+    );
+    for blob in blobs.list("large/").await.unwrap() {
+        assert!(
+            tablekit_patterns::large::references(&archived, &blob.name),
+            "{} is referenced by no entity",
+            blob.name
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
