@@ -79,6 +79,11 @@ pub struct Report {
     pub writes: usize,
     /// What the invariants found wrong.
     pub violations: Vec<String>,
+    /// The relays' publishes of outbox entries.
+    pub relay_publishes: u64,
+    /// Of those, publishes of an entry a relay had published before (after a crash, a
+    /// stall past the fence, or a removal that failed).
+    pub republished: u64,
 }
 
 impl Report {
@@ -189,6 +194,8 @@ struct World {
     events: Arc<std::sync::Mutex<Vec<Event>>>,
     /// The relays' publishes made without their share's lease (see [`fence`]).
     unfenced: Arc<std::sync::Mutex<Vec<String>>>,
+    /// How often the relays published each entry (by its operation's id).
+    relay_published: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 /// A background pass or delivery under way (see [`World::busy`]); a crash drops it.
@@ -404,6 +411,7 @@ async fn run(options: Options) -> Report {
         published: Arc::default(),
         events: Arc::default(),
         unfenced: Arc::default(),
+        relay_published: Arc::default(),
     });
     let mut violations = Vec::new();
     CHECKED.with(|c| c.take());
@@ -430,12 +438,22 @@ async fn run(options: Options) -> Report {
     let counts = world.chaos.counts();
     let queue = world.queue.injected();
     let writes = world.model.borrow().writes.len();
+    let (relay_publishes, republished) = world
+        .relay_published
+        .lock()
+        .map(|p| {
+            let all: u64 = p.values().sum();
+            (all, all - p.len() as u64)
+        })
+        .unwrap_or_default();
     Report {
         seed: options.seed,
         trace: world.trace.take(),
         faults: counts.total() + queue.iter().sum::<u64>(),
         writes,
         violations,
+        relay_publishes,
+        republished,
     }
 }
 
@@ -1256,6 +1274,7 @@ async fn relay(world: Rc<World>, store: Store, n: u32) {
         relay: format!("relay{n}"),
         store: world.chaos.inner().clone(),
         unfenced: world.unfenced.clone(),
+        published: world.relay_published.clone(),
     });
     // Now and then the relay's process stalls for longer than its share lease (10 s)
     // after reading a page of entries (see `fence`).

@@ -49,6 +49,7 @@ fn main() -> std::process::ExitCode {
     );
     let started = Instant::now();
     let (mut faults, mut min_faults, mut violations, mut ran) = (0u64, u64::MAX, 0usize, 0u64);
+    let (mut relay_publishes, mut republished) = (0u64, 0u64);
     let mut failing = Vec::new();
     for seed in args.from..args.from + args.seeds {
         let mut options = Options::new(seed);
@@ -59,6 +60,8 @@ fn main() -> std::process::ExitCode {
         ran += 1;
         faults += report.faults;
         min_faults = min_faults.min(report.faults);
+        relay_publishes += report.relay_publishes;
+        republished += report.republished;
         if !report.violations.is_empty() {
             violations += report.violations.len();
             failing.push(seed);
@@ -82,6 +85,10 @@ fn main() -> std::process::ExitCode {
         ran as f64 * 60.0 / minutes,
         faults as f64 / ran.max(1) as f64,
         if ran == 0 { 0 } else { min_faults }
+    );
+    println!(
+        "relay publishes: {relay_publishes}, of them {republished} of an entry a relay had published before ({:.2}%: crashes, stalls past the fence, failed removals)",
+        100.0 * republished as f64 / relay_publishes.max(1) as f64
     );
     if !failing.is_empty() {
         println!("failing seeds: {failing:?}");

@@ -19,6 +19,8 @@ pub(super) struct FencedSink {
     pub(super) store: super::backing::Backing,
     /// The publishes made without the lease.
     pub(super) unfenced: Arc<Mutex<Vec<String>>>,
+    /// How often the relays published each entry.
+    pub(super) published: Arc<Mutex<std::collections::HashMap<String, u64>>>,
 }
 
 impl OutboxSink for FencedSink {
@@ -53,9 +55,16 @@ impl OutboxSink for FencedSink {
                     &envelope.id.simple().to_string()[..8],
                 ));
             }
-            self.inner
+            let outcome = self
+                .inner
                 .publish_entry(table, partition_key, envelope)
-                .await
+                .await;
+            if outcome.is_ok()
+                && let Ok(mut published) = self.published.lock()
+            {
+                *published.entry(envelope.id.to_string()).or_default() += 1;
+            }
+            outcome
         })
     }
 }
