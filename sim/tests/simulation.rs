@@ -143,6 +143,12 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     // Without the ETag on its rewrite: a migration wrote back the value it had read over
     // a write that landed in between (found by the `migrate-etag` teeth patch).
     ("a migration leaves a concurrent write alone", &[583]),
+    // (Found once the workers handled deliveries at once.) The archive read a version
+    // whose blob a newer write then dropped, and poisoned the move as a missing blob.
+    (
+        "the archive moves the newer version when a blob went",
+        &[2211],
+    ),
 ];
 
 #[test]

@@ -284,7 +284,7 @@ async fn run<S: TableStore + Clone + 'static>(
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
     // The archive blobs of versions this delivery copied and then found superseded.
     let mut superseded: Vec<String> = Vec::new();
-    loop {
+    'round: loop {
         retry
             .next(|| {
                 format!(
@@ -356,11 +356,20 @@ async fn run<S: TableStore + Clone + 'static>(
             };
             let target = EntityRef::new(target_table, partition_key, row_key);
             for (property, name, text) in &source_blobs {
-                let bytes = blobs.get(name).await?.ok_or_else(|| {
-                    OperationError::Permanent(format!(
+                let Some(bytes) = blobs.get(name).await? else {
+                    // A newer write of the source (or its delete) may have dropped the
+                    // blob since the source was read: then the newer state is moved.
+                    let now = store
+                        .get_if_table_exists(source_table, partition_key, row_key)
+                        .await?;
+                    if now.and_then(|e| e.etag).as_ref() != Some(&etag) {
+                        superseded.append(&mut uploaded);
+                        continue 'round;
+                    }
+                    return Err(OperationError::Permanent(format!(
                         "the blob `{name}` of `{property}` is missing"
-                    ))
-                })?;
+                    )));
+                };
                 let moved = blobs
                     .put_content_addressed(
                         &tablekit_patterns::large::blob_folder(&target, property),
