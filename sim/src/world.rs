@@ -655,6 +655,7 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
     while quiet < 3 && (rounds < 400 || draining.elapsed() < patience) && rounds < 4_000 {
         tokio::time::sleep(Duration::from_secs(5)).await;
         rounds += 1;
+        let swept_at = world.now();
         let swept = sweeper.sweep().await.map(|r| r.deleted);
         let orphans = documents::sweep(world, &world.chaos).await;
         let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
@@ -682,7 +683,11 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             let again = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
-            idle = workless(&again);
+            // Time passed while the passes ended (a stalled relay's pass lasts up to 25
+            // s): what expired meanwhile is the next round's to sweep.
+            let waited =
+                world.busy.get() > 0 || world.now() > swept_at + chrono::Duration::seconds(1);
+            idle = workless(&again) && !waited;
         }
         // Read last, with no await after it: no pass or delivery is under way when the
         // drain ends and the processes stop.
@@ -1532,7 +1537,10 @@ async fn check_key<E: Written>(
         .as_ref()
         .is_some_and(|r| tablekit_core::typed::is_expired(r, now))
     {
-        found.push(format!("{key:?} expired and the sweeper left it"));
+        found.push(format!(
+            "{key:?} expired and the sweeper left it (it expires {:?}, now {now})",
+            raw.as_ref().and_then(tablekit_core::typed::expires_at)
+        ));
     }
     let rev = stored.as_ref().map(|s| s.value.rev());
     if let Some(problem) = model.check(&key, rev, now) {

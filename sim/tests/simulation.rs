@@ -149,6 +149,14 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "the archive moves the newer version when a blob went",
         &[2211],
     ),
+    // (Found once a relay could stall past its lease.) A relay stalled after reading a
+    // partition's last page, then removed its marker though a delete had written its
+    // tombstone's burial meanwhile; and the drain's last round waited for a stalled pass
+    // while an entity expired, then ended without sweeping it.
+    (
+        "a stalled relay leaves the marker of an entry written meanwhile",
+        &[8043, 8260],
+    ),
 ];
 
 #[test]

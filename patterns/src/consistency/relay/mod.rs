@@ -471,6 +471,10 @@ impl<S: TableStore> Relay<S> {
         let mut drained = Drained::default();
         let mut query = Some(outbox::partition_query(partition_key));
         let mut complete = true;
+        // When the first page was read: an entry written after it is not in the pages,
+        // so the marker may go only if its lease ended long before this instant (not
+        // before the end of the pass, which a stalled process reaches much later).
+        let first_read = tablekit_core::clock::now();
         while let Some(current) = query.take() {
             if !partition.held() {
                 // The share's lease runs out: the rest waits for the next pass (of this
@@ -489,10 +493,7 @@ impl<S: TableStore> Relay<S> {
             drain::drain_page(&partition, page.entities, &mut drained).await?;
         }
         let mut cleared = false;
-        if complete
-            && drained.left == 0
-            && after(pending::until(marker), self.late) < tablekit_core::clock::now()
-        {
+        if complete && drained.left == 0 && after(pending::until(marker), self.late) < first_read {
             let if_match = marker.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
             match self
                 .store
