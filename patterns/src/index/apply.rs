@@ -35,7 +35,7 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     }
 
     /// Applies every operation of a message: the operations on different targets at once
-    /// (up to [`APPLY_AT_ONCE`]), those on one target in the message's order. Each
+    /// (up to 8), those on one target in the message's order. Each
     /// operation converges on its own (see [`super::operation`]), so their order across
     /// targets never mattered; running them at once makes a message cost the round trips
     /// of its longest operation, not their sum.
