@@ -553,8 +553,9 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         // have put it on (3); a link's update reads the source and the dependent at once,
         // merges the dependent, reads the source again beside the dependent (for its
         // copies) (3; 1 when the field is current); a move reads source and slot at once,
-        // writes the copy, deletes the source, applies the delete's index work (2) —
-        // its removal of the outbox entries rides in the delete's transaction (5).
+        // writes the copy, deletes the source (its tombstone and outbox entry in one
+        // transaction), applies the delete's index work (2) (5; the entry's removal
+        // follows off the delivery's path).
         let ceilings = [3, 3, 1, 3, 3, 3, 5];
         let names: Vec<&str> = costs.iter().map(|(what, _)| what.as_str()).collect();
         assert_eq!(costs.len(), ceilings.len(), "{names:?}");

@@ -1078,11 +1078,12 @@ fn worker_config(queue: &str) -> WorkerConfig {
     config
 }
 
-/// Consumes `queue` with the workers' own delivery handling.
 /// Deliveries a simulated worker handles at once, as the worker runtime does (their
 /// writes to one partition share transactions: see `CoalescingStore`).
 const DELIVERIES_AT_ONCE: usize = 4;
 
+/// Consumes `queue` with the workers' own delivery handling, up to
+/// [`DELIVERIES_AT_ONCE`] deliveries at once.
 async fn consume(world: &World, queue: &str, registry: &Registry) {
     use futures::StreamExt;
     let config = worker_config(queue);
@@ -1123,24 +1124,22 @@ async fn deliver<D: Delivery>(
     config: &WorkerConfig,
     delivery: D,
 ) {
-    {
-        let about = describe(&delivery.received().body);
-        let busy = world.busy("a delivery");
-        let report = handle_delivery(delivery, registry, config).await;
-        drop(busy);
-        let how = if report.processed > 0 {
-            "processed"
-        } else if report.retried > 0 {
-            "retried"
-        } else if report.poisoned > 0 {
-            "poisoned"
-        } else {
-            "unsettled"
-        };
-        world.log(format!("{queue}: {about}: {how}"));
-        if report.poisoned > 0 {
-            world.log(format!("{queue}: a message was poisoned"));
-        }
+    let about = describe(&delivery.received().body);
+    let busy = world.busy("a delivery");
+    let report = handle_delivery(delivery, registry, config).await;
+    drop(busy);
+    let how = if report.processed > 0 {
+        "processed"
+    } else if report.retried > 0 {
+        "retried"
+    } else if report.poisoned > 0 {
+        "poisoned"
+    } else {
+        "unsettled"
+    };
+    world.log(format!("{queue}: {about}: {how}"));
+    if report.poisoned > 0 {
+        world.log(format!("{queue}: a message was poisoned"));
     }
 }
 

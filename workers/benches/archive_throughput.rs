@@ -124,8 +124,7 @@ async fn seeded_store(dir: &std::path::Path, n: usize) -> SqliteStore {
 async fn main() {
     let n = env_usize("BENCH_MESSAGES", 3000);
     let rounds = env_usize("BENCH_ROUNDS", 3);
-    let url = std::env::var("AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let url = support::amqp_url();
     let (mut raw, mut rabbit, mut sqlite, mut empty, mut per_delivery) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
     for round in 1..=rounds {

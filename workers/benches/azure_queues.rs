@@ -65,8 +65,7 @@ fn python(n: usize) -> f64 {
 async fn main() {
     let n = env_usize("BENCH_MESSAGES", 1000);
     let rounds = env_usize("BENCH_ROUNDS", 3);
-    let url = std::env::var("AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into());
+    let url = support::amqp_url();
     let rate = |d: Duration| n as f64 / d.as_secs_f64();
     let (mut azure, mut rabbit, mut empty, mut py) =
         (Vec::new(), Vec::new(), Vec::new(), Vec::new());

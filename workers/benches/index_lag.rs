@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tablekit_core::SqliteStore;
-use tablekit_derive::Entity;
 use tablekit_patterns::index::{
     AuditOptions, IndexApplier, IndexOperation, IndexOperations, IndexedTable,
 };
@@ -29,34 +28,8 @@ use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::rabbit::RabbitQueue;
 use tablekit_workers::{OperationError, Registry, Worker, WorkerConfig};
 
-#[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(
-    table = "Employees",
-    kind = "Employee",
-    partition_key = "{department}",
-    row_key = "empid_{id:06}",
-    crate = "tablekit_core"
-)]
-#[index(
-    name = "by_email",
-    table = "EmployeesByEmail",
-    partition_key = "email_{department}",
-    row_key = "{email}"
-)]
-struct Employee {
-    department: String,
-    id: u32,
-    first_name: String,
-    last_name: String,
-    email: String,
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
+mod support;
+use support::{Employee, amqp_url, env_u64};
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -64,8 +37,7 @@ fn percentile(sorted: &[Duration], p: f64) -> Duration {
 }
 
 fn main() {
-    let url = std::env::var("AMQP_URL")
-        .unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".to_owned());
+    let url = amqp_url();
     let rate = env_u64("BENCH_RATE", 500);
     let seconds = env_u64("BENCH_SECONDS", 10);
     let total = rate * seconds;
@@ -126,13 +98,7 @@ fn main() {
                     while id < total {
                         tick.tick().await;
                         let n = u32::try_from(id).unwrap();
-                        let value = Employee {
-                            department: format!("D{:02}", n % 20),
-                            id: n,
-                            first_name: "Jun".into(),
-                            last_name: "Cao".into(),
-                            email: format!("e{n}@contoso.com"),
-                        };
+                        let value = Employee::numbered(n);
                         started
                             .lock()
                             .unwrap()

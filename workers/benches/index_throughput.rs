@@ -23,32 +23,14 @@ use std::time::{Duration, Instant};
 
 use tablekit_core::roundtrip::{Latency, RoundTripStore};
 use tablekit_core::{Query, SqliteStore, TableStore};
-use tablekit_derive::Entity;
 use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 use tablekit_patterns::index::IndexedTable;
 use tablekit_workers::queue::Queue;
 use tablekit_workers::queue::rabbit::RabbitQueue;
 use tablekit_workers::{Registry, Worker, WorkerConfig};
 
-#[derive(Entity, Clone, Debug, PartialEq)]
-#[entity(
-    table = "Employees",
-    kind = "Employee",
-    partition_key = "{department}",
-    row_key = "empid_{id:06}",
-    crate = "tablekit_core"
-)]
-#[index(
-    name = "by_email",
-    table = "EmployeesByEmail",
-    partition_key = "email_{department}",
-    row_key = "{email}"
-)]
-struct Employee {
-    department: String,
-    id: u32,
-    email: String,
-}
+mod support;
+use support::{Employee, amqp_url, env_u64};
 
 /// Keeps the index work the writes hand over (the bench sends it to the queue itself).
 #[derive(Clone, Default)]
@@ -62,17 +44,6 @@ impl OutboxSink for Kept {
         self.0.lock().unwrap().push(envelope.clone());
         Box::pin(async { Ok(()) })
     }
-}
-
-fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name)
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(default)
-}
-
-fn url() -> String {
-    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
 }
 
 /// A worker process: consumes `BENCH_QUEUE` over the store `BENCH_STORE` with
@@ -89,7 +60,7 @@ async fn child() {
         concurrency: usize::try_from(env_u64("BENCH_CONCURRENCY", 16)).unwrap(),
         ..WorkerConfig::new(&queue_name)
     };
-    let queue = RabbitQueue::connect(&url()).await.unwrap();
+    let queue = RabbitQueue::connect(&amqp_url()).await.unwrap();
     Worker::new(queue, registry, config)
         .run(std::future::pending())
         .await
@@ -127,7 +98,7 @@ async fn run(
     // Every run writes the copies anew.
     let _ = store.delete_table("EmployeesByEmail").await;
     store.create_table("EmployeesByEmail").await.unwrap();
-    let queue = RabbitQueue::connect(&url()).await.unwrap();
+    let queue = RabbitQueue::connect(&amqp_url()).await.unwrap();
     let name = format!("tk-bench-ixw-{}", uuid::Uuid::new_v4().simple());
     let options = WorkerConfig::new(&name).queue_options();
     queue.declare(&name, &options).await.unwrap();
@@ -188,12 +159,7 @@ async fn main() {
         IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(kept.clone()));
     employees.open().await.unwrap();
     for id in 0..u32::try_from(n).unwrap() {
-        let employee = Employee {
-            department: format!("D{:02}", id % 20),
-            id,
-            email: format!("e{id}@contoso.com"),
-        };
-        employees.insert(&employee).await.unwrap();
+        employees.insert(&Employee::numbered(id)).await.unwrap();
     }
     employees.flush().await;
     let work: Vec<Envelope> = std::mem::take(&mut *kept.0.lock().unwrap());

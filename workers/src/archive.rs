@@ -62,6 +62,7 @@ pub enum ArchiveOutcome {
 
 /// Writes the archived copy unless the target holds a copy of a newer source version;
 /// `false` when it does.
+///
 /// `read` is the target's slot as read with the source, if it was: the first attempt
 /// starts from it.
 async fn write_copy<S: TableStore>(
@@ -318,13 +319,16 @@ async fn run<S: TableStore + Clone + 'static>(
                 .is_some_and(|e| !tablekit_patterns::index::record::is_tombstone(e));
             // An earlier round of this delivery may have copied blobs for a version that
             // changed, and another delivery finished the move meanwhile.
-            if let Some(blobs) = blobs
-                && !superseded.is_empty()
-            {
-                let archived = store
-                    .get_if_table_exists(target_table, partition_key, row_key)
-                    .await?;
-                drop_superseded(blobs, archived.as_ref(), &superseded).await?;
+            if let Some(blobs) = blobs {
+                drop_superseded(
+                    store,
+                    blobs,
+                    target_table,
+                    partition_key,
+                    row_key,
+                    &superseded,
+                )
+                .await?;
             }
             return Ok(if archived {
                 ArchiveOutcome::AlreadyArchived
@@ -414,29 +418,43 @@ async fn run<S: TableStore + Clone + 'static>(
             }
             Err(e) => return Err(e.into()),
         };
-        if let Some(blobs) = blobs
-            && !superseded.is_empty()
-        {
-            let archived = store
-                .get_if_table_exists(target_table, partition_key, row_key)
-                .await?;
-            drop_superseded(blobs, archived.as_ref(), &superseded).await?;
+        if let Some(blobs) = blobs {
+            drop_superseded(
+                store,
+                blobs,
+                target_table,
+                partition_key,
+                row_key,
+                &superseded,
+            )
+            .await?;
         }
         return Ok(outcome);
     }
 }
 
 /// Deletes the archive blobs an earlier round of one delivery copied for a version that
-/// changed (or lost to a newer archived one) before it could be moved, unless `archived`
-/// (the archived entity, read after the round) references them (the same content copied
-/// again). A crash between the rounds leaves them to the blob sweep.
-async fn drop_superseded(
+/// changed (or lost to a newer archived one) before it could be moved, unless the
+/// archived entity references them (the same content copied again). A crash between the
+/// rounds leaves them to the blob sweep.
+async fn drop_superseded<S: TableStore>(
+    store: &S,
     blobs: &tablekit_core::blob::BlobStore,
-    archived: Option<&Entity>,
+    target_table: &str,
+    partition_key: &str,
+    row_key: &str,
     superseded: &[String],
 ) -> Result<(), OperationError> {
+    if superseded.is_empty() {
+        return Ok(());
+    }
+    let archived = store
+        .get_if_table_exists(target_table, partition_key, row_key)
+        .await?;
     for name in superseded {
-        let referenced = archived.is_some_and(|a| tablekit_patterns::large::references(a, name));
+        let referenced = archived
+            .as_ref()
+            .is_some_and(|a| tablekit_patterns::large::references(a, name));
         if !referenced {
             blobs.delete(name).await?;
         }

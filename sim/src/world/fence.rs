@@ -69,7 +69,7 @@ impl OutboxSink for FencedSink {
     }
 }
 
-/// A relay's store that now and then pauses before a query (the process stalls: a long
+/// A relay's store that now and then pauses after a query (the process stalls: a long
 /// garbage collection, a frozen virtual machine) for longer than the share's lease: the
 /// relay then goes on with a page read before the pause, after its lease ended and
 /// another relay may have taken the share. The fence must stop it.

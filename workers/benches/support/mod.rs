@@ -1,5 +1,6 @@
 //! What the workers' benchmarks share: the archive operations, a store seeded with their
-//! sources, and the worker run that times them.
+//! sources, and the worker run that times them; the employee the index benches write;
+//! the broker and the settings they read from the environment.
 
 #![allow(dead_code)]
 
@@ -22,6 +23,54 @@ pub(crate) fn env_usize(name: &str, default: usize) -> usize {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(default)
+}
+
+pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+/// The broker: `AMQP_URL`, else the local RabbitMQ.
+pub(crate) fn amqp_url() -> String {
+    std::env::var("AMQP_URL").unwrap_or_else(|_| "amqp://guest:guest@127.0.0.1:5672/%2f".into())
+}
+
+/// The employee the index benches write: one index in another table.
+#[derive(tablekit_derive::Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    kind = "Employee",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}",
+    crate = "tablekit_core"
+)]
+#[index(
+    name = "by_email",
+    table = "EmployeesByEmail",
+    partition_key = "email_{department}",
+    row_key = "{email}"
+)]
+pub(crate) struct Employee {
+    department: String,
+    id: u32,
+    first_name: String,
+    last_name: String,
+    email: String,
+}
+
+impl Employee {
+    /// Employee `n`, in one of 20 departments.
+    pub(crate) fn numbered(n: u32) -> Self {
+        Employee {
+            department: format!("D{:02}", n % 20),
+            id: n,
+            first_name: "Jun".into(),
+            last_name: "Cao".into(),
+            email: format!("e{n}@contoso.com"),
+        }
+    }
 }
 
 pub(crate) fn envelope(i: usize) -> Envelope {

@@ -145,7 +145,7 @@ pub async fn share_holder<S: TableStore>(
         Err(e) => return Err(e.into()),
     };
     Ok(row.and_then(|row| {
-        let owner = row.get(OWNER).and_then(Value::as_str)?.to_owned();
+        let owner = owner(&row)?.to_owned();
         (!owner.is_empty()).then(|| (owner, until(&row)))
     }))
 }
