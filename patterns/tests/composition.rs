@@ -558,3 +558,98 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
         "the copy carries its badge's value"
     );
 }
+
+#[derive(tablekit_derive::Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Members",
+    kind = "Member",
+    partition_key = "{team}",
+    row_key = "m_{id:02}",
+    crate = "tablekit_core"
+)]
+struct Member {
+    team: String,
+    id: u32,
+    email: String,
+}
+
+#[derive(tablekit_derive::Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Badges",
+    kind = "Badge",
+    partition_key = "{team}",
+    row_key = "b_{id:02}",
+    crate = "tablekit_core"
+)]
+struct Badge {
+    team: String,
+    id: u32,
+    holder: u32,
+    #[entity(denormalized(
+        from = "Member",
+        table = "Members",
+        partition_key = "holders",
+        row_key = "m_{holder:02}",
+        property = "email"
+    ))]
+    holder_email: Option<String>,
+}
+
+/// A member's replace read its links (none yet) and was held before its commit; a badge
+/// copying the member's email then put its link, read the member (the old email),
+/// committed and synced its field (the old email again); then the member committed. The
+/// member's write reads its links again after its commit and brings the badge it did not
+/// see up to date.
+#[tokio::test]
+async fn a_dependent_linked_while_its_source_commits_gets_the_new_value() {
+    let store = Held::new(Hold::Commit("m_01"));
+    let members = tablekit_patterns::index::IndexedTable::<Member, _>::new(store.clone())
+        .track_dependents(true)
+        .with_inline_apply();
+    let badges =
+        tablekit_patterns::index::IndexedTable::<Badge, _>::new(store.clone()).with_inline_apply();
+    members.open().await.expect("open");
+    badges.open().await.expect("open");
+    let member = |email: &str| Member {
+        team: "holders".into(),
+        id: 1,
+        email: email.into(),
+    };
+    members
+        .upsert(&member("old@example.com"))
+        .await
+        .expect("member");
+    store.arm();
+    let replace = {
+        let members = members.clone();
+        let new = member("new@example.com");
+        tokio::spawn(async move { members.upsert(&new).await })
+    };
+    store.reached().await;
+    badges
+        .upsert(&Badge {
+            team: "t1".into(),
+            id: 3,
+            holder: 1,
+            holder_email: None,
+        })
+        .await
+        .expect("badge");
+    let badge = || async {
+        badges
+            .get("t1", "b_03")
+            .await
+            .expect("get")
+            .expect("present")
+            .value
+            .holder_email
+    };
+    assert_eq!(
+        badge().await.as_deref(),
+        Some("old@example.com"),
+        "the badge read the member before its commit"
+    );
+    store.release();
+    replace.await.expect("task").expect("replace");
+    assert_eq!(badge().await.as_deref(), Some("new@example.com"));
+}

@@ -157,6 +157,13 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "a stalled relay leaves the marker of an entry written meanwhile",
         &[8043, 8260],
     ),
+    // A member's replace read its links before a badge put its link; the badge read the
+    // member before the replace committed and kept the old email (found by the SQLite
+    // soak as 901922).
+    (
+        "a dependent linked while its source commits gets the new value",
+        &[11168],
+    ),
 ];
 
 #[test]

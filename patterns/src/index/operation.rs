@@ -83,6 +83,22 @@ pub enum IndexOperation {
         /// The source's property.
         source_property: String,
     },
+    /// Bring up to date the dependents of `source` whose links its write did not read:
+    /// a write of a source reads its links before its commit, and a dependent may put its
+    /// link after that read and read the source before the commit (so it copies the old
+    /// value). Applied after the commit, this reads the links again: a link put before
+    /// this read is synced here, one put after it belongs to a dependent that reads the
+    /// committed value itself.
+    SyncNewDependents {
+        /// The source.
+        source: EntityRef,
+        /// The source's properties the write changed (a link copying another one needs
+        /// nothing).
+        properties: Vec<String>,
+        /// The RowKeys of the links the write read before its commit (their dependents
+        /// have operations of their own).
+        seen: Vec<String>,
+    },
     /// Delete a denormalisation link that no longer applies, unless the dependent claims
     /// it again (it was written anew since).
     RemoveLink {
@@ -169,6 +185,7 @@ impl IndexOperation {
             IndexOperation::Bury { source, .. } => Resource::Entity(source),
             IndexOperation::SyncDenormalized { dependent, .. }
             | IndexOperation::RemoveLink { dependent, .. } => Resource::Entity(dependent),
+            IndexOperation::SyncNewDependents { source, .. } => Resource::Entity(source),
             IndexOperation::AddMember {
                 index,
                 table,

@@ -23,6 +23,8 @@ pub(crate) enum Hold {
     SecondRead(&'static str),
     /// A point read of a RowKey starting with this fails (transiently) once armed.
     FailRead(&'static str),
+    /// A transaction writing this RowKey (whatever the operation).
+    Commit(&'static str),
 }
 
 /// A memory store holding the first call that matches its [`Hold`] once armed.
@@ -125,8 +127,13 @@ impl TableStore for Held {
                 .iter()
                 .any(|op| matches!(op, WriteOp::Insert(e) if e.row_key == rk))
         };
-        self.maybe_hold(matches!(self.hold, Hold::Insert(rk) if inserts(rk)))
-            .await;
+        let writes = |rk: &str| batch.operations().iter().any(|op| op.key().1 == rk);
+        self.maybe_hold(match self.hold {
+            Hold::Insert(rk) => inserts(rk),
+            Hold::Commit(rk) => writes(rk),
+            _ => false,
+        })
+        .await;
         self.inner.submit_batch(table, batch).await
     }
 }

@@ -244,6 +244,41 @@ impl<S: TableStore> IndexApplier<S> {
         }
     }
 
+    /// Reads the links of `source` again after its write committed and brings up to date
+    /// each dependent copying one of `properties` whose link is not among `seen` (those
+    /// the write read before its commit).
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::Contention`](crate::Error::Contention).
+    pub async fn sync_new_dependents(
+        &self,
+        source: &EntityRef,
+        properties: &[String],
+        seen: &[String],
+    ) -> Result<Applied> {
+        let mut applied = Applied::Unchanged;
+        for link in super::links_of(&self.store, source).await? {
+            if link.dependent == *source
+                || !properties.contains(&link.source_property)
+                || seen.contains(&link.at.row_key)
+            {
+                continue;
+            }
+            let synced = self
+                .sync_denormalized(
+                    &link.dependent,
+                    &link.property,
+                    source,
+                    &link.source_property,
+                )
+                .await?;
+            if synced == Applied::Changed {
+                applied = Applied::Changed;
+            }
+        }
+        Ok(applied)
+    }
+
     /// Brings `property` of the dependent's index copies (those that carry it) to the
     /// dependent's current value: a denormalised field changed by its source's write
     /// changes the copies too, at the dependent's unchanged version.

@@ -206,7 +206,31 @@ impl Denormalized {
         ) else {
             return Ok(work);
         };
-        for link in links_of(store, source).await? {
+        let links = links_of(store, source).await?;
+        // Links put after the read above are read again once the write committed.
+        let changed: Vec<String> = match old {
+            None => entity.properties.keys().cloned().collect(),
+            Some(old) => entity
+                .properties
+                .iter()
+                .filter(|(name, value)| old.properties.get(*name) != Some(*value))
+                .map(|(name, _)| name.clone())
+                .chain(
+                    old.properties
+                        .keys()
+                        .filter(|name| !entity.properties.contains_key(*name))
+                        .cloned(),
+                )
+                .collect(),
+        };
+        if !changed.is_empty() {
+            work.operations.push(IndexOperation::SyncNewDependents {
+                source: source.clone(),
+                properties: changed,
+                seen: links.iter().map(|l| l.at.row_key.clone()).collect(),
+            });
+        }
+        for link in links {
             let value = entity.properties.get(&link.source_property);
             let before = old.and_then(|o| o.properties.get(&link.source_property));
             if (old.is_some() && value == before) || link.dependent == *source {
@@ -317,6 +341,13 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
                 source,
                 source_property,
             ))),
+            IndexOperation::SyncNewDependents {
+                source,
+                properties,
+                seen,
+            } => Some(Box::pin(
+                applier.sync_new_dependents(source, properties, seen),
+            )),
             IndexOperation::RemoveLink {
                 dependent,
                 property,
