@@ -3,6 +3,9 @@
 # outbox entry in the commit, the pending marker, a version check, a fix the simulation
 # led to); with it applied, the simulation must fail. For each patch this prints the
 # first failing seed (searching up to --seeds, default 500), then reverts the patch.
+# A patch whose break the simulation reaches only rarely names, in a `Pinned-by:
+# <package> <test file> <test>` line above its diff, the deterministic test that pins it
+# step by step: that test must fail too.
 #
 #   scripts/teeth.sh [--seeds N] [patch …]
 set -euo pipefail
@@ -22,9 +25,17 @@ for patch in "${patches[@]}"; do
     trap 'git apply -R "$patch" 2>/dev/null || true' EXIT
     cargo build --quiet --release -p tablekit-sim --bin tablekit-simulate
     out=$("${CARGO_TARGET_DIR:-target}"/release/tablekit-simulate --seeds "$seeds" --fail-fast 2>&1 || true)
+    pinned=""
+    if read -r package file test < <(sed -n 's/^Pinned-by: //p' "$patch"); [[ -n "${test:-}" ]]; then
+        if cargo test --quiet -p "$package" --test "$file" -- --exact "$test" >/dev/null 2>&1; then
+            pinned="; pinned test $test PASSES"
+        else
+            pinned="; pinned test $test fails"
+        fi
+    fi
     git apply -R "$patch"
     trap - EXIT
     first=$(grep -a -o 'failing seeds: \[[0-9]*' <<<"$out" | grep -o '[0-9]*$' || true)
     what=$(grep -a -m1 'VIOLATION' <<<"$out" | sed 's/^ *VIOLATION //' | cut -c1-110 || true)
-    printf '%-32s %s\n' "$name" "${first:-none in $seeds}  ${what}"
+    printf '%-32s %s\n' "$name" "${first:-none in $seeds}${pinned}  ${what}"
 done
