@@ -189,8 +189,10 @@ where
         table
     };
     table.open().await.unwrap();
-    // The partition's marker is leased: the steady state.
+    // The partition's marker is leased (a delete's burial is delayed work in the
+    // outbox, whatever the type declares): the steady state.
     table.insert(&E::sample(1, "warm@x")).await.unwrap();
+    table.delete("Sales", "e0001", IfMatch::Any).await.unwrap();
     table.flush().await;
     trips.set_latency(Latency::millis(LATENCY_MS));
     trips.record(true);
@@ -225,6 +227,17 @@ where
         table.flush(),
     )
     .await;
+    if std::env::var("ROUND_TRIPS_LOG").is_ok() {
+        println!(
+            "{}: delete {:?}",
+            std::any::type_name::<E>(),
+            trips
+                .take_log()
+                .iter()
+                .map(|c| format!("{:?} {} {}", c.kind, c.target, c.in_flight))
+                .collect::<Vec<_>>()
+        );
+    }
     [insert, replace, delete]
 }
 
@@ -261,7 +274,7 @@ fn each_write_class_stays_at_its_round_trip_ceiling() {
         // Targets: an insert with an index elsewhere or change events in 2 round trips in
         // a row; a fully declared insert in 5, replace in 6, delete in 5; a plain replace
         // under `IfMatch::Any` in 2.
-        assert_eq!(in_a_row(&plain)[..2], [1, 2]);
+        assert_eq!(in_a_row(&plain), [1, 2, 2]);
         assert_eq!(other[0].in_a_row, 2, "{}", other[0]);
         assert_eq!(changes[0].in_a_row, 2, "{}", changes[0]);
         assert!(full[0].in_a_row <= 5, "{}", full[0]);
