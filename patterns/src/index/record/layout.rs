@@ -1,0 +1,328 @@
+//! A type's layout: the indexes, index entities, denormalised fields, unique values,
+//! expiry and change events it declares, with their templates parsed, and the targets a
+//! primary has under them.
+
+use std::collections::BTreeSet;
+
+use serde::{Deserialize, Serialize};
+use tablekit_core::Entity;
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
+
+use super::super::expiry::entry::{EXPIRY_INDEX, expiry_table};
+use super::{EntityRef, MemberStorage, Target};
+use crate::error::Result;
+
+/// One declared secondary index, with its templates parsed.
+#[derive(Clone, Debug)]
+pub struct IndexLayout {
+    /// The name.
+    pub name: String,
+    /// The copies' table; the primary's when `None`.
+    pub table: Option<String>,
+    /// The copies' PartitionKey template.
+    pub partition_key: KeyTemplate,
+    /// The copies' RowKey template.
+    pub row_key: KeyTemplate,
+    /// The properties a copy carries.
+    pub properties: Option<Vec<String>>,
+    /// Whether some entities have no copy.
+    pub sparse: bool,
+}
+
+/// One declared index entity, with its template parsed.
+#[derive(Clone, Debug)]
+pub struct MemberLayout {
+    /// The name.
+    pub name: String,
+    /// The template of the indexed value.
+    pub key: KeyTemplate,
+    /// The id lists' table; the primary's when `None`.
+    pub table: Option<String>,
+    /// Where the id lists live.
+    pub storage: MemberStorage,
+}
+
+/// One declared denormalised field, with its templates parsed.
+#[derive(Clone, Debug)]
+pub struct DenormalizedLayout {
+    /// The property holding the copy.
+    pub property: String,
+    /// The kind of the source.
+    pub from_kind: String,
+    /// The source's table; the primary's when `None`.
+    pub table: Option<String>,
+    /// The source's PartitionKey, from the primary's fields.
+    pub partition_key: KeyTemplate,
+    /// The source's RowKey, from the primary's fields.
+    pub row_key: KeyTemplate,
+    /// The source's property.
+    pub source_property: String,
+}
+
+/// One declared unique value, with its template parsed.
+#[derive(Clone, Debug)]
+pub struct UniqueLayout {
+    /// The name.
+    pub name: String,
+    /// The template of the value (PartitionKey rules).
+    pub key: KeyTemplate,
+    /// The reservation table; `<primaries' table>Unique` when `None`.
+    pub table: Option<String>,
+}
+
+impl UniqueLayout {
+    /// The reservation table for primaries in `table`.
+    pub fn table_for(&self, table: &str) -> String {
+        self.table
+            .clone()
+            .unwrap_or_else(|| format!("{table}{RESERVATION_TABLE_SUFFIX}"))
+    }
+}
+
+/// What names a type's default reservation table after its primaries' table.
+pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
+
+/// How a type's entities expire, as the layout keeps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ExpiryLayout {
+    /// Each write sets the expiry this many seconds after it.
+    Ttl(u64),
+    /// A field says when (the expiry is stored beside it, in `TablekitExpires`).
+    Field,
+}
+
+impl From<ExpiryMeta> for ExpiryLayout {
+    fn from(meta: ExpiryMeta) -> Self {
+        match meta {
+            ExpiryMeta::Ttl(seconds) => ExpiryLayout::Ttl(seconds),
+            ExpiryMeta::Field(_) => ExpiryLayout::Field,
+        }
+    }
+}
+
+/// The indexes and index entities of an entity type: what its primaries keep in step.
+#[derive(Clone, Debug)]
+pub struct Layout {
+    /// The primaries' table.
+    pub table: String,
+    /// The kind of the primaries.
+    pub kind: String,
+    /// The property holding the kind.
+    pub kind_property: String,
+    /// The secondary indexes.
+    pub indexes: Vec<IndexLayout>,
+    /// The index entities.
+    pub members: Vec<MemberLayout>,
+    /// The denormalised fields.
+    pub denormalized: Vec<DenormalizedLayout>,
+    /// The unique values.
+    pub uniques: Vec<UniqueLayout>,
+    /// How the primaries expire, if they do: each has an entry in the expiry index
+    /// ([`super::super::expiry`]).
+    pub expiry: Option<ExpiryLayout>,
+    /// The queue the type's change events go to, if it publishes them.
+    pub changes: Option<String>,
+}
+
+impl Layout {
+    /// The layout a derived entity type declares.
+    pub fn of(schema: &Schema) -> Self {
+        Layout {
+            table: schema.table.to_owned(),
+            kind: schema.kind.to_owned(),
+            kind_property: schema.kind_property.to_owned(),
+            indexes: schema
+                .indexes
+                .iter()
+                .map(|i| IndexLayout {
+                    name: i.name.to_owned(),
+                    table: match i.placement {
+                        IndexPlacement::OtherTable => i.table.map(str::to_owned),
+                        _ => None,
+                    },
+                    partition_key: i.partition_key.clone(),
+                    row_key: i.row_key.clone(),
+                    properties: i
+                        .properties
+                        .map(|p| p.iter().map(|s| (*s).to_owned()).collect()),
+                    sparse: i.sparse,
+                })
+                .collect(),
+            members: schema
+                .index_entities
+                .iter()
+                .map(|m| MemberLayout {
+                    name: m.name.to_owned(),
+                    key: m.key.clone(),
+                    table: m.table.map(str::to_owned),
+                    storage: m.storage.into(),
+                })
+                .collect(),
+            denormalized: schema
+                .denormalized
+                .iter()
+                .map(|d| DenormalizedLayout {
+                    property: d.property.to_owned(),
+                    from_kind: d.from_kind.to_owned(),
+                    table: d.table.map(str::to_owned),
+                    partition_key: d.partition_key.clone(),
+                    row_key: d.row_key.clone(),
+                    source_property: d.source_property.to_owned(),
+                })
+                .collect(),
+            uniques: schema
+                .uniques
+                .iter()
+                .map(|u| UniqueLayout {
+                    name: u.name.to_owned(),
+                    key: u.key.clone(),
+                    table: u.table.map(str::to_owned),
+                })
+                .collect(),
+            expiry: schema.expiry.map(ExpiryLayout::from),
+            changes: schema.changes.map(str::to_owned),
+        }
+    }
+
+    /// The layout of primaries whose type is not registered: nothing declared, the
+    /// default kind property. Deleting one through it removes what its record names.
+    pub fn bare(table: &str) -> Self {
+        Layout {
+            table: table.to_owned(),
+            kind: String::new(),
+            kind_property: tablekit_core::typed::DEFAULT_KIND_PROPERTY.to_owned(),
+            indexes: Vec::new(),
+            members: Vec::new(),
+            denormalized: Vec::new(),
+            uniques: Vec::new(),
+            expiry: None,
+            changes: None,
+        }
+    }
+
+    /// Whether the layout declares nothing.
+    pub fn is_bare(&self) -> bool {
+        self.indexes.is_empty()
+            && self.members.is_empty()
+            && self.denormalized.is_empty()
+            && self.uniques.is_empty()
+            && self.expiry.is_none()
+            && self.changes.is_none()
+    }
+
+    /// The same layout on another table name (one table per tenant).
+    pub fn on_table(mut self, table: &str) -> Self {
+        self.table = table.to_owned();
+        self
+    }
+
+    /// The targets of a primary: `render` renders a template (PartitionKey or RowKey
+    /// rules), `in_index` says whether a sparse index holds the primary. With `only`, the
+    /// targets of that index or index entity alone.
+    ///
+    /// # Errors
+    /// The rendering's errors.
+    pub fn targets(
+        &self,
+        source: &EntityRef,
+        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+        in_index: &dyn Fn(&str) -> bool,
+        only: Option<&str>,
+    ) -> Result<BTreeSet<Target>> {
+        let mut targets = BTreeSet::new();
+        for index in &self.indexes {
+            if only.is_some_and(|o| o != index.name) || (index.sparse && !in_index(&index.name)) {
+                continue;
+            }
+            let at = EntityRef::new(
+                index.table.clone().unwrap_or_else(|| source.table.clone()),
+                render(&index.partition_key, KeyKind::PartitionKey)?,
+                render(&index.row_key, KeyKind::RowKey)?,
+            );
+            targets.insert(Target::Copy {
+                index: index.name.clone(),
+                at,
+                properties: index.properties.clone(),
+            });
+        }
+        for member in &self.members {
+            if only.is_some_and(|o| o != member.name) {
+                continue;
+            }
+            let table = match member.storage {
+                MemberStorage::Partition => source.table.clone(),
+                _ => member.table.clone().unwrap_or_else(|| source.table.clone()),
+            };
+            targets.insert(Target::Member {
+                index: member.name.clone(),
+                storage: member.storage,
+                table,
+                value: render(&member.key, KeyKind::RowKey)?,
+            });
+        }
+        for field in &self.denormalized {
+            if only.is_some_and(|o| o != field.property) {
+                continue;
+            }
+            targets.insert(Target::Denormalized {
+                property: field.property.clone(),
+                source: EntityRef::new(
+                    field.table.clone().unwrap_or_else(|| source.table.clone()),
+                    render(&field.partition_key, KeyKind::PartitionKey)?,
+                    render(&field.row_key, KeyKind::RowKey)?,
+                ),
+                source_property: field.source_property.clone(),
+            });
+        }
+        for unique in &self.uniques {
+            if only.is_some_and(|o| o != unique.name) {
+                continue;
+            }
+            targets.insert(Target::Unique {
+                name: unique.name.clone(),
+                at: EntityRef::new(
+                    unique.table_for(&source.table),
+                    render(&unique.key, KeyKind::PartitionKey)?,
+                    unique.name.clone(),
+                ),
+            });
+        }
+        Ok(targets)
+    }
+
+    /// Whether the layout declares an index or index entity of that name.
+    pub fn declares(&self, name: &str) -> bool {
+        self.indexes.iter().any(|i| i.name == name)
+            || self.members.iter().any(|m| m.name == name)
+            || self.denormalized.iter().any(|d| d.property == name)
+            || self.uniques.iter().any(|u| u.name == name)
+            || (self.expiry.is_some() && name == EXPIRY_INDEX)
+    }
+
+    /// The entry of a primary in the expiry index, when the layout expires its primaries
+    /// and the primary (`entity`, as it is written) has an expiry time.
+    pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
+        self.expiry?;
+        let at = tablekit_core::typed::expires_at(entity)?;
+        Some(Target::expiry_entry(source, at))
+    }
+
+    /// The tables other than the primaries' that hold copies, id lists or reservations.
+    pub fn other_tables(&self) -> BTreeSet<String> {
+        self.indexes
+            .iter()
+            .filter_map(|i| i.table.clone())
+            .chain(
+                self.members
+                    .iter()
+                    .filter(|m| m.storage == MemberStorage::Table)
+                    .filter_map(|m| m.table.clone()),
+            )
+            .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
+            .chain(self.expiry.map(|_| expiry_table(&self.table)))
+            .filter(|t| *t != self.table)
+            .collect()
+    }
+}
