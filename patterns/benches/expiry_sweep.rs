@@ -42,6 +42,7 @@ use tablekit_core::{AnyStore, Entity as Row, Query, TableStore, Value, filter};
 use tablekit_derive::Entity;
 use tablekit_patterns::import::bulk_import;
 use tablekit_patterns::index::expiry::{EXPIRY_INDEX, entry_target, expired_query, expiry_table};
+use tablekit_patterns::index::record::{CopyTarget, UniqueTarget};
 use tablekit_patterns::index::record::{copy_of, next_version};
 use tablekit_patterns::index::unique::Reservation;
 use tablekit_patterns::index::{
@@ -104,14 +105,14 @@ fn rows_of(invite: &Invite, table: &str) -> (Row, Row, Row) {
     );
     let mut targets = std::collections::BTreeSet::new();
     targets.insert(entry.clone());
-    targets.insert(Target::Unique {
+    targets.insert(Target::Unique(UniqueTarget {
         name: "code".to_owned(),
         at: reservation_at.clone(),
-    });
+    }));
     IndexRecord { version, targets }
         .write(&mut primary)
         .unwrap();
-    let Target::Copy { at, .. } = entry else {
+    let Target::Copy(CopyTarget { at, .. }) = entry else {
         unreachable!("an expiry entry is a copy")
     };
     let entry = copy_of(

@@ -11,6 +11,7 @@ use tablekit_patterns::consistency::{Engine, Envelope, outbox};
 use tablekit_patterns::index::links::link_ref;
 use tablekit_patterns::index::operation::{Applied, IndexApplier, IndexOperations};
 use tablekit_patterns::index::reclaim::Reclaim;
+use tablekit_patterns::index::record::{CopyTarget, DenormalizedTarget};
 use tablekit_patterns::index::record::{EntityRef, IndexRecord, Target, copy_of};
 use tablekit_patterns::index::unique;
 
@@ -482,16 +483,16 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
     IndexRecord {
         version,
         targets: [
-            Target::Copy {
+            Target::Copy(CopyTarget {
                 index: "by_code".into(),
                 at: at.clone(),
                 properties: None,
-            },
-            Target::Denormalized {
+            }),
+            Target::Denormalized(DenormalizedTarget {
                 property: "holder_email".into(),
                 source: member.clone(),
                 source_property: "email".into(),
-            },
+            }),
         ]
         .into_iter()
         .collect(),

@@ -5,9 +5,14 @@
 
 use std::collections::BTreeSet;
 
+use tablekit_patterns::index::operation::{
+    Burial, DeleteCopy, LinkChange, MemberChange, NewDependents, PutCopy, ReservationChange,
+};
 use tablekit_patterns::index::operation::{IndexOperation, IndexOperations};
 use tablekit_patterns::index::reclaim::Reclaim;
-use tablekit_patterns::index::record::{EntityRef, MemberStorage, Target};
+use tablekit_patterns::index::record::{
+    CopyTarget, DenormalizedTarget, EntityRef, MemberStorage, MemberTarget, Target, UniqueTarget,
+};
 
 fn at(row_key: &str) -> EntityRef {
     EntityRef::new("T", "p", row_key)
@@ -15,97 +20,97 @@ fn at(row_key: &str) -> EntityRef {
 
 fn targets() -> Vec<Target> {
     vec![
-        Target::Copy {
+        Target::Copy(CopyTarget {
             index: "by_email".into(),
             at: at("c"),
             properties: None,
-        },
-        Target::Copy {
+        }),
+        Target::Copy(CopyTarget {
             index: "by_city".into(),
             at: at("c2"),
             properties: Some(vec!["city".into()]),
-        },
-        Target::Denormalized {
+        }),
+        Target::Denormalized(DenormalizedTarget {
             property: "holder_email".into(),
             source: at("s"),
             source_property: "email".into(),
-        },
-        Target::Member {
+        }),
+        Target::Member(MemberTarget {
             index: "by_city".into(),
             storage: MemberStorage::Table,
             table: "Ids".into(),
             value: "Paris".into(),
-        },
-        Target::Unique {
+        }),
+        Target::Unique(UniqueTarget {
             name: "email".into(),
             at: at("u"),
-        },
+        }),
     ]
 }
 
 fn operations() -> Vec<IndexOperation> {
     let source = at("s");
     vec![
-        IndexOperation::PutCopy {
+        IndexOperation::PutCopy(PutCopy {
             source: source.clone(),
             version: 7,
             index: "by_email".into(),
             target: at("c"),
             properties: Some(vec!["email".into()]),
             kind_property: "EntityKind".into(),
-        },
-        IndexOperation::DeleteCopy {
+        }),
+        IndexOperation::DeleteCopy(DeleteCopy {
             source: source.clone(),
             version: 7,
             index: "by_email".into(),
             target: at("c"),
-        },
-        IndexOperation::AddMember {
+        }),
+        IndexOperation::AddMember(MemberChange {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
             storage: MemberStorage::Blob,
             table: "ids".into(),
             value: "Paris".into(),
-        },
-        IndexOperation::RemoveMember {
+        }),
+        IndexOperation::RemoveMember(MemberChange {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
             storage: MemberStorage::Partition,
             table: "T".into(),
             value: "Paris".into(),
-        },
-        IndexOperation::SyncDenormalized {
+        }),
+        IndexOperation::SyncDenormalized(LinkChange {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
-        },
-        IndexOperation::SyncNewDependents {
+        }),
+        IndexOperation::SyncNewDependents(NewDependents {
             source: source.clone(),
             properties: vec!["email".into()],
             seen: vec!["~dep~s~T~p~d~holder_email".into()],
-        },
-        IndexOperation::RemoveLink {
+        }),
+        IndexOperation::RemoveLink(LinkChange {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
-        },
-        IndexOperation::ReleaseUnique {
+        }),
+        IndexOperation::ReleaseUnique(ReservationChange {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
-        },
-        IndexOperation::ClaimUnique {
+        }),
+        IndexOperation::ClaimUnique(ReservationChange {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
-        },
-        IndexOperation::Bury { source, version: 7 },
+        }),
+        IndexOperation::Bury(Burial { source, version: 7 }),
     ]
 }
 
@@ -149,14 +154,14 @@ fn each_kind_of_target_is_stored_as_before() {
     let targets = targets();
     assert_eq!(targets.len(), TARGETS.len());
     for (target, stored) in targets.iter().zip(TARGETS) {
-        assert_eq!(serde_json::to_string(target).unwrap(), stored);
-        assert_eq!(&serde_json::from_str::<Target>(stored).unwrap(), target);
+        assert_eq!(serde_json::to_string(target).expect("encode"), stored);
+        assert_eq!(&serde_json::from_str::<Target>(stored).expect("decode"), target);
     }
     // A record's targets, as a set.
     let set: BTreeSet<Target> = targets.into_iter().collect();
-    let json = serde_json::to_string(&set).unwrap();
+    let json = serde_json::to_string(&set).expect("encode");
     assert_eq!(
-        serde_json::from_str::<BTreeSet<Target>>(&json).unwrap(),
+        serde_json::from_str::<BTreeSet<Target>>(&json).expect("decode"),
         set
     );
 }
@@ -166,9 +171,9 @@ fn each_operation_is_stored_as_before() {
     let operations = operations();
     assert_eq!(operations.len(), OPERATIONS.len());
     for (operation, stored) in operations.iter().zip(OPERATIONS) {
-        assert_eq!(serde_json::to_string(operation).unwrap(), stored);
+        assert_eq!(serde_json::to_string(operation).expect("encode"), stored);
         assert_eq!(
-            &serde_json::from_str::<IndexOperation>(stored).unwrap(),
+            &serde_json::from_str::<IndexOperation>(stored).expect("decode"),
             operation
         );
     }
@@ -176,12 +181,12 @@ fn each_operation_is_stored_as_before() {
         id: "w1".into(),
         operations: operations[..1].to_vec(),
     };
-    assert_eq!(serde_json::to_string(&work).unwrap(), WORK);
-    assert_eq!(serde_json::from_str::<IndexOperations>(WORK).unwrap(), work);
+    assert_eq!(serde_json::to_string(&work).expect("encode"), WORK);
+    assert_eq!(serde_json::from_str::<IndexOperations>(WORK).expect("decode"), work);
 }
 
 #[test]
 fn an_undoing_is_stored_as_before() {
-    assert_eq!(serde_json::to_string(&reclaim()).unwrap(), RECLAIM);
-    assert_eq!(serde_json::from_str::<Reclaim>(RECLAIM).unwrap(), reclaim());
+    assert_eq!(serde_json::to_string(&reclaim()).expect("encode"), RECLAIM);
+    assert_eq!(serde_json::from_str::<Reclaim>(RECLAIM).expect("decode"), reclaim());
 }

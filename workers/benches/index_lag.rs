@@ -30,6 +30,7 @@ use tablekit_workers::{OperationError, Registry, Worker, WorkerConfig};
 
 mod support;
 use support::{Employee, amqp_url, env_u64};
+use tablekit_patterns::index::operation::PutCopy;
 
 fn percentile(sorted: &[Duration], p: f64) -> Duration {
     let at = ((sorted.len() as f64 - 1.0) * p).round() as usize;
@@ -66,7 +67,7 @@ fn main() {
                     .map_err(OperationError::from)?;
                 let done = Instant::now();
                 for op in &operations.operations {
-                    if let IndexOperation::PutCopy { source, .. } = op
+                    if let IndexOperation::PutCopy(PutCopy { source, .. }) = op
                         && let Some(t0) = started.lock().unwrap().remove(&source.row_key) {
                             lags.lock().unwrap().push(done - t0);
                         }

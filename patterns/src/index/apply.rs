@@ -7,6 +7,7 @@
 
 use tablekit_core::{IfMatch, TableStore};
 
+use super::operation::Burial;
 use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations, Resource};
 use super::reclaim::Reclaim;
 use super::record::{EntityRef, is_tombstone, version_of};
@@ -77,7 +78,7 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     /// # Errors
     /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
     pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
-        if let IndexOperation::Bury { source, version } = operation {
+        if let IndexOperation::Bury(Burial { source, version }) = operation {
             return self.bury(source, *version).await;
         }
         for declaration in declarations::<S>() {

@@ -22,7 +22,13 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
-use super::record::{EntityRef, MemberStorage, Target};
+pub use super::copies::record::{DeleteCopy, PutCopy};
+pub use super::links::record::{LinkChange, NewDependents};
+pub use super::members::record::MemberChange;
+pub use super::record::Burial;
+use super::record::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
+use super::record::{EntityRef, Target};
+pub use super::unique::record::ReservationChange;
 use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::{Error, Result};
 
@@ -30,135 +36,30 @@ use crate::error::{Error, Result};
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 pub enum IndexOperation {
-    /// Write the copy of `source` (at `version`) for `index` at `target`.
-    PutCopy {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write.
-        version: i64,
-        /// The index.
-        index: String,
-        /// Where the copy lives.
-        target: EntityRef,
-        /// The properties the copy carries; all when `None`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        properties: Option<Vec<String>>,
-        /// The primary's kind property (marked `<kind>#<index>` on the copy).
-        kind_property: String,
-    },
-    /// Delete the copy of `source` at `target`, unless a newer one is there.
-    DeleteCopy {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write that dropped the copy.
-        version: i64,
-        /// The index.
-        index: String,
-        /// Where the copy lives.
-        target: EntityRef,
-    },
-    /// Add `source` to the id list of `value`.
-    AddMember {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write.
-        version: i64,
-        /// The index entity.
-        index: String,
-        /// Where the list lives (table or blob).
-        storage: MemberStorage,
-        /// The list's table (or blob folder).
-        table: String,
-        /// The indexed value.
-        value: String,
-    },
-    /// Bring `dependent`'s copy of `source`'s property up to date (a denormalised field).
-    SyncDenormalized {
-        /// The entity holding the copy.
-        dependent: EntityRef,
-        /// Its property.
-        property: String,
-        /// The entity the value comes from.
-        source: EntityRef,
-        /// The source's property.
-        source_property: String,
-    },
-    /// Bring up to date the dependents of `source` whose links its write did not read:
-    /// a write of a source reads its links before its commit, and a dependent may put its
-    /// link after that read and read the source before the commit (so it copies the old
-    /// value). Applied after the commit, this reads the links again: a link put before
-    /// this read is synced here, one put after it belongs to a dependent that reads the
-    /// committed value itself.
-    SyncNewDependents {
-        /// The source.
-        source: EntityRef,
-        /// The source's properties the write changed (a link copying another one needs
-        /// nothing).
-        properties: Vec<String>,
-        /// The RowKeys of the links the write read before its commit (their dependents
-        /// have operations of their own).
-        seen: Vec<String>,
-    },
+    /// Write the copy of a primary for an index.
+    PutCopy(PutCopy),
+    /// Delete the copy of a primary, unless a newer one is there.
+    DeleteCopy(DeleteCopy),
+    /// Add a primary to the id list of a value.
+    AddMember(MemberChange),
+    /// Bring a dependent's copy of a source's property up to date (a denormalised field).
+    SyncDenormalized(LinkChange),
+    /// Bring up to date the dependents of a source whose links its write did not read.
+    SyncNewDependents(NewDependents),
     /// Delete a denormalisation link that no longer applies, unless the dependent claims
     /// it again (it was written anew since).
-    RemoveLink {
-        /// The entity that held the copy.
-        dependent: EntityRef,
-        /// Its property.
-        property: String,
-        /// The entity the value came from.
-        source: EntityRef,
-        /// The source's property.
-        source_property: String,
-    },
-    /// Release the reservation of a unique value `source`'s write at `version` dropped
-    /// (see [`super::unique::release`]).
-    ReleaseUnique {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write that dropped the value.
-        version: i64,
-        /// The unique value's name.
-        name: String,
-        /// The reservation.
-        at: EntityRef,
-    },
-    /// Restore the reservation of a unique value `source` lists (the audit's repair):
+    RemoveLink(LinkChange),
+    /// Release the reservation of a unique value a primary's write dropped (see
+    /// [`super::unique::release`]).
+    ReleaseUnique(ReservationChange),
+    /// Restore the reservation of a unique value a primary lists (the audit's repair):
     /// reserved again for it unless another entity holds the value.
-    ClaimUnique {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write.
-        version: i64,
-        /// The unique value's name.
-        name: String,
-        /// The reservation.
-        at: EntityRef,
-    },
-    /// Remove the tombstone a delete of `source` at `version` left (see
-    /// [`super::record::TOMBSTONE_KIND`]), after its grace period: unless a later write
-    /// replaced it.
-    Bury {
-        /// The deleted primary.
-        source: EntityRef,
-        /// The version of the delete.
-        version: i64,
-    },
-    /// Remove `source` from the id list of `value`.
-    RemoveMember {
-        /// The primary.
-        source: EntityRef,
-        /// The version of the primary's write.
-        version: i64,
-        /// The index entity.
-        index: String,
-        /// Where the list lives (table or blob).
-        storage: MemberStorage,
-        /// The list's table (or blob folder).
-        table: String,
-        /// The indexed value.
-        value: String,
-    },
+    ClaimUnique(ReservationChange),
+    /// Remove the tombstone a delete left (see [`super::record::TOMBSTONE_KIND`]), after
+    /// its grace period: unless a later write replaced it.
+    Bury(Burial),
+    /// Remove a primary from the id list of a value.
+    RemoveMember(MemberChange),
 }
 
 /// What one operation writes: operations on one resource are applied in order, those on
@@ -176,28 +77,30 @@ impl IndexOperation {
     /// The resource this operation writes.
     pub(crate) fn resource(&self) -> Resource<'_> {
         match self {
-            IndexOperation::PutCopy { target, .. } | IndexOperation::DeleteCopy { target, .. } => {
-                Resource::Entity(target)
+            IndexOperation::PutCopy(PutCopy { target, .. })
+            | IndexOperation::DeleteCopy(DeleteCopy { target, .. }) => Resource::Entity(target),
+            IndexOperation::ReleaseUnique(ReservationChange { at, .. })
+            | IndexOperation::ClaimUnique(ReservationChange { at, .. }) => Resource::Entity(at),
+            IndexOperation::Bury(Burial { source, .. }) => Resource::Entity(source),
+            IndexOperation::SyncDenormalized(LinkChange { dependent, .. })
+            | IndexOperation::RemoveLink(LinkChange { dependent, .. }) => {
+                Resource::Entity(dependent)
             }
-            IndexOperation::ReleaseUnique { at, .. } | IndexOperation::ClaimUnique { at, .. } => {
-                Resource::Entity(at)
+            IndexOperation::SyncNewDependents(NewDependents { source, .. }) => {
+                Resource::Entity(source)
             }
-            IndexOperation::Bury { source, .. } => Resource::Entity(source),
-            IndexOperation::SyncDenormalized { dependent, .. }
-            | IndexOperation::RemoveLink { dependent, .. } => Resource::Entity(dependent),
-            IndexOperation::SyncNewDependents { source, .. } => Resource::Entity(source),
-            IndexOperation::AddMember {
+            IndexOperation::AddMember(MemberChange {
                 index,
                 table,
                 value,
                 ..
-            }
-            | IndexOperation::RemoveMember {
+            })
+            | IndexOperation::RemoveMember(MemberChange {
                 index,
                 table,
                 value,
                 ..
-            } => Resource::List(index, table, value),
+            }) => Resource::List(index, table, value),
         }
     }
 
@@ -213,10 +116,10 @@ impl IndexOperation {
     ) -> Result<Envelope> {
         let due = tablekit_core::clock::now()
             + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-        let bury = IndexOperation::Bury {
+        let bury = IndexOperation::Bury(Burial {
             source: source.clone(),
             version,
-        };
+        });
         Ok(IndexOperations::new(vec![bury]).envelope()?.not_before(due))
     }
 
@@ -231,77 +134,79 @@ impl IndexOperation {
     ) -> Self {
         match (target, present) {
             (
-                Target::Copy {
+                Target::Copy(CopyTarget {
                     index,
                     at,
                     properties,
-                },
+                }),
                 true,
-            ) => IndexOperation::PutCopy {
+            ) => IndexOperation::PutCopy(PutCopy {
                 source: source.clone(),
                 version,
                 index: index.clone(),
                 target: at.clone(),
                 properties: properties.clone(),
                 kind_property: kind_property.to_owned(),
-            },
-            (Target::Copy { index, at, .. }, false) => IndexOperation::DeleteCopy {
-                source: source.clone(),
-                version,
-                index: index.clone(),
-                target: at.clone(),
-            },
+            }),
+            (Target::Copy(CopyTarget { index, at, .. }), false) => {
+                IndexOperation::DeleteCopy(DeleteCopy {
+                    source: source.clone(),
+                    version,
+                    index: index.clone(),
+                    target: at.clone(),
+                })
+            }
             (
-                Target::Denormalized {
+                Target::Denormalized(DenormalizedTarget {
                     property,
                     source: from,
                     source_property,
-                },
+                }),
                 true,
-            ) => IndexOperation::SyncDenormalized {
+            ) => IndexOperation::SyncDenormalized(LinkChange {
                 dependent: source.clone(),
                 property: property.clone(),
                 source: from.clone(),
                 source_property: source_property.clone(),
-            },
+            }),
             (
-                Target::Denormalized {
+                Target::Denormalized(DenormalizedTarget {
                     property,
                     source: from,
                     source_property,
-                },
+                }),
                 false,
-            ) => IndexOperation::RemoveLink {
+            ) => IndexOperation::RemoveLink(LinkChange {
                 dependent: source.clone(),
                 property: property.clone(),
                 source: from.clone(),
                 source_property: source_property.clone(),
-            },
-            (Target::Unique { name, at }, present) => {
+            }),
+            (Target::Unique(UniqueTarget { name, at }), present) => {
                 let (source, name, at) = (source.clone(), name.clone(), at.clone());
                 if present {
-                    IndexOperation::ClaimUnique {
+                    IndexOperation::ClaimUnique(ReservationChange {
                         source,
                         version,
                         name,
                         at,
-                    }
+                    })
                 } else {
-                    IndexOperation::ReleaseUnique {
+                    IndexOperation::ReleaseUnique(ReservationChange {
                         source,
                         version,
                         name,
                         at,
-                    }
+                    })
                 }
             }
             (
-                Target::Member {
+                Target::Member(MemberTarget {
                     index,
                     storage,
                     table,
                     value,
-                },
+                }),
                 present,
             ) => {
                 let (source, index, storage, table, value) = (
@@ -312,23 +217,23 @@ impl IndexOperation {
                     value.clone(),
                 );
                 if present {
-                    IndexOperation::AddMember {
+                    IndexOperation::AddMember(MemberChange {
                         source,
                         version,
                         index,
                         storage,
                         table,
                         value,
-                    }
+                    })
                 } else {
-                    IndexOperation::RemoveMember {
+                    IndexOperation::RemoveMember(MemberChange {
                         source,
                         version,
                         index,
                         storage,
                         table,
                         value,
-                    }
+                    })
                 }
             }
         }

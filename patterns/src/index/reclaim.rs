@@ -15,6 +15,7 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
+use super::record::{DenormalizedTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
 use crate::consistency::{Envelope, Operation, outbox};
 use crate::error::{Error, Result};
@@ -55,12 +56,12 @@ impl Reclaim {
         };
         for target in targets {
             match target {
-                Target::Unique { at, .. } => reclaim.reservations.push(at.clone()),
-                Target::Denormalized {
+                Target::Unique(UniqueTarget { at, .. }) => reclaim.reservations.push(at.clone()),
+                Target::Denormalized(DenormalizedTarget {
                     property,
                     source: from,
                     source_property,
-                } if !target.is_atomic(source) => {
+                }) if !target.is_atomic(source) => {
                     reclaim
                         .links
                         .push((property.clone(), from.clone(), source_property.clone()));

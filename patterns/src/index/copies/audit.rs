@@ -7,6 +7,7 @@ use tablekit_core::{Entity, TableStore, Value};
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, Target, copy_of, same_content};
+use super::record::CopyTarget;
 use crate::error::Result;
 
 /// Checks the copy of `source` at `at` for `index` against the primary at `version`.
@@ -70,7 +71,7 @@ pub(super) async fn claimed<S: TableStore + Clone>(
     let claimed = record.as_ref().is_some_and(|r| {
         r.targets
             .iter()
-            .any(|t| matches!(t, Target::Copy { at: a, .. } if *a == at))
+            .any(|t| matches!(t, Target::Copy(CopyTarget { at: a, .. }) if *a == at))
     });
     if claimed {
         return Ok(());

@@ -7,4 +7,5 @@
 
 mod apply;
 mod audit;
+pub(crate) mod record;
 pub(crate) mod write;

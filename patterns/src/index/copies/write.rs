@@ -11,6 +11,8 @@ use super::super::audit::{AuditReport, Auditor};
 use super::super::operation::{IndexApplier, IndexOperation};
 use super::super::record::{EntityRef, Target, copy_of, copy_source};
 use super::super::write::declaration::{Applying, Attempt, Declaration, Role, Step};
+use super::record::CopyTarget;
+use super::record::{DeleteCopy, PutCopy};
 use crate::error::{Error, Result};
 
 /// Secondary indexes.
@@ -21,11 +23,11 @@ impl Copies {
         let source = attempt.source;
         let kind_property = &attempt.writer.layout.kind_property;
         for target in attempt.new_targets {
-            let Target::Copy {
+            let Target::Copy(CopyTarget {
                 index,
                 at,
                 properties,
-            } = target
+            }) = target
             else {
                 continue;
             };
@@ -56,9 +58,9 @@ impl Copies {
                 );
             }
         }
-        let dropped = attempt.dropped(|t| matches!(t, Target::Copy { .. }));
+        let dropped = attempt.dropped(|t| matches!(t, Target::Copy(..)));
         for target in dropped {
-            let Target::Copy { at, .. } = &target else {
+            let Target::Copy(CopyTarget { at, .. }) = &target else {
                 continue;
             };
             if !target.is_atomic(source) {
@@ -116,14 +118,14 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
         operation: &'a IndexOperation,
     ) -> Option<Applying<'a>> {
         match operation {
-            IndexOperation::PutCopy {
+            IndexOperation::PutCopy(PutCopy {
                 source,
                 version,
                 index,
                 target,
                 properties,
                 kind_property,
-            } => Some(Box::pin(applier.put_copy(
+            }) => Some(Box::pin(applier.put_copy(
                 source,
                 *version,
                 index,
@@ -132,12 +134,12 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
                 kind_property,
                 false,
             ))),
-            IndexOperation::DeleteCopy {
+            IndexOperation::DeleteCopy(DeleteCopy {
                 source,
                 version,
                 target,
                 ..
-            } => Some(Box::pin(applier.delete_copy(
+            }) => Some(Box::pin(applier.delete_copy(
                 source,
                 Some(*version),
                 target,
@@ -155,11 +157,11 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
         target: &'a Target,
         report: &'a mut AuditReport,
     ) -> Option<Step<'a>> {
-        let Target::Copy {
+        let Target::Copy(CopyTarget {
             index,
             at,
             properties,
-        } = target
+        }) = target
         else {
             return None;
         };
@@ -197,11 +199,11 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
         present: bool,
         kind_property: &'a str,
     ) -> Option<Applying<'a>> {
-        let Target::Copy {
+        let Target::Copy(CopyTarget {
             index,
             at,
             properties,
-        } = target
+        }) = target
         else {
             return None;
         };

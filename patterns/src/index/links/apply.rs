@@ -7,7 +7,9 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Target, copy_source};
 use super::super::stored::get_or_none;
+use super::record::DenormalizedTarget;
 use crate::error::Result;
+use crate::index::record::CopyTarget;
 
 impl<S: TableStore> IndexApplier<S> {
     /// Deletes the link of `dependent`'s `property` to `source`, unless the dependent
@@ -39,11 +41,11 @@ impl<S: TableStore> IndexApplier<S> {
         source_property: &str,
         intent: Option<&str>,
     ) -> Result<Applied> {
-        let claim = Target::Denormalized {
+        let claim = Target::Denormalized(DenormalizedTarget {
             property: property.to_owned(),
             source: source.clone(),
             source_property: source_property.to_owned(),
-        };
+        });
         let link = super::super::links::link_ref(dependent, property, source);
         let mut retry = self.retry.start();
         loop {
@@ -172,11 +174,11 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         source_property: &str,
     ) -> Result<Applied> {
-        let claim = Target::Denormalized {
+        let claim = Target::Denormalized(DenormalizedTarget {
             property: property.to_owned(),
             source: source.clone(),
             source_property: source_property.to_owned(),
-        };
+        });
         let mut retry = self.retry.start();
         loop {
             retry
@@ -307,7 +309,7 @@ impl<S: TableStore> IndexApplier<S> {
             let value = current.properties.get(property);
             let mut wrote = false;
             for target in &record.targets {
-                let Target::Copy { at, properties, .. } = target else {
+                let Target::Copy(CopyTarget { at, properties, .. }) = target else {
                     continue;
                 };
                 if properties

@@ -9,6 +9,7 @@ use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, Target};
 use super::super::stored::delete_unless_changed;
+use super::record::DenormalizedTarget;
 use crate::error::Result;
 
 /// Checks the link of `source`'s `property`, copied from `from`'s `source_property`.
@@ -61,11 +62,11 @@ pub(super) async fn claimed<S: TableStore + Clone>(
 ) -> Result<()> {
     report.checked += 1;
     let link = super::read_link(table, entity)?;
-    let claim = Target::Denormalized {
+    let claim = Target::Denormalized(DenormalizedTarget {
         property: link.property.clone(),
         source: link.source.clone(),
         source_property: link.source_property.clone(),
-    };
+    });
     if auditor
         .record_of(&link.dependent)
         .await?

@@ -8,6 +8,7 @@
 
 mod apply;
 mod audit;
+pub(crate) mod record;
 pub(crate) mod write;
 
 use tablekit_core::{ETag, Entity, ErrorKind, Query, TableStore, Value, filter};

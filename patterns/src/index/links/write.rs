@@ -21,6 +21,8 @@ use super::super::record::{EntityRef, IndexRecord, Target};
 use super::super::write::declaration::{
     Applying, Attempt, Declaration, Prepared, Role, Step, Writer,
 };
+use super::record::DenormalizedTarget;
+use super::record::{LinkChange, NewDependents};
 use super::{link_entity, link_ref, links_of};
 use crate::error::Result;
 
@@ -48,11 +50,11 @@ impl Denormalized {
         let source = &prepared.source;
         let applier = IndexApplier::new(writer.store().clone());
         for target in &prepared.targets {
-            if let Target::Denormalized {
+            if let Target::Denormalized(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            } = target
+            }) = target
                 && !target.is_atomic(source)
             {
                 applier
@@ -78,11 +80,11 @@ impl Denormalized {
             return Ok(());
         };
         for target in attempt.new_targets {
-            let Target::Denormalized {
+            let Target::Denormalized(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            } = target
+            }) = target
             else {
                 continue;
             };
@@ -116,11 +118,11 @@ impl Denormalized {
     fn plan_links<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
         let source = attempt.source;
         for target in attempt.new_targets {
-            let Target::Denormalized {
+            let Target::Denormalized(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            } = target
+            }) = target
             else {
                 continue;
             };
@@ -135,13 +137,13 @@ impl Denormalized {
                     .push(WriteOp::InsertOrReplace(link), Role::KeptCopy);
             }
         }
-        let dropped = attempt.dropped(|t| matches!(t, Target::Denormalized { .. }));
+        let dropped = attempt.dropped(|t| matches!(t, Target::Denormalized(..)));
         for target in &dropped {
-            let Target::Denormalized {
+            let Target::Denormalized(DenormalizedTarget {
                 property,
                 source: from,
                 ..
-            } = target
+            }) = target
             else {
                 continue;
             };
@@ -224,11 +226,12 @@ impl Denormalized {
                 .collect(),
         };
         if !changed.is_empty() {
-            work.operations.push(IndexOperation::SyncNewDependents {
-                source: source.clone(),
-                properties: changed,
-                seen: links.iter().map(|l| l.at.row_key.clone()).collect(),
-            });
+            work.operations
+                .push(IndexOperation::SyncNewDependents(NewDependents {
+                    source: source.clone(),
+                    properties: changed,
+                    seen: links.iter().map(|l| l.at.row_key.clone()).collect(),
+                }));
         }
         for link in links {
             let value = entity.properties.get(&link.source_property);
@@ -239,19 +242,20 @@ impl Denormalized {
             let same_partition = link.dependent.table == source.table
                 && link.dependent.partition_key == source.partition_key;
             if !same_partition {
-                work.operations.push(IndexOperation::SyncDenormalized {
-                    dependent: link.dependent,
-                    property: link.property,
-                    source: source.clone(),
-                    source_property: link.source_property,
-                });
+                work.operations
+                    .push(IndexOperation::SyncDenormalized(LinkChange {
+                        dependent: link.dependent,
+                        property: link.property,
+                        source: source.clone(),
+                        source_property: link.source_property,
+                    }));
                 continue;
             }
-            let claim = Target::Denormalized {
+            let claim = Target::Denormalized(DenormalizedTarget {
                 property: link.property.clone(),
                 source: source.clone(),
                 source_property: link.source_property.clone(),
-            };
+            });
             let dependent = store
                 .get(
                     &link.dependent.table,
@@ -264,12 +268,12 @@ impl Denormalized {
                 Some(d) => IndexRecord::read(d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
             };
-            let sync = IndexOperation::SyncDenormalized {
+            let sync = IndexOperation::SyncDenormalized(LinkChange {
                 dependent: link.dependent.clone(),
                 property: link.property.clone(),
                 source: source.clone(),
                 source_property: link.source_property.clone(),
-            };
+            });
             match (dependent, claimed, value) {
                 (Some(d), true, Some(value)) => {
                     let mut patch = Entity::new(d.partition_key, d.row_key);
@@ -287,12 +291,12 @@ impl Denormalized {
                     }
                 }
                 _ => {
-                    let remove = IndexOperation::RemoveLink {
+                    let remove = IndexOperation::RemoveLink(LinkChange {
                         dependent: link.dependent.clone(),
                         property: link.property.clone(),
                         source: source.clone(),
                         source_property: link.source_property.clone(),
-                    };
+                    });
                     work.ops.push((
                         WriteOp::Delete {
                             partition_key: link.at.partition_key,
@@ -330,30 +334,30 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
         operation: &'a IndexOperation,
     ) -> Option<Applying<'a>> {
         match operation {
-            IndexOperation::SyncDenormalized {
+            IndexOperation::SyncDenormalized(LinkChange {
                 dependent,
                 property,
                 source,
                 source_property,
-            } => Some(Box::pin(applier.sync_denormalized(
+            }) => Some(Box::pin(applier.sync_denormalized(
                 dependent,
                 property,
                 source,
                 source_property,
             ))),
-            IndexOperation::SyncNewDependents {
+            IndexOperation::SyncNewDependents(NewDependents {
                 source,
                 properties,
                 seen,
-            } => Some(Box::pin(
+            }) => Some(Box::pin(
                 applier.sync_new_dependents(source, properties, seen),
             )),
-            IndexOperation::RemoveLink {
+            IndexOperation::RemoveLink(LinkChange {
                 dependent,
                 property,
                 source,
                 source_property,
-            } => Some(Box::pin(applier.remove_link(
+            }) => Some(Box::pin(applier.remove_link(
                 dependent,
                 property,
                 source,
@@ -372,11 +376,11 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
         target: &'a Target,
         report: &'a mut AuditReport,
     ) -> Option<Step<'a>> {
-        let Target::Denormalized {
+        let Target::Denormalized(DenormalizedTarget {
             property,
             source: from,
             source_property,
-        } = target
+        }) = target
         else {
             return None;
         };
@@ -409,11 +413,11 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
         present: bool,
         _kind_property: &'a str,
     ) -> Option<Applying<'a>> {
-        let Target::Denormalized {
+        let Target::Denormalized(DenormalizedTarget {
             property,
             source: from,
             source_property,
-        } = target
+        }) = target
         else {
             return None;
         };

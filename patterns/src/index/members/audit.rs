@@ -8,6 +8,7 @@ use tablekit_core::{Entity, TableStore};
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, MemberStorage, Target};
+use super::record::MemberTarget;
 use super::{PageIds, read_blob_members, read_partition_pages, read_table_members};
 use crate::error::{Error, Result};
 
@@ -24,12 +25,12 @@ impl<'a> List<'a> {
     /// The id list a membership target names.
     pub(super) fn of(target: &'a Target) -> Option<Self> {
         match target {
-            Target::Member {
+            Target::Member(MemberTarget {
                 index,
                 storage,
                 table,
                 value,
-            } => Some(List {
+            }) => Some(List {
                 storage: *storage,
                 table,
                 index,
@@ -230,12 +231,12 @@ pub(crate) async fn claimed_member<S: TableStore + Clone>(
 ) -> Result<()> {
     report.checked += 1;
     let record = auditor.record_of(source).await?;
-    let wanted = Target::Member {
+    let wanted = Target::Member(MemberTarget {
         index: index.to_owned(),
         storage,
         table: table.to_owned(),
         value: value.to_owned(),
-    };
+    });
     if record.is_some_and(|r| r.targets.contains(&wanted)) {
         return Ok(());
     }

@@ -18,6 +18,7 @@
 mod apply;
 mod audit;
 pub(crate) use audit::claimed_member;
+pub(crate) mod record;
 pub(crate) mod write;
 
 use percent_encoding::utf8_percent_encode;

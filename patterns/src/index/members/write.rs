@@ -11,6 +11,8 @@ use super::super::operation::{IndexApplier, IndexOperation};
 use super::super::record::{EntityRef, INDEX_ENTITY_KIND, MARKER_PROPERTY, MemberStorage, Target};
 use super::super::write::declaration::{Applying, Attempt, Declaration, Role, Step};
 use super::audit::List;
+use super::record::MemberChange;
+use super::record::MemberTarget;
 use super::{pin_partition_page, plan_partition_change, read_partition_pages};
 use crate::error::Result;
 
@@ -21,7 +23,7 @@ impl Lists {
     async fn plan_lists<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
         let source = attempt.source;
         for target in attempt.new_targets {
-            if let Target::Member { storage, .. } = target
+            if let Target::Member(MemberTarget { storage, .. }) = target
                 && *storage != MemberStorage::Partition
                 && !attempt.kept(target)
             {
@@ -29,7 +31,7 @@ impl Lists {
             }
         }
         let dropped = attempt.dropped(
-            |t| matches!(t, Target::Member { storage, .. } if *storage != MemberStorage::Partition),
+            |t| matches!(t, Target::Member(MemberTarget { storage, .. }) if *storage != MemberStorage::Partition),
         );
         for target in &dropped {
             attempt.hand_on(target, false);
@@ -47,12 +49,12 @@ impl Lists {
         // The pages of every changed list of the partition, read at once.
         let changes: Vec<(&String, &String, bool)> = changes
             .filter_map(|(target, add)| match target {
-                Target::Member {
+                Target::Member(MemberTarget {
                     index,
                     storage: MemberStorage::Partition,
                     value,
                     ..
-                } => Some((index, value, add)),
+                }) => Some((index, value, add)),
                 _ => None,
             })
             .collect();
@@ -99,22 +101,22 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Lists {
         operation: &'a IndexOperation,
     ) -> Option<Applying<'a>> {
         let (source, version, index, storage, table, value, add) = match operation {
-            IndexOperation::AddMember {
+            IndexOperation::AddMember(MemberChange {
                 source,
                 version,
                 index,
                 storage,
                 table,
                 value,
-            } => (source, version, index, storage, table, value, true),
-            IndexOperation::RemoveMember {
+            }) => (source, version, index, storage, table, value, true),
+            IndexOperation::RemoveMember(MemberChange {
                 source,
                 version,
                 index,
                 storage,
                 table,
                 value,
-            } => (source, version, index, storage, table, value, false),
+            }) => (source, version, index, storage, table, value, false),
             _ => return None,
         };
         Some(Box::pin(applier.change_member(

@@ -10,6 +10,7 @@ use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
 
 use super::super::expiry::entry::{EXPIRY_INDEX, expiry_table};
+use super::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::{EntityRef, MemberStorage, Target};
 use crate::error::Result;
 
@@ -241,11 +242,11 @@ impl Layout {
                 render(&index.partition_key, KeyKind::PartitionKey)?,
                 render(&index.row_key, KeyKind::RowKey)?,
             );
-            targets.insert(Target::Copy {
+            targets.insert(Target::Copy(CopyTarget {
                 index: index.name.clone(),
                 at,
                 properties: index.properties.clone(),
-            });
+            }));
         }
         for member in &self.members {
             if only.is_some_and(|o| o != member.name) {
@@ -255,18 +256,18 @@ impl Layout {
                 MemberStorage::Partition => source.table.clone(),
                 _ => member.table.clone().unwrap_or_else(|| source.table.clone()),
             };
-            targets.insert(Target::Member {
+            targets.insert(Target::Member(MemberTarget {
                 index: member.name.clone(),
                 storage: member.storage,
                 table,
                 value: render(&member.key, KeyKind::RowKey)?,
-            });
+            }));
         }
         for field in &self.denormalized {
             if only.is_some_and(|o| o != field.property) {
                 continue;
             }
-            targets.insert(Target::Denormalized {
+            targets.insert(Target::Denormalized(DenormalizedTarget {
                 property: field.property.clone(),
                 source: EntityRef::new(
                     field.table.clone().unwrap_or_else(|| source.table.clone()),
@@ -274,20 +275,20 @@ impl Layout {
                     render(&field.row_key, KeyKind::RowKey)?,
                 ),
                 source_property: field.source_property.clone(),
-            });
+            }));
         }
         for unique in &self.uniques {
             if only.is_some_and(|o| o != unique.name) {
                 continue;
             }
-            targets.insert(Target::Unique {
+            targets.insert(Target::Unique(UniqueTarget {
                 name: unique.name.clone(),
                 at: EntityRef::new(
                     unique.table_for(&source.table),
                     render(&unique.key, KeyKind::PartitionKey)?,
                     unique.name.clone(),
                 ),
-            });
+            }));
         }
         Ok(targets)
     }

@@ -24,13 +24,17 @@ use tablekit_core::{Entity, Value};
 
 use crate::error::{Error, Result};
 
+pub use super::copies::record::CopyTarget;
+pub use super::links::record::DenormalizedTarget;
+pub use super::members::record::{MemberStorage, MemberTarget};
+pub use super::unique::record::UniqueTarget;
 pub use copy::{as_primary, copy_of, copy_source, same_content};
 pub use layout::{
     DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout, RESERVATION_TABLE_SUFFIX,
     UniqueLayout,
 };
-pub use target::{MemberStorage, Target};
-pub use tombstone::{TOMBSTONE_KIND, is_tombstone, tombstone};
+pub use target::Target;
+pub use tombstone::{Burial, TOMBSTONE_KIND, is_tombstone, tombstone};
 
 /// The property holding the version of a primary or of the primary a copy was made from.
 pub use crate::consistency::commit::VERSION_PROPERTY;

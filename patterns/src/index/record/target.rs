@@ -1,96 +1,49 @@
-//! The targets a primary's index record lists: what it keeps in step with itself.
+//! The targets a primary's index record lists: what it keeps in step with itself, each
+//! the type of the declaration it belongs to, held as a newtype variant (internally
+//! tagged by `t`, so a target is stored as it always was).
 
 use serde::{Deserialize, Serialize};
-use tablekit_core::typed::IndexEntityStorage;
 
+use super::super::copies::record::CopyTarget;
 use super::super::expiry::entry::{EXPIRY_INDEX, entry_at};
+use super::super::links::record::DenormalizedTarget;
+use super::super::members::record::{MemberStorage, MemberTarget};
+use super::super::unique::record::UniqueTarget;
 use super::EntityRef;
-
-/// Where an id list (an index entity) is kept.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemberStorage {
-    /// In the primary's partition, in its entity group transaction (option 2).
-    Partition,
-    /// In its own partition of a table, by the worker (option 3).
-    Table,
-    /// One blob per value, by the worker (option 1).
-    Blob,
-}
-
-impl From<IndexEntityStorage> for MemberStorage {
-    fn from(storage: IndexEntityStorage) -> Self {
-        match storage {
-            IndexEntityStorage::Partition => MemberStorage::Partition,
-            IndexEntityStorage::Table => MemberStorage::Table,
-            IndexEntityStorage::Blob => MemberStorage::Blob,
-        }
-    }
-}
 
 /// Something a primary keeps in step with itself.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(tag = "t", rename_all = "snake_case")]
 pub enum Target {
     /// A copy of the primary (a secondary index entry).
-    Copy {
-        /// The index.
-        index: String,
-        /// Where the copy lives.
-        at: EntityRef,
-        /// The properties the copy carries; all of them when `None`.
-        #[serde(default, skip_serializing_if = "Option::is_none")]
-        properties: Option<Vec<String>>,
-    },
-    /// A denormalised property of the primary, copied from another entity (the source);
-    /// a link entity beside the source names the primary, so the source's writes reach it.
-    Denormalized {
-        /// The primary's property holding the copy.
-        property: String,
-        /// The entity the value comes from.
-        source: EntityRef,
-        /// The source's property.
-        source_property: String,
-    },
+    Copy(CopyTarget),
+    /// A denormalised property of the primary, copied from another entity.
+    Denormalized(DenormalizedTarget),
     /// The primary's membership in the id list of a value (an index entity).
-    Member {
-        /// The index entity.
-        index: String,
-        /// Where the id list lives.
-        storage: MemberStorage,
-        /// The table of the id list (the primary's, for partition storage; the blob
-        /// folder's name, for blobs).
-        table: String,
-        /// The indexed value.
-        value: String,
-    },
-    /// A unique value the primary holds (`#[unique]`): its reservation, which names the
-    /// primary as its holder.
-    Unique {
-        /// The unique value's name.
-        name: String,
-        /// The reservation: PartitionKey the value, RowKey the name.
-        at: EntityRef,
-    },
+    Member(MemberTarget),
+    /// A unique value the primary holds (`#[unique]`).
+    Unique(UniqueTarget),
 }
 
 impl Target {
     /// The entry of `source` in the expiry index, which expires at `at`
     /// ([`super::super::expiry`]): a copy without properties.
     pub fn expiry_entry(source: &EntityRef, at: chrono::DateTime<chrono::Utc>) -> Target {
-        Target::Copy {
+        Target::Copy(CopyTarget {
             index: EXPIRY_INDEX.to_owned(),
             at: entry_at(source, at),
             properties: Some(Vec::new()),
-        }
+        })
     }
 
     /// The index or index entity the target belongs to.
     pub fn index(&self) -> &str {
         match self {
-            Target::Copy { index, .. } | Target::Member { index, .. } => index,
-            Target::Denormalized { property, .. } => property,
-            Target::Unique { name, .. } => name,
+            Target::Copy(CopyTarget { index, .. }) | Target::Member(MemberTarget { index, .. }) => {
+                index
+            }
+            Target::Denormalized(DenormalizedTarget { property, .. }) => property,
+            Target::Unique(UniqueTarget { name, .. }) => name,
         }
     }
 
@@ -100,24 +53,24 @@ impl Target {
     pub fn same_slot(&self, other: &Target) -> bool {
         match (self, other) {
             (
-                Target::Copy {
+                Target::Copy(CopyTarget {
                     index: a, at: x, ..
-                },
-                Target::Copy {
+                }),
+                Target::Copy(CopyTarget {
                     index: b, at: y, ..
-                },
+                }),
             ) => a == b && x == y,
             (
-                Target::Denormalized {
+                Target::Denormalized(DenormalizedTarget {
                     property: a,
                     source: x,
                     ..
-                },
-                Target::Denormalized {
+                }),
+                Target::Denormalized(DenormalizedTarget {
                     property: b,
                     source: y,
                     ..
-                },
+                }),
             ) => a == b && x == y,
             (a, b) => a == b,
         }
@@ -126,15 +79,15 @@ impl Target {
     /// Whether the target is written in the primary's entity group transaction.
     pub fn is_atomic(&self, source: &EntityRef) -> bool {
         match self {
-            Target::Copy { at, .. } => {
+            Target::Copy(CopyTarget { at, .. }) => {
                 at.table == source.table && at.partition_key == source.partition_key
             }
-            Target::Member { storage, .. } => *storage == MemberStorage::Partition,
-            Target::Denormalized { source: from, .. } => {
+            Target::Member(MemberTarget { storage, .. }) => *storage == MemberStorage::Partition,
+            Target::Denormalized(DenormalizedTarget { source: from, .. }) => {
                 from.table == source.table && from.partition_key == source.partition_key
             }
             // Reserved before the transaction, released after it.
-            Target::Unique { .. } => false,
+            Target::Unique(..) => false,
         }
     }
 }

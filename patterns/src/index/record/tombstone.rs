@@ -2,6 +2,8 @@
 
 use std::collections::BTreeSet;
 
+use serde::{Deserialize, Serialize};
+
 use tablekit_core::typed::EXPIRES_PROPERTY;
 use tablekit_core::{Entity, Value};
 
@@ -53,4 +55,15 @@ pub fn tombstone(source: &EntityRef, version: i64, kind_property: &str) -> Resul
 /// Whether a stored entity is a tombstone (see [`TOMBSTONE_KIND`]).
 pub fn is_tombstone(entity: &Entity) -> bool {
     matches!(entity.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == TOMBSTONE_KIND)
+}
+
+/// Remove the tombstone a delete of `source` at `version` left (see [`TOMBSTONE_KIND`]),
+/// after its grace period: unless a later write replaced it. The planner's own
+/// operation of follow-up work.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Burial {
+    /// The deleted primary.
+    pub source: EntityRef,
+    /// The version of the delete.
+    pub version: i64,
 }

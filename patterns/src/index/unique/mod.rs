@@ -38,6 +38,7 @@
 
 mod apply;
 mod audit;
+pub(crate) mod record;
 pub(crate) mod write;
 
 use std::time::Duration;
@@ -49,6 +50,7 @@ use super::record::{EntityRef, IndexRecord, Target};
 use super::stored::delete_unless_changed;
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
+use record::UniqueTarget;
 
 /// The kind recorded on reservations.
 pub const RESERVATION_KIND: &str = "TablekitReservation";
@@ -175,10 +177,10 @@ impl Reservation {
 
 /// The target a reservation stands for in its holder's record.
 fn target_of(at: &EntityRef) -> Target {
-    Target::Unique {
+    Target::Unique(UniqueTarget {
         name: at.row_key.clone(),
         at: at.clone(),
-    }
+    })
 }
 
 /// The reservation at `at`, if any.

@@ -10,6 +10,8 @@ use super::super::operation::{Applied, IndexApplier, IndexOperation};
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, MARKER_PROPERTY, Target};
 use super::super::write::declaration::{Applying, Attempt, Declaration, Step};
+use super::record::ReservationChange;
+use super::record::UniqueTarget;
 use super::reserve_for;
 use crate::error::Result;
 
@@ -23,7 +25,7 @@ impl Unique {
         let new: Vec<&Target> = attempt
             .new_targets
             .iter()
-            .filter(|t| matches!(t, Target::Unique { .. }) && !attempt.old_targets.contains(t))
+            .filter(|t| matches!(t, Target::Unique(..)) && !attempt.old_targets.contains(t))
             .collect();
         if new.is_empty() {
             return Ok(());
@@ -33,7 +35,7 @@ impl Unique {
         attempt.check_not_undone().await?;
         let intent = attempt.intent.map(crate::consistency::Intent::id);
         for target in new {
-            let Target::Unique { at, .. } = target else {
+            let Target::Unique(UniqueTarget { at, .. }) = target else {
                 continue;
             };
             reserve_for(
@@ -54,7 +56,7 @@ impl Unique {
 
     /// The values the new value drops are released after the commit.
     fn release<S: TableStore>(attempt: &mut Attempt<'_, S>) {
-        let dropped = attempt.dropped(|t| matches!(t, Target::Unique { .. }));
+        let dropped = attempt.dropped(|t| matches!(t, Target::Unique(..)));
         for target in &dropped {
             attempt.hand_on(target, false);
         }
@@ -77,12 +79,12 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
         operation: &'a IndexOperation,
     ) -> Option<Applying<'a>> {
         match operation {
-            IndexOperation::ReleaseUnique {
+            IndexOperation::ReleaseUnique(ReservationChange {
                 source,
                 version,
                 at,
                 ..
-            } => Some(Box::pin(async move {
+            }) => Some(Box::pin(async move {
                 Ok(
                     if super::release(applier.store(), at, source, *version).await? {
                         Applied::Changed
@@ -91,12 +93,12 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
                     },
                 )
             })),
-            IndexOperation::ClaimUnique {
+            IndexOperation::ClaimUnique(ReservationChange {
                 source,
                 version,
                 at,
                 ..
-            } => Some(Box::pin(applier.claim_unique(source, *version, at))),
+            }) => Some(Box::pin(applier.claim_unique(source, *version, at))),
             _ => None,
         }
     }
@@ -110,7 +112,7 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
         target: &'a Target,
         report: &'a mut AuditReport,
     ) -> Option<Step<'a>> {
-        let Target::Unique { name, at } = target else {
+        let Target::Unique(UniqueTarget { name, at }) = target else {
             return None;
         };
         Some(Box::pin(super::audit::check(
@@ -143,7 +145,7 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
         present: bool,
         _kind_property: &'a str,
     ) -> Option<Applying<'a>> {
-        let Target::Unique { at, .. } = target else {
+        let Target::Unique(UniqueTarget { at, .. }) = target else {
             return None;
         };
         Some(Box::pin(async move {
