@@ -6,7 +6,8 @@
 use std::collections::BTreeSet;
 
 use tablekit_patterns::index::operation::{
-    Burial, DeleteCopy, LinkChange, MemberChange, NewDependents, PutCopy, ReservationChange,
+    AddMember, Bury, ClaimUnique, DeleteCopy, PutCopy, ReleaseUnique, RemoveLink, RemoveMember,
+    SyncDenormalized, SyncNewDependents,
 };
 use tablekit_patterns::index::operation::{IndexOperation, IndexOperations};
 use tablekit_patterns::index::reclaim::Reclaim;
@@ -65,7 +66,7 @@ fn operations() -> Vec<IndexOperation> {
             index: "by_email".into(),
             target: at("c"),
         }),
-        IndexOperation::AddMember(MemberChange {
+        IndexOperation::AddMember(AddMember {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
@@ -73,7 +74,7 @@ fn operations() -> Vec<IndexOperation> {
             table: "ids".into(),
             value: "Paris".into(),
         }),
-        IndexOperation::RemoveMember(MemberChange {
+        IndexOperation::RemoveMember(RemoveMember {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
@@ -81,36 +82,36 @@ fn operations() -> Vec<IndexOperation> {
             table: "T".into(),
             value: "Paris".into(),
         }),
-        IndexOperation::SyncDenormalized(LinkChange {
+        IndexOperation::SyncDenormalized(SyncDenormalized {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
         }),
-        IndexOperation::SyncNewDependents(NewDependents {
+        IndexOperation::SyncNewDependents(SyncNewDependents {
             source: source.clone(),
             properties: vec!["email".into()],
             seen: vec!["~dep~s~T~p~d~holder_email".into()],
         }),
-        IndexOperation::RemoveLink(LinkChange {
+        IndexOperation::RemoveLink(RemoveLink {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
         }),
-        IndexOperation::ReleaseUnique(ReservationChange {
+        IndexOperation::ReleaseUnique(ReleaseUnique {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
         }),
-        IndexOperation::ClaimUnique(ReservationChange {
+        IndexOperation::ClaimUnique(ClaimUnique {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
         }),
-        IndexOperation::Bury(Burial { source, version: 7 }),
+        IndexOperation::Bury(Bury { source, version: 7 }),
     ]
 }
 
@@ -155,7 +156,10 @@ fn each_kind_of_target_is_stored_as_before() {
     assert_eq!(targets.len(), TARGETS.len());
     for (target, stored) in targets.iter().zip(TARGETS) {
         assert_eq!(serde_json::to_string(target).expect("encode"), stored);
-        assert_eq!(&serde_json::from_str::<Target>(stored).expect("decode"), target);
+        assert_eq!(
+            &serde_json::from_str::<Target>(stored).expect("decode"),
+            target
+        );
     }
     // A record's targets, as a set.
     let set: BTreeSet<Target> = targets.into_iter().collect();
@@ -182,11 +186,17 @@ fn each_operation_is_stored_as_before() {
         operations: operations[..1].to_vec(),
     };
     assert_eq!(serde_json::to_string(&work).expect("encode"), WORK);
-    assert_eq!(serde_json::from_str::<IndexOperations>(WORK).expect("decode"), work);
+    assert_eq!(
+        serde_json::from_str::<IndexOperations>(WORK).expect("decode"),
+        work
+    );
 }
 
 #[test]
 fn an_undoing_is_stored_as_before() {
     assert_eq!(serde_json::to_string(&reclaim()).expect("encode"), RECLAIM);
-    assert_eq!(serde_json::from_str::<Reclaim>(RECLAIM).expect("decode"), reclaim());
+    assert_eq!(
+        serde_json::from_str::<Reclaim>(RECLAIM).expect("decode"),
+        reclaim()
+    );
 }

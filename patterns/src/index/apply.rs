@@ -1,20 +1,20 @@
 //! The worker's side of the one write path: [`IndexApplier`] hands each operation of a
-//! write's follow-up work to the declaration whose operation it is
-//! ([`Declaration::apply`](super::write::declaration::Declaration::apply)), and the
-//! undoing of a write that never committed to every declaration
-//! ([`Declaration::undo`](super::write::declaration::Declaration::undo)). The burial of
-//! a delete's tombstone is the planner's own operation and is applied here.
+//! write's follow-up work to its own type ([`Applies`], dispatched by the operation's
+//! variant), and the undoing of a write that never committed to every declaration
+//! ([`Upkeep::undo`](super::upkeep::Upkeep::undo)). The burial of a delete's tombstone
+//! is the planner's own operation and is applied here.
 
 use tablekit_core::{IfMatch, TableStore};
 
-use super::operation::Burial;
+use super::operation::Bury;
 use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations, Resource};
 use super::reclaim::Reclaim;
 use super::record::{EntityRef, is_tombstone, version_of};
 use super::stored::{delete_unless_changed, get_or_none};
-use super::write::list::declarations;
+use super::upkeep::{Applies, Applying};
+use super::write::list::upkeep;
 use crate::consistency::Registry;
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// How many operations of one message [`IndexApplier::apply_all`] runs at once.
 pub(crate) const APPLY_AT_ONCE: usize = 8;
@@ -76,20 +76,9 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     /// Applies one operation.
     ///
     /// # Errors
-    /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
+    /// The store's errors; [`Error::NoBlobStore`](crate::Error::NoBlobStore); [`Error::Contention`](crate::Error::Contention).
     pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
-        if let IndexOperation::Bury(Burial { source, version }) = operation {
-            return self.bury(source, *version).await;
-        }
-        for declaration in declarations::<S>() {
-            if let Some(applying) = declaration.apply(self, operation) {
-                return applying.await;
-            }
-        }
-        Err(Error::malformed(
-            "index work",
-            format!("no declaration applies {operation:?}"),
-        ))
+        operation.applies::<S>().apply(self).await
     }
 
     /// Removes the tombstone of the delete of `source` at `version`, if it is still
@@ -121,9 +110,15 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     /// # Errors
     /// The store's and blob store's errors; the work can be applied again.
     pub async fn undo(&self, undoing: &Reclaim) -> Result<()> {
-        for declaration in declarations::<S>() {
+        for declaration in upkeep::<S>() {
             declaration.undo(self, undoing).await?;
         }
         Ok(())
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for Bury {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.bury(&self.source, self.version))
     }
 }

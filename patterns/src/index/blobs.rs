@@ -4,22 +4,22 @@
 //! recorded in its intent, so a write that never commits has them deleted), the entity
 //! holds their addresses, and the blobs a write stops referencing are deleted after the
 //! commit (`crate::large::blobs::DeleteBlobs`). Reads restore the values
-//! ([`Declaration::restore`]).
+//! ([`ReadSteps::restore`]).
 
 use tablekit_core::{Entity, TableStore};
 
 use super::operation::IndexApplier;
 use super::reclaim::{Reclaim, undo_blobs};
-use super::write::declaration::{
-    Attempt, Declaration, Prepared, Request, Restoring, Step, Writer, nothing,
-};
+use super::upkeep::Upkeep;
+use super::write::declaration::{Attempt, Prepared, Request, Step, WriteSteps, Writer, nothing};
+use super::write::read::{ReadSteps, Restoring};
 use crate::error::{Error, Result};
 use crate::large::blobs::{DeleteBlobs, offload_with_nonce, restore, would_offload};
 
 /// Blob fields.
 pub(crate) struct Blobs;
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Blobs {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Blobs {
     fn complete(&self, writer: &Writer<S>, request: &mut Request) -> Result<()> {
         if writer.blobs.is_some()
             && let Some(entity) = &request.entity
@@ -68,14 +68,18 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Blobs {
             Ok(())
         })
     }
+}
 
+impl<S: TableStore + Clone + 'static> Upkeep<S> for Blobs {
     fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
         let (Some(nonce), Some(blobs)) = (&undoing.blob_nonce, applier.blobs()) else {
             return nothing();
         };
         Box::pin(undo_blobs(applier.store(), blobs, &undoing.source, nonce))
     }
+}
 
+impl<S: TableStore + Clone + 'static> ReadSteps<S> for Blobs {
     fn restore<'a>(&'a self, writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
         match &writer.blobs {
             Some(blobs) => Box::pin(restore(blobs, &writer.table, stored)),

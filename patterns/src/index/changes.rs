@@ -5,13 +5,13 @@
 
 use tablekit_core::TableStore;
 
-use super::write::declaration::{Attempt, Declaration, Step, nothing};
+use super::write::declaration::{Attempt, Step, WriteSteps, nothing};
 use crate::changes::ChangeEvent;
 
 /// Change events.
 pub(crate) struct Changes;
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Changes {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         let layout = &attempt.writer.layout;
         let Some(queue) = layout.changes.as_deref() else {

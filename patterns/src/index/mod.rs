@@ -27,6 +27,7 @@ pub mod registry;
 mod stored;
 mod table;
 pub mod unique;
+mod upkeep;
 pub(crate) mod write;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};

@@ -23,12 +23,12 @@ use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
 pub use super::copies::record::{DeleteCopy, PutCopy};
-pub use super::links::record::{LinkChange, NewDependents};
-pub use super::members::record::MemberChange;
-pub use super::record::Burial;
+pub use super::links::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
+pub use super::members::record::{AddMember, RemoveMember};
+pub use super::record::Bury;
 use super::record::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
-pub use super::unique::record::ReservationChange;
+pub use super::unique::record::{ClaimUnique, ReleaseUnique};
 use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::{Error, Result};
 
@@ -41,25 +41,25 @@ pub enum IndexOperation {
     /// Delete the copy of a primary, unless a newer one is there.
     DeleteCopy(DeleteCopy),
     /// Add a primary to the id list of a value.
-    AddMember(MemberChange),
+    AddMember(AddMember),
     /// Bring a dependent's copy of a source's property up to date (a denormalised field).
-    SyncDenormalized(LinkChange),
+    SyncDenormalized(SyncDenormalized),
     /// Bring up to date the dependents of a source whose links its write did not read.
-    SyncNewDependents(NewDependents),
+    SyncNewDependents(SyncNewDependents),
     /// Delete a denormalisation link that no longer applies, unless the dependent claims
     /// it again (it was written anew since).
-    RemoveLink(LinkChange),
+    RemoveLink(RemoveLink),
     /// Release the reservation of a unique value a primary's write dropped (see
     /// [`super::unique::release`]).
-    ReleaseUnique(ReservationChange),
+    ReleaseUnique(ReleaseUnique),
     /// Restore the reservation of a unique value a primary lists (the audit's repair):
     /// reserved again for it unless another entity holds the value.
-    ClaimUnique(ReservationChange),
+    ClaimUnique(ClaimUnique),
     /// Remove the tombstone a delete left (see [`super::record::TOMBSTONE_KIND`]), after
     /// its grace period: unless a later write replaced it.
-    Bury(Burial),
+    Bury(Bury),
     /// Remove a primary from the id list of a value.
-    RemoveMember(MemberChange),
+    RemoveMember(RemoveMember),
 }
 
 /// What one operation writes: operations on one resource are applied in order, those on
@@ -79,23 +79,23 @@ impl IndexOperation {
         match self {
             IndexOperation::PutCopy(PutCopy { target, .. })
             | IndexOperation::DeleteCopy(DeleteCopy { target, .. }) => Resource::Entity(target),
-            IndexOperation::ReleaseUnique(ReservationChange { at, .. })
-            | IndexOperation::ClaimUnique(ReservationChange { at, .. }) => Resource::Entity(at),
-            IndexOperation::Bury(Burial { source, .. }) => Resource::Entity(source),
-            IndexOperation::SyncDenormalized(LinkChange { dependent, .. })
-            | IndexOperation::RemoveLink(LinkChange { dependent, .. }) => {
+            IndexOperation::ReleaseUnique(ReleaseUnique { at, .. })
+            | IndexOperation::ClaimUnique(ClaimUnique { at, .. }) => Resource::Entity(at),
+            IndexOperation::Bury(Bury { source, .. }) => Resource::Entity(source),
+            IndexOperation::SyncDenormalized(SyncDenormalized { dependent, .. })
+            | IndexOperation::RemoveLink(RemoveLink { dependent, .. }) => {
                 Resource::Entity(dependent)
             }
-            IndexOperation::SyncNewDependents(NewDependents { source, .. }) => {
+            IndexOperation::SyncNewDependents(SyncNewDependents { source, .. }) => {
                 Resource::Entity(source)
             }
-            IndexOperation::AddMember(MemberChange {
+            IndexOperation::AddMember(AddMember {
                 index,
                 table,
                 value,
                 ..
             })
-            | IndexOperation::RemoveMember(MemberChange {
+            | IndexOperation::RemoveMember(RemoveMember {
                 index,
                 table,
                 value,
@@ -116,7 +116,7 @@ impl IndexOperation {
     ) -> Result<Envelope> {
         let due = tablekit_core::clock::now()
             + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-        let bury = IndexOperation::Bury(Burial {
+        let bury = IndexOperation::Bury(Bury {
             source: source.clone(),
             version,
         });
@@ -163,7 +163,7 @@ impl IndexOperation {
                     source_property,
                 }),
                 true,
-            ) => IndexOperation::SyncDenormalized(LinkChange {
+            ) => IndexOperation::SyncDenormalized(SyncDenormalized {
                 dependent: source.clone(),
                 property: property.clone(),
                 source: from.clone(),
@@ -176,7 +176,7 @@ impl IndexOperation {
                     source_property,
                 }),
                 false,
-            ) => IndexOperation::RemoveLink(LinkChange {
+            ) => IndexOperation::RemoveLink(RemoveLink {
                 dependent: source.clone(),
                 property: property.clone(),
                 source: from.clone(),
@@ -185,14 +185,14 @@ impl IndexOperation {
             (Target::Unique(UniqueTarget { name, at }), present) => {
                 let (source, name, at) = (source.clone(), name.clone(), at.clone());
                 if present {
-                    IndexOperation::ClaimUnique(ReservationChange {
+                    IndexOperation::ClaimUnique(ClaimUnique {
                         source,
                         version,
                         name,
                         at,
                     })
                 } else {
-                    IndexOperation::ReleaseUnique(ReservationChange {
+                    IndexOperation::ReleaseUnique(ReleaseUnique {
                         source,
                         version,
                         name,
@@ -217,7 +217,7 @@ impl IndexOperation {
                     value.clone(),
                 );
                 if present {
-                    IndexOperation::AddMember(MemberChange {
+                    IndexOperation::AddMember(AddMember {
                         source,
                         version,
                         index,
@@ -226,7 +226,7 @@ impl IndexOperation {
                         value,
                     })
                 } else {
-                    IndexOperation::RemoveMember(MemberChange {
+                    IndexOperation::RemoveMember(RemoveMember {
                         source,
                         version,
                         index,

@@ -11,7 +11,6 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Layout, Target};
 use super::super::registry::SchemaRecord;
-use super::super::write::list::declarations;
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
@@ -166,20 +165,8 @@ async fn apply_target<S: TableStore + Clone + 'static>(
     target: &Target,
     present: bool,
 ) -> Result<Applied> {
-    for declaration in declarations::<S>() {
-        if let Some(applying) = declaration.backfill(
-            applier,
-            source,
-            version,
-            target,
-            present,
-            &layout.kind_property,
-        ) {
-            return applying.await;
-        }
-    }
-    Err(Error::malformed(
-        format!("{source}"),
-        format!("no declaration backfills {target:?}"),
-    ))
+    target
+        .kept::<S>()
+        .backfill(applier, source, version, present, &layout.kind_property)
+        .await
 }

@@ -7,7 +7,7 @@
 use tablekit_core::{Entity, TableStore};
 
 use super::super::record::{EntityRef, IndexRecord, is_tombstone};
-use super::super::write::list::declarations;
+use super::super::write::list::upkeep;
 use super::auditor::Auditor;
 use super::report::{AuditReport, Drift, Finding};
 use crate::error::{Error, Result};
@@ -58,18 +58,14 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
             let source = EntityRef::of(table, &entity);
             for target in &record.targets {
                 report.checked += 1;
-                for declaration in declarations::<S>() {
-                    if let Some(check) =
-                        declaration.check(self, &entity, &source, record.version, target, report)
-                    {
-                        check.await?;
-                        break;
-                    }
-                }
+                target
+                    .kept::<S>()
+                    .check(self, &entity, &source, record.version, report)
+                    .await?;
             }
             return Ok(());
         }
-        for declaration in declarations::<S>() {
+        for declaration in upkeep::<S>() {
             if let Some(check) = declaration.claimed(self, table, &entity, report) {
                 return check.await;
             }

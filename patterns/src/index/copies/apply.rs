@@ -7,8 +7,29 @@ use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Target, copy_of, copy_source, same_content};
 use super::super::stored::{delete_unless_changed, get_or_none};
-use super::record::CopyTarget;
+use super::super::upkeep::{Applies, Applying};
+use super::record::{CopyTarget, DeleteCopy, PutCopy};
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Applies<S> for PutCopy {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.put_copy(
+            &self.source,
+            self.version,
+            &self.index,
+            &self.target,
+            self.properties.as_deref(),
+            &self.kind_property,
+            false,
+        ))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for DeleteCopy {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.delete_copy(&self.source, Some(self.version), &self.target))
+    }
+}
 
 impl<S: TableStore> IndexApplier<S> {
     /// Writes the copy of `source` at `target` from the primary's current state, if the

@@ -6,9 +6,70 @@ use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
+use super::super::record::copy_source;
 use super::super::record::{EntityRef, Target, copy_of, same_content};
+use super::super::upkeep::{Applying, Kept, Upkeep};
+use super::super::write::declaration::Step;
 use super::record::CopyTarget;
+use super::write::Copies;
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Kept<S> for CopyTarget {
+    fn check<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        primary: &'a Entity,
+        source: &'a EntityRef,
+        version: i64,
+        report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        Box::pin(check(
+            auditor,
+            primary,
+            source,
+            version,
+            &self.index,
+            &self.at,
+            self.properties.as_deref(),
+            report,
+        ))
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        source: &'a EntityRef,
+        version: i64,
+        present: bool,
+        kind_property: &'a str,
+    ) -> Applying<'a> {
+        Box::pin(backfill(
+            applier,
+            source,
+            version,
+            &self.index,
+            &self.at,
+            self.properties.as_deref(),
+            present,
+            kind_property,
+        ))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Upkeep<S> for Copies {
+    fn claimed<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        table: &'a str,
+        stored: &'a Entity,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        let (source, _) = copy_source(stored)?;
+        Some(Box::pin(async move {
+            claimed(auditor, table, stored, &source, report).await
+        }))
+    }
+}
 
 /// Checks the copy of `source` at `at` for `index` against the primary at `version`.
 #[allow(clippy::too_many_arguments)]

@@ -5,14 +5,11 @@
 
 use std::collections::HashSet;
 
-use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
+use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
-use super::super::audit::{AuditReport, Auditor};
-use super::super::operation::{IndexApplier, IndexOperation};
-use super::super::record::{EntityRef, Target, copy_of, copy_source};
-use super::super::write::declaration::{Applying, Attempt, Declaration, Role, Step};
+use super::super::record::{EntityRef, Target, copy_of};
+use super::super::write::declaration::{Attempt, Role, Step, WriteSteps};
 use super::record::CopyTarget;
-use super::record::{DeleteCopy, PutCopy};
 use crate::error::{Error, Result};
 
 /// Secondary indexes.
@@ -82,7 +79,7 @@ pub(crate) fn delete(at: &EntityRef) -> WriteOp {
     }
 }
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Copies {
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         Box::pin(async move { Copies::plan_copies(attempt) })
     }
@@ -110,112 +107,5 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Copies {
             }
             _ => None,
         }
-    }
-
-    fn apply<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        operation: &'a IndexOperation,
-    ) -> Option<Applying<'a>> {
-        match operation {
-            IndexOperation::PutCopy(PutCopy {
-                source,
-                version,
-                index,
-                target,
-                properties,
-                kind_property,
-            }) => Some(Box::pin(applier.put_copy(
-                source,
-                *version,
-                index,
-                target,
-                properties.as_deref(),
-                kind_property,
-                false,
-            ))),
-            IndexOperation::DeleteCopy(DeleteCopy {
-                source,
-                version,
-                target,
-                ..
-            }) => Some(Box::pin(applier.delete_copy(
-                source,
-                Some(*version),
-                target,
-            ))),
-            _ => None,
-        }
-    }
-
-    fn check<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        primary: &'a Entity,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let Target::Copy(CopyTarget {
-            index,
-            at,
-            properties,
-        }) = target
-        else {
-            return None;
-        };
-        Some(Box::pin(super::audit::check(
-            auditor,
-            primary,
-            source,
-            version,
-            index,
-            at,
-            properties.as_deref(),
-            report,
-        )))
-    }
-
-    fn claimed<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        table: &'a str,
-        stored: &'a Entity,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let (source, _) = copy_source(stored)?;
-        Some(Box::pin(async move {
-            super::audit::claimed(auditor, table, stored, &source, report).await
-        }))
-    }
-
-    fn backfill<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        present: bool,
-        kind_property: &'a str,
-    ) -> Option<Applying<'a>> {
-        let Target::Copy(CopyTarget {
-            index,
-            at,
-            properties,
-        }) = target
-        else {
-            return None;
-        };
-        Some(Box::pin(super::audit::backfill(
-            applier,
-            source,
-            version,
-            index,
-            at,
-            properties.as_deref(),
-            present,
-            kind_property,
-        )))
     }
 }

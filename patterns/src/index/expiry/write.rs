@@ -2,21 +2,22 @@
 //! the write path: a ttl sets the new value's expiry time from the table's clock, and a
 //! value with an expiry time has an entry in the expiry index (a copy in the expiry
 //! table, planned by the copies' declaration), which the [`Sweeper`](super::Sweeper)
-//! reads. Reads leave out what expired ([`Declaration::hides`]), and a delete's tombstone
+//! reads. Reads leave out what expired ([`ReadSteps::hides`]), and a delete's tombstone
 //! (stored as expired since the epoch).
 
 use tablekit_core::typed::{EXPIRES_PROPERTY, is_expired};
 use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::record::ExpiryLayout;
-use super::super::write::declaration::{Attempt, Declaration, Request, Step, Writer, nothing};
+use super::super::write::declaration::{Attempt, Request, Step, WriteSteps, Writer, nothing};
+use super::super::write::read::ReadSteps;
 use super::entry::ttl_end;
 use crate::error::Result;
 
 /// Expiry.
 pub(crate) struct Expiry;
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Expiry {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Expiry {
     fn complete(&self, writer: &Writer<S>, request: &mut Request) -> Result<()> {
         let Some(entity) = request.entity.as_mut() else {
             return Ok(());
@@ -36,7 +37,9 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Expiry {
     fn plan<'a>(&'a self, _attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         nothing()
     }
+}
 
+impl<S: TableStore + Clone + 'static> ReadSteps<S> for Expiry {
     fn hides(&self, writer: &Writer<S>, stored: &Entity) -> bool {
         is_expired(stored, writer.clock.now())
     }

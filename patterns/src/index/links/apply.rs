@@ -7,8 +7,38 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, WriteOp};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Target, copy_source};
 use super::super::stored::get_or_none;
+use super::super::upkeep::{Applies, Applying};
 use super::record::DenormalizedTarget;
+use super::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Applies<S> for SyncDenormalized {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.sync_denormalized(
+            &self.dependent,
+            &self.property,
+            &self.source,
+            &self.source_property,
+        ))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for SyncNewDependents {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.sync_new_dependents(&self.source, &self.properties, &self.seen))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for RemoveLink {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.remove_link(
+            &self.dependent,
+            &self.property,
+            &self.source,
+            &self.source_property,
+        ))
+    }
+}
 use crate::index::record::CopyTarget;
 
 impl<S: TableStore> IndexApplier<S> {

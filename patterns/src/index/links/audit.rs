@@ -7,10 +7,79 @@ use tablekit_core::{Entity, IfMatch, TableStore};
 
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
+use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Target};
 use super::super::stored::delete_unless_changed;
+use super::super::upkeep::{Applying, Kept, Upkeep};
+use super::super::write::declaration::Step;
 use super::record::DenormalizedTarget;
+use super::write::Denormalized;
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Kept<S> for DenormalizedTarget {
+    fn check<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        primary: &'a Entity,
+        source: &'a EntityRef,
+        _version: i64,
+        report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        Box::pin(check(
+            auditor,
+            primary,
+            source,
+            (&self.property, &self.source, &self.source_property),
+            report,
+        ))
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        source: &'a EntityRef,
+        _version: i64,
+        present: bool,
+        _kind_property: &'a str,
+    ) -> Applying<'a> {
+        Box::pin(backfill(
+            applier,
+            source,
+            (&self.property, &self.source, &self.source_property),
+            present,
+        ))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Upkeep<S> for Denormalized {
+    fn claimed<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        table: &'a str,
+        stored: &'a Entity,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        super::is_link(stored)
+            .then(|| Box::pin(claimed(auditor, table, stored, report)) as Step<'a>)
+    }
+
+    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
+        Box::pin(async move {
+            for (property, from, source_property) in &undoing.links {
+                applier
+                    .remove_link_of(
+                        &undoing.source,
+                        property,
+                        from,
+                        source_property,
+                        Some(&undoing.id),
+                    )
+                    .await?;
+            }
+            Ok(())
+        })
+    }
+}
 
 /// Checks the link of `source`'s `property`, copied from `from`'s `source_property`.
 pub(super) async fn check<S: TableStore + Clone>(

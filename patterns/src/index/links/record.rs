@@ -21,10 +21,23 @@ pub struct DenormalizedTarget {
     pub source_property: String,
 }
 
-/// One link between a dependent's property and its source's: bring the dependent's
-/// copy up to date, or delete the link that no longer applies.
+/// Bring `dependent`'s copy of `source`'s property up to date (a denormalised field).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LinkChange {
+pub struct SyncDenormalized {
+    /// The entity holding the copy.
+    pub dependent: EntityRef,
+    /// Its property.
+    pub property: String,
+    /// The entity the value comes from.
+    pub source: EntityRef,
+    /// The source's property.
+    pub source_property: String,
+}
+
+/// Delete a denormalisation link that no longer applies, unless the dependent claims
+/// it again (it was written anew since).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveLink {
     /// The entity holding the copy.
     pub dependent: EntityRef,
     /// Its property.
@@ -42,7 +55,7 @@ pub struct LinkChange {
 /// synced here, one put after it belongs to a dependent that reads the committed value
 /// itself.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct NewDependents {
+pub struct SyncNewDependents {
     /// The source.
     pub source: EntityRef,
     /// The source's properties the write changed (a link copying another one needs

@@ -13,16 +13,12 @@ use std::sync::atomic::Ordering;
 
 use tablekit_core::{Entity, IfMatch, TableStore, WriteOp};
 
-use super::super::audit::{AuditReport, Auditor};
 use super::super::copies::write::delete;
 use super::super::operation::{IndexApplier, IndexOperation};
-use super::super::reclaim::Reclaim;
-use super::super::record::{EntityRef, IndexRecord, Target};
-use super::super::write::declaration::{
-    Applying, Attempt, Declaration, Prepared, Role, Step, Writer,
-};
+use super::super::record::{IndexRecord, Target};
+use super::super::write::declaration::{Attempt, Prepared, Role, Step, WriteSteps, Writer};
 use super::record::DenormalizedTarget;
-use super::record::{LinkChange, NewDependents};
+use super::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
 use super::{link_entity, link_ref, links_of};
 use crate::error::Result;
 
@@ -227,7 +223,7 @@ impl Denormalized {
         };
         if !changed.is_empty() {
             work.operations
-                .push(IndexOperation::SyncNewDependents(NewDependents {
+                .push(IndexOperation::SyncNewDependents(SyncNewDependents {
                     source: source.clone(),
                     properties: changed,
                     seen: links.iter().map(|l| l.at.row_key.clone()).collect(),
@@ -243,7 +239,7 @@ impl Denormalized {
                 && link.dependent.partition_key == source.partition_key;
             if !same_partition {
                 work.operations
-                    .push(IndexOperation::SyncDenormalized(LinkChange {
+                    .push(IndexOperation::SyncDenormalized(SyncDenormalized {
                         dependent: link.dependent,
                         property: link.property,
                         source: source.clone(),
@@ -268,7 +264,7 @@ impl Denormalized {
                 Some(d) => IndexRecord::read(d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
             };
-            let sync = IndexOperation::SyncDenormalized(LinkChange {
+            let sync = IndexOperation::SyncDenormalized(SyncDenormalized {
                 dependent: link.dependent.clone(),
                 property: link.property.clone(),
                 source: source.clone(),
@@ -291,7 +287,7 @@ impl Denormalized {
                     }
                 }
                 _ => {
-                    let remove = IndexOperation::RemoveLink(LinkChange {
+                    let remove = IndexOperation::RemoveLink(RemoveLink {
                         dependent: link.dependent.clone(),
                         property: link.property.clone(),
                         source: source.clone(),
@@ -312,7 +308,7 @@ impl Denormalized {
     }
 }
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Denormalized {
     fn prepare<'a>(&'a self, writer: &'a Writer<S>, prepared: &'a mut Prepared) -> Step<'a> {
         Box::pin(Denormalized::put_links(writer, prepared))
     }
@@ -325,124 +321,6 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Denormalized {
         Box::pin(async move {
             Denormalized::plan_links(attempt)?;
             Denormalized::plan_dependents(attempt).await
-        })
-    }
-
-    fn apply<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        operation: &'a IndexOperation,
-    ) -> Option<Applying<'a>> {
-        match operation {
-            IndexOperation::SyncDenormalized(LinkChange {
-                dependent,
-                property,
-                source,
-                source_property,
-            }) => Some(Box::pin(applier.sync_denormalized(
-                dependent,
-                property,
-                source,
-                source_property,
-            ))),
-            IndexOperation::SyncNewDependents(NewDependents {
-                source,
-                properties,
-                seen,
-            }) => Some(Box::pin(
-                applier.sync_new_dependents(source, properties, seen),
-            )),
-            IndexOperation::RemoveLink(LinkChange {
-                dependent,
-                property,
-                source,
-                source_property,
-            }) => Some(Box::pin(applier.remove_link(
-                dependent,
-                property,
-                source,
-                source_property,
-            ))),
-            _ => None,
-        }
-    }
-
-    fn check<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        primary: &'a Entity,
-        source: &'a EntityRef,
-        _version: i64,
-        target: &'a Target,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let Target::Denormalized(DenormalizedTarget {
-            property,
-            source: from,
-            source_property,
-        }) = target
-        else {
-            return None;
-        };
-        Some(Box::pin(super::audit::check(
-            auditor,
-            primary,
-            source,
-            (property, from, source_property),
-            report,
-        )))
-    }
-
-    fn claimed<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        table: &'a str,
-        stored: &'a Entity,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        super::is_link(stored)
-            .then(|| Box::pin(super::audit::claimed(auditor, table, stored, report)) as Step<'a>)
-    }
-
-    fn backfill<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        source: &'a EntityRef,
-        _version: i64,
-        target: &'a Target,
-        present: bool,
-        _kind_property: &'a str,
-    ) -> Option<Applying<'a>> {
-        let Target::Denormalized(DenormalizedTarget {
-            property,
-            source: from,
-            source_property,
-        }) = target
-        else {
-            return None;
-        };
-        Some(Box::pin(super::audit::backfill(
-            applier,
-            source,
-            (property, from, source_property),
-            present,
-        )))
-    }
-
-    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
-        Box::pin(async move {
-            for (property, from, source_property) in &undoing.links {
-                applier
-                    .remove_link_of(
-                        &undoing.source,
-                        property,
-                        from,
-                        source_property,
-                        Some(&undoing.id),
-                    )
-                    .await?;
-            }
-            Ok(())
         })
     }
 }

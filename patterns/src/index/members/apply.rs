@@ -6,7 +6,39 @@ use tablekit_core::{ErrorKind, TableStore};
 use super::super::members::{self, Member, plan_partition_change, read_partition_pages};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, MemberStorage};
+use super::super::upkeep::{Applies, Applying};
+use super::record::{AddMember, RemoveMember};
 use crate::error::{Error, Result};
+
+impl<S: TableStore + Clone + 'static> Applies<S> for AddMember {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.change_member(
+            &self.source,
+            self.version,
+            &self.index,
+            self.storage,
+            &self.table,
+            &self.value,
+            true,
+            false,
+        ))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for RemoveMember {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.change_member(
+            &self.source,
+            self.version,
+            &self.index,
+            self.storage,
+            &self.table,
+            &self.value,
+            false,
+            false,
+        ))
+    }
+}
 
 impl<S: TableStore> IndexApplier<S> {
     /// Adds `source` to or removes it from the id list of `value`. With `force` (repair)

@@ -3,12 +3,16 @@
 //! the id lists read during a scan are cached in the [`Auditor`]; and the backfill of a
 //! membership.
 
-use tablekit_core::{Entity, TableStore};
+use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, MemberStorage, Target};
+use super::super::record::{INDEX_ENTITY_KIND, MARKER_PROPERTY};
+use super::super::upkeep::{Applying, Kept, Upkeep};
+use super::super::write::declaration::Step;
 use super::record::MemberTarget;
+use super::write::Lists;
 use super::{PageIds, read_blob_members, read_partition_pages, read_table_members};
 use crate::error::{Error, Result};
 
@@ -23,21 +27,50 @@ pub(super) struct List<'a> {
 
 impl<'a> List<'a> {
     /// The id list a membership target names.
-    pub(super) fn of(target: &'a Target) -> Option<Self> {
-        match target {
-            Target::Member(MemberTarget {
-                index,
-                storage,
-                table,
-                value,
-            }) => Some(List {
-                storage: *storage,
-                table,
-                index,
-                value,
-            }),
-            _ => None,
+    pub(super) fn of(target: &'a MemberTarget) -> Self {
+        List {
+            storage: target.storage,
+            table: &target.table,
+            index: &target.index,
+            value: &target.value,
         }
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Kept<S> for MemberTarget {
+    fn check<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        _primary: &'a Entity,
+        source: &'a EntityRef,
+        version: i64,
+        report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        Box::pin(check(auditor, source, version, List::of(self), report))
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        source: &'a EntityRef,
+        version: i64,
+        present: bool,
+        _kind_property: &'a str,
+    ) -> Applying<'a> {
+        Box::pin(backfill(applier, source, version, List::of(self), present))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Upkeep<S> for Lists {
+    fn claimed<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        table: &'a str,
+        stored: &'a Entity,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        let page = matches!(stored.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == INDEX_ENTITY_KIND);
+        page.then(|| Box::pin(claimed(auditor, table, stored, report)) as Step<'a>)
     }
 }
 

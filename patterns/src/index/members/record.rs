@@ -45,9 +45,26 @@ pub struct MemberTarget {
     pub value: String,
 }
 
-/// Add `source` to the id list of `value`, or remove it.
+/// Add `source` to the id list of `value`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemberChange {
+pub struct AddMember {
+    /// The primary.
+    pub source: EntityRef,
+    /// The version of the primary's write.
+    pub version: i64,
+    /// The index entity.
+    pub index: String,
+    /// Where the list lives (table or blob).
+    pub storage: MemberStorage,
+    /// The list's table (or blob folder).
+    pub table: String,
+    /// The indexed value.
+    pub value: String,
+}
+
+/// Remove `source` from the id list of `value`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RemoveMember {
     /// The primary.
     pub source: EntityRef,
     /// The version of the primary's write.

@@ -4,14 +4,10 @@
 //! so a concurrent removal from it conflicts); an id list in a table or in blobs
 //! changes by follow-up work.
 
-use tablekit_core::{Entity, TableStore, Value};
+use tablekit_core::TableStore;
 
-use super::super::audit::{AuditReport, Auditor};
-use super::super::operation::{IndexApplier, IndexOperation};
-use super::super::record::{EntityRef, INDEX_ENTITY_KIND, MARKER_PROPERTY, MemberStorage, Target};
-use super::super::write::declaration::{Applying, Attempt, Declaration, Role, Step};
-use super::audit::List;
-use super::record::MemberChange;
+use super::super::record::{MemberStorage, Target};
+use super::super::write::declaration::{Attempt, Role, Step, WriteSteps};
 use super::record::MemberTarget;
 use super::{pin_partition_page, plan_partition_change, read_partition_pages};
 use crate::error::Result;
@@ -90,78 +86,8 @@ impl Lists {
     }
 }
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Lists {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Lists {
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         Box::pin(Lists::plan_lists(attempt))
-    }
-
-    fn apply<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        operation: &'a IndexOperation,
-    ) -> Option<Applying<'a>> {
-        let (source, version, index, storage, table, value, add) = match operation {
-            IndexOperation::AddMember(MemberChange {
-                source,
-                version,
-                index,
-                storage,
-                table,
-                value,
-            }) => (source, version, index, storage, table, value, true),
-            IndexOperation::RemoveMember(MemberChange {
-                source,
-                version,
-                index,
-                storage,
-                table,
-                value,
-            }) => (source, version, index, storage, table, value, false),
-            _ => return None,
-        };
-        Some(Box::pin(applier.change_member(
-            source, *version, index, *storage, table, value, add, false,
-        )))
-    }
-
-    fn check<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        _primary: &'a Entity,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let list = List::of(target)?;
-        Some(Box::pin(super::audit::check(
-            auditor, source, version, list, report,
-        )))
-    }
-
-    fn claimed<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        table: &'a str,
-        stored: &'a Entity,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let page = matches!(stored.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == INDEX_ENTITY_KIND);
-        page.then(|| Box::pin(super::audit::claimed(auditor, table, stored, report)) as Step<'a>)
-    }
-
-    fn backfill<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        present: bool,
-        _kind_property: &'a str,
-    ) -> Option<Applying<'a>> {
-        let list = List::of(target)?;
-        Some(Box::pin(super::audit::backfill(
-            applier, source, version, list, present,
-        )))
     }
 }

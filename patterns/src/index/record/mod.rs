@@ -34,7 +34,7 @@ pub use layout::{
     UniqueLayout,
 };
 pub use target::Target;
-pub use tombstone::{Burial, TOMBSTONE_KIND, is_tombstone, tombstone};
+pub use tombstone::{Bury, TOMBSTONE_KIND, is_tombstone, tombstone};
 
 /// The property holding the version of a primary or of the primary a copy was made from.
 pub use crate::consistency::commit::VERSION_PROPERTY;

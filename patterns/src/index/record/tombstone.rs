@@ -61,7 +61,7 @@ pub fn is_tombstone(entity: &Entity) -> bool {
 /// after its grace period: unless a later write replaced it. The planner's own
 /// operation of follow-up work.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Burial {
+pub struct Bury {
     /// The deleted primary.
     pub source: EntityRef,
     /// The version of the delete.

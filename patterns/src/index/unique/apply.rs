@@ -1,11 +1,45 @@
-//! The worker's steps of unique values: a reservation restored for the entity that lists
-//! it (the audit's repair); a release is [`super::release`].
+//! The worker's steps of unique values: a reservation released (see [`super::release`])
+//! and a reservation restored for the entity that lists it (the audit's repair).
 
 use tablekit_core::TableStore;
 
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::EntityRef;
+use super::super::upkeep::{Applies, Applying};
+use super::record::{ClaimUnique, ReleaseUnique};
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Applies<S> for ReleaseUnique {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(release(applier, &self.at, &self.source, self.version))
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Applies<S> for ClaimUnique {
+    fn apply<'a>(&'a self, applier: &'a IndexApplier<S>) -> Applying<'a> {
+        Box::pin(applier.claim_unique(&self.source, self.version, &self.at))
+    }
+}
+
+/// Releases the reservation at `at` of `source`'s write at `version` (see
+/// [`super::release`]).
+///
+/// # Errors
+/// The store's errors.
+pub(super) async fn release<S: TableStore>(
+    applier: &IndexApplier<S>,
+    at: &EntityRef,
+    source: &EntityRef,
+    version: i64,
+) -> Result<Applied> {
+    Ok(
+        if super::release(applier.store(), at, source, version).await? {
+            Applied::Changed
+        } else {
+            Applied::Unchanged
+        },
+    )
+}
 
 impl<S: TableStore> IndexApplier<S> {
     /// Restores the reservation at `at` for `source`, if `source` still lists it: the

@@ -2,13 +2,76 @@
 //! missing one made again, unless another entity holds the value: that is reported, not
 //! repaired), and each reservation found listed by its holder (a dead one deleted).
 
-use tablekit_core::{Entity, TableStore};
+use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
-use super::super::operation::Applied;
-use super::super::record::EntityRef;
+use super::super::operation::{Applied, IndexApplier};
+use super::super::reclaim::Reclaim;
+use super::super::record::{EntityRef, MARKER_PROPERTY};
+use super::super::upkeep::{Applying, Kept, Upkeep};
+use super::super::write::declaration::Step;
+use super::record::UniqueTarget;
+use super::write::Unique;
 use super::{Reservation, holder_lists, read, reclaim};
 use crate::error::Result;
+
+impl<S: TableStore + Clone + 'static> Kept<S> for UniqueTarget {
+    fn check<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        _primary: &'a Entity,
+        source: &'a EntityRef,
+        version: i64,
+        report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        Box::pin(check(
+            auditor,
+            source,
+            version,
+            (&self.name, &self.at),
+            report,
+        ))
+    }
+
+    fn backfill<'a>(
+        &'a self,
+        applier: &'a IndexApplier<S>,
+        source: &'a EntityRef,
+        version: i64,
+        present: bool,
+        _kind_property: &'a str,
+    ) -> Applying<'a> {
+        Box::pin(async move {
+            if present {
+                applier.claim_unique(source, version, &self.at).await
+            } else {
+                super::apply::release(applier, &self.at, source, version).await
+            }
+        })
+    }
+}
+
+impl<S: TableStore + Clone + 'static> Upkeep<S> for Unique {
+    fn claimed<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        table: &'a str,
+        stored: &'a Entity,
+        report: &'a mut AuditReport,
+    ) -> Option<Step<'a>> {
+        let reservation = matches!(stored.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == super::RESERVATION_KIND);
+        reservation.then(|| Box::pin(claimed(auditor, table, stored, report)) as Step<'a>)
+    }
+
+    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
+        Box::pin(async move {
+            for at in &undoing.reservations {
+                super::release_intent(applier.store(), at, &undoing.source).await?;
+            }
+            Ok(())
+        })
+    }
+}
 
 /// Checks that the reservation of `name` at `at` is held by `source` (at `version`).
 pub(super) async fn check<S: TableStore + Clone>(

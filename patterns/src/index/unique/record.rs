@@ -18,11 +18,24 @@ pub struct UniqueTarget {
     pub at: EntityRef,
 }
 
-/// The reservation of a unique value of `source` at `version`: released (the write
-/// dropped the value, see [`super::release`]) or restored (the audit's repair: reserved
-/// again for it unless another entity holds the value).
+/// Release the reservation of a unique value `source`'s write at `version` dropped
+/// (see [`super::release`]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReservationChange {
+pub struct ReleaseUnique {
+    /// The primary.
+    pub source: EntityRef,
+    /// The version of the primary's write.
+    pub version: i64,
+    /// The unique value's name.
+    pub name: String,
+    /// The reservation.
+    pub at: EntityRef,
+}
+
+/// Restore the reservation of a unique value `source` lists (the audit's repair):
+/// reserved again for it unless another entity holds the value.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ClaimUnique {
     /// The primary.
     pub source: EntityRef,
     /// The version of the primary's write.

@@ -3,14 +3,10 @@
 //! [`super`]), for the version that plan records; the values it drops are released after
 //! the commit by follow-up work.
 
-use tablekit_core::{Entity, TableStore, Value};
+use tablekit_core::TableStore;
 
-use super::super::audit::{AuditReport, Auditor};
-use super::super::operation::{Applied, IndexApplier, IndexOperation};
-use super::super::reclaim::Reclaim;
-use super::super::record::{EntityRef, MARKER_PROPERTY, Target};
-use super::super::write::declaration::{Applying, Attempt, Declaration, Step};
-use super::record::ReservationChange;
+use super::super::record::Target;
+use super::super::write::declaration::{Attempt, Step, WriteSteps};
 use super::record::UniqueTarget;
 use super::reserve_for;
 use crate::error::Result;
@@ -63,7 +59,7 @@ impl Unique {
     }
 }
 
-impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Unique {
     fn shape<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         Box::pin(Unique::reserve(attempt))
     }
@@ -71,104 +67,5 @@ impl<S: TableStore + Clone + 'static> Declaration<S> for Unique {
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         Unique::release(attempt);
         super::super::write::declaration::nothing()
-    }
-
-    fn apply<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        operation: &'a IndexOperation,
-    ) -> Option<Applying<'a>> {
-        match operation {
-            IndexOperation::ReleaseUnique(ReservationChange {
-                source,
-                version,
-                at,
-                ..
-            }) => Some(Box::pin(async move {
-                Ok(
-                    if super::release(applier.store(), at, source, *version).await? {
-                        Applied::Changed
-                    } else {
-                        Applied::Unchanged
-                    },
-                )
-            })),
-            IndexOperation::ClaimUnique(ReservationChange {
-                source,
-                version,
-                at,
-                ..
-            }) => Some(Box::pin(applier.claim_unique(source, *version, at))),
-            _ => None,
-        }
-    }
-
-    fn check<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        _primary: &'a Entity,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let Target::Unique(UniqueTarget { name, at }) = target else {
-            return None;
-        };
-        Some(Box::pin(super::audit::check(
-            auditor,
-            source,
-            version,
-            (name, at),
-            report,
-        )))
-    }
-
-    fn claimed<'a>(
-        &'a self,
-        auditor: &'a mut Auditor<'_, S>,
-        table: &'a str,
-        stored: &'a Entity,
-        report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        let reservation = matches!(stored.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == super::RESERVATION_KIND);
-        reservation
-            .then(|| Box::pin(super::audit::claimed(auditor, table, stored, report)) as Step<'a>)
-    }
-
-    fn backfill<'a>(
-        &'a self,
-        applier: &'a IndexApplier<S>,
-        source: &'a EntityRef,
-        version: i64,
-        target: &'a Target,
-        present: bool,
-        _kind_property: &'a str,
-    ) -> Option<Applying<'a>> {
-        let Target::Unique(UniqueTarget { at, .. }) = target else {
-            return None;
-        };
-        Some(Box::pin(async move {
-            if present {
-                applier.claim_unique(source, version, at).await
-            } else {
-                Ok(
-                    if super::release(applier.store(), at, source, version).await? {
-                        Applied::Changed
-                    } else {
-                        Applied::Unchanged
-                    },
-                )
-            }
-        }))
-    }
-
-    fn undo<'a>(&'a self, applier: &'a IndexApplier<S>, undoing: &'a Reclaim) -> Step<'a> {
-        Box::pin(async move {
-            for at in &undoing.reservations {
-                super::release_intent(applier.store(), at, &undoing.source).await?;
-            }
-            Ok(())
-        })
     }
 }

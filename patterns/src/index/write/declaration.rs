@@ -1,4 +1,4 @@
-//! What a declaration plugs into the write path: the [`Declaration`] trait, and what the
+//! What a declaration plugs into the write path: the [`WriteSteps`] trait, and what the
 //! planner hands it — the table's [`Writer`], the write's [`Request`] and [`Prepared`]
 //! steps outside its transaction, and each planned [`Attempt`].
 //!
@@ -16,14 +16,14 @@ use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
 use tablekit_core::{ETag, Entity, IfMatch, TableStore};
 
-use super::super::audit::{AuditReport, Auditor};
-use super::super::operation::{Applied, IndexApplier, IndexOperation};
+use super::super::operation::IndexOperation;
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout, Target};
 use crate::consistency::{Engine, Envelope, Intent, Plan};
 use crate::error::{Error, Result};
 
-/// A future a declaration returns (boxed: the trait is used as `dyn Declaration<S>`).
+/// A future a declaration returns (boxed: the traits are used as `dyn WriteSteps<S>` and
+/// the like).
 pub(crate) type Step<'a> = Pin<Box<dyn Future<Output = Result<()>> + Send + 'a>>;
 
 /// The step of a declaration that does nothing at that point of the write.
@@ -31,19 +31,14 @@ pub(crate) fn nothing<'a>() -> Step<'a> {
     Box::pin(std::future::ready(Ok(())))
 }
 
-/// A stored entity on its way to the reader (boxed, as [`Step`]).
-pub(crate) type Restoring<'a> = Pin<Box<dyn Future<Output = Result<Entity>> + Send + 'a>>;
-
-/// The worker's step of one operation (boxed, as [`Step`]).
-pub(crate) type Applying<'a> = Pin<Box<dyn Future<Output = Result<Applied>> + Send + 'a>>;
-
-/// One declaration of an entity type (copies, id lists, denormalised fields, unique
-/// values, expiry, change events, blob fields) as the one write path sees it. Every hook
-/// but [`plan`](Self::plan) does nothing by default. The planner calls every registered
-/// declaration (the list in `super::list`, in its order) on every write; each acts on the
-/// targets of its own kind — the ones the table's layout names for the new value, and the
-/// ones the stored record lists for the old (so a declaration the type no longer makes is
-/// still undone) — and on what the layout declares:
+/// The steps of a write one declaration of an entity type (copies, id lists,
+/// denormalised fields, unique values, expiry, change events, blob fields) takes on the
+/// one write path. Every hook but [`plan`](Self::plan) does nothing by default. The
+/// planner calls every registered declaration (`super::list::write_steps`, in its order)
+/// on every write; each acts on the targets of its own kind — the ones the table's layout
+/// names for the new value, and the ones the stored record lists for the old (so a
+/// declaration the type no longer makes is still undone) — and on what the layout
+/// declares:
 ///
 /// 1. [`complete`](Self::complete): before any I/O, completes the request (the expiry
 ///    time a ttl gives, its entry in the expiry index);
@@ -57,21 +52,11 @@ pub(crate) type Applying<'a> = Pin<Box<dyn Future<Output = Result<Applied>> + Se
 ///    the worker, the change event, blob deletions);
 /// 5. [`refused`](Self::refused): reads a refusal of one of its own operations.
 ///
-/// And on the read path (`super::read`), for a primary or an index copy read as one:
-/// [`hides`](Self::hides) leaves out what the reader must not see (an expired entity, a
-/// delete's tombstone), and [`restore`](Self::restore) brings back what a write moved
-/// out of the entity (blob fields).
-///
-/// What a declaration settles after the commit (a reservation released, a copy moved in
-/// another table) is its follow-up work, stored as [`IndexOperation`]s (a closed serde
-/// enum: the stored format); the worker's [`IndexApplier`] hands each to the declaration
-/// whose [`apply`](Self::apply) takes it, and the undoing of a write that never committed
-/// to every declaration's [`undo`](Self::undo). The audit hands each target a primary's
-/// record names to the declaration whose [`check`](Self::check) takes it, and each
-/// stored entity that is no primary (a copy, a link, an id-list page, a reservation) to
-/// the one whose [`claimed`](Self::claimed) takes it; a backfill brings a target in line
-/// through [`backfill`](Self::backfill).
-pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
+/// A declaration's other roles are traits of their own: what a reader sees
+/// ([`ReadSteps`](super::read::ReadSteps)) and the upkeep of what it keeps outside the
+/// transaction ([`super::super::upkeep`]: its operations applied, its targets checked and
+/// backfilled, a failed write's steps undone).
+pub(crate) trait WriteSteps<S: TableStore + Clone + 'static>: Sync {
     /// Completes the request before any I/O.
     ///
     /// # Errors
@@ -101,76 +86,6 @@ pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
         _error: &tablekit_core::Error,
         _missing: &mut HashSet<EntityRef>,
     ) -> Option<Result<()>> {
-        None
-    }
-
-    /// Whether a reader must not see a stored entity, or an index copy of one.
-    fn hides(&self, _writer: &Writer<S>, _stored: &Entity) -> bool {
-        false
-    }
-
-    /// The stored entity as the reader sees it.
-    fn restore<'a>(&'a self, _writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
-        Box::pin(std::future::ready(Ok(stored)))
-    }
-
-    /// Applies one of its own operations of follow-up work (the worker's step): `None`
-    /// when `operation` is not its own.
-    fn apply<'a>(
-        &'a self,
-        _applier: &'a IndexApplier<S>,
-        _operation: &'a IndexOperation,
-    ) -> Option<Applying<'a>> {
-        None
-    }
-
-    /// Undoes its part of what a write that never committed did outside its transaction
-    /// (the reservations it made, the links it put, the blobs it uploaded).
-    fn undo<'a>(&'a self, _applier: &'a IndexApplier<S>, _undoing: &'a Reclaim) -> Step<'a> {
-        nothing()
-    }
-
-    /// Checks a target of its own kind that a primary's record names — there, and
-    /// current — recording the drift it finds (and repairing it when the audit repairs):
-    /// `None` when `target` is not its own.
-    #[allow(clippy::too_many_arguments)]
-    fn check<'a>(
-        &'a self,
-        _auditor: &'a mut Auditor<'_, S>,
-        _primary: &'a Entity,
-        _source: &'a EntityRef,
-        _version: i64,
-        _target: &'a Target,
-        _report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        None
-    }
-
-    /// Checks that a stored entity of its own kind (a copy, a link, an id-list page, a
-    /// reservation) is claimed by its primary, recording (and repairing) an orphan:
-    /// `None` when `stored` is not of its kind.
-    fn claimed<'a>(
-        &'a self,
-        _auditor: &'a mut Auditor<'_, S>,
-        _table: &'a str,
-        _stored: &'a Entity,
-        _report: &'a mut AuditReport,
-    ) -> Option<Step<'a>> {
-        None
-    }
-
-    /// Brings a target of its own kind in line with the primary at `version` (`present`:
-    /// the primary has it), whatever its state (a backfill, the audit's repair): `None`
-    /// when `target` is not its own.
-    fn backfill<'a>(
-        &'a self,
-        _applier: &'a IndexApplier<S>,
-        _source: &'a EntityRef,
-        _version: i64,
-        _target: &'a Target,
-        _present: bool,
-        _kind_property: &'a str,
-    ) -> Option<Applying<'a>> {
         None
     }
 }

@@ -1,17 +1,23 @@
-//! The registered declarations, in the order the write path calls them. Adding a
-//! declaration: its module implements [`Declaration`], and one line here names it.
+//! The registered declarations, by role, and the dispatch of each stored target and
+//! operation to its own declaration's type. Adding a declaration: its module implements
+//! the traits of the roles it takes, and one line per role here names it (one line per
+//! variant its targets and operations add to the shared enums).
 
 use tablekit_core::TableStore;
 
+use super::super::operation::IndexOperation;
+use super::super::record::Target;
+use super::super::upkeep::{Applies, Kept, Upkeep};
 use super::super::{blobs, changes, copies, expiry, links, members, unique};
-use super::declaration::Declaration;
+use super::declaration::WriteSteps;
+use super::read::ReadSteps;
 
-/// Every declaration, in order: the expiry time first (it adds a target), the blobs
-/// before the links (a blob field is offloaded before the links are put), unique values
-/// reserved before a denormalised source is read, copies and id lists before the
-/// dependents (which take the room the transaction has left), the change event and the
-/// blob deletions last.
-pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn Declaration<S>; 7] {
+/// Every declaration's write steps, in order: the expiry time first (it adds a target),
+/// the blobs before the links (a blob field is offloaded before the links are put),
+/// unique values reserved before a denormalised source is read, copies and id lists
+/// before the dependents (which take the room the transaction has left), the change
+/// event and the blob deletions last.
+pub(crate) fn write_steps<S: TableStore + Clone + 'static>() -> [&'static dyn WriteSteps<S>; 7] {
     [
         &expiry::write::Expiry,
         &blobs::Blobs,
@@ -21,4 +27,52 @@ pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn D
         &links::write::Denormalized,
         &changes::Changes,
     ]
+}
+
+/// The declarations that act on the read path: expiry hides (an expired entity, a
+/// tombstone), blobs restore.
+pub(crate) fn read_steps<S: TableStore + Clone + 'static>() -> [&'static dyn ReadSteps<S>; 2] {
+    [&expiry::write::Expiry, &blobs::Blobs]
+}
+
+/// The declarations that keep entities naming no target (stored entities of their kind;
+/// a failed write's steps).
+pub(crate) fn upkeep<S: TableStore + Clone + 'static>() -> [&'static dyn Upkeep<S>; 5] {
+    [
+        &copies::write::Copies,
+        &members::write::Lists,
+        &links::write::Denormalized,
+        &unique::write::Unique,
+        &blobs::Blobs,
+    ]
+}
+
+impl IndexOperation {
+    /// The operation, as its declaration applies it.
+    pub(crate) fn applies<S: TableStore + Clone + 'static>(&self) -> &dyn Applies<S> {
+        match self {
+            IndexOperation::PutCopy(op) => op,
+            IndexOperation::DeleteCopy(op) => op,
+            IndexOperation::AddMember(op) => op,
+            IndexOperation::RemoveMember(op) => op,
+            IndexOperation::SyncDenormalized(op) => op,
+            IndexOperation::RemoveLink(op) => op,
+            IndexOperation::SyncNewDependents(op) => op,
+            IndexOperation::ReleaseUnique(op) => op,
+            IndexOperation::ClaimUnique(op) => op,
+            IndexOperation::Bury(op) => op,
+        }
+    }
+}
+
+impl Target {
+    /// The target, as its declaration keeps it.
+    pub(crate) fn kept<S: TableStore + Clone + 'static>(&self) -> &dyn Kept<S> {
+        match self {
+            Target::Copy(target) => target,
+            Target::Denormalized(target) => target,
+            Target::Member(target) => target,
+            Target::Unique(target) => target,
+        }
+    }
 }

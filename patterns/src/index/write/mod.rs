@@ -1,40 +1,47 @@
 //! The one write path of indexed tables: every primary write — `IndexedTable`'s typed
 //! writes, `update` and `write_all`, the untyped delete of the archive operation and the
 //! sweeper — is one [`Request`] planned by one planner over the consistency engine, and
-//! every declaration of the entity type plugs into that planner through one trait,
-//! [`Declaration`].
+//! every declaration of the entity type plugs into it through small traits, one per
+//! role: its steps of a write ([`WriteSteps`](declaration::WriteSteps)), of a read
+//! ([`ReadSteps`](read::ReadSteps)), and the upkeep of what it keeps outside the
+//! transaction (`super::upkeep`: `Applies` for its operations, `Kept` for its targets,
+//! `Upkeep` for the rest).
 //!
 //! # The steps of a write
 //! 1. **Request** (`IndexedTable`, or the registry's layout for the untyped paths): the
 //!    primary's keys, its new entity (none for a delete), the targets the layout gives the
 //!    new value (copies, id-list memberships, denormalised sources, unique values).
-//! 2. **Complete** ([`Declaration::complete`], before any I/O): the expiry time a ttl
+//! 2. **Complete** ([`WriteSteps::complete`](declaration::WriteSteps::complete), before any I/O): the expiry time a ttl
 //!    gives and its entry; whether blob fields go to the blob store. A write whose own
 //!    transaction cannot fit is refused here.
-//! 3. **Intent and steps outside the transaction** ([`Declaration::prepare`]): when the
+//! 3. **Intent and steps outside the transaction** ([`WriteSteps::prepare`](declaration::WriteSteps::prepare)): when the
 //!    write acts outside its transaction (reservations, links, blobs) it first records an
 //!    intent in its partition (`super::reclaim`); then blobs are uploaded and links put.
 //! 4. **Plan** (`plan::IndexWrite`, each attempt of the engine's commit): read the stored
 //!    primary and check the write's conditions against it (a tombstone or an expired
 //!    entity counts as absent); choose the version; let each declaration
-//!    [shape](Declaration::shape) the new value (reserve unique values, read
+//!    [shape](declaration::WriteSteps::shape) the new value (reserve unique values, read
 //!    denormalised sources); plan the primary under the ETag read, with its record (a
 //!    delete: a tombstone, buried after the grace period); let each declaration
-//!    [plan](Declaration::plan) its operations in the entity group transaction and its
+//!    [plan](declaration::WriteSteps::plan) its operations in the entity group transaction and its
 //!    follow-up work; fence the intent.
 //! 5. **Commit** (the engine): one transaction with an outbox entry per piece of
 //!    follow-up work; a refusal goes to the declaration whose operation it was
-//!    ([`Declaration::refused`]); then the work goes to the sink (or waits for the
+//!    ([`WriteSteps::refused`](declaration::WriteSteps::refused)); then the work goes to the sink (or waits for the
 //!    relay), and the worker's `IndexApplier` applies it.
 //!
 //! # The read path
 //! A read hands each stored primary, or index copy read as one, through the same
-//! declarations (`read`): one may hide it ([`Declaration::hides`]: expiry, which also
-//! hides a delete's tombstone), another restore it ([`Declaration::restore`]: blob
+//! declarations (`read`): one may hide it ([`ReadSteps::hides`](read::ReadSteps::hides): expiry, which also
+//! hides a delete's tombstone), another restore it ([`ReadSteps::restore`](read::ReadSteps::restore): blob
 //! fields), before it is read as the entity type.
 //!
 //! # The declarations
-//! Each lives in its own module under `index/` and registers in `list` with one line:
+//! Each lives in its own module under `index/` — its stored target and operation types
+//! in its `record` module, its write steps, its worker steps (`apply`) and its audit —
+//! and registers in `list` with one line per role it takes (and one per variant its
+//! types add to [`Target`](super::Target) and
+//! [`IndexOperation`](super::IndexOperation)):
 //! `copies` (secondary indexes, and the expiry index's entries), `members` (id lists),
 //! `links` (denormalised fields and the entities that copy from this one), `unique`
 //! (unique values), `expiry` (time to live), `blobs` (blob fields and large values) and

@@ -1,7 +1,7 @@
 //! The planner of one write ([`IndexWrite`]), run by the consistency engine's commit:
 //! it reads the stored primary, checks the write's conditions against it, chooses the
 //! version and the primary's operation (a tombstone for a delete), and lets every
-//! declaration add its part (see [`Declaration`]).
+//! declaration add its part (see [`WriteSteps`](super::declaration::WriteSteps)).
 
 use std::collections::{BTreeSet, HashSet};
 
@@ -14,7 +14,7 @@ use super::super::record::{
     version_of,
 };
 use super::declaration::{Attempt, Kind, Role, Writer, undone, what};
-use super::list::declarations;
+use super::list::write_steps;
 use crate::consistency::{Intent, Plan, Planner, lost_race};
 use crate::error::{Error, Result};
 
@@ -144,7 +144,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             work: Vec::new(),
             work_operations: 0,
         };
-        let declarations = declarations::<S>();
+        let declarations = write_steps::<S>();
         for declaration in &declarations {
             declaration.shape(&mut attempt).await?;
         }
@@ -247,7 +247,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                 Err(undone(&self.source))
             }
             (Some(role), _) => {
-                for declaration in declarations::<S>() {
+                for declaration in write_steps::<S>() {
                     if let Some(answer) = declaration.refused(role, &error, &mut self.missing) {
                         return answer;
                     }

@@ -14,7 +14,7 @@ use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
 use super::super::registry::SchemaRecord;
 use super::declaration::{Prepared, Request, Writer};
-use super::list::declarations;
+use super::list::write_steps;
 use super::outcome::WriteOutcome;
 use super::plan::IndexWrite;
 use crate::consistency::Engine;
@@ -127,7 +127,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
     /// A write that cannot fit one transaction; the store's and blob store's errors (its
     /// steps are undone then).
     pub(crate) async fn prepare(&self, mut request: Request) -> Result<IndexWrite<'_, S>> {
-        let declarations = declarations::<S>();
+        let declarations = write_steps::<S>();
         for declaration in &declarations {
             declaration.complete(self, &mut request)?;
         }

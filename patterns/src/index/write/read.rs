@@ -1,19 +1,38 @@
 //! The read path of the declarations: a primary, or an index copy read as one, passes
-//! every registered declaration on its way to the reader — each may hide it
-//! ([`Declaration::hides`](super::declaration::Declaration::hides): an expired entity, a
-//! delete's tombstone) or restore what a write moved out of it
-//! ([`Declaration::restore`](super::declaration::Declaration::restore): blob fields).
+//! every registered declaration of [`ReadSteps`] on its way to the reader — each may
+//! hide it ([`ReadSteps::hides`]: an expired entity, a delete's tombstone) or restore
+//! what a write moved out of it ([`ReadSteps::restore`]: blob fields).
+
+use std::future::Future;
+use std::pin::Pin;
 
 use tablekit_core::{Entity, TableStore};
 
 use super::declaration::Writer;
-use super::list::declarations;
+use super::list::read_steps;
 use crate::error::Result;
+
+/// A stored entity on its way to the reader (boxed: the trait is used as `dyn`).
+pub(crate) type Restoring<'a> = Pin<Box<dyn Future<Output = Result<Entity>> + Send + 'a>>;
+
+/// What one declaration does to an entity on its way to the reader. Both hooks do
+/// nothing by default.
+pub(crate) trait ReadSteps<S: TableStore + Clone + 'static>: Sync {
+    /// Whether a reader must not see a stored entity, or an index copy of one.
+    fn hides(&self, _writer: &Writer<S>, _stored: &Entity) -> bool {
+        false
+    }
+
+    /// The stored entity as the reader sees it.
+    fn restore<'a>(&'a self, _writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
+        Box::pin(std::future::ready(Ok(stored)))
+    }
+}
 
 impl<S: TableStore + Clone + 'static> Writer<S> {
     /// Whether a reader must not see `stored` (a primary or an index copy of one).
     pub(crate) fn hidden(&self, stored: &Entity) -> bool {
-        declarations::<S>().iter().any(|d| d.hides(self, stored))
+        read_steps::<S>().iter().any(|d| d.hides(self, stored))
     }
 
     /// `stored` as the reader sees it, whether hidden or not.
@@ -22,7 +41,7 @@ impl<S: TableStore + Clone + 'static> Writer<S> {
     /// A declaration's: the blob store's errors, [`Error::Malformed`](crate::Error::Malformed)
     /// for a blob that is missing.
     pub(crate) async fn restore(&self, mut stored: Entity) -> Result<Entity> {
-        for declaration in declarations::<S>() {
+        for declaration in read_steps::<S>() {
             stored = declaration.restore(self, stored).await?;
         }
         Ok(stored)
