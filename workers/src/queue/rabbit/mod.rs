@@ -1,0 +1,160 @@
+//! The RabbitMQ queue, on `lapin`.
+//!
+//! Each queue is a durable quorum queue with a delivery limit that dead-letters (at least
+//! once, with `x-overflow=reject-publish`) into `<queue>-poison`; a delayed retry goes
+//! through one retry queue per delay (`<queue>-retry-<ms>`, a fixed `x-message-ttl` that
+//! dead-letters back to the queue). Facts about RabbitMQ 3.10 to 4.x this module is built
+//! on:
+//! - `x-delivery-count` is absent on a first delivery and restarts after a trip through a
+//!   retry queue, so the attempts are also counted in our own header
+//!   (`x-tablekit-attempts`): delivery count = our attempts + `x-delivery-count` + 1;
+//! - only `basic.reject` counts toward the delivery limit from 4.3 on, so an immediate
+//!   retry is `reject(requeue = true)`;
+//! - a poison with a reason is a confirmed publish to the poison queue (the reason in
+//!   `x-tablekit-reason`), then an ack; the broker's own dead-lettering (delivery limit
+//!   reached by a crashing consumer) arrives with an `x-death` header instead;
+//! - `wait_for_confirms` reports success even for nacked messages, so every publish awaits
+//!   its own confirm, and is mandatory so that a missing queue is an error, not a loss;
+//! - prefetch is per consumer (`basic.qos` with `global = false`; a global prefetch on a
+//!   quorum queue closes the connection), set before consuming;
+//! - a late ack on a closed channel returns `Ok(false)`: the message will be redelivered;
+//! - the broker refuses connections for a few seconds while booting: connecting retries
+//!   for up to [`CONNECT_PATIENCE`]; a dropped connection is reopened the same way, and
+//!   consumers resume (unacknowledged deliveries come back from the broker, so nothing is
+//!   lost).
+//!
+//! The backend's parts, each a module of this folder: the connection with its channels
+//! and confirmed publishes, the declared queues (quorum, retry and poison), the poison
+//! queue's listing and replay, the consumer with its deliveries, and the AMQP headers
+//! tablekit writes and reads.
+
+mod connection;
+mod consumer;
+mod declare;
+mod headers;
+mod poison;
+
+use lapin::types::{AMQPValue, FieldTable, ShortString};
+
+pub use connection::{CONNECT_PATIENCE, RabbitQueue};
+pub use consumer::{RabbitConsumer, RabbitDelivery};
+
+use super::{
+    ConsumeOptions, PoisonMessage, Queue, QueueOptions, QueueStats, check_queue_name, poison_queue,
+};
+use crate::error::{Error, Result};
+use declare::{quorum_arguments, retry_queue};
+use headers::{properties, string_arg};
+use poison::poison_message;
+
+impl Queue for RabbitQueue {
+    type Consumer = RabbitConsumer;
+    type Delivery = RabbitDelivery;
+
+    async fn declare(&self, queue: &str, options: &QueueOptions) -> Result<()> {
+        check_queue_name(queue)?;
+        if options.max_deliveries == 0 {
+            return Err(Error::Config("max_deliveries must be at least 1".into()));
+        }
+        let channel = self.channel().await?;
+        let poison = poison_queue(queue);
+        // A classic durable queue: a quorum queue would apply a delivery limit of its own
+        // (20 by default on RabbitMQ 4) to the returns of `poison_list`, and drop.
+        let mut poison_arguments = FieldTable::default();
+        poison_arguments.insert("x-queue-type".into(), string_arg("classic"));
+        Self::declare_one(&channel, &poison, poison_arguments).await?;
+        for delay in &options.retry_delays {
+            let mut arguments = quorum_arguments(queue);
+            let ttl = i64::try_from(delay.as_millis()).unwrap_or(i64::MAX);
+            arguments.insert("x-message-ttl".into(), AMQPValue::LongLongInt(ttl));
+            Self::declare_one(&channel, &retry_queue(queue, *delay), arguments).await?;
+        }
+        let mut arguments = quorum_arguments(&poison);
+        // N allows N + 1 deliveries; the worker poisons after `max_deliveries` itself, and
+        // the broker's limit catches consumers that die before settling.
+        arguments.insert(
+            "x-delivery-limit".into(),
+            AMQPValue::LongLongInt(i64::from(options.max_deliveries)),
+        );
+        if let Err(e) = Self::declare_one(&channel, queue, arguments).await {
+            // Declared before with other arguments (another delivery limit): a queue's
+            // arguments cannot change, so keep the existing queue if it is there.
+            if self.ready_checked(queue).await.is_err() {
+                return Err(e);
+            }
+            tracing::warn!(queue, error = %e, "the queue exists with other arguments; using it as it is");
+        } else {
+            let _ = channel.close(200, ShortString::from("declared")).await;
+        }
+        let mut delays = options.retry_delays.clone();
+        delays.sort();
+        let mut state = self.inner.state.lock().await;
+        state.retry_delays.insert(queue.to_owned(), delays);
+        state
+            .declared_at
+            .entry(queue.to_owned())
+            .or_insert_with(std::time::Instant::now);
+        Ok(())
+    }
+
+    async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
+        check_queue_name(queue)?;
+        if id.len() > 255 {
+            return Err(Error::Config(format!(
+                "a message id has at most 255 bytes (AMQP), got {}",
+                id.len()
+            )));
+        }
+        self.publish_reliably(queue, body, properties(id, 0, None, None))
+            .await
+    }
+
+    async fn consume(&self, queue: &str, options: ConsumeOptions) -> Result<RabbitConsumer> {
+        check_queue_name(queue)?;
+        let mut consumer = RabbitConsumer {
+            queue: self.clone(),
+            name: queue.to_owned(),
+            options,
+            stream: None,
+        };
+        consumer.subscribe().await?;
+        Ok(consumer)
+    }
+
+    async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
+        let channel = self.channel().await?;
+        let messages = self.get_all(&channel, &poison_queue(queue), limit).await;
+        // Closing the channel returns every message got without an ack, on every path.
+        let _ = channel.close(200, ShortString::from("listed")).await;
+        Ok(messages?.iter().map(poison_message).collect())
+    }
+
+    async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        self.take_poison(queue, id, true).await
+    }
+
+    async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+        self.take_poison(queue, id, false).await
+    }
+
+    async fn stats(&self, queue: &str) -> Result<QueueStats> {
+        // One passive declare tells a queue not declared yet; its retry and poison
+        // queues are not asked then.
+        let mut waiting = match self.ready_checked(queue).await {
+            Err(Error::Refused { .. }) => {
+                return Err(Error::NotDeclared {
+                    queue: queue.to_owned(),
+                });
+            }
+            other => other?,
+        };
+        for delay in self.retry_delays(queue).await {
+            waiting += self.ready(&retry_queue(queue, delay)).await?;
+        }
+        Ok(QueueStats {
+            waiting,
+            leased: 0,
+            poisoned: self.ready(&poison_queue(queue)).await?,
+        })
+    }
+}
