@@ -10,7 +10,8 @@ use tablekit_core::{IfMatch, random};
 use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::large::LargeTable;
 
-use super::{IDS, Store, TEAMS, World, answer_of};
+use super::written::answer_of;
+use super::{IDS, Store, TEAMS, World};
 use crate::entities::Document;
 use crate::model::{Answer, Effect, Key};
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 use tablekit_core::random;
 use tablekit_patterns::index::{AuditOptions, IndexedTable};
 
-use super::{Store, World, Written, member, member_put, member_updated, members};
+use super::written::{Written, member, member_put, member_updated};
+use super::{Store, World, members};
 use crate::entities::{LegacyMember, Member};
 use crate::model::Effect;
 
