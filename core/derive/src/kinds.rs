@@ -6,13 +6,13 @@ use syn::ext::IdentExt;
 use syn::spanned::Spanned;
 use syn::{Data, DeriveInput, Fields, Ident, Type};
 
-use crate::attr;
-use crate::ctxt::Ctxt;
-use crate::expand::default_crate;
+use crate::internals::ctxt::Ctxt;
+use crate::internals::tokens::default_crate;
+use crate::parse;
 
 pub(crate) fn entity_kind(input: &DeriveInput) -> Result<TokenStream, TokenStream> {
     let cx = Ctxt::default();
-    let (krate, _) = attr::crate_only(&cx, &input.attrs, &["crate"]);
+    let (krate, _) = parse::crate_only(&cx, &input.attrs, &["crate"]);
     let krate = krate.unwrap_or_else(default_crate);
     if !input.generics.params.is_empty() {
         cx.error_spanned(

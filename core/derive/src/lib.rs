@@ -7,10 +7,14 @@
 //! `const _: () = { … }`, naming tablekit by absolute path (`::tablekit`, or the path given
 //! by `#[entity(crate = "…")]`).
 
-mod attr;
-mod ctxt;
-mod expand;
+mod check;
+mod decl;
+mod entity;
+mod generate;
+mod internals;
 mod kinds;
+mod parse;
+mod projection;
 
 use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};
@@ -251,7 +255,7 @@ use syn::{DeriveInput, parse_macro_input};
 #[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::entity(&input)
+    entity::expand(&input)
         .unwrap_or_else(|errors| errors)
         .into()
 }
@@ -310,7 +314,7 @@ pub fn derive_entity_kind(input: TokenStream) -> TokenStream {
 #[proc_macro_derive(Projection, attributes(entity))]
 pub fn derive_projection(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
-    expand::projection(&input)
+    projection::expand(&input)
         .unwrap_or_else(|errors| errors)
         .into()
 }

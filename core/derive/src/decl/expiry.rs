@@ -1,0 +1,174 @@
+//! When a type's entities expire: `#[entity(ttl = "…")]`, a time to live from every write,
+//! or one `#[entity(expires)]` field holding the instant. Reads leave expired entities out
+//! and the expiry sweeper deletes them.
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::LitStr;
+
+use crate::internals::ctxt::Ctxt;
+use crate::internals::field::FieldModel;
+use crate::internals::tokens::SpanOfTokens;
+
+/// The longest time to live: a hundred years.
+const MAX_TTL_SECONDS: u64 = 36_500 * 86_400;
+
+/// Reads a time to live: whole numbers each followed by a unit, `d`, `h`, `m` or `s`
+/// (`"30d"`, `"1d12h"`, `"90s"`), in seconds.
+fn parse_ttl(text: &str) -> Result<u64, String> {
+    let mut total: u64 = 0;
+    let mut number: Option<u64> = None;
+    for c in text.chars() {
+        if let Some(digit) = c.to_digit(10) {
+            let n = number.unwrap_or(0);
+            number = Some(
+                n.checked_mul(10)
+                    .and_then(|n| n.checked_add(u64::from(digit)))
+                    .ok_or("it is too long")?,
+            );
+            continue;
+        }
+        let unit = match c {
+            'd' => 86_400,
+            'h' => 3_600,
+            'm' => 60,
+            's' => 1,
+            other => return Err(format!("`{other}` is not a unit (d, h, m, s)")),
+        };
+        let n = number.take().ok_or("each unit needs a number before it")?;
+        total = n
+            .checked_mul(unit)
+            .and_then(|s| total.checked_add(s))
+            .ok_or("it is too long")?;
+    }
+    if number.is_some() {
+        return Err("a number needs a unit (d, h, m, s)".to_owned());
+    }
+    if total == 0 {
+        return Err("a time to live is at least one second".to_owned());
+    }
+    if total > MAX_TTL_SECONDS {
+        return Err("a time to live is at most 36500d (a hundred years)".to_owned());
+    }
+    Ok(total)
+}
+
+/// How a type's entities expire.
+pub(crate) enum Expiry<'a> {
+    /// `#[entity(ttl = "…")]`, in seconds.
+    Ttl(u64),
+    /// An `#[entity(expires)]` field.
+    Field(&'a FieldModel),
+}
+
+/// The type's expiry declaration, checked: a valid `ttl`, at most one `expires` field, not
+/// both. `marked` are the fields marked `expires`.
+pub(crate) fn check<'a>(
+    cx: &Ctxt,
+    ttl: Option<&LitStr>,
+    marked: impl IntoIterator<Item = &'a FieldModel>,
+) -> Option<Expiry<'a>> {
+    let seconds = ttl.and_then(|lit| match parse_ttl(&lit.value()) {
+        Ok(seconds) => Some(seconds),
+        Err(reason) => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "invalid `ttl` `{}`: {reason}; write it like \"30d\", \"12h\", \"1d12h\" or \"90s\"",
+                    lit.value()
+                ),
+            );
+            None
+        }
+    });
+    let mut marked = marked.into_iter();
+    let field = marked.next();
+    for extra in marked {
+        cx.error_spanned(
+            &extra.ident,
+            format!(
+                "only one field may say when the entity expires; `{}` already does",
+                field.map_or("", |f| f.name.as_str())
+            ),
+        );
+    }
+    match (seconds, field, ttl) {
+        (_, Some(f), Some(lit)) => {
+            cx.error_spanned(
+                lit,
+                format!(
+                    "`ttl` and the `expires` field `{}` exclude each other: choose one way to expire",
+                    f.name
+                ),
+            );
+            None
+        }
+        (Some(seconds), None, _) => Some(Expiry::Ttl(seconds)),
+        (None, Some(f), _) => Some(Expiry::Field(f)),
+        _ => None,
+    }
+}
+
+/// What expiry adds to the generated code.
+pub(crate) struct ExpiryCode {
+    /// The schema's `expiry`.
+    pub(crate) meta: TokenStream,
+    /// What `Record::expires` answers.
+    pub(crate) expires: bool,
+    /// The writer's statement for an `expires` field, after the fields are written.
+    pub(crate) write: TokenStream,
+}
+
+pub(crate) fn generate(expiry: Option<&Expiry<'_>>) -> ExpiryCode {
+    let (meta, expires, write) = match expiry {
+        None => (quote!(__tk::None), false, quote!()),
+        Some(Expiry::Ttl(seconds)) => (
+            quote!(__tk::Some(__tk::ExpiryMeta::Ttl(#seconds))),
+            true,
+            quote!(),
+        ),
+        Some(Expiry::Field(field)) => {
+            let name = &field.name;
+            let ident = &field.ident;
+            let ty = &field.ty;
+            // Spanned on the field's type: a type that cannot say when is reported there.
+            let span = ty.span_of_tokens();
+            (
+                quote!(__tk::Some(__tk::ExpiryMeta::Field(#name))),
+                true,
+                quote_spanned!(span=> writer.expires(&self.#ident);),
+            )
+        }
+    };
+    ExpiryCode {
+        meta,
+        expires,
+        write,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_ttl_is_numbers_with_units() {
+        assert_eq!(parse_ttl("30d"), Ok(30 * 86_400));
+        assert_eq!(parse_ttl("1d12h"), Ok(86_400 + 12 * 3_600));
+        assert_eq!(parse_ttl("90s"), Ok(90));
+        assert_eq!(parse_ttl("5m"), Ok(300));
+        assert_eq!(parse_ttl("36500d"), Ok(36_500 * 86_400));
+        for bad in [
+            "",
+            "0s",
+            "30",
+            "d",
+            "1w",
+            "30 d",
+            "99999999999999999999d",
+            "36501d",
+        ] {
+            assert!(parse_ttl(bad).is_err(), "{bad}");
+        }
+    }
+}

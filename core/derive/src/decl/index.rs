@@ -1,0 +1,246 @@
+//! `#[index(...)]`: a secondary index, a copy of the entity under other keys, in the
+//! entity's partition, another partition or another table, sparse when `when` says so.
+
+use std::collections::HashMap;
+
+use proc_macro2::{Span, TokenStream};
+use quote::{format_ident, quote};
+use syn::LitStr;
+
+use crate::internals::attr::{
+    SpanOf, index_span, key_name, path, record, required, set_once, string, string_list, unknown,
+};
+use crate::internals::ctxt::{Ctxt, one_of};
+use crate::internals::field::Storage;
+use crate::internals::names::{check_name, check_table};
+use crate::internals::scope::Scope;
+use crate::internals::template::{CheckedTemplate, checked_template, may_collide, template_tokens};
+use crate::internals::tokens::option_str;
+
+/// The `#[index(...)]` keys.
+pub(crate) const INDEX_KEYS: &[&str] = &[
+    "name",
+    "partition_key",
+    "row_key",
+    "table",
+    "properties",
+    "when",
+];
+
+/// One `#[index(...)]`.
+pub(crate) struct IndexAttr {
+    pub(crate) span: Span,
+    pub(crate) name: Option<LitStr>,
+    pub(crate) partition_key: Option<LitStr>,
+    pub(crate) row_key: Option<LitStr>,
+    pub(crate) table: Option<LitStr>,
+    pub(crate) properties: Option<Vec<LitStr>>,
+    pub(crate) when: Option<syn::Path>,
+}
+
+/// Parses one `#[index(...)]`.
+pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute) -> IndexAttr {
+    let mut index = IndexAttr {
+        span: attr.path().span_of(),
+        name: None,
+        partition_key: None,
+        row_key: None,
+        table: None,
+        properties: None,
+        when: None,
+    };
+    let result = attr.parse_nested_meta(|meta| {
+        let parsed = match key_name(&meta).as_str() {
+            "name" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.name, v)),
+            "partition_key" => {
+                string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.partition_key, v))
+            }
+            "row_key" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.row_key, v)),
+            "table" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.table, v)),
+            "properties" => {
+                string_list(&meta).map(|v| set_once(cx, &meta, "index", &mut index.properties, v))
+            }
+            "when" => path(&meta).map(|v| set_once(cx, &meta, "index", &mut index.when, v)),
+            _ => return unknown(cx, &meta, "index", INDEX_KEYS),
+        };
+        record(cx, parsed)
+    });
+    record(cx, result).ok();
+    index
+}
+
+pub(crate) struct CheckedIndex<'a> {
+    attr: &'a IndexAttr,
+    name: String,
+    partition_key: CheckedTemplate,
+    row_key: CheckedTemplate,
+    properties: Option<Vec<String>>,
+    placement: &'static str,
+}
+
+/// Checks the indexes: their names, templates, tables and properties, and where their copies
+/// live.
+pub(crate) fn check<'a>(
+    cx: &Ctxt,
+    scope: &Scope<'_>,
+    names: &mut HashMap<String, Span>,
+    declared: &'a [IndexAttr],
+) -> Vec<CheckedIndex<'a>> {
+    let fields = scope.fields;
+    let mut indexes = Vec::new();
+    for index in declared {
+        let name = required(
+            cx,
+            index.name.as_ref(),
+            index_span(index.span),
+            "name",
+            "#[index(name = \"email\", …)]",
+        );
+        if let Some(name) = name {
+            check_name(cx, name, names, "index");
+        }
+        let ipk = required(
+            cx,
+            index.partition_key.as_ref(),
+            index_span(index.span),
+            "partition_key",
+            "#[index(partition_key = \"{department}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
+        let irk = required(
+            cx,
+            index.row_key.as_ref(),
+            index_span(index.span),
+            "row_key",
+            "#[index(row_key = \"email_{email}\", …)]",
+        )
+        .and_then(|lit| checked_template(cx, lit, fields));
+        if let Some(table) = &index.table {
+            check_table(cx, table);
+        }
+        let properties = index.properties.as_ref().map(|list| {
+            list.iter()
+                .filter_map(|lit| {
+                    let wanted = lit.value();
+                    match fields.iter().find(|f| f.name == wanted) {
+                        Some(f) if f.storage == Storage::Skipped => {
+                            cx.error_spanned(
+                                lit,
+                                format!(
+                                    "field `{wanted}` is skipped, so an index copy cannot carry it"
+                                ),
+                            );
+                            None
+                        }
+                        Some(f) => Some(f.property.clone()),
+                        None => {
+                            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+                            cx.error_spanned(
+                                lit,
+                                format!(
+                                    "unknown field `{wanted}` in `properties`, expected one of {}",
+                                    one_of(&names)
+                                ),
+                            );
+                            None
+                        }
+                    }
+                })
+                .collect::<Vec<_>>()
+        });
+        if let (Some(name), Some(ipk), Some(irk)) = (name, ipk, irk) {
+            let same_table = index
+                .table
+                .as_ref()
+                .is_none_or(|t| Some(t.value()) == scope.table.map(LitStr::value));
+            let same_partition = same_table
+                && scope
+                    .partition_key
+                    .is_some_and(|pk| pk.template.parts() == ipk.template.parts());
+            let placement = if same_partition {
+                "SamePartition"
+            } else if same_table {
+                "OtherPartition"
+            } else {
+                "OtherTable"
+            };
+            indexes.push(CheckedIndex {
+                attr: index,
+                name: name.value(),
+                partition_key: ipk,
+                row_key: irk,
+                properties,
+                placement,
+            });
+        }
+    }
+    // Copies in the primary's partition must not be able to take a primary's RowKey, nor
+    // each other's.
+    let mut rows: Vec<(&str, &CheckedTemplate)> = Vec::new();
+    if let Some(rk) = scope.row_key {
+        rows.push(("the entity", rk));
+    }
+    for index in indexes.iter().filter(|i| i.placement == "SamePartition") {
+        for (owner, other) in &rows {
+            if may_collide(&index.row_key.template, &other.template) {
+                cx.error_spanned(
+                    &index.row_key.lit,
+                    format!(
+                        "the RowKeys of index `{}` may collide with those of {owner} (`{}`) in the same partition: start them with distinct literal prefixes, e.g. `email_{{email}}` next to `empid_{{id:06}}`",
+                        index.name,
+                        other.template.source()
+                    ),
+                );
+            }
+        }
+        rows.push(("another index", &index.row_key));
+    }
+    indexes
+}
+
+/// The `IndexMeta` of each index, with its templates added to `templates`.
+pub(crate) fn metas<'a>(
+    indexes: &'a [CheckedIndex<'_>],
+    templates: &mut Vec<&'a CheckedTemplate>,
+) -> Vec<TokenStream> {
+    indexes
+        .iter()
+        .map(|index| {
+            templates.push(&index.partition_key);
+            templates.push(&index.row_key);
+            let name = &index.name;
+            let table = option_str(index.attr.table.as_ref());
+            let pk = template_tokens(&index.partition_key);
+            let rk = template_tokens(&index.row_key);
+            let properties = match &index.properties {
+                Some(list) => quote!(__tk::Some(&[#(#list),*])),
+                None => quote!(__tk::None),
+            };
+            let sparse = index.attr.when.is_some();
+            let placement = format_ident!("{}", index.placement);
+            quote! {
+                __tk::IndexMeta {
+                    name: #name,
+                    table: #table,
+                    partition_key: #pk,
+                    row_key: #rk,
+                    properties: #properties,
+                    sparse: #sparse,
+                    placement: __tk::IndexPlacement::#placement,
+                }
+            }
+        })
+        .collect()
+}
+
+/// The arms of `EntityType::in_index`: a sparse index holds the entities its `when` takes.
+pub(crate) fn when_arms(indexes: &[CheckedIndex<'_>]) -> Vec<TokenStream> {
+    indexes
+        .iter()
+        .filter_map(|index| {
+            let when = index.attr.when.as_ref()?;
+            let name = &index.name;
+            Some(quote!(#name => #when(self)))
+        })
+        .collect()
+}

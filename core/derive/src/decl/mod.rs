@@ -1,0 +1,20 @@
+//! The declarations an entity type makes beyond its own table, kind, version and keys:
+//! secondary indexes, index entities, unique values, denormalised fields, change events and
+//! expiry. Each module holds its attribute's model and reads it (`parse`), checks it against
+//! the entity (`check`) and generates its part of the schema (`metas`, `meta` or
+//! `generate`). The modules build on `internals` alone, never on each other nor on the
+//! derive that runs them.
+//!
+//! A declaration takes part in each step where that step runs, so the order of the errors
+//! and of the generated code is the one written there: its attribute is handed to it in
+//! `parse::container` (or `parse::field`, for a field's key), its `check` is called in
+//! `check::check_entity` and kept in `CheckedEntity`, and its part is placed in the schema
+//! in `generate::entity`. A new attribute is also named in the derive's `attributes(…)`
+//! in `lib.rs`.
+
+pub(crate) mod changes;
+pub(crate) mod denormalized;
+pub(crate) mod expiry;
+pub(crate) mod index;
+pub(crate) mod index_entity;
+pub(crate) mod unique;

@@ -1,0 +1,136 @@
+//! `#[derive(Entity)]`: parse the attributes, check the declaration, then generate the
+//! trait impls and the static schema.
+
+use proc_macro2::TokenStream;
+use quote::quote;
+use syn::DeriveInput;
+
+use crate::internals::ctxt::Ctxt;
+use crate::{check, generate, parse};
+
+/// `#[derive(Entity)]`.
+pub(crate) fn expand(input: &DeriveInput) -> Result<TokenStream, TokenStream> {
+    let cx = Ctxt::default();
+    let container = parse::container(&cx, &input.attrs);
+    let Some(fields) = check::named_fields(&cx, input, "Entity") else {
+        cx.check()?;
+        return Err(
+            quote!(::core::compile_error!("#[derive(Entity)] needs a struct with named fields");),
+        );
+    };
+    let (models, attrs) = check::field_models(
+        &cx,
+        fields,
+        container.rename_all.as_ref(),
+        parse::FIELD_KEYS,
+    );
+    let checked = check::check_entity(&cx, input, &container, &models, &attrs);
+    cx.check()?;
+    let Some(checked) = checked else {
+        return Err(quote!(::core::compile_error!(
+            "#[derive(Entity)]: invalid declaration"
+        )));
+    };
+    Ok(generate::entity(input, &container, &models, &checked))
+}
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn expand(input: TokenStream) -> Result<String, String> {
+        let input: DeriveInput = syn::parse2(input).expect("a derive input");
+        super::expand(&input)
+            .map(|t| t.to_string())
+            .map_err(|t| t.to_string())
+    }
+
+    #[test]
+    fn expansion_carries_the_schema_and_the_key_templates() {
+        let out = expand(quote! {
+            #[entity(table = "Employees", version = 2, partition_key = "{department}", row_key = "empid_{id:06}")]
+            #[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+            #[index(name = "by_email", table = "EmployeesByEmail", partition_key = "email_{department}", row_key = "{email}")]
+            #[index_entity(name = "last_name", key = "{last_name}")]
+            struct Employee {
+                department: String,
+                id: u32,
+                last_name: String,
+                email: String,
+                #[entity(blob)] photo: Option<Vec<u8>>,
+            }
+        })
+        .expect("expands");
+        assert!(out.contains("impl __tk :: Record for Employee"), "{out}");
+        assert!(out.contains("const VERSION : u32 = 2u32"), "{out}");
+        assert!(out.contains("__tk :: KeyFormat :: Pad (6u8)"), "{out}");
+        assert!(out.contains("IndexPlacement :: SamePartition"), "{out}");
+        assert!(out.contains("IndexPlacement :: OtherTable"), "{out}");
+        assert!(out.contains("IndexEntityStorage :: Partition"), "{out}");
+        assert!(out.contains("FieldStorage :: Blob"), "{out}");
+        assert!(
+            out.contains("use :: tablekit :: typed :: __private as __tk"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn crate_attribute_changes_the_path_of_generated_code() {
+        let out = expand(quote! {
+            #[entity(table = "Things", partition_key = "p", row_key = "{id}", crate = "tk")]
+            struct Thing { id: String }
+        })
+        .expect("expands");
+        assert!(
+            out.contains("use tk :: typed :: __private as __tk"),
+            "{out}"
+        );
+        assert!(
+            out.contains("const KIND : & 'static str = \"Thing\""),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn every_mistake_is_reported_in_one_expansion() {
+        let err = expand(quote! {
+            #[entity(tabel = "X", partition_key = "{nope}", row_key = "a/{id}")]
+            struct Thing { id: String }
+        })
+        .expect_err("invalid");
+        assert!(err.contains("unknown `entity` attribute `tabel`"), "{err}");
+        assert!(err.contains("missing `table`"), "{err}");
+        assert!(err.contains("unknown field `nope`"), "{err}");
+        assert!(err.contains("may not appear in a key"), "{err}");
+    }
+
+    #[test]
+    fn same_partition_indexes_need_their_own_row_key_namespace() {
+        let err = expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "{id}")]
+            #[index(name = "by_name", partition_key = "{p}", row_key = "{name}")]
+            struct Thing { p: String, id: String, name: String }
+        })
+        .expect_err("collides");
+        assert!(err.contains("may collide"), "{err}");
+        // In another partition the same RowKeys are fine.
+        expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "{id}")]
+            #[index(name = "by_name", partition_key = "names_{p}", row_key = "{name}")]
+            struct Thing { p: String, id: String, name: String }
+        })
+        .expect("another partition");
+    }
+
+    #[test]
+    fn placement_follows_the_table_and_the_partition_template() {
+        let out = expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
+            #[index(name = "other", partition_key = "x_{name}", row_key = "{id}")]
+            #[index(name = "here", table = "Things", partition_key = "{p}", row_key = "n_{name}")]
+            struct Thing { p: String, id: String, name: String }
+        })
+        .expect("expands");
+        assert!(out.contains("IndexPlacement :: OtherPartition"), "{out}");
+        assert!(out.contains("IndexPlacement :: SamePartition"), "{out}");
+    }
+}

@@ -1,0 +1,263 @@
+//! Generating: the fields' reading and writing code, and for an entity the `Record` and
+//! `EntityType` impls with the static schema, each declaration adding its part.
+
+use std::collections::BTreeMap;
+
+use proc_macro2::TokenStream;
+use quote::{quote, quote_spanned};
+use syn::DeriveInput;
+use syn::ext::IdentExt;
+
+use crate::check::CheckedEntity;
+use crate::decl::expiry::{self, ExpiryCode};
+use crate::decl::{changes, denormalized, index, index_entity, unique};
+use crate::internals::field::{DefaultAttr, FieldModel, Storage, is_option};
+use crate::internals::template::{CheckedTemplate, template_assertions, template_tokens};
+use crate::internals::tokens::{SpanOfTokens, krate};
+use crate::parse::Container;
+
+/// Field metadata, field assertions, and the writer and reader statements.
+pub(crate) struct FieldCode {
+    pub(crate) metas: Vec<TokenStream>,
+    pub(crate) assertions: TokenStream,
+    pub(crate) writes: Vec<TokenStream>,
+    pub(crate) reads: Vec<TokenStream>,
+}
+
+pub(crate) fn field_code(models: &[FieldModel]) -> FieldCode {
+    let mut code = FieldCode {
+        metas: Vec::new(),
+        assertions: TokenStream::new(),
+        writes: Vec::new(),
+        reads: Vec::new(),
+    };
+    for field in models {
+        let ident = &field.ident;
+        let name = &field.name;
+        let property = &field.property;
+        let ty = &field.ty;
+        let span = field.ty.span_of_tokens();
+        let optional = is_option(ty);
+        let (storage, edm) = match field.storage {
+            Storage::Property => (
+                quote!(__tk::FieldStorage::Property),
+                quote!(__tk::Some(<#ty as __tk::FieldValue>::EDM)),
+            ),
+            Storage::Blob => (
+                quote!(__tk::FieldStorage::Blob),
+                quote!(__tk::Some(<#ty as __tk::FieldValue>::EDM)),
+            ),
+            Storage::Json => (
+                quote!(__tk::FieldStorage::Json),
+                quote!(__tk::Some(__tk::EdmType::String)),
+            ),
+            Storage::Skipped => (quote!(__tk::FieldStorage::Skipped), quote!(__tk::None)),
+        };
+        let has_default = field.default.is_some() || field.storage == Storage::Skipped;
+        code.metas.push(quote! {
+            __tk::FieldMeta {
+                name: #name,
+                property: #property,
+                edm: #edm,
+                storage: #storage,
+                optional: #optional,
+                has_default: #has_default,
+            }
+        });
+        let assertion = match field.storage {
+            Storage::Property => quote_spanned!(span=> __tk::assert_field::<#ty>();),
+            Storage::Blob => quote_spanned!(span=> __tk::assert_blob::<#ty>();),
+            Storage::Json => quote_spanned!(span=> __tk::assert_json::<#ty>();),
+            Storage::Skipped => quote_spanned!(span=> __tk::assert_default::<#ty>();),
+        };
+        code.assertions.extend(assertion);
+        let default = match &field.default {
+            Some(DefaultAttr::Path(path)) => quote!(#path),
+            _ => quote!(::core::default::Default::default),
+        };
+        // Spanned on the field's type, so a type without a mapping is reported there only.
+        match field.storage {
+            Storage::Property | Storage::Blob => {
+                code.writes
+                    .push(quote_spanned!(span=> writer.field(#property, &self.#ident)?;));
+                code.reads.push(match field.default {
+                    Some(_) => quote_spanned!(span=> #ident: reader.field_or(#property, #default)?),
+                    None => quote_spanned!(span=> #ident: reader.field(#property)?),
+                });
+            }
+            Storage::Json => {
+                code.writes
+                    .push(quote_spanned!(span=> writer.json(#property, &self.#ident)?;));
+                code.reads.push(match field.default {
+                    Some(_) => quote_spanned!(span=> #ident: reader.json_or(#property, #default)?),
+                    None => quote_spanned!(span=> #ident: reader.json(#property)?),
+                });
+            }
+            Storage::Skipped => {
+                code.reads
+                    .push(quote!(#ident: ::core::default::Default::default()));
+            }
+        }
+    }
+    code
+}
+
+/// The impls and the schema of a checked entity.
+pub(crate) fn entity(
+    input: &DeriveInput,
+    c: &Container,
+    models: &[FieldModel],
+    e: &CheckedEntity<'_>,
+) -> TokenStream {
+    let ident = &input.ident;
+    let krate = krate(c.krate.as_ref());
+    let type_name = ident.unraw().to_string();
+    let CheckedEntity {
+        table,
+        kind,
+        version,
+        kind_property,
+        version_property,
+        ..
+    } = e;
+    let code = field_code(models);
+    let metas = &code.metas;
+    let writes = &code.writes;
+    let reads = &code.reads;
+    let field_count = models.len();
+
+    let mut templates: Vec<&CheckedTemplate> = vec![&e.partition_key, &e.row_key];
+    let index_metas = index::metas(&e.indexes, &mut templates);
+    let index_entity_metas = index_entity::metas(&e.index_entities, &mut templates);
+    let unique_metas = unique::metas(&e.uniques, &mut templates);
+    let denormalized_metas = denormalized::metas(&e.denormalized, &mut templates);
+
+    let mut assertions = code.assertions.clone();
+    let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
+    for template in &templates {
+        assertions.extend(template_assertions(template, models));
+        for name in template.template.fields() {
+            if let Some(field) = models.iter().find(|f| f.name == name) {
+                key_fields.insert(name.to_owned(), field);
+            }
+        }
+    }
+    let key_arms = key_fields.iter().map(|(name, field)| {
+        let ident = &field.ident;
+        let span = field.ty.span_of_tokens();
+        quote_spanned!(span=> #name => __tk::Some(&self.#ident as &dyn __tk::KeyPart))
+    });
+    let when_arms = index::when_arms(&e.indexes);
+    let pk = template_tokens(&e.partition_key);
+    let rk = template_tokens(&e.row_key);
+    let changes = changes::meta(c.changes.as_ref());
+    let ExpiryCode {
+        meta: expiry,
+        expires,
+        write: expiry_write,
+    } = expiry::generate(e.expiry.as_ref());
+    let upcast = match &c.upcast {
+        Some(path) => quote! {
+            __tk::Some(|entity: &mut __tk::Entity, version: u32| {
+                __tk::upcast_with(entity, version, #path)
+            })
+        },
+        None => quote!(__tk::None),
+    };
+
+    quote! {
+        #[automatically_derived]
+        #[allow(clippy::all, clippy::pedantic, unused_qualifications)]
+        const _: () = {
+            use #krate::typed::__private as __tk;
+
+            const _: () = {
+                #assertions
+            };
+
+            static SCHEMA: __tk::Schema = __tk::Schema {
+                type_name: #type_name,
+                table: #table,
+                kind: #kind,
+                version: #version,
+                kind_property: #kind_property,
+                version_property: #version_property,
+                partition_key: #pk,
+                row_key: #rk,
+                fields: &[#(#metas),*],
+                indexes: &[#(#index_metas),*],
+                index_entities: &[#(#index_entity_metas),*],
+                denormalized: &[#(#denormalized_metas),*],
+                uniques: &[#(#unique_metas),*],
+                changes: #changes,
+                expiry: #expiry,
+            };
+
+            #[automatically_derived]
+            impl __tk::Record for #ident {
+                const TABLE: &'static str = #table;
+
+                fn partition_key(&self) -> __tk::Result<__tk::String> {
+                    __tk::render_key(self, &SCHEMA.partition_key, __tk::KeyKind::PartitionKey)
+                }
+
+                fn row_key(&self) -> __tk::Result<__tk::String> {
+                    __tk::render_key(self, &SCHEMA.row_key, __tk::KeyKind::RowKey)
+                }
+
+                fn to_entity(&self) -> __tk::Result<__tk::Entity> {
+                    let mut writer = __tk::EntityWriter::new::<Self>(
+                        __tk::Record::partition_key(self)?,
+                        __tk::Record::row_key(self)?,
+                        #field_count,
+                    );
+                    #(#writes)*
+                    #expiry_write
+                    __tk::Ok(writer.finish())
+                }
+
+                fn from_entity(entity: __tk::Entity) -> __tk::Result<__tk::Stored<Self>> {
+                    let mut reader = __tk::EntityReader::new::<Self>(entity, #upcast)?;
+                    let value = #ident {
+                        #(#reads,)*
+                    };
+                    __tk::Ok(reader.finish(value))
+                }
+
+                fn kind_filter() -> __tk::Option<__tk::Filter> {
+                    __tk::Some(__tk::kind_filter(#kind_property, #kind))
+                }
+
+                fn expires() -> bool {
+                    #expires
+                }
+            }
+
+            #[automatically_derived]
+            impl __tk::EntityType for #ident {
+                const KIND: &'static str = #kind;
+                const VERSION: u32 = #version;
+                const KIND_PROPERTY: &'static str = #kind_property;
+                const VERSION_PROPERTY: &'static str = #version_property;
+
+                fn schema() -> &'static __tk::Schema {
+                    &SCHEMA
+                }
+
+                fn key_part(&self, field: &str) -> __tk::Option<&dyn __tk::KeyPart> {
+                    match field {
+                        #(#key_arms,)*
+                        _ => __tk::None,
+                    }
+                }
+
+                fn in_index(&self, index: &str) -> bool {
+                    match index {
+                        #(#when_arms,)*
+                        _ => true,
+                    }
+                }
+            }
+        };
+    }
+}

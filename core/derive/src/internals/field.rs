@@ -1,0 +1,38 @@
+//! The fields of a struct as tablekit stores them: each field's property, its storage and
+//! its default.
+
+use syn::{Ident, Path, Type};
+
+/// How a field is stored.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Storage {
+    Property,
+    Json,
+    Blob,
+    Skipped,
+}
+
+/// `default` or `default = "path"`.
+#[derive(Clone)]
+pub(crate) enum DefaultAttr {
+    Trait,
+    Path(Path),
+}
+
+/// A field of the struct: its name, type, property and storage.
+pub(crate) struct FieldModel {
+    pub(crate) ident: Ident,
+    pub(crate) name: String,
+    pub(crate) ty: Type,
+    pub(crate) property: String,
+    pub(crate) storage: Storage,
+    pub(crate) default: Option<DefaultAttr>,
+}
+
+/// Whether a field's type is an `Option`.
+pub(crate) fn is_option(ty: &Type) -> bool {
+    match ty {
+        Type::Path(p) => p.path.segments.last().is_some_and(|s| s.ident == "Option"),
+        _ => false,
+    }
+}

@@ -1,0 +1,11 @@
+//! The model every part of the derive shares: error collection, reading attribute values,
+//! the fields as stored, key templates, the naming rules and the pieces of generated code
+//! they all use. Nothing here knows a particular declaration.
+
+pub(crate) mod attr;
+pub(crate) mod ctxt;
+pub(crate) mod field;
+pub(crate) mod names;
+pub(crate) mod scope;
+pub(crate) mod template;
+pub(crate) mod tokens;

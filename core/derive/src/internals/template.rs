@@ -1,0 +1,142 @@
+//! Key templates in a declaration: parsed with the core's parser, checked against the
+//! fields, and generated as static templates with compile-time checks of the field types.
+
+use proc_macro2::{Group, Span, TokenStream, TokenTree};
+use quote::{ToTokens, quote, quote_spanned};
+use syn::LitStr;
+use tablekit_core::typed::{KeyFormat, KeyTemplate, TemplatePart};
+
+use crate::internals::ctxt::{Ctxt, one_of};
+use crate::internals::field::{FieldModel, Storage};
+
+/// A key template checked against the fields.
+pub(crate) struct CheckedTemplate {
+    pub(crate) lit: LitStr,
+    pub(crate) template: KeyTemplate,
+}
+
+/// Gives every token the span of `span`, so that errors about generated code point at the
+/// attribute that asked for it.
+fn respan(tokens: TokenStream, span: Span) -> TokenStream {
+    tokens
+        .into_iter()
+        .map(|token| match token {
+            TokenTree::Group(group) => {
+                let mut new = Group::new(group.delimiter(), respan(group.stream(), span));
+                new.set_span(span);
+                TokenTree::Group(new)
+            }
+            mut other => {
+                other.set_span(span);
+                other
+            }
+        })
+        .collect()
+}
+
+/// Parses a template and checks its fields against the struct's.
+pub(crate) fn checked_template(
+    cx: &Ctxt,
+    lit: &LitStr,
+    fields: &[FieldModel],
+) -> Option<CheckedTemplate> {
+    let template = match KeyTemplate::parse(&lit.value()) {
+        Ok(t) => t,
+        Err(e) => {
+            cx.error_spanned(
+                lit,
+                format!("invalid key template: {} (at byte {})", e.message, e.offset),
+            );
+            return None;
+        }
+    };
+    let mut ok = true;
+    for name in template.fields() {
+        match fields.iter().find(|f| f.name == name) {
+            None => {
+                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
+                cx.error_spanned(
+                    lit,
+                    format!(
+                        "unknown field `{name}` in key template, expected one of {}",
+                        one_of(&names)
+                    ),
+                );
+                ok = false;
+            }
+            Some(field) if field.storage != Storage::Property => {
+                let why = match field.storage {
+                    Storage::Skipped => "is skipped (not stored)",
+                    Storage::Json => "is stored as json",
+                    _ => "is a blob field",
+                };
+                cx.error_spanned(
+                    lit,
+                    format!("field `{name}` cannot be part of a key: it {why}"),
+                );
+                ok = false;
+            }
+            Some(_) => {}
+        }
+    }
+    ok.then(|| CheckedTemplate {
+        lit: lit.clone(),
+        template,
+    })
+}
+
+/// Two RowKey templates in one partition whose literal prefixes do not keep them apart.
+pub(crate) fn may_collide(a: &KeyTemplate, b: &KeyTemplate) -> bool {
+    let (pa, pb) = (a.literal_prefix(), b.literal_prefix());
+    pa.starts_with(pb) || pb.starts_with(pa)
+}
+
+/// The static tokens of a checked template.
+pub(crate) fn template_tokens(t: &CheckedTemplate) -> TokenStream {
+    let source = t.template.source();
+    let parts = t.template.parts().iter().map(|part| match part {
+        TemplatePart::Literal(text) => {
+            let text = text.as_ref();
+            quote!(__tk::TemplatePart::literal(#text))
+        }
+        TemplatePart::Field { name, format } => {
+            let name = name.as_ref();
+            let format = match format {
+                KeyFormat::Plain => quote!(__tk::KeyFormat::Plain),
+                KeyFormat::Pad(n) => quote!(__tk::KeyFormat::Pad(#n)),
+                KeyFormat::Hash(n) => quote!(__tk::KeyFormat::Hash(#n)),
+                KeyFormat::TicksDesc => quote!(__tk::KeyFormat::TicksDesc),
+            };
+            quote!(__tk::TemplatePart::field(#name, #format))
+        }
+    });
+    quote!({
+        const PARTS: &[__tk::TemplatePart] = &[#(#parts),*];
+        __tk::KeyTemplate::from_static(#source, PARTS)
+    })
+}
+
+/// Compile-time checks that each field a template uses has a type its format accepts; the
+/// errors point at the template.
+pub(crate) fn template_assertions(t: &CheckedTemplate, fields: &[FieldModel]) -> TokenStream {
+    let span = t.lit.span();
+    let mut checks = TokenStream::new();
+    for part in t.template.parts() {
+        let TemplatePart::Field { name, format } = part else {
+            continue;
+        };
+        let Some(field) = fields.iter().find(|f| f.name == name.as_ref()) else {
+            continue;
+        };
+        let ty = respan(field.ty.to_token_stream(), span);
+        let check = match format {
+            KeyFormat::Pad(_) => quote_spanned!(span=> __tk::assert_padded::<#ty>();),
+            KeyFormat::TicksDesc => quote_spanned!(span=> __tk::assert_ticks::<#ty>();),
+            KeyFormat::Plain | KeyFormat::Hash(_) => {
+                quote_spanned!(span=> __tk::assert_key_part::<#ty>();)
+            }
+        };
+        checks.extend(check);
+    }
+    checks
+}
