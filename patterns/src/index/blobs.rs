@@ -11,8 +11,10 @@ use tablekit_core::{Entity, TableStore};
 use super::operation::IndexApplier;
 use super::reclaim::{Reclaim, undo_blobs};
 use super::upkeep::Upkeep;
-use super::write::declaration::{Attempt, Prepared, Request, Step, WriteSteps, Writer, nothing};
-use super::write::read::{ReadSteps, Restoring};
+use super::write::declaration::{
+    Attempt, Prepared, ReadSteps, Request, Restoring, Step, WriteSteps, Writer, nothing,
+};
+
 use crate::error::{Error, Result};
 use crate::large::blobs::{DeleteBlobs, offload_with_nonce, restore, would_offload};
 

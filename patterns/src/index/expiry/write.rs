@@ -9,8 +9,9 @@ use tablekit_core::typed::{EXPIRES_PROPERTY, is_expired};
 use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::record::ExpiryLayout;
-use super::super::write::declaration::{Attempt, Request, Step, WriteSteps, Writer, nothing};
-use super::super::write::read::ReadSteps;
+use super::super::write::declaration::{
+    Attempt, ReadSteps, Request, Step, WriteSteps, Writer, nothing,
+};
 use super::entry::ttl_end;
 use crate::error::Result;
 

@@ -53,7 +53,7 @@ pub(crate) fn nothing<'a>() -> Step<'a> {
 /// 5. [`refused`](Self::refused): reads a refusal of one of its own operations.
 ///
 /// A declaration's other roles are traits of their own: what a reader sees
-/// ([`ReadSteps`](super::read::ReadSteps)) and the upkeep of what it keeps outside the
+/// ([`ReadSteps`]) and the upkeep of what it keeps outside the
 /// transaction ([`super::super::upkeep`]: its operations applied, its targets checked and
 /// backfilled, a failed write's steps undone).
 pub(crate) trait WriteSteps<S: TableStore + Clone + 'static>: Sync {
@@ -87,6 +87,23 @@ pub(crate) trait WriteSteps<S: TableStore + Clone + 'static>: Sync {
         _missing: &mut HashSet<EntityRef>,
     ) -> Option<Result<()>> {
         None
+    }
+}
+
+/// A stored entity on its way to the reader (boxed: the trait is used as `dyn`).
+pub(crate) type Restoring<'a> = Pin<Box<dyn Future<Output = Result<Entity>> + Send + 'a>>;
+
+/// What one declaration does to an entity on its way to the reader. Both hooks do
+/// nothing by default.
+pub(crate) trait ReadSteps<S: TableStore + Clone + 'static>: Sync {
+    /// Whether a reader must not see a stored entity, or an index copy of one.
+    fn hides(&self, _writer: &Writer<S>, _stored: &Entity) -> bool {
+        false
+    }
+
+    /// The stored entity as the reader sees it.
+    fn restore<'a>(&'a self, _writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
+        Box::pin(std::future::ready(Ok(stored)))
     }
 }
 

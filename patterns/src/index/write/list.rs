@@ -9,8 +9,7 @@ use super::super::operation::IndexOperation;
 use super::super::record::Target;
 use super::super::upkeep::{Applies, Kept, Upkeep};
 use super::super::{blobs, changes, copies, expiry, links, members, unique};
-use super::declaration::WriteSteps;
-use super::read::ReadSteps;
+use super::declaration::{ReadSteps, WriteSteps};
 
 /// Every declaration's write steps, in order: the expiry time first (it adds a target),
 /// the blobs before the links (a blob field is offloaded before the links are put),

@@ -1,33 +1,16 @@
 //! The read path of the declarations: a primary, or an index copy read as one, passes
-//! every registered declaration of [`ReadSteps`] on its way to the reader — each may
-//! hide it ([`ReadSteps::hides`]: an expired entity, a delete's tombstone) or restore
-//! what a write moved out of it ([`ReadSteps::restore`]: blob fields).
-
-use std::future::Future;
-use std::pin::Pin;
+//! every registered declaration of [`ReadSteps`](super::declaration::ReadSteps) on its
+//! way to the reader — each may hide it
+//! ([`hides`](super::declaration::ReadSteps::hides): an expired entity, a delete's
+//! tombstone) or restore what a write moved out of it
+//! ([`restore`](super::declaration::ReadSteps::restore): blob fields). The trait lives in
+//! the leaf `super::declaration`, beside `WriteSteps`.
 
 use tablekit_core::{Entity, TableStore};
 
 use super::declaration::Writer;
 use super::list::read_steps;
 use crate::error::Result;
-
-/// A stored entity on its way to the reader (boxed: the trait is used as `dyn`).
-pub(crate) type Restoring<'a> = Pin<Box<dyn Future<Output = Result<Entity>> + Send + 'a>>;
-
-/// What one declaration does to an entity on its way to the reader. Both hooks do
-/// nothing by default.
-pub(crate) trait ReadSteps<S: TableStore + Clone + 'static>: Sync {
-    /// Whether a reader must not see a stored entity, or an index copy of one.
-    fn hides(&self, _writer: &Writer<S>, _stored: &Entity) -> bool {
-        false
-    }
-
-    /// The stored entity as the reader sees it.
-    fn restore<'a>(&'a self, _writer: &'a Writer<S>, stored: Entity) -> Restoring<'a> {
-        Box::pin(std::future::ready(Ok(stored)))
-    }
-}
 
 impl<S: TableStore + Clone + 'static> Writer<S> {
     /// Whether a reader must not see `stored` (a primary or an index copy of one).
