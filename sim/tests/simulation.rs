@@ -164,6 +164,13 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "a dependent linked while its source commits gets the new value",
         &[11168],
     ),
+    // The archive worker died after copying a blob and before the archived copy's write;
+    // the source expired before the redelivery, which found nothing to move and left the
+    // blob (now its upload is recorded first and settled by the next delivery).
+    (
+        "a move that died after copying its blobs leaves none behind",
+        &[17907],
+    ),
 ];
 
 #[test]

@@ -525,6 +525,72 @@ async fn a_late_archive_of_an_older_version_leaves_no_blob_behind() {
     }
 }
 
+/// A worker died after copying a blob into the archive's folder and before the archived
+/// copy's write; the source was then deleted (it expired), so the redelivery found
+/// nothing to move. The upload was recorded before it was made: the redelivery settles
+/// the record and deletes the blob (the simulation found it left, referenced by no
+/// entity: seed 17907).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_move_that_died_after_copying_its_blobs_leaves_none_behind() {
+    use tablekit_core::blob::BlobStore;
+    use tablekit_core::fault::FaultyStore;
+    use tablekit_patterns::large::LargeTable;
+    use tablekit_workers::archive::{
+        ArchiveOperation, ArchiveOutcome, archive_with_blobs, is_upload_record,
+    };
+    let store = FaultyStore::new(AnyStore::connect("memory:").await.unwrap());
+    let blobs = BlobStore::memory();
+    let staff =
+        LargeTable::<Staff, _>::new(store.inner().clone(), blobs.clone()).with_inline_cleanup();
+    staff.open().await.unwrap();
+    store
+        .create_table_if_not_exists("StaffArchive")
+        .await
+        .unwrap();
+    staff
+        .insert(&Staff {
+            team: "t".into(),
+            id: 3,
+            photo: Some(vec![7; 100_000]),
+        })
+        .await
+        .unwrap();
+    let operation = ArchiveOperation {
+        source_table: "Staff".into(),
+        target_table: "StaffArchive".into(),
+        partition_key: "t".into(),
+        row_key: "000003".into(),
+    };
+    // The upload's record lands, the blob is copied, the copy's write dies.
+    store.crash_after_writes(1);
+    archive_with_blobs(&store, Some(&blobs), &operation)
+        .await
+        .expect_err("the worker died");
+    store.recover();
+    assert_eq!(
+        blobs.list("large/StaffArchive/").await.unwrap().len(),
+        1,
+        "the blob was copied before the worker died"
+    );
+    staff.delete("t", "000003", IfMatch::Any).await.unwrap();
+    assert_eq!(
+        archive_with_blobs(&store, Some(&blobs), &operation)
+            .await
+            .unwrap(),
+        ArchiveOutcome::Missing
+    );
+    assert!(
+        blobs.list("large/").await.unwrap().is_empty(),
+        "{:?}",
+        blobs.list("large/").await.unwrap()
+    );
+    let rows = store
+        .query_all("StaffArchive", tablekit_core::Query::new())
+        .await
+        .unwrap();
+    assert!(!rows.iter().any(is_upload_record), "{rows:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();

@@ -15,7 +15,10 @@
 //! has no index entries of its own.
 //!
 //! A crash after step 2 leaves the entity in both tables; the redelivery repeats step 2
-//! (same data) and finishes step 3. Nothing is ever in neither table.
+//! (same data) and finishes step 3. Nothing is ever in neither table. The blobs a move
+//! copies before step 2 are recorded first (`uploads`), so a crash between the copy of
+//! the blobs and step 2 leaves a record the next delivery settles, not blobs no entity
+//! references.
 
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -30,6 +33,10 @@ use tablekit_patterns::index::generic::GenericDeleter;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
 
 use crate::operation::{Operation, OperationError};
+
+mod uploads;
+
+pub use uploads::is_upload_record;
 
 /// Move one entity from `source_table` to `target_table`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -60,8 +67,17 @@ pub enum ArchiveOutcome {
     Missing,
 }
 
-/// Writes the archived copy unless the target holds a copy of a newer source version;
-/// `false` when it does.
+/// What the archived copy's write did.
+#[derive(Debug, PartialEq, Eq)]
+enum Copied {
+    Written,
+    /// The target holds a copy of a newer source version.
+    Newer,
+    /// The round's upload record was settled by another delivery (its blobs deleted).
+    Fenced,
+}
+
+/// Writes the archived copy unless the target holds a copy of a newer source version.
 ///
 /// `read` is the target's slot as read with the source, if it was: the first attempt
 /// starts from it.
@@ -71,7 +87,8 @@ async fn write_copy<S: TableStore>(
     copy: Entity,
     source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
     mut read: Option<Option<Entity>>,
-) -> Result<bool, OperationError> {
+    upload: Option<(&str, &tablekit_core::ETag)>,
+) -> Result<Copied, OperationError> {
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
     loop {
         retry
@@ -103,15 +120,43 @@ async fn write_copy<S: TableStore>(
                     _ => None,
                 };
                 if theirs.is_some() && source_timestamp.is_some() && theirs > source_timestamp {
-                    return Ok(false);
+                    return Ok(Copied::Newer);
                 }
                 let if_match = existing.etag.map_or(IfMatch::Any, IfMatch::ETag);
                 tablekit_core::WriteOp::Replace(copy.clone(), if_match)
             }
             None => tablekit_core::WriteOp::Insert(copy.clone()),
         };
-        match store.execute(table, op).await {
-            Ok(_) => return Ok(true),
+        // With the round's upload record: deleted in the same transaction, under its
+        // ETag (a delivery that settled it meanwhile deleted the blobs: start over).
+        let written = match upload {
+            None => store.execute(table, op).await.map(|_| ()),
+            Some((row_key, etag)) => {
+                let remove = tablekit_core::WriteOp::Delete {
+                    partition_key: copy.partition_key.clone(),
+                    row_key: row_key.to_owned(),
+                    if_match: IfMatch::ETag(etag.clone()),
+                };
+                match store
+                    .submit_batch(table, [op, remove].into_iter().collect())
+                    .await
+                {
+                    Ok(_) => Ok(()),
+                    Err(e)
+                        if e.batch_index() == Some(1)
+                            && matches!(
+                                e.kind(),
+                                ErrorKind::NotFound | ErrorKind::PreconditionFailed
+                            ) =>
+                    {
+                        return Ok(Copied::Fenced);
+                    }
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        match written {
+            Ok(()) => return Ok(Copied::Written),
             Err(e) if e.kind() == ErrorKind::TableNotFound => {
                 store.create_table_if_not_exists(table).await?;
             }
@@ -296,11 +341,17 @@ async fn run<S: TableStore + Clone + 'static>(
         // The source and the target's slot, read at once: the copy's write is
         // conditional on the slot's ETag and the source's delete on the source's, so the
         // order of the two reads does not matter.
-        let (current, slot) = tokio::join!(
+        // The records of uploads left by a delivery that died (or stalled) read beside
+        // them, and settled.
+        let (current, slot, records) = tokio::join!(
             store.get_if_table_exists(source_table, partition_key, row_key),
-            store.get_if_table_exists(target_table, partition_key, row_key)
+            store.get_if_table_exists(target_table, partition_key, row_key),
+            uploads::read(store, target_table, partition_key, row_key)
         );
-        let (current, slot) = (current?, slot?);
+        let (current, slot, records) = (current?, slot?, records?);
+        if !records.is_empty() {
+            uploads::settle(store, blobs, target_table, records).await?;
+        }
         // A delete's tombstone is no entity to archive.
         let current = current.filter(|e| !tablekit_patterns::index::record::is_tombstone(e));
         let Some(current) = current else {
@@ -352,6 +403,7 @@ async fn run<S: TableStore + Clone + 'static>(
                 tablekit_core::Value::DateTime(stamp),
             );
         }
+        let mut upload = None;
         if !source_blobs.is_empty() {
             let Some(blobs) = blobs else {
                 return Err(OperationError::Permanent(
@@ -359,27 +411,49 @@ async fn run<S: TableStore + Clone + 'static>(
                 ));
             };
             let target = EntityRef::new(target_table, partition_key, row_key);
-            for (property, name, text) in &source_blobs {
+            // The round's blobs recorded before they are copied.
+            let round = uploads::Round::new(row_key);
+            let prefixes: Vec<String> = source_blobs
+                .iter()
+                .map(|(property, _, _)| {
+                    round.blob_prefix(&tablekit_patterns::large::blob_folder(&target, property))
+                })
+                .collect();
+            let recorded =
+                uploads::record(store, target_table, partition_key, &round, &prefixes).await?;
+            for ((property, name, text), prefix) in source_blobs.iter().zip(&prefixes) {
                 let Some(bytes) = blobs.get(name).await? else {
                     // A newer write of the source (or its delete) may have dropped the
                     // blob since the source was read: then the newer state is moved.
                     let now = store
                         .get_if_table_exists(source_table, partition_key, row_key)
                         .await?;
+                    uploads::remove(
+                        store,
+                        target_table,
+                        partition_key,
+                        &round.row_key,
+                        &recorded,
+                    )
+                    .await?;
+                    superseded.append(&mut uploaded);
                     if now.and_then(|e| e.etag).as_ref() != Some(&etag) {
-                        superseded.append(&mut uploaded);
                         continue 'round;
                     }
+                    drop_superseded(
+                        store,
+                        blobs,
+                        target_table,
+                        partition_key,
+                        row_key,
+                        &superseded,
+                    )
+                    .await?;
                     return Err(OperationError::Permanent(format!(
                         "the blob `{name}` of `{property}` is missing"
                     )));
                 };
-                let moved = blobs
-                    .put_content_addressed(
-                        &tablekit_patterns::large::blob_folder(&target, property),
-                        bytes,
-                    )
-                    .await?;
+                let moved = blobs.put_content_addressed(prefix, bytes).await?;
                 superseded.retain(|n| *n != moved);
                 uploaded.push(moved.clone());
                 let kind = if *text { "s" } else { "b" };
@@ -388,14 +462,32 @@ async fn run<S: TableStore + Clone + 'static>(
                     tablekit_core::Value::String(format!("{kind}:{moved}")),
                 );
             }
+            upload = Some((round, recorded));
         }
-        // `false`: a newer version is archived already (this delivery is late); the
-        // source delete below then finds the source gone or changed.
-        let written = write_copy(store, target_table, copy, current.timestamp, Some(slot)).await?;
-        if !written {
-            // A newer version is archived already: the blobs copied for this one are
-            // not its (unless the same content: checked before they are dropped).
-            superseded.append(&mut uploaded);
+        let record = upload.as_ref().map(|(r, e)| (r.row_key.as_str(), e));
+        match write_copy(
+            store,
+            target_table,
+            copy,
+            current.timestamp,
+            Some(slot),
+            record,
+        )
+        .await?
+        {
+            Copied::Written => {}
+            // A newer version is archived already (this delivery is late): the blobs
+            // copied for this one are not its; the source delete below then finds the
+            // source gone or changed.
+            Copied::Newer => {
+                if let Some((round, recorded)) = &upload {
+                    uploads::remove(store, target_table, partition_key, &round.row_key, recorded)
+                        .await?;
+                }
+                superseded.append(&mut uploaded);
+            }
+            // Another delivery settled this round's upload and deleted its blobs.
+            Copied::Fenced => continue,
         }
         let at = EntityRef::new(source_table, partition_key, row_key);
         // The source as read above: its delete is conditional on the ETag read.
