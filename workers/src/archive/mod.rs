@@ -88,6 +88,7 @@ async fn write_copy<S: TableStore>(
     source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
     mut read: Option<Option<Entity>>,
     upload: Option<(&str, &tablekit_core::ETag)>,
+    blobs: Option<&BlobStore>,
 ) -> Result<Copied, OperationError> {
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
     loop {
@@ -113,6 +114,10 @@ async fn write_copy<S: TableStore>(
                 Err(e) => return Err(e.into()),
             },
         };
+        // The blobs of the copy this one replaces that it does not reference (another
+        // round's, each round's names its own): recorded in the same transaction, to be
+        // dropped after it.
+        let mut replaced: Vec<String> = Vec::new();
         let op = match existing {
             Some(existing) => {
                 let theirs = match existing.properties.get(SOURCE_TIMESTAMP_PROPERTY) {
@@ -122,39 +127,67 @@ async fn write_copy<S: TableStore>(
                 if theirs.is_some() && source_timestamp.is_some() && theirs > source_timestamp {
                     return Ok(Copied::Newer);
                 }
+                replaced = tablekit_patterns::large::addresses(&existing)
+                    .into_iter()
+                    .map(|(_, name, _)| name)
+                    .filter(|name| !tablekit_patterns::large::references(&copy, name))
+                    .collect();
                 let if_match = existing.etag.map_or(IfMatch::Any, IfMatch::ETag);
                 tablekit_core::WriteOp::Replace(copy.clone(), if_match)
             }
             None => tablekit_core::WriteOp::Insert(copy.clone()),
         };
+        let mut ops = vec![op];
         // With the round's upload record: deleted in the same transaction, under its
         // ETag (a delivery that settled it meanwhile deleted the blobs: start over).
-        let written = match upload {
-            None => store.execute(table, op).await.map(|_| ()),
-            Some((row_key, etag)) => {
-                let remove = tablekit_core::WriteOp::Delete {
-                    partition_key: copy.partition_key.clone(),
-                    row_key: row_key.to_owned(),
-                    if_match: IfMatch::ETag(etag.clone()),
-                };
-                match store
-                    .submit_batch(table, [op, remove].into_iter().collect())
-                    .await
+        if let Some((row_key, etag)) = upload {
+            ops.push(tablekit_core::WriteOp::Delete {
+                partition_key: copy.partition_key.clone(),
+                row_key: row_key.to_owned(),
+                if_match: IfMatch::ETag(etag.clone()),
+            });
+        }
+        let dropping = (!replaced.is_empty()).then(|| {
+            let round = uploads::Round::new(&copy.row_key);
+            let record = uploads::entity(&copy.partition_key, &round, &replaced);
+            ops.push(tablekit_core::WriteOp::Insert(record));
+            round
+        });
+        let written = if ops.len() == 1 {
+            let op = ops.pop().expect("one operation");
+            store.execute(table, op).await.map(|_| Vec::new())
+        } else {
+            match store.submit_batch(table, ops.into_iter().collect()).await {
+                Err(e)
+                    if upload.is_some()
+                        && e.batch_index() == Some(1)
+                        && matches!(
+                            e.kind(),
+                            ErrorKind::NotFound | ErrorKind::PreconditionFailed
+                        ) =>
                 {
-                    Ok(_) => Ok(()),
-                    Err(e)
-                        if e.batch_index() == Some(1)
-                            && matches!(
-                                e.kind(),
-                                ErrorKind::NotFound | ErrorKind::PreconditionFailed
-                            ) =>
-                    {
-                        return Ok(Copied::Fenced);
-                    }
-                    Err(e) => Err(e),
+                    return Ok(Copied::Fenced);
                 }
+                other => other,
             }
         };
+        if let (Ok(etags), Some(round)) = (&written, &dropping) {
+            // The replaced copy's blobs, then their record (a crash between leaves the
+            // record to the next delivery).
+            if let Some(etag) = etags.last().cloned().flatten() {
+                uploads::settle_own(
+                    store,
+                    blobs,
+                    table,
+                    &copy.partition_key,
+                    round,
+                    &etag,
+                    &replaced,
+                )
+                .await?;
+            }
+        }
+        let written = written.map(|_| ());
         match written {
             Ok(()) => return Ok(Copied::Written),
             Err(e) if e.kind() == ErrorKind::TableNotFound => {
@@ -428,15 +461,17 @@ async fn run<S: TableStore + Clone + 'static>(
                     let now = store
                         .get_if_table_exists(source_table, partition_key, row_key)
                         .await?;
-                    uploads::remove(
+                    uploads::settle_own(
                         store,
+                        Some(blobs),
                         target_table,
                         partition_key,
-                        &round.row_key,
+                        &round,
                         &recorded,
+                        &prefixes,
                     )
                     .await?;
-                    superseded.append(&mut uploaded);
+                    uploaded.clear();
                     if now.and_then(|e| e.etag).as_ref() != Some(&etag) {
                         continue 'round;
                     }
@@ -472,6 +507,7 @@ async fn run<S: TableStore + Clone + 'static>(
             current.timestamp,
             Some(slot),
             record,
+            blobs,
         )
         .await?
         {
@@ -481,10 +517,18 @@ async fn run<S: TableStore + Clone + 'static>(
             // source gone or changed.
             Copied::Newer => {
                 if let Some((round, recorded)) = &upload {
-                    uploads::remove(store, target_table, partition_key, &round.row_key, recorded)
-                        .await?;
+                    uploads::settle_own(
+                        store,
+                        blobs,
+                        target_table,
+                        partition_key,
+                        round,
+                        recorded,
+                        &uploaded,
+                    )
+                    .await?;
                 }
-                superseded.append(&mut uploaded);
+                uploaded.clear();
             }
             // Another delivery settled this round's upload and deleted its blobs.
             Copied::Fenced => continue,

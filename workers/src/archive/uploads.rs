@@ -125,6 +125,16 @@ pub(super) async fn settle<S: TableStore>(
     Ok(())
 }
 
+/// The record of `round` naming the blob `prefixes` (a blob's whole name names it alone).
+pub(super) fn entity(partition_key: &str, round: &Round, prefixes: &[String]) -> Entity {
+    let mut entity = Entity::new(partition_key, round.row_key.clone());
+    let json = serde_json::to_string(prefixes).unwrap_or_else(|_| "[]".to_owned());
+    entity
+        .properties
+        .insert(PREFIXES_PROPERTY.to_owned(), Value::String(json));
+    entity
+}
+
 /// Writes the record of `round` naming the blob `prefixes` it uploads under, before the
 /// upload: its ETag.
 ///
@@ -137,12 +147,7 @@ pub(super) async fn record<S: TableStore>(
     round: &Round,
     prefixes: &[String],
 ) -> Result<ETag, OperationError> {
-    let mut entity = Entity::new(partition_key, round.row_key.clone());
-    let json = serde_json::to_string(prefixes)
-        .map_err(|e| OperationError::Permanent(format!("an upload record: {e}")))?;
-    entity
-        .properties
-        .insert(PREFIXES_PROPERTY.to_owned(), Value::String(json));
+    let entity = entity(partition_key, round, prefixes);
     let etag = match store.insert(table, entity.clone()).await {
         Ok(etag) => etag,
         Err(e) if e.kind() == ErrorKind::TableNotFound => {
@@ -154,20 +159,35 @@ pub(super) async fn record<S: TableStore>(
     Ok(etag)
 }
 
-/// Deletes the record of a round that ends without the copy's write (its blobs are
-/// dropped by the move's own account of what it superseded).
+/// Settles a record this delivery wrote and will not commit (a round that ends without
+/// the copy's write, or the blobs of a copy it replaced): its blobs first, then the
+/// record (nobody else references them, so the order only has to survive a crash).
 ///
 /// # Errors
-/// The store's errors.
-pub(super) async fn remove<S: TableStore>(
+/// The store's and blob store's errors.
+pub(super) async fn settle_own<S: TableStore>(
     store: &S,
+    blobs: Option<&BlobStore>,
     table: &str,
     partition_key: &str,
-    row_key: &str,
+    round: &Round,
     etag: &ETag,
+    prefixes: &[String],
 ) -> Result<(), OperationError> {
+    if let Some(blobs) = blobs {
+        for prefix in prefixes {
+            for blob in blobs.list(prefix).await? {
+                blobs.delete(&blob.name).await?;
+            }
+        }
+    }
     match store
-        .delete(table, partition_key, row_key, IfMatch::ETag(etag.clone()))
+        .delete(
+            table,
+            partition_key,
+            &round.row_key,
+            IfMatch::ETag(etag.clone()),
+        )
         .await
     {
         Ok(()) => Ok(()),
