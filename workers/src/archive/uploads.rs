@@ -13,6 +13,11 @@
 //! writer can then no longer reference the blobs: its copy's transaction fails), then
 //! the blobs under its prefixes. A record whose deletion fails was settled by another
 //! delivery, or its writer committed: its blobs are left alone.
+//!
+//! A round's blob names are its own, so two deliveries never share a blob. A copy that
+//! replaces another (an earlier round's, or another delivery's) records, in the same
+//! transaction, the replaced copy's blobs it does not reference, and drops them right
+//! after; a delivery that dies in between leaves that record to the next one.
 
 use tablekit_core::blob::BlobStore;
 use tablekit_core::{ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
