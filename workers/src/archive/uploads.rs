@@ -9,10 +9,11 @@
 //! prefix it uploads under (unique to the round: `<folder><round>-<content hash>`); the
 //! archived copy's write deletes the record in the same entity group transaction,
 //! conditional on its ETag. Any delivery of a move of that entity reads the records beside
-//! the source and settles each it finds: the record deleted first under its ETag (its
+//! the source and settles each it finds: the record claimed first under its ETag (its
 //! writer can then no longer reference the blobs: its copy's transaction fails), then
-//! the blobs under its prefixes. A record whose deletion fails was settled by another
-//! delivery, or its writer committed: its blobs are left alone.
+//! the blobs under its prefixes deleted, then the record (a crash on the way leaves the
+//! claimed record to the next delivery). A record whose claim fails was settled by
+//! another delivery, or its writer committed: its blobs are left alone.
 //!
 //! A round's blob names are its own, so two deliveries never share a blob. A copy that
 //! replaces another (an earlier round's, or another delivery's) records, in the same
@@ -28,6 +29,8 @@ use crate::operation::OperationError;
 pub(super) const UPLOAD_PREFIX: &str = "~archive-upload~";
 /// The property listing a record's blob prefixes (JSON).
 const PREFIXES_PROPERTY: &str = "Prefixes";
+/// The property a delivery settling a record claims it with.
+const SETTLING_PROPERTY: &str = "Settling";
 
 /// The RowKey prefix of the records of the entity at `row_key`.
 fn prefix_of(row_key: &str) -> String {
@@ -98,17 +101,25 @@ pub(super) async fn settle<S: TableStore>(
     table: &str,
     records: Vec<Entity>,
 ) -> Result<(), OperationError> {
+    let Some(blobs) = blobs else {
+        return Ok(());
+    };
     for record in records {
         let prefixes: Vec<String> = match record.properties.get(PREFIXES_PROPERTY) {
             Some(Value::String(json)) => serde_json::from_str(json).unwrap_or_default(),
             _ => Vec::new(),
         };
+        // Claimed first, under the ETag read: its writer's commit (conditional on the
+        // ETag it wrote) can no longer land, and a crash from here on leaves the record,
+        // claimed, to the next delivery.
+        let mut claim = Entity::new(record.partition_key.clone(), record.row_key.clone());
+        claim
+            .properties
+            .insert(SETTLING_PROPERTY.to_owned(), Value::Boolean(true));
         let if_match = record.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        match store
-            .delete(table, &record.partition_key, &record.row_key, if_match)
-            .await
-        {
-            Ok(()) => {}
+        let claimed = match store.merge(table, claim, if_match).await {
+            Ok(etag) => etag,
+            // Its writer committed, or another delivery settles it.
             Err(e)
                 if matches!(
                     e.kind(),
@@ -118,13 +129,28 @@ pub(super) async fn settle<S: TableStore>(
                 continue;
             }
             Err(e) => return Err(e.into()),
-        }
-        if let Some(blobs) = blobs {
-            for prefix in prefixes {
-                for blob in blobs.list(&prefix).await? {
-                    blobs.delete(&blob.name).await?;
-                }
+        };
+        for prefix in &prefixes {
+            for blob in blobs.list(prefix).await? {
+                blobs.delete(&blob.name).await?;
             }
+        }
+        match store
+            .delete(
+                table,
+                &record.partition_key,
+                &record.row_key,
+                IfMatch::ETag(claimed),
+            )
+            .await
+        {
+            Ok(()) => {}
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::NotFound | ErrorKind::PreconditionFailed
+                ) => {}
+            Err(e) => return Err(e.into()),
         }
     }
     Ok(())
