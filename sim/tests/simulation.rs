@@ -166,10 +166,12 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
     ),
     // The archive worker died after copying a blob and before the archived copy's write;
     // the source expired before the redelivery, which found nothing to move and left the
-    // blob (now its upload is recorded first and settled by the next delivery).
+    // blob (now its upload is recorded first and settled by the next delivery); a
+    // delivery settling another's record lost the answer of the record's deletion and
+    // left the blobs (now the record is claimed first, deleted last).
     (
         "a move that died after copying its blobs leaves none behind",
-        &[17907],
+        &[17907, 16522],
     ),
 ];
 
