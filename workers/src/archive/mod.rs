@@ -180,7 +180,7 @@ async fn write_copy<S: TableStore>(
                     blobs,
                     table,
                     &copy.partition_key,
-                    round,
+                    &round.row_key,
                     &etag,
                     &replaced,
                 )
@@ -466,7 +466,7 @@ async fn run<S: TableStore + Clone + 'static>(
                         Some(blobs),
                         target_table,
                         partition_key,
-                        &round,
+                        &round.row_key,
                         &recorded,
                         &prefixes,
                     )
@@ -522,7 +522,7 @@ async fn run<S: TableStore + Clone + 'static>(
                         blobs,
                         target_table,
                         partition_key,
-                        round,
+                        &round.row_key,
                         recorded,
                         &uploaded,
                     )

@@ -130,28 +130,17 @@ pub(super) async fn settle<S: TableStore>(
             }
             Err(e) => return Err(e.into()),
         };
-        for prefix in &prefixes {
-            for blob in blobs.list(prefix).await? {
-                blobs.delete(&blob.name).await?;
-            }
-        }
-        match store
-            .delete(
-                table,
-                &record.partition_key,
-                &record.row_key,
-                IfMatch::ETag(claimed),
-            )
-            .await
-        {
-            Ok(()) => {}
-            Err(e)
-                if matches!(
-                    e.kind(),
-                    ErrorKind::NotFound | ErrorKind::PreconditionFailed
-                ) => {}
-            Err(e) => return Err(e.into()),
-        }
+        // Then as its writer would: the blobs, then the record.
+        settle_own(
+            store,
+            Some(blobs),
+            table,
+            &record.partition_key,
+            &record.row_key,
+            &claimed,
+            &prefixes,
+        )
+        .await?;
     }
     Ok(())
 }
@@ -191,8 +180,9 @@ pub(super) async fn record<S: TableStore>(
 }
 
 /// Settles a record this delivery wrote and will not commit (a round that ends without
-/// the copy's write, or the blobs of a copy it replaced): its blobs first, then the
-/// record (nobody else references them, so the order only has to survive a crash).
+/// the copy's write, or the blobs of a copy it replaced), or one it claimed: its blobs
+/// first, then the record (nobody else references them, so the order only has to
+/// survive a crash).
 ///
 /// # Errors
 /// The store's and blob store's errors.
@@ -201,7 +191,7 @@ pub(super) async fn settle_own<S: TableStore>(
     blobs: Option<&BlobStore>,
     table: &str,
     partition_key: &str,
-    round: &Round,
+    row_key: &str,
     etag: &ETag,
     prefixes: &[String],
 ) -> Result<(), OperationError> {
@@ -213,12 +203,7 @@ pub(super) async fn settle_own<S: TableStore>(
         }
     }
     match store
-        .delete(
-            table,
-            partition_key,
-            &round.row_key,
-            IfMatch::ETag(etag.clone()),
-        )
+        .delete(table, partition_key, row_key, IfMatch::ETag(etag.clone()))
         .await
     {
         Ok(()) => Ok(()),
