@@ -14,7 +14,9 @@ use crate::decl::denormalized::{self, CheckedDenormalized};
 use crate::decl::expiry::{self, Expiry};
 use crate::decl::index::{self, CheckedIndex};
 use crate::decl::index_entity::{self, CheckedIndexEntity};
+use crate::decl::series::{self, CheckedSeries};
 use crate::decl::unique::{self, CheckedUnique};
+use crate::decl::wide::{self, CheckedWide};
 use crate::internals::attr::required;
 use crate::internals::ctxt::{Ctxt, one_of};
 use crate::internals::field::{FieldModel, Storage};
@@ -186,6 +188,8 @@ pub(crate) struct CheckedEntity<'a> {
     pub(crate) uniques: Vec<CheckedUnique<'a>>,
     pub(crate) denormalized: Vec<CheckedDenormalized<'a>>,
     pub(crate) expiry: Option<Expiry<'a>>,
+    pub(crate) series: Option<CheckedSeries<'a>>,
+    pub(crate) wide: Option<CheckedWide>,
 }
 
 /// Checks the entity: its table, kind, version and keys, then each declaration it makes.
@@ -309,6 +313,14 @@ pub(crate) fn check_entity<'a>(
             .filter_map(|(field, attr)| Some((field, attr.denormalized.as_ref()?))),
     );
 
+    let series = series::check(cx, at, c.series.as_ref(), fields, rk.as_ref());
+    let points = series::points_name(c.series.as_ref());
+    let spread = fields
+        .iter()
+        .any(|m| m.storage == Storage::Spread && Some(m.name.as_str()) != points.as_deref());
+    let implied = series.as_ref().and_then(|s| s.chunks);
+    let wide = wide::check(cx, at, c.wide.as_ref(), spread, implied, fields);
+
     Some(CheckedEntity {
         table: table?.value(),
         kind,
@@ -322,5 +334,7 @@ pub(crate) fn check_entity<'a>(
         uniques,
         denormalized,
         expiry,
+        series,
+        wide,
     })
 }

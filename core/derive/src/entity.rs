@@ -5,6 +5,7 @@ use proc_macro2::TokenStream;
 use quote::quote;
 use syn::DeriveInput;
 
+use crate::decl::{series, wide};
 use crate::internals::ctxt::Ctxt;
 use crate::{check, generate, parse};
 
@@ -18,12 +19,14 @@ pub(crate) fn expand(input: &DeriveInput) -> Result<TokenStream, TokenStream> {
             quote!(::core::compile_error!("#[derive(Entity)] needs a struct with named fields");),
         );
     };
-    let (models, attrs) = check::field_models(
+    let (mut models, attrs) = check::field_models(
         &cx,
         fields,
         container.rename_all.as_ref(),
         parse::FIELD_KEYS,
     );
+    wide::spread_fields(&cx, fields, &mut models);
+    series::points_storage(&cx, container.series.as_ref(), &mut models);
     let checked = check::check_entity(&cx, input, &container, &models, &attrs);
     cx.check()?;
     let Some(checked) = checked else {

@@ -10,7 +10,7 @@ use syn::ext::IdentExt;
 
 use crate::check::CheckedEntity;
 use crate::decl::expiry::{self, ExpiryCode};
-use crate::decl::{changes, denormalized, index, index_entity, unique};
+use crate::decl::{changes, denormalized, index, index_entity, series, unique, wide};
 use crate::internals::field::{DefaultAttr, FieldModel, Storage, is_option};
 use crate::internals::template::{CheckedTemplate, template_assertions, template_tokens};
 use crate::internals::tokens::{SpanOfTokens, krate};
@@ -51,6 +51,7 @@ pub(crate) fn field_code(models: &[FieldModel]) -> FieldCode {
                 quote!(__tk::FieldStorage::Json),
                 quote!(__tk::Some(__tk::EdmType::String)),
             ),
+            Storage::Spread => (quote!(__tk::FieldStorage::Spread), quote!(__tk::None)),
             Storage::Skipped => (quote!(__tk::FieldStorage::Skipped), quote!(__tk::None)),
         };
         let has_default = field.default.is_some() || field.storage == Storage::Skipped;
@@ -68,6 +69,7 @@ pub(crate) fn field_code(models: &[FieldModel]) -> FieldCode {
             Storage::Property => quote_spanned!(span=> __tk::assert_field::<#ty>();),
             Storage::Blob => quote_spanned!(span=> __tk::assert_blob::<#ty>();),
             Storage::Json => quote_spanned!(span=> __tk::assert_json::<#ty>();),
+            Storage::Spread => wide::assertion(field),
             Storage::Skipped => quote_spanned!(span=> __tk::assert_default::<#ty>();),
         };
         code.assertions.extend(assertion);
@@ -92,6 +94,12 @@ pub(crate) fn field_code(models: &[FieldModel]) -> FieldCode {
                     Some(_) => quote_spanned!(span=> #ident: reader.json_or(#property, #default)?),
                     None => quote_spanned!(span=> #ident: reader.json(#property)?),
                 });
+            }
+            Storage::Spread => {
+                code.writes
+                    .push(quote_spanned!(span=> writer.spread(#property, &self.#ident)?;));
+                code.reads
+                    .push(quote_spanned!(span=> #ident: reader.spread(#property)?));
             }
             Storage::Skipped => {
                 code.reads
@@ -156,6 +164,9 @@ pub(crate) fn entity(
         expires,
         write: expiry_write,
     } = expiry::generate(e.expiry.as_ref());
+    let wide_meta = wide::meta(e.wide.as_ref());
+    let series_meta = series::meta(e.series.as_ref());
+    let series_impl = series::generate(ident, e.series.as_ref());
     let upcast = match &c.upcast {
         Some(path) => quote! {
             __tk::Some(|entity: &mut __tk::Entity, version: u32| {
@@ -191,7 +202,11 @@ pub(crate) fn entity(
                 uniques: &[#(#unique_metas),*],
                 changes: #changes,
                 expiry: #expiry,
+                wide: #wide_meta,
+                series: #series_meta,
             };
+
+            #series_impl
 
             #[automatically_derived]
             impl __tk::Record for #ident {

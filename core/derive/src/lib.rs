@@ -252,7 +252,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// assert_eq!(User::schema().unique("email").unwrap().table, None);
 /// # Ok::<_, tablekit::Error>(())
 /// ```
-#[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique))]
+#[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique, wide, series))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     entity::expand(&input)

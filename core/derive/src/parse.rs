@@ -9,7 +9,9 @@ use syn::{LitInt, LitStr, Path};
 use crate::decl::denormalized::{self, DenormalizedAttr};
 use crate::decl::index::{self, IndexAttr};
 use crate::decl::index_entity::{self, IndexEntityAttr};
+use crate::decl::series::{self, SeriesAttr};
 use crate::decl::unique::{self, UniqueAttr};
+use crate::decl::wide::{self, WideAttr};
 use crate::internals::attr::{SpanOf, integer, key_name, path, record, set_once, string, unknown};
 use crate::internals::ctxt::Ctxt;
 use crate::internals::field::DefaultAttr;
@@ -66,6 +68,8 @@ pub(crate) struct Container {
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
     pub(crate) uniques: Vec<UniqueAttr>,
+    pub(crate) wide: Option<WideAttr>,
+    pub(crate) series: Option<SeriesAttr>,
 }
 
 /// A field's `#[entity(...)]`.
@@ -126,6 +130,10 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             c.index_entities.push(index_entity::parse(cx, attr));
         } else if attr.path().is_ident("unique") {
             c.uniques.push(unique::parse(cx, attr));
+        } else if attr.path().is_ident("wide") {
+            wide::parse(cx, attr, &mut c.wide);
+        } else if attr.path().is_ident("series") {
+            series::parse(cx, attr, &mut c.series);
         }
     }
     c

@@ -79,6 +79,11 @@ impl Batch {
         &self.ops
     }
 
+    /// Operation `index`, to change (a declaration reshaping what another planned).
+    pub fn operation_mut(&mut self, index: usize) -> Option<&mut WriteOp> {
+        self.ops.get_mut(index)
+    }
+
     /// Takes the operations out.
     pub fn into_operations(self) -> Vec<WriteOp> {
         self.ops

@@ -357,6 +357,7 @@ impl BlobField for Vec<u8> {}
 impl BlobField for String {}
 impl BlobField for Option<Vec<u8>> {}
 impl BlobField for Option<String> {}
+impl<V: serde::Serialize + serde::de::DeserializeOwned> BlobField for super::Points<V> {}
 
 /// The field types an `#[entity(expires)]` field may have: the instant the entity
 /// expires, or `None` for an entity that never does.

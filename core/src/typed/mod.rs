@@ -19,6 +19,7 @@ pub(crate) mod field;
 mod schema;
 mod table;
 mod template;
+mod wide;
 
 pub use field::{
     BlobField, Direction, ExpiresField, FieldError, FieldProblem, FieldValue, json_from_value,
@@ -32,6 +33,10 @@ pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
     KeyBounds, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, TemplateError, TemplatePart,
     TicksKeyPart,
+};
+pub use wide::{
+    FIELDS_PER_CHUNK, FIELDS_PER_ENTITY, MAX_CHUNKS, Points, SPREAD_SEPARATOR, SeriesMeta,
+    SeriesType, SeriesValue, SpreadField, WideMeta,
 };
 
 use crate::error::{Error, Result};
@@ -258,6 +263,20 @@ impl EntityWriter {
         Ok(())
     }
 
+    /// Writes a field spread over many properties (`<property>_<entry>`).
+    ///
+    /// # Errors
+    /// [`Error::Field`].
+    pub fn spread<T: SpreadField>(&mut self, property: &'static str, value: &T) -> Result<()> {
+        let entries = value.entries().map_err(|p| self.error(property, p))?;
+        for (entry, value) in entries {
+            self.entity
+                .properties
+                .insert(format!("{property}{SPREAD_SEPARATOR}{entry}"), value);
+        }
+        Ok(())
+    }
+
     /// Records when the entity expires, from its `#[entity(expires)]` field.
     pub fn expires<T: ExpiresField>(&mut self, value: &T) {
         if let Some(at) = value.expires_at() {
@@ -467,6 +486,29 @@ impl EntityReader {
         }))
     }
 
+    /// Reads a field spread over many properties (`<property>_<entry>`).
+    ///
+    /// # Errors
+    /// [`Error::Field`].
+    pub fn spread<T: SpreadField>(&mut self, property: &str) -> Result<T> {
+        let prefix = format!("{property}{SPREAD_SEPARATOR}");
+        let names: Vec<String> = self
+            .entity
+            .properties
+            .keys()
+            .filter(|n| n.starts_with(&prefix))
+            .cloned()
+            .collect();
+        let mut entries = Vec::with_capacity(names.len());
+        for name in names {
+            if let Some(value) = self.entity.properties.swap_remove(&name) {
+                entries.push((name[prefix.len()..].to_owned(), value));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        T::from_entries(entries).map_err(|p| self.error(property, p))
+    }
+
     /// The value with the entity's keys, ETag and timestamp.
     pub fn finish<T>(self, value: T) -> Stored<T> {
         Stored {
@@ -561,8 +603,9 @@ pub mod __private {
         BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
         EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
         IndexEntityStorage, IndexMeta, IndexPlacement, KeyFormat, KeyPart, KeyTemplate,
-        PaddedKeyPart, Projection, Record, Schema, Stored, TemplatePart, TicksKeyPart, UniqueMeta,
-        const_str_eq, kind_filter, render_key, stored_kind, unknown_kind,
+        PaddedKeyPart, Points, Projection, Record, Schema, SeriesMeta, SeriesType, SpreadField,
+        Stored, TemplatePart, TicksKeyPart, UniqueMeta, WideMeta, const_str_eq, kind_filter,
+        render_key, stored_kind, unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;
@@ -570,10 +613,13 @@ pub mod __private {
     pub use crate::model::{EdmType, Entity};
     pub use ::core::option::Option::{self, None, Some};
     pub use ::core::result::Result::{Err, Ok};
+    pub use chrono::{DateTime, Utc};
     pub use serde::Serialize;
     pub use serde::de::DeserializeOwned;
     pub use std::string::String;
 
+    /// Compile-time check that a field type may be spread over many properties.
+    pub const fn assert_spread<T: SpreadField>() {}
     /// Compile-time check that a field type has a property mapping.
     pub const fn assert_field<T: FieldValue>() {}
     /// Compile-time check that a field type may be a key part.

@@ -41,6 +41,11 @@ pub struct Schema {
     /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
     /// `#[entity(expires)]` field), if they do.
     pub expiry: Option<ExpiryMeta>,
+    /// How the type is stored in chunks, if it is wide (`#[wide]`, or a series that
+    /// spills to chunks).
+    pub wide: Option<super::WideMeta>,
+    /// The data series the type declares (`#[series(..)]`), if it does.
+    pub series: Option<super::SeriesMeta>,
 }
 
 impl Schema {
@@ -107,6 +112,8 @@ pub enum FieldStorage {
     /// have a blob store (`LargeTable`, `IndexedTable::with_blobs`), inline in a plain
     /// [`Table`](crate::typed::Table).
     Blob,
+    /// Spread over many properties, one per entry (a `#[wide]` map, a series' points).
+    Spread,
     /// Not stored (`#[entity(skip)]`).
     Skipped,
 }

@@ -79,6 +79,12 @@ impl<R> Plan<R> {
         self.batch.operations()
     }
 
+    /// Write `index` of the plan, to change (a step reshaping what an earlier one
+    /// planned: a wide entity's primary split into chunks).
+    pub fn operation_mut(&mut self, index: usize) -> Option<&mut WriteOp> {
+        self.batch.operation_mut(index)
+    }
+
     /// The follow-up work planned so far.
     pub fn work(&self) -> &[Envelope] {
         &self.work

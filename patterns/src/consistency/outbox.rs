@@ -24,6 +24,13 @@ pub const MARKER_PROPERTY: &str = tablekit_core::typed::DEFAULT_KIND_PROPERTY;
 /// The marker of an outbox entry.
 pub const OUTBOX_KIND: &str = "TablekitOutbox";
 const ENVELOPE_PROPERTY: &str = "Envelope";
+/// How many further parts an envelope longer than one property holds
+/// (`Envelope1`, `Envelope2` …; absent when it fits `Envelope` alone).
+const ENVELOPE_PARTS_PROPERTY: &str = "EnvelopeParts";
+/// The UTF-16 units one part of an envelope holds (a string property holds 32 Ki).
+const ENVELOPE_PART_UNITS: usize = 32_000;
+/// The most parts an envelope may take (an entity holds 1 MiB).
+const MAX_ENVELOPE_PARTS: usize = 14;
 /// Entries written before envelopes: the index work alone.
 const LEGACY_OPERATIONS_PROPERTY: &str = "Operations";
 const CREATED_PROPERTY: &str = "CreatedAt";
@@ -46,9 +53,28 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
         MARKER_PROPERTY.to_owned(),
         Value::String(OUTBOX_KIND.to_owned()),
     );
-    entity
-        .properties
-        .insert(ENVELOPE_PROPERTY.to_owned(), Value::String(json));
+    let parts = envelope_parts(&json);
+    if parts.len() > MAX_ENVELOPE_PARTS {
+        return Err(Error::Unsupported(format!(
+            "operation `{}` of {} characters does not fit one outbox entry",
+            envelope.kind,
+            json.len()
+        )));
+    }
+    if parts.len() > 1 {
+        entity.properties.insert(
+            ENVELOPE_PARTS_PROPERTY.to_owned(),
+            Value::Int32(i32::try_from(parts.len() - 1).unwrap_or(i32::MAX)),
+        );
+    }
+    for (i, part) in parts.into_iter().enumerate() {
+        let name = if i == 0 {
+            ENVELOPE_PROPERTY.to_owned()
+        } else {
+            format!("{ENVELOPE_PROPERTY}{i}")
+        };
+        entity.properties.insert(name, Value::String(part));
+    }
     entity.properties.insert(
         CREATED_PROPERTY.to_owned(),
         Value::DateTime(tablekit_core::clock::now()),
@@ -59,6 +85,43 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
             .insert(NOT_BEFORE_PROPERTY.to_owned(), Value::DateTime(at));
     }
     Ok(entity)
+}
+
+/// An envelope's JSON cut into parts of at most [`ENVELOPE_PART_UNITS`] UTF-16 units
+/// (one part, the JSON itself, when it fits).
+fn envelope_parts(json: &str) -> Vec<String> {
+    let mut parts = vec![String::new()];
+    let mut units = 0;
+    for c in json.chars() {
+        if units + c.len_utf16() > ENVELOPE_PART_UNITS {
+            parts.push(String::new());
+            units = 0;
+        }
+        units += c.len_utf16();
+        if let Some(part) = parts.last_mut() {
+            part.push(c);
+        }
+    }
+    parts
+}
+
+/// The envelope's JSON of an entry, its parts joined.
+fn envelope_json(entity: &Entity) -> Option<std::borrow::Cow<'_, str>> {
+    let Some(Value::String(first)) = entity.properties.get(ENVELOPE_PROPERTY) else {
+        return None;
+    };
+    let parts = match entity.properties.get(ENVELOPE_PARTS_PROPERTY) {
+        Some(Value::Int32(n)) => usize::try_from(*n).unwrap_or(0).min(MAX_ENVELOPE_PARTS),
+        _ => return Some(std::borrow::Cow::Borrowed(first)),
+    };
+    let mut json = first.clone();
+    for i in 1..=parts {
+        if let Some(Value::String(part)) = entity.properties.get(&format!("{ENVELOPE_PROPERTY}{i}"))
+        {
+            json.push_str(part);
+        }
+    }
+    Some(std::borrow::Cow::Owned(json))
 }
 
 /// The property marking an outbox entry as an *intent*: the undoing of what a write did
@@ -127,12 +190,10 @@ pub async fn claim_intent<S: TableStore>(
 pub fn read_entry(entity: &Entity) -> Result<Envelope> {
     let what = || format!("outbox entry {}/{}", entity.partition_key, entity.row_key);
     match (
-        entity.properties.get(ENVELOPE_PROPERTY),
+        envelope_json(entity),
         entity.properties.get(LEGACY_OPERATIONS_PROPERTY),
     ) {
-        (Some(Value::String(json)), _) => {
-            serde_json::from_str(json).map_err(|e| Error::malformed(what(), e))
-        }
+        (Some(json), _) => serde_json::from_str(&json).map_err(|e| Error::malformed(what(), e)),
         (None, Some(Value::String(json))) => {
             // Index work recorded before envelopes: `{"id": …, "operations": […]}`.
             let payload: serde_json::Value =

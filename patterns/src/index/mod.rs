@@ -24,10 +24,12 @@ pub mod operation;
 pub mod reclaim;
 pub mod record;
 pub mod registry;
+pub mod series;
 mod stored;
 mod table;
 pub mod unique;
 mod upkeep;
+pub mod wide;
 pub(crate) mod write;
 
 pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};

@@ -233,6 +233,8 @@ impl SchemaRecord {
                 .collect::<Result<_>>()?,
             expiry: self.expiry,
             changes: self.changes.clone(),
+            // The untyped paths only delete: a wide primary's chunk 0 names its chunks.
+            wide: None,
         })
     }
 

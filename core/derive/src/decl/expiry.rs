@@ -7,43 +7,16 @@ use quote::{quote, quote_spanned};
 use syn::LitStr;
 
 use crate::internals::ctxt::Ctxt;
+use crate::internals::duration::parse_duration;
 use crate::internals::field::FieldModel;
 use crate::internals::tokens::SpanOfTokens;
 
 /// The longest time to live: a hundred years.
 const MAX_TTL_SECONDS: u64 = 36_500 * 86_400;
 
-/// Reads a time to live: whole numbers each followed by a unit, `d`, `h`, `m` or `s`
-/// (`"30d"`, `"1d12h"`, `"90s"`), in seconds.
+/// Reads a time to live (see [`parse_duration`]), from one second to a hundred years.
 fn parse_ttl(text: &str) -> Result<u64, String> {
-    let mut total: u64 = 0;
-    let mut number: Option<u64> = None;
-    for c in text.chars() {
-        if let Some(digit) = c.to_digit(10) {
-            let n = number.unwrap_or(0);
-            number = Some(
-                n.checked_mul(10)
-                    .and_then(|n| n.checked_add(u64::from(digit)))
-                    .ok_or("it is too long")?,
-            );
-            continue;
-        }
-        let unit = match c {
-            'd' => 86_400,
-            'h' => 3_600,
-            'm' => 60,
-            's' => 1,
-            other => return Err(format!("`{other}` is not a unit (d, h, m, s)")),
-        };
-        let n = number.take().ok_or("each unit needs a number before it")?;
-        total = n
-            .checked_mul(unit)
-            .and_then(|s| total.checked_add(s))
-            .ok_or("it is too long")?;
-    }
-    if number.is_some() {
-        return Err("a number needs a unit (d, h, m, s)".to_owned());
-    }
+    let total = parse_duration(text)?;
     if total == 0 {
         return Err("a time to live is at least one second".to_owned());
     }

@@ -17,4 +17,6 @@ pub(crate) mod denormalized;
 pub(crate) mod expiry;
 pub(crate) mod index;
 pub(crate) mod index_entity;
+pub(crate) mod series;
 pub(crate) mod unique;
+pub(crate) mod wide;

@@ -9,6 +9,8 @@ pub(crate) enum Storage {
     Property,
     Json,
     Blob,
+    /// Spread over many properties (a `#[wide]` map, a series' points).
+    Spread,
     Skipped,
 }
 

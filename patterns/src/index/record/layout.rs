@@ -125,6 +125,8 @@ pub struct Layout {
     pub expiry: Option<ExpiryLayout>,
     /// The queue the type's change events go to, if it publishes them.
     pub changes: Option<String>,
+    /// The most chunks a primary may take, if the type is wide ([`super::super::wide`]).
+    pub wide: Option<usize>,
 }
 
 impl Layout {
@@ -184,6 +186,7 @@ impl Layout {
                 .collect(),
             expiry: schema.expiry.map(ExpiryLayout::from),
             changes: schema.changes.map(str::to_owned),
+            wide: schema.wide.map(|w| w.chunks),
         }
     }
 
@@ -200,6 +203,7 @@ impl Layout {
             uniques: Vec::new(),
             expiry: None,
             changes: None,
+            wide: None,
         }
     }
 

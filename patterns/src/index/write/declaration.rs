@@ -202,6 +202,8 @@ pub(crate) enum Role {
     Dependent,
     /// The deletion of the write's intent (its steps outside the transaction).
     Intent,
+    /// A further chunk of a wide entity, written or deleted with its chunk 0.
+    Chunk,
 }
 
 /// One planned attempt of a write, as the declarations add to it.

@@ -8,15 +8,16 @@ use tablekit_core::TableStore;
 use super::super::operation::IndexOperation;
 use super::super::record::Target;
 use super::super::upkeep::{Applies, Kept, Upkeep};
-use super::super::{blobs, changes, copies, expiry, links, members, unique};
+use super::super::{blobs, changes, copies, expiry, links, members, unique, wide};
 use super::declaration::{ReadSteps, WriteSteps};
 
 /// Every declaration's write steps, in order: the expiry time first (it adds a target),
 /// the blobs before the links (a blob field is offloaded before the links are put),
 /// unique values reserved before a denormalised source is read, copies and id lists
 /// before the dependents (which take the room the transaction has left), the change
-/// event and the blob deletions last.
-pub(crate) fn write_steps<S: TableStore + Clone + 'static>() -> [&'static dyn WriteSteps<S>; 7] {
+/// event and the blob deletions, then a wide primary cut into chunks (every other step
+/// sees it whole).
+pub(crate) fn write_steps<S: TableStore + Clone + 'static>() -> [&'static dyn WriteSteps<S>; 8] {
     [
         &expiry::write::Expiry,
         &blobs::Blobs,
@@ -25,24 +26,27 @@ pub(crate) fn write_steps<S: TableStore + Clone + 'static>() -> [&'static dyn Wr
         &members::write::Lists,
         &links::write::Denormalized,
         &changes::Changes,
+        &wide::write::Wide,
     ]
 }
 
 /// The declarations that act on the read path: expiry hides (an expired entity, a
-/// tombstone), blobs restore.
-pub(crate) fn read_steps<S: TableStore + Clone + 'static>() -> [&'static dyn ReadSteps<S>; 2] {
-    [&expiry::write::Expiry, &blobs::Blobs]
+/// tombstone), a wide primary's chunks are hidden and put back together (before blobs
+/// restore what any chunk offloaded), blobs restore.
+pub(crate) fn read_steps<S: TableStore + Clone + 'static>() -> [&'static dyn ReadSteps<S>; 3] {
+    [&expiry::write::Expiry, &wide::write::Wide, &blobs::Blobs]
 }
 
 /// The declarations that keep entities naming no target (stored entities of their kind;
 /// a failed write's steps).
-pub(crate) fn upkeep<S: TableStore + Clone + 'static>() -> [&'static dyn Upkeep<S>; 5] {
+pub(crate) fn upkeep<S: TableStore + Clone + 'static>() -> [&'static dyn Upkeep<S>; 6] {
     [
         &copies::write::Copies,
         &members::write::Lists,
         &links::write::Denormalized,
         &unique::write::Unique,
         &blobs::Blobs,
+        &wide::write::Wide,
     ]
 }
 
