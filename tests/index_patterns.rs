@@ -16,9 +16,11 @@ use tablekit::core::typed::KeyPart;
 use tablekit::core::{AnyStore, Query, filter};
 use tablekit::patterns::Error as PatternError;
 use tablekit::patterns::consistency::{BoxFuture, Envelope, outbox};
+use tablekit::patterns::index::operation::AddMember;
 use tablekit::patterns::index::record::{SOURCE_PROPERTY, VERSION_PROPERTY};
 use tablekit::patterns::index::{
-    AuditOptions, Drift, EntityRef, IndexApplier, IndexOperations, InlineSink, OutboxSink, Relay,
+    AuditOptions, Drift, EntityRef, IndexApplier, IndexOperation, IndexOperations, InlineSink,
+    OutboxSink, Relay,
 };
 use tablekit::prelude::*;
 
@@ -1869,19 +1871,15 @@ async fn concurrent_adds_to_a_table_list_leave_each_id_on_one_page(store: AnySto
             tokio::spawn(async move {
                 for n in 0..20u32 {
                     let source = EntityRef::new("Src", "p", format!("{task}_{n:02}{long}"));
-                    applier
-                        .change_member(
-                            &source,
-                            1,
-                            "tag",
-                            tablekit::patterns::index::MemberStorage::Table,
-                            "TagLists",
-                            "red",
-                            true,
-                            false,
-                        )
-                        .await
-                        .expect("add");
+                    let add = IndexOperation::AddMember(AddMember {
+                        source,
+                        version: 1,
+                        index: "tag".into(),
+                        storage: tablekit::patterns::index::MemberStorage::Table,
+                        table: "TagLists".into(),
+                        value: "red".into(),
+                    });
+                    applier.apply(&add).await.expect("add");
                 }
             })
         })

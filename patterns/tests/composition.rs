@@ -8,8 +8,9 @@ use support::{Held, Hold};
 
 use tablekit_core::{Entity, MemoryStore, TableStore, Value};
 use tablekit_patterns::consistency::{Engine, Envelope, outbox};
-use tablekit_patterns::index::links::link_ref;
-use tablekit_patterns::index::operation::{Applied, IndexApplier, IndexOperations};
+use tablekit_patterns::index::operation::{
+    Applied, IndexApplier, IndexOperation, IndexOperations, PutCopy, SyncDenormalized,
+};
 use tablekit_patterns::index::reclaim::Reclaim;
 use tablekit_patterns::index::record::{CopyTarget, DenormalizedTarget};
 use tablekit_patterns::index::record::{EntityRef, IndexRecord, Target, copy_of};
@@ -41,82 +42,6 @@ fn reserving(source: &EntityRef, reservations: &[&EntityRef]) -> Envelope {
     }
     .envelope()
     .expect("envelope")
-}
-
-/// A badge deleted, then inserted again with the same holder: the delete's late link
-/// removal ran between the new write's link and its commit, read the badge before the
-/// commit (not claiming the link) and deleted the new link. And two writes of a badge
-/// putting the same link: the one that failed removed the link the other, still in
-/// flight, needed. A link a pending write of its dependent puts is left to that write
-/// (its commit claims it, its undoing decides again).
-#[tokio::test]
-async fn a_link_removal_leaves_the_link_of_a_write_in_flight() {
-    let store = store_with(&["Badges", "Members"]).await;
-    let engine = Engine::new(store.clone());
-    let applier = IndexApplier::new(store.clone());
-    let badge = EntityRef::new("Badges", "t1", "b_03");
-    let holder = EntityRef::new("Members", "t1", "m_04");
-    let mut intents = Vec::new();
-    for _ in 0..2 {
-        let undoing = Reclaim {
-            id: uuid::Uuid::new_v4().simple().to_string(),
-            source: badge.clone(),
-            reservations: Vec::new(),
-            links: vec![("holder_email".into(), holder.clone(), "email".into())],
-            blob_nonce: None,
-        };
-        let intent = engine
-            .record_intent("Badges", "t1", undoing.envelope().expect("envelope"))
-            .await
-            .expect("intent");
-        applier
-            .put_link_for(&badge, "holder_email", &holder, "email", Some(&intent.id()))
-            .await
-            .expect("link");
-        intents.push(intent);
-    }
-    let link = link_ref(&badge, "holder_email", &holder);
-    let exists = || async {
-        store
-            .get(&link.table, &link.partition_key, &link.row_key, None)
-            .await
-            .expect("get")
-            .is_some()
-    };
-    // The earlier delete's removal arrives: writes are in flight, the link stays.
-    assert_eq!(
-        applier
-            .remove_link(&badge, "holder_email", &holder, "email")
-            .await
-            .expect("remove"),
-        Applied::Superseded
-    );
-    assert!(exists().await, "the in-flight write's link was removed");
-    // The second write fails and is undone: the first is still in flight.
-    engine.abandon(&intents[1]).await;
-    let second = intents[1].id();
-    assert_eq!(
-        applier
-            .remove_link_of(&badge, "holder_email", &holder, "email", Some(&second))
-            .await
-            .expect("undo"),
-        Applied::Superseded
-    );
-    assert!(
-        exists().await,
-        "a failed write removed the link another needs"
-    );
-    // The first fails too: now nothing claims the link.
-    engine.abandon(&intents[0]).await;
-    let first = intents[0].id();
-    assert_eq!(
-        applier
-            .remove_link_of(&badge, "holder_email", &holder, "email", Some(&first))
-            .await
-            .expect("undo"),
-        Applied::Changed
-    );
-    assert!(!exists().await);
 }
 
 /// A member's write reserved its new email under an intent, then failed; its deleting
@@ -177,11 +102,16 @@ async fn a_copy_written_for_a_primary_that_moved_on_is_taken_back() {
         .insert("Kind".into(), Value::String("Member".into()));
     let copy = copy_of(&primary, &source, 7, "by_city", &target, None, "Kind").expect("copy");
     store.insert("MembersByCity", copy).await.expect("copy");
+    let put = IndexOperation::PutCopy(PutCopy {
+        source: source.clone(),
+        version: 7,
+        index: "by_city".into(),
+        target: target.clone(),
+        properties: None,
+        kind_property: "Kind".into(),
+    });
     // The primary is gone: the work's next delivery takes the copy back.
-    let applied = applier
-        .put_copy(&source, 7, "by_city", &target, None, "Kind", false)
-        .await
-        .expect("put");
+    let applied = applier.apply(&put).await.expect("put");
     assert_eq!(applied, Applied::Superseded);
     assert!(
         store
@@ -194,10 +124,7 @@ async fn a_copy_written_for_a_primary_that_moved_on_is_taken_back() {
     // A newer write's copy is never taken back by older work.
     let newer = copy_of(&primary, &source, 8, "by_city", &target, None, "Kind").expect("copy");
     store.insert("MembersByCity", newer).await.expect("copy");
-    applier
-        .put_copy(&source, 7, "by_city", &target, None, "Kind", false)
-        .await
-        .expect("put");
+    applier.apply(&put).await.expect("put");
     assert!(
         store
             .get("MembersByCity", "Oslo", "t1_03", None)
@@ -512,16 +439,19 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
     store.insert("Badges", primary).await.expect("badge");
     store.insert("BadgesByCode", copy).await.expect("copy");
 
+    let sync = IndexOperation::SyncDenormalized(SyncDenormalized {
+        dependent: badge.clone(),
+        property: "holder_email".into(),
+        source: member.clone(),
+        source_property: "email".into(),
+    });
+
     // The first delivery: merges the email, then is held at its copy write.
     held.arm();
     let first = tokio::spawn({
         let applier = IndexApplier::new(held.clone());
-        let (badge, member) = (badge.clone(), member.clone());
-        async move {
-            applier
-                .sync_denormalized(&badge, "holder_email", &member, "email")
-                .await
-        }
+        let sync = sync.clone();
+        async move { applier.apply(&sync).await }
     });
     held.reached().await;
     // The member loses its email (deleted: its tombstone holds no properties), and the
@@ -535,7 +465,7 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
         .await
         .expect("member");
     IndexApplier::new(store.clone())
-        .sync_denormalized(&badge, "holder_email", &member, "email")
+        .apply(&sync)
         .await
         .expect("second delivery");
     held.release();

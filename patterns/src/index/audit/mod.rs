@@ -39,10 +39,8 @@ pub(crate) use auditor::Auditor;
 pub use backfill::backfill;
 pub(crate) use backfill::backfill_with;
 pub use migrate::{MigrateReport, migrate};
-use report::STATE_PROPERTY;
-pub use report::{
-    AuditOptions, AuditProgress, AuditReport, Drift, Finding, JOBS_TABLE, ProgressFn,
-};
+pub use report::{AuditOptions, AuditProgress, AuditReport, Drift, Finding, ProgressFn};
+use report::{JOBS_TABLE, STATE_PROPERTY};
 use scan::Scan;
 
 /// Audits a table's indexes (and repairs them with [`AuditOptions::repair`]): every

@@ -12,7 +12,7 @@ use super::super::record::{EntityRef, Target};
 use crate::error::Result;
 
 /// The table holding checkpoints of audits and backfills.
-pub const JOBS_TABLE: &str = "TablekitJobs";
+pub(super) const JOBS_TABLE: &str = "TablekitJobs";
 pub(super) const STATE_PROPERTY: &str = "State";
 
 /// A kind of drift.

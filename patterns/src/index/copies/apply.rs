@@ -39,7 +39,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention).
     #[allow(clippy::too_many_arguments)]
-    pub async fn put_copy(
+    pub(crate) async fn put_copy(
         &self,
         source: &EntityRef,
         version: i64,
@@ -211,7 +211,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention).
-    pub async fn delete_copy(
+    pub(crate) async fn delete_copy(
         &self,
         source: &EntityRef,
         version: Option<i64>,

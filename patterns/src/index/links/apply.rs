@@ -47,7 +47,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors.
-    pub async fn remove_link(
+    pub(crate) async fn remove_link(
         &self,
         dependent: &EntityRef,
         property: &str,
@@ -63,7 +63,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention).
-    pub async fn remove_link_of(
+    pub(crate) async fn remove_link_of(
         &self,
         dependent: &EntityRef,
         property: &str,
@@ -144,7 +144,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors.
-    pub async fn put_link(
+    pub(crate) async fn put_link(
         &self,
         dependent: &EntityRef,
         property: &str,
@@ -160,7 +160,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors.
-    pub async fn put_link_for(
+    pub(crate) async fn put_link_for(
         &self,
         dependent: &EntityRef,
         property: &str,
@@ -197,7 +197,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention).
-    pub async fn sync_denormalized(
+    pub(crate) async fn sync_denormalized(
         &self,
         dependent: &EntityRef,
         property: &str,
@@ -282,7 +282,7 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention).
-    pub async fn sync_new_dependents(
+    pub(crate) async fn sync_new_dependents(
         &self,
         source: &EntityRef,
         properties: &[String],
@@ -397,5 +397,103 @@ impl<S: TableStore> IndexApplier<S> {
             }
             return Ok(());
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use tablekit_core::{MemoryStore, TableStore};
+
+    use crate::consistency::Engine;
+    use crate::index::links::link_ref;
+    use crate::index::operation::{Applied, IndexApplier};
+    use crate::index::reclaim::Reclaim;
+    use crate::index::record::EntityRef;
+
+    async fn store_with(tables: &[&str]) -> MemoryStore {
+        let store = MemoryStore::new();
+        for table in tables {
+            store
+                .create_table_if_not_exists(table)
+                .await
+                .expect("table");
+        }
+        store
+    }
+
+    /// A badge deleted, then inserted again with the same holder: the delete's late link
+    /// removal ran between the new write's link and its commit, read the badge before the
+    /// commit (not claiming the link) and deleted the new link. And two writes of a badge
+    /// putting the same link: the one that failed removed the link the other, still in
+    /// flight, needed. A link a pending write of its dependent puts is left to that write
+    /// (its commit claims it, its undoing decides again).
+    #[tokio::test]
+    async fn a_link_removal_leaves_the_link_of_a_write_in_flight() {
+        let store = store_with(&["Badges", "Members"]).await;
+        let engine = Engine::new(store.clone());
+        let applier = IndexApplier::new(store.clone());
+        let badge = EntityRef::new("Badges", "t1", "b_03");
+        let holder = EntityRef::new("Members", "t1", "m_04");
+        let mut intents = Vec::new();
+        for _ in 0..2 {
+            let undoing = Reclaim {
+                id: uuid::Uuid::new_v4().simple().to_string(),
+                source: badge.clone(),
+                reservations: Vec::new(),
+                links: vec![("holder_email".into(), holder.clone(), "email".into())],
+                blob_nonce: None,
+            };
+            let intent = engine
+                .record_intent("Badges", "t1", undoing.envelope().expect("envelope"))
+                .await
+                .expect("intent");
+            applier
+                .put_link_for(&badge, "holder_email", &holder, "email", Some(&intent.id()))
+                .await
+                .expect("link");
+            intents.push(intent);
+        }
+        let link = link_ref(&badge, "holder_email", &holder);
+        let exists = || async {
+            store
+                .get(&link.table, &link.partition_key, &link.row_key, None)
+                .await
+                .expect("get")
+                .is_some()
+        };
+        // The earlier delete's removal arrives: writes are in flight, the link stays.
+        assert_eq!(
+            applier
+                .remove_link(&badge, "holder_email", &holder, "email")
+                .await
+                .expect("remove"),
+            Applied::Superseded
+        );
+        assert!(exists().await, "the in-flight write's link was removed");
+        // The second write fails and is undone: the first is still in flight.
+        engine.abandon(&intents[1]).await;
+        let second = intents[1].id();
+        assert_eq!(
+            applier
+                .remove_link_of(&badge, "holder_email", &holder, "email", Some(&second))
+                .await
+                .expect("undo"),
+            Applied::Superseded
+        );
+        assert!(
+            exists().await,
+            "a failed write removed the link another needs"
+        );
+        // The first fails too: now nothing claims the link.
+        engine.abandon(&intents[0]).await;
+        let first = intents[0].id();
+        assert_eq!(
+            applier
+                .remove_link_of(&badge, "holder_email", &holder, "email", Some(&first))
+                .await
+                .expect("undo"),
+            Applied::Changed
+        );
+        assert!(!exists().await);
     }
 }

@@ -47,7 +47,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// # Errors
     /// The store's errors; [`Error::NoBlobStore`]; [`Error::Contention`].
     #[allow(clippy::too_many_arguments)]
-    pub async fn change_member(
+    pub(crate) async fn change_member(
         &self,
         source: &EntityRef,
         version: i64,

@@ -48,7 +48,7 @@ impl<S: TableStore> IndexApplier<S> {
     /// # Errors
     /// [`Error::ValueTaken`](crate::Error::ValueTaken) when another entity holds the
     /// value; the store's errors.
-    pub async fn claim_unique(
+    pub(crate) async fn claim_unique(
         &self,
         source: &EntityRef,
         version: i64,
