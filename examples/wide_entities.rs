@@ -1,31 +1,87 @@
-//! Wide entities: 365 daily counters (more than the 252 properties an entity holds) as
-//! one logical entity over two physical ones, written in one transaction.
+//! Wide entities: a sensor with a reading per metric — 600 readings, more than the 252
+//! properties one entity holds — declared `#[wide]`, stored as chunks of one partition
+//! written in one transaction, read back typed. Changing one reading writes chunk 0 (its
+//! version) and the chunk holding it; an index on the type keeps working.
 //!
 //! `cargo run --example wide_entities`
 
 #![allow(clippy::print_stdout)]
 
-use tablekit::core::Properties;
-use tablekit::patterns::wide::WideTable;
+use std::collections::BTreeMap;
+
 use tablekit::prelude::*;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(table = "Sensors", partition_key = "{site}", row_key = "{sensor}")]
+#[index(
+    name = "by_model",
+    table = "SensorsByModel",
+    partition_key = "{model}",
+    row_key = "{site}_{sensor}",
+    properties = ["model"]
+)]
+#[wide(chunks = 8)]
+struct Sensor {
+    site: String,
+    sensor: String,
+    model: String,
+    /// One property per reading: `readings_temp_0001` …
+    #[wide]
+    readings: BTreeMap<String, f64>,
+}
 
 #[tokio::main]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let store = MemoryStore::new();
-    store.create_table("Yearly").await?;
-    let wide = WideTable::new(store.clone(), "Yearly");
-    let year: Properties = (1..=365)
-        .map(|d| (format!("d{d:03}"), Value::Int64(0)))
-        .collect();
-    wide.write("site1", "2026", year).await?;
-    wide.add("site1", "2026", "d326", 7).await?;
-    let back = wide.read("site1", "2026").await?.unwrap_or_default();
-    let physical = store.query_all("Yearly", Query::partition("site1")).await?;
+    let dir = tempfile::tempdir()?;
+    let store =
+        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+    // Look-ups read the primary (the copies carry `model` alone).
+    let sensors = IndexedTable::<Sensor, _>::new(store.clone())
+        .with_inline_apply()
+        .verified_lookups(true);
+    sensors.open().await?;
+
+    let mut sensor = Sensor {
+        site: "north".into(),
+        sensor: "s1".into(),
+        model: "m7".into(),
+        readings: (0..600)
+            .map(|i| (format!("temp_{i:04}"), 20.0 + f64::from(i) / 100.0))
+            .collect(),
+    };
+    sensors.insert(&sensor).await?;
+    let rows = store
+        .query_all("Sensors", Query::partition("north"))
+        .await?;
     println!(
-        "{} properties in {} physical entities; d326 = {:?}",
-        back.len(),
-        physical.len(),
-        back.get("d326")
+        "600 readings stored in {} rows: {:?}",
+        rows.iter().filter(|r| r.row_key.starts_with("s1")).count(),
+        rows.iter()
+            .map(|r| r.row_key.as_str())
+            .filter(|k| k.starts_with("s1"))
+            .collect::<Vec<_>>()
+    );
+
+    // One reading changes: chunk 0 and the chunk that holds it are written.
+    sensor.readings.insert("temp_0590".into(), -4.5);
+    let stored = sensors.get("north", "s1").await?.ok_or("missing")?;
+    sensors
+        .replace(&sensor, IfMatch::ETag(stored.etag.ok_or("no etag")?))
+        .await?;
+    let back = sensors.get("north", "s1").await?.ok_or("missing")?;
+    println!(
+        "read back: {} readings, temp_0590 = {:?}, same value: {}",
+        back.value.readings.len(),
+        back.value.readings.get("temp_0590"),
+        back.value == sensor
+    );
+    let found = sensors
+        .find("by_model", &[&"m7"], &[&"north", &"s1"])
+        .await?;
+    println!(
+        "by model m7: {:?} with {} readings",
+        found.as_ref().map(|f| &f.value.sensor),
+        found.as_ref().map_or(0, |f| f.value.readings.len())
     );
     Ok(())
 }

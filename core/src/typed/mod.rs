@@ -613,7 +613,6 @@ pub mod __private {
     pub use crate::model::{EdmType, Entity};
     pub use ::core::option::Option::{self, None, Some};
     pub use ::core::result::Result::{Err, Ok};
-    pub use chrono::{DateTime, Utc};
     pub use serde::Serialize;
     pub use serde::de::DeserializeOwned;
     pub use std::string::String;

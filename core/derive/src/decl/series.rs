@@ -366,6 +366,8 @@ pub(crate) fn generate(ident: &Ident, series: Option<&CheckedSeries<'_>>) -> Tok
         return TokenStream::new();
     };
     let (start, points, value) = (&s.start.ident, &s.points.ident, &s.value);
+    // The start field's own type: a field that is not a `DateTime<Utc>` fails there.
+    let start_ty = &s.start.ty;
     let (every, span) = (s.every as i64, s.span as i64);
     let count = usize::try_from(s.count).unwrap_or(usize::MAX);
     quote! {
@@ -376,11 +378,11 @@ pub(crate) fn generate(ident: &Ident, series: Option<&CheckedSeries<'_>>) -> Tok
             const SPAN_SECONDS: i64 = #span;
             const POINTS: usize = #count;
 
-            fn start(&self) -> __tk::DateTime<__tk::Utc> {
+            fn start(&self) -> #start_ty {
                 self.#start
             }
 
-            fn set_start(&mut self, start: __tk::DateTime<__tk::Utc>) {
+            fn set_start(&mut self, start: #start_ty) {
                 self.#start = start;
             }
 
