@@ -16,6 +16,9 @@ use tablekit_patterns::consistency::{Engine, Envelope, OutboxSink};
 use tablekit_patterns::index::wide::{CHUNK_OF_PROPERTY, CHUNKS_PROPERTY};
 use tablekit_patterns::index::{AuditOptions, Drift, IndexedTable};
 
+mod support;
+use support::{Held, Hold};
+
 #[derive(Entity, Clone, Debug, Default, PartialEq)]
 #[entity(
     table = "Sensors",
@@ -403,4 +406,39 @@ async fn a_series_that_spills_to_chunks_touches_the_chunk_of_its_point() {
         .expect("stored");
     let sum: f64 = span.value.kwh.iter().sum();
     assert!((sum - 3.5).abs() < 1e-9, "{sum}");
+}
+
+#[tokio::test]
+async fn a_read_that_meets_a_writer_between_its_chunks_reads_one_whole_value() {
+    let store = Held::new(Hold::Query);
+    let table = IndexedTable::<Sensor, _>::new(store.clone());
+    table.open().await.expect("open");
+    let old = sensor(600, 0.0);
+    table.insert(&old).await.expect("insert");
+    // The reader holds after chunk 0, before the other chunks.
+    store.arm();
+    let reader = {
+        let table = table.clone();
+        tokio::spawn(async move { table.get("north", "s1").await })
+    };
+    store.reached().await;
+    // A writer changes chunk 0's fields and a reading in the last chunk meanwhile.
+    let mut new = sensor(600, 0.0);
+    new.model = "m8".into();
+    new.readings.insert("r0599".into(), 99.0);
+    table.upsert(&new).await.expect("upsert");
+    store.release();
+    let read = reader
+        .await
+        .expect("joined")
+        .expect("read")
+        .expect("stored")
+        .value;
+    assert!(
+        read == new || read == old,
+        "a mixed value: model {} r0599 {:?}",
+        read.model,
+        read.readings.get("r0599")
+    );
+    assert_eq!(read, new, "read again once the writer moved on");
 }

@@ -129,3 +129,27 @@ pub struct Document {
     pub body: Option<Vec<u8>>,
     pub text: String,
 }
+
+/// A tally: a data series of counters, one a minute, 600 to a span of ten hours — more
+/// than one entity holds, so each span is a wide entity of three chunks written in one
+/// transaction.
+#[derive(Entity, Clone, Debug, Default, PartialEq)]
+#[entity(
+    table = "Tallies",
+    kind = "Tally",
+    partition_key = "{team}",
+    row_key = "t_{start}",
+    crate = "tablekit_core"
+)]
+#[series(
+    start = "start",
+    points = "counts",
+    every = "1m",
+    span = "10h",
+    spill = "chunks"
+)]
+pub struct Tally {
+    pub team: String,
+    pub start: DateTime<Utc>,
+    pub counts: tablekit_core::typed::Points<i64>,
+}

@@ -29,6 +29,7 @@ mod options;
 mod relays;
 mod report;
 mod sweeper;
+mod tallies;
 mod trace;
 mod workers;
 mod workload;
@@ -341,6 +342,7 @@ async fn setup(world: &World) -> tablekit_patterns::Result<()> {
         .open()
         .await?;
     documents::documents(world, &store, &engine).open().await?;
+    tallies::tallies(&store, &engine).open().await?;
     for queue in ["index", "archive", "member-changes", "badge-changes"] {
         world
             .queue

@@ -1,7 +1,7 @@
 //! Stored data outlives the code that wrote it: a store written before the write path
 //! became one planner of declaration modules (`fixtures/stored/`, made by
 //! `tablekit_sim::fixture::write`, see its docs) reads with today's code, drains, and
-//! audits clean.
+//! audits clean — and so does the same fixture written by today's code.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,11 +20,23 @@ use tablekit_workers::queue::Queue;
 
 #[tokio::test]
 async fn a_store_written_before_reads_audits_clean_and_drains() {
-    let clock = ManualClock::new(written_at() + chrono::Duration::minutes(1));
-    let _clock = tablekit_core::clock::simulate(clock.shared());
     let dir = tempfile::tempdir().expect("a folder");
     copy_dir(&fixture_dir(), dir.path());
-    let opened = open(dir.path()).await;
+    reads_audits_clean_and_drains(dir.path()).await;
+}
+
+#[tokio::test]
+async fn a_store_written_by_todays_code_reads_audits_clean_and_drains() {
+    let dir = tempfile::tempdir().expect("a folder");
+    let fresh = dir.path().join("stored");
+    tablekit_sim::fixture::write(&fresh).await;
+    reads_audits_clean_and_drains(&fresh).await;
+}
+
+async fn reads_audits_clean_and_drains(dir: &Path) {
+    let clock = ManualClock::new(written_at() + chrono::Duration::minutes(1));
+    let _clock = tablekit_core::clock::simulate(clock.shared());
+    let opened = open(dir).await;
     let members = opened.members(true).await;
     let badges = opened.badges(true).await;
 

@@ -447,3 +447,44 @@ pub(crate) fn after(at: chrono::DateTime<Utc>, span: Duration) -> chrono::DateTi
         .and_then(|span| at.checked_add_signed(span))
         .unwrap_or(chrono::DateTime::<Utc>::MAX_UTC)
 }
+
+#[cfg(test)]
+mod parts_tests {
+    use super::*;
+
+    fn envelope(payload: serde_json::Value) -> Envelope {
+        Envelope {
+            id: uuid::Uuid::nil(),
+            kind: "change".to_owned(),
+            version: 1,
+            created_at: chrono::DateTime::from_timestamp(0, 0).unwrap_or_default(),
+            payload,
+            not_before: None,
+        }
+    }
+
+    #[test]
+    fn an_envelope_longer_than_one_property_is_spread_over_parts_and_read_back() {
+        // Characters of two UTF-16 units each: the parts are cut by units, not bytes.
+        let text = "\u{1F600}".repeat(40_000);
+        let long = envelope(serde_json::json!({ "text": text }));
+        let written = entry("p", &long).expect("entry");
+        assert_eq!(
+            written.properties.get(ENVELOPE_PARTS_PROPERTY),
+            Some(&Value::Int32(2))
+        );
+        for (name, value) in &written.properties {
+            if let Value::String(s) = value {
+                assert!(s.encode_utf16().count() <= 32_768, "{name}");
+            }
+        }
+        assert_eq!(read_entry(&written).expect("reads").payload, long.payload);
+        // One that fits stays as it always was: one property.
+        let short = entry("p", &envelope(serde_json::json!({ "a": 1 }))).expect("entry");
+        assert!(!short.properties.contains_key(ENVELOPE_PARTS_PROPERTY));
+        assert!(!short.properties.contains_key("Envelope1"));
+        // Past one entity: refused before any I/O.
+        let huge = envelope(serde_json::json!({ "text": "x".repeat(600_000) }));
+        assert!(matches!(entry("p", &huge), Err(Error::Unsupported(_))));
+    }
+}

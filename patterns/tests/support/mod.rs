@@ -25,6 +25,8 @@ pub(crate) enum Hold {
     FailRead(&'static str),
     /// A transaction writing this RowKey (whatever the operation).
     Commit(&'static str),
+    /// A query (the first once armed).
+    Query,
 }
 
 /// A memory store holding the first call that matches its [`Hold`] once armed.
@@ -107,6 +109,7 @@ impl TableStore for Held {
         self.inner.get(table, partition_key, row_key, select).await
     }
     async fn query(&self, table: &str, query: &Query) -> tablekit_core::Result<Page> {
+        self.maybe_hold(matches!(self.hold, Hold::Query)).await;
         self.inner.query(table, query).await
     }
     async fn execute(&self, table: &str, op: WriteOp) -> tablekit_core::Result<Option<ETag>> {

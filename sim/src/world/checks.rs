@@ -11,7 +11,7 @@ use tablekit_patterns::index::unique::Reservation;
 use super::written::Written;
 use super::{
     ARCHIVE, Event, IDS, Store, TEAMS, World, archive, audit, badges, documents, members,
-    migration, relays,
+    migration, relays, tallies,
 };
 use crate::model::{Key, Model};
 
@@ -50,6 +50,7 @@ pub(super) async fn check(world: &World) -> Vec<String> {
     }
 
     found.extend(audit::check(world, &members, &badges).await);
+    found.extend(tallies::check(&store).await);
 
     // Each key's final state against the model; expired values are not readable; the last
     // change event matches.

@@ -10,7 +10,7 @@ use tablekit_core::{IfMatch, random};
 use tablekit_patterns::index::IndexedTable;
 
 use super::written::{Written, answer_of};
-use super::{IDS, Store, TEAMS, World, badges, documents, members};
+use super::{IDS, Store, TEAMS, World, badges, documents, members, tallies};
 use crate::entities::LegacyMember;
 use crate::model::{Answer, Effect, Key};
 
@@ -41,6 +41,7 @@ pub(super) async fn writer(world: Rc<World>, store: Store, n: usize) {
     let members = members(&world, &store, &engine);
     let badges = badges(&world, &store, &engine);
     let documents = documents::documents(&world, &store, &engine);
+    let tallies = tallies::tallies(&store, &engine);
     // The last writer still runs the previous program for some of its member writes.
     let legacy = (n + 1 == world.options.writers).then(|| {
         IndexedTable::<LegacyMember, _>::new(store.clone())
@@ -62,6 +63,9 @@ pub(super) async fn writer(world: Rc<World>, store: Store, n: usize) {
             (0..=2, Some(legacy)) => write_one(&world, legacy, n).await,
             (0..=5, _) => write_one(&world, &members, n).await,
             (6..=8, _) => write_one(&world, &badges, n).await,
+            (9, _) if random::u64().is_multiple_of(2) => {
+                tallies::add_one(&world, &tallies, n).await;
+            }
             _ => documents::write_document(&world, &documents, n).await,
         }
     }

@@ -78,8 +78,10 @@ pub(crate) trait WriteSteps<S: TableStore + Clone + 'static>: Sync {
     /// Adds its operations and follow-up work to the attempt.
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a>;
 
-    /// Reads a refusal of one of its own operations: `None` when `role` is not its own,
-    /// `Some(Ok(()))` to plan again, `Some(Err(_))` when the write fails with that error.
+    /// Reads a refusal of one of its own operations (the planner hands each role to its
+    /// declaration, `Role::steps`): `None` when it has nothing to say (the planner retries
+    /// a lost race, else fails), `Some(Ok(()))` to plan again, `Some(Err(_))` when the
+    /// write fails with that error.
     fn refused(
         &self,
         _role: &Role,

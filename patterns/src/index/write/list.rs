@@ -9,7 +9,7 @@ use super::super::operation::IndexOperation;
 use super::super::record::Target;
 use super::super::upkeep::{Applies, Kept, Upkeep};
 use super::super::{blobs, changes, copies, expiry, links, members, unique, wide};
-use super::declaration::{ReadSteps, WriteSteps};
+use super::declaration::{ReadSteps, Role, WriteSteps};
 
 /// Every declaration's write steps, in order: the expiry time first (it adds a target),
 /// the blobs before the links (a blob field is offloaded before the links are put),
@@ -48,6 +48,24 @@ pub(crate) fn upkeep<S: TableStore + Clone + 'static>() -> [&'static dyn Upkeep<
         &blobs::Blobs,
         &wide::write::Wide,
     ]
+}
+
+impl Role {
+    /// The declaration whose operation this is, to read a refusal of it (`None`: the
+    /// planner's own, the primary and the intent).
+    pub(crate) fn steps<S: TableStore + Clone + 'static>(
+        &self,
+    ) -> Option<&'static dyn WriteSteps<S>> {
+        match self {
+            Role::NewCopy(..) | Role::KeptCopy | Role::DroppedCopy(_) => {
+                Some(&copies::write::Copies)
+            }
+            Role::Page => Some(&members::write::Lists),
+            Role::Guard | Role::Dependent => Some(&links::write::Denormalized),
+            Role::Chunk => Some(&wide::write::Wide),
+            Role::Primary | Role::Intent => None,
+        }
+    }
 }
 
 impl IndexOperation {

@@ -247,10 +247,11 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                 Err(undone(&self.source))
             }
             (Some(role), _) => {
-                for declaration in write_steps::<S>() {
-                    if let Some(answer) = declaration.refused(role, &error, &mut self.missing) {
-                        return answer;
-                    }
+                if let Some(answer) = role
+                    .steps::<S>()
+                    .and_then(|steps| steps.refused(role, &error, &mut self.missing))
+                {
+                    return answer;
                 }
                 if lost_race(&error) {
                     Ok(())
