@@ -15,8 +15,13 @@
 //! most 1.1x the async one.
 //!
 //! After the criterion groups, an interleaved A/B pass runs the same three functions in
-//! alternating chunks and prints the ratios again (set `TABLEKIT_BENCH_AB=0` to skip it):
-//! on a small shared machine that is the steadier estimate of a 10% margin.
+//! alternating chunks and prints the ratios again, of wall time and of the process's CPU
+//! time (set `TABLEKIT_BENCH_AB=0` to skip it, `TABLEKIT_BENCH_AB_ROUNDS` to change its
+//! rounds): on a small shared machine that is the steadier estimate of a 10% margin.
+//!
+//! `TABLEKIT_BENCH_INSTRUCTIONS=1` runs the instruction pass instead: the bench reruns
+//! itself under callgrind (valgrind on the PATH) and prints the instructions each
+//! function executes per iteration, a figure the machine's load does not move.
 //!
 //! See `core/benches/README.md` for how to run it and read the ratios.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -682,27 +687,64 @@ fn bench_point_get_scaling(c: &mut Criterion, rt: &Runtime, scaling: &Scaling<'_
 // ---------------------------------------------------------------------------------------
 // Interleaved A/B pass
 
-/// Rounds of the interleaved pass.
+/// Rounds of the interleaved pass, unless `TABLEKIT_BENCH_AB_ROUNDS` says otherwise.
 const AB_ROUNDS: usize = 30;
 
-/// Runs the variants in turn, `chunk` iterations each, `AB_ROUNDS` times, rotating which
-/// goes first; returns each variant's time per iteration (ns) in each round. Interleaving
+fn ab_rounds() -> usize {
+    std::env::var("TABLEKIT_BENCH_AB_ROUNDS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|&n| n > 0)
+        .unwrap_or(AB_ROUNDS)
+}
+
+/// Per-iteration costs of each variant in each round of the interleaved pass.
+struct Samples {
+    /// Wall-clock nanoseconds.
+    wall: Vec<Vec<f64>>,
+    /// Nanoseconds of CPU time of the whole process (every thread, user and system),
+    /// where the platform tells it. Unlike wall time it leaves out the time the caller
+    /// and the worker spend waiting for a core: on a machine whose cores are all busy,
+    /// that wait is most of the difference between two runs.
+    cpu: Option<Vec<Vec<f64>>>,
+}
+
+/// The CPU time this process has used so far, in nanoseconds.
+#[cfg(unix)]
+fn process_cpu_ns() -> Option<f64> {
+    let t = rustix::time::clock_gettime(rustix::time::ClockId::ProcessCPUTime);
+    Some(t.tv_sec as f64 * 1e9 + t.tv_nsec as f64)
+}
+
+#[cfg(not(unix))]
+fn process_cpu_ns() -> Option<f64> {
+    None
+}
+
+/// Runs the variants in turn, `chunk` iterations each, [`ab_rounds`] times, rotating which
+/// goes first; returns each variant's cost per iteration in each round. Interleaving
 /// makes every variant see the same machine: on a small shared VM, load and clock drift
 /// over the seconds between two criterion functions can exceed the margins under test.
-fn interleave(chunk: u64, variants: &mut [&mut dyn FnMut(u64)]) -> Vec<Vec<f64>> {
+fn interleave(chunk: u64, variants: &mut [&mut dyn FnMut(u64)]) -> Samples {
     for run in variants.iter_mut() {
         run(chunk); // warm up
     }
-    let mut times = vec![Vec::with_capacity(AB_ROUNDS); variants.len()];
-    for round in 0..AB_ROUNDS {
+    let rounds = ab_rounds();
+    let mut wall = vec![Vec::with_capacity(rounds); variants.len()];
+    let mut cpu = vec![Vec::with_capacity(rounds); variants.len()];
+    for round in 0..rounds {
         for k in 0..variants.len() {
             let v = (round + k) % variants.len();
-            let started = Instant::now();
+            let (started, cpu_started) = (Instant::now(), process_cpu_ns());
             (variants[v])(chunk);
-            times[v].push(started.elapsed().as_nanos() as f64 / chunk as f64);
+            wall[v].push(started.elapsed().as_nanos() as f64 / chunk as f64);
+            if let (Some(a), Some(b)) = (cpu_started, process_cpu_ns()) {
+                cpu[v].push((b - a) / chunk as f64);
+            }
         }
     }
-    times
+    let cpu = cpu.iter().all(|c| c.len() == rounds).then_some(cpu);
+    Samples { wall, cpu }
 }
 
 fn median(mut values: Vec<f64>) -> f64 {
@@ -715,47 +757,72 @@ fn ratio(a: &[f64], b: &[f64]) -> f64 {
     median(a.iter().zip(b).map(|(x, y)| x / y).collect())
 }
 
-fn ab_ops(rt: &Runtime, fx: &Fixture, wanted: &dyn Fn(&str) -> bool) {
+/// The three compared functions of `op`, each running `k` iterations a call: `tablekit`,
+/// `raw_rusqlite`, `raw_rusqlite_sync`. Each picks its keys from its own source seeded
+/// alike, so all three see the same keys in the same order.
+fn variants<'a>(rt: &'a Runtime, fx: &'a Fixture, op: Op) -> [Box<dyn FnMut(u64) + 'a>; 3] {
     let n = fx.point.len();
-    eprintln!(
-        "\ninterleaved A/B ({AB_ROUNDS} rounds; time = median per-iteration time, ratio = median of per-round ratios)"
-    );
-    eprintln!(
-        "{:<30} {:>12} {:>12} {:>12} {:>9} {:>9}",
-        "group", "tablekit", "raw (async)", "raw (sync)", "tk/async", "tk/sync"
-    );
-    for op in Op::ALL.into_iter().filter(|op| wanted(op.group())) {
-        let (mut r1, mut r2, mut r3) = (Rng(9), Rng(9), Rng(9));
-        let mut tk = |k: u64| {
+    let (mut r1, mut r2, mut r3) = (Rng(9), Rng(9), Rng(9));
+    [
+        Box::new(move |k| {
             rt.block_on(async {
                 for _ in 0..k {
                     tablekit(fx, op, r1.below(n)).await;
                 }
             });
-        };
-        let mut raw = |k: u64| {
+        }),
+        Box::new(move |k| {
             rt.block_on(async {
                 for _ in 0..k {
                     raw_async(fx, op, r2.below(n)).await;
                 }
             });
-        };
-        let mut sync = |k: u64| {
+        }),
+        Box::new(move |k| {
             let mut conn = fx.raw.lock().unwrap();
             for _ in 0..k {
                 raw_sync(fx, &mut conn, op, r3.below(n));
             }
-        };
-        let t = interleave(op.chunk(), &mut [&mut tk, &mut raw, &mut sync]);
+        }),
+    ]
+}
+
+fn ab_ops(rt: &Runtime, fx: &Fixture, wanted: &dyn Fn(&str) -> bool) {
+    eprintln!(
+        "\ninterleaved A/B ({} rounds; time = median per-iteration time, ratio = median of per-round ratios; cpu = the same ratios of the process's CPU time)",
+        ab_rounds()
+    );
+    eprintln!(
+        "{:<30} {:>12} {:>12} {:>12} {:>9} {:>9} {:>9} {:>9}",
+        "group",
+        "tablekit",
+        "raw (async)",
+        "raw (sync)",
+        "tk/async",
+        "tk/sync",
+        "cpu async",
+        "cpu sync"
+    );
+    for op in Op::ALL.into_iter().filter(|op| wanted(op.group())) {
+        let [mut tk, mut raw, mut sync] = variants(rt, fx, op);
+        let s = interleave(op.chunk(), &mut [&mut *tk, &mut *raw, &mut *sync]);
+        let t = &s.wall;
         let (tk_raw, tk_sync) = (ratio(&t[0], &t[1]), ratio(&t[0], &t[2]));
+        let cpu = |b: usize| {
+            s.cpu
+                .as_ref()
+                .map_or("-".to_owned(), |c| format!("{:.2}x", ratio(&c[0], &c[b])))
+        };
         eprintln!(
-            "{:<30} {:>12} {:>12} {:>12} {:>8.2}x {:>8.2}x  {}",
+            "{:<30} {:>12} {:>12} {:>12} {:>8.2}x {:>8.2}x {:>9} {:>9}  {}",
             op.group(),
             fmt_ns(median(t[0].clone())),
             fmt_ns(median(t[1].clone())),
             fmt_ns(median(t[2].clone())),
             tk_raw,
             tk_sync,
+            cpu(1),
+            cpu(2),
             Baseline::verdict(op, tk_raw, tk_sync)
         );
     }
@@ -795,7 +862,8 @@ fn ab_scaling(rt: &Runtime, scaling: &Scaling<'_>) {
     let t = interleave(
         1_000,
         &mut [&mut tk_small, &mut tk_large, &mut raw_small, &mut raw_large],
-    );
+    )
+    .wall;
     for (label, a, b) in [("tablekit", 0, 1), ("raw_rusqlite", 2, 3)] {
         let growth = ratio(&t[b], &t[a]);
         eprintln!(
@@ -807,6 +875,140 @@ fn ab_scaling(rt: &Runtime, scaling: &Scaling<'_>) {
             verdict(growth, 1.5)
         );
     }
+}
+
+// ---------------------------------------------------------------------------------------
+// Instruction counts (callgrind)
+
+/// The environment variable that asks for the instruction pass instead of the timed ones.
+const INSTRUCTIONS_VAR: &str = "TABLEKIT_BENCH_INSTRUCTIONS";
+/// Set on the child that runs under callgrind.
+const COUNTED_CHILD_VAR: &str = "TABLEKIT_BENCH_COUNTED_CHILD";
+
+impl Op {
+    /// Iterations of each function counted in the instruction pass, enough that the WAL
+    /// checkpoints (one every ~1,000 written pages) and the other periodic work of each
+    /// side fall into its count in proportion; `None` for the operations whose caller
+    /// busy-waits for its answer (a point get, a single write), where the count would
+    /// measure how long valgrind, which runs one thread at a time, left the caller
+    /// spinning.
+    fn counted(self) -> Option<u64> {
+        match self {
+            Op::PointGet | Op::InsertOrReplace => None,
+            Op::Batch => Some(300),
+            Op::Range | Op::Scan => Some(30),
+        }
+    }
+
+    /// The operations the instruction pass counts, of those `wanted`.
+    fn counted_ops(wanted: &dyn Fn(&str) -> bool) -> Vec<(Op, u64)> {
+        Op::ALL
+            .into_iter()
+            .filter(|op| wanted(op.group()))
+            .filter_map(|op| Some((op, op.counted()?)))
+            .collect()
+    }
+}
+
+/// Runs one counted function. Callgrind dumps its counters as this function starts
+/// (`--dump-before`), and a dump holds what ran since the previous one, every thread's
+/// included (the store's worker, tokio's blocking pool): so the dump taken as the next
+/// call starts holds this call's instructions.
+#[inline(never)]
+fn counted_phase(run: &mut dyn FnMut(u64), iterations: u64) {
+    run(black_box(iterations));
+}
+
+/// The child's part: the fixture, then for each wanted group its three functions, warmed
+/// up, then counted one after the other, and a last empty call that ends the third
+/// count. Each group thus makes four dumps: the warm-up (and, for the first, the
+/// fixture), then its three counts.
+fn counted_child(rt: &Runtime, fx: &Fixture, wanted: &dyn Fn(&str) -> bool) {
+    for (op, iterations) in Op::counted_ops(wanted) {
+        let mut runs = variants(rt, fx, op);
+        for run in &mut runs {
+            run(op.chunk());
+        }
+        for run in &mut runs {
+            counted_phase(&mut **run, iterations);
+        }
+        counted_phase(&mut |_| {}, 0);
+    }
+}
+
+/// The instructions of each dump of a callgrind run whose files start with `prefix`, in
+/// dump order (`<prefix>.1`, `<prefix>.2`, …).
+fn callgrind_dumps(prefix: &Path) -> Vec<u64> {
+    let mut counts = Vec::new();
+    for part in 1.. {
+        let Ok(text) = std::fs::read_to_string(format!("{}.{part}", prefix.display())) else {
+            break;
+        };
+        let total = text
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("totals:")
+                    .or_else(|| l.strip_prefix("summary:"))
+            })
+            .and_then(|v| v.split_whitespace().next()?.parse().ok())
+            .expect("a callgrind dump with its totals");
+        counts.push(total);
+    }
+    counts
+}
+
+/// The instruction pass: reruns this bench under `valgrind --tool=callgrind`, which
+/// counts the instructions each function executes (user space, all threads), and prints
+/// the counts per iteration and their ratios. Unlike time, the count does not depend on
+/// the machine's load, so two runs agree to within a fraction of a percent; it leaves
+/// out what happens in the kernel (system calls, I/O, sleeping and waking threads).
+fn instruction_pass(filter: Option<&str>) {
+    let dir = tempfile::tempdir().unwrap();
+    let prefix = dir.path().join("callgrind.out");
+    let started = Instant::now();
+    let status = std::process::Command::new("valgrind")
+        .args([
+            "--tool=callgrind",
+            "--quiet",
+            &format!("--callgrind-out-file={}", prefix.display()),
+            "--dump-before=*counted_phase*",
+        ])
+        .arg(std::env::current_exe().unwrap())
+        .args(filter)
+        .env(COUNTED_CHILD_VAR, "1")
+        .status()
+        .expect("valgrind on the PATH (the instruction pass runs the bench under callgrind)");
+    assert!(status.success(), "the counted run failed: {status}");
+    let counts = callgrind_dumps(&prefix);
+    let wanted = |group: &str| filter.is_none_or(|f| group.contains(f));
+    let ops = Op::counted_ops(&wanted);
+    assert!(
+        counts.len() >= 4 * ops.len(),
+        "four dumps per group: {counts:?}"
+    );
+    eprintln!(
+        "\ninstructions per iteration (callgrind, user space, all threads; {:.0} s)",
+        started.elapsed().as_secs_f64()
+    );
+    eprintln!(
+        "{:<30} {:>12} {:>12} {:>12} {:>9} {:>9}",
+        "group", "tablekit", "raw (async)", "raw (sync)", "tk/async", "tk/sync"
+    );
+    for ((op, iterations), counts) in ops.iter().zip(counts.chunks(4)) {
+        let per = |i: usize| counts[i + 1] as f64 / *iterations as f64;
+        let (tk, raw, sync) = (per(0), per(1), per(2));
+        eprintln!(
+            "{:<30} {:>12.0} {:>12.0} {:>12.0} {:>8.3}x {:>8.3}x  {}",
+            op.group(),
+            tk,
+            raw,
+            sync,
+            tk / raw,
+            tk / sync,
+            Baseline::verdict(*op, tk / raw, tk / sync)
+        );
+    }
+    eprintln!("(point_get and insert_or_replace are not counted: their callers busy-wait)");
 }
 
 // ---------------------------------------------------------------------------------------
@@ -894,6 +1096,22 @@ fn print_criterion_summary() {
 /// `--test`, `--list`, `--profile-time` modes, or `TABLEKIT_BENCH_AB=0`), else the
 /// criterion filter, if any, to choose its groups.
 fn ab_filter() -> Option<Option<String>> {
+    if std::env::var("TABLEKIT_BENCH_AB").is_ok_and(|v| v == "0") {
+        return None;
+    }
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args
+        .iter()
+        .any(|a| matches!(a.as_str(), "--test" | "--list" | "--profile-time"))
+    {
+        return None;
+    }
+    Some(criterion_filter(&args))
+}
+
+/// The criterion filter given on the command line, if any: the first argument that is
+/// neither an option nor an option's value.
+fn criterion_filter(args: &[String]) -> Option<String> {
     const TAKES_VALUE: [&str; 14] = [
         "--save-baseline",
         "--baseline",
@@ -910,27 +1128,31 @@ fn ab_filter() -> Option<Option<String>> {
         "--output-format",
         "--color",
     ];
-    if std::env::var("TABLEKIT_BENCH_AB").is_ok_and(|v| v == "0") {
-        return None;
-    }
-    let args: Vec<String> = std::env::args().skip(1).collect();
-    if args
-        .iter()
-        .any(|a| matches!(a.as_str(), "--test" | "--list" | "--profile-time"))
-    {
-        return None;
-    }
-    let filter = args
-        .iter()
+    args.iter()
         .enumerate()
         .find(|(i, a)| {
             !a.starts_with('-') && (*i == 0 || !TAKES_VALUE.contains(&args[i - 1].as_str()))
         })
-        .map(|(_, a)| a.clone());
-    Some(filter)
+        .map(|(_, a)| a.clone())
 }
 
 fn main() {
+    let is_child = std::env::var_os(COUNTED_CHILD_VAR).is_some();
+    if is_child || std::env::var(INSTRUCTIONS_VAR).is_ok_and(|v| v == "1") {
+        let filter = criterion_filter(&std::env::args().skip(1).collect::<Vec<_>>());
+        let wanted = |group: &str| filter.as_deref().is_none_or(|f| group.contains(f));
+        if !is_child {
+            instruction_pass(filter.as_deref());
+            return;
+        }
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let fx = Fixture::new(&rt);
+        counted_child(&rt, &fx, &wanted);
+        return;
+    }
     let mut c = Criterion::default().configure_from_args();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
