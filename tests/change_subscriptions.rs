@@ -179,8 +179,38 @@ struct Note {
     more: String,
 }
 
+/// An essay of fifteen long paragraphs: each fits a property, the whole fits an entity,
+/// its change event does not fit one outbox entry (an entity of 1 MiB).
+#[derive(Entity, Clone, Debug, PartialEq, Default)]
+#[entity(
+    table = "Essays",
+    partition_key = "{team}",
+    row_key = "e_{id}",
+    changes = "essay-changes"
+)]
+struct Essay {
+    team: String,
+    id: u32,
+    p00: String,
+    p01: String,
+    p02: String,
+    p03: String,
+    p04: String,
+    p05: String,
+    p06: String,
+    p07: String,
+    p08: String,
+    p09: String,
+    p10: String,
+    p11: String,
+    p12: String,
+    p13: String,
+    p14: String,
+}
+
 /// A write whose change event cannot fit its outbox entry is refused as too large, and
-/// nothing is written.
+/// nothing is written; an event longer than one property (two of the note's fields)
+/// spreads over the entry's parts and is written.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
     let store = MemoryStore::new();
@@ -189,13 +219,36 @@ async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
     let note = Note {
         team: "a".into(),
         id: 1,
-        // Each fits a property (32,768 UTF-16 units); both do not fit one event.
+        // Each fits a property (32,768 UTF-16 units); both do not fit one.
         text: "x".repeat(20_000),
         more: "y".repeat(20_000),
     };
-    let refused = notes.insert(&note).await.expect_err("too large");
+    notes.insert(&note).await.expect("an event over two parts");
+    let essays = IndexedTable::<Essay, _>::new(store.clone());
+    essays.open().await.expect("open");
+    let paragraph = "z".repeat(31_000);
+    let essay = Essay {
+        team: "a".into(),
+        id: 1,
+        p00: paragraph.clone(),
+        p01: paragraph.clone(),
+        p02: paragraph.clone(),
+        p03: paragraph.clone(),
+        p04: paragraph.clone(),
+        p05: paragraph.clone(),
+        p06: paragraph.clone(),
+        p07: paragraph.clone(),
+        p08: paragraph.clone(),
+        p09: paragraph.clone(),
+        p10: paragraph.clone(),
+        p11: paragraph.clone(),
+        p12: paragraph.clone(),
+        p13: paragraph.clone(),
+        p14: paragraph,
+    };
+    let refused = essays.insert(&essay).await.expect_err("too large");
     assert_eq!(refused.kind(), ErrorKind::TooLarge, "{refused}");
-    assert!(notes.get("a", "n_1").await.expect("get").is_none());
+    assert!(essays.get("a", "e_1").await.expect("get").is_none());
 }
 
 // ---- A writer killed in the middle of 1,000 writes ------------------------------------

@@ -442,3 +442,62 @@ async fn a_read_that_meets_a_writer_between_its_chunks_reads_one_whole_value() {
     );
     assert_eq!(read, new, "read again once the writer moved on");
 }
+
+#[derive(Entity, Clone, Debug, Default, PartialEq)]
+#[entity(
+    table = "Minutes",
+    partition_key = "{meter}",
+    row_key = "{day}",
+    crate = "tablekit_core"
+)]
+#[series(
+    start = "day",
+    points = "per_minute",
+    every = "1m",
+    span = "1d",
+    spill = "blob"
+)]
+struct MinuteUse {
+    meter: String,
+    day: DateTime<Utc>,
+    per_minute: Points<i64>,
+}
+
+#[tokio::test]
+async fn a_series_that_spills_to_a_blob_keeps_its_points_in_the_blob_store() {
+    let store = MemoryStore::new();
+    let blobs = tablekit_core::blob::BlobStore::memory();
+    let minutes = IndexedTable::<MinuteUse, _>::new(store.clone()).with_blobs(blobs.clone());
+    minutes.open().await.expect("open");
+    let meter = MinuteUse {
+        meter: "m1".into(),
+        ..Default::default()
+    };
+    minutes.add(&meter, at(26, 0), 2).await.expect("add");
+    assert_eq!(minutes.add(&meter, at(26, 23), 5).await.expect("add"), 5);
+    let rows = store
+        .query_all(
+            "Minutes",
+            Query::with_filter(filter::partition_key().eq("m1")),
+        )
+        .await
+        .expect("rows");
+    let span = rows
+        .iter()
+        .find(|r| !r.row_key.starts_with('~'))
+        .expect("the span");
+    assert!(
+        span.properties.len() < 20,
+        "{} properties",
+        span.properties.len()
+    );
+    assert!(!blobs.list("").await.expect("blobs").is_empty());
+    let read = minutes
+        .span(&meter, at(26, 0))
+        .await
+        .expect("span")
+        .expect("stored");
+    assert_eq!(read.value.per_minute.len(), 1440);
+    assert_eq!(read.value.per_minute.get(15), Some(&2));
+    assert_eq!(read.value.per_minute.get(23 * 60 + 15), Some(&5));
+}

@@ -55,11 +55,14 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
     );
     let parts = envelope_parts(&json);
     if parts.len() > MAX_ENVELOPE_PARTS {
-        return Err(Error::Unsupported(format!(
-            "operation `{}` of {} characters does not fit one outbox entry",
-            envelope.kind,
-            json.len()
-        )));
+        // Refused as the entry it would make: larger than an entity may be.
+        let violation = tablekit_core::limits::Violation::EntityTooLarge {
+            partition_key: partition_key.to_owned(),
+            row_key: entry_row_key(envelope),
+            size: json.encode_utf16().count() * 2,
+            max: tablekit_core::limits::MAX_ENTITY_BYTES,
+        };
+        return Err(tablekit_core::Error::from(violation).into());
     }
     if parts.len() > 1 {
         entity.properties.insert(
@@ -485,6 +488,11 @@ mod parts_tests {
         assert!(!short.properties.contains_key("Envelope1"));
         // Past one entity: refused before any I/O.
         let huge = envelope(serde_json::json!({ "text": "x".repeat(600_000) }));
-        assert!(matches!(entry("p", &huge), Err(Error::Unsupported(_))));
+        let refused = entry("p", &huge).expect_err("too large");
+        assert_eq!(
+            refused.kind(),
+            tablekit_core::ErrorKind::TooLarge,
+            "{refused}"
+        );
     }
 }

@@ -18,7 +18,7 @@
 //! use chrono::{TimeZone, Utc};
 //! use tablekit_core::{Entity as _, MemoryStore, typed::Points};
 //! use tablekit_derive::Entity;
-//! use tablekit_patterns::IndexedTable;
+//! use tablekit_patterns::index::IndexedTable;
 //!
 //! #[derive(Entity, Clone, Debug, Default)]
 //! #[entity(table = "PageViews", partition_key = "{page}", row_key = "{day}", crate = "tablekit_core")]
