@@ -375,11 +375,18 @@ async fn run<S: TableStore + Clone + 'static>(
         // conditional on the slot's ETag and the source's delete on the source's, so the
         // order of the two reads does not matter.
         // The records of uploads left by a delivery that died (or stalled) read beside
-        // them, and settled.
+        // them, and settled — by a worker with a blob store: one without uploads nothing
+        // and could settle nothing, so it spares the read.
+        let records = async {
+            match blobs {
+                Some(_) => uploads::read(store, target_table, partition_key, row_key).await,
+                None => Ok(Vec::new()),
+            }
+        };
         let (current, slot, records) = tokio::join!(
             store.get_if_table_exists(source_table, partition_key, row_key),
             store.get_if_table_exists(target_table, partition_key, row_key),
-            uploads::read(store, target_table, partition_key, row_key)
+            records
         );
         let (current, slot, records) = (current?, slot?, records?);
         if !records.is_empty() {
