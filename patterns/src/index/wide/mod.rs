@@ -4,7 +4,7 @@
 //! its index record, version and the list of its chunks), chunk `n` at `<RowKey>~<n:03>`
 //! — all written in the write's entity group transaction.
 //!
-//! - **Write** ([`write::Wide`]): the last step of a write splits the primary it planned
+//! - **Write** (`write::Wide`): the last step of a write splits the primary it planned
 //!   into chunks, writes only the chunks whose properties changed (a chunk keeps the
 //!   version it was last written at, listed in chunk 0), and deletes the chunks the new
 //!   value no longer needs; a delete removes every chunk with the tombstone. Chunk 0 is
@@ -13,7 +13,7 @@
 //! - **Read**: chunk rows are hidden from readers; a primary read back gets its chunks
 //!   (one range query) and is checked against chunk 0's list, read again when a writer
 //!   moved on in between.
-//! - **Audit** ([`audit`]): a chunk row that its chunk 0 does not list at its version is
+//! - **Audit** (`audit`): a chunk row that its chunk 0 does not list at its version is
 //!   an orphan (repaired by deleting it).
 //!
 //! Limits: a primary's chunks fit one transaction (the type's `chunks`, at most 90), and
