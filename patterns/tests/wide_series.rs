@@ -501,3 +501,17 @@ async fn a_series_that_spills_to_a_blob_keeps_its_points_in_the_blob_store() {
     assert_eq!(read.value.per_minute.get(15), Some(&2));
     assert_eq!(read.value.per_minute.get(23 * 60 + 15), Some(&5));
 }
+
+#[tokio::test]
+async fn a_wide_entity_missing_a_chunk_reads_as_malformed_not_as_a_partial_value() {
+    let store = MemoryStore::new();
+    let table = IndexedTable::<Sensor, _>::new(store.clone());
+    table.open().await.expect("open");
+    table.insert(&sensor(600, 0.0)).await.expect("insert");
+    store
+        .delete("Sensors", "north", "s1~001", IfMatch::Any)
+        .await
+        .expect("a chunk removed behind tablekit's back");
+    let err = table.get("north", "s1").await.expect_err("malformed");
+    assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidData, "{err}");
+}

@@ -209,6 +209,14 @@ async fn restore<S: TableStore + Clone + 'static>(
             .get(&writer.table, &chunk0.partition_key, &chunk0.row_key, None)
             .await?;
         match again {
+            // Unchanged, and still not matching its chunks: one is missing or was
+            // changed outside tablekit.
+            Some(again) if again.etag.is_some() && again.etag == chunk0.etag => {
+                return Err(Error::Malformed {
+                    what: format!("wide entity {}/{}", chunk0.partition_key, chunk0.row_key),
+                    reason: "its chunks are not the ones chunk 0 lists (missing, or changed outside tablekit)".to_owned(),
+                });
+            }
             Some(again) if writer.hidden(&again) => break,
             Some(again) if count_of(&again) > 1 => chunk0 = again,
             Some(again) => return Ok(merge(again, Vec::new())),
