@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 mod support;
-use support::{Held, Hold};
+use support::{Held, Hold, Kept};
 
 use tablekit_core::fault::{FaultyStore, Timing};
 use tablekit_core::{IfMatch, MemoryStore, TableStore};
 use tablekit_derive::Entity;
-use tablekit_patterns::consistency::{Engine, Envelope, OutboxSink};
+use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::index::IndexedTable;
 use tablekit_patterns::index::generic::delete_indexed;
 use tablekit_patterns::index::record::EntityRef;
@@ -34,22 +34,6 @@ struct Item {
     group: String,
     id: u32,
     name: String,
-}
-
-/// A sink that keeps what it is given.
-#[derive(Default)]
-struct Kept(std::sync::Mutex<Vec<Envelope>>);
-
-impl OutboxSink for Kept {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> tablekit_patterns::consistency::BoxFuture<'a, tablekit_patterns::Result<()>> {
-        if let Ok(mut kept) = self.0.lock() {
-            kept.push(envelope.clone());
-        }
-        Box::pin(async { Ok(()) })
-    }
 }
 
 fn item(id: u32, name: &str) -> Item {
@@ -131,7 +115,7 @@ async fn the_untyped_delete_publishes_the_change_event() {
             .await
             .expect("delete")
     );
-    let kept = sink.0.lock().expect("kept").clone();
+    let kept = sink.kept().expect("kept").clone();
     let last = kept.last().expect("published");
     assert_eq!(last.kind, "change");
     assert_eq!(
@@ -182,7 +166,7 @@ async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
         Some(item(1, "late"))
     );
     // The change event with the highest version is the late insert's.
-    let kept = sink.0.lock().expect("kept").clone();
+    let kept = sink.kept().expect("kept").clone();
     let last = kept
         .iter()
         .filter(|e| e.kind == "change")

@@ -12,12 +12,12 @@ use tablekit_core::fault::{FaultyStore, Timing};
 use tablekit_core::typed::{EntityType, Points};
 use tablekit_core::{Entity, IfMatch, MemoryStore, Query, TableStore, filter};
 use tablekit_derive::Entity;
-use tablekit_patterns::consistency::{Engine, Envelope, OutboxSink};
+use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::index::wide::{CHUNK_OF_PROPERTY, CHUNKS_PROPERTY};
 use tablekit_patterns::index::{AuditOptions, Drift, IndexedTable};
 
 mod support;
-use support::{Held, Hold};
+use support::{Held, Hold, Kept};
 
 #[derive(Entity, Clone, Debug, Default, PartialEq)]
 #[entity(
@@ -51,22 +51,6 @@ fn sensor(n: usize, bias: f64) -> Sensor {
         readings: (0..n)
             .map(|i| (format!("r{i:04}"), i as f64 + bias))
             .collect(),
-    }
-}
-
-/// A sink that keeps what it is given.
-#[derive(Default)]
-struct Kept(std::sync::Mutex<Vec<Envelope>>);
-
-impl OutboxSink for Kept {
-    fn publish<'a>(
-        &'a self,
-        envelope: &'a Envelope,
-    ) -> tablekit_patterns::consistency::BoxFuture<'a, tablekit_patterns::Result<()>> {
-        if let Ok(mut kept) = self.0.lock() {
-            kept.push(envelope.clone());
-        }
-        Box::pin(async { Ok(()) })
     }
 }
 
@@ -128,8 +112,7 @@ async fn a_wide_entity_is_stored_in_chunks_and_read_back_whole() {
     // The index copy and the change event, handed on as follow-up work.
     table.flush().await;
     let kinds: Vec<String> = sink
-        .0
-        .lock()
+        .kept()
         .expect("kept")
         .iter()
         .map(|e| e.kind.clone())
@@ -354,8 +337,7 @@ async fn series_points_add_under_the_span_etag_and_read_by_range() {
     assert_eq!(total, 10);
     views.flush().await;
     let changes = sink
-        .0
-        .lock()
+        .kept()
         .expect("kept")
         .iter()
         .filter(|e| e.kind == "change")

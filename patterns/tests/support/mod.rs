@@ -7,6 +7,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use tablekit_core::{Batch, ETag, Entity, MemoryStore, Page, Query, TableStore, WriteOp};
+use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
 use tokio::sync::Notify;
 
 /// The call a [`Held`] store holds (the first one, once armed).
@@ -138,5 +139,28 @@ impl TableStore for Held {
         })
         .await;
         self.inner.submit_batch(table, batch).await
+    }
+}
+
+/// A sink that keeps what it is given.
+#[derive(Default)]
+pub(crate) struct Kept(std::sync::Mutex<Vec<Envelope>>);
+
+impl Kept {
+    /// What it was given, in order.
+    pub(crate) fn kept(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Vec<Envelope>>> {
+        self.0.lock()
+    }
+}
+
+impl OutboxSink for Kept {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+        if let Ok(mut kept) = self.0.lock() {
+            kept.push(envelope.clone());
+        }
+        Box::pin(async { Ok(()) })
     }
 }

@@ -39,6 +39,8 @@ pub(crate) struct SeriesAttr {
     every: Option<LitStr>,
     span_of: Option<LitStr>,
     spill: Option<LitStr>,
+    /// Where the points spill, read from `spill` (an unknown one reported as it is read).
+    spill_to: Spill,
 }
 
 /// Parses a struct's `#[series(...)]`.
@@ -50,6 +52,7 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute, into: &mut Option<SeriesAt
         every: None,
         span_of: None,
         spill: None,
+        spill_to: Spill::None,
     };
     let result = attr.parse_nested_meta(|meta| {
         let parsed = match key_name(&meta).as_str() {
@@ -63,6 +66,7 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute, into: &mut Option<SeriesAt
         record(cx, parsed)
     });
     record(cx, result).ok();
+    s.spill_to = spill_of(cx, s.spill.as_ref());
     if into.is_some() {
         cx.syn_error(syn::Error::new(s.span, "`#[series]` is declared twice"));
     }
@@ -77,18 +81,18 @@ enum Spill {
     Blob,
 }
 
-fn spill_of(cx: &Ctxt, s: &SeriesAttr) -> Spill {
-    match s.spill.as_ref().map(LitStr::value).as_deref() {
-        None => Spill::None,
-        Some("chunks") => Spill::Chunks,
-        Some("blob") => Spill::Blob,
-        Some(other) => {
-            if let Some(lit) = &s.spill {
-                cx.error_spanned(
-                    lit,
-                    format!("unknown `spill` `{other}`, expected \"chunks\" or \"blob\""),
-                );
-            }
+fn spill_of(cx: &Ctxt, spill: Option<&LitStr>) -> Spill {
+    let Some(lit) = spill else {
+        return Spill::None;
+    };
+    match lit.value().as_str() {
+        "chunks" => Spill::Chunks,
+        "blob" => Spill::Blob,
+        other => {
+            cx.error_spanned(
+                lit,
+                format!("unknown `spill` `{other}`, expected \"chunks\" or \"blob\""),
+            );
             Spill::None
         }
     }
@@ -104,7 +108,7 @@ pub(crate) fn points_storage(cx: &Ctxt, series: Option<&SeriesAttr>, models: &mu
     let Some(s) = series else {
         return;
     };
-    let spill = spill_of(cx, s);
+    let spill = s.spill_to;
     let Some(name) = &s.points else {
         return;
     };
@@ -237,7 +241,7 @@ pub(crate) fn check<'a>(
             None
         }
     };
-    let spill = spill_of(cx, s);
+    let spill = s.spill_to;
     if let (Some(start), Some(rk), Some(lit)) = (start, row_key, &s.start)
         && !rk.template.fields().contains(&start.name.as_str())
     {

@@ -10,6 +10,7 @@ use super::write::Wide;
 use crate::error::Result;
 use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
 use crate::index::record::{EntityRef, is_tombstone};
+use crate::index::stored::delete_unless_changed;
 use crate::index::upkeep::Upkeep;
 use crate::index::write::declaration::Step;
 
@@ -49,21 +50,13 @@ async fn claimed<S: TableStore + Clone>(
     if claimed {
         return Ok(());
     }
-    let repaired = if auditor.options.repair {
-        let etag = chunk.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        match auditor
-            .store()
-            .delete(table, &chunk.partition_key, &chunk.row_key, etag)
-            .await
-        {
-            Ok(()) => true,
-            Err(e) if e.kind() == tablekit_core::ErrorKind::NotFound => false,
-            Err(e) if e.kind() == tablekit_core::ErrorKind::PreconditionFailed => false,
-            Err(e) => return Err(e.into()),
-        }
-    } else {
-        false
-    };
+    let repaired = auditor.options.repair
+        && delete_unless_changed(
+            auditor.store(),
+            &at,
+            chunk.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
+        )
+        .await?;
     auditor.record(
         report,
         Finding {

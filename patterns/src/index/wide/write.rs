@@ -102,15 +102,14 @@ async fn plan<S: TableStore + Clone + 'static>(
         let mut versions = Vec::with_capacity(rest.len());
         for (i, mut chunk) in rest.into_iter().enumerate() {
             let n = i + 1;
-            match old_at(n) {
-                Some(old)
-                    if same_properties(old, &chunk)
-                        && chunk_version(old).is_some()
-                        && chunk_version(old) == old_versions.get(i).copied() =>
-                {
-                    versions.push(chunk_version(old).unwrap_or(attempt.version));
-                }
-                _ => {
+            // A chunk stored as chunk 0 lists it, with the same properties, stays.
+            let kept = old_at(n)
+                .filter(|old| same_properties(old, &chunk))
+                .and_then(chunk_version)
+                .filter(|v| old_versions.get(i) == Some(v));
+            match kept {
+                Some(version) => versions.push(version),
+                None => {
                     chunk
                         .properties
                         .insert(CHUNK_OF_PROPERTY.to_owned(), Value::Int64(attempt.version));
@@ -169,18 +168,24 @@ async fn read_chunks<S: TableStore>(
         .await?)
 }
 
-/// Whether `chunks` are the ones chunk 0 lists.
-fn complete(chunk0: &Entity, chunks: &[Entity]) -> bool {
+/// The chunks chunk 0 lists, in order, each at the version it lists; `None` when one of
+/// them is not among `chunks` (a writer moved on, or one is missing).
+fn listed(chunk0: &Entity, mut chunks: Vec<Entity>) -> Option<Vec<Entity>> {
     let versions = versions_of(chunk0);
-    let count = count_of(chunk0);
-    versions.len() + 1 == count
-        && (1..count).all(|n| {
-            let key = chunk_key(&chunk0.row_key, n);
-            chunks
+    if versions.len() + 1 != count_of(chunk0) {
+        return None;
+    }
+    versions
+        .iter()
+        .enumerate()
+        .map(|(i, version)| {
+            let key = chunk_key(&chunk0.row_key, i + 1);
+            let at = chunks
                 .iter()
-                .find(|c| c.row_key == key)
-                .is_some_and(|c| chunk_version(c) == versions.get(n - 1).copied())
+                .position(|c| c.row_key == key && chunk_version(c) == Some(*version))?;
+            Some(chunks.swap_remove(at))
         })
+        .collect()
 }
 
 /// A wide primary with its chunks, read again while a writer moves them on.
@@ -199,9 +204,7 @@ async fn restore<S: TableStore + Clone + 'static>(
             count,
         )
         .await?;
-        if complete(&chunk0, &chunks) {
-            let mut chunks = chunks;
-            chunks.retain(|c| super::split::chunk_of(&c.row_key).is_some_and(|(_, n)| n < count));
+        if let Some(chunks) = listed(&chunk0, chunks) {
             return Ok(merge(chunk0, chunks));
         }
         let again = writer
