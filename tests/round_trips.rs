@@ -635,3 +635,76 @@ fn deliveries_writing_one_partition_share_transactions() {
         }
     });
 }
+
+/// A wide type: 600 readings, chunk 0 and two more chunks.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(table = "RtWide", partition_key = "{dept}", row_key = "w{id:04}")]
+#[wide]
+struct Wide {
+    dept: String,
+    id: u32,
+    #[wide]
+    readings: std::collections::BTreeMap<String, i64>,
+}
+
+/// A series spilling to chunks: 600 points a span.
+#[derive(Entity, Clone, Debug, Default, PartialEq)]
+#[entity(table = "RtSeries", partition_key = "{dept}", row_key = "s_{start}")]
+#[series(
+    start = "start",
+    points = "counts",
+    every = "1m",
+    span = "10h",
+    spill = "chunks"
+)]
+struct Counts {
+    dept: String,
+    start: chrono::DateTime<chrono::Utc>,
+    counts: tablekit::typed::Points<i64>,
+}
+
+#[test]
+fn a_wide_write_and_a_series_add_stay_at_their_round_trip_ceiling() {
+    paused().block_on(async {
+        let trips = RoundTrips::new(Latency::None);
+        let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
+        let sink = Arc::new(RoundTripSink::new(Arc::new(Accept), trips.clone()));
+        let wide = IndexedTable::<Wide, _>::new(store.clone()).with_sink(sink.clone());
+        wide.open().await.unwrap();
+        let series = IndexedTable::<Counts, _>::new(store.clone()).with_sink(sink);
+        series.open().await.unwrap();
+        let value = |id: u32, bias: i64| Wide {
+            dept: "Sales".into(),
+            id,
+            readings: (0..600).map(|i| (format!("r{i:04}"), i + bias)).collect(),
+        };
+        let key = Counts {
+            dept: "Sales".into(),
+            ..Counts::default()
+        };
+        let at = chrono::DateTime::from_timestamp(1_800_000_000, 0).unwrap();
+        // The partition's marker leased: the steady state.
+        wide.insert(&value(1, 0)).await.unwrap();
+        series.add(&key, at, 1).await.unwrap();
+        wide.flush().await;
+        trips.set_latency(Latency::millis(LATENCY_MS));
+        let (_, insert) = cost(&trips, wide.insert(&value(2, 0)), wide.flush()).await;
+        let (_, replace) = cost(
+            &trips,
+            wide.replace(&value(2, 1), IfMatch::Any),
+            wide.flush(),
+        )
+        .await;
+        let (_, get) = cost(&trips, wide.get("Sales", "w0002"), async {}).await;
+        let (_, add) = cost(&trips, series.add(&key, at, 1), series.flush()).await;
+        println!("wide insert {insert}   replace {replace}   get {get}");
+        println!("series add (a span in chunks) {add}");
+        // An insert is its transaction; a replace reads the primary and its chunks, then
+        // commits; a read is chunk 0 and one range query; an add reads the span (2), then
+        // replaces it (3).
+        assert_eq!(insert.in_a_row, 1, "{insert}");
+        assert_eq!(replace.in_a_row, 3, "{replace}");
+        assert_eq!(get.in_a_row, 2, "{get}");
+        assert_eq!(add.in_a_row, 5, "{add}");
+    });
+}
