@@ -302,11 +302,13 @@ impl Workers {
     }
 }
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> tablekit::Result<()> {
     let args = Args::parse();
     let size = args.departments.checked_mul(args.employees);
     if args.worker.is_none() && size.is_none_or(|n| n > 10_000_000) {
-        return Err("--departments × --employees must be at most 10,000,000".into());
+        return Err(tablekit::Error::Config(
+            "--departments × --employees must be at most 10,000,000".into(),
+        ));
     }
     let runtime = tokio::runtime::Runtime::new()?;
     if let Some(WorkerMode::Worker { args }) = &args.worker {
@@ -323,11 +325,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     runtime.block_on(run(args))
 }
 
-async fn count(
-    store: &AnyStore,
-    table: &str,
-    kind: &str,
-) -> Result<usize, Box<dyn std::error::Error>> {
+async fn count(store: &AnyStore, table: &str, kind: &str) -> tablekit::Result<usize> {
     match store
         .query_all(
             table,
@@ -337,7 +335,7 @@ async fn count(
     {
         Ok(rows) => Ok(rows.len()),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(0),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -387,7 +385,7 @@ fn worker_binary(exe: &std::path::Path, connections: &[&str]) -> Option<PathBuf>
     }
 }
 
-async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
+async fn run(args: Args) -> tablekit::Result<()> {
     std::fs::create_dir_all(&args.data)?;
     let data = std::fs::canonicalize(&args.data)?;
     let store_url = args
@@ -437,7 +435,9 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         let container = account
             .split(';')
             .find_map(|part| part.trim().strip_prefix("Container="))
-            .ok_or("an azure: blob store names its Container=")?;
+            .ok_or_else(|| {
+                tablekit::Error::Config("an azure: blob store names its Container=".into())
+            })?;
         tablekit::core::azure::create_blob_container(account, container).await?;
     }
     let blobs = tablekit::core::blob::BlobStore::connect(&blobs_url)?;
@@ -449,10 +449,11 @@ async fn run(args: Args) -> Result<(), Box<dyn std::error::Error>> {
         )
         .await?;
     let sink = QueueSink::open(AnyQueue::connect(&broker).await?, &index_queue).await?;
-    let employees = IndexedTable::<Employee, _>::new(store.clone())
-        .with_sink(Arc::new(sink))
-        .with_blobs(blobs.clone());
-    employees.open().await?;
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(sink))
+        .blobs(blobs.clone())
+        .open(store.clone())
+        .await?;
     let departments = Table::<Department, _>::new(store.clone());
     println!("store {store_url}\nbroker {broker}\nblobs {blobs_url}");
 
@@ -585,7 +586,7 @@ fn photo(id: u32) -> Vec<u8> {
 async fn archived_photos(
     store: &AnyStore,
     blobs: &tablekit::core::blob::BlobStore,
-) -> Result<usize, Box<dyn std::error::Error>> {
+) -> tablekit::Result<usize> {
     use futures::TryStreamExt;
     let mut whole = 0;
     let mut rows = std::pin::pin!(store.query_stream(
@@ -612,12 +613,13 @@ async fn drive(
     workers: &mut Workers,
     archive_queue: &str,
     index_queue: &str,
-) -> Result<(usize, usize), Box<dyn std::error::Error>> {
-    let total = usize::try_from(args.departments * args.employees)?;
+) -> tablekit::Result<(usize, usize)> {
+    let total = args.departments as usize * args.employees as usize;
     let bar = indicatif::ProgressBar::new(total as u64);
-    bar.set_style(indicatif::ProgressStyle::with_template(
-        "{msg:>10} {bar:40} {pos}/{len}",
-    )?);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{msg:>10} {bar:40} {pos}/{len}")
+            .expect("a valid progress template"),
+    );
     bar.set_message("seeding");
     for d in 0..args.departments {
         let department = format!("D{d:02}");
@@ -625,7 +627,8 @@ async fn drive(
             .upsert(&Department {
                 department: department.clone(),
                 manager_id: d * args.employees,
-                head_count: i32::try_from(args.employees)?,
+                head_count: i32::try_from(args.employees)
+                    .map_err(|_| tablekit::Error::Config("--employees is too large".into()))?,
             })
             .await?;
         for n in 0..args.employees {
@@ -636,7 +639,7 @@ async fn drive(
                     id,
                     first_name: format!("First{id}"),
                     last_name: ["Jones", "Smith", "Cao", "Ng", "Lee"][(id % 5) as usize].to_owned(),
-                    age: 20 + i32::try_from(id % 40)?,
+                    age: 20 + (id % 40) as i32,
                     email: format!("e{id}@contoso.com"),
                     photo: photo(id),
                 })
@@ -683,9 +686,11 @@ async fn drive(
         }
         if Instant::now() > deadline {
             bar.abandon();
-            return Err(
-                format!("timed out: {archived} of {leavers} archived, queue {stats:?}").into(),
-            );
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("timed out: {archived} of {leavers} archived, queue {stats:?}"),
+            )
+            .into());
         }
         workers.revive()?;
         if args.chaos && Instant::now() > next_chaos {
@@ -714,9 +719,12 @@ async fn drive(
             bar.abandon();
             let partitions: std::collections::BTreeSet<&str> =
                 outbox.iter().map(|e| e.partition_key.as_str()).collect();
-            return Err(format!(
-                "timed out waiting for the index worker: {stats:?}, {} outbox entries left in {partitions:?}",
-                outbox.len()
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!(
+                    "timed out waiting for the index worker: {stats:?}, {} outbox entries left in {partitions:?}",
+                    outbox.len()
+                ),
             )
             .into());
         }

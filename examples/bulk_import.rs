@@ -10,7 +10,7 @@ use tablekit::patterns::import::{ImportOptions, import_stream};
 use tablekit::prelude::*;
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store = AnyStore::connect(&format!(
         "sqlite:{}",

@@ -8,7 +8,7 @@
 use tablekit::core::keys::{self, CompoundKey};
 use tablekit::typed::KeyTemplate;
 
-fn main() -> Result<(), Box<dyn std::error::Error>> {
+fn main() -> tablekit::Result<()> {
     let template = KeyTemplate::parse("{device},{seller},{card:06}")?;
     let key = template.render_args(&[&"d1", &"s9", &42u32])?;
     println!("key: {key}");

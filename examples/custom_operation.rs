@@ -75,11 +75,7 @@ impl Planner for Hire {
         let recount = RecountDepartment {
             department: self.employee.partition_key.clone(),
         };
-        let envelope =
-            Envelope::new(&recount).map_err(|source| tablekit::patterns::Error::Encode {
-                what: "a recount".to_owned(),
-                source,
-            })?;
+        let envelope = Envelope::new(&recount)?;
         let mut plan = Plan::new();
         plan.push(WriteOp::Insert(self.employee.clone()), ());
         plan.follow_up(envelope);
@@ -91,7 +87,7 @@ impl Planner for Hire {
         error: tablekit::core::Error,
         _: Option<&()>,
     ) -> tablekit::patterns::Result<()> {
-        Err(error.into())
+        Err(error)
     }
 
     fn what(&self) -> String {
@@ -143,14 +139,18 @@ impl WorkerProcess {
     }
 
     /// Stops the worker with SIGTERM (it finishes what it holds) and returns its report.
-    fn stop(mut self) -> Result<String, Box<dyn std::error::Error>> {
-        let child = self.0.take().ok_or("the worker was already stopped")?;
+    fn stop(mut self) -> tablekit::Result<String> {
+        let id = self.0.as_ref().map_or(0, |child| child.id());
+        // Should the signal not be sent, the drop kills the worker and waits for it.
         Command::new("kill")
-            .args(["-TERM", &child.id().to_string()])
+            .args(["-TERM", &id.to_string()])
             .status()?;
+        let child = self.0.take().expect("a worker is stopped once");
         let output = child.wait_with_output()?;
         if !output.status.success() {
-            return Err(format!("the worker exited with {}", output.status).into());
+            return Err(
+                std::io::Error::other(format!("the worker exited with {}", output.status)).into(),
+            );
         }
         Ok(String::from_utf8_lossy(&output.stdout).trim().to_owned())
     }
@@ -165,9 +165,9 @@ impl Drop for WorkerProcess {
     }
 }
 
-async fn send(queue: &AnyQueue, envelope: &Envelope) -> Result<(), Box<dyn std::error::Error>> {
+async fn send(queue: &AnyQueue, envelope: &Envelope) -> tablekit::Result<()> {
     let id = envelope.id.to_string();
-    Ok(queue.send(QUEUE, &id, &envelope.to_bytes()?).await?)
+    queue.send(QUEUE, &id, &envelope.to_bytes()?).await
 }
 
 /// Prints a check and counts it if it failed.
@@ -179,7 +179,7 @@ fn expect(failures: &mut usize, what: &str, ok: bool) {
 }
 
 /// Seeds, enqueues, runs the worker process, and checks; `false` on any mismatch.
-async fn drive() -> Result<bool, Box<dyn std::error::Error>> {
+async fn drive() -> tablekit::Result<bool> {
     let dir = tempfile::tempdir()?;
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
@@ -248,7 +248,11 @@ async fn drive() -> Result<bool, Box<dyn std::error::Error>> {
             break;
         }
         if Instant::now() > deadline {
-            return Err(format!("timed out waiting for the worker: {stats:?}").into());
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("timed out waiting for the worker: {stats:?}"),
+            )
+            .into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }

@@ -38,13 +38,14 @@ struct MonthlyUse {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
 
-    let views = IndexedTable::<DailyViews, _>::new(store.clone());
-    views.open().await?;
+    let views = IndexedTable::<DailyViews, _>::options()
+        .open(store.clone())
+        .await?;
     let home = DailyViews {
         page: "home".into(),
         ..Default::default()
@@ -68,8 +69,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         }
     }
 
-    let meters = IndexedTable::<MonthlyUse, _>::new(store.clone());
-    meters.open().await?;
+    let meters = IndexedTable::<MonthlyUse, _>::options()
+        .open(store.clone())
+        .await?;
     let meter = MonthlyUse {
         meter: "meter-7".into(),
         ..Default::default()
@@ -84,7 +86,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             )
             .await?;
     }
-    let span = meters.span(&meter, at(20, 0, 0)).await?.ok_or("no span")?;
+    let span = meters
+        .span(&meter, at(20, 0, 0))
+        .await?
+        .expect("a span was added");
     let total: f64 = span.value.kwh.iter().sum();
     let rows = store
         .query_all("MeterUse", Query::partition("meter-7"))

@@ -20,7 +20,6 @@ use std::time::{Duration, Instant};
 
 use chrono::{DateTime, Utc};
 use tablekit::core::clock::{Clock, ManualClock};
-use tablekit::patterns::Error as PatternError;
 use tablekit::patterns::index::{AuditOptions, OutboxSink, Sweeper};
 use tablekit::prelude::*;
 use tablekit::workers::changes::{Change, Changes};
@@ -73,7 +72,7 @@ fn account(team: &str, login: &str, email: &str, trial_ends: Option<DateTime<Utc
 }
 
 /// Waits until `done` holds (the workers run beside this code), at most 20 s.
-async fn until<F, Fut>(what: &str, mut done: F) -> Result<(), Box<dyn std::error::Error>>
+async fn until<F, Fut>(what: &str, mut done: F) -> tablekit::Result<()>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = bool>,
@@ -81,7 +80,11 @@ where
     let started = Instant::now();
     while !done().await {
         if started.elapsed() > Duration::from_secs(20) {
-            return Err(format!("timed out waiting for {what}").into());
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                format!("timed out waiting for {what}"),
+            )
+            .into());
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -89,7 +92,7 @@ where
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
@@ -99,14 +102,16 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     // Writers hand their follow-up work to the `index` queue; change events go to the
     // queue their type names.
     let sink: Arc<dyn OutboxSink> = Arc::new(QueueSink::open(queue.clone(), "index").await?);
-    let accounts = IndexedTable::<Account, _>::new(store.clone())
-        .with_sink(sink.clone())
-        .with_clock(clock.shared());
-    accounts.open().await?;
-    let sessions = IndexedTable::<Session, _>::new(store.clone())
-        .with_sink(sink.clone())
-        .with_clock(clock.shared());
-    sessions.open().await?;
+    let accounts = IndexedTable::<Account, _>::options()
+        .sink(sink.clone())
+        .clock(clock.shared())
+        .open(store.clone())
+        .await?;
+    let sessions = IndexedTable::<Session, _>::options()
+        .sink(sink.clone())
+        .clock(clock.shared())
+        .open(store.clone())
+        .await?;
 
     // The workers: the index worker applies the follow-up work; the change consumer
     // receives every committed change of an account, typed.
@@ -152,10 +157,10 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         .insert(&account("support", "eve", "ada@contoso.com", trial))
         .await
     {
-        Err(PatternError::ValueTaken { value, holder, .. }) => {
+        Err(tablekit::Error::ValueTaken { value, holder, .. }) => {
             println!("unique: `{value}` is taken by {holder}")
         }
-        other => return Err(format!("the taken email was not refused: {other:?}").into()),
+        other => panic!("the taken email was not refused: {other:?}"),
     }
     // A changed value is released after the commit, by the index worker.
     accounts
@@ -198,7 +203,11 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let (mut deleted, started) = (0, Instant::now());
     while deleted < 2 {
         if started.elapsed() > Duration::from_secs(20) {
-            return Err("timed out waiting for the sweeper".into());
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "timed out waiting for the sweeper",
+            )
+            .into());
         }
         deleted += sweeper.sweep().await?.deleted;
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -232,7 +241,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     .await?;
     println!("audit clean: true");
     let _ = stop.send(true);
-    index_task.await??;
-    changes_task.await??;
+    index_task.await.map_err(std::io::Error::from)??;
+    changes_task.await.map_err(std::io::Error::from)??;
     Ok(())
 }

@@ -22,7 +22,7 @@ struct Order {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let orders = Table::<Order, _>::new(MemoryStore::new());
     orders.create().await?;
     for id in 0..1000 {

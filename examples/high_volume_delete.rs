@@ -21,7 +21,7 @@ struct Log {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let store = MemoryStore::new();
     let logs = PeriodTables::new("Logs", Period::Day)?;
     let now = Utc::now();

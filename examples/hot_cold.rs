@@ -23,7 +23,7 @@ struct Sale {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let store = MemoryStore::new();
     let sales = PeriodTables::new("Sales", Period::Month)?;
     let now = Utc::now();

@@ -22,7 +22,7 @@ struct Employee {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
@@ -39,7 +39,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let lazy = employees
         .get_lazy("Sales", "empid_000001")
         .await?
-        .ok_or("missing")?;
+        .expect("just inserted");
     println!("addresses: {:?}", lazy.blob_addresses());
     let full = lazy.load().await?;
     println!("photo bytes: {}", full.photo.as_ref().map_or(0, Vec::len));

@@ -9,7 +9,7 @@ use tablekit::core::blob::BlobStore;
 use tablekit::patterns::log_blobs::{LogWriter, read_range};
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let blobs = BlobStore::local(dir.path())?;
     let writer = LogWriter::new(

@@ -23,7 +23,7 @@ struct Event {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let events = Table::<Event, _>::new(MemoryStore::new());
     events.create().await?;
     let now = Utc::now();
@@ -32,7 +32,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             .insert(&Event {
                 device: "d1".into(),
                 at: now - Duration::minutes(minute),
-                reading: i32::try_from(minute)?,
+                reading: minute as i32,
             })
             .await?;
     }

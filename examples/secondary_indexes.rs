@@ -36,12 +36,14 @@ struct Employee {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
-    let employees = IndexedTable::<Employee, _>::new(store).with_inline_apply();
-    employees.open().await?;
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .open(store)
+        .await?;
     for (id, last, email) in [
         (1, "Jones", "ann@contoso.com"),
         (2, "Jones", "bob@contoso.com"),

@@ -31,15 +31,16 @@ struct Sensor {
 }
 
 #[tokio::main]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     // Look-ups read the primary (the copies carry `model` alone).
-    let sensors = IndexedTable::<Sensor, _>::new(store.clone())
-        .with_inline_apply()
-        .verified_lookups(true);
-    sensors.open().await?;
+    let sensors = IndexedTable::<Sensor, _>::options()
+        .inline_apply()
+        .verified_lookups(true)
+        .open(store.clone())
+        .await?;
 
     let mut sensor = Sensor {
         site: "north".into(),
@@ -64,11 +65,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // One reading changes: chunk 0 and the chunk that holds it are written.
     sensor.readings.insert("temp_0590".into(), -4.5);
-    let stored = sensors.get("north", "s1").await?.ok_or("missing")?;
+    let stored = sensors.get("north", "s1").await?.expect("just written");
     sensors
-        .replace(&sensor, IfMatch::ETag(stored.etag.ok_or("no etag")?))
+        .replace(
+            &sensor,
+            IfMatch::ETag(stored.etag.expect("a read entity has an ETag")),
+        )
         .await?;
-    let back = sensors.get("north", "s1").await?.ok_or("missing")?;
+    let back = sensors.get("north", "s1").await?.expect("just written");
     println!(
         "read back: {} readings, temp_0590 = {:?}, same value: {}",
         back.value.readings.len(),

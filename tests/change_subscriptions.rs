@@ -46,8 +46,10 @@ fn account(team: &str, id: u32, balance: i64) -> Account {
 
 async fn accounts(store: AnyStore, queue: &SqliteQueue) -> IndexedTable<Account, AnyStore> {
     let sink = QueueSink::open(queue.clone(), "index").await.expect("sink");
-    let accounts = IndexedTable::<Account, _>::new(store).with_sink(Arc::new(sink));
-    accounts.open().await.expect("open");
+    let accounts = IndexedTable::<Account, _>::options()
+        .sink(Arc::new(sink))
+        .build(store);
+    accounts.create().await.expect("open");
     accounts
 }
 
@@ -215,7 +217,7 @@ struct Essay {
 async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
     let store = MemoryStore::new();
     let notes = IndexedTable::<Note, _>::new(store.clone());
-    notes.open().await.expect("open");
+    notes.create().await.expect("open");
     let note = Note {
         team: "a".into(),
         id: 1,
@@ -225,7 +227,7 @@ async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
     };
     notes.insert(&note).await.expect("an event over two parts");
     let essays = IndexedTable::<Essay, _>::new(store.clone());
-    essays.open().await.expect("open");
+    essays.create().await.expect("open");
     let paragraph = "z".repeat(31_000);
     let essay = Essay {
         team: "a".into(),
@@ -279,7 +281,9 @@ async fn changes_kill_child() {
     );
     let queue = SqliteQueue::open(queue).await.expect("queue");
     let sink = QueueSink::open(queue, "index").await.expect("sink");
-    let accounts = IndexedTable::<Account, _>::new(store).with_sink(Arc::new(sink));
+    let accounts = IndexedTable::<Account, _>::options()
+        .sink(Arc::new(sink))
+        .build(store);
     let mut log = std::fs::OpenOptions::new()
         .append(true)
         .create(true)

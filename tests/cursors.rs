@@ -221,8 +221,10 @@ where
     F: Fn() -> Fut,
     Fut: Future<Output = AnyStore>,
 {
-    let employees = IndexedTable::<Employee, _>::new(connect().await).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(connect().await);
+    employees.create().await.expect("open");
     for id in 0..220u32 {
         employees
             .insert(&Employee {

@@ -693,8 +693,10 @@ fn ids(refs: &[EntityRef]) -> Vec<String> {
 }
 
 async fn intra_partition_copies_follow_every_write(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut jun = employee("Sales", 1, "Cao", "jun@x.com");
     employees.insert(&jun).await.expect("insert");
     let copy = raw(&store, "Employees", "Sales", "email_jun@x.com")
@@ -787,8 +789,10 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
 }
 
 async fn email_ranges_come_back_in_index_order(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     for (id, email) in [
         (1, "dora@x"),
         (2, "anna@x"),
@@ -828,8 +832,10 @@ async fn email_ranges_come_back_in_index_order(store: AnyStore) {
 }
 
 async fn a_taken_index_value_is_refused_and_nothing_is_written(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     employees
         .insert(&employee("Sales", 1, "A", "same@x"))
         .await
@@ -871,10 +877,11 @@ async fn a_taken_index_value_is_refused_and_nothing_is_written(store: AnyStore) 
 
 async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
     let blobs = BlobStore::memory();
-    let people = IndexedTable::<Person, _>::new(store.clone())
-        .with_blobs(blobs)
-        .with_inline_apply();
-    people.open().await.expect("open");
+    let people = IndexedTable::<Person, _>::options()
+        .blobs(blobs)
+        .inline_apply()
+        .build(store.clone());
+    people.create().await.expect("open");
     let mut ann = person(1, "Ann", "Oslo", 40, false);
     people.insert(&ann).await.expect("insert");
     let copy = raw(&store, "People", "T1", "city_Oslo_000001")
@@ -929,7 +936,7 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
 async fn writes_past_the_batch_limit_are_refused_before_any_io(store: AnyStore) {
     let store = FaultyStore::new(store);
     let wide = IndexedTable::<Wide, _>::new(store.clone());
-    wide.open().await.expect("open");
+    wide.create().await.expect("open");
     let before = store.calls();
     let err = wide
         .insert(&Wide {
@@ -946,7 +953,7 @@ async fn writes_past_the_batch_limit_are_refused_before_any_io(store: AnyStore) 
 async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: AnyStore) {
     // No sink: as if the writer died right after its commit.
     let employees = IndexedTable::<Employee, _>::new(store.clone());
-    employees.open().await.expect("open");
+    employees.create().await.expect("open");
     let outcome = employees
         .insert(&employee("Sales", 7, "Lee", "lee@x"))
         .await
@@ -1005,9 +1012,10 @@ async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: Any
 
 async fn late_and_repeated_messages_never_bring_back_an_older_copy(store: AnyStore) {
     let sink = RecordingSink::default();
-    let employees =
-        IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink.clone()));
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(sink.clone()))
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut kim = employee("Sales", 3, "Kim", "a@x");
     employees.insert(&kim).await.expect("v1");
     kim.first_name = "Kimberly".into();
@@ -1061,8 +1069,10 @@ async fn late_and_repeated_messages_never_bring_back_an_older_copy(store: AnySto
 }
 
 async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut ida = employee("Ops", 4, "Ng", "ida@x");
     employees.insert(&ida).await.expect("insert");
     // The email changes while the worker is away: the other table's copy is stale.
@@ -1074,6 +1084,7 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
         .await
         .expect("find");
     assert!(stale.is_some(), "the stale copy is still there");
+    #[allow(deprecated)] // the setter of earlier releases still works
     let verified = employees.clone().verified_lookups(true);
     assert!(
         verified
@@ -1088,7 +1099,7 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
 async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(store: AnyStore) {
     let store = FaultyStore::new(store);
     let staff = IndexedTable::<Staff, _>::new(store.clone());
-    staff.open().await.expect("open");
+    staff.create().await.expect("open");
     for id in 1..=3 {
         staff
             .insert(&Staff {
@@ -1147,7 +1158,7 @@ async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(stor
 
 async fn eight_concurrent_writers_of_one_last_name_lose_no_id(store: AnyStore) {
     let staff = IndexedTable::<Staff, _>::new(store.clone());
-    staff.open().await.expect("open");
+    staff.create().await.expect("open");
     let tasks: Vec<_> = (0..8u32)
         .map(|task| {
             let staff = staff.clone();
@@ -1184,10 +1195,11 @@ async fn table_and_blob_id_lists_are_kept_by_the_worker(store: AnyStore) {
 
 async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
     let sink = RecordingSink::default();
-    let people = IndexedTable::<Person, _>::new(store.clone())
-        .with_blobs(blobs.clone())
-        .with_sink(Arc::new(sink.clone()));
-    people.open().await.expect("open");
+    let people = IndexedTable::<Person, _>::options()
+        .blobs(blobs.clone())
+        .sink(Arc::new(sink.clone()))
+        .build(store.clone());
+    people.create().await.expect("open");
     let mut a = person(1, "Ann", "Oslo", 40, true);
     people.insert(&a).await.expect("insert");
     people
@@ -1248,7 +1260,7 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
 
 async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
     let tags = IndexedTable::<Tagged, _>::new(store.clone());
-    tags.open().await.expect("open");
+    tags.create().await.expect("open");
     let long = "x".repeat(400);
     for n in 0..160 {
         tags.insert(&Tagged {
@@ -1288,8 +1300,10 @@ async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
 }
 
 async fn the_audit_finds_injected_drift_and_repairs_it(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     for id in 1..=6 {
         employees
             .insert(&employee(
@@ -1413,8 +1427,10 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
         .await
         .expect("insert");
     }
-    let v2 = IndexedTable::<ClientV2, _>::new(store.clone()).with_inline_apply();
-    v2.open().await.expect("open registers the new index");
+    let v2 = IndexedTable::<ClientV2, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    v2.create().await.expect("open registers the new index");
     let progress_calls = Arc::new(Mutex::new(0u64));
     let calls = Arc::clone(&progress_calls);
     let options = AuditOptions {
@@ -1490,8 +1506,10 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
 }
 
 async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     for id in 1..=12 {
         employees
             .insert(&employee("Sales", id, "Same", &format!("r{id}@x")))
@@ -1560,12 +1578,18 @@ async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
 
 async fn denormalized_fields_follow_their_source(store: AnyStore) {
     // The dependents' types are registered first, so the employees' writes track them.
-    let departments = IndexedTable::<Department, _>::new(store.clone()).with_inline_apply();
-    departments.open().await.expect("open");
-    let projects = IndexedTable::<Project, _>::new(store.clone()).with_inline_apply();
-    projects.open().await.expect("open");
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let departments = IndexedTable::<Department, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    departments.create().await.expect("open");
+    let projects = IndexedTable::<Project, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    projects.create().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut lee = employee("Sales", 7, "Lee", "lee@x");
     employees.insert(&lee).await.expect("insert");
     employees
@@ -1686,15 +1710,19 @@ async fn denormalized_fields_follow_their_source(store: AnyStore) {
 }
 
 async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     employees
         .insert(&employee("Sales", 7, "Lee", "lee@x"))
         .await
         .expect("source");
     let sink = RecordingSink::default();
-    let projects = IndexedTable::<Project, _>::new(store.clone()).with_sink(Arc::new(sink.clone()));
-    projects.open().await.expect("open");
+    let projects = IndexedTable::<Project, _>::options()
+        .sink(Arc::new(sink.clone()))
+        .build(store.clone());
+    projects.create().await.expect("open");
     let project = Project {
         code: "P9".into(),
         department: "Sales".into(),
@@ -1729,7 +1757,7 @@ async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
 
 async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) {
     let v1 = IndexedTable::<NoteV1, _>::new(store.clone());
-    v1.open().await.expect("open");
+    v1.create().await.expect("open");
     v1.insert(&NoteV1 {
         owner: "o".into(),
         id: 1,
@@ -1739,7 +1767,7 @@ async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) 
     .await
     .expect("insert");
     let v2 = IndexedTable::<NoteV2, _>::new(store.clone());
-    v2.open().await.expect("open");
+    v2.create().await.expect("open");
     v2.upsert(&NoteV2 {
         owner: "o".into(),
         id: 1,
@@ -1757,8 +1785,10 @@ async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) 
 async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_reported(
     store: AnyStore,
 ) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     for id in 1..=6 {
         employees
             .insert(&employee("Sales", id, "Same", &format!("k{id}@x")))
@@ -1815,8 +1845,10 @@ async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_report
 }
 
 async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
-    let many = IndexedTable::<ManyCopies, _>::new(store.clone()).with_inline_apply();
-    many.open().await.expect("open");
+    let many = IndexedTable::<ManyCopies, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    many.create().await.expect("open");
     let code = "k".repeat(450);
     let outcome = many
         .insert(&ManyCopies { code: code.clone() })
@@ -1838,10 +1870,14 @@ async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
 }
 
 async fn a_source_with_more_dependents_than_a_batch_holds_reaches_them_all(store: AnyStore) {
-    let teams = IndexedTable::<Team, _>::new(store.clone()).with_inline_apply();
-    teams.open().await.expect("open");
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let teams = IndexedTable::<Team, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    teams.create().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut head = employee("Big", 1, "Stone", "stone@x");
     employees.insert(&head).await.expect("head");
     for n in 0..120 {
@@ -1912,10 +1948,11 @@ async fn concurrent_adds_to_a_table_list_leave_each_id_on_one_page(store: AnySto
 
 async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyStore) {
     let blobs = BlobStore::memory();
-    let employees = IndexedTable::<Employee, _>::new(store.clone())
-        .with_blobs(blobs.clone())
-        .with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .blobs(blobs.clone())
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let mut jun = employee("Sales", 5, "Cao", "jun@x");
     jun.photo = Some(vec![9u8; 200_000]);
     employees.insert(&jun).await.expect("insert");
@@ -1969,8 +2006,10 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
 }
 
 async fn a_partial_update_of_an_indexed_field_moves_its_entries(store: AnyStore) {
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let jun = employee("Sales", 7, "Cao", "jun@x");
     employees.insert(&jun).await.expect("insert");
     // Only `email` and `last_name` are taken from the value; `age` stays as stored.
@@ -2058,8 +2097,10 @@ async fn write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit
     store: AnyStore,
 ) {
     use tablekit::typed::TypedWrite;
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.expect("open");
     let writes = (0..1_000u32).map(|id| {
         TypedWrite::Upsert(employee(
             &format!("D{}", id % 10),

@@ -85,9 +85,10 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
         }
         store.submit_batch("Employees", batch).await.expect("seed");
     }
-    let employees =
-        IndexedTable::<Employee, _>::new(store.clone()).with_engine(unleased(store.clone()));
-    employees.open().await.expect("open");
+    let employees = IndexedTable::<Employee, _>::options()
+        .engine(unleased(store.clone()))
+        .build(store.clone());
+    employees.create().await.expect("open");
     for p in 0..3 {
         // No sink: the work stays in the outbox, as after a crash.
         let outcome = employees
@@ -150,7 +151,7 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
 async fn a_partition_written_often_writes_its_marker_once_per_lease() {
     let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
     let employees = IndexedTable::<Employee, _>::new(store.clone());
-    employees.open().await.expect("open");
+    employees.create().await.expect("open");
     let before = store.writes();
     for id in 0..10 {
         employees
@@ -239,8 +240,9 @@ async fn kill_child() {
     let sink = Arc::new(InlineSink::new(handlers));
     match role.as_str() {
         "writer" => {
-            let employees = IndexedTable::<Employee, _>::new(store.clone())
-                .with_engine(unleased(store.clone()).with_sink(sink));
+            let employees = IndexedTable::<Employee, _>::options()
+                .engine(unleased(store.clone()).with_sink(sink))
+                .build(store.clone());
             employees
                 .insert(&employee("Sales", 1))
                 .await
@@ -337,7 +339,7 @@ async fn kills_at_every_step(url: String) {
         let url = format!("{url}{}", scope(after));
         let opened =
             IndexedTable::<Employee, _>::new(AnyStore::connect(&url).await.expect("store"));
-        opened.open().await.expect("open");
+        opened.create().await.expect("open");
         killed(&url, "writer", after);
         finishes_and_leaves_nothing_behind(&url, after >= 1).await;
     }
@@ -348,7 +350,7 @@ async fn kills_at_every_step(url: String) {
         let url = format!("{url}{}", scope(10 + after));
         let opened =
             IndexedTable::<Employee, _>::new(AnyStore::connect(&url).await.expect("store"));
-        opened.open().await.expect("open");
+        opened.create().await.expect("open");
         killed(&url, "writer", 1);
         killed(&url, "relay", after);
         finishes_and_leaves_nothing_behind(&url, true).await;

@@ -182,13 +182,14 @@ where
     let trips = RoundTrips::new(Latency::None);
     let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
     let sink = Arc::new(RoundTripSink::new(Arc::new(Accept), trips.clone()));
-    let table = IndexedTable::<E, _>::new(store.clone()).with_sink(sink);
-    let table = if inline {
-        table.with_inline_apply()
+    let options = IndexedTable::<E, _>::options().sink(sink);
+    let options = if inline {
+        options.inline_apply()
     } else {
-        table
+        options
     };
-    table.open().await.unwrap();
+    let table = options.build(store.clone());
+    table.create().await.unwrap();
     // The partition's marker is leased (a delete's burial is delayed work in the
     // outbox, whatever the type declares): the steady state.
     table.insert(&E::sample(1, "warm@x")).await.unwrap();
@@ -266,7 +267,7 @@ fn each_write_class_stays_at_its_round_trip_ceiling() {
         row("every declaration", &full);
         let other_inline = measure::<Other>(true).await;
         let full_inline = measure::<Full>(true).await;
-        println!("with the follow-up work applied in process (with_inline_apply)");
+        println!("with the follow-up work applied in process (inline_apply)");
         row("index in another table", &other_inline);
         row("every declaration", &full_inline);
 
@@ -357,7 +358,7 @@ fn each_piece_of_follow_up_work_stays_at_its_round_trip_ceiling() {
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         // No sink: the work waits in the outbox, where the test takes it from.
         let table = IndexedTable::<Full, _>::new(store.clone());
-        table.open().await.unwrap();
+        table.create().await.unwrap();
         let registry = tablekit::patterns::index::handlers(store.clone(), None);
         let mut costs: Vec<(String, Cost)> = Vec::new();
         let writes: [(&str, u32, &str); 3] = [
@@ -470,10 +471,10 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         let listed = IndexedTable::<Listed, _>::new(store.clone());
         let leads = IndexedTable::<Lead, _>::new(store.clone());
         let projects = IndexedTable::<Project, _>::new(store.clone());
-        listed.open().await.unwrap();
+        listed.create().await.unwrap();
         // The dependent's type first: the source's table then knows to track it.
-        projects.open().await.unwrap();
-        leads.open().await.unwrap();
+        projects.create().await.unwrap();
+        leads.create().await.unwrap();
         let mut costs: Vec<(String, Cost)> = Vec::new();
 
         listed.insert(&Listed::sample(1, "a@x")).await.unwrap();
@@ -522,7 +523,7 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         // process (the copy read, then deleted); the outbox entry's removal follows off
         // the delivery's path.
         let others = IndexedTable::<Other, _>::new(store.clone());
-        others.open().await.unwrap();
+        others.create().await.unwrap();
         for id in [7, 8] {
             others
                 .insert(&Other::sample(id, &format!("arch{id}@x")))
@@ -597,7 +598,7 @@ fn deliveries_writing_one_partition_share_transactions() {
         let trips = RoundTrips::new(Latency::None);
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         let table = IndexedTable::<Other, _>::new(store.clone());
-        table.open().await.unwrap();
+        table.create().await.unwrap();
         for id in 1..=10 {
             table
                 .insert(&Other::sample(id, &format!("m{id}@x")))
@@ -669,10 +670,14 @@ fn a_wide_write_and_a_series_add_stay_at_their_round_trip_ceiling() {
         let trips = RoundTrips::new(Latency::None);
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         let sink = Arc::new(RoundTripSink::new(Arc::new(Accept), trips.clone()));
-        let wide = IndexedTable::<Wide, _>::new(store.clone()).with_sink(sink.clone());
-        wide.open().await.unwrap();
-        let series = IndexedTable::<Counts, _>::new(store.clone()).with_sink(sink);
-        series.open().await.unwrap();
+        let wide = IndexedTable::<Wide, _>::options()
+            .sink(sink.clone())
+            .build(store.clone());
+        wide.create().await.unwrap();
+        let series = IndexedTable::<Counts, _>::options()
+            .sink(sink)
+            .build(store.clone());
+        series.create().await.unwrap();
         let value = |id: u32, bias: i64| Wide {
             dept: "Sales".into(),
             id,

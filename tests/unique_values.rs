@@ -59,8 +59,10 @@ async fn reservation<S: TableStore>(store: &S, email: &str) -> Option<Reservatio
 }
 
 async fn open<S: TableStore + Clone + 'static>(store: S) -> IndexedTable<User, S> {
-    let users = IndexedTable::<User, S>::new(store).with_inline_apply();
-    users.open().await.expect("open");
+    let users = IndexedTable::<User, S>::options()
+        .inline_apply()
+        .build(store);
+    users.create().await.expect("open");
     users
 }
 
@@ -260,14 +262,15 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
     for stop in 0..6 {
         let table_store = FaultyStore::new(store.clone());
         // The entries' removal in the write: the stop counts the write's own steps.
-        let users = IndexedTable::<User, _>::new(table_store.clone())
-            .with_engine(
+        let users = IndexedTable::<User, _>::options()
+            .engine(
                 tablekit::patterns::consistency::Engine::new(table_store.clone())
                     .with_removal_in_line(),
             )
-            .with_inline_apply()
-            .unique_lease(LEASE);
-        users.open().await.expect("open");
+            .inline_apply()
+            .unique_lease(LEASE)
+            .build(table_store.clone());
+        users.create().await.expect("open");
         // A fresh pair of values per round.
         let (x, y) = (
             format!("x{stop}@example.com"),
@@ -339,10 +342,11 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
 async fn a_reservation_left_by_a_dead_writer_is_taken_over_after_its_lease(store: AnyStore) {
     const LEASE: Duration = Duration::from_millis(400);
     let faulty = FaultyStore::new(store.clone());
-    let users = IndexedTable::<User, _>::new(faulty.clone())
-        .with_inline_apply()
-        .unique_lease(LEASE);
-    users.open().await.expect("open");
+    let users = IndexedTable::<User, _>::options()
+        .inline_apply()
+        .unique_lease(LEASE)
+        .build(faulty.clone());
+    users.create().await.expect("open");
     // The writer records its intent (the partition's pending marker, the intent entry)
     // and reserves, then dies before its commit.
     faulty.crash_after_writes(3);
@@ -435,9 +439,10 @@ async fn unique_kill_child() {
         AnyStore::connect(&url).await.expect("store"),
         after.parse().expect("a write number"),
     );
-    let users = IndexedTable::<User, _>::new(store)
-        .with_inline_apply()
-        .unique_lease(CHILD_LEASE);
+    let users = IndexedTable::<User, _>::options()
+        .inline_apply()
+        .unique_lease(CHILD_LEASE)
+        .build(store);
     users
         .upsert(&user("a", 1, "y@example.com"))
         .await

@@ -1,11 +1,19 @@
-//! The one error type of the storage core, with kinds that every backend maps onto.
+//! The one error type of tablekit: the storage core's failures, the pattern modules'
+//! (a taken index or unique value, contention that outlasted the retries, a record that
+//! does not read) and the queues' and workers' (a broker that is down or refuses, a
+//! setting that is wrong), with kinds that every backend maps onto. The pattern modules
+//! and the workers return this type, so one `?` and one `match` serve an application
+//! that uses them all.
 
 use std::fmt;
 
 use crate::filter::ParseError;
 use crate::limits::Violation;
 
-/// A result with the core [`Error`].
+/// A boxed error kept as a source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A result with tablekit's [`Error`].
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong, independent of the backend: patterns and workers match on this, never
@@ -62,7 +70,7 @@ impl ErrorKind {
     }
 }
 
-/// The storage core's error.
+/// tablekit's error: what the store, a pattern, a queue or a worker reports.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
@@ -146,6 +154,9 @@ pub enum Error {
     /// A `$filter` string could not be parsed.
     #[error(transparent)]
     Filter(#[from] ParseError),
+    /// A key template that does not parse.
+    #[error(transparent)]
+    Template(#[from] crate::typed::TemplateError),
     /// A value could not be encoded as a key, or a key decoded.
     #[error(transparent)]
     Key(#[from] crate::keys::KeyError),
@@ -197,6 +208,161 @@ pub enum Error {
         /// What the backend said.
         message: String,
     },
+
+    // The pattern modules' failures.
+    /// A same-partition index copy's keys are held by another entity: same-partition index
+    /// values are unique within their partition. Nothing was written.
+    #[error(
+        "index `{index}` value taken: RowKey `{row_key}` in partition `{partition_key}` of table `{table}` belongs to another entity"
+    )]
+    IndexValueTaken {
+        /// The index.
+        index: String,
+        /// The table of the copy.
+        table: String,
+        /// The copy's PartitionKey.
+        partition_key: String,
+        /// The copy's RowKey.
+        row_key: String,
+    },
+    /// A unique value (`#[unique]`) is held by another entity; nothing was written.
+    #[error(
+        "unique value `{name}` = `{value}` is taken by {holder}{}",
+        if *.in_flight { " (its write is in flight)" } else { "" }
+    )]
+    ValueTaken {
+        /// The unique value's name.
+        name: String,
+        /// The value, as reserved.
+        value: String,
+        /// The entity holding it.
+        holder: Box<crate::EntityRef>,
+        /// Whether the holder has reserved the value and not yet written itself (its
+        /// reservation is within its lease): the value may come free if that write fails.
+        in_flight: bool,
+    },
+    /// Concurrent writers kept changing what a write depends on; nothing was written and
+    /// the same write may succeed later.
+    #[error("{what}: still conflicting after {attempts} attempts")]
+    Contention {
+        /// What kept conflicting.
+        what: String,
+        /// The attempts made.
+        attempts: usize,
+    },
+    /// A record tablekit keeps (index state, an id list page, an outbox entry, a schema)
+    /// does not read.
+    #[error("malformed {what}: {reason}")]
+    Malformed {
+        /// What does not read.
+        what: String,
+        /// Why.
+        reason: String,
+    },
+    /// A record tablekit keeps, or an operation, could not be encoded; nothing was
+    /// written or sent.
+    #[error("cannot encode {what}")]
+    Encode {
+        /// What was being encoded.
+        what: String,
+        /// Why.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// Blob-stored data (an index entity, a large property) without a blob store
+    /// configured.
+    #[error("`{index}` is stored in blobs: configure a blob store")]
+    NoBlobStore {
+        /// The index entity.
+        index: String,
+    },
+    /// A name the table's registered schema does not declare, or a request it cannot
+    /// serve (a sparse index backfilled without the entity type).
+    #[error("{0}")]
+    Unsupported(String),
+    /// The sink could not publish follow-up work; its outbox entry stays for the relay.
+    #[error("publishing follow-up work failed: {0}")]
+    Publish(#[source] BoxError),
+
+    // The queues' and the workers' failures.
+    /// A queue name the broker would refuse (empty, over 255 bytes, or reserved).
+    #[error("invalid queue name `{name}`: {reason}")]
+    InvalidQueueName {
+        /// The name (shortened).
+        name: String,
+        /// Why.
+        reason: &'static str,
+    },
+    /// A connection string names no queue backend compiled in.
+    #[error("invalid broker `{broker}`: {reason}")]
+    InvalidBroker {
+        /// The connection string.
+        broker: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// The queue does not exist yet: a worker declares it when it starts (or `enqueue`
+    /// when it sends the first message).
+    #[error("queue `{queue}` is not declared yet (a worker declares it when it starts)")]
+    NotDeclared {
+        /// The queue.
+        queue: String,
+    },
+    /// The broker could not be reached, or dropped the connection; the same call may
+    /// succeed later.
+    #[error("queue unavailable: {message}")]
+    Unavailable {
+        /// What happened.
+        message: String,
+        /// The broker's or the queue file's own error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The broker refused a message (a negative publisher confirm, an unroutable message).
+    #[error("the broker refused the message: {message}")]
+    Refused {
+        /// What the broker said.
+        message: String,
+        /// The broker's own error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// The credential does not allow a queue call: refused before any request when the
+    /// shared access signature shows it (a permission it lacks, its start or expiry), or
+    /// answered 403 by the service.
+    #[error("permission denied on queue `{queue}`: {reason}")]
+    QueuePermissionDenied {
+        /// The queue.
+        queue: String,
+        /// What is outside the credential (or the service's error code and message).
+        reason: String,
+    },
+    /// A queue's own storage failed.
+    #[error("queue storage failure: {message}")]
+    Storage {
+        /// What failed.
+        message: String,
+        /// The queue file's own error.
+        #[source]
+        source: Option<BoxError>,
+    },
+    /// A file or socket of the application or of a backend failed (a SQLite or queue
+    /// file's directory, a blob directory, a temporary directory).
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    /// A setting of a worker is invalid.
+    #[error("invalid setting: {0}")]
+    Config(String),
+    /// An import left entities unwritten (their keys are in the output).
+    #[error(
+        "{0} entities could not be written (see the output; running the import again retries them)"
+    )]
+    Incomplete(usize),
+    /// An audit found drift and was not asked to repair it.
+    #[error(
+        "the audit left {0} index entries out of step (see the findings; --repair fixes what it can)"
+    )]
+    Drift(u64),
 }
 
 impl Error {
@@ -217,6 +383,7 @@ impl Error {
             | Error::InvalidConnection { .. }
             | Error::InvalidSas { .. }
             | Error::Undeclared { .. }
+            | Error::Template(_)
             | Error::Key(_) => ErrorKind::InvalidInput,
             Error::Field(e) => match e.direction {
                 crate::typed::field::Direction::Write => ErrorKind::InvalidInput,
@@ -225,11 +392,28 @@ impl Error {
             Error::Batch { source, .. } => source.kind(),
             Error::Transient { .. } => ErrorKind::Transient,
             Error::Backend { .. } => ErrorKind::Backend,
+            Error::IndexValueTaken { .. } | Error::ValueTaken { .. } => ErrorKind::AlreadyExists,
+            Error::Contention { .. } | Error::Publish(_) | Error::Unavailable { .. } => {
+                ErrorKind::Transient
+            }
+            Error::Malformed { .. } | Error::Drift(_) => ErrorKind::InvalidData,
+            Error::NoBlobStore { .. }
+            | Error::Unsupported(_)
+            | Error::Encode { .. }
+            | Error::InvalidQueueName { .. }
+            | Error::InvalidBroker { .. }
+            | Error::Config(_) => ErrorKind::InvalidInput,
+            Error::NotDeclared { .. } => ErrorKind::NotFound,
+            Error::QueuePermissionDenied { .. } => ErrorKind::PermissionDenied,
+            Error::Refused { .. } | Error::Storage { .. } | Error::Incomplete(_) | Error::Io(_) => {
+                ErrorKind::Backend
+            }
         }
     }
 
     /// Whether the same request may succeed if it is sent again later: transient
-    /// failures, and creating a table the service is still deleting.
+    /// failures (a busy store, contention, a broker that is down, a publish that failed),
+    /// and creating a table the service is still deleting.
     pub fn is_retryable(&self) -> bool {
         matches!(
             self.kind(),
@@ -243,6 +427,79 @@ impl Error {
             Error::Batch { index, .. } => Some(*index),
             Error::Limit(v) => v.batch_index(),
             _ => None,
+        }
+    }
+
+    /// A record tablekit keeps that does not read: `what` it is, and why.
+    pub fn malformed(what: impl Into<String>, reason: impl fmt::Display) -> Self {
+        Error::Malformed {
+            what: what.into(),
+            reason: reason.to_string(),
+        }
+    }
+
+    /// A broker or queue that cannot be reached for now (retryable).
+    pub fn unavailable(message: impl fmt::Display) -> Self {
+        Error::Unavailable {
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// A broker or queue file that failed with `source` while doing `what` (retryable).
+    pub fn unavailable_because(
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Unavailable {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A queue's own storage that failed.
+    pub fn storage(message: impl fmt::Display) -> Self {
+        Error::Storage {
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// A queue's own storage that failed with `source` while doing `what`.
+    pub fn storage_because(
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Storage {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// A message the broker refused.
+    pub fn refused(message: impl fmt::Display) -> Self {
+        Error::Refused {
+            message: message.to_string(),
+            source: None,
+        }
+    }
+
+    /// A message the broker refused with `source` while doing `what`.
+    pub fn refused_because(
+        what: impl fmt::Display,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> Self {
+        Error::Refused {
+            message: what.to_string(),
+            source: Some(Box::new(source)),
+        }
+    }
+
+    /// `what` could not be encoded as JSON.
+    pub fn encode(what: impl Into<String>, source: serde_json::Error) -> Self {
+        Error::Encode {
+            what: what.into(),
+            source,
         }
     }
 
@@ -293,6 +550,17 @@ impl Error {
     }
 }
 
+/// A loop that spent the attempts its [`RetryPolicy`](crate::retry::RetryPolicy) allows:
+/// contention.
+impl From<crate::retry::Exhausted> for Error {
+    fn from(e: crate::retry::Exhausted) -> Self {
+        Error::Contention {
+            what: e.what,
+            attempts: e.attempts,
+        }
+    }
+}
+
 impl From<crate::typed::field::FieldError> for Error {
     fn from(error: crate::typed::field::FieldError) -> Self {
         Error::Field(Box::new(error))
@@ -302,5 +570,53 @@ impl From<crate::typed::field::FieldError> for Error {
 impl fmt::Display for ErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         fmt::Debug::fmt(self, f)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::error::Error as _;
+
+    use super::*;
+
+    #[test]
+    fn the_patterns_and_the_queues_failures_have_kinds_and_retryability() {
+        let contention = Error::from(crate::retry::Exhausted {
+            what: "a write".into(),
+            attempts: 5,
+        });
+        assert_eq!(contention.kind(), ErrorKind::Transient);
+        assert!(contention.is_retryable());
+        let taken = Error::ValueTaken {
+            name: "email".into(),
+            value: "ann@contoso.com".into(),
+            holder: Box::new(crate::EntityRef::new("Accounts", "sales", "ann")),
+            in_flight: false,
+        };
+        assert_eq!(taken.kind(), ErrorKind::AlreadyExists);
+        assert!(!taken.is_retryable());
+        assert_eq!(
+            Error::malformed("an outbox entry", "no kind").kind(),
+            ErrorKind::InvalidData
+        );
+        let down = Error::unavailable_because(
+            "connecting to the broker",
+            std::io::Error::from(std::io::ErrorKind::ConnectionRefused),
+        );
+        assert_eq!(down.kind(), ErrorKind::Transient);
+        assert!(down.is_retryable());
+        assert!(down.source().is_some(), "the broker's own error is kept");
+        assert!(!Error::refused("nack").is_retryable());
+        assert_eq!(
+            Error::NotDeclared {
+                queue: "archive".into()
+            }
+            .kind(),
+            ErrorKind::NotFound
+        );
+        assert_eq!(Error::Config("bad".into()).kind(), ErrorKind::InvalidInput);
+        let io = Error::from(std::io::Error::other("disk full"));
+        assert_eq!(io.to_string(), "disk full");
+        assert!(io.source().is_some());
     }
 }

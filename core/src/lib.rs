@@ -56,7 +56,7 @@ pub use error::{Error, ErrorKind, Result};
 pub use filter::{CompareOp, Filter, ParseError};
 pub use limits::Violation;
 pub use memory::MemoryStore;
-pub use model::{ETag, EdmType, Entity, IfMatch, Properties, Value};
+pub use model::{ETag, EdmType, Entity, EntityRef, IfMatch, Properties, Value};
 pub use query::{ContinuationToken, Page, Query, QueryClass};
 #[cfg(feature = "sqlite")]
 pub use sqlite::{SqliteOptions, SqliteStore};

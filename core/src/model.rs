@@ -329,3 +329,55 @@ impl Entity {
             .retain(|name, _| select.iter().any(|s| s.as_ref() == name));
     }
 }
+
+/// An entity's address.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct EntityRef {
+    /// The table.
+    pub table: String,
+    /// The PartitionKey.
+    pub partition_key: String,
+    /// The RowKey.
+    pub row_key: String,
+}
+
+impl EntityRef {
+    /// An address.
+    pub fn new(
+        table: impl Into<String>,
+        partition_key: impl Into<String>,
+        row_key: impl Into<String>,
+    ) -> Self {
+        EntityRef {
+            table: table.into(),
+            partition_key: partition_key.into(),
+            row_key: row_key.into(),
+        }
+    }
+
+    /// The address of a stored entity.
+    pub fn of(table: &str, entity: &Entity) -> Self {
+        EntityRef::new(table, &entity.partition_key, &entity.row_key)
+    }
+
+    /// [`Error::NotFound`](crate::Error::NotFound) for this entity.
+    pub fn not_found(&self) -> crate::Error {
+        crate::Error::not_found(&self.table, &self.partition_key, &self.row_key)
+    }
+
+    /// [`Error::PreconditionFailed`](crate::Error::PreconditionFailed) for this entity (its
+    /// ETag is not the one expected).
+    pub fn precondition_failed(&self) -> crate::Error {
+        crate::Error::precondition_failed(&self.table, &self.partition_key, &self.row_key)
+    }
+}
+
+impl std::fmt::Display for EntityRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}({}, {})",
+            self.table, self.partition_key, self.row_key
+        )
+    }
+}

@@ -194,8 +194,10 @@ struct Subject {
 impl Subject {
     async fn open(store: AnyStore, n: usize, clock: &ManualClock) -> Self {
         let table = table_name(n);
-        let invites = IndexedTable::<Invite, _>::new(store.clone()).with_name(&table);
-        invites.open().await.unwrap();
+        let invites = IndexedTable::<Invite, _>::options()
+            .name(&table)
+            .build(store.clone());
+        invites.create().await.unwrap();
         let partitions = (n / 100).clamp(1, 1000);
         let started = Instant::now();
         let late = start() + Duration::days(30);

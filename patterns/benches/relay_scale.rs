@@ -263,10 +263,11 @@ impl Subject {
             .grace(Duration::ZERO)
             .late(Duration::ZERO);
         let table = table_name(n);
-        let customers = IndexedTable::<Customer, _>::new(store.clone())
-            .with_name(&table)
-            .with_engine(Engine::new(store.clone()).with_marker_lease(Duration::ZERO));
-        customers.open().await.unwrap();
+        let customers = IndexedTable::<Customer, _>::options()
+            .name(&table)
+            .engine(Engine::new(store.clone()).with_marker_lease(Duration::ZERO))
+            .build(store.clone());
+        customers.create().await.unwrap();
         let subject = Subject {
             n,
             table,

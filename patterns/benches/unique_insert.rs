@@ -87,9 +87,9 @@ fn main() {
             }
         };
         let plain = IndexedTable::<Plain, _>::new(store.clone());
-        plain.open().await.unwrap();
+        plain.create().await.unwrap();
         let unique = IndexedTable::<Unique, _>::new(store.clone());
-        unique.open().await.unwrap();
+        unique.create().await.unwrap();
         let team = |id: u32| format!("T{:02}", id % 20);
         let (mut plain_us, mut unique_us) = (Vec::new(), Vec::new());
         for round in 0..rounds {

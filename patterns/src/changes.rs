@@ -20,7 +20,7 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::Entity;
 
 use crate::consistency::{Envelope, Operation};
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::index::record::is_hidden;
 
 /// What a write did to an entity.
@@ -101,13 +101,7 @@ impl ChangeEvent {
     /// # Errors
     /// [`Error::Encode`] when the event does not serialise.
     pub fn envelope(&self) -> Result<Envelope> {
-        Envelope::new(self).map_err(|source| Error::Encode {
-            what: format!(
-                "the change event of {}/{}",
-                self.partition_key, self.row_key
-            ),
-            source,
-        })
+        Envelope::new(self)
     }
 
     /// The queue a change envelope goes to: `Some` for an envelope of kind

@@ -151,7 +151,7 @@ pub(crate) async fn read_from<S: TableStore>(
         let page = match store.query(table, &page_query.clone().top(wanted)).await {
             Ok(page) => page,
             Err(e) if e.kind() == ErrorKind::TableNotFound => Default::default(),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         if let Some(last) = page.entities.last() {
             position = Position::After(last.partition_key.clone(), last.row_key.clone());

@@ -268,7 +268,7 @@ pub async fn import_records<R: Record, S: TableStore>(
     });
     let report = import_stream(table.store(), table.name(), entities, options, progress).await?;
     match failed.into_inner().ok().flatten() {
-        Some(e) => Err(e.into()),
+        Some(e) => Err(e),
         None => Ok(report),
     }
 }

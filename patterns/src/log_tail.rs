@@ -32,7 +32,7 @@ pub const SUFFIX_SEPARATOR: char = '_';
 /// # Errors
 /// A key error for an instant outside .NET's range (years 1 to 9999).
 pub fn row_key(at: DateTime<Utc>) -> Result<String> {
-    Ok(keys::ticks_desc(at).map_err(tablekit_core::Error::from)?)
+    keys::ticks_desc(at).map_err(tablekit_core::Error::from)
 }
 
 /// The log-tail RowKey of an instant with a uniqueness suffix (8 random hex digits):
@@ -53,7 +53,7 @@ pub fn instant_of(row_key: &str) -> Result<DateTime<Utc>> {
     let ticks = row_key
         .split_once(SUFFIX_SEPARATOR)
         .map_or(row_key, |(t, _)| t);
-    Ok(keys::parse_ticks_desc(ticks).map_err(tablekit_core::Error::from)?)
+    keys::parse_ticks_desc(ticks).map_err(tablekit_core::Error::from)
 }
 
 /// Appends an entity to the log of a partition at `at`, with a uniqueness suffix; a
@@ -80,7 +80,7 @@ pub async fn append<S: TableStore>(
         match store.insert(table, entity.clone()).await {
             Ok(_) => return Ok(entity.row_key),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => continue,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -117,7 +117,7 @@ pub async fn between<R: Record, S: TableStore>(
     let filter = tablekit_core::filter::partition_key().eq(partition_key)
         & tablekit_core::filter::row_key().ge(start.as_str())
         & tablekit_core::filter::row_key().lt(end.as_str());
-    Ok(table.query(Query::with_filter(filter)).await?)
+    table.query(Query::with_filter(filter)).await
 }
 
 #[cfg(test)]

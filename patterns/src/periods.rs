@@ -196,7 +196,7 @@ impl PeriodTables {
                 let (rows, more) = match table.query_page(page_query.clone().top(wanted)).await {
                     Ok(page) => page,
                     Err(e) if e.kind() == ErrorKind::TableNotFound => (Vec::new(), None),
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e),
                 };
                 if let Some(last) = rows.last() {
                     positions[i] =
@@ -268,7 +268,7 @@ impl PeriodTables {
                 match store.delete_table(&table).await {
                     Ok(()) => dropped.push(table),
                     Err(e) if e.kind() == ErrorKind::TableNotFound => {}
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e),
                 }
             }
         }

@@ -154,11 +154,10 @@ impl<S: TableStore> WideTable<S> {
     }
 
     async fn chunk0(&self, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
-        Ok(self
-            .engine
+        self.engine
             .store()
             .get_if_table_exists(&self.table, partition_key, row_key)
-            .await?)
+            .await
     }
 
     fn count_of(chunk0: &Entity) -> usize {
@@ -386,7 +385,7 @@ fn retry_lost_race(error: tablekit_core::Error) -> Result<()> {
     if lost_race(&error) {
         Ok(())
     } else {
-        Err(error.into())
+        Err(error)
     }
 }
 

@@ -332,9 +332,10 @@ struct User {
 #[tokio::test]
 async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
     let store = Held::new(Hold::Read("u_01"));
-    let users = tablekit_patterns::index::IndexedTable::<User, _>::new(store.clone())
-        .unique_lease(Duration::from_millis(20));
-    users.open().await.expect("open");
+    let users = tablekit_patterns::index::IndexedTable::<User, _>::options()
+        .unique_lease(Duration::from_millis(20))
+        .build(store.clone());
+    users.create().await.expect("open");
     store.arm();
     let stalled = {
         let users = users.clone();
@@ -534,13 +535,15 @@ struct Badge {
 #[tokio::test]
 async fn a_dependent_linked_while_its_source_commits_gets_the_new_value() {
     let store = Held::new(Hold::Commit("m_01"));
-    let members = tablekit_patterns::index::IndexedTable::<Member, _>::new(store.clone())
+    let members = tablekit_patterns::index::IndexedTable::<Member, _>::options()
         .track_dependents(true)
-        .with_inline_apply();
-    let badges =
-        tablekit_patterns::index::IndexedTable::<Badge, _>::new(store.clone()).with_inline_apply();
-    members.open().await.expect("open");
-    badges.open().await.expect("open");
+        .inline_apply()
+        .build(store.clone());
+    let badges = tablekit_patterns::index::IndexedTable::<Badge, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    members.create().await.expect("open");
+    badges.create().await.expect("open");
     let member = |email: &str| Member {
         team: "holders".into(),
         id: 1,

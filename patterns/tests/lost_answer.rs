@@ -53,8 +53,8 @@ async fn table(
     let engine = Engine::new(store.clone())
         .with_sink(sink)
         .with_removal_in_line();
-    let items = IndexedTable::new(store.clone()).with_engine(engine);
-    items.open().await.expect("open");
+    let items = IndexedTable::options().engine(engine).build(store.clone());
+    items.create().await.expect("open");
     items
 }
 
@@ -146,8 +146,10 @@ async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
     let store = Held::new(Hold::Insert("i_001"));
     let sink = Arc::new(Kept::default());
     let engine = Engine::new(store.clone()).with_sink(sink.clone());
-    let items = IndexedTable::<Item, _>::new(store.clone()).with_engine(engine);
-    items.open().await.expect("open");
+    let items = IndexedTable::<Item, _>::options()
+        .engine(engine)
+        .build(store.clone());
+    items.create().await.expect("open");
     store.arm();
     let late = {
         let items = items.clone();

@@ -70,8 +70,10 @@ struct Person {
 }
 
 async fn seed(store: &MemoryStore, old: u32, new: u32) {
-    let v1 = IndexedTable::<PersonV1, _>::new(store.clone()).with_inline_apply();
-    v1.open().await.unwrap();
+    let v1 = IndexedTable::<PersonV1, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    v1.create().await.unwrap();
     for id in 0..old {
         v1.insert(&PersonV1 {
             team: format!("t{}", id % 2),
@@ -81,8 +83,10 @@ async fn seed(store: &MemoryStore, old: u32, new: u32) {
         .await
         .unwrap();
     }
-    let v2 = IndexedTable::<Person, _>::new(store.clone()).with_inline_apply();
-    v2.open().await.unwrap();
+    let v2 = IndexedTable::<Person, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    v2.create().await.unwrap();
     for id in old..old + new {
         v2.insert(&Person {
             team: format!("t{}", id % 2),
@@ -112,7 +116,9 @@ async fn older_entities_are_rewritten_through_the_write_path_and_counted_by_vers
         10,
         "only version 2 writes have the new index"
     );
-    let people = IndexedTable::<Person, _>::new(store.clone()).with_inline_apply();
+    let people = IndexedTable::<Person, _>::options()
+        .inline_apply()
+        .build(store.clone());
 
     let report = migrate(&people, &AuditOptions::default()).await.unwrap();
     assert_eq!(report.versions.get(&1), Some(&30), "{report:?}");
@@ -155,7 +161,9 @@ async fn older_entities_are_rewritten_through_the_write_path_and_counted_by_vers
 async fn a_stopped_migration_resumes_from_its_checkpoint() {
     let store = MemoryStore::new();
     seed(&store, 50, 0).await;
-    let people = IndexedTable::<Person, _>::new(store.clone()).with_inline_apply();
+    let people = IndexedTable::<Person, _>::options()
+        .inline_apply()
+        .build(store.clone());
     let stopped = migrate(
         &people,
         &AuditOptions {
@@ -197,9 +205,13 @@ async fn a_stopped_migration_resumes_from_its_checkpoint() {
 async fn a_write_landing_between_the_read_and_the_rewrite_wins() {
     let held = Held::new(Hold::SecondRead("p_001"));
     seed(&held.inner, 3, 0).await;
-    let people = IndexedTable::<Person, _>::new(held.clone()).with_inline_apply();
+    let people = IndexedTable::<Person, _>::options()
+        .inline_apply()
+        .build(held.clone());
     held.arm();
-    let writer = IndexedTable::<Person, _>::new(held.inner.clone()).with_inline_apply();
+    let writer = IndexedTable::<Person, _>::options()
+        .inline_apply()
+        .build(held.inner.clone());
     let options = AuditOptions::default();
     let (report, ()) = tokio::join!(migrate(&people, &options), async {
         // The migration read p_001 and is inside its rewrite: another writer changes it.

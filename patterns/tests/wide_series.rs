@@ -76,8 +76,8 @@ async fn sensors(
     let engine = Engine::new(store.clone())
         .with_sink(sink)
         .with_removal_in_line();
-    let table = IndexedTable::new(store.clone()).with_engine(engine);
-    table.open().await.expect("open");
+    let table = IndexedTable::options().engine(engine).build(store.clone());
+    table.create().await.expect("open");
     table
 }
 
@@ -172,8 +172,10 @@ fn stored_etag(rows: &[Entity]) -> tablekit_core::ETag {
 #[tokio::test]
 async fn shrinking_and_deleting_drop_the_chunks_and_the_audit_finds_orphans() {
     let store = FaultyStore::new(MemoryStore::new());
-    let table = IndexedTable::<Sensor, _>::new(store.clone()).with_inline_apply();
-    table.open().await.expect("open");
+    let table = IndexedTable::<Sensor, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    table.create().await.expect("open");
     table.insert(&sensor(600, 0.0)).await.expect("insert");
     table.upsert(&sensor(300, 1.0)).await.expect("shrink");
     assert_eq!(rows(store.inner(), "Sensors").await.len(), 2);
@@ -306,8 +308,10 @@ async fn series_points_add_under_the_span_etag_and_read_by_range() {
     let store = FaultyStore::new(MemoryStore::new());
     let sink = Arc::new(Kept::default());
     let engine = Engine::new(store.clone()).with_sink(sink.clone());
-    let views = IndexedTable::<DailyViews, _>::new(store.clone()).with_engine(engine);
-    views.open().await.expect("open");
+    let views = IndexedTable::<DailyViews, _>::options()
+        .engine(engine)
+        .build(store.clone());
+    views.create().await.expect("open");
     let home = DailyViews {
         page: "home".into(),
         ..Default::default()
@@ -354,7 +358,7 @@ async fn a_series_that_spills_to_chunks_touches_the_chunk_of_its_point() {
     assert!(MonthlyUse::schema().wide.is_some());
     let store = FaultyStore::new(MemoryStore::new());
     let meters = IndexedTable::<MonthlyUse, _>::new(store.clone());
-    meters.open().await.expect("open");
+    meters.create().await.expect("open");
     let meter = MonthlyUse {
         meter: "m1".into(),
         ..Default::default()
@@ -394,7 +398,7 @@ async fn a_series_that_spills_to_chunks_touches_the_chunk_of_its_point() {
 async fn a_read_that_meets_a_writer_between_its_chunks_reads_one_whole_value() {
     let store = Held::new(Hold::Query);
     let table = IndexedTable::<Sensor, _>::new(store.clone());
-    table.open().await.expect("open");
+    table.create().await.expect("open");
     let old = sensor(600, 0.0);
     table.insert(&old).await.expect("insert");
     // The reader holds after chunk 0, before the other chunks.
@@ -449,8 +453,10 @@ struct MinuteUse {
 async fn a_series_that_spills_to_a_blob_keeps_its_points_in_the_blob_store() {
     let store = MemoryStore::new();
     let blobs = tablekit_core::blob::BlobStore::memory();
-    let minutes = IndexedTable::<MinuteUse, _>::new(store.clone()).with_blobs(blobs.clone());
-    minutes.open().await.expect("open");
+    let minutes = IndexedTable::<MinuteUse, _>::options()
+        .blobs(blobs.clone())
+        .build(store.clone());
+    minutes.create().await.expect("open");
     let meter = MinuteUse {
         meter: "m1".into(),
         ..Default::default()
@@ -488,7 +494,7 @@ async fn a_series_that_spills_to_a_blob_keeps_its_points_in_the_blob_store() {
 async fn a_wide_entity_missing_a_chunk_reads_as_malformed_not_as_a_partial_value() {
     let store = MemoryStore::new();
     let table = IndexedTable::<Sensor, _>::new(store.clone());
-    table.open().await.expect("open");
+    table.create().await.expect("open");
     table.insert(&sensor(600, 0.0)).await.expect("insert");
     store
         .delete("Sensors", "north", "s1~001", IfMatch::Any)

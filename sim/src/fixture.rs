@@ -145,16 +145,18 @@ impl Opened {
 
     /// The members, written through an engine with or without a sink.
     pub async fn members(&self, sink: bool) -> IndexedTable<Member, AnyStore> {
-        IndexedTable::new(self.store.clone())
-            .with_engine(self.engine(sink).await)
-            .with_blobs(self.blobs.clone())
+        IndexedTable::options()
+            .engine(self.engine(sink).await)
+            .blobs(self.blobs.clone())
+            .build(self.store.clone())
     }
 
     /// The badges, written through an engine with or without a sink.
     pub async fn badges(&self, sink: bool) -> IndexedTable<Badge, AnyStore> {
-        IndexedTable::new(self.store.clone())
-            .with_engine(self.engine(sink).await)
-            .with_blobs(self.blobs.clone())
+        IndexedTable::options()
+            .engine(self.engine(sink).await)
+            .blobs(self.blobs.clone())
+            .build(self.store.clone())
     }
 
     /// Handles every message of every queue until they are all empty; returns how many
@@ -226,8 +228,8 @@ pub async fn write(dir: &Path) {
     // Written and published: their work waits in the queues.
     let members = opened.members(true).await;
     let badges = opened.badges(true).await;
-    members.open().await.expect("open");
-    badges.open().await.expect("open");
+    members.create().await.expect("open");
+    badges.create().await.expect("open");
     for (team, ids) in [("t0", [0, 1, 2, 4].as_slice()), ("t1", &[0, 1, 2])] {
         for &id in ids {
             members.insert(&member(team, id, 1)).await.expect("insert");

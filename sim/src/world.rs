@@ -331,18 +331,20 @@ thread_local! {
 async fn setup(world: &World) -> tablekit_patterns::Result<()> {
     let store = world.chaos.clone();
     let engine = world.engine(&store).await;
-    IndexedTable::<Member, _>::new(store.clone())
-        .with_engine(engine.clone())
-        .with_blobs(world.blobs.clone())
-        .open()
+    IndexedTable::<Member, _>::options()
+        .engine(engine.clone())
+        .blobs(world.blobs.clone())
+        .build(store.clone())
+        .create()
         .await?;
-    IndexedTable::<Badge, _>::new(store.clone())
-        .with_engine(engine.clone())
-        .with_blobs(world.blobs.clone())
-        .open()
+    IndexedTable::<Badge, _>::options()
+        .engine(engine.clone())
+        .blobs(world.blobs.clone())
+        .build(store.clone())
+        .create()
         .await?;
     documents::documents(world, &store, &engine).open().await?;
-    tallies::tallies(&store, &engine).open().await?;
+    tallies::tallies(&store, &engine).create().await?;
     for queue in ["index", "archive", "member-changes", "badge-changes"] {
         world
             .queue
@@ -354,15 +356,17 @@ async fn setup(world: &World) -> tablekit_patterns::Result<()> {
 }
 
 fn members(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Member, Store> {
-    IndexedTable::new(store.clone())
-        .with_engine(engine.clone())
-        .with_blobs(world.blobs.clone())
+    IndexedTable::options()
+        .engine(engine.clone())
+        .blobs(world.blobs.clone())
+        .build(store.clone())
 }
 
 fn badges(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Badge, Store> {
-    IndexedTable::new(store.clone())
-        .with_engine(engine.clone())
-        .with_blobs(world.blobs.clone())
+    IndexedTable::options()
+        .engine(engine.clone())
+        .blobs(world.blobs.clone())
+        .build(store.clone())
 }
 
 /// A process whose body `body(world, store)` gets its own crashable store handle.

@@ -51,8 +51,8 @@ fn main() {
             .await
             .unwrap();
         let employees =
-            IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
-        employees.open().await.unwrap();
+            IndexedTable::<Employee, _>::options().sink(Arc::new(sink)).build(store.clone());
+        employees.create().await.unwrap();
 
         let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
         let lags: Arc<Mutex<Vec<Duration>>> = Arc::default();

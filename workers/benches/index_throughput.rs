@@ -155,9 +155,10 @@ async fn main() {
     let path = dir.path().join("store.db");
     let store = SqliteStore::open(&path).await.unwrap();
     let kept = Kept::default();
-    let employees =
-        IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(kept.clone()));
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(kept.clone()))
+        .build(store.clone());
+    employees.create().await.unwrap();
     for id in 0..u32::try_from(n).unwrap() {
         employees.insert(&Employee::numbered(id)).await.unwrap();
     }

@@ -42,9 +42,9 @@ pub fn exit_code(error: &Error) -> u8 {
         Error::InvalidBroker { .. } | Error::InvalidQueueName { .. } | Error::Config(_) => {
             EXIT_USAGE
         }
-        Error::Store(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
-        Error::Pattern(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
         Error::Drift(_) => EXIT_DRIFT,
+        Error::Encode { .. } => EXIT_FAILURE,
+        e if e.kind() == tablekit_core::ErrorKind::InvalidInput => EXIT_USAGE,
         e if e.is_retryable() => EXIT_UNAVAILABLE,
         _ => EXIT_FAILURE,
     }
@@ -153,9 +153,7 @@ where
 }
 
 fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
-    connection
-        .map(|c| BlobStore::connect(c).map_err(Error::from))
-        .transpose()
+    connection.map(BlobStore::connect).transpose()
 }
 
 /// The entities of a JSON-lines file, read on a thread of their own a bounded number

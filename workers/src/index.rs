@@ -18,7 +18,7 @@
 //! # async fn demo() -> tablekit_workers::Result<()> {
 //! let store = AnyStore::connect("sqlite:app.db").await?;
 //! let sink = QueueSink::open(SqliteQueue::open("queue.db").await?, "index").await?;
-//! let employees = IndexedTable::<Employee, _>::new(store).with_sink(Arc::new(sink));
+//! let employees = IndexedTable::<Employee, _>::options().sink(Arc::new(sink)).build(store);
 //! employees.open().await?;
 //! // `tablekit-worker run --queue index --broker sqlite:queue.db --store sqlite:app.db`
 //! // applies the copies in `EmployeesByEmail`.
@@ -90,8 +90,8 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
         envelope: &'a Envelope,
     ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
         Box::pin(async move {
-            let publish = |e: crate::Error| tablekit_patterns::Error::Publish(Box::new(e));
-            let body = envelope.to_bytes().map_err(|e| publish(e.into()))?;
+            let publish = |e: crate::Error| crate::Error::Publish(Box::new(e));
+            let body = envelope.to_bytes().map_err(publish)?;
             let queue = self.destination(envelope).await.map_err(publish)?;
             self.queue
                 .send(queue, &envelope.id.to_string(), &body)

@@ -106,13 +106,13 @@ impl Migrations {
             version: E::VERSION,
             run: Arc::new(|store, blobs, options| {
                 Box::pin(async move {
-                    let table = IndexedTable::<E, AnyStore>::new(store);
-                    let table = match blobs {
-                        Some(blobs) => table.with_blobs(blobs),
-                        None => table,
+                    let settings = IndexedTable::<E, AnyStore>::options();
+                    let settings = match blobs {
+                        Some(blobs) => settings.blobs(blobs),
+                        None => settings,
                     };
-                    table.open().await?;
-                    Ok(tablekit_patterns::index::migrate(&table, &options).await?)
+                    let table = settings.open(store).await?;
+                    tablekit_patterns::index::migrate(&table, &options).await
                 })
             }),
         };

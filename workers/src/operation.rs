@@ -11,11 +11,3 @@
 pub use tablekit_patterns::consistency::operation::{
     Envelope, Operation, OperationError, Registry,
 };
-
-/// A worker failure inside a handler, kept whole (its sources and retryability).
-impl From<crate::Error> for OperationError {
-    fn from(e: crate::Error) -> Self {
-        let retryable = e.is_retryable();
-        OperationError::failed(e, retryable)
-    }
-}

@@ -47,8 +47,10 @@ async fn changes_arrive_typed_through(broker: &str) {
     let sink = QueueSink::open(queue.clone(), "tk-test-wallet-index")
         .await
         .unwrap();
-    let wallets = IndexedTable::<Wallet, _>::new(store).with_sink(Arc::new(sink));
-    wallets.open().await.unwrap();
+    let wallets = IndexedTable::<Wallet, _>::options()
+        .sink(Arc::new(sink))
+        .build(store);
+    wallets.create().await.unwrap();
     let owner = uuid::Uuid::new_v4().simple().to_string();
     let wallet = |balance| Wallet {
         owner: owner.clone(),

@@ -647,8 +647,10 @@ mod migrations {
         let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
             .await
             .unwrap();
-        let old = IndexedTable::<SailorV1, _>::new(store.clone()).with_inline_apply();
-        old.open().await.unwrap();
+        let old = IndexedTable::<SailorV1, _>::options()
+            .inline_apply()
+            .build(store.clone());
+        old.create().await.unwrap();
         for id in 0..12 {
             old.insert(&SailorV1 {
                 ship: format!("ship{}", id % 3),

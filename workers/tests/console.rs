@@ -403,7 +403,7 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
 async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let members = IndexedTable::<Member, _>::new(store.clone());
-    members.open().await.unwrap();
+    members.create().await.unwrap();
     for id in 0..30 {
         members
             .insert(&Member {
@@ -777,7 +777,7 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
 
     // A registered type, so the jobs can run: an audit started from the page.
     let members = IndexedTable::<Member, _>::new(store.clone());
-    members.open().await.unwrap();
+    members.create().await.unwrap();
     for id in 0..25 {
         members
             .insert(&Member {
@@ -977,7 +977,7 @@ async fn a_worker_serves_the_console_with_its_copy_lag() {
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
     let store = AnyStore::connect(&store_arg).await.unwrap();
     let visitors = IndexedTable::<Visitor, _>::new(store.clone());
-    visitors.open().await.unwrap();
+    visitors.create().await.unwrap();
     let (metrics, console) = (support::free_port(), support::free_port());
     let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_tablekit-worker"))
         .args([

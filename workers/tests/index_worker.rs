@@ -114,8 +114,10 @@ async fn writer_child() {
         return; // Only meaningful as the child of the kill test.
     };
     let store = AnyStore::connect(&store).await.unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store).with_sink(Arc::new(DieOnPublish));
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(DieOnPublish))
+        .build(store);
+    employees.create().await.unwrap();
     employees.insert(&employee(1)).await.unwrap();
     unreachable!("the sink ends the process");
 }
@@ -230,8 +232,10 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
     let sink = QueueSink::open(AnyQueue::connect(broker).await.unwrap(), queue)
         .await
         .unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(sink))
+        .build(store.clone());
+    employees.create().await.unwrap();
     for id in 2..=5 {
         let outcome = employees.insert(&employee(id)).await.unwrap();
         assert!(outcome.published, "published at once, outbox entry removed");
@@ -318,8 +322,10 @@ async fn a_killed_writers_index_work_is_relayed_on_rabbitmq() {
 async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
     use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive};
     let store = AnyStore::connect("memory:").await.unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.unwrap();
     for id in 1..=3 {
         employees.insert(&employee(id)).await.unwrap();
     }
@@ -596,8 +602,10 @@ async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let store = AnyStore::connect(&store_url).await.unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_inline_apply();
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    employees.create().await.unwrap();
     for id in 1..=4 {
         employees.insert(&employee(id)).await.unwrap();
     }
@@ -656,7 +664,7 @@ async fn the_backfill_command_writes_an_index_declared_later() {
         .unwrap();
     }
     let v2 = IndexedTable::<ClientV2, _>::new(store.clone());
-    v2.open().await.unwrap();
+    v2.create().await.unwrap();
     let (code, text) = output(worker().args([
         "backfill",
         "--store",
@@ -713,8 +721,10 @@ async fn the_index_worker_sweeps_expired_entities_with_their_copies() {
     let sink = QueueSink::open(AnyQueue::connect(&broker).await.unwrap(), "index")
         .await
         .unwrap();
-    let invites = IndexedTable::<Invite, _>::new(store.clone()).with_sink(Arc::new(sink));
-    invites.open().await.unwrap();
+    let invites = IndexedTable::<Invite, _>::options()
+        .sink(Arc::new(sink))
+        .build(store.clone());
+    invites.create().await.unwrap();
     let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
     for (code, ends) in [("a1", Some(soon)), ("a2", Some(soon)), ("keep", None)] {
         let invite = Invite {
@@ -825,8 +835,10 @@ async fn an_archives_change_event_goes_to_the_queue_without_the_relay() {
     use tablekit_patterns::changes::ChangeEvent;
     use tablekit_workers::archive::{ArchiveOperation, archive_with_blobs, archive_with_events};
     let store = AnyStore::connect("memory:").await.unwrap();
-    let visitors = IndexedTable::<Visitor, _>::new(store.clone()).with_inline_apply();
-    visitors.open().await.unwrap();
+    let visitors = IndexedTable::<Visitor, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    visitors.create().await.unwrap();
     let events = Kept::default();
     for id in 1..=2 {
         let visitor = Visitor {

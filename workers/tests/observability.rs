@@ -73,8 +73,10 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
     let store = AnyStore::connect(&store_url).await.unwrap();
     let queue = SqliteQueue::open(dir.path().join("q.db")).await.unwrap();
     let sink = QueueSink::open(queue, "index").await.unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(sink))
+        .build(store.clone());
+    employees.create().await.unwrap();
     let copies = 5;
     for id in 1..=copies {
         employees.insert(&employee(id)).await.unwrap();

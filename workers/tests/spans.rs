@@ -137,8 +137,10 @@ async fn one_write_is_followed_from_its_commit_to_the_copy_by_its_operation_id()
         .unwrap();
     let queue = SqliteQueue::open(dir.path().join("q.db")).await.unwrap();
     let sink = QueueSink::open(queue.clone(), "index").await.unwrap();
-    let employees = IndexedTable::<Employee, _>::new(store.clone()).with_sink(Arc::new(sink));
-    employees.open().await.unwrap();
+    let employees = IndexedTable::<Employee, _>::options()
+        .sink(Arc::new(sink))
+        .build(store.clone());
+    employees.create().await.unwrap();
     let ann = Employee {
         department: "Sales".into(),
         id: 1,

@@ -579,7 +579,7 @@ impl<S: TableStore> Engine<S> {
         let row_key = entry.row_key.clone();
         let etag = match self.store.insert(table, entry).await {
             Ok(etag) => etag,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         Ok(Intent {
             table: table.to_owned(),
@@ -672,7 +672,7 @@ impl<S: TableStore> Engine<S> {
                 Ok(etag) => break Ok(Some(etag)),
                 Err(e) if e.kind() == ErrorKind::AlreadyExists => break Ok(None),
                 Err(e) if e.is_retryable() => {}
-                Err(e) => break Err(e.into()),
+                Err(e) => break Err(e),
             }
         };
         match recorded {

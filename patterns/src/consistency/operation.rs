@@ -40,8 +40,8 @@ impl Envelope {
     /// Wraps an operation under a new id.
     ///
     /// # Errors
-    /// When the payload cannot be serialised.
-    pub fn new<O: Operation>(operation: &O) -> serde_json::Result<Self> {
+    /// [`Error::Encode`](crate::Error::Encode) when the payload cannot be serialised.
+    pub fn new<O: Operation>(operation: &O) -> crate::Result<Self> {
         Self::with_id(tablekit_core::random::uuid(), operation)
     }
 
@@ -49,14 +49,15 @@ impl Envelope {
     /// published from).
     ///
     /// # Errors
-    /// When the payload cannot be serialised.
-    pub fn with_id<O: Operation>(id: Uuid, operation: &O) -> serde_json::Result<Self> {
+    /// [`Error::Encode`](crate::Error::Encode) when the payload cannot be serialised.
+    pub fn with_id<O: Operation>(id: Uuid, operation: &O) -> crate::Result<Self> {
         Ok(Envelope {
             id,
             kind: O::KIND.to_owned(),
             version: O::VERSION,
             created_at: tablekit_core::clock::now(),
-            payload: serde_json::to_value(operation)?,
+            payload: serde_json::to_value(operation)
+                .map_err(|e| crate::Error::encode(format!("operation `{}`", O::KIND), e))?,
             not_before: None,
         })
     }
@@ -75,9 +76,10 @@ impl Envelope {
     /// The envelope as JSON bytes.
     ///
     /// # Errors
-    /// When serialisation fails.
-    pub fn to_bytes(&self) -> serde_json::Result<Vec<u8>> {
+    /// [`Error::Encode`](crate::Error::Encode) when serialisation fails.
+    pub fn to_bytes(&self) -> crate::Result<Vec<u8>> {
         serde_json::to_vec(self)
+            .map_err(|e| crate::Error::encode(format!("operation `{}`", self.kind), e))
     }
 
     /// Reads an envelope.
@@ -157,13 +159,6 @@ impl OperationError {
             retryable,
             error: Arc::new(error),
         }
-    }
-}
-
-impl From<crate::Error> for OperationError {
-    fn from(e: crate::Error) -> Self {
-        let retryable = e.is_retryable();
-        OperationError::failed(e, retryable)
     }
 }
 

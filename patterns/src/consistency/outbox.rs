@@ -47,7 +47,7 @@ pub fn entry_row_key(envelope: &Envelope) -> String {
 /// # Errors
 /// [`Error::Encode`] when the operation does not serialise (before any I/O).
 pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
-    let json = Error::json(&format!("operation `{}`", envelope.kind), envelope)?;
+    let json = crate::error::json(&format!("operation `{}`", envelope.kind), envelope)?;
     let mut entity = Entity::new(partition_key, entry_row_key(envelope));
     entity.properties.insert(
         MARKER_PROPERTY.to_owned(),
@@ -62,7 +62,7 @@ pub fn entry(partition_key: &str, envelope: &Envelope) -> Result<Entity> {
             size: json.encode_utf16().count() * 2,
             max: tablekit_core::limits::MAX_ENTITY_BYTES,
         };
-        return Err(tablekit_core::Error::from(violation).into());
+        return Err(tablekit_core::Error::from(violation));
     }
     if parts.len() > 1 {
         entity.properties.insert(
@@ -182,7 +182,7 @@ pub async fn claim_intent<S: TableStore>(
         {
             Ok(None)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -260,7 +260,7 @@ pub async fn scan<S: TableStore>(store: &S, table: &str) -> Result<Vec<Entity>> 
     match store.query_stream(table, query).try_collect().await {
         Ok(rows) => Ok(rows),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Vec::new()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -285,7 +285,7 @@ pub async fn remove_entry<S: TableStore>(
         {
             Ok(())
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 

@@ -80,7 +80,7 @@ pub async fn write_marker<S: TableStore>(
             store.insert_or_replace(PENDING_TABLE, entity).await?;
             Ok(())
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -103,7 +103,7 @@ pub async fn adopt<S: TableStore>(store: &S, table: &str) -> Result<usize> {
             Ok(Some(entry)) => entry,
             Ok(None) => return Ok(marked),
             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(marked),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         // Entries come in key order: a partition's entries are consecutive.
         if last.as_deref() != Some(entry.partition_key.as_str()) {

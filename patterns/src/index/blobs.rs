@@ -15,7 +15,7 @@ use super::write::declaration::{
     Attempt, Prepared, ReadSteps, Request, Restoring, Step, WriteSteps, Writer, nothing,
 };
 
-use crate::error::{Error, Result};
+use crate::error::Result;
 use crate::large::blobs::{DeleteBlobs, offload_with_nonce, restore, would_offload};
 
 /// Blob fields.
@@ -58,14 +58,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Blobs {
                 attempt.work_operations += dropped.names.len();
                 attempt
                     .work
-                    .push(
-                        crate::consistency::Envelope::new(&dropped).map_err(|source| {
-                            Error::Encode {
-                                what: "a blob deletion".to_owned(),
-                                source,
-                            }
-                        })?,
-                    );
+                    .push(crate::consistency::Envelope::new(&dropped)?);
             }
             Ok(())
         })

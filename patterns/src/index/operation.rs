@@ -30,7 +30,7 @@ use super::record::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
 pub use super::unique::record::{ClaimUnique, ReleaseUnique};
 use crate::consistency::{Envelope, Operation, RetryPolicy};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// One step of follow-up work for an indexed write.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -271,10 +271,7 @@ impl IndexOperations {
     /// [`Error::Encode`] when the work does not serialise.
     pub fn envelope(&self) -> Result<Envelope> {
         let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| tablekit_core::random::uuid());
-        Envelope::with_id(id, self).map_err(|source| Error::Encode {
-            what: "index work".to_owned(),
-            source,
-        })
+        Envelope::with_id(id, self)
     }
 }
 

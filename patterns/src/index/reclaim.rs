@@ -18,7 +18,7 @@ use tablekit_core::blob::BlobStore;
 use super::record::{DenormalizedTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
 use crate::consistency::{Envelope, Operation, outbox};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The undoing of a write's steps outside its transaction.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,10 +83,7 @@ impl Reclaim {
     /// [`Error::Encode`].
     pub fn envelope(&self) -> Result<Envelope> {
         let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| tablekit_core::random::uuid());
-        Envelope::with_id(id, self).map_err(|source| Error::Encode {
-            what: format!("the undoing of a write of {}", self.source),
-            source,
-        })
+        Envelope::with_id(id, self)
     }
 }
 
@@ -110,7 +107,7 @@ pub(crate) async fn pending_writes<S: TableStore>(
             Ok(Some(entry)) => entry,
             Ok(None) => return Ok(pending),
             Err(e) if e.kind() == tablekit_core::ErrorKind::TableNotFound => return Ok(pending),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         if !outbox::is_intent(&entry) {
             continue;

@@ -270,7 +270,7 @@ impl SchemaRecord {
         let mut entity = Entity::new(self.table.as_str(), self.kind.as_str());
         entity.properties.insert(
             SCHEMA_PROPERTY.to_owned(),
-            Value::String(Error::json("a schema record", self)?),
+            Value::String(crate::error::json("a schema record", self)?),
         );
         store.insert_or_replace(SCHEMA_TABLE, entity).await?;
         Ok(())
@@ -288,7 +288,7 @@ impl SchemaRecord {
         let rows = match store.query_all(SCHEMA_TABLE, query).await {
             Ok(rows) => rows,
             Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         rows.into_iter()
             .map(|row| match row.properties.get(SCHEMA_PROPERTY) {

@@ -14,9 +14,9 @@ pub(crate) async fn get_or_none<S: TableStore>(
     store: &S,
     at: &EntityRef,
 ) -> Result<Option<Entity>> {
-    Ok(store
+    store
         .get_if_table_exists(&at.table, &at.partition_key, &at.row_key)
-        .await?)
+        .await
 }
 
 /// Deletes `at` under `if_match`; one that changed or went meanwhile is left as it is.
@@ -39,6 +39,6 @@ pub(crate) async fn delete_unless_changed<S: TableStore>(
         {
             Ok(false)
         }
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }

@@ -86,7 +86,7 @@ impl<E: EntityType> LazyEntity<E> {
     /// errors.
     pub async fn load(self) -> Result<Stored<E>> {
         let entity = restore(&self.blobs, &self.table, self.entity).await?;
-        Ok(E::from_entity(entity)?)
+        E::from_entity(entity)
     }
 }
 

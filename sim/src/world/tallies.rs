@@ -26,7 +26,9 @@ thread_local! {
 
 /// The tallies over `store`, committing through `engine`.
 pub(super) fn tallies(store: &Store, engine: &Engine<Store>) -> IndexedTable<Tally, Store> {
-    IndexedTable::new(store.clone()).with_engine(engine.clone())
+    IndexedTable::options()
+        .engine(engine.clone())
+        .build(store.clone())
 }
 
 /// The instants the writers add at: two spans of a day in the simulated past.

@@ -44,9 +44,10 @@ pub(super) async fn writer(world: Rc<World>, store: Store, n: usize) {
     let tallies = tallies::tallies(&store, &engine);
     // The last writer still runs the previous program for some of its member writes.
     let legacy = (n + 1 == world.options.writers).then(|| {
-        IndexedTable::<LegacyMember, _>::new(store.clone())
-            .with_engine(engine.clone())
-            .with_blobs(world.blobs.clone())
+        IndexedTable::<LegacyMember, _>::options()
+            .engine(engine.clone())
+            .blobs(world.blobs.clone())
+            .build(store.clone())
     });
     loop {
         let done = {

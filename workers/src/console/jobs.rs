@@ -145,7 +145,7 @@ impl Job {
     }
 
     fn entity(&self) -> Result<Entity> {
-        let state = serde_json::to_string(self)?;
+        let state = serde_json::to_string(self).map_err(|e| Error::encode("a job's state", e))?;
         Ok(Entity::new(JOB_PARTITION, self.id.clone()).with(STATE_PROPERTY, state))
     }
 
@@ -203,7 +203,7 @@ impl Jobs {
         let page = match self.store.query(JOBS_TABLE, &query).await {
             Ok(page) => page,
             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         let running = self
             .running
@@ -293,7 +293,7 @@ impl Jobs {
         let markers = match self.store.query_all(JOBS_TABLE, query).await {
             Ok(markers) => markers,
             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(0),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         let stale_before = Utc::now() - chrono::Duration::from_std(STALE_AFTER).unwrap_or_default();
         let mut taken = 0;
@@ -333,7 +333,7 @@ impl Jobs {
                 }
                 // Another console took it first.
                 Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Ok(taken)
@@ -552,9 +552,8 @@ impl Jobs {
     }
 
     async fn write(&self, job: &Job, etag: &tablekit_core::ETag) -> Result<tablekit_core::ETag> {
-        Ok(self
-            .store
+        self.store
             .replace(JOBS_TABLE, job.entity()?, IfMatch::ETag(etag.clone()))
-            .await?)
+            .await
     }
 }

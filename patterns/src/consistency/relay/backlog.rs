@@ -40,7 +40,7 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
             Ok(Some(marker)) => marker,
             Ok(None) => break,
             Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         backlog.markers += 1;
         let (table, partition_key) = (&marker.partition_key, &marker.row_key);
@@ -52,7 +52,7 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
                 Ok(Some(entry)) => entry,
                 Ok(None) => break,
                 Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             if outbox::waiting(&entry) {
                 backlog.delayed += 1;

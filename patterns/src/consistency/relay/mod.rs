@@ -285,7 +285,7 @@ impl<S: TableStore> Relay<S> {
             match marker {
                 Ok(marker) => markers.push(marker),
                 Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
             if markers.len() >= MAX_PASS_MARKERS {
                 full = true;
@@ -485,7 +485,7 @@ impl<S: TableStore> Relay<S> {
             let page = match self.store.query(table, &current).await {
                 Ok(page) => page,
                 Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             if page.continuation.is_some() {
                 query = Some(current.continue_from(page.continuation));
@@ -508,7 +508,7 @@ impl<S: TableStore> Relay<S> {
                         e.kind(),
                         ErrorKind::PreconditionFailed | ErrorKind::NotFound
                     ) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Ok((drained, cleared))

@@ -109,7 +109,7 @@ pub async fn relays<S: TableStore>(store: &S) -> Result<Vec<RelayStatus>> {
     let rows: Vec<Entity> = match store.query_stream(RELAYS_TABLE, query).try_collect().await {
         Ok(rows) => rows,
         Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let now = tablekit_core::clock::now();
     let mut relays: Vec<RelayStatus> = rows
@@ -142,7 +142,7 @@ pub async fn share_holder<S: TableStore>(
     {
         Ok(row) => row,
         Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     Ok(row.and_then(|row| {
         let owner = owner(&row)?.to_owned();
@@ -228,7 +228,7 @@ impl Leases {
                 store.create_table_if_not_exists(RELAYS_TABLE).await?;
                 store.insert_or_replace(RELAYS_TABLE, row).await?;
             }
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         if let Ok(mut beat) = self.beat.lock() {
             *beat = Some(started);
@@ -268,7 +268,7 @@ impl Leases {
                     store.create_table_if_not_exists(RELAYS_TABLE).await?;
                     Vec::new()
                 }
-                (Err(e), _) | (_, Err(e)) => return Err(e.into()),
+                (Err(e), _) | (_, Err(e)) => return Err(e),
             };
         let now = tablekit_core::clock::now();
         let mut live: HashSet<&str> = HashSet::from([self.id.as_str()]);

@@ -139,7 +139,7 @@ async fn backfill_one<S: TableStore + Clone + 'static>(
                 }
             }
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(()),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         for gone in current.difference(&wanted) {
             apply_target(applier, layout, source, version, gone, false).await?;

@@ -163,5 +163,5 @@ where
 }
 
 fn is_field_error(e: &crate::Error) -> bool {
-    matches!(e, crate::Error::Store(tablekit_core::Error::Field(_)))
+    matches!(e, crate::Error::Field(_))
 }

@@ -110,7 +110,7 @@ impl AuditResult {
         let mut row = Entity::new(RESULT_PARTITION, table);
         row.properties.insert(
             STATE_PROPERTY.to_owned(),
-            Value::String(Error::json("an audit result", self)?),
+            Value::String(crate::error::json("an audit result", self)?),
         );
         store.insert_or_replace(JOBS_TABLE, row).await?;
         Ok(())
@@ -125,7 +125,7 @@ impl AuditResult {
         let rows = match store.query_all(JOBS_TABLE, query).await {
             Ok(rows) => rows,
             Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         };
         rows.into_iter()
             .map(|row| match row.properties.get(STATE_PROPERTY) {

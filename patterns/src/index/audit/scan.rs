@@ -30,7 +30,7 @@ pub(super) async fn load_checkpoint<S: TableStore>(
     let row = match store.get(JOBS_TABLE, job, "checkpoint", None).await {
         Ok(row) => row,
         Err(e) if e.kind() == ErrorKind::TableNotFound => None,
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     match row.as_ref().and_then(|r| r.properties.get(STATE_PROPERTY)) {
         Some(Value::String(json)) => serde_json::from_str(json)
@@ -49,7 +49,7 @@ pub(super) async fn save_checkpoint<S: TableStore>(
     let mut row = Entity::new(job, "checkpoint");
     row.properties.insert(
         STATE_PROPERTY.to_owned(),
-        Value::String(Error::json("an audit checkpoint", state)?),
+        Value::String(crate::error::json("an audit checkpoint", state)?),
     );
     store.insert_or_replace(JOBS_TABLE, row).await?;
     Ok(())
@@ -59,7 +59,7 @@ pub(super) async fn clear_checkpoint<S: TableStore>(store: &S, job: &str) -> Res
     match store.delete_if_exists(JOBS_TABLE, job, "checkpoint").await {
         Ok(_) => Ok(()),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(()),
-        Err(e) => Err(e.into()),
+        Err(e) => Err(e),
     }
 }
 
@@ -123,7 +123,7 @@ impl<S: TableStore> Scan<'_, S> {
                 let entity = match entity {
                     Ok(entity) => entity,
                     Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e),
                 };
                 let key = (entity.partition_key.clone(), entity.row_key.clone());
                 state.report.scanned += 1;

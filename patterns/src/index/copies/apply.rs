@@ -140,7 +140,7 @@ impl<S: TableStore> IndexApplier<S> {
                     {
                         let _ = self.take_back(source, version, target).await;
                     }
-                    return Err(e.into());
+                    return Err(e);
                 }
             };
             // The primary may have moved on while the copy was written, and the newer
@@ -243,7 +243,7 @@ impl<S: TableStore> IndexApplier<S> {
                 Ok(()) => return Ok(Applied::Changed),
                 Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Unchanged),
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
     }

@@ -173,7 +173,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
                         let entry = match entry {
                             Ok(entry) => entry,
                             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(None),
-                            Err(e) => return Err(Error::from(e)),
+                            Err(e) => return Err(e),
                         };
                         Ok(Some(match self.expire(&entry, kinds, now).await {
                             Ok(outcome) => outcome,

@@ -109,7 +109,7 @@ impl<S: TableStore> IndexApplier<S> {
                 Ok(()) => return Ok(Applied::Changed),
                 Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Unchanged),
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
     }
@@ -187,7 +187,7 @@ impl<S: TableStore> IndexApplier<S> {
                 self.store.insert_or_replace(&source.table, link).await?;
                 Ok(())
             }
-            Err(e) => Err(e.into()),
+            Err(e) => Err(e),
         }
     }
 
@@ -261,7 +261,7 @@ impl<S: TableStore> IndexApplier<S> {
                 Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::PreconditionFailed => continue,
                 Err(e) if e.kind() == ErrorKind::NotFound => return Ok(Applied::Superseded),
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
             // The source may have changed while the copy was written: copy again. The
             // dependent is read beside it, for its copies.
@@ -381,7 +381,7 @@ impl<S: TableStore> IndexApplier<S> {
                     {
                         continue 'again;
                     }
-                    Err(e) => return Err(e.into()),
+                    Err(e) => return Err(e),
                 }
             }
             // A copy written here carries the value read above: if the dependent changed

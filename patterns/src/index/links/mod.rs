@@ -72,7 +72,7 @@ pub fn link_entity(
     source_property: &str,
 ) -> Result<Entity> {
     let at = link_ref(dependent, property, source);
-    let json = |r: &EntityRef| Error::json("a link", r).map(Value::String);
+    let json = |r: &EntityRef| crate::error::json("a link", r).map(Value::String);
     let mut entity = Entity::new(at.partition_key, at.row_key);
     entity.properties.insert(
         MARKER_PROPERTY.to_owned(),
@@ -144,7 +144,7 @@ pub async fn links_of<S: TableStore>(store: &S, source: &EntityRef) -> Result<Ve
     let rows = match store.query_all(&source.table, query).await {
         Ok(rows) => rows,
         Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let mut links = Vec::new();
     for row in rows.iter().filter(|r| is_link(r)) {

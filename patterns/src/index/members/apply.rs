@@ -125,7 +125,7 @@ impl<S: TableStore> IndexApplier<S> {
                         e.kind(),
                         ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists
                     ) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
     }

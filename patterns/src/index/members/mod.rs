@@ -134,7 +134,7 @@ pub async fn read_partition_pages<S: TableStore>(
     let rows = match store.query_all(table, query).await {
         Ok(rows) => rows,
         Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     let mut pages = Vec::new();
     for row in rows {
@@ -174,7 +174,7 @@ pub fn pin_partition_page(
     let Some(etag) = &page.etag else {
         return Ok(None);
     };
-    let json = Error::json("an id-list page", &page.ids)?;
+    let json = crate::error::json("an id-list page", &page.ids)?;
     let entity = page_entity(partition_key, &page.row_key, index, value, json);
     Ok(Some(WriteOp::Replace(entity, IfMatch::ETag(etag.clone()))))
 }
@@ -192,7 +192,7 @@ pub fn plan_partition_change(
     let no_change: Vec<WriteOp> = Vec::new();
     let holder = pages.iter().find(|p| p.ids.iter().any(|i| i == id));
     let write = |page: &PartitionPage, ids: Vec<String>| -> Result<WriteOp> {
-        let json = Error::json("an id-list page", &ids)?;
+        let json = crate::error::json("an id-list page", &ids)?;
         let entity = page_entity(partition_key, &page.row_key, index, value, json);
         Ok(match &page.etag {
             Some(etag) => WriteOp::Replace(entity, IfMatch::ETag(etag.clone())),
@@ -279,7 +279,7 @@ fn members_json(members: &[Member]) -> Result<String> {
             )
         })
         .collect();
-    Error::json("an id list", &rows)
+    crate::error::json("an id list", &rows)
 }
 
 fn members_from_json(what: &str, json: &str) -> Result<Vec<Member>> {
@@ -338,7 +338,7 @@ async fn read_table_pages<S: TableStore>(
     let rows = match store.query_all(table, Query::partition(partition)).await {
         Ok(rows) => rows,
         Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
-        Err(e) => return Err(e.into()),
+        Err(e) => return Err(e),
     };
     rows.into_iter()
         .map(|row| {
@@ -470,7 +470,7 @@ pub async fn change_table_member<S: TableStore>(
                     e.kind(),
                     ErrorKind::PreconditionFailed | ErrorKind::AlreadyExists | ErrorKind::NotFound
                 ) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -537,7 +537,7 @@ async fn dedupe_member<S: TableStore>(
                 {
                     continue 'attempt;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         return Ok(());
@@ -603,7 +603,7 @@ pub async fn change_blob_member(
             value: value.to_owned(),
             members: members_json(&members)?,
         };
-        let bytes = Error::json("an id-list blob", &list)?.into_bytes();
+        let bytes = crate::error::json("an id-list blob", &list)?.into_bytes();
         if blobs.put_if_version(&name, bytes, version.as_ref()).await? {
             return Ok(true);
         }

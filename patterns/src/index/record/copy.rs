@@ -5,7 +5,7 @@ use tablekit_core::typed::EXPIRES_PROPERTY;
 use tablekit_core::{Entity, Value};
 
 use super::{EntityRef, SOURCE_PROPERTY, VERSION_PROPERTY, is_hidden, version_of};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The primary a copy was made from, and its version.
 pub fn copy_source(entity: &Entity) -> Option<(EntityRef, i64)> {
@@ -48,7 +48,7 @@ pub fn copy_of(
     }
     copy.properties.insert(
         SOURCE_PROPERTY.to_owned(),
-        Value::String(Error::json("a copy's source", source)?),
+        Value::String(crate::error::json("a copy's source", source)?),
     );
     copy.properties
         .insert(VERSION_PROPERTY.to_owned(), Value::Int64(version));

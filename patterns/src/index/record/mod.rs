@@ -93,7 +93,7 @@ impl IndexRecord {
     /// # Errors
     /// [`Error::Encode`] when the targets do not encode.
     pub fn write(&self, entity: &mut Entity) -> Result<()> {
-        let json = Error::json("an index record", &self.targets)?;
+        let json = crate::error::json("an index record", &self.targets)?;
         entity
             .properties
             .insert(TARGETS_PROPERTY.to_owned(), Value::String(json));

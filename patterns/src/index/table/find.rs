@@ -18,13 +18,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             .indexes
             .iter()
             .find(|i| i.name == name)
-            .ok_or_else(|| {
-                tablekit_core::Error::Undeclared {
-                    type_name: E::schema().type_name,
-                    what: "index",
-                    name: name.to_owned(),
-                }
-                .into()
+            .ok_or_else(|| tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index",
+                name: name.to_owned(),
             })
     }
 

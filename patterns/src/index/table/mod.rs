@@ -9,13 +9,14 @@
 
 mod find;
 mod lists;
+mod options;
+
+pub use options::IndexedTableOptions;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
+use std::sync::atomic::AtomicBool;
 
-use tablekit_core::blob::BlobStore;
 use tablekit_core::clock::SharedClock;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{EntityType, KeyTemplate, Stored, Table, TypedWrite, render_key};
@@ -26,7 +27,7 @@ use super::audit::{AuditOptions, AuditReport};
 use super::record::{EntityRef, Layout};
 use super::registry::SchemaRecord;
 use super::write::{IndexedWriteReport, Kind, Request, WriteOutcome, Writer};
-use crate::consistency::{Engine, InlineSink, OutboxSink};
+use crate::consistency::Engine;
 use crate::error::Result;
 
 enum Intent<'a, E> {
@@ -65,8 +66,7 @@ impl<E> Intent<'_, E> {
 /// }
 ///
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let employees = IndexedTable::<Employee, _>::new(MemoryStore::new());
-/// employees.open().await?;
+/// let employees = IndexedTable::<Employee, _>::options().open(MemoryStore::new()).await?;
 /// employees
 ///     .insert(&Employee { department: "Sales".into(), id: 1, email: "a@x.com".into() })
 ///     .await?;
@@ -105,9 +105,15 @@ impl<E, S> std::fmt::Debug for IndexedTable<E, S> {
 }
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
-    /// The table `E` declares, on `store`. Without a sink, follow-up work outside the
-    /// partition waits in its partition for the relay; see [`with_sink`](Self::with_sink)
-    /// and [`with_inline_apply`](Self::with_inline_apply).
+    /// The settings of a table, given in any order, then
+    /// [`open`](IndexedTableOptions::open)ed on a store.
+    pub fn options() -> IndexedTableOptions<E, S> {
+        IndexedTableOptions::new()
+    }
+
+    /// The table `E` declares, on `store`, with the default settings and without I/O (as
+    /// `IndexedTable::options().build(store)`). Without a sink, follow-up work outside
+    /// the partition waits in its partition for the relay.
     pub fn new(store: S) -> Self {
         let schema = E::schema();
         IndexedTable {
@@ -129,54 +135,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         }
     }
 
-    /// Decides expiry with `clock` (the wall clock by default): a time to live starts at
-    /// the clock's time of the write, and reads leave out what expired by its time.
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.table = self.table.with_clock(clock.clone());
-        self.writer.clock = clock;
-        self
-    }
-
     /// The clock of expiry.
     pub fn clock(&self) -> &SharedClock {
         &self.writer.clock
     }
 
-    /// How long a reservation of a unique value (`#[unique]`) protects the write that
-    /// made it (default 30 s): another entity meeting the reservation within its lease
-    /// is refused even if the write never lands, and after it may take a reservation
-    /// whose write never landed over. It must exceed the time from a write's reservation
-    /// to its commit.
-    pub fn unique_lease(mut self, lease: Duration) -> Self {
-        self.writer.unique_lease = lease;
-        self
-    }
-
-    /// Writes look for entities that copy one of this type's properties
-    /// (`#[entity(denormalized(from = "<this kind>", …))]` on another type) and update
-    /// them. [`open`](Self::open) turns it on when the registry holds such a type.
-    pub fn track_dependents(self, on: bool) -> Self {
-        self.writer.track_dependents.store(on, Ordering::Relaxed);
-        self
-    }
-
     /// The same table under another name (copies in the primaries' table follow it).
-    pub fn with_name(mut self, name: &str) -> Self {
+    fn renamed(mut self, name: &str) -> Self {
         self.table = self.table.with_name(name);
         self.writer.table = name.to_owned();
         self.writer.layout = Arc::new(Layout::of(E::schema()).on_table(name));
-        self
-    }
-
-    /// Hands each write's follow-up work to `sink` after the commit (a queue).
-    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
-        self.writer.engine = self.writer.engine.with_sink(sink);
-        self
-    }
-
-    /// Commits through `engine` (its sink, pending-marker lease and retry policy).
-    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
-        self.writer.engine = engine;
         self
     }
 
@@ -191,37 +159,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// what it leaves, the relay publishes again after its grace period.
     pub async fn flush(&self) {
         self.writer.engine.flush().await;
-    }
-
-    /// Applies each write's follow-up work in this process, right after the commit.
-    pub fn with_inline_apply(mut self) -> Self {
-        let registry = super::handlers(self.table.store().clone(), self.writer.blobs.clone());
-        self.writer.engine = self
-            .writer
-            .engine
-            .with_sink(Arc::new(InlineSink::new(registry)));
-        self
-    }
-
-    /// The blob store of blob-stored index entities (set it before
-    /// [`with_inline_apply`](Self::with_inline_apply)).
-    pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
-        self.writer.blobs = Some(blobs);
-        self
-    }
-
-    /// Index lookups check each hit against its primary and return the primary (read
-    /// your own write: a copy the worker has not updated yet is never returned stale).
-    pub fn verified_lookups(mut self, verify: bool) -> Self {
-        self.verify = verify;
-        self
-    }
-
-    /// How many concurrent writes may conflict before a write gives up (default 64).
-    pub fn max_attempts(mut self, attempts: usize) -> Self {
-        let policy = self.writer.engine.retry().attempts(attempts);
-        self.writer.engine = self.writer.engine.with_retry(policy);
-        self
     }
 
     /// The typed table of the primaries (reads, queries).
@@ -240,11 +177,13 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     /// Creates the primaries' table and the index tables, and records the schema in the
-    /// registry (for the worker's relay, the audit and the backfill).
+    /// registry (for the worker's relay, the audit and the backfill): what
+    /// [`IndexedTableOptions::open`] does, for a table [`build`](IndexedTableOptions::build)t
+    /// without I/O.
     ///
     /// # Errors
     /// The store's errors.
-    pub async fn open(&self) -> Result<()> {
+    pub async fn create(&self) -> Result<()> {
         let store = self.table.store();
         store.create_table_if_not_exists(self.table.name()).await?;
         for table in self.writer.layout.other_tables() {
@@ -470,8 +409,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             }
         };
         let source = self.source(&v.partition_key()?, &v.row_key()?);
-        let render =
-            |t: &KeyTemplate, kind: KeyKind| -> Result<String> { Ok(render_key(v, t, kind)?) };
+        let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> { render_key(v, t, kind) };
         let in_index = |index: &str| v.in_index(index);
         let targets = self
             .writer
@@ -512,8 +450,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 type_name: E::schema().type_name,
                 what: "index",
                 name: index.to_owned(),
-            }
-            .into());
+            });
         }
         let mut options = options.clone();
         if options.blobs.is_none() {
@@ -527,9 +464,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 return Ok(None);
             };
             let value = &stored.value;
-            let render = |t: &KeyTemplate, kind: KeyKind| -> Result<String> {
-                Ok(render_key(value, t, kind)?)
-            };
+            let render =
+                |t: &KeyTemplate, kind: KeyKind| -> Result<String> { render_key(value, t, kind) };
             layout
                 .targets(source, &render, &|i| value.in_index(i), Some(index))
                 .map(Some)

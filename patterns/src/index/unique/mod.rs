@@ -138,7 +138,7 @@ impl Reservation {
         );
         entity.properties.insert(
             HOLDER_PROPERTY.to_owned(),
-            Value::String(Error::json("a reservation's holder", &self.holder)?),
+            Value::String(crate::error::json("a reservation's holder", &self.holder)?),
         );
         entity.properties.insert(
             HOLDER_VERSION_PROPERTY.to_owned(),
@@ -261,7 +261,7 @@ pub async fn reserve_for<S: TableStore>(
         match store.insert(&at.table, mine.entity()?).await {
             Ok(_) => return Ok(()),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
         let Some(found) = read(store, at).await? else {
             continue;
@@ -297,7 +297,7 @@ pub async fn reserve_for<S: TableStore>(
                     e.kind(),
                     ErrorKind::PreconditionFailed | ErrorKind::NotFound
                 ) => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }
@@ -368,7 +368,7 @@ pub async fn release<S: TableStore>(
             Ok(()) => return Ok(true),
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(false),
             Err(e) if e.kind() == ErrorKind::PreconditionFailed => {}
-            Err(e) => return Err(e.into()),
+            Err(e) => return Err(e),
         }
     }
 }

@@ -156,7 +156,7 @@ async fn read_chunks<S: TableStore>(
 ) -> Result<Vec<Entity>> {
     let start = chunk_key(row_key, 1);
     let end = chunk_key(row_key, count.saturating_sub(1).max(1));
-    Ok(store
+    store
         .query_all(
             table,
             Query::with_filter(
@@ -165,7 +165,7 @@ async fn read_chunks<S: TableStore>(
                     & filter::row_key().le(end.as_str()),
             ),
         )
-        .await?)
+        .await
 }
 
 /// The chunks chunk 0 lists, in order, each at the version it lists; `None` when one of

@@ -217,12 +217,12 @@ impl<S: TableStore + Clone + 'static> Planner for BatchWrite<'_, S> {
             return if lost_race(&error) {
                 Ok(())
             } else {
-                Err(error.into())
+                Err(error)
             };
         };
         let slot = *slot;
         let Some((_, write)) = self.writes.get_mut(slot) else {
-            return Err(error.into());
+            return Err(error);
         };
         if let Err(own) = write.refused(error, Some(role)) {
             // This write fails on its own; the others are planned again without it.

@@ -16,7 +16,7 @@ use super::super::record::{
 use super::declaration::{Attempt, Kind, Role, Writer, undone, what};
 use super::list::write_steps;
 use crate::consistency::{Intent, Plan, Planner, lost_race};
-use crate::error::{Error, Result};
+use crate::error::Result;
 
 /// The most characters of index operations one `consistency::outbox` entry holds (a
 /// string property holds 32 Ki UTF-16 units); more work is spread over several entries.
@@ -93,8 +93,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> IndexWrite<'_, S> {
                     table: name.clone(),
                     partition_key: pk.clone(),
                     row_key: rk.clone(),
-                }
-                .into());
+                });
             }
             Some(old) if self.user_etag.is_some() && old.etag != self.user_etag => {
                 return Err(self.source.precondition_failed());
@@ -229,7 +228,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         match (role, error.kind()) {
             (Some(Role::Primary), ErrorKind::AlreadyExists) if self.kind == Kind::Insert => {
                 if self.read_taken {
-                    return Err(error.into());
+                    return Err(error);
                 }
                 // The entity in the way may be a delete's tombstone or have expired: the
                 // next plan reads it.
@@ -256,11 +255,11 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
                 if lost_race(&error) {
                     Ok(())
                 } else {
-                    Err(error.into())
+                    Err(error)
                 }
             }
             _ if lost_race(&error) => Ok(()),
-            _ => Err(error.into()),
+            _ => Err(error),
         }
     }
 
@@ -278,7 +277,7 @@ fn split_work(operations: Vec<IndexOperation>) -> Result<Vec<IndexOperations>> {
     let mut entries: Vec<IndexOperations> = Vec::new();
     let mut chars = 0;
     for operation in operations {
-        let size = Error::json("an index operation", &operation)?.len() + 1;
+        let size = crate::error::json("an index operation", &operation)?.len() + 1;
         match entries.last_mut() {
             Some(entry) if chars + size <= WORK_CHARS => {
                 entry.operations.push(operation);

@@ -207,8 +207,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
                     count: needed,
                     max: tablekit_core::limits::MAX_BATCH_OPERATIONS,
                 },
-            )
-            .into());
+            ));
         }
         Ok(())
     }

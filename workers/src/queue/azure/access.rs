@@ -33,7 +33,7 @@ impl QueueAccess {
     /// letters `raup`; account SAS letters `rwdlacup`).
     pub(super) fn check(&self, queue: &str, letters: &str, what: &str) -> Result<()> {
         let denied = |reason: String| {
-            Err(Error::PermissionDenied {
+            Err(Error::QueuePermissionDenied {
                 queue: queue.to_owned(),
                 reason,
             })

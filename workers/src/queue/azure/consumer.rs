@@ -251,7 +251,8 @@ impl Delivery for AzureDelivery {
         wire.reason = Some(reason.chars().take(4096).collect());
         wire.count = Some(self.received.delivery_count);
         wire.poisoned = Some(chrono::Utc::now());
-        let text = serde_json::to_string(&wire)?;
+        let text =
+            serde_json::to_string(&wire).map_err(|e| crate::Error::encode("a queue message", e))?;
         // The copy first: a crash in between leaves the message to be delivered (and
         // poisoned) again, never lost.
         self.queue

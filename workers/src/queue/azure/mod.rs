@@ -149,7 +149,7 @@ fn invalid_connection(e: tablekit_core::Error) -> Error {
     match e {
         tablekit_core::Error::InvalidConnection { reason, .. } => invalid(reason),
         tablekit_core::Error::InvalidSas { .. } => invalid(e.to_string()),
-        other => Error::Store(other),
+        other => other,
     }
 }
 
@@ -439,7 +439,7 @@ impl AzureQueue {
     /// pass the service's limit.
     async fn encode(&self, queue: &str, mut wire: Wire, body: &[u8]) -> Result<String> {
         wire.body = Some(STANDARD.encode(body));
-        let text = serde_json::to_string(&wire)?;
+        let text = serde_json::to_string(&wire).map_err(|e| Error::encode("a queue message", e))?;
         if escaped_len(&text) <= MAX_MESSAGE_TEXT {
             return Ok(text);
         }
@@ -447,7 +447,7 @@ impl AzureQueue {
         self.claims().await?.put(&name, body.to_vec()).await?;
         wire.body = None;
         wire.claim = Some(name);
-        let text = serde_json::to_string(&wire)?;
+        let text = serde_json::to_string(&wire).map_err(|e| Error::encode("a queue message", e))?;
         if escaped_len(&text) > MAX_MESSAGE_TEXT {
             return Err(Error::Config(format!(
                 "a message's id and reason take {} bytes, over the service's 64 KiB",

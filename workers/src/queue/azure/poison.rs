@@ -161,7 +161,8 @@ impl AzureQueue {
                     poisoned: None,
                     ..message.wire.clone()
                 };
-                let text = serde_json::to_string(&wire)?;
+                let text = serde_json::to_string(&wire)
+                    .map_err(|e| Error::encode("a queue message", e))?;
                 this.put(&queue_name, &text, Duration::ZERO).await?;
                 this.delete_message(&poison_name, &message.message_id, &message.receipt)
                     .await

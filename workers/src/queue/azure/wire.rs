@@ -116,7 +116,7 @@ pub(super) async fn service_error(response: reqwest::Response, queue: &str) -> E
         (s, _) if s.is_server_error() || s == StatusCode::REQUEST_TIMEOUT => {
             Error::unavailable(message)
         }
-        (StatusCode::FORBIDDEN, _) => Error::PermissionDenied {
+        (StatusCode::FORBIDDEN, _) => Error::QueuePermissionDenied {
             queue: queue.to_owned(),
             reason: format!("{code}: the service refused the credential"),
         },

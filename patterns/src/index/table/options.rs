@@ -1,0 +1,363 @@
+//! [`IndexedTableOptions`]: the settings of an [`IndexedTable`], given in any order, then
+//! [`open`](IndexedTableOptions::open)ed on a store (tables created, schema registered)
+//! or [`build`](IndexedTableOptions::build)t without I/O. The setters of earlier releases
+//! on [`IndexedTable`] stay, deprecated, for one release.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use tablekit_core::TableStore;
+use tablekit_core::blob::BlobStore;
+use tablekit_core::clock::SharedClock;
+use tablekit_core::typed::EntityType;
+
+use super::IndexedTable;
+use crate::consistency::{Engine, InlineSink, OutboxSink};
+use crate::error::Result;
+
+/// Where a table's follow-up work goes after each commit.
+#[derive(Clone)]
+enum SinkChoice {
+    /// Applied in this process, right after the commit.
+    Inline,
+    /// Handed to a sink (a queue).
+    Given(Arc<dyn OutboxSink>),
+}
+
+/// The settings of an [`IndexedTable`]: every setter may come in any order; each one
+/// set twice keeps the last value. [`open`](Self::open) returns the opened table.
+///
+/// ```
+/// use tablekit_core::MemoryStore;
+/// use tablekit_derive::Entity;
+/// use tablekit_patterns::index::IndexedTable;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
+///          row_key = "empid_{id:06}", crate = "tablekit_core")]
+/// #[index(name = "by_email", table = "EmployeesByEmail", partition_key = "{department}",
+///         row_key = "{email}")]
+/// struct Employee {
+///     department: String,
+///     id: u32,
+///     email: String,
+/// }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let employees = IndexedTable::<Employee, _>::options()
+///     .inline_apply()
+///     .max_attempts(16)
+///     .open(MemoryStore::new())
+///     .await?;
+/// employees
+///     .insert(&Employee { department: "Sales".into(), id: 1, email: "a@x.com".into() })
+///     .await?;
+/// # Ok::<_, tablekit_core::Error>(())
+/// # }).unwrap();
+/// ```
+pub struct IndexedTableOptions<E, S> {
+    name: Option<String>,
+    clock: Option<SharedClock>,
+    engine: Option<Engine<S>>,
+    sink: Option<SinkChoice>,
+    blobs: Option<BlobStore>,
+    verified_lookups: bool,
+    lookup_concurrency: usize,
+    max_attempts: Option<usize>,
+    unique_lease: Option<Duration>,
+    track_dependents: Option<bool>,
+    entity: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E, S> std::fmt::Debug for IndexedTableOptions<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("IndexedTableOptions")
+            .field("name", &self.name)
+            .field("engine", &self.engine.is_some())
+            .field(
+                "sink",
+                &match self.sink {
+                    None => "none",
+                    Some(SinkChoice::Inline) => "inline",
+                    Some(SinkChoice::Given(_)) => "given",
+                },
+            )
+            .field("blobs", &self.blobs.is_some())
+            .field("verified_lookups", &self.verified_lookups)
+            .field("lookup_concurrency", &self.lookup_concurrency)
+            .field("max_attempts", &self.max_attempts)
+            .field("unique_lease", &self.unique_lease)
+            .field("track_dependents", &self.track_dependents)
+            .finish()
+    }
+}
+
+impl<E, S> Default for IndexedTableOptions<E, S> {
+    fn default() -> Self {
+        IndexedTableOptions {
+            name: None,
+            clock: None,
+            engine: None,
+            sink: None,
+            blobs: None,
+            verified_lookups: false,
+            lookup_concurrency: 16,
+            max_attempts: None,
+            unique_lease: None,
+            track_dependents: None,
+            entity: std::marker::PhantomData,
+        }
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
+    /// The defaults: the table `E` declares, the wall clock, no sink (follow-up work
+    /// outside the partition waits in its partition for the relay), no blob store.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The table under another name than `E` declares (copies in the primaries' table
+    /// follow it).
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
+    }
+
+    /// Decides expiry with `clock` (the wall clock by default): a time to live starts at
+    /// the clock's time of the write, and reads leave out what expired by its time.
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
+        self
+    }
+
+    /// Commits through `engine` (its pending-marker lease, retry policy and sink). A
+    /// [`sink`](Self::sink), [`inline_apply`](Self::inline_apply) or
+    /// [`max_attempts`](Self::max_attempts) given too applies to it, whatever the order.
+    pub fn engine(mut self, engine: Engine<S>) -> Self {
+        self.engine = Some(engine);
+        self
+    }
+
+    /// Hands each write's follow-up work to `sink` after the commit (a queue). One of
+    /// `sink` and [`inline_apply`](Self::inline_apply): the last given is kept.
+    pub fn sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.sink = Some(SinkChoice::Given(sink));
+        self
+    }
+
+    /// Applies each write's follow-up work in this process, right after the commit, with
+    /// the [`blobs`](Self::blobs) store if one is given. One of
+    /// [`sink`](Self::sink) and `inline_apply`: the last given is kept.
+    pub fn inline_apply(mut self) -> Self {
+        self.sink = Some(SinkChoice::Inline);
+        self
+    }
+
+    /// The blob store of blob-stored index entities and properties.
+    pub fn blobs(mut self, blobs: BlobStore) -> Self {
+        self.blobs = Some(blobs);
+        self
+    }
+
+    /// Index look-ups check each hit against its primary and return the primary (read
+    /// your own write: a copy the worker has not updated yet is never returned stale).
+    /// Off by default; one look-up asks for it with its `verified()`.
+    pub fn verified_lookups(mut self, on: bool) -> Self {
+        self.verified_lookups = on;
+        self
+    }
+
+    /// How many primaries a look-up reads at a time (default 16).
+    pub fn lookup_concurrency(mut self, reads: usize) -> Self {
+        self.lookup_concurrency = reads.max(1);
+        self
+    }
+
+    /// How many concurrent writes may conflict before a write gives up (default 64).
+    pub fn max_attempts(mut self, attempts: usize) -> Self {
+        self.max_attempts = Some(attempts);
+        self
+    }
+
+    /// How long a reservation of a unique value (`#[unique]`) protects the write that
+    /// made it (default 30 s): another entity meeting the reservation within its lease
+    /// is refused even if the write never lands, and after it may take a reservation
+    /// whose write never landed over. It must exceed the time from a write's reservation
+    /// to its commit.
+    pub fn unique_lease(mut self, lease: Duration) -> Self {
+        self.unique_lease = Some(lease);
+        self
+    }
+
+    /// Whether writes look for entities that copy one of this type's properties
+    /// (`#[entity(denormalized(from = "<this kind>", …))]` on another type) and update
+    /// them. [`open`](Self::open) turns it on when the registry holds such a type.
+    pub fn track_dependents(mut self, on: bool) -> Self {
+        self.track_dependents = Some(on);
+        self
+    }
+
+    /// The table on `store`, without I/O: its tables must exist and its schema be
+    /// registered (as [`open`](Self::open) does) before the workers, the relay or the
+    /// audit can serve it.
+    pub fn build(self, store: S) -> IndexedTable<E, S> {
+        let mut table = IndexedTable::new(store);
+        if let Some(name) = &self.name {
+            table = table.renamed(name);
+        }
+        if let Some(clock) = self.clock {
+            table.table = table.table.with_clock(clock.clone());
+            table.writer.clock = clock;
+        }
+        if let Some(engine) = self.engine {
+            table.writer.engine = engine;
+        }
+        table.writer.blobs = self.blobs;
+        match self.sink {
+            Some(SinkChoice::Inline) => {
+                let registry =
+                    crate::index::handlers(table.store().clone(), table.writer.blobs.clone());
+                table.writer.engine = table
+                    .writer
+                    .engine
+                    .with_sink(Arc::new(InlineSink::new(registry)));
+            }
+            Some(SinkChoice::Given(sink)) => {
+                table.writer.engine = table.writer.engine.with_sink(sink);
+            }
+            None => {}
+        }
+        if let Some(attempts) = self.max_attempts {
+            let policy = table.writer.engine.retry().attempts(attempts);
+            table.writer.engine = table.writer.engine.with_retry(policy);
+        }
+        if let Some(lease) = self.unique_lease {
+            table.writer.unique_lease = lease;
+        }
+        if let Some(on) = self.track_dependents {
+            table.writer.track_dependents.store(on, Ordering::Relaxed);
+        }
+        table.verify = self.verified_lookups;
+        table.lookup_concurrency = self.lookup_concurrency;
+        table
+    }
+
+    /// The table on `store`, opened: the primaries' table and the index tables created,
+    /// the schema recorded in the registry (for the workers' relay, the audit and the
+    /// backfill).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn open(self, store: S) -> Result<IndexedTable<E, S>> {
+        let table = self.build(store);
+        table.create().await?;
+        Ok(table)
+    }
+}
+
+/// The setters of earlier releases, each replaced by a setting of
+/// [`IndexedTableOptions`] (whose order does not matter).
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// Decides expiry with `clock`.
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().clock(..)`")]
+    pub fn with_clock(mut self, clock: SharedClock) -> Self {
+        self.table = self.table.with_clock(clock.clone());
+        self.writer.clock = clock;
+        self
+    }
+
+    /// How long a reservation of a unique value protects the write that made it.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `IndexedTable::options().unique_lease(..)`"
+    )]
+    pub fn unique_lease(mut self, lease: Duration) -> Self {
+        self.writer.unique_lease = lease;
+        self
+    }
+
+    /// Whether writes update the entities that copy this type's properties.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `IndexedTable::options().track_dependents(..)`"
+    )]
+    pub fn track_dependents(self, on: bool) -> Self {
+        self.writer.track_dependents.store(on, Ordering::Relaxed);
+        self
+    }
+
+    /// The same table under another name.
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().name(..)`")]
+    pub fn with_name(self, name: &str) -> Self {
+        self.renamed(name)
+    }
+
+    /// Hands each write's follow-up work to `sink` after the commit.
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().sink(..)`")]
+    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.writer.engine = self.writer.engine.with_sink(sink);
+        self
+    }
+
+    /// Commits through `engine` (replacing a sink set before).
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().engine(..)`")]
+    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
+        self.writer.engine = engine;
+        self
+    }
+
+    /// Applies each write's follow-up work in this process (with the blob store set
+    /// before).
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().inline_apply()`")]
+    pub fn with_inline_apply(mut self) -> Self {
+        let registry =
+            crate::index::handlers(self.table.store().clone(), self.writer.blobs.clone());
+        self.writer.engine = self
+            .writer
+            .engine
+            .with_sink(Arc::new(InlineSink::new(registry)));
+        self
+    }
+
+    /// The blob store of blob-stored index entities.
+    #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().blobs(..)`")]
+    pub fn with_blobs(mut self, blobs: BlobStore) -> Self {
+        self.writer.blobs = Some(blobs);
+        self
+    }
+
+    /// Index look-ups check each hit against its primary.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `IndexedTable::options().verified_lookups(..)`"
+    )]
+    pub fn verified_lookups(mut self, verify: bool) -> Self {
+        self.verify = verify;
+        self
+    }
+
+    /// How many concurrent writes may conflict before a write gives up.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `IndexedTable::options().max_attempts(..)`"
+    )]
+    pub fn max_attempts(mut self, attempts: usize) -> Self {
+        let policy = self.writer.engine.retry().attempts(attempts);
+        self.writer.engine = self.writer.engine.with_retry(policy);
+        self
+    }
+
+    /// Creates the tables and registers the schema.
+    ///
+    /// # Errors
+    /// The store's errors.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `IndexedTable::options().open(store)`, which returns the opened table, or `create()`"
+    )]
+    pub async fn open(&self) -> Result<()> {
+        self.create().await
+    }
+}
