@@ -25,7 +25,7 @@
 
 use std::sync::{Arc, Mutex};
 
-use futures::future::LocalBoxFuture;
+use futures::future::BoxFuture;
 use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
 use tablekit_core::typed::EntityType;
@@ -35,11 +35,7 @@ use crate::error::{Error, Result};
 
 /// Runs one type's migration over a store.
 type Run = Arc<
-    dyn Fn(
-            AnyStore,
-            Option<BlobStore>,
-            AuditOptions,
-        ) -> LocalBoxFuture<'static, Result<MigrateReport>>
+    dyn Fn(AnyStore, Option<BlobStore>, AuditOptions) -> BoxFuture<'static, Result<MigrateReport>>
         + Send
         + Sync,
 >;

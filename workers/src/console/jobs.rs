@@ -391,10 +391,6 @@ impl Jobs {
             })),
             ..AuditOptions::default()
         };
-        // The scan runs on a thread of its own (its own single-threaded runtime): the
-        // audit's future borrows its options across awaits and is not `Send`, and a long
-        // scan must not hold up the pages.
-        let (done, outcome) = tokio::sync::oneshot::channel();
         let (store, table, index, kind) = (
             self.store.clone(),
             job.table.clone(),
@@ -410,49 +406,36 @@ impl Jobs {
             _ => None,
         };
         let blobs = self.blobs.clone();
-        let spawned = std::thread::Builder::new()
-            .name("tablekit-console-job".into())
-            .spawn(move || {
-                let outcome = match tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                {
-                    Ok(runtime) => runtime.block_on(async {
-                        match (kind, index.as_deref(), migration) {
-                            (JobKind::Migrate, _, Some(migration)) => migration?
-                                .run(store, blobs, options)
-                                .await
-                                .map(Outcome::Migrated)
-                                .map_err(|e| e.to_string()),
-                            (JobKind::Backfill, Some(index), _) => {
-                                tablekit_patterns::index::backfill(&store, &table, index, &options)
-                                    .await
-                                    .map(Outcome::Scanned)
-                                    .map_err(|e| e.to_string())
-                            }
-                            _ => tablekit_patterns::index::audit(&store, &table, &options)
-                                .await
-                                .map(Outcome::Scanned)
-                                .map_err(|e| e.to_string()),
-                        }
-                    }),
-                    Err(e) => Err(format!("the job's runtime did not start: {e}")),
-                };
-                let _ = done.send(outcome);
-            });
-        let mut outcome = std::pin::pin!(async move {
-            match spawned {
-                Ok(_) => outcome
+        // The scan is a task of its own beside the heartbeat: a scan that panics fails its
+        // job rather than the runner.
+        let mut scan = tokio::spawn(async move {
+            match (kind, index.as_deref(), migration) {
+                (JobKind::Migrate, _, Some(migration)) => migration?
+                    .run(store, blobs, options)
                     .await
-                    .unwrap_or_else(|_| Err("the job's thread ended without a result".to_owned())),
-                Err(e) => Err(format!("the job's thread did not start: {e}")),
+                    .map(Outcome::Migrated)
+                    .map_err(|e| e.to_string()),
+                (JobKind::Backfill, Some(index), _) => {
+                    tablekit_patterns::index::backfill(&store, &table, index, &options)
+                        .await
+                        .map(Outcome::Scanned)
+                        .map_err(|e| e.to_string())
+                }
+                _ => tablekit_patterns::index::audit(&store, &table, &options)
+                    .await
+                    .map(Outcome::Scanned)
+                    .map_err(|e| e.to_string()),
             }
         });
         let mut etag = etag;
         let mut lost = false;
         let outcome = loop {
             tokio::select! {
-                outcome = &mut outcome => break outcome,
+                outcome = &mut scan => {
+                    break outcome.unwrap_or_else(|e| {
+                        Err(format!("the job's scan ended without a result: {e}"))
+                    });
+                }
                 () = tokio::time::sleep(HEARTBEAT), if !lost => {
                     let (scanned, drift) = self.progress_of(&job.id);
                     job.scanned = scanned;

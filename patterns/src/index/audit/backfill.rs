@@ -15,11 +15,13 @@ use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 
 use super::report::{AuditOptions, AuditReport, TargetsFn};
-use super::scan::Scan;
+use super::scan::{Scan, Visit};
 
 /// Backfills one index or index entity of a table from the registered schema: each
 /// primary of the kind that declares it gets the index's targets added to its record
 /// (under its ETag; its version is kept) and the copies or memberships written.
+///
+/// The future is `Send`, as [`IndexedTable::audit`](super::super::IndexedTable::audit)'s.
 ///
 /// # Errors
 /// [`Error::Unsupported`] for an undeclared or sparse index; the store's errors.
@@ -74,17 +76,46 @@ pub(crate) async fn backfill_with<S: TableStore + Clone + 'static>(
         scope: format!("backfill {table} {index}"),
     };
     let tables = vec![table.to_owned()];
-    let (report, _) = scan
-        .run(&tables, async |table, entity, report| {
-            let is_kind = matches!(entity.properties.get(&layout.kind_property), Some(Value::String(k)) if *k == layout.kind);
-            if !is_kind {
-                return Ok(());
-            }
-            let source = EntityRef::of(table, &entity);
-            backfill_one(store, &applier, layout, index, &source, entity, compute, report).await
-        })
-        .await?;
+    let mut backfill = Backfill {
+        store,
+        applier,
+        layout,
+        index,
+        compute,
+    };
+    let (report, _) = scan.run(&tables, &mut backfill).await?;
     Ok(report)
+}
+
+/// The backfill of one index, handed each entity of the scan.
+struct Backfill<'a, S> {
+    store: &'a S,
+    applier: IndexApplier<S>,
+    layout: &'a Layout,
+    index: &'a str,
+    compute: &'a TargetsFn<'a>,
+}
+
+impl<S: TableStore + Clone + 'static> Visit for Backfill<'_, S> {
+    async fn visit(&mut self, table: &str, entity: Entity, report: &mut AuditReport) -> Result<()> {
+        let layout = self.layout;
+        let is_kind = matches!(entity.properties.get(&layout.kind_property), Some(Value::String(k)) if *k == layout.kind);
+        if !is_kind {
+            return Ok(());
+        }
+        let source = EntityRef::of(table, &entity);
+        backfill_one(
+            self.store,
+            &self.applier,
+            layout,
+            self.index,
+            &source,
+            entity,
+            self.compute,
+            report,
+        )
+        .await
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

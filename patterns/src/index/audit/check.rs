@@ -10,19 +10,15 @@ use super::super::record::{EntityRef, IndexRecord, is_tombstone};
 use super::super::write::list::upkeep;
 use super::auditor::Auditor;
 use super::report::{AuditReport, Drift, Finding};
+use super::scan::Visit;
 use crate::error::{Error, Result};
 
-impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
+impl<S: TableStore + Clone + 'static> Visit for Auditor<'_, S> {
     /// Checks one stored entity of the scan; an unreadable one is a finding.
     ///
     /// # Errors
     /// The store's errors.
-    pub(crate) async fn visit(
-        &mut self,
-        table: &str,
-        entity: Entity,
-        report: &mut AuditReport,
-    ) -> Result<()> {
+    async fn visit(&mut self, table: &str, entity: Entity, report: &mut AuditReport) -> Result<()> {
         let at = EntityRef::of(table, &entity);
         match self.visit_entity(table, entity, report).await {
             Err(Error::Malformed { what, reason }) => {
@@ -41,7 +37,9 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
             other => other,
         }
     }
+}
 
+impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
     async fn visit_entity(
         &mut self,
         table: &str,

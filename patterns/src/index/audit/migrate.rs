@@ -18,7 +18,7 @@ use tracing::Instrument;
 use super::super::record::{SOURCE_PROPERTY, is_tombstone};
 use super::super::table::IndexedTable;
 use super::report::{AuditOptions, AuditReport};
-use super::scan::Scan;
+use super::scan::{Scan, Visit};
 use crate::error::Result;
 
 /// What a migration found and did.
@@ -93,6 +93,32 @@ fn stored_version<E: EntityType>(entity: &Entity) -> Option<u32> {
 /// reports the entities read; `options.stop_after` stops part way (leaving the
 /// checkpoint). `options.repair` is not read: a migration always writes.
 ///
+/// The future is `Send`: a table shared through an [`Arc`](std::sync::Arc) is migrated
+/// on a Tokio task of its own.
+///
+/// ```
+/// # use std::sync::Arc;
+/// # use tablekit_core::MemoryStore;
+/// # use tablekit_derive::Entity;
+/// # use tablekit_patterns::index::{AuditOptions, IndexedTable, migrate};
+/// # #[derive(Entity, Clone, Debug, PartialEq)]
+/// # #[entity(table = "Members", version = 2, partition_key = "{team}", row_key = "{id}",
+/// #          crate = "tablekit_core")]
+/// # struct Member {
+/// #     team: String,
+/// #     id: u32,
+/// # }
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let members = Arc::new(IndexedTable::<Member, _>::new(MemoryStore::new()));
+/// members.open().await?;
+/// let table = Arc::clone(&members);
+/// let migration = tokio::spawn(async move { migrate(&*table, &AuditOptions::default()).await });
+/// let report = migration.await.expect("the migration's task")?;
+/// assert_eq!(report.older(2), 0);
+/// # Ok::<_, tablekit_patterns::Error>(())
+/// # }).unwrap();
+/// ```
+///
 /// # Errors
 /// The store's errors (a rewrite refused for a conflict is counted, not an error).
 pub async fn migrate<E, S>(
@@ -112,54 +138,72 @@ where
     };
     let span = tracing::info_span!("tablekit.migrate", db.collection.name = %name, tablekit.kind = E::KIND);
     let (report, _finished) = scan
-        .run(std::slice::from_ref(&name), async |_, entity, report| {
-            let Some(version) = stored_version::<E>(&entity) else {
-                return Ok(());
-            };
-            *report.versions.entry(version).or_default() += 1;
-            if version == E::VERSION {
-                return Ok(());
-            }
-            // The rewrite is conditional on the ETag the scan read: a write since (another
-            // program's, or a migration's) wins and is counted as a conflict.
-            let Some(scanned) = entity.etag.clone() else {
-                report.unreadable += 1;
-                return Ok(());
-            };
-            // The read path: expired entities hidden, blob fields restored, the older
-            // version upcast.
-            let stored = match table.get(&entity.partition_key, &entity.row_key).await {
-                Ok(Some(stored)) => stored,
-                // Deleted since the scan read it: nothing to migrate.
-                Ok(None) => return Ok(()),
-                Err(e) if e.kind() == ErrorKind::InvalidInput || is_field_error(&e) => {
-                    report.unreadable += 1;
-                    return Ok(());
-                }
-                Err(e) => return Err(e),
-            };
-            if stored.etag.as_ref() != Some(&scanned) {
-                report.conflicts += 1;
-                return Ok(());
-            }
-            let if_match = IfMatch::ETag(scanned);
-            match table.replace(&stored.value, if_match).await {
-                Ok(_) => report.repaired += 1,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
-                    ) =>
-                {
-                    report.conflicts += 1;
-                }
-                Err(e) => return Err(e),
-            }
-            Ok(())
-        })
+        .run(std::slice::from_ref(&name), &mut Rewrite { table })
         .instrument(span)
         .await?;
     Ok(MigrateReport::from_scan(&report))
+}
+
+/// A migration's rewrite, handed each entity of the scan.
+struct Rewrite<'a, E, S> {
+    table: &'a IndexedTable<E, S>,
+}
+
+impl<E, S> Visit for Rewrite<'_, E, S>
+where
+    E: EntityType,
+    S: TableStore + Clone + 'static,
+{
+    async fn visit(
+        &mut self,
+        _table: &str,
+        entity: Entity,
+        report: &mut AuditReport,
+    ) -> Result<()> {
+        let Some(version) = stored_version::<E>(&entity) else {
+            return Ok(());
+        };
+        *report.versions.entry(version).or_default() += 1;
+        if version == E::VERSION {
+            return Ok(());
+        }
+        // The rewrite is conditional on the ETag the scan read: a write since (another
+        // program's, or a migration's) wins and is counted as a conflict.
+        let Some(scanned) = entity.etag.clone() else {
+            report.unreadable += 1;
+            return Ok(());
+        };
+        // The read path: expired entities hidden, blob fields restored, the older
+        // version upcast.
+        let stored = match self.table.get(&entity.partition_key, &entity.row_key).await {
+            Ok(Some(stored)) => stored,
+            // Deleted since the scan read it: nothing to migrate.
+            Ok(None) => return Ok(()),
+            Err(e) if e.kind() == ErrorKind::InvalidInput || is_field_error(&e) => {
+                report.unreadable += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(e),
+        };
+        if stored.etag.as_ref() != Some(&scanned) {
+            report.conflicts += 1;
+            return Ok(());
+        }
+        let if_match = IfMatch::ETag(scanned);
+        match self.table.replace(&stored.value, if_match).await {
+            Ok(_) => report.repaired += 1,
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                ) =>
+            {
+                report.conflicts += 1;
+            }
+            Err(e) => return Err(e),
+        }
+        Ok(())
+    }
 }
 
 fn is_field_error(e: &crate::Error) -> bool {

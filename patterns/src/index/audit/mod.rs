@@ -13,6 +13,9 @@
 //! `TablekitJobs` table every few hundred entities; a run with the same job name resumes
 //! after it, and a finished run removes it.
 //!
+//! Every scan's future is `Send`: an audit, a backfill or a migration runs as an ordinary
+//! Tokio task (`tokio::spawn`).
+//!
 //! [`IndexedTable::backfill`]: super::IndexedTable::backfill
 
 mod auditor;
@@ -50,6 +53,8 @@ use scan::Scan;
 /// Work not yet applied (pending in the writer's partition or in the queue) shows as
 /// drift until the worker applies it:
 /// audit a quiet table, or audit again.
+///
+/// The future is `Send`, as [`IndexedTable::audit`](super::IndexedTable::audit)'s.
 ///
 /// # Errors
 /// [`Error::Unsupported`] for a table without registered schemas; the store's errors.
@@ -180,11 +185,7 @@ async fn audit_table<S: TableStore + Clone + 'static>(
         started: Instant::now(),
         scope: format!("audit {table}"),
     };
-    let (mut report, finished) = scan
-        .run(&tables, async |table, entity, report| {
-            auditor.visit(table, entity, report).await
-        })
-        .await?;
+    let (mut report, finished) = scan.run(&tables, &mut auditor).await?;
     if finished {
         // Blob-stored id lists: every member must be claimed by its primary.
         let blob_lists: Vec<(String, String)> = auditor

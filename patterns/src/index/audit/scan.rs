@@ -74,7 +74,23 @@ pub(super) fn after(last: Option<&(String, String)>) -> Query {
     }
 }
 
-/// A checkpointed scan over several tables, calling `visit` for each entity.
+/// What a scan does with each entity it reads: an audit's checks, a backfill's writes, a
+/// migration's rewrites.
+///
+/// The future is declared `Send` for every borrow it is handed, so the scan that holds it
+/// across its own awaits is `Send` too and can be spawned. (An `AsyncFnMut` closure cannot
+/// say so: its future's `Send` is not provable for every lifetime of its arguments.)
+pub(super) trait Visit {
+    /// Handles one entity of `table`, counting what it finds and does in `report`.
+    fn visit(
+        &mut self,
+        table: &str,
+        entity: Entity,
+        report: &mut AuditReport,
+    ) -> impl Future<Output = Result<()>> + Send;
+}
+
+/// A checkpointed scan over several tables, handing each entity to a [`Visit`].
 pub(super) struct Scan<'a, S> {
     pub(super) store: &'a S,
     pub(super) options: &'a AuditOptions,
@@ -83,14 +99,11 @@ pub(super) struct Scan<'a, S> {
 }
 
 impl<S: TableStore> Scan<'_, S> {
-    pub(super) async fn run<F>(
+    pub(super) async fn run(
         &self,
         tables: &[String],
-        mut visit: F,
-    ) -> Result<(AuditReport, bool)>
-    where
-        F: AsyncFnMut(&str, Entity, &mut AuditReport) -> Result<()>,
-    {
+        visitor: &mut impl Visit,
+    ) -> Result<(AuditReport, bool)> {
         let mut state = match &self.options.job {
             Some(job) => match load_checkpoint(self.store, job).await? {
                 Some(state) if state.scope != self.scope => {
@@ -138,7 +151,8 @@ impl<S: TableStore> Scan<'_, S> {
                     })
                     .clone();
                 in_page += 1;
-                visit(table, entity, &mut state.report)
+                visitor
+                    .visit(table, entity, &mut state.report)
                     .instrument(span)
                     .await?;
                 state.last = Some(key);

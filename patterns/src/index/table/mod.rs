@@ -428,6 +428,34 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// Audits this table's indexes (and repairs them with [`AuditOptions::repair`]); the
     /// table's blob store is used unless the options name one.
     ///
+    /// The future is `Send`: a table shared through an [`Arc`] is audited on a Tokio task
+    /// of its own, beside the application's other work.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use tablekit_core::MemoryStore;
+    /// # use tablekit_derive::Entity;
+    /// # use tablekit_patterns::index::{AuditOptions, IndexedTable};
+    /// # #[derive(Entity, Clone, Debug, PartialEq)]
+    /// # #[entity(table = "Employees", kind = "Employee", partition_key = "{department}",
+    /// #          row_key = "empid_{id:06}", crate = "tablekit_core")]
+    /// # #[index(name = "email", partition_key = "{department}", row_key = "email_{email}")]
+    /// # struct Employee {
+    /// #     department: String,
+    /// #     id: u32,
+    /// #     email: String,
+    /// # }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let employees = Arc::new(IndexedTable::<Employee, _>::new(MemoryStore::new()));
+    /// employees.open().await?;
+    /// let table = Arc::clone(&employees);
+    /// let audit = tokio::spawn(async move { table.audit(&AuditOptions::default()).await });
+    /// let report = audit.await.expect("the audit's task")?;
+    /// assert!(report.is_clean());
+    /// # Ok::<_, tablekit_patterns::Error>(())
+    /// # }).unwrap();
+    /// ```
+    ///
     /// # Errors
     /// As [`audit()`](super::audit()).
     pub async fn audit(&self, options: &AuditOptions) -> Result<AuditReport> {
@@ -441,6 +469,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// Backfills an index or index entity declared after the data was written: each
     /// primary of this type gets the index's entries, computed from its value (sparse
     /// indexes included).
+    ///
+    /// The future is `Send`: spawn it on a Tokio task as [`audit`](Self::audit) shows
+    /// (`tokio::spawn(async move { table.backfill("email", &options).await })`).
     ///
     /// # Errors
     /// [`tablekit_core::Error::Undeclared`]; the store's errors.
