@@ -36,8 +36,10 @@
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! // In process: the other table's copies are written right after each commit.
-//! let employees = IndexedTable::<Employee, _>::options().inline_apply().build(MemoryStore::new());
-//! employees.open().await?;
+//! let employees = IndexedTable::<Employee, _>::options()
+//!     .inline_apply()
+//!     .open(MemoryStore::new())
+//!     .await?;
 //! for (id, last_name) in [(1, "Jones"), (2, "Jones"), (3, "Smith")] {
 //!     let email = format!("e{id}@contoso.com");
 //!     employees

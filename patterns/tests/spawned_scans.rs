@@ -65,8 +65,10 @@ async fn sqlite() -> (tempfile::TempDir, SqliteStore) {
 
 /// Members stored under version 1, before the index was declared.
 async fn seed_v1(store: &SqliteStore) {
-    let v1 = IndexedTable::<MemberV1, _>::new(store.clone()).with_inline_apply();
-    v1.open().await.unwrap();
+    let v1 = IndexedTable::<MemberV1, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    v1.create().await.unwrap();
     for id in 0..MEMBERS {
         v1.insert(&MemberV1 {
             team: format!("t{}", id % 2),
@@ -97,8 +99,10 @@ async fn found_by_name(members: &IndexedTable<Member, SqliteStore>) -> usize {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spawned_audit_finds_a_lost_copy_and_a_spawned_repair_puts_it_back() {
     let (_dir, store) = sqlite().await;
-    let members = IndexedTable::<Member, _>::new(store.clone()).with_inline_apply();
-    members.open().await.unwrap();
+    let members = IndexedTable::<Member, _>::options()
+        .inline_apply()
+        .build(store.clone());
+    members.create().await.unwrap();
     for id in 0..MEMBERS {
         members
             .insert(&Member {
@@ -154,8 +158,12 @@ async fn a_spawned_audit_finds_a_lost_copy_and_a_spawned_repair_puts_it_back() {
 async fn a_spawned_backfill_writes_the_copies_of_an_index_declared_later() {
     let (_dir, store) = sqlite().await;
     seed_v1(&store).await;
-    let members = Arc::new(IndexedTable::<Member, _>::new(store.clone()).with_inline_apply());
-    members.open().await.unwrap();
+    let members = Arc::new(
+        IndexedTable::<Member, _>::options()
+            .inline_apply()
+            .build(store.clone()),
+    );
+    members.create().await.unwrap();
     assert_eq!(
         found_by_name(&members).await,
         0,
@@ -187,8 +195,12 @@ async fn a_spawned_backfill_writes_the_copies_of_an_index_declared_later() {
 async fn a_spawned_migration_rewrites_older_entities_under_the_current_version() {
     let (_dir, store) = sqlite().await;
     seed_v1(&store).await;
-    let members = Arc::new(IndexedTable::<Member, _>::new(store.clone()).with_inline_apply());
-    members.open().await.unwrap();
+    let members = Arc::new(
+        IndexedTable::<Member, _>::options()
+            .inline_apply()
+            .build(store.clone()),
+    );
+    members.create().await.unwrap();
 
     let table = Arc::clone(&members);
     let report = tokio::spawn(async move { migrate(&*table, &AuditOptions::default()).await })

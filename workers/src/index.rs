@@ -18,8 +18,10 @@
 //! # async fn demo() -> tablekit_workers::Result<()> {
 //! let store = AnyStore::connect("sqlite:app.db").await?;
 //! let sink = QueueSink::open(SqliteQueue::open("queue.db").await?, "index").await?;
-//! let employees = IndexedTable::<Employee, _>::options().sink(Arc::new(sink)).build(store);
-//! employees.open().await?;
+//! let employees = IndexedTable::<Employee, _>::options()
+//!     .sink(Arc::new(sink))
+//!     .open(store)
+//!     .await?;
 //! // `tablekit-worker run --queue index --broker sqlite:queue.db --store sqlite:app.db`
 //! // applies the copies in `EmployeesByEmail`.
 //! # Ok(()) }

@@ -109,8 +109,7 @@ fn stored_version<E: EntityType>(entity: &Entity) -> Option<u32> {
 /// #     id: u32,
 /// # }
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-/// let members = Arc::new(IndexedTable::<Member, _>::new(MemoryStore::new()));
-/// members.open().await?;
+/// let members = Arc::new(IndexedTable::<Member, _>::options().open(MemoryStore::new()).await?);
 /// let table = Arc::clone(&members);
 /// let migration = tokio::spawn(async move { migrate(&*table, &AuditOptions::default()).await });
 /// let report = migration.await.expect("the migration's task")?;

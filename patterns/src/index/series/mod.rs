@@ -30,8 +30,7 @@
 //! }
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
-//! let views = IndexedTable::<DailyViews, _>::new(MemoryStore::new());
-//! views.open().await?;
+//! let views = IndexedTable::<DailyViews, _>::options().open(MemoryStore::new()).await?;
 //! let home = DailyViews { page: "home".into(), ..Default::default() };
 //! let at = Utc.with_ymd_and_hms(2026, 11, 26, 14, 30, 0).unwrap();
 //! views.add(&home, at, 3).await?;

@@ -446,8 +446,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// #     email: String,
     /// # }
     /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
-    /// let employees = Arc::new(IndexedTable::<Employee, _>::new(MemoryStore::new()));
-    /// employees.open().await?;
+    /// let employees = Arc::new(IndexedTable::<Employee, _>::options().open(MemoryStore::new()).await?);
     /// let table = Arc::clone(&employees);
     /// let audit = tokio::spawn(async move { table.audit(&AuditOptions::default()).await });
     /// let report = audit.await.expect("the audit's task")?;
