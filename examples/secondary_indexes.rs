@@ -58,19 +58,30 @@ async fn main() -> tablekit::Result<()> {
             })
             .await?;
     }
+    // Each declaration is a typed handle: its key fields are given in template order,
+    // each of its field's type (a misspelled handle or a missing field does not compile).
     let bob = employees
-        .find("email", &[&"Sales"], &[&"bob@contoso.com"])
+        .lookup(Employee::EMAIL)
+        .key("Sales")
+        .key("bob@contoso.com")
+        .get()
         .await?;
     println!("by email: {:?}", bob.map(|b| b.id));
     let a_to_b = employees
-        .find_range("email", &[&"Sales"], &[], &"a", &"bz")
+        .lookup(Employee::EMAIL)
+        .key("Sales")
+        .range("a", "bz")
+        .all()
         .await?;
     println!(
         "emails a..bz: {:?}",
         a_to_b.iter().map(|e| e.email.as_str()).collect::<Vec<_>>()
     );
     let joneses = employees
-        .members("last_name", Some("Sales"), &[&"Jones"], 4)
+        .list(Employee::LAST_NAME)
+        .in_partition("Sales")
+        .key("Jones")
+        .all()
         .await?;
     println!(
         "Joneses: {:?}",

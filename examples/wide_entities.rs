@@ -80,7 +80,11 @@ async fn main() -> tablekit::Result<()> {
         back.value == sensor
     );
     let found = sensors
-        .find("by_model", &[&"m7"], &[&"north", &"s1"])
+        .lookup(Sensor::BY_MODEL)
+        .key("m7")
+        .key("north")
+        .key("s1")
+        .get()
         .await?;
     println!(
         "by model m7: {:?} with {} readings",

@@ -252,15 +252,11 @@ where
             .as_deref()
             .map(|t| Cursor::parse(t).expect("a cursor"));
         let page = employees
-            .find_range_page(
-                "by_email",
-                &[&"Sales"],
-                &[],
-                &"1000",
-                &"8999~",
-                50,
-                cursor.as_ref(),
-            )
+            .lookup_named("by_email")
+            .keys(&[&"Sales"])
+            .keys(&[])
+            .range(&"1000", &"8999~")
+            .page(50, cursor.as_ref())
             .await
             .expect("page");
         assert!(page.items.len() <= 50);
@@ -283,14 +279,11 @@ where
             .as_deref()
             .map(|t| Cursor::parse(t).expect("a cursor"));
         let page = employees
-            .members_page(
-                "last_name",
-                Some("Sales"),
-                &[&"Jones"],
-                50,
-                8,
-                cursor.as_ref(),
-            )
+            .list_named("last_name")
+            .in_partition("Sales")
+            .keys(&[&"Jones"])
+            .concurrency(8)
+            .page(50, cursor.as_ref())
             .await
             .expect("page");
         got.extend(page.items.iter().map(|e| e.id));
@@ -302,7 +295,11 @@ where
     assert_eq!(got, jones);
     let employees = IndexedTable::<Employee, _>::new(connect().await);
     let streamed: Vec<u32> = employees
-        .members_stream("last_name", Some("Sales"), &[&"Jones"], 30, 8)
+        .list_named("last_name")
+        .in_partition("Sales")
+        .keys(&[&"Jones"])
+        .concurrency(8)
+        .stream(30)
         .map_ok(|e| e.id)
         .try_collect()
         .await

@@ -205,17 +205,19 @@ async fn reads_leave_expired_entities_out_and_the_sweeper_deletes_them(store: An
         1,
         "a projection leaves expired entities out"
     );
-    let local = f.sessions.find("local", &[&"ada"], &[&"t1"]).await;
+    let local = f
+        .sessions
+        .lookup_named("local")
+        .keys(&[&"ada"])
+        .keys(&[&"t1"])
+        .get()
+        .await;
     assert!(local.expect("find").is_none(), "same-partition copy");
     // The copies in another table carry only `user` (and the expiry).
-    let every_token = tablekit::typed::KeyBounds {
-        start: String::new(),
-        end: "~".to_owned(),
-        end_inclusive: false,
-    };
     let copies = f
         .sessions
-        .find_entities("by_token", &[], &every_token)
+        .lookup_named("by_token")
+        .entities()
         .await
         .expect("find");
     assert_eq!(
@@ -228,7 +230,10 @@ async fn reads_leave_expired_entities_out_and_the_sweeper_deletes_them(store: An
     );
     let phones = f
         .sessions
-        .members("device", None, &[&"phone"], 4)
+        .list_named("device")
+        .keys(&[&"phone"])
+        .concurrency(4)
+        .all()
         .await
         .expect("members");
     assert!(phones.is_empty(), "{phones:?}");
@@ -256,7 +261,9 @@ async fn reads_leave_expired_entities_out_and_the_sweeper_deletes_them(store: An
     assert!(f.blobs.list("").await.expect("blobs").is_empty());
     assert_eq!(
         f.sessions
-            .member_ids("device", None, &[&"phone"])
+            .list_named("device")
+            .keys(&[&"phone"])
+            .ids()
             .await
             .expect("ids"),
         Vec::new()
@@ -591,7 +598,13 @@ async fn a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy(store: An
         .expect("renew");
     f.clock.advance(Duration::minutes(20));
     assert!(live(&f.sessions, "ada", "s_0005").await);
-    let unverified = f.sessions.find("by_token", &[], &[&"t5"]).await;
+    let unverified = f
+        .sessions
+        .lookup_named("by_token")
+        .keys(&[])
+        .keys(&[&"t5"])
+        .get()
+        .await;
     assert!(
         unverified.expect("find").is_none(),
         "the copy alone says it expired"
@@ -599,12 +612,18 @@ async fn a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy(store: An
     #[allow(deprecated)] // the setter of earlier releases still works
     let verified = deferred.verified_lookups(true);
     let found = verified
-        .find("by_token", &[], &[&"t5"])
+        .lookup_named("by_token")
+        .keys(&[])
+        .keys(&[&"t5"])
+        .get()
         .await
         .expect("find");
     assert_eq!(found.map(|s| s.value.id), Some(5));
     let page = verified
-        .find_prefix_page("by_token", &[], &[], 10, None)
+        .lookup_named("by_token")
+        .keys(&[])
+        .keys(&[])
+        .page(10, None)
         .await
         .expect("page");
     assert_eq!(

@@ -709,7 +709,10 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
         "a copy is marked, so queries of the kind skip it"
     );
     let hit = employees
-        .find("email", &[&"Sales"], &[&"jun@x.com"])
+        .lookup_named("email")
+        .keys(&[&"Sales"])
+        .keys(&[&"jun@x.com"])
+        .get()
         .await
         .expect("find")
         .expect("hit");
@@ -740,7 +743,10 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
     );
     assert!(
         employees
-            .find("email", &[&"Sales"], &[&"jun@x.com"])
+            .lookup_named("email")
+            .keys(&[&"Sales"])
+            .keys(&[&"jun@x.com"])
+            .get()
             .await
             .expect("find")
             .is_none()
@@ -810,7 +816,11 @@ async fn email_ranges_come_back_in_index_order(store: AnyStore) {
         .await
         .expect("insert");
     let hits = employees
-        .find_range("email", &[&"Sales"], &[], &"a", &"c")
+        .lookup_named("email")
+        .keys(&[&"Sales"])
+        .keys(&[])
+        .range(&"a", &"c")
+        .all()
         .await
         .expect("range");
     let emails: Vec<&str> = hits.iter().map(|h| h.email.as_str()).collect();
@@ -820,7 +830,11 @@ async fn email_ranges_come_back_in_index_order(store: AnyStore) {
         "emails from a to c, in index order"
     );
     let across = employees
-        .find_range("by_email", &[&"Sales"], &[], &"b", &"d")
+        .lookup_named("by_email")
+        .keys(&[&"Sales"])
+        .keys(&[])
+        .range(&"b", &"d")
+        .all()
         .await
         .expect("range in the other table");
     let emails: Vec<&str> = across.iter().map(|h| h.email.as_str()).collect();
@@ -916,13 +930,10 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
         raw(&store, "People", "T1", "active_000001").await.is_none(),
         "sparse copy removed"
     );
-    let bounds = tablekit::core::typed::KeyBounds {
-        start: "city_".into(),
-        end: "city_~".into(),
-        end_inclusive: false,
-    };
     let subset = people
-        .find_entities("city", &[&"T1"], &bounds)
+        .lookup_named("city")
+        .keys(&[&"T1"])
+        .entities()
         .await
         .expect("find entities");
     assert_eq!(subset.len(), 1);
@@ -1080,7 +1091,10 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
     ida.email = "ida.ng@x".into();
     lagging.upsert(&ida).await.expect("change");
     let stale = employees
-        .find("by_email", &[&"Ops"], &[&"ida@x"])
+        .lookup_named("by_email")
+        .keys(&[&"Ops"])
+        .keys(&[&"ida@x"])
+        .get()
         .await
         .expect("find");
     assert!(stale.is_some(), "the stale copy is still there");
@@ -1088,7 +1102,10 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
     let verified = employees.clone().verified_lookups(true);
     assert!(
         verified
-            .find("by_email", &[&"Ops"], &[&"ida@x"])
+            .lookup_named("by_email")
+            .keys(&[&"Ops"])
+            .keys(&[&"ida@x"])
+            .get()
             .await
             .expect("find")
             .is_none(),
@@ -1111,7 +1128,10 @@ async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(stor
             .expect("insert");
     }
     let jones = staff
-        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .list_named("last_name")
+        .in_partition("D")
+        .keys(&[&"Jones"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(ids(&jones), ["000001", "000002", "000003"]);
@@ -1130,11 +1150,17 @@ async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(stor
         "primary and both id lists in one batch"
     );
     let jones = staff
-        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .list_named("last_name")
+        .in_partition("D")
+        .keys(&[&"Jones"])
+        .ids()
         .await
         .expect("ids");
     let smith = staff
-        .member_ids("last_name", Some("D"), &[&"Smith"])
+        .list_named("last_name")
+        .in_partition("D")
+        .keys(&[&"Smith"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(
@@ -1145,11 +1171,15 @@ async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(stor
         )
     );
     let entities = staff
-        .members("last_name", Some("D"), &[&"Jones"], 4)
+        .list_named("last_name")
+        .in_partition("D")
+        .keys(&[&"Jones"])
+        .concurrency(4)
+        .all()
         .await
         .expect("entities");
     assert_eq!(entities.len(), 2);
-    let missing = staff.member_ids("last_name", None, &[&"Jones"]).await;
+    let missing = staff.list_named("last_name").keys(&[&"Jones"]).ids().await;
     assert!(
         missing.is_err(),
         "a partition-stored list needs the partition"
@@ -1180,7 +1210,10 @@ async fn eight_concurrent_writers_of_one_last_name_lose_no_id(store: AnyStore) {
         task.await.expect("task");
     }
     let jones = staff
-        .member_ids("last_name", Some("D"), &[&"Jones"])
+        .list_named("last_name")
+        .in_partition("D")
+        .keys(&[&"Jones"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(jones.len(), 40, "no id lost");
@@ -1216,11 +1249,15 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
         applier.apply_all(message).await.expect("apply");
     }
     let ann = people
-        .member_ids("by_name", None, &[&"Ann"])
+        .list_named("by_name")
+        .keys(&[&"Ann"])
+        .ids()
         .await
         .expect("ids");
     let anne = people
-        .member_ids("by_name", None, &[&"Anne"])
+        .list_named("by_name")
+        .keys(&[&"Anne"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(
@@ -1228,11 +1265,15 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
         (vec!["p_000002".to_owned()], vec!["p_000001".to_owned()])
     );
     let forty = people
-        .member_ids("by_age", None, &[&40u8])
+        .list_named("by_age")
+        .keys(&[&40u8])
+        .ids()
         .await
         .expect("ids");
     let forty_one = people
-        .member_ids("by_age", None, &[&41u8])
+        .list_named("by_age")
+        .keys(&[&41u8])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(
@@ -1240,7 +1281,10 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
         (vec!["p_000002".to_owned()], vec!["p_000001".to_owned()])
     );
     let entities = people
-        .members("by_age", None, &[&41u8], 4)
+        .list_named("by_age")
+        .keys(&[&41u8])
+        .concurrency(4)
+        .all()
         .await
         .expect("entities");
     assert_eq!(
@@ -1252,7 +1296,9 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
     // Without a blob store, a blob-stored list is a clear error.
     let no_blobs = IndexedTable::<Person, _>::new(store.clone());
     let err = no_blobs
-        .member_ids("by_age", None, &[&41u8])
+        .list_named("by_age")
+        .keys(&[&41u8])
+        .ids()
         .await
         .expect_err("no blobs");
     assert!(matches!(err, PatternError::NoBlobStore { .. }), "{err}");
@@ -1271,7 +1317,10 @@ async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
         .expect("insert");
     }
     let members = tags
-        .member_ids("tag", Some("all"), &[&"red"])
+        .list_named("tag")
+        .in_partition("all")
+        .keys(&[&"red"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(members.len(), 160, "every id, over several pages");
@@ -1291,7 +1340,10 @@ async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
         .await
         .expect("delete");
     assert_eq!(
-        tags.member_ids("tag", Some("all"), &[&"red"])
+        tags.list_named("tag")
+            .in_partition("all")
+            .keys(&[&"red"])
+            .ids()
             .await
             .expect("ids")
             .len(),
@@ -1401,7 +1453,10 @@ async fn the_audit_finds_injected_drift_and_repairs_it(store: AnyStore) {
         .expect("audit");
     assert!(after.is_clean(), "{:#?}", after.findings);
     let odd_ids = employees
-        .member_ids("last_name", Some("Sales"), &[&"Odd"])
+        .list_named("last_name")
+        .in_partition("Sales")
+        .keys(&[&"Odd"])
+        .ids()
         .await
         .expect("ids");
     assert_eq!(
@@ -1448,7 +1503,10 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
         "progress was reported"
     );
     let hit = v2
-        .find("by_email", &[&"EU"], &[&"c3@x"])
+        .lookup_named("by_email")
+        .keys(&[&"EU"])
+        .keys(&[&"c3@x"])
+        .get()
         .await
         .expect("find")
         .expect("hit");
@@ -1461,13 +1519,18 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
         .await
         .expect("backfill");
     assert!(
-        v2.find("local_email", &[&"EU"], &[&"c5@x"])
+        v2.lookup_named("local_email")
+            .keys(&[&"EU"])
+            .keys(&[&"c5@x"])
+            .get()
             .await
             .expect("find")
             .is_some()
     );
     assert_eq!(
-        v2.member_ids("domain", None, &[&"c4@x"])
+        v2.list_named("domain")
+            .keys(&[&"c4@x"])
+            .ids()
             .await
             .expect("ids")
             .len(),
@@ -1488,13 +1551,19 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
     .await
     .expect("update");
     assert!(
-        v2.find("by_email", &[&"EU"], &[&"c3@x"])
+        v2.lookup_named("by_email")
+            .keys(&[&"EU"])
+            .keys(&[&"c3@x"])
+            .get()
             .await
             .expect("find")
             .is_none()
     );
     assert!(
-        v2.find("by_email", &[&"EU"], &[&"new3@x"])
+        v2.lookup_named("by_email")
+            .keys(&[&"EU"])
+            .keys(&[&"new3@x"])
+            .get()
             .await
             .expect("find")
             .is_some()
@@ -1971,7 +2040,10 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
         .expect("there");
     assert_eq!(read.photo.as_ref().map(Vec::len), Some(200_000));
     let same = employees
-        .find("email", &[&"Sales"], &[&"jun@x"])
+        .lookup_named("email")
+        .keys(&[&"Sales"])
+        .keys(&[&"jun@x"])
+        .get()
         .await
         .expect("find")
         .expect("hit");
@@ -1980,7 +2052,10 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
         "the same-partition copy reads with its photo"
     );
     let other = employees
-        .find("by_email", &[&"Sales"], &[&"jun@x"])
+        .lookup_named("by_email")
+        .keys(&[&"Sales"])
+        .keys(&[&"jun@x"])
+        .get()
         .await
         .expect("find")
         .expect("hit");
@@ -2038,27 +2113,39 @@ async fn a_partial_update_of_an_indexed_field_moves_its_entries(store: AnyStore)
         ("cao@x", "Nguyen", 30)
     );
     let by_new = employees
-        .find("by_email", &[&"Sales"], &[&"cao@x"])
+        .lookup_named("by_email")
+        .keys(&[&"Sales"])
+        .keys(&[&"cao@x"])
+        .get()
         .await
         .expect("find");
     assert_eq!(by_new.map(|e| e.id), Some(7));
     assert!(
         employees
-            .find("by_email", &[&"Sales"], &[&"jun@x"])
+            .lookup_named("by_email")
+            .keys(&[&"Sales"])
+            .keys(&[&"jun@x"])
+            .get()
             .await
             .expect("find")
             .is_none()
     );
     assert!(
         employees
-            .find("email", &[&"Sales"], &[&"cao@x"])
+            .lookup_named("email")
+            .keys(&[&"Sales"])
+            .keys(&[&"cao@x"])
+            .get()
             .await
             .expect("find")
             .is_some()
     );
     assert_eq!(
         employees
-            .member_ids("last_name", Some("Sales"), &[&"Nguyen"])
+            .list_named("last_name")
+            .in_partition("Sales")
+            .keys(&[&"Nguyen"])
+            .ids()
             .await
             .expect("ids")
             .len(),
@@ -2066,7 +2153,10 @@ async fn a_partial_update_of_an_indexed_field_moves_its_entries(store: AnyStore)
     );
     assert!(
         employees
-            .member_ids("last_name", Some("Sales"), &[&"Cao"])
+            .list_named("last_name")
+            .in_partition("Sales")
+            .keys(&[&"Cao"])
+            .ids()
             .await
             .expect("ids")
             .is_empty()
@@ -2121,7 +2211,10 @@ async fn write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit
         .expect("primaries");
     assert_eq!(primaries.len(), 1_000);
     let hit = employees
-        .find("by_email", &[&"D3"], &[&"e523@x"])
+        .lookup_named("by_email")
+        .keys(&[&"D3"])
+        .keys(&[&"e523@x"])
+        .get()
         .await
         .expect("find");
     assert_eq!(hit.map(|e| e.id), Some(523));

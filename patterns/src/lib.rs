@@ -46,9 +46,19 @@
 //!         .insert(&Employee { department: "Sales".into(), id, last_name: last_name.into(), email })
 //!         .await?;
 //! }
-//! let hit = employees.find("by_email", &[&"Sales"], &[&"e3@contoso.com"]).await?;
+//! let hit = employees
+//!     .lookup(Employee::BY_EMAIL)
+//!     .key("Sales")
+//!     .key("e3@contoso.com")
+//!     .get()
+//!     .await?;
 //! assert_eq!(hit.map(|e| e.id), Some(3));
-//! let joneses = employees.member_ids("last_name", Some("Sales"), &[&"Jones"]).await?;
+//! let joneses = employees
+//!     .list(Employee::LAST_NAME)
+//!     .in_partition("Sales")
+//!     .key("Jones")
+//!     .ids()
+//!     .await?;
 //! assert_eq!(joneses.len(), 2);
 //! assert!(employees.audit(&AuditOptions::default()).await?.is_clean());
 //! # Ok::<_, tablekit_patterns::Error>(())

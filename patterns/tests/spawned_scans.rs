@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use tablekit_core::typed::{EntityType, KeyBounds, KeyPart};
+use tablekit_core::typed::{EntityType, KeyPart};
 use tablekit_core::{IfMatch, MemoryStore, SqliteStore, TableStore, Value};
 use tablekit_derive::Entity;
 use tablekit_patterns::import::{ImportOptions, import_stream};
@@ -85,7 +85,10 @@ async fn found_by_name(members: &IndexedTable<Member, SqliteStore>) -> usize {
     for id in 0..MEMBERS {
         let team = format!("t{}", id % 2);
         if members
-            .find("by_name", &[&team], &[&name(id)])
+            .lookup_named("by_name")
+            .keys(&[&team])
+            .keys(&[&name(id)])
+            .get()
             .await
             .unwrap()
             .is_some_and(|m| m.id == id)
@@ -274,13 +277,8 @@ where
     ));
 
     let team: &[&dyn KeyPart] = &[&"t0"];
-    let bounds = KeyBounds {
-        start: String::new(),
-        end: "~".into(),
-        end_inclusive: false,
-    };
-    assert_send(table.find_stream("by_name", team, bounds, 10));
-    assert_send(table.members_stream("by_name", None, team, 10, 4));
+    assert_send(table.lookup_named("by_name").keys(team).stream(10));
+    assert_send(table.list_named("by_name").keys(team).stream(10));
 }
 
 #[tokio::test]

@@ -55,7 +55,10 @@ async fn reads_audits_clean_and_drains(dir: &Path) {
         );
     }
     let hit = members
-        .find("nick", &[&"t0"], &[&"n1"])
+        .lookup_named("nick")
+        .keys(&[&"t0"])
+        .keys(&[&"n1"])
+        .get()
         .await
         .expect("find");
     assert_eq!(hit.map(|s| s.value.rev), Some(2));

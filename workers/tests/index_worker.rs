@@ -260,11 +260,15 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
     .await;
     wait_for("the id lists", async || {
         let jones = employees
-            .member_ids("last_name", None, &[&"Jones"])
+            .list_named("last_name")
+            .keys(&[&"Jones"])
+            .ids()
             .await
             .unwrap();
         let smith = employees
-            .member_ids("last_name", None, &[&"Smith"])
+            .list_named("last_name")
+            .keys(&[&"Smith"])
+            .ids()
             .await
             .unwrap();
         jones.len() == 3 && smith.len() == 1
@@ -359,7 +363,9 @@ async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
             .is_none()
     );
     let jones = employees
-        .member_ids("last_name", None, &[&"Jones"])
+        .list_named("last_name")
+        .keys(&[&"Jones"])
+        .ids()
         .await
         .unwrap();
     assert_eq!(jones.len(), 2);
@@ -678,7 +684,10 @@ async fn the_backfill_command_writes_an_index_declared_later() {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("7 entries written for 7 primaries"), "{text}");
     assert_eq!(
-        v2.find("by_email", &[&"EU"], &[&"c6@x"])
+        v2.lookup_named("by_email")
+            .keys(&[&"EU"])
+            .keys(&[&"c6@x"])
+            .get()
             .await
             .unwrap()
             .map(|c| c.id),

@@ -156,6 +156,8 @@ pub(crate) fn entity(
         quote_spanned!(span=> #name => __tk::Some(&self.#ident as &dyn __tk::KeyPart))
     });
     let when_arms = index::when_arms(&e.indexes);
+    let mut handles = index::handles(&input.vis, &e.indexes, models);
+    handles.extend(index_entity::handles(&input.vis, &e.index_entities, models));
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
     let changes = changes::meta(c.changes.as_ref());
@@ -207,6 +209,11 @@ pub(crate) fn entity(
             };
 
             #series_impl
+
+            #[automatically_derived]
+            impl #ident {
+                #(#handles)*
+            }
 
             #[automatically_derived]
             impl __tk::Record for #ident {

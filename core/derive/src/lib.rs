@@ -192,6 +192,13 @@ use syn::{DeriveInput, parse_macro_input};
 /// entity's partition (written in its entity group transaction); their RowKeys must not be
 /// able to collide with the entity's, which a distinct literal prefix guarantees.
 ///
+/// Each index is also a typed handle, an associated constant named after it in upper
+/// snake case (`managers` → `Staff::MANAGERS`, `byEmail` → `BY_EMAIL`), whose type
+/// carries the types of its key's fields in template order (the PartitionKey template's,
+/// then the RowKey template's). `IndexedTable::lookup(Staff::MANAGERS)` takes them one
+/// `key(..)` at a time: a misspelled handle, a missing or extra field, or a value of
+/// another type does not compile.
+///
 /// ```
 /// use tablekit::prelude::*;
 /// use tablekit::typed::IndexPlacement;
@@ -208,6 +215,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// assert!(index.sparse);
 /// let clerk = Staff { department: "Ops".into(), id: 1, grade: 3 };
 /// assert_eq!(clerk.index_keys("managers")?, None);
+/// assert_eq!(Staff::MANAGERS.name(), "managers");
 /// # Ok::<_, tablekit::Error>(())
 /// ```
 ///
@@ -217,6 +225,8 @@ use syn::{DeriveInput, parse_macro_input};
 /// of the entities that have it. `storage = "partition"` (default: in the entity's
 /// partition, updated in its entity group transaction), `"table"` (in another partition, or
 /// in `table`, kept by the worker) or `"blob"` (one blob per value, kept by the worker).
+/// Each id list is a typed handle as an index is (`Person::LAST_NAME`), read with
+/// `IndexedTable::list`.
 ///
 /// ```
 /// use tablekit::prelude::*;
@@ -229,6 +239,7 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// let meta = Person::schema().index_entity("last_name").unwrap();
 /// assert_eq!(meta.storage, IndexEntityStorage::Table);
+/// assert_eq!(Person::LAST_NAME.name(), "last_name");
 /// ```
 ///
 /// # `#[unique(...)]`

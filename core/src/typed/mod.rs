@@ -16,6 +16,7 @@
 //! - a newer version than the type's is an error: this program does not know its fields.
 
 pub(crate) mod field;
+pub mod handle;
 mod schema;
 mod table;
 mod template;
@@ -25,6 +26,7 @@ pub use field::{
     BlobField, Direction, ExpiresField, FieldError, FieldProblem, FieldValue, json_from_value,
     json_to_value,
 };
+pub use handle::{IdList, Index, KeyArg};
 pub use schema::{
     DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
     IndexMeta, IndexPlacement, Schema, UniqueMeta,
@@ -599,6 +601,7 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
 /// Items the derive macros' generated code names. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use super::handle::{End, IdList, Index, Partition, Row};
     pub use super::{
         BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
         EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,

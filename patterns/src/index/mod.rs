@@ -41,7 +41,7 @@ pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
 pub use registry::SchemaRecord;
-pub use table::{IndexedTable, IndexedTableOptions};
+pub use table::{IndexedTable, IndexedTableOptions, ListLookup, Lookup, Ranged, Readable, Whole};
 pub use write::{IndexedWriteReport, WriteOutcome};
 
 /// The handlers of the follow-up work indexed tables record: index work (kind `index`)

@@ -11,7 +11,8 @@ use crate::internals::attr::{
     SpanOf, index_span, key_name, path, record, required, set_once, string, string_list, unknown,
 };
 use crate::internals::ctxt::{Ctxt, one_of};
-use crate::internals::field::Storage;
+use crate::internals::field::{FieldModel, Storage};
+use crate::internals::handle;
 use crate::internals::names::{check_name, check_table};
 use crate::internals::scope::Scope;
 use crate::internals::template::{CheckedTemplate, checked_template, may_collide, template_tokens};
@@ -241,6 +242,28 @@ pub(crate) fn when_arms(indexes: &[CheckedIndex<'_>]) -> Vec<TokenStream> {
             let when = index.attr.when.as_ref()?;
             let name = &index.name;
             Some(quote!(#name => #when(self)))
+        })
+        .collect()
+}
+
+/// The typed handle of each index: `pub const BY_EMAIL: Index<Self, K>`.
+pub(crate) fn handles(
+    vis: &syn::Visibility,
+    indexes: &[CheckedIndex<'_>],
+    models: &[FieldModel],
+) -> Vec<TokenStream> {
+    indexes
+        .iter()
+        .map(|index| {
+            let key = handle::key_type(Some(&index.partition_key), &index.row_key, models);
+            let doc = format!(
+                "The index `{}` (PartitionKey `{}`, RowKey `{}`): look it up with `IndexedTable::lookup`, giving its fields in this order.",
+                index.name,
+                index.partition_key.template.source(),
+                index.row_key.template.source()
+            );
+            let at = index.attr.name.as_ref().unwrap_or(&index.row_key.lit);
+            handle::constant(vis, "Index", &index.name, at, key, &doc)
         })
         .collect()
 }

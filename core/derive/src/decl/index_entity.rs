@@ -11,6 +11,8 @@ use crate::internals::attr::{
     SpanOf, index_span, key_name, record, required, set_once, string, unknown,
 };
 use crate::internals::ctxt::{Ctxt, one_of};
+use crate::internals::field::FieldModel;
+use crate::internals::handle;
 use crate::internals::names::{check_name, check_table};
 use crate::internals::scope::Scope;
 use crate::internals::template::{CheckedTemplate, checked_template, template_tokens};
@@ -159,6 +161,26 @@ pub(crate) fn metas<'a>(
                     storage: __tk::IndexEntityStorage::#storage,
                 }
             }
+        })
+        .collect()
+}
+
+/// The typed handle of each id list: `pub const LAST_NAME: IdList<Self, K>`.
+pub(crate) fn handles(
+    vis: &syn::Visibility,
+    index_entities: &[CheckedIndexEntity<'_>],
+    models: &[FieldModel],
+) -> Vec<TokenStream> {
+    index_entities
+        .iter()
+        .map(|index| {
+            let key = handle::key_type(None, &index.key, models);
+            let doc = format!(
+                "The id list `{}` (key `{}`): read it with `IndexedTable::list`, giving its fields in this order.",
+                index.name,
+                index.key.template.source()
+            );
+            handle::constant(vis, "IdList", &index.name, &index.key.lit, key, &doc)
         })
         .collect()
 }

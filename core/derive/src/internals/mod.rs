@@ -6,6 +6,7 @@ pub(crate) mod attr;
 pub(crate) mod ctxt;
 pub(crate) mod duration;
 pub(crate) mod field;
+pub(crate) mod handle;
 pub(crate) mod names;
 pub(crate) mod scope;
 pub(crate) mod template;

@@ -12,7 +12,7 @@ use crate::cursor::{Cursor, CursorPage, Position};
 use crate::error::{Error, Result};
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
-    fn index(&self, name: &str) -> Result<&IndexLayout> {
+    pub(super) fn index(&self, name: &str) -> Result<&IndexLayout> {
         self.writer
             .layout
             .indexes
@@ -25,16 +25,21 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             })
     }
 
-    fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
+    pub(super) fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
         index.table.as_deref().unwrap_or(self.table.name())
     }
 
     /// Reads a copy as the primary's type (or, verified, the primary itself).
-    async fn read_hit(&self, index: &IndexLayout, copy: Entity) -> Result<Option<Stored<E>>> {
+    pub(super) async fn read_hit(
+        &self,
+        index: &IndexLayout,
+        copy: Entity,
+        verify: bool,
+    ) -> Result<Option<Stored<E>>> {
         let Some((source, _)) = copy_source(&copy) else {
             return Ok(None);
         };
-        if self.verify {
+        if verify {
             // The primary decides: a renewed entity's copy may still carry the old expiry.
             return self.verified_hit(index, &source, &copy).await;
         }
@@ -81,6 +86,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// [`tablekit_core::Error::Undeclared`] for an unknown index; key errors; the store's
     /// errors; a copy with a property subset that does not read as `E` (use
     /// [`find_entities`](Self::find_entities)).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lookup(Type::INDEX).key(..)….get()`, or `lookup_named(name)` for an index chosen at run time"
+    )]
     pub async fn find(
         &self,
         index: &str,
@@ -88,21 +97,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         row: &[&dyn KeyPart],
     ) -> Result<Option<Stored<E>>> {
         let layout = self.index(index)?;
-        let pk = layout
-            .partition_key
-            .render_args(partition)
-            .map_err(tablekit_core::Error::from)?;
-        let rk = layout
-            .row_key
-            .render_args(row)
-            .map_err(tablekit_core::Error::from)?;
+        let pk = layout.partition_key.render_args(partition)?;
+        let rk = layout.row_key.render_args(row)?;
         let copy = self
             .table
             .store()
             .get_if_table_exists(self.index_table(layout), &pk, &rk)
             .await?;
         match copy {
-            Some(copy) => self.read_hit(layout, copy).await,
+            Some(copy) => self.read_hit(layout, copy, self.verify).await,
             None => Ok(None),
         }
     }
@@ -113,6 +116,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`find`](Self::find).
+    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).entities()`")]
+    #[allow(deprecated)] // the deprecated forms share their pages
     pub async fn find_entities(
         &self,
         index: &str,
@@ -131,6 +136,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`find`](Self::find); [`Error::Unsupported`] for a cursor of another read.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lookup(Type::INDEX).key(..).entities_page(..)`"
+    )]
     pub async fn find_entities_page(
         &self,
         index: &str,
@@ -140,29 +149,26 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Entity>> {
         let layout = self.index(index)?;
-        self.copies_page(layout, partition, bounds, page_size, cursor, false)
+        let pk = layout.partition_key.render_args(partition)?;
+        self.copies_page(layout, &pk, bounds, page_size, cursor, false)
             .await
     }
 
     /// A page of copies; `keep_expired` keeps the copies whose expiry passed, for
     /// verified reads, where the primary decides (it may have been renewed after the
     /// copy was written).
-    async fn copies_page(
+    pub(super) async fn copies_page(
         &self,
         layout: &IndexLayout,
-        partition: &[&dyn KeyPart],
+        pk: &str,
         bounds: &KeyBounds,
         page_size: usize,
         cursor: Option<&Cursor>,
         keep_expired: bool,
     ) -> Result<CursorPage<Entity>> {
-        let pk = layout
-            .partition_key
-            .render_args(partition)
-            .map_err(tablekit_core::Error::from)?;
         let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
         let query = Query::with_filter(
-            filter::partition_key().eq(pk.as_str())
+            filter::partition_key().eq(pk)
                 & bounds.row_key_filter()
                 & filter::prop(self.writer.layout.kind_property.as_str()).eq(marker.as_str()),
         );
@@ -192,6 +198,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`](tablekit_core::typed::KeyTemplate::range).
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lookup(Type::INDEX).key(..).range(lo, hi).all()`"
+    )]
     pub async fn find_range(
         &self,
         index: &str,
@@ -201,10 +211,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         hi: &dyn KeyPart,
     ) -> Result<Vec<Stored<E>>> {
         let layout = self.index(index)?;
-        let bounds = layout
-            .row_key
-            .range(row_fixed, lo, hi)
-            .map_err(tablekit_core::Error::from)?;
+        let bounds = layout.row_key.range(row_fixed, lo, hi)?;
         self.read_hits(layout, partition, &bounds).await
     }
 
@@ -213,6 +220,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`find_range`](Self::find_range).
+    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).all()`")]
     pub async fn find_prefix(
         &self,
         index: &str,
@@ -220,10 +228,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         row_fixed: &[&dyn KeyPart],
     ) -> Result<Vec<Stored<E>>> {
         let layout = self.index(index)?;
-        let bounds = layout
-            .row_key
-            .prefix(row_fixed)
-            .map_err(tablekit_core::Error::from)?;
+        let bounds = layout.row_key.prefix(row_fixed)?;
         self.read_hits(layout, partition, &bounds).await
     }
 
@@ -233,26 +238,29 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         partition: &[&dyn KeyPart],
         bounds: &KeyBounds,
     ) -> Result<Vec<Stored<E>>> {
+        let pk = layout.partition_key.render_args(partition)?;
+        let pk = pk.as_str();
         crate::cursor::collect_pages(move |cursor| async move {
-            self.read_hits_page(layout, partition, bounds, 1000, cursor.as_ref())
+            self.read_hits_page(layout, pk, bounds, 1000, cursor.as_ref(), self.verify)
                 .await
         })
         .await
     }
 
-    async fn read_hits_page(
+    pub(super) async fn read_hits_page(
         &self,
         layout: &IndexLayout,
-        partition: &[&dyn KeyPart],
+        pk: &str,
         bounds: &KeyBounds,
         page_size: usize,
         cursor: Option<&Cursor>,
+        verify: bool,
     ) -> Result<CursorPage<Stored<E>>> {
         let copies = self
-            .copies_page(layout, partition, bounds, page_size, cursor, self.verify)
+            .copies_page(layout, pk, bounds, page_size, cursor, verify)
             .await?;
         let hits: Vec<Option<Stored<E>>> = futures::stream::iter(copies.items)
-            .map(|copy| self.read_hit(layout, copy))
+            .map(|copy| self.read_hit(layout, copy, verify))
             .buffered(self.lookup_concurrency)
             .try_collect()
             .await?;
@@ -270,6 +278,10 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// As [`find_range`](Self::find_range); [`Error::Unsupported`] for a cursor of
     /// another read.
     #[allow(clippy::too_many_arguments)]
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `lookup(Type::INDEX).key(..).range(lo, hi).page(..)`"
+    )]
     pub async fn find_range_page(
         &self,
         index: &str,
@@ -281,11 +293,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
         let layout = self.index(index)?;
-        let bounds = layout
-            .row_key
-            .range(row_fixed, lo, hi)
-            .map_err(tablekit_core::Error::from)?;
-        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+        let bounds = layout.row_key.range(row_fixed, lo, hi)?;
+        let pk = layout.partition_key.render_args(partition)?;
+        self.read_hits_page(layout, &pk, &bounds, page_size, cursor, self.verify)
             .await
     }
 
@@ -294,6 +304,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`find_range_page`](Self::find_range_page).
+    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).page(..)`")]
     pub async fn find_prefix_page(
         &self,
         index: &str,
@@ -303,17 +314,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
         let layout = self.index(index)?;
-        let bounds = layout
-            .row_key
-            .prefix(row_fixed)
-            .map_err(tablekit_core::Error::from)?;
-        self.read_hits_page(layout, partition, &bounds, page_size, cursor)
+        let bounds = layout.row_key.prefix(row_fixed)?;
+        let pk = layout.partition_key.render_args(partition)?;
+        self.read_hits_page(layout, &pk, &bounds, page_size, cursor, self.verify)
             .await
     }
 
     /// Every entity of an index's RowKey range, in index order, read a page of
     /// `page_size` copies at a time (with their primaries' values, as
     /// [`find_range`](Self::find_range)).
+    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).stream(..)`")]
     pub fn find_stream<'a>(
         &'a self,
         index: &'a str,
@@ -329,8 +339,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             let bounds = bounds.clone();
             async move {
                 let layout = self.index(index)?;
-                self.read_hits_page(layout, partition, &bounds, page_size, cursor.as_ref())
-                    .await
+                let pk = layout.partition_key.render_args(partition)?;
+                self.read_hits_page(
+                    layout,
+                    &pk,
+                    &bounds,
+                    page_size,
+                    cursor.as_ref(),
+                    self.verify,
+                )
+                .await
             }
         })
     }

@@ -6,12 +6,26 @@ use tablekit_core::TableStore;
 use tablekit_core::typed::{EntityType, KeyPart, Stored};
 
 use super::super::members::{read_blob_members, read_partition_pages, read_table_members};
-use super::super::record::{EntityRef, MemberStorage};
+use super::super::record::{EntityRef, MemberLayout, MemberStorage};
 use super::IndexedTable;
 use crate::cursor::{Cursor, CursorPage, Position};
 use crate::error::{Error, Result};
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// The layout of the id list `name`.
+    pub(super) fn list_layout(&self, name: &str) -> Result<&MemberLayout> {
+        self.writer
+            .layout
+            .members
+            .iter()
+            .find(|m| m.name == name)
+            .ok_or_else(|| tablekit_core::Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "index entity",
+                name: name.to_owned(),
+            })
+    }
+
     /// The primaries listed under a value of an index entity (`value` holds the values of
     /// the fields of its key template). A partition-stored index entity needs the
     /// partition. These are the ids as the list holds them: a list keeps ids only, so an
@@ -21,27 +35,29 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// # Errors
     /// [`tablekit_core::Error::Undeclared`]; [`Error::Unsupported`] when a partition is
     /// needed and missing; [`Error::NoBlobStore`]; the store's errors.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `list(Type::LIST).key(..).ids()`, or `list_named(name)`"
+    )]
     pub async fn member_ids(
         &self,
         name: &str,
         partition_key: Option<&str>,
         value: &[&dyn KeyPart],
     ) -> Result<Vec<EntityRef>> {
-        let member = self
-            .writer
-            .layout
-            .members
-            .iter()
-            .find(|m| m.name == name)
-            .ok_or_else(|| tablekit_core::Error::Undeclared {
-                type_name: E::schema().type_name,
-                what: "index entity",
-                name: name.to_owned(),
-            })?;
-        let value = member
-            .key
-            .render_args(value)
-            .map_err(tablekit_core::Error::from)?;
+        let member = self.list_layout(name)?;
+        let value = member.key.render_args(value)?;
+        self.list_ids(name, partition_key, &value).await
+    }
+
+    /// The members of the list whose key renders as `value`.
+    pub(super) async fn list_ids(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &str,
+    ) -> Result<Vec<EntityRef>> {
+        let member = self.list_layout(name)?;
         let table = member.table.as_deref().unwrap_or(self.table.name());
         match member.storage {
             MemberStorage::Partition => {
@@ -51,7 +67,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     ))
                 })?;
                 let pages =
-                    read_partition_pages(self.table.store(), self.table.name(), pk, name, &value)
+                    read_partition_pages(self.table.store(), self.table.name(), pk, name, value)
                         .await?;
                 Ok(pages
                     .into_iter()
@@ -59,7 +75,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     .map(|rk| self.source(pk, &rk))
                     .collect())
             }
-            MemberStorage::Table => Ok(read_table_members(self.table.store(), table, name, &value)
+            MemberStorage::Table => Ok(read_table_members(self.table.store(), table, name, value)
                 .await?
                 .into_iter()
                 .filter(|m| m.present)
@@ -73,7 +89,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     .ok_or_else(|| Error::NoBlobStore {
                         index: name.to_owned(),
                     })?;
-                Ok(read_blob_members(blobs, table, name, &value)
+                Ok(read_blob_members(blobs, table, name, value)
                     .await?
                     .into_iter()
                     .filter(|m| m.present)
@@ -88,6 +104,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ///
     /// # Errors
     /// As [`member_ids`](Self::member_ids); the reads' errors.
+    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).all()`")]
+    #[allow(deprecated)] // the deprecated forms share their pages
     pub async fn members(
         &self,
         name: &str,
@@ -117,6 +135,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// # Errors
     /// As [`members`](Self::members); [`Error::Unsupported`] for a cursor of another
     /// read.
+    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).page(..)`")]
     pub async fn members_page(
         &self,
         name: &str,
@@ -126,12 +145,27 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         concurrency: usize,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
+        let value = self.list_layout(name)?.key.render_args(value)?;
+        self.list_page(name, partition_key, &value, page_size, concurrency, cursor)
+            .await
+    }
+
+    /// One page of the primaries of the list whose key renders as `value`.
+    pub(super) async fn list_page(
+        &self,
+        name: &str,
+        partition_key: Option<&str>,
+        value: &str,
+        page_size: usize,
+        concurrency: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Stored<E>>> {
         let read = format!("members-{}-{name}", self.table.name());
         let position = match cursor {
             Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
             None => Position::Start,
         };
-        let mut ids = self.member_ids(name, partition_key, value).await?;
+        let mut ids = self.list_ids(name, partition_key, value).await?;
         ids.sort_by(|a, b| (&a.partition_key, &a.row_key).cmp(&(&b.partition_key, &b.row_key)));
         let size = page_size.clamp(1, 1000);
         let page: Vec<EntityRef> = ids
@@ -171,6 +205,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// Every primary listed under a value of an index entity, in key order of the ids,
     /// read a page of `page_size` at a time (as [`members_page`](Self::members_page)).
+    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).stream(..)`")]
+    #[allow(deprecated)] // the deprecated forms share their pages
     pub fn members_stream<'a>(
         &'a self,
         name: &'a str,

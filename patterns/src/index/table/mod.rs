@@ -9,8 +9,10 @@
 
 mod find;
 mod lists;
+mod lookup;
 mod options;
 
+pub use lookup::{ListLookup, Lookup, Ranged, Readable, Whole};
 pub use options::IndexedTableOptions;
 
 use std::collections::BTreeSet;
