@@ -804,8 +804,8 @@ mod azure_access_signatures {
 
     fn denied(error: &Error, needle: &str) {
         assert!(
-            matches!(error, Error::PermissionDenied { .. }),
-            "not PermissionDenied: {error}"
+            matches!(error, Error::QueuePermissionDenied { .. }),
+            "not QueuePermissionDenied: {error}"
         );
         assert!(!error.is_retryable(), "{error}");
         assert!(error.to_string().contains(needle), "{error}");
@@ -867,7 +867,7 @@ mod azure_access_signatures {
             .send(&name, "wrong-queue", b"x")
             .await
             .expect_err("signed for another queue");
-        assert!(matches!(error, Error::PermissionDenied { .. }), "{error}");
+        assert!(matches!(error, Error::QueuePermissionDenied { .. }), "{error}");
 
         // A consumer's token (read, add, update, process) receives and settles.
         let worker = with_token(DEVELOPMENT_QUEUE_ENDPOINT, &sign(&name, "raup", 1));
@@ -881,7 +881,7 @@ mod azure_access_signatures {
             .stats(&name)
             .await
             .expect_err("the poison queue is elsewhere");
-        assert!(matches!(error, Error::PermissionDenied { .. }), "{error}");
+        assert!(matches!(error, Error::QueuePermissionDenied { .. }), "{error}");
         assert_eq!(owner.stats(&name).await.unwrap().waiting, 0);
         owner.delete_queue(&name).await.unwrap();
     }
