@@ -106,6 +106,10 @@ impl Error {
         }
     }
 
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "rabbitmq", feature = "azure")),
+        allow(dead_code)
+    )]
     pub(crate) fn unavailable(message: impl std::fmt::Display) -> Self {
         Error::Unavailable {
             message: message.to_string(),
