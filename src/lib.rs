@@ -1,8 +1,8 @@
 //! tablekit: declarative, crash-safe table-design patterns for partitioned table stores.
 //!
 //! This is the crate applications depend on. It re-exports the storage core
-//! ([`core`]), the pattern modules ([`patterns`]), the queues and workers ([`workers`]) and,
-//! with the `derive` feature, `#[derive(Entity)]`.
+//! ([`core`]), the pattern modules ([`patterns`]) and, with the features below, the queues
+//! and workers (`workers`) and `#[derive(Entity)]`.
 //!
 //! ```
 //! use tablekit::prelude::*;
@@ -18,11 +18,38 @@
 //! # Ok::<_, tablekit::Error>(())
 //! # }).unwrap();
 //! ```
+//!
+//! # Features
+//!
+//! Without default features tablekit is the storage core (with its in-memory store) and
+//! the patterns; each feature adds one part and the dependencies only that part needs.
+//! The last column says which features are on by default.
+//!
+//! | feature | adds | default |
+//! |---|---|---|
+//! | `sqlite` | `core::SqliteStore` (bundled SQLite) and, with `workers`, the SQLite queue | yes |
+//! | `derive` | `#[derive(Entity)]`, `#[derive(EntityKind)]`, `#[derive(Projection)]` | yes |
+//! | `workers` | `workers`: operations, the worker runtime, the archive, index and change workers | yes |
+//! | `rabbitmq` | the RabbitMQ queue (lapin); brings `workers` | yes |
+//! | `amqps` | TLS for `amqps://` brokers; brings `rabbitmq` | no |
+//! | `console` | `workers::console`, the operator's console (axum, maud); brings `workers` | yes |
+//! | `prometheus` | `workers::runtime::install_prometheus`, metrics served for Prometheus; brings `workers` | yes |
+//! | `cli` | `workers::cli`, the `tablekit-worker` command line (clap) that an application's own worker binary calls (`main_with`); brings `console` and `prometheus` | yes |
+//! | `azure` | Azure Table Storage, blob containers on Azure Blob Storage and, with `workers`, Azure Queue Storage (reqwest) | no |
+//! | `blob` | `core::blob`, blobs on local files and in memory (always on: the patterns keep blobs) | — |
+//!
+//! An application that writes through the patterns on SQLite, without workers:
+//!
+//! ```toml
+//! [dependencies]
+//! tablekit = { version = "0.1", default-features = false, features = ["sqlite", "derive"] }
+//! ```
 
 pub use tablekit_core as core;
 pub use tablekit_core::typed;
 pub use tablekit_core::{Entity, Error, ErrorKind, Result, Value};
 pub use tablekit_patterns as patterns;
+#[cfg(feature = "workers")]
 pub use tablekit_workers as workers;
 
 #[cfg(feature = "derive")]

@@ -1,7 +1,7 @@
 //! `BlobStore`: named binary objects beside the tables, for what does not fit an entity
 //! (large properties, long id lists, log data). Built on the `object_store` crate: the
-//! local file system (the embedded default), memory (tests), and Azure Blob Storage
-//! (Azurite included).
+//! local file system (the embedded default), memory (tests), and, with the `azure`
+//! feature, Azure Blob Storage (Azurite included).
 //!
 //! ```
 //! use tablekit_core::blob::BlobStore;
@@ -171,10 +171,11 @@ impl BlobStore {
     /// Blobs in a container of Azure Blob Storage, from a storage connection string with
     /// tablekit's `Container=NAME` key: `UseDevelopmentStorage=true;Container=blobs`
     /// (Azurite), or `AccountName=…;AccountKey=…[;BlobEndpoint=…];Container=…` (read by
-    /// the one [account reader](crate::azure::account)).
+    /// the one [account reader](crate::azure::account)). Feature `azure`.
     ///
     /// # Errors
     /// [`Error::InvalidConnection`] naming what is missing.
+    #[cfg(feature = "azure")]
     pub fn azure(connection: &str) -> Result<Self> {
         let account = crate::azure::StorageAccount::from_connection_string(connection)?;
         let container = account
@@ -189,10 +190,11 @@ impl BlobStore {
 
     /// Blobs in `container` of an account read by the
     /// [account reader](crate::azure::account): the emulator's, or the account's blob
-    /// endpoint with its key.
+    /// endpoint with its key. Feature `azure`.
     ///
     /// # Errors
     /// [`Error::InvalidConnection`] when the account has no blob endpoint or no key.
+    #[cfg(feature = "azure")]
     pub fn azure_container(
         account: &crate::azure::StorageAccount,
         container: &str,
@@ -227,7 +229,7 @@ impl BlobStore {
     }
 
     /// Opens the blob store a connection string names: `memory:`, `file:DIR`, or
-    /// `azure:CONNECTION-STRING;Container=NAME`.
+    /// `azure:CONNECTION-STRING;Container=NAME` (feature `azure`).
     ///
     /// # Errors
     /// [`Error::InvalidConnection`] for an unknown scheme; the backend's errors.
@@ -235,7 +237,14 @@ impl BlobStore {
         match connection.split_once(':') {
             Some(("memory", _)) => Ok(Self::memory()),
             Some(("file", dir)) if !dir.is_empty() => Self::local(dir),
+            #[cfg(feature = "azure")]
             Some(("azure", rest)) => Self::azure(rest),
+            #[cfg(not(feature = "azure"))]
+            Some(("azure", _)) => Err(Error::InvalidConnection {
+                // A connection string holds a key: only its scheme is shown.
+                connection: "azure:…".to_owned(),
+                reason: "this build has no Azure Blob Storage support: build it with the `azure` feature (`cargo build --features azure`)".to_owned(),
+            }),
             _ => Err(Error::InvalidConnection {
                 connection: connection.to_owned(),
                 reason:

@@ -22,7 +22,7 @@
 
 pub mod any;
 pub mod apply;
-#[cfg(any(feature = "azure", feature = "blob"))]
+#[cfg(feature = "azure")]
 pub mod azure;
 #[cfg(feature = "blob")]
 pub mod blob;
@@ -30,7 +30,7 @@ pub mod clock;
 pub mod coalesce;
 #[cfg(feature = "conformance")]
 pub mod conformance;
-#[cfg(any(feature = "azure", feature = "blob"))]
+#[cfg(feature = "azure")]
 pub(crate) mod connection_string;
 pub mod error;
 pub mod fault;

@@ -32,7 +32,9 @@
 
 pub mod archive;
 pub mod changes;
+#[cfg(feature = "cli")]
 pub mod cli;
+#[cfg(feature = "console")]
 pub mod console;
 mod error;
 pub mod index;

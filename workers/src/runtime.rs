@@ -5,7 +5,8 @@
 //! receiving, lets in-flight work finish within a timeout, and leaves everything else to be
 //! delivered again.
 //!
-//! Metrics (through the `metrics` facade; [`install_prometheus`] serves them):
+//! Metrics (through the `metrics` facade; [`install_prometheus`], feature `prometheus`,
+//! serves them):
 //! `tablekit_worker_processed_total`, `tablekit_worker_retried_total`,
 //! `tablekit_worker_poisoned_total` (counters, by queue and kind),
 //! `tablekit_worker_handler_seconds` and `tablekit_worker_queue_lag_seconds` (histograms);
@@ -460,11 +461,12 @@ pub fn shutdown_signal() -> impl Future<Output = ()> + Send {
     }
 }
 
-/// Serves the metrics for Prometheus at `http://ADDRESS/metrics`.
+/// Serves the metrics for Prometheus at `http://ADDRESS/metrics`. Feature `prometheus`.
 ///
 /// # Errors
 /// [`Error::Config`] when the exporter cannot be installed (the address is taken, or a
 /// recorder is already installed).
+#[cfg(feature = "prometheus")]
 pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
     use metrics_exporter_prometheus::Matcher;
     let config = |e: metrics_exporter_prometheus::BuildError| {
@@ -492,6 +494,7 @@ pub fn install_prometheus(address: std::net::SocketAddr) -> Result<()> {
 pub const GAUGE_IDLE_TIMEOUT: Duration = Duration::from_secs(600);
 
 /// The buckets of every `_seconds` histogram.
+#[cfg(feature = "prometheus")]
 const SECONDS_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0,
 ];

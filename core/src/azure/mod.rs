@@ -36,38 +36,21 @@
 //! [`sas`] to build one): an operation outside it fails with
 //! [`Error::PermissionDenied`](crate::Error::PermissionDenied) before any request, and the
 //! service's 403 maps to the same error.
-//!
-//! Only [`account`] is built with the `blob` feature alone: the blob store reads its
-//! connection strings there.
 
 pub mod account;
-#[cfg(feature = "azure")]
 mod acl;
-#[cfg(feature = "azure")]
 mod batch;
-#[cfg(feature = "azure")]
 mod blob;
-#[cfg(feature = "azure")]
 pub mod client;
-#[cfg(feature = "azure")]
 mod connection;
-#[cfg(feature = "azure")]
 mod errors;
-#[cfg(feature = "azure")]
 mod json;
-#[cfg(feature = "azure")]
 mod query;
-#[cfg(feature = "azure")]
 pub mod sas;
-#[cfg(feature = "azure")]
 mod scope;
-#[cfg(feature = "azure")]
 pub mod signer;
-#[cfg(feature = "azure")]
 mod store;
-#[cfg(feature = "azure")]
 mod table;
-#[cfg(feature = "azure")]
 mod writes;
 
 pub use account::{
@@ -75,19 +58,12 @@ pub use account::{
     DEVELOPMENT_QUEUE_ENDPOINT, DEVELOPMENT_TABLE_ENDPOINT, Service, StorageAccount,
     account_from_endpoint,
 };
-#[cfg(feature = "azure")]
 pub use acl::{MAX_SIGNED_IDENTIFIERS, SignedIdentifier};
-#[cfg(feature = "azure")]
 pub use blob::{create_blob_container, create_container};
-#[cfg(feature = "azure")]
 pub use client::{MAX_BEING_DELETED_PAUSE, SendError, ServiceClient};
-#[cfg(feature = "azure")]
 pub use connection::AzureConfig;
-#[cfg(feature = "azure")]
 pub use sas::{SAS_CLOCK_SKEW, account_sas};
-#[cfg(feature = "azure")]
 pub use signer::{http_date, sign};
-#[cfg(feature = "azure")]
 pub use table::{AzureTableStore, TABLE_BEING_DELETED_WAIT};
 
 /// The one retry policy, as the Azure clients take it ([`RetryPolicy::azure`] by default).

@@ -1,5 +1,13 @@
 //! [`AnyQueue`]: a queue backend chosen at run time from a connection string, for binaries
 //! whose broker is a flag.
+//!
+//! Built without a queue backend (none of `rabbitmq`, `sqlite`, `azure`), the enums have
+//! no variant: [`AnyQueue::connect`] says which feature a broker needs, and the methods'
+//! arguments go unused.
+#![cfg_attr(
+    not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")),
+    allow(unused_variables)
+)]
 
 use std::time::Duration;
 
@@ -115,6 +123,8 @@ macro_rules! dispatch {
             AnyQueue::Sqlite($inner) => $body,
             #[cfg(feature = "azure")]
             AnyQueue::Azure($inner) => $body,
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *$value {},
         }
     };
 }
@@ -142,6 +152,8 @@ impl Queue for AnyQueue {
             AnyQueue::Sqlite(q) => q.consume(queue, options).await.map(AnyConsumer::Sqlite),
             #[cfg(feature = "azure")]
             AnyQueue::Azure(q) => q.consume(queue, options).await.map(AnyConsumer::Azure),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
         }
     }
 
@@ -179,6 +191,8 @@ impl Consumer for AnyConsumer {
                 .next()
                 .await
                 .map(|d| d.map(|d| AnyDelivery::Azure(Box::new(d)))),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
         }
     }
 
@@ -203,6 +217,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Sqlite(d) => d.received(),
             #[cfg(feature = "azure")]
             AnyDelivery::Azure(d) => d.received(),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
         }
     }
 
