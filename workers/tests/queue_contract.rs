@@ -867,7 +867,10 @@ mod azure_access_signatures {
             .send(&name, "wrong-queue", b"x")
             .await
             .expect_err("signed for another queue");
-        assert!(matches!(error, Error::QueuePermissionDenied { .. }), "{error}");
+        assert!(
+            matches!(error, Error::QueuePermissionDenied { .. }),
+            "{error}"
+        );
 
         // A consumer's token (read, add, update, process) receives and settles.
         let worker = with_token(DEVELOPMENT_QUEUE_ENDPOINT, &sign(&name, "raup", 1));
@@ -881,7 +884,10 @@ mod azure_access_signatures {
             .stats(&name)
             .await
             .expect_err("the poison queue is elsewhere");
-        assert!(matches!(error, Error::QueuePermissionDenied { .. }), "{error}");
+        assert!(
+            matches!(error, Error::QueuePermissionDenied { .. }),
+            "{error}"
+        );
         assert_eq!(owner.stats(&name).await.unwrap().waiting, 0);
         owner.delete_queue(&name).await.unwrap();
     }
