@@ -99,7 +99,7 @@ impl ChangeEvent {
     /// The event's envelope.
     ///
     /// # Errors
-    /// [`Error::Encode`] when the event does not serialise.
+    /// [`Error::Encode`](crate::Error::Encode) when the event does not serialise.
     pub fn envelope(&self) -> Result<Envelope> {
         Envelope::new(self)
     }

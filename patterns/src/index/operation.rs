@@ -108,7 +108,7 @@ impl IndexOperation {
     /// work the relay publishes once `grace` has passed.
     ///
     /// # Errors
-    /// [`Error::Encode`] when it does not serialise.
+    /// [`Error::Encode`](crate::Error::Encode) when it does not serialise.
     pub fn burial(
         source: &EntityRef,
         version: i64,
@@ -268,7 +268,7 @@ impl IndexOperations {
     /// publish one message id.
     ///
     /// # Errors
-    /// [`Error::Encode`] when the work does not serialise.
+    /// [`Error::Encode`](crate::Error::Encode) when the work does not serialise.
     pub fn envelope(&self) -> Result<Envelope> {
         let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| tablekit_core::random::uuid());
         Envelope::with_id(id, self)

@@ -80,7 +80,7 @@ impl Reclaim {
     /// The envelope of this work.
     ///
     /// # Errors
-    /// [`Error::Encode`].
+    /// [`Error::Encode`](crate::Error::Encode).
     pub fn envelope(&self) -> Result<Envelope> {
         let id = uuid::Uuid::parse_str(&self.id).unwrap_or_else(|_| tablekit_core::random::uuid());
         Envelope::with_id(id, self)
