@@ -19,6 +19,15 @@
 //! # }).unwrap();
 //! ```
 //!
+//! # One error
+//!
+//! [`Error`] is the error of the store, the patterns and the workers alike: an
+//! `IndexedTable` write, a queue's send and a worker's run all return a
+//! [`Result`], so one `?` and one `match` serve an application that uses them all.
+//! [`Error::kind`] says what went wrong in backend-neutral terms, [`Error::is_retryable`]
+//! whether the same call may succeed later, and the source chain keeps the backend's own
+//! error (`std::error::Error::source`).
+//!
 //! # Features
 //!
 //! Without default features tablekit is the storage core (with its in-memory store) and
