@@ -156,7 +156,7 @@ pub enum Error {
     Filter(#[from] ParseError),
     /// A key template that does not parse.
     #[error(transparent)]
-    Template(#[from] crate::typed::TemplateError),
+    Template(#[from] crate::typed::template::TemplateError),
     /// A value could not be encoded as a key, or a key decoded.
     #[error(transparent)]
     Key(#[from] crate::keys::KeyError),

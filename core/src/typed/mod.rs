@@ -19,7 +19,7 @@ pub(crate) mod field;
 pub mod handle;
 mod schema;
 mod table;
-mod template;
+pub(crate) mod template;
 mod wide;
 
 pub use field::{
