@@ -151,6 +151,47 @@ struct Resolved<'a> {
     bounds: KeyBounds,
 }
 
+impl Resolved<'_> {
+    /// One page of the hits (the primaries' values) from `cursor`.
+    async fn hits<E: EntityType, S: TableStore + Clone + 'static>(
+        &self,
+        table: &IndexedTable<E, S>,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+        verify: bool,
+    ) -> Result<CursorPage<Stored<E>>> {
+        table
+            .read_hits_page(
+                self.layout,
+                &self.partition_key,
+                &self.bounds,
+                page_size,
+                cursor,
+                verify,
+            )
+            .await
+    }
+
+    /// One page of the copies as stored from `cursor`.
+    async fn copies<E: EntityType, S: TableStore + Clone + 'static>(
+        &self,
+        table: &IndexedTable<E, S>,
+        page_size: usize,
+        cursor: Option<&Cursor>,
+    ) -> Result<CursorPage<Entity>> {
+        table
+            .copies_page(
+                self.layout,
+                &self.partition_key,
+                &self.bounds,
+                page_size,
+                cursor,
+                false,
+            )
+            .await
+    }
+}
+
 impl<'a, E: EntityType, S: TableStore + Clone + 'static, K> Lookup<'a, E, S, K> {
     /// The index's layout, and the given values split into the PartitionKey's and the
     /// RowKey's.
@@ -215,16 +256,7 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         let (table, verify) = (self.table, self.verify);
         let resolved = &resolved;
         crate::cursor::collect_pages(move |cursor| async move {
-            table
-                .read_hits_page(
-                    resolved.layout,
-                    &resolved.partition_key,
-                    &resolved.bounds,
-                    1000,
-                    cursor.as_ref(),
-                    verify,
-                )
-                .await
+            resolved.hits(table, 1000, cursor.as_ref(), verify).await
         })
         .await
     }
@@ -241,15 +273,8 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
         let resolved = self.resolve()?;
-        self.table
-            .read_hits_page(
-                resolved.layout,
-                &resolved.partition_key,
-                &resolved.bounds,
-                page_size,
-                cursor,
-                self.verify,
-            )
+        resolved
+            .hits(self.table, page_size, cursor, self.verify)
             .await
     }
 
@@ -268,15 +293,8 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         crate::cursor::stream_pages(move |cursor| {
             let resolved = resolved.clone();
             async move {
-                table
-                    .read_hits_page(
-                        resolved.layout,
-                        &resolved.partition_key,
-                        &resolved.bounds,
-                        page_size,
-                        cursor.as_ref(),
-                        verify,
-                    )
+                resolved
+                    .hits(table, page_size, cursor.as_ref(), verify)
                     .await
             }
         })
@@ -293,16 +311,7 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         let table = self.table;
         let resolved = &resolved;
         crate::cursor::collect_pages(move |cursor| async move {
-            table
-                .copies_page(
-                    resolved.layout,
-                    &resolved.partition_key,
-                    &resolved.bounds,
-                    1000,
-                    cursor.as_ref(),
-                    false,
-                )
-                .await
+            resolved.copies(table, 1000, cursor.as_ref()).await
         })
         .await
     }
@@ -318,16 +327,7 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Entity>> {
         let resolved = self.resolve()?;
-        self.table
-            .copies_page(
-                resolved.layout,
-                &resolved.partition_key,
-                &resolved.bounds,
-                page_size,
-                cursor,
-                false,
-            )
-            .await
+        resolved.copies(self.table, page_size, cursor).await
     }
 }
 
