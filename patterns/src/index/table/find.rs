@@ -25,7 +25,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             })
     }
 
-    pub(super) fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
+    fn index_table<'a>(&'a self, index: &'a IndexLayout) -> &'a str {
         index.table.as_deref().unwrap_or(self.table.name())
     }
 
@@ -99,13 +99,24 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let layout = self.index(index)?;
         let pk = layout.partition_key.render_args(partition)?;
         let rk = layout.row_key.render_args(row)?;
+        self.hit_at(layout, &pk, &rk, self.verify).await
+    }
+
+    /// The hit whose copy has the keys `pk` and `rk`, if any.
+    pub(super) async fn hit_at(
+        &self,
+        layout: &IndexLayout,
+        pk: &str,
+        rk: &str,
+        verify: bool,
+    ) -> Result<Option<Stored<E>>> {
         let copy = self
             .table
             .store()
-            .get_if_table_exists(self.index_table(layout), &pk, &rk)
+            .get_if_table_exists(self.index_table(layout), pk, rk)
             .await?;
         match copy {
-            Some(copy) => self.read_hit(layout, copy, self.verify).await,
+            Some(copy) => self.read_hit(layout, copy, verify).await,
             None => Ok(None),
         }
     }

@@ -47,17 +47,17 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     ) -> Result<Vec<EntityRef>> {
         let member = self.list_layout(name)?;
         let value = member.key.render_args(value)?;
-        self.list_ids(name, partition_key, &value).await
+        self.list_ids(member, partition_key, &value).await
     }
 
-    /// The members of the list whose key renders as `value`.
+    /// The members of the list `member` whose key renders as `value`.
     pub(super) async fn list_ids(
         &self,
-        name: &str,
+        member: &MemberLayout,
         partition_key: Option<&str>,
         value: &str,
     ) -> Result<Vec<EntityRef>> {
-        let member = self.list_layout(name)?;
+        let name = member.name.as_str();
         let table = member.table.as_deref().unwrap_or(self.table.name());
         match member.storage {
             MemberStorage::Partition => {
@@ -145,27 +145,35 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         concurrency: usize,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
-        let value = self.list_layout(name)?.key.render_args(value)?;
-        self.list_page(name, partition_key, &value, page_size, concurrency, cursor)
-            .await
+        let member = self.list_layout(name)?;
+        let value = member.key.render_args(value)?;
+        self.list_page(
+            member,
+            partition_key,
+            &value,
+            page_size,
+            concurrency,
+            cursor,
+        )
+        .await
     }
 
-    /// One page of the primaries of the list whose key renders as `value`.
+    /// One page of the primaries of the list `member` whose key renders as `value`.
     pub(super) async fn list_page(
         &self,
-        name: &str,
+        member: &MemberLayout,
         partition_key: Option<&str>,
         value: &str,
         page_size: usize,
         concurrency: usize,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
-        let read = format!("members-{}-{name}", self.table.name());
+        let read = format!("members-{}-{}", self.table.name(), member.name);
         let position = match cursor {
             Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
             None => Position::Start,
         };
-        let mut ids = self.list_ids(name, partition_key, value).await?;
+        let mut ids = self.list_ids(member, partition_key, value).await?;
         ids.sort_by(|a, b| (&a.partition_key, &a.row_key).cmp(&(&b.partition_key, &b.row_key)));
         let size = page_size.clamp(1, 1000);
         let page: Vec<EntityRef> = ids

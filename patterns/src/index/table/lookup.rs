@@ -14,7 +14,7 @@ use tablekit_core::typed::handle::{Dynamic, End, Partition, Row};
 use tablekit_core::typed::{EntityType, IdList, Index, KeyArg, KeyBounds, KeyPart, Stored};
 use tablekit_core::{Entity, TableStore};
 
-use super::super::record::{EntityRef, IndexLayout};
+use super::super::record::{EntityRef, IndexLayout, MemberLayout};
 use super::IndexedTable;
 use crate::cursor::{Cursor, CursorPage};
 use crate::error::{Error, Result};
@@ -364,15 +364,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static, K: Whole> Lookup<'_, E, S, 
         let (layout, partition, row) = self.split()?;
         let pk = layout.partition_key.render_args(&partition)?;
         let rk = layout.row_key.render_args(&row)?;
-        let copy = self
-            .table
-            .store()
-            .get_if_table_exists(self.table.index_table(layout), &pk, &rk)
-            .await?;
-        match copy {
-            Some(copy) => self.table.read_hit(layout, copy, self.verify).await,
-            None => Ok(None),
-        }
+        self.table.hit_at(layout, &pk, &rk, self.verify).await
     }
 }
 
@@ -446,7 +438,8 @@ impl<'a, E, S> ListLookup<'a, E, S, Dynamic> {
 }
 
 impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a, E, S, K> {
-    fn value(&self) -> Result<String> {
+    /// The list's layout, and its key rendered from the values given.
+    fn value(&self) -> Result<(&'a MemberLayout, String)> {
         let layout = self.table.list_layout(self.list)?;
         let given = parts(&self.given);
         let fields = layout.key.fields().len();
@@ -458,7 +451,7 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
                 given.len()
             )));
         }
-        Ok(layout.key.render_args(&given)?)
+        Ok((layout, layout.key.render_args(&given)?))
     }
 
     /// The ids in the list, as it holds them: a list keeps ids only, so an expired
@@ -470,8 +463,8 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
     /// primaries' partitions and no [`in_partition`](Self::in_partition) is given;
     /// [`Error::NoBlobStore`]; the store's errors.
     pub async fn ids(self) -> Result<Vec<EntityRef>> {
-        let value = self.value()?;
-        self.table.list_ids(self.list, self.partition, &value).await
+        let (layout, value) = self.value()?;
+        self.table.list_ids(layout, self.partition, &value).await
     }
 
     /// The primaries the list names, in key order of the ids, collected; ids whose
@@ -480,13 +473,12 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
     /// # Errors
     /// As [`ids`](Self::ids); the reads' errors.
     pub async fn all(self) -> Result<Vec<Stored<E>>> {
-        let value = self.value()?;
-        let (table, list, partition, concurrency) =
-            (self.table, self.list, self.partition, self.concurrency);
+        let (layout, value) = self.value()?;
+        let (table, partition, concurrency) = (self.table, self.partition, self.concurrency);
         let value = value.as_str();
         crate::cursor::collect_pages(move |cursor| async move {
             table
-                .list_page(list, partition, value, 1000, concurrency, cursor.as_ref())
+                .list_page(layout, partition, value, 1000, concurrency, cursor.as_ref())
                 .await
         })
         .await
@@ -502,10 +494,10 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
         page_size: usize,
         cursor: Option<&Cursor>,
     ) -> Result<CursorPage<Stored<E>>> {
-        let value = self.value()?;
+        let (layout, value) = self.value()?;
         self.table
             .list_page(
-                self.list,
+                layout,
                 self.partition,
                 &value,
                 page_size,
@@ -522,18 +514,17 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
         E: Send + Sync,
         S: Sync,
     {
-        let value = match self.value() {
-            Ok(value) => value,
+        let (layout, value) = match self.value() {
+            Ok(found) => found,
             Err(e) => return futures::stream::once(async move { Err(e) }).left_stream(),
         };
-        let (table, list, partition, concurrency) =
-            (self.table, self.list, self.partition, self.concurrency);
+        let (table, partition, concurrency) = (self.table, self.partition, self.concurrency);
         crate::cursor::stream_pages(move |cursor| {
             let value = value.clone();
             async move {
                 table
                     .list_page(
-                        list,
+                        layout,
                         partition,
                         &value,
                         page_size,

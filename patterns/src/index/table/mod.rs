@@ -32,6 +32,9 @@ use super::write::{IndexedWriteReport, Kind, Request, WriteOutcome, Writer};
 use crate::consistency::Engine;
 use crate::error::Result;
 
+/// How many primaries a look-up reads at a time, unless the options say otherwise.
+const DEFAULT_LOOKUP_CONCURRENCY: usize = 16;
+
 enum Intent<'a, E> {
     Insert(&'a E),
     Upsert(&'a E),
@@ -133,7 +136,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             },
             table: Table::new(store),
             verify: false,
-            lookup_concurrency: 16,
+            lookup_concurrency: DEFAULT_LOOKUP_CONCURRENCY,
         }
     }
 

@@ -102,7 +102,7 @@ impl<E, S> Default for IndexedTableOptions<E, S> {
             sink: None,
             blobs: None,
             verified_lookups: false,
-            lookup_concurrency: 16,
+            lookup_concurrency: super::DEFAULT_LOOKUP_CONCURRENCY,
             max_attempts: None,
             unique_lease: None,
             track_dependents: None,
@@ -208,30 +208,20 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
             table = table.renamed(name);
         }
         if let Some(clock) = self.clock {
-            table.table = table.table.with_clock(clock.clone());
-            table.writer.clock = clock;
+            table = table.clocked(clock);
         }
         if let Some(engine) = self.engine {
             table.writer.engine = engine;
         }
+        // The blob store before the sink: an inline sink applies with it.
         table.writer.blobs = self.blobs;
-        match self.sink {
-            Some(SinkChoice::Inline) => {
-                let registry =
-                    crate::index::handlers(table.store().clone(), table.writer.blobs.clone());
-                table.writer.engine = table
-                    .writer
-                    .engine
-                    .with_sink(Arc::new(InlineSink::new(registry)));
-            }
-            Some(SinkChoice::Given(sink)) => {
-                table.writer.engine = table.writer.engine.with_sink(sink);
-            }
-            None => {}
-        }
+        table = match self.sink {
+            Some(SinkChoice::Inline) => table.applied_inline(),
+            Some(SinkChoice::Given(sink)) => table.sunk(sink),
+            None => table,
+        };
         if let Some(attempts) = self.max_attempts {
-            let policy = table.writer.engine.retry().attempts(attempts);
-            table.writer.engine = table.writer.engine.with_retry(policy);
+            table = table.attempts(attempts);
         }
         if let Some(lease) = self.unique_lease {
             table.writer.unique_lease = lease;
@@ -257,15 +247,44 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
     }
 }
 
+/// The settings that change more than one field, shared by
+/// [`IndexedTableOptions::build`] and the setters of earlier releases.
+impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
+    /// Expiry decided by `clock`, in the typed table's reads and in the writer.
+    fn clocked(mut self, clock: SharedClock) -> Self {
+        self.table = self.table.with_clock(clock.clone());
+        self.writer.clock = clock;
+        self
+    }
+
+    /// Follow-up work handed to `sink` after each commit.
+    fn sunk(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.writer.engine = self.writer.engine.with_sink(sink);
+        self
+    }
+
+    /// Follow-up work applied in this process, with the blob store set so far.
+    fn applied_inline(self) -> Self {
+        let registry =
+            crate::index::handlers(self.table.store().clone(), self.writer.blobs.clone());
+        self.sunk(Arc::new(InlineSink::new(registry)))
+    }
+
+    /// At most `attempts` conflicting tries per write.
+    fn attempts(mut self, attempts: usize) -> Self {
+        let policy = self.writer.engine.retry().attempts(attempts);
+        self.writer.engine = self.writer.engine.with_retry(policy);
+        self
+    }
+}
+
 /// The setters of earlier releases, each replaced by a setting of
 /// [`IndexedTableOptions`] (whose order does not matter).
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// Decides expiry with `clock`.
     #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().clock(..)`")]
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.table = self.table.with_clock(clock.clone());
-        self.writer.clock = clock;
-        self
+    pub fn with_clock(self, clock: SharedClock) -> Self {
+        self.clocked(clock)
     }
 
     /// How long a reservation of a unique value protects the write that made it.
@@ -296,9 +315,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// Hands each write's follow-up work to `sink` after the commit.
     #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().sink(..)`")]
-    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
-        self.writer.engine = self.writer.engine.with_sink(sink);
-        self
+    pub fn with_sink(self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.sunk(sink)
     }
 
     /// Commits through `engine` (replacing a sink set before).
@@ -311,14 +329,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// Applies each write's follow-up work in this process (with the blob store set
     /// before).
     #[deprecated(since = "0.2.0", note = "use `IndexedTable::options().inline_apply()`")]
-    pub fn with_inline_apply(mut self) -> Self {
-        let registry =
-            crate::index::handlers(self.table.store().clone(), self.writer.blobs.clone());
-        self.writer.engine = self
-            .writer
-            .engine
-            .with_sink(Arc::new(InlineSink::new(registry)));
-        self
+    pub fn with_inline_apply(self) -> Self {
+        self.applied_inline()
     }
 
     /// The blob store of blob-stored index entities.
@@ -343,10 +355,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         since = "0.2.0",
         note = "use `IndexedTable::options().max_attempts(..)`"
     )]
-    pub fn max_attempts(mut self, attempts: usize) -> Self {
-        let policy = self.writer.engine.retry().attempts(attempts);
-        self.writer.engine = self.writer.engine.with_retry(policy);
-        self
+    pub fn max_attempts(self, attempts: usize) -> Self {
+        self.attempts(attempts)
     }
 
     /// Creates the tables and registers the schema.
