@@ -10,13 +10,10 @@
 //! - **CSRF.** Every action is a POST carrying the console's CSRF token (a random value of
 //!   this process, in each form it renders); a POST whose `Origin` is another site is
 //!   refused before its form is read. GET never changes anything.
-//! - **Once.** Each rendered action form carries a fresh nonce; an action runs once per
-//!   nonce, and its result is kept: a double click or a reload shows the first result and
-//!   does nothing again.
+//!
+//! Each form acting once (its nonce) is the forms' room: [`super::forms`].
 
-use std::collections::{HashMap, VecDeque};
 use std::net::SocketAddr;
-use std::sync::Mutex;
 
 use axum::http::{HeaderMap, header};
 use rand::RngCore;
@@ -30,31 +27,13 @@ pub(super) const COOKIE: &str = "tablekit_console";
 /// The shortest token accepted.
 pub const MIN_TOKEN_LEN: usize = 16;
 
-/// How many action results are kept (the oldest go first).
-const KEPT_RESULTS: usize = 4096;
-
 /// The console's access rules.
 pub(super) struct Access {
     token: Option<String>,
     csrf: String,
-    results: Mutex<Results>,
 }
 
-#[derive(Default)]
-struct Results {
-    order: VecDeque<String>,
-    by_nonce: HashMap<String, String>,
-}
-
-/// What an action's nonce says.
-pub(super) enum Once {
-    /// The nonce is new: the action runs now.
-    First,
-    /// The action already ran (a double click, a reload); its result is kept.
-    Done,
-}
-
-fn random_hex(bytes: usize) -> String {
+pub(super) fn random_hex(bytes: usize) -> String {
     let mut buffer = vec![0u8; bytes];
     rand::rng().fill_bytes(&mut buffer);
     buffer.iter().map(|b| format!("{b:02x}")).collect()
@@ -90,7 +69,6 @@ impl Access {
         Ok(Access {
             token,
             csrf: random_hex(32),
-            results: Mutex::default(),
         })
     }
 
@@ -102,11 +80,6 @@ impl Access {
     /// The CSRF token the forms carry.
     pub(super) fn csrf(&self) -> &str {
         &self.csrf
-    }
-
-    /// A fresh nonce for an action form.
-    pub(super) fn nonce() -> String {
-        random_hex(16)
     }
 
     /// Whether `given` is the token (constant time).
@@ -143,47 +116,6 @@ impl Access {
         given.is_some_and(|g| same_secret(&self.csrf, g))
     }
 
-    /// Marks an action's nonce as used, or says what it did the first time.
-    pub(super) fn once(&self, nonce: &str) -> Once {
-        let results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        match results.by_nonce.get(nonce) {
-            Some(_) => Once::Done,
-            None => Once::First,
-        }
-    }
-
-    /// Keeps the result of the action of `nonce`; returns `false` when another request
-    /// with the same nonce kept one first (it ran concurrently: this one must not act).
-    pub(super) fn claim(&self, nonce: &str) -> bool {
-        let mut results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        if results.by_nonce.contains_key(nonce) {
-            return false;
-        }
-        results
-            .by_nonce
-            .insert(nonce.to_owned(), "in progress".to_owned());
-        results.order.push_back(nonce.to_owned());
-        while results.order.len() > KEPT_RESULTS {
-            if let Some(old) = results.order.pop_front() {
-                results.by_nonce.remove(&old);
-            }
-        }
-        true
-    }
-
-    /// Records what the action of a claimed nonce did.
-    pub(super) fn finish(&self, nonce: &str, result: String) {
-        let mut results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(slot) = results.by_nonce.get_mut(nonce) {
-            *slot = result;
-        }
-    }
-
-    /// The result kept for a nonce.
-    pub(super) fn result(&self, nonce: &str) -> Option<String> {
-        let results = self.results.lock().unwrap_or_else(|e| e.into_inner());
-        results.by_nonce.get(nonce).cloned()
-    }
 }
 
 /// The token a request presents: `Authorization: Bearer …` or the login cookie.
@@ -321,15 +253,8 @@ mod tests {
     }
 
     #[test]
-    fn a_nonce_acts_once_and_keeps_its_result() {
+    fn the_csrf_token_is_compared_whole() {
         let access = Access::new("127.0.0.1:1".parse().expect("an address"), None).expect("access");
-        let nonce = Access::nonce();
-        assert!(matches!(access.once(&nonce), Once::First));
-        assert!(access.claim(&nonce));
-        assert!(!access.claim(&nonce), "a second claim");
-        access.finish(&nonce, "replayed 1".into());
-        assert!(matches!(access.once(&nonce), Once::Done));
-        assert_eq!(access.result(&nonce).as_deref(), Some("replayed 1"));
         assert!(access.csrf_matches(Some(access.csrf())));
         assert!(!access.csrf_matches(Some("x")));
         assert!(!access.csrf_matches(None));

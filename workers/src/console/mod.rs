@@ -27,12 +27,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::{Query as UrlQuery, Request, State};
-use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::middleware::{self, Next};
-use axum::response::{IntoResponse, Redirect, Response};
-use axum::routing::get;
+use axum::http::{StatusCode, header};
+use axum::middleware;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
 use chrono::{DateTime, Utc};
 use maud::Markup;
 use tablekit_core::AnyStore;
@@ -43,14 +41,18 @@ use crate::queue::{AnyQueue, PoisonMessage};
 use crate::status::{QueueStatus, Status};
 
 mod access;
+mod forms;
+mod guard;
 pub mod jobs;
 mod metrics;
+mod pages;
 mod poison;
+mod signin;
 mod view;
 
 pub use access::MIN_TOKEN_LEN;
-use access::{Access, COOKIE, Once};
-use jobs::{Job, JobKind, Jobs};
+use access::Access;
+use jobs::{Job, Jobs};
 
 /// The console's address when none is given.
 pub const DEFAULT_BIND: &str = "127.0.0.1:9465";
@@ -138,6 +140,7 @@ struct Console {
     broker: AnyQueue,
     options: ConsoleOptions,
     access: Access,
+    nonces: forms::Nonces,
     jobs: Jobs,
     /// The last counts of each queue: (when, waiting, poisoned).
     samples: Mutex<HashMap<String, (Instant, u64, u64)>>,
@@ -190,6 +193,7 @@ pub async fn bind(
             broker,
             options,
             access,
+            nonces: forms::Nonces::default(),
             jobs,
             samples: Mutex::default(),
         }),
@@ -235,57 +239,15 @@ impl BoundConsole {
 
 fn router(console: Shared) -> Router {
     Router::new()
-        .route("/", get(overview))
-        .route("/live", get(live))
-        .route("/jobs", axum::routing::post(start_job))
+        .route("/", get(pages::overview))
+        .route("/live", get(pages::live))
+        .route("/jobs", post(pages::start_job))
         .route("/poison/{queue}", get(poison::page).post(poison::action))
-        .route("/login", get(login_page).post(login))
-        .route("/assets/console.css", get(css))
-        .route("/assets/console.js", get(js))
-        .layer(middleware::from_fn_with_state(console.clone(), guard))
+        .route("/login", get(signin::login_page).post(signin::login))
+        .route("/assets/console.css", get(pages::css))
+        .route("/assets/console.js", get(pages::js))
+        .layer(middleware::from_fn_with_state(console.clone(), guard::guard))
         .with_state(console)
-}
-
-/// Every response's security headers; the token (or loopback host) and, for a POST, the
-/// origin, checked before any handler runs.
-async fn guard(State(console): State<Shared>, request: Request, next: Next) -> Response {
-    let path = request.uri().path().to_owned();
-    let is_post = request.method() == axum::http::Method::POST;
-    let mut response = if is_post && !Access::same_origin(request.headers()) {
-        (StatusCode::FORBIDDEN, "a form of another site").into_response()
-    } else if path == "/login" || path.starts_with("/assets/") {
-        if console.access.needs_token() || path.starts_with("/assets/") {
-            next.run(request).await
-        } else {
-            Redirect::to("/").into_response()
-        }
-    } else if console.access.admits(request.headers()) {
-        next.run(request).await
-    } else if console.access.needs_token() && !is_post {
-        Redirect::to("/login").into_response()
-    } else {
-        (
-            StatusCode::FORBIDDEN,
-            "the console answers requests that carry its token, or name a loopback host",
-        )
-            .into_response()
-    };
-    let headers = response.headers_mut();
-    for (name, value) in [
-        (
-            header::CONTENT_SECURITY_POLICY,
-            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
-        ),
-        (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
-        (header::X_FRAME_OPTIONS, "DENY"),
-        // `same-origin`: a form POST then carries its true `Origin` (with `no-referrer`,
-        // browsers send `Origin: null`, which the origin check refuses).
-        (header::REFERRER_POLICY, "same-origin"),
-        (header::CACHE_CONTROL, "no-store"),
-    ] {
-        headers.insert(name, HeaderValue::from_static(value));
-    }
-    response
 }
 
 fn html(status: StatusCode, markup: Markup) -> Response {
@@ -304,297 +266,3 @@ fn failure(e: &Error) -> Response {
     )
 }
 
-#[derive(serde::Deserialize)]
-struct ResultQuery {
-    result: Option<String>,
-    limit: Option<usize>,
-}
-
-impl Console {
-    async fn overview(&self) -> Result<Overview> {
-        // The registry read once: the default queues and the job forms both come from it.
-        let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
-        let queues = if self.options.queues.is_empty() {
-            crate::status::default_queues(&schemas)
-        } else {
-            self.options.queues.clone()
-        };
-        let status = crate::status::status(&self.store, &self.broker, &queues).await?;
-        let now = Instant::now();
-        let queues = {
-            let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
-            status
-                .queues
-                .iter()
-                .map(|q| {
-                    let (mut waiting_rate, mut poisoned_rate) = (None, None);
-                    if let (Some(waiting), Some(poisoned)) = (q.waiting, q.poisoned) {
-                        if let Some((then, w, p)) = samples.get(&q.queue) {
-                            let secs = now.duration_since(*then).as_secs_f64();
-                            if secs >= 0.5 {
-                                waiting_rate = Some((waiting as f64 - *w as f64) / secs);
-                                poisoned_rate = Some((poisoned as f64 - *p as f64) / secs);
-                            }
-                        }
-                        let stale = samples.get(&q.queue).is_none_or(|(then, _, _)| {
-                            now.duration_since(*then).as_secs_f64() >= 0.5
-                        });
-                        if stale {
-                            samples.insert(q.queue.clone(), (now, waiting, poisoned));
-                        }
-                    }
-                    QueueRow {
-                        status: q.clone(),
-                        waiting_rate,
-                        poisoned_rate,
-                    }
-                })
-                .collect()
-        };
-        let mut tables: Vec<(String, Vec<String>)> = Vec::new();
-        for schema in schemas {
-            let names = schema
-                .indexes
-                .iter()
-                .map(|i| i.name.clone())
-                .chain(schema.members.iter().map(|m| m.name.clone()));
-            match tables.iter_mut().find(|(t, _)| *t == schema.table) {
-                Some((_, indexes)) => indexes.extend(names),
-                None => tables.push((schema.table.clone(), names.collect())),
-            }
-        }
-        Ok(Overview {
-            at: Utc::now(),
-            status,
-            queues,
-            tables,
-            migrations: self
-                .jobs
-                .migrations()
-                .list()
-                .into_iter()
-                .map(|m| (m.table, m.kind, m.version))
-                .collect(),
-            jobs: self.jobs.list().await?,
-            convergence: if self.options.metrics.is_empty() {
-                None
-            } else {
-                Some(metrics::read(&self.options.metrics).await)
-            },
-        })
-    }
-
-    /// The result of an action, by its nonce, for the banner.
-    fn result(&self, nonce: Option<&str>) -> Option<String> {
-        nonce.and_then(|n| self.access.result(n))
-    }
-}
-
-async fn overview(
-    State(console): State<Shared>,
-    UrlQuery(query): UrlQuery<ResultQuery>,
-) -> Response {
-    match console.overview().await {
-        Ok(o) => {
-            let result = console.result(query.result.as_deref());
-            html(
-                StatusCode::OK,
-                view::page(
-                    "Overview",
-                    Some(console.options.refresh.max(1)),
-                    view::overview(
-                        &o,
-                        console.access.csrf(),
-                        &Access::nonce(),
-                        result.as_deref(),
-                    ),
-                ),
-            )
-        }
-        Err(e) => failure(&e),
-    }
-}
-
-async fn live(State(console): State<Shared>) -> Response {
-    match console.overview().await {
-        Ok(o) => html(
-            StatusCode::OK,
-            view::live(&o, console.access.csrf(), &Access::nonce()),
-        ),
-        Err(e) => failure(&e),
-    }
-}
-
-/// A form body's fields, repeated names kept (the selected ids).
-struct Form(Vec<(String, String)>);
-
-impl Form {
-    fn parse(body: &[u8]) -> Self {
-        Form(
-            form_urlencoded::parse(body)
-                .map(|(k, v)| (k.into_owned(), v.into_owned()))
-                .collect(),
-        )
-    }
-
-    fn get(&self, name: &str) -> Option<&str> {
-        self.0
-            .iter()
-            .find(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn all(&self, name: &str) -> Vec<&str> {
-        self.0
-            .iter()
-            .filter(|(k, _)| k == name)
-            .map(|(_, v)| v.as_str())
-            .collect()
-    }
-}
-
-/// What a form's CSRF token and nonce allow.
-enum Admit {
-    /// The action runs, under this nonce (not yet claimed).
-    Act(String),
-    /// The nonce already acted (a double click, a reload): show its result.
-    Done(String),
-    /// The form is refused with this page.
-    Refused(Box<Response>),
-}
-
-fn admit_action(console: &Console, form: &Form) -> Admit {
-    if !console.access.csrf_matches(form.get("csrf")) {
-        return Admit::Refused(Box::new(html(
-            StatusCode::FORBIDDEN,
-            view::page(
-                "Refused",
-                None,
-                view::problem(
-                    "This form is not one this console rendered (its CSRF token is missing or stale): reload the page and try again.",
-                ),
-            ),
-        )));
-    }
-    let Some(nonce) = form
-        .get("nonce")
-        .filter(|n| n.len() == 32 && n.bytes().all(|b| b.is_ascii_hexdigit()))
-    else {
-        return Admit::Refused(Box::new(html(
-            StatusCode::BAD_REQUEST,
-            view::page(
-                "Refused",
-                None,
-                view::problem("The form has no action nonce."),
-            ),
-        )));
-    };
-    match console.access.once(nonce) {
-        Once::Done => Admit::Done(nonce.to_owned()),
-        Once::First => Admit::Act(nonce.to_owned()),
-    }
-}
-
-async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
-    let form = Form::parse(&body);
-    let nonce = match admit_action(&console, &form) {
-        Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return Redirect::to(&format!("/?result={nonce}")).into_response(),
-        Admit::Act(nonce) => nonce,
-    };
-    let (Some(kind), Some(table)) = (
-        form.get("kind").and_then(JobKind::parse),
-        form.get("table").or(form.get("type")),
-    ) else {
-        return html(
-            StatusCode::BAD_REQUEST,
-            view::page(
-                "Refused",
-                None,
-                view::problem("A job names its kind and table."),
-            ),
-        );
-    };
-    if !console.access.claim(&nonce) {
-        return Redirect::to(&format!("/?result={nonce}")).into_response();
-    }
-    // A migration names `table:kind` in one field; a backfill names its index.
-    let (table, target) = match (kind, form.get("type")) {
-        (JobKind::Migrate, Some(chosen)) => match chosen.split_once(':') {
-            Some((table, entity_kind)) => (table, Some(entity_kind.to_owned())),
-            None => (chosen, None),
-        },
-        _ => (
-            table,
-            form.get("index")
-                .filter(|i| !i.is_empty())
-                .map(str::to_owned),
-        ),
-    };
-    let result = match console.jobs.start(kind, table, target).await {
-        Ok(job) => format!(
-            "Started: {}{} of {}.",
-            kind.name(),
-            job.index
-                .as_deref()
-                .or(job.entity_kind.as_deref())
-                .map(|i| format!(" of {i}"))
-                .unwrap_or_default(),
-            job.table
-        ),
-        Err(e) => format!("The job did not start: {e}"),
-    };
-    console.access.finish(&nonce, result);
-    Redirect::to(&format!("/?result={nonce}")).into_response()
-}
-
-#[derive(serde::Deserialize)]
-struct LoginQuery {
-    failed: Option<String>,
-}
-
-async fn login_page(UrlQuery(query): UrlQuery<LoginQuery>) -> Response {
-    html(
-        StatusCode::OK,
-        view::page("Sign in", None, view::login(query.failed.is_some())),
-    )
-}
-
-async fn login(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
-    let _ = headers;
-    let form = Form::parse(&body);
-    match form.get("token") {
-        Some(token) if console.access.token_matches(token) => {
-            let cookie = format!(
-                "{COOKIE}={}; HttpOnly; SameSite=Strict; Path=/",
-                form_urlencoded::byte_serialize(token.as_bytes()).collect::<String>()
-            );
-            let mut response = Redirect::to("/").into_response();
-            if let Ok(value) = HeaderValue::from_str(&cookie) {
-                response.headers_mut().insert(header::SET_COOKIE, value);
-            }
-            response
-        }
-        _ => {
-            // A second per wrong guess.
-            tokio::time::sleep(Duration::from_secs(1)).await;
-            Redirect::to("/login?failed=1").into_response()
-        }
-    }
-}
-
-async fn css() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
-        include_str!("console.css"),
-    )
-        .into_response()
-}
-
-async fn js() -> Response {
-    (
-        [(header::CONTENT_TYPE, "text/javascript; charset=utf-8")],
-        include_str!("console.js"),
-    )
-        .into_response()
-}

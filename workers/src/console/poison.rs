@@ -7,10 +7,9 @@ use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::access::Access;
-use super::{
-    Admit, Form, MAX_LISTED, PoisonView, ResultQuery, Shared, admit_action, failure, html, view,
-};
+use super::forms::{Admit, Form, Nonces, Outcome, admit_action};
+use super::pages::ResultQuery;
+use super::{MAX_LISTED, PoisonView, Shared, failure, html, view};
 use crate::error::Error;
 use crate::queue::Queue;
 
@@ -51,8 +50,8 @@ pub(super) async fn page(
                     view::poison(
                         &v,
                         console.access.csrf(),
-                        &Access::nonce(),
-                        result.as_deref(),
+                        &Nonces::fresh(),
+                        result.as_ref(),
                     ),
                 ),
             )
@@ -150,7 +149,7 @@ pub(super) async fn action(
             ),
         );
     }
-    if !console.access.claim(&nonce) {
+    if !console.nonces.claim(&nonce) {
         return back(&nonce);
     }
     // The count so far is kept when a later step fails.
@@ -177,15 +176,18 @@ pub(super) async fn action(
     let verb = if replay { "Replayed" } else { "Discarded" };
     let messages = |n: usize| if n == 1 { "message" } else { "messages" };
     let result = match outcome {
-        Ok(()) if !all && moved < ids.len() => format!(
+        Ok(()) if !all && moved < ids.len() => Outcome::done(format!(
             "{verb} {moved} of {} {}; the others had already left the poison queue.",
             ids.len(),
             messages(ids.len())
-        ),
-        Ok(()) => format!("{verb} {moved} {}.", messages(moved)),
-        Err(e) => format!("{verb} {moved} {}, then failed: {e}", messages(moved)),
+        )),
+        Ok(()) => Outcome::done(format!("{verb} {moved} {}.", messages(moved))),
+        Err(e) => Outcome::failed(format!(
+            "{verb} {moved} {}, then failed: {e}",
+            messages(moved)
+        )),
     };
-    tracing::info!(queue = %queue, %action, result = %result, "console action");
-    console.access.finish(&nonce, result);
+    tracing::info!(queue = %queue, %action, result = %result.text, "console action");
+    console.nonces.finish(&nonce, result);
     back(&nonce)
 }

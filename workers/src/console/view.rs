@@ -6,6 +6,7 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
+use super::forms::Outcome;
 use super::jobs::{Job, JobKind, JobState};
 use super::{Overview, PoisonView, QueueRow};
 use crate::queue::PoisonMessage;
@@ -40,10 +41,14 @@ pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
 }
 
 /// A banner with the result of an action.
-pub(super) fn banner(result: Option<&str>) -> Markup {
+pub(super) fn banner(result: Option<&Outcome>) -> Markup {
     html! {
         @if let Some(result) = result {
-            div.banner role="status" { (result) }
+            @if result.failed {
+                div.banner.failed role="alert" { (result.text) }
+            } @else {
+                div.banner role="status" { (result.text) }
+            }
         }
     }
 }
@@ -379,7 +384,7 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
 }
 
 /// The overview page.
-pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&str>) -> Markup {
+pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&Outcome>) -> Markup {
     html! {
         (banner(result))
         div #live data-src="/live" { (live(o, csrf, nonce)) }
@@ -414,7 +419,7 @@ fn body(message: &PoisonMessage) -> Markup {
 }
 
 /// The poison page of one queue.
-pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&str>) -> Markup {
+pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Outcome>) -> Markup {
     let now = Utc::now();
     html! {
         (banner(result))
@@ -552,7 +557,7 @@ mod tests {
             total: 1,
             messages: vec![hostile],
         };
-        let html = page("t", None, poison(&view, "c", "n", Some("<i>done</i>"))).into_string();
+        let html = page("t", None, poison(&view, "c", "n", Some(&Outcome::done("<i>done</i>")))).into_string();
         for raw in [
             "<script>alert",
             "<img src=x",
