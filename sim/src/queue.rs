@@ -378,13 +378,13 @@ impl Delivery for SimDelivery {
         self.queue
             .settle(&self.name, self.key, self.token, |lane, key| {
                 if let Some(m) = lane.messages.remove(&key) {
-                    lane.poison.push(PoisonMessage {
-                        id: m.id,
-                        body: m.body,
-                        reason: reason.to_owned(),
-                        delivery_count: count,
-                        poisoned_at: Some(tablekit_core::clock::now()),
-                    });
+                    lane.poison.push(PoisonMessage::new(
+                        m.id,
+                        m.body,
+                        reason,
+                        count,
+                        Some(tablekit_core::clock::now()),
+                    ));
                 }
             })
     }

@@ -115,7 +115,6 @@ impl Access {
     pub(super) fn csrf_matches(&self, given: Option<&str>) -> bool {
         given.is_some_and(|g| same_secret(&self.csrf, g))
     }
-
 }
 
 /// The token a request presents: `Authorization: Bearer …` or the login cookie.

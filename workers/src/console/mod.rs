@@ -50,8 +50,8 @@ mod poison;
 mod signin;
 mod view;
 
-pub use access::MIN_TOKEN_LEN;
 use access::Access;
+pub use access::MIN_TOKEN_LEN;
 use jobs::{Job, Jobs};
 
 /// The console's address when none is given.
@@ -246,7 +246,10 @@ fn router(console: Shared) -> Router {
         .route("/login", get(signin::login_page).post(signin::login))
         .route("/assets/console.css", get(pages::css))
         .route("/assets/console.js", get(pages::js))
-        .layer(middleware::from_fn_with_state(console.clone(), guard::guard))
+        .layer(middleware::from_fn_with_state(
+            console.clone(),
+            guard::guard,
+        ))
         .with_state(console)
 }
 
@@ -265,4 +268,3 @@ fn failure(e: &Error) -> Response {
         view::page("Not done", None, view::problem(&e.to_string())),
     )
 }
-

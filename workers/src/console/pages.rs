@@ -111,12 +111,7 @@ pub(super) async fn overview(
                 view::page(
                     "Overview",
                     Some(console.options.refresh.max(1)),
-                    view::overview(
-                        &o,
-                        console.access.csrf(),
-                        &Nonces::fresh(),
-                        result.as_ref(),
-                    ),
+                    view::overview(&o, console.access.csrf(), &Nonces::fresh(), result.as_ref()),
                 ),
             )
         }

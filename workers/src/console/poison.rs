@@ -47,12 +47,7 @@ pub(super) async fn page(
                 view::page(
                     &format!("Poison of {queue}"),
                     None,
-                    view::poison(
-                        &v,
-                        console.access.csrf(),
-                        &Nonces::fresh(),
-                        result.as_ref(),
-                    ),
+                    view::poison(&v, console.access.csrf(), &Nonces::fresh(), result.as_ref()),
                 ),
             )
         }

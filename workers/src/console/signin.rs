@@ -23,7 +23,11 @@ pub(super) async fn login_page(UrlQuery(query): UrlQuery<LoginQuery>) -> Respons
     )
 }
 
-pub(super) async fn login(State(console): State<Shared>, headers: HeaderMap, body: Bytes) -> Response {
+pub(super) async fn login(
+    State(console): State<Shared>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
     let _ = headers;
     let form = Form::parse(&body);
     match form.get("token") {

@@ -545,19 +545,24 @@ mod tests {
 
     #[test]
     fn hostile_text_is_escaped_everywhere_it_is_shown() {
-        let hostile = PoisonMessage {
-            id: "\"><img src=x onerror=alert(1)>".into(),
-            body: b"<script>alert(document.cookie)</script>".to_vec(),
-            reason: "<b>bold</b>".into(),
-            delivery_count: 5,
-            poisoned_at: None,
-        };
+        let hostile = PoisonMessage::new(
+            "\"><img src=x onerror=alert(1)>",
+            b"<script>alert(document.cookie)</script>".to_vec(),
+            "<b>bold</b>",
+            5,
+            None,
+        );
         let view = PoisonView {
             queue: "q<script>".into(),
             total: 1,
             messages: vec![hostile],
         };
-        let html = page("t", None, poison(&view, "c", "n", Some(&Outcome::done("<i>done</i>")))).into_string();
+        let html = page(
+            "t",
+            None,
+            poison(&view, "c", "n", Some(&Outcome::done("<i>done</i>"))),
+        )
+        .into_string();
         for raw in [
             "<script>alert",
             "<img src=x",
@@ -575,13 +580,7 @@ mod tests {
     fn json_bodies_are_pretty_printed_and_long_ones_folded() {
         assert_eq!(body_text(br#"{"a":1}"#), "{\n  \"a\": 1\n}");
         assert_eq!(body_text(b"plain \xff"), "plain \u{fffd}");
-        let long = PoisonMessage {
-            id: "l".into(),
-            body: "x".repeat(5000).into_bytes(),
-            reason: String::new(),
-            delivery_count: 1,
-            poisoned_at: None,
-        };
+        let long = PoisonMessage::new("l", "x".repeat(5000).into_bytes(), "", 1, None);
         assert!(body(&long).into_string().contains("<details"));
     }
 

@@ -12,7 +12,8 @@
 use std::time::Duration;
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
+    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
+    PoisonQuery, Queue, QueueOptions, QueueStats, Received,
 };
 use crate::error::{Error, Result};
 
@@ -171,6 +172,39 @@ impl Queue for AnyQueue {
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         dispatch!(self, q => q.stats(queue).await)
+    }
+
+    async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        dispatch!(self, q => q.poison_page(queue, query).await)
+    }
+
+    async fn poison_reasons(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(String, u64)>> {
+        dispatch!(self, q => q.poison_reasons(queue, filter).await)
+    }
+
+    async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
+        dispatch!(self, q => q.poison_body(queue, handle).await)
+    }
+
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        dispatch!(self, q => q.poison_take(queue, handles, action).await)
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        dispatch!(self, q => q.set_paused(queue, paused).await)
+    }
+
+    async fn paused(&self, queue: &str) -> Result<bool> {
+        dispatch!(self, q => q.paused(queue).await)
     }
 }
 

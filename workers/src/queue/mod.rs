@@ -22,6 +22,7 @@ use crate::error::{Error, Result};
 mod any;
 #[cfg(feature = "azure")]
 pub mod azure;
+mod poison;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbit;
 pub mod roundtrip;
@@ -29,6 +30,9 @@ pub mod roundtrip;
 pub mod sqlite;
 
 pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
+pub use poison::{
+    PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, operation_of,
+};
 
 /// The suffix of a queue's poison queue.
 pub const POISON_SUFFIX: &str = "-poison";
@@ -123,22 +127,6 @@ pub struct Received {
     pub sent_at: Option<DateTime<Utc>>,
 }
 
-/// A message in a poison queue.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PoisonMessage {
-    /// The message id.
-    pub id: String,
-    /// The body.
-    pub body: Vec<u8>,
-    /// Why it was poisoned.
-    pub reason: String,
-    /// How many times it was delivered.
-    pub delivery_count: u32,
-    /// When it was poisoned, if the queue knows (messages poisoned by an older tablekit,
-    /// or dead-lettered by the broker itself, may not say).
-    pub poisoned_at: Option<DateTime<Utc>>,
-}
-
 /// How many messages a queue holds.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
@@ -222,6 +210,112 @@ pub trait Queue: Send + Sync + 'static {
     /// # Errors
     /// [`Error::Unavailable`], [`Error::Storage`].
     fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
+
+    /// One page of the poison queue, oldest first: the messages `query` filters, each
+    /// body cut to its preview. A backend that cannot read a page lists the whole poison
+    /// queue for each page (the default).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_page(
+        &self,
+        queue: &str,
+        query: &PoisonQuery,
+    ) -> impl Future<Output = Result<PoisonPage>> + Send {
+        async move {
+            let all = self.poison_list(queue, usize::MAX).await?;
+            Ok(poison::page_of(all, query))
+        }
+    }
+
+    /// The reasons of the poison messages `filter` passes, with how many give each, most
+    /// first.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_reasons(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> impl Future<Output = Result<Vec<(String, u64)>>> + Send {
+        async move {
+            let all = self.poison_list(queue, usize::MAX).await?;
+            Ok(poison::reasons_of(&all, filter))
+        }
+    }
+
+    /// One poison message whole, by its handle; `None` once it left the poison queue.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_body(
+        &self,
+        queue: &str,
+        handle: &str,
+    ) -> impl Future<Output = Result<Option<PoisonMessage>>> + Send {
+        async move {
+            let all = self.poison_list(queue, usize::MAX).await?;
+            Ok(all.into_iter().find(|m| m.handle == handle))
+        }
+    }
+
+    /// Takes the poison messages named by `handles` off the poison queue, doing `action`
+    /// with each; returns the handles taken (those gone already are left out).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`]; [`Error::Unsupported`] for
+    /// [`PoisonAction::ReplayTo`] on a backend that cannot (the default); the messages
+    /// taken before the failure stay taken.
+    fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> impl Future<Output = Result<Vec<String>>> + Send {
+        async move {
+            let mut taken = Vec::new();
+            for handle in handles {
+                let moved = match action {
+                    PoisonAction::Replay => self.poison_replay(queue, Some(handle)).await?,
+                    PoisonAction::Discard => self.poison_discard(queue, Some(handle)).await?,
+                    PoisonAction::ReplayTo(_) => {
+                        return Err(Error::Unsupported(
+                            "this queue backend replays poison messages only to their own queue"
+                                .into(),
+                        ));
+                    }
+                };
+                if moved > 0 {
+                    taken.push(handle.clone());
+                }
+            }
+            Ok(taken)
+        }
+    }
+
+    /// Pauses (or resumes) the queue's consumers: while paused, the workers of the queue
+    /// take no new deliveries; messages keep arriving and wait.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`]; [`Error::Unsupported`] on a backend
+    /// that cannot (the default).
+    fn set_paused(&self, queue: &str, paused: bool) -> impl Future<Output = Result<()>> + Send {
+        let _ = (queue, paused);
+        async {
+            Err(Error::Unsupported(
+                "this queue backend cannot pause its consumers".into(),
+            ))
+        }
+    }
+
+    /// Whether the queue's consumers are paused ([`set_paused`](Self::set_paused)).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn paused(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send {
+        let _ = queue;
+        async { Ok(false) }
+    }
 }
 
 /// Receives the deliveries of one queue.

@@ -266,13 +266,13 @@ impl Queue for SqliteQueue {
                 let count: i64 = row.get(3)?;
                 // A poisoned row's visibility time is when it was poisoned.
                 let at: i64 = row.get(4)?;
-                Ok(PoisonMessage {
-                    id: row.get(0)?,
-                    body: row.get(1)?,
-                    reason: row.get(2)?,
-                    delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
-                    poisoned_at: DateTime::from_timestamp_micros(at),
-                })
+                Ok(PoisonMessage::new(
+                    row.get::<_, String>(0)?,
+                    row.get(1)?,
+                    row.get::<_, String>(2)?,
+                    u32::try_from(count).unwrap_or(u32::MAX),
+                    DateTime::from_timestamp_micros(at),
+                ))
             })?;
             rows.collect()
         })

@@ -128,13 +128,13 @@ impl AzureQueue {
                 Ok(body) => body,
                 Err(e) => e.to_string().into_bytes(),
             };
-            listed.push(PoisonMessage {
-                id: wire.id,
+            listed.push(PoisonMessage::new(
+                wire.id,
                 body,
-                reason: wire.reason.unwrap_or_default(),
-                delivery_count: wire.count.unwrap_or(0),
-                poisoned_at: wire.poisoned,
-            });
+                wire.reason.unwrap_or_default(),
+                wire.count.unwrap_or(0),
+                wire.poisoned,
+            ));
         }
         Ok(listed)
     }

@@ -52,17 +52,17 @@ pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     let attempts = header_int(headers, ATTEMPTS_HEADER).unwrap_or(0);
     let poisoned_at =
         header_int(headers, POISONED_AT_HEADER).and_then(chrono::DateTime::from_timestamp_millis);
-    PoisonMessage {
-        id: properties
+    PoisonMessage::new(
+        properties
             .message_id()
             .as_ref()
             .map(|s| s.as_str().to_owned())
             .unwrap_or_default(),
-        body: message.delivery.data.clone(),
+        message.delivery.data.clone(),
         reason,
-        delivery_count: u32::try_from(attempts).unwrap_or(u32::MAX),
+        u32::try_from(attempts).unwrap_or(u32::MAX),
         poisoned_at,
-    }
+    )
 }
 
 impl RabbitQueue {
