@@ -36,6 +36,8 @@ pub mod changes;
 pub mod cli;
 #[cfg(feature = "console")]
 pub mod console;
+#[allow(dead_code)]
+mod display;
 mod error;
 pub mod index;
 pub mod migrate;

@@ -37,7 +37,7 @@ use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
 
 use crate::error::{Error, Result};
-use crate::queue::{AnyQueue, PoisonMessage};
+use crate::queue::AnyQueue;
 use crate::status::{QueueStatus, Status};
 
 mod access;
@@ -58,7 +58,7 @@ use jobs::{Job, Jobs};
 pub const DEFAULT_BIND: &str = "127.0.0.1:9465";
 
 /// The most poison messages one page lists.
-pub const MAX_LISTED: usize = 500;
+pub const MAX_LISTED: usize = poison::MAX_PAGE;
 
 /// How the console runs.
 #[derive(Clone, Debug)]
@@ -128,19 +128,14 @@ pub(crate) struct Overview {
     jobs: Vec<Job>,
 }
 
-/// What the poison page shows.
-pub(crate) struct PoisonView {
-    queue: String,
-    total: u64,
-    messages: Vec<PoisonMessage>,
-}
-
 struct Console {
     store: AnyStore,
     broker: AnyQueue,
     options: ConsoleOptions,
     access: Access,
     nonces: forms::Nonces,
+    /// The sets bulk actions are bound to, waiting for their confirmation.
+    sets: poison::sets::Sets,
     jobs: Jobs,
     /// The last counts of each queue: (when, waiting, poisoned).
     samples: Mutex<HashMap<String, (Instant, u64, u64)>>,
@@ -194,6 +189,7 @@ pub async fn bind(
             options,
             access,
             nonces: forms::Nonces::default(),
+            sets: poison::sets::Sets::default(),
             jobs,
             samples: Mutex::default(),
         }),
@@ -228,10 +224,13 @@ impl BoundConsole {
             }
         });
         let app = router(console);
-        let served = axum::serve(self.listener, app)
-            .with_graceful_shutdown(shutdown)
-            .await
-            .map_err(|e| Error::Config(format!("the console stopped: {e}")));
+        let served = axum::serve(
+            self.listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .with_graceful_shutdown(shutdown)
+        .await
+        .map_err(|e| Error::Config(format!("the console stopped: {e}")));
         take_up.abort();
         served
     }
@@ -243,6 +242,7 @@ fn router(console: Shared) -> Router {
         .route("/live", get(pages::live))
         .route("/jobs", post(pages::start_job))
         .route("/poison/{queue}", get(poison::page).post(poison::action))
+        .route("/poison/{queue}/body/{handle}", get(poison::body))
         .route("/login", get(signin::login_page).post(signin::login))
         .route("/assets/console.css", get(pages::css))
         .route("/assets/console.js", get(pages::js))

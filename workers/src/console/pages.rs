@@ -16,7 +16,6 @@ use crate::error::Result;
 #[derive(serde::Deserialize)]
 pub(super) struct ResultQuery {
     pub(super) result: Option<String>,
-    pub(super) limit: Option<usize>,
 }
 
 impl Console {

@@ -8,12 +8,7 @@ use maud::{DOCTYPE, Markup, html};
 
 use super::forms::Outcome;
 use super::jobs::{Job, JobKind, JobState};
-use super::{Overview, PoisonView, QueueRow};
-use crate::queue::PoisonMessage;
-
-/// A body longer than this (characters or lines) is folded.
-const FOLD_CHARS: usize = 600;
-const FOLD_LINES: usize = 12;
+use super::{Overview, QueueRow};
 
 /// The frame of every page.
 pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
@@ -391,126 +386,6 @@ pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&Ou
     }
 }
 
-/// A body as text: JSON pretty-printed, anything else as UTF-8 (bytes that are not
-/// shown as U+FFFD).
-fn body_text(body: &[u8]) -> String {
-    match serde_json::from_slice::<serde_json::Value>(body) {
-        Ok(value) => serde_json::to_string_pretty(&value)
-            .unwrap_or_else(|_| String::from_utf8_lossy(body).into_owned()),
-        Err(_) => String::from_utf8_lossy(body).into_owned(),
-    }
-}
-
-fn body(message: &PoisonMessage) -> Markup {
-    let text = body_text(&message.body);
-    let long = text.chars().count() > FOLD_CHARS || text.lines().count() > FOLD_LINES;
-    html! {
-        @if long {
-            @let head: String = text.lines().take(4).collect::<Vec<_>>().join("\n");
-            @let head: String = head.chars().take(240).collect();
-            details.body {
-                summary { pre { (head) "…" } span.muted { " (" (thousands(message.body.len() as u64)) " bytes: show all)" } }
-                pre { (text) }
-            }
-        } @else {
-            pre.body { (text) }
-        }
-    }
-}
-
-/// The poison page of one queue.
-pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Outcome>) -> Markup {
-    let now = Utc::now();
-    html! {
-        (banner(result))
-        section.card {
-            h2 { "Poison messages of " code { (v.queue) } }
-            p.muted {
-                (thousands(v.total)) " in the poison queue"
-                @if (v.messages.len() as u64) < v.total { ", the oldest " (v.messages.len()) " shown" }
-                "."
-            }
-            @if v.messages.is_empty() {
-                p.ok { "The poison queue is empty." }
-            } @else {
-                form #poison method="post" action=(format!("/poison/{}", urlencode(&v.queue))) {
-                    input type="hidden" name="csrf" value=(csrf);
-                    input type="hidden" name="nonce" value=(nonce);
-                    div.actions {
-                        button name="action" value="replay-selected" { "Replay selected" }
-                        button name="action" value="discard-selected" .danger { "Discard selected" }
-                        span.spacer {}
-                        button name="action" value="replay-all" { "Replay all " (thousands(v.total)) }
-                        button name="action" value="discard-all" .danger { "Discard all " (thousands(v.total)) }
-                    }
-                    table.grid.messages {
-                        thead { tr {
-                            th { input type="checkbox" #all title="select all"; }
-                            th { "message" } th { "reason" } th.num { "deliveries" } th { "poisoned" } th { "" }
-                        } }
-                        tbody {
-                            @for m in &v.messages {
-                                @let envelope = crate::operation::Envelope::from_bytes(&m.body).ok();
-                                tr.message data-id=(m.id) {
-                                    td { input type="checkbox" name="id" value=(m.id); }
-                                    td.ident {
-                                        @if let Some(e) = &envelope {
-                                            span.kind { (e.kind) " v" (e.version) }
-                                            br;
-                                        } @else {
-                                            span.kind.bad { "not an operation" } br;
-                                        }
-                                        code { (m.id) }
-                                    }
-                                    td.reason { (m.reason) }
-                                    td.num { (m.delivery_count) }
-                                    td { @match m.poisoned_at { Some(at) => (ago(at, now)), None => span.muted { "–" } } }
-                                    td.buttons {
-                                        button name="one" value=(format!("replay:{}", m.id)) { "Replay" }
-                                        button name="one" value=(format!("discard:{}", m.id)) .danger { "Discard" }
-                                    }
-                                }
-                                tr.bodyrow { td {} td colspan="5" { (body(m)) } }
-                            }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Asks before acting on every message of a poison queue.
-pub(super) fn confirm(queue: &str, action: &str, count: u64, csrf: &str, nonce: &str) -> Markup {
-    let verb = if action == "replay-all" {
-        "Replay"
-    } else {
-        "Discard"
-    };
-    html! {
-        section.card.confirm {
-            h2 { (verb) " all poison messages of " code { (queue) } "?" }
-            p {
-                @if action == "replay-all" {
-                    "This sends " strong { (thousands(count)) " messages" } " back to the queue, each with a fresh delivery count."
-                } @else {
-                    "This deletes " strong { (thousands(count)) " messages" } " for good."
-                }
-            }
-            form method="post" action=(format!("/poison/{}", urlencode(queue))) {
-                input type="hidden" name="csrf" value=(csrf);
-                input type="hidden" name="nonce" value=(nonce);
-                input type="hidden" name="confirmed" value=(count);
-                button name="action" value=(action) class=(if action == "replay-all" { "" } else { "danger" }) {
-                    (verb) " " (thousands(count)) " messages"
-                }
-                " "
-                a href=(format!("/poison/{}", urlencode(queue))) { "Cancel" }
-            }
-        }
-    }
-}
-
 /// The login form (a console with a token).
 pub(super) fn login(failed: bool) -> Markup {
     html! {
@@ -542,47 +417,6 @@ pub(super) fn urlencode(segment: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn hostile_text_is_escaped_everywhere_it_is_shown() {
-        let hostile = PoisonMessage::new(
-            "\"><img src=x onerror=alert(1)>",
-            b"<script>alert(document.cookie)</script>".to_vec(),
-            "<b>bold</b>",
-            5,
-            None,
-        );
-        let view = PoisonView {
-            queue: "q<script>".into(),
-            total: 1,
-            messages: vec![hostile],
-        };
-        let html = page(
-            "t",
-            None,
-            poison(&view, "c", "n", Some(&Outcome::done("<i>done</i>"))),
-        )
-        .into_string();
-        for raw in [
-            "<script>alert",
-            "<img src=x",
-            "<b>bold",
-            "<i>done",
-            "q<script>",
-        ] {
-            assert!(!html.contains(raw), "{raw} was not escaped:\n{html}");
-        }
-        assert!(html.contains("&lt;script&gt;alert(document.cookie)&lt;/script&gt;"));
-        assert!(html.contains("&quot;&gt;&lt;img src=x onerror=alert(1)&gt;"));
-    }
-
-    #[test]
-    fn json_bodies_are_pretty_printed_and_long_ones_folded() {
-        assert_eq!(body_text(br#"{"a":1}"#), "{\n  \"a\": 1\n}");
-        assert_eq!(body_text(b"plain \xff"), "plain \u{fffd}");
-        let long = PoisonMessage::new("l", "x".repeat(5000).into_bytes(), "", 1, None);
-        assert!(body(&long).into_string().contains("<details"));
-    }
 
     #[test]
     fn numbers_and_times_read_at_a_glance() {
