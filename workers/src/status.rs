@@ -147,6 +147,68 @@ pub async fn status<S: TableStore, Q: Queue>(
     })
 }
 
+/// How old the relay's oldest entry may grow before the status warns: a running relay
+/// publishes an entry within seconds of its write.
+pub const RELAY_BEHIND_AFTER: chrono::Duration = chrono::Duration::seconds(60);
+
+/// What the relay's backlog means, in words: the delayed work and when it comes due, and
+/// a warning when entries wait longer than a running relay would let them.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RelayNotes {
+    /// Plain facts (delayed work and its due time).
+    pub notes: Vec<String>,
+    /// What needs an operator.
+    pub warning: Option<String>,
+}
+
+/// Explains `status`'s relay backlog as of `now`.
+pub fn relay_notes(status: &Status, now: chrono::DateTime<chrono::Utc>) -> RelayNotes {
+    let b = &status.relay;
+    let mut notes = RelayNotes::default();
+    let at = |t: chrono::DateTime<chrono::Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+    if b.delayed > 0 {
+        notes.notes.push(format!(
+            "{} tombstone burials are delayed work: each waits out its grace period after a delete, then the relay publishes it{}.",
+            b.delayed,
+            b.delayed_next
+                .map(|due| format!(" (the first is due at {})", at(due)))
+                .unwrap_or_default()
+        ));
+    }
+    if b.came_due > 0 {
+        notes.notes.push(format!(
+            "{} of the entries waiting are tombstone burials whose grace period has passed (due since {}).",
+            b.came_due,
+            b.came_due_since.map_or_else(|| "-".to_owned(), at)
+        ));
+    }
+    let live = status.relays.iter().filter(|r| r.live).count();
+    // The oldest entry's wait counts from its due time when it was delayed work.
+    let waiting_since = match (b.oldest, b.came_due_since) {
+        (Some(oldest), Some(due)) if b.came_due == b.entries => Some(oldest.max(due)),
+        (oldest, _) => oldest,
+    };
+    if b.entries > 0
+        && let Some(since) = waiting_since
+        && now - since > RELAY_BEHIND_AFTER
+    {
+        notes.warning = Some(if live == 0 {
+            format!(
+                "No relay is running: {} entries have waited since {}. A worker of the index queue runs one (tablekit-worker run --queue index), as does any worker started with --relay.",
+                b.entries,
+                at(since)
+            )
+        } else {
+            format!(
+                "The relay is behind: {} entries have waited since {} with {live} relays running.",
+                b.entries,
+                at(since)
+            )
+        });
+    }
+    notes
+}
+
 /// `status` as text: one screen.
 pub fn status_text(status: &Status) -> String {
     use std::fmt::Write as _;
@@ -185,12 +247,12 @@ pub fn status_text(status: &Status) -> String {
             .map(|at| format!(", oldest written {}", at.to_rfc3339()))
             .unwrap_or_default()
     );
-    if status.relay.delayed > 0 {
-        let _ = writeln!(
-            text,
-            "  and {} tombstone burials waiting for their grace period",
-            status.relay.delayed
-        );
+    let notes = relay_notes(status, chrono::Utc::now());
+    for note in &notes.notes {
+        let _ = writeln!(text, "  {note}");
+    }
+    if let Some(warning) = &notes.warning {
+        let _ = writeln!(text, "  warning: {warning}");
     }
     let live = status.relays.iter().filter(|r| r.live).count();
     let _ = writeln!(text, "relays: {live} running");

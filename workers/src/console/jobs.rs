@@ -224,6 +224,48 @@ impl Jobs {
             .collect())
     }
 
+    /// Deletes the records of finished jobs (done or failed) and of records that no longer
+    /// read as a job; running jobs stay. Returns how many went. Streams the job records a
+    /// page at a time.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub(super) async fn clear_finished(&self) -> Result<u64> {
+        use futures::TryStreamExt as _;
+        let query = Query::with_filter(filter::partition_key().eq(JOB_PARTITION));
+        let mut records = std::pin::pin!(self.store.query_stream(JOBS_TABLE, query));
+        let mut cleared = 0;
+        loop {
+            let entity = match records.try_next().await {
+                Ok(Some(entity)) => entity,
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+                Err(e) => return Err(e.into()),
+            };
+            let finished =
+                Job::from_entity(&entity).is_none_or(|job| job.state != JobState::Running);
+            if !finished {
+                continue;
+            }
+            let etag = entity.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            match self
+                .store
+                .delete(JOBS_TABLE, &entity.partition_key, &entity.row_key, etag)
+                .await
+            {
+                Ok(()) => cleared += 1,
+                // Taken up or rewritten meanwhile, or gone: left as it is.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                    ) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(cleared)
+    }
+
     /// The types the console can migrate.
     pub(super) fn migrations(&self) -> &Migrations {
         &self.migrations

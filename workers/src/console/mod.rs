@@ -112,6 +112,8 @@ pub(crate) struct QueueRow {
     status: QueueStatus,
     waiting_rate: Option<f64>,
     poisoned_rate: Option<f64>,
+    /// Whether its consumers are paused (`None`: unknown).
+    paused: Option<bool>,
 }
 
 /// What the overview shows.
@@ -241,6 +243,7 @@ fn router(console: Shared) -> Router {
         .route("/", get(pages::overview))
         .route("/live", get(pages::live))
         .route("/jobs", post(pages::start_job))
+        .route("/queues/{queue}", post(pages::pause_queue))
         .route("/poison/{queue}", get(poison::page).post(poison::action))
         .route("/poison/{queue}/body/{handle}", get(poison::body))
         .route("/login", get(signin::login_page).post(signin::login))

@@ -2,8 +2,11 @@
 
 use std::time::Instant;
 
+use std::net::SocketAddr;
+
 use axum::body::Bytes;
-use axum::extract::{Query as UrlQuery, State};
+
+use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
@@ -11,7 +14,9 @@ use chrono::Utc;
 use super::forms::{Admit, Form, Nonces, Outcome, admit_action};
 use super::jobs::JobKind;
 use super::{Console, Overview, QueueRow, Shared, failure, html, metrics, view};
+use crate::display::neutral;
 use crate::error::Result;
+use crate::queue::Queue;
 
 #[derive(serde::Deserialize)]
 pub(super) struct ResultQuery {
@@ -28,13 +33,22 @@ impl Console {
             self.options.queues.clone()
         };
         let status = crate::status::status(&self.store, &self.broker, &queues).await?;
+        let mut paused = Vec::with_capacity(status.queues.len());
+        for q in &status.queues {
+            paused.push(if q.declared {
+                self.broker.paused(&q.queue).await.ok()
+            } else {
+                None
+            });
+        }
         let now = Instant::now();
         let queues = {
             let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
             status
                 .queues
                 .iter()
-                .map(|q| {
+                .zip(paused)
+                .map(|(q, paused)| {
                     let (mut waiting_rate, mut poisoned_rate) = (None, None);
                     if let (Some(waiting), Some(poisoned)) = (q.waiting, q.poisoned) {
                         if let Some((then, w, p)) = samples.get(&q.queue) {
@@ -55,6 +69,7 @@ impl Console {
                         status: q.clone(),
                         waiting_rate,
                         poisoned_rate,
+                        paused,
                     }
                 })
                 .collect()
@@ -128,13 +143,36 @@ pub(super) async fn live(State(console): State<Shared>) -> Response {
     }
 }
 
-pub(super) async fn start_job(State(console): State<Shared>, body: Bytes) -> Response {
+fn back_to_overview(nonce: &str) -> Response {
+    Redirect::to(&format!("/?result={nonce}")).into_response()
+}
+
+pub(super) async fn start_job(
+    State(console): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    body: Bytes,
+) -> Response {
     let form = Form::parse(&body);
     let nonce = match admit_action(&console, &form) {
         Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return Redirect::to(&format!("/?result={nonce}")).into_response(),
+        Admit::Done(nonce) => return back_to_overview(&nonce),
         Admit::Act(nonce) => nonce,
     };
+    if form.get("kind") == Some("clear") {
+        if !console.nonces.claim(&nonce) {
+            return back_to_overview(&nonce);
+        }
+        let outcome = match console.jobs.clear_finished().await {
+            Ok(n) => Outcome::done(format!(
+                "Cleared {n} finished {}.",
+                if n == 1 { "job" } else { "jobs" }
+            )),
+            Err(e) => Outcome::failed(format!("Clearing the finished jobs failed: {e}")),
+        };
+        tracing::info!(client = %client, action = "clear-jobs", result = %outcome.text, "console action");
+        console.nonces.finish(&nonce, outcome);
+        return back_to_overview(&nonce);
+    }
     let (Some(kind), Some(table)) = (
         form.get("kind").and_then(JobKind::parse),
         form.get("table").or(form.get("type")),
@@ -148,8 +186,19 @@ pub(super) async fn start_job(State(console): State<Shared>, body: Bytes) -> Res
             ),
         );
     };
+    // A repair writes to the table: it runs after a confirmation that says so.
+    if kind == JobKind::Repair && form.get("confirmed") != Some("yes") {
+        return html(
+            StatusCode::OK,
+            view::page(
+                "Confirm",
+                None,
+                view::confirm_repair(table, console.access.csrf(), &nonce),
+            ),
+        );
+    }
     if !console.nonces.claim(&nonce) {
-        return Redirect::to(&format!("/?result={nonce}")).into_response();
+        return back_to_overview(&nonce);
     }
     // A migration names `table:kind` in one field; a backfill names its index.
     let (table, target) = match (kind, form.get("type")) {
@@ -177,8 +226,67 @@ pub(super) async fn start_job(State(console): State<Shared>, body: Bytes) -> Res
         )),
         Err(e) => Outcome::failed(format!("The job did not start: {e}")),
     };
+    tracing::info!(
+        client = %client,
+        action = kind.name(),
+        table = %neutral(table),
+        result = %neutral(&result.text),
+        "console action"
+    );
     console.nonces.finish(&nonce, result);
-    Redirect::to(&format!("/?result={nonce}")).into_response()
+    back_to_overview(&nonce)
+}
+
+/// Pauses or resumes the consumers of one queue.
+pub(super) async fn pause_queue(
+    State(console): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(queue): Path<String>,
+    body: Bytes,
+) -> Response {
+    if let Err(e) = crate::queue::check_queue_name(&queue) {
+        return failure(&e);
+    }
+    let form = Form::parse(&body);
+    let nonce = match admit_action(&console, &form) {
+        Admit::Refused(response) => return *response,
+        Admit::Done(nonce) => return back_to_overview(&nonce),
+        Admit::Act(nonce) => nonce,
+    };
+    let paused = match form.get("pause") {
+        Some("pause") => true,
+        Some("resume") => false,
+        _ => {
+            return html(
+                StatusCode::BAD_REQUEST,
+                view::page("Refused", None, view::problem("Pause or resume?")),
+            );
+        }
+    };
+    if !console.nonces.claim(&nonce) {
+        return back_to_overview(&nonce);
+    }
+    let outcome = match console.broker.set_paused(&queue, paused).await {
+        Ok(()) if paused => Outcome::done(format!(
+            "Paused the consumers of {}: its workers take no new messages until it is resumed.",
+            neutral(&queue)
+        )),
+        Ok(()) => Outcome::done(format!("Resumed the consumers of {}.", neutral(&queue))),
+        Err(e) => Outcome::failed(format!(
+            "The consumers of {} were not {}: {e}",
+            neutral(&queue),
+            if paused { "paused" } else { "resumed" }
+        )),
+    };
+    tracing::info!(
+        client = %client,
+        queue = %neutral(&queue),
+        action = if paused { "pause" } else { "resume" },
+        result = %neutral(&outcome.text),
+        "console action"
+    );
+    console.nonces.finish(&nonce, outcome);
+    back_to_overview(&nonce)
 }
 
 pub(super) async fn css() -> Response {

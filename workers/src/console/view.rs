@@ -9,6 +9,7 @@ use maud::{DOCTYPE, Markup, html};
 use super::forms::Outcome;
 use super::jobs::{Job, JobKind, JobState};
 use super::{Overview, QueueRow};
+use crate::display::neutral;
 
 /// The frame of every page.
 pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
@@ -105,15 +106,15 @@ pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-fn queue_row(row: &QueueRow) -> Markup {
+fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
     let q = &row.status;
     html! {
         tr {
-            td.name { a href=(format!("/poison/{}", urlencode(&q.queue))) { (q.queue) } }
+            td.name { a href=(format!("/poison/{}", urlencode(&q.queue))) { (neutral(&q.queue)) } }
             @if !q.declared {
-                td colspan="5" .muted { "not declared yet — a worker declares it when it starts" }
+                td colspan="6" .muted { "not declared yet — a worker declares it when it starts" }
             } @else if let Some(error) = &q.error {
-                td colspan="5" .error { (error) }
+                td colspan="6" .error { (error) }
             } @else {
                 td.num { (count(q.waiting)) }
                 td.num { (rate(row.waiting_rate)) }
@@ -126,6 +127,18 @@ fn queue_row(row: &QueueRow) -> Markup {
                     }
                 }
                 td.num { (rate(row.poisoned_rate)) }
+                td.consumers {
+                    form.pause method="post" action=(format!("/queues/{}", urlencode(&q.queue))) {
+                        input type="hidden" name="csrf" value=(csrf);
+                        input type="hidden" name="nonce" value=(nonce);
+                        @if row.paused == Some(true) {
+                            span.badge.bad { "paused" } " "
+                            button name="pause" value="resume" { "Resume" }
+                        } @else {
+                            button.quiet name="pause" value="pause" title="the queue's workers take no new messages until resumed" { "Pause" }
+                        }
+                    }
+                }
             }
         }
     }
@@ -140,10 +153,10 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
             table.grid {
                 thead { tr {
                     th { "queue" } th.num { "waiting" } th.num { "change" }
-                    th.num { "leased" } th.num { "poison" } th.num { "change" }
+                    th.num { "leased" } th.num { "poison" } th.num { "change" } th { "consumers" }
                 } }
                 tbody {
-                    @for row in &o.queues { (queue_row(row)) }
+                    @for row in &o.queues { (queue_row(row, csrf, nonce)) }
                 }
             }
         }
@@ -169,8 +182,12 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     }
                 }
             }
-            @if b.delayed > 0 {
-                p.muted { (thousands(b.delayed)) " tombstone burials wait for their grace period." }
+            @let notes = crate::status::relay_notes(&o.status, now);
+            @if let Some(warning) = &notes.warning {
+                p.warning role="alert" { (warning) }
+            }
+            @for note in &notes.notes {
+                p.muted { (note) }
             }
             @if o.status.relays.is_empty() {
                 p.muted { "No relay has announced itself (a worker of the index queue runs one)." }
@@ -309,6 +326,11 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
             @if o.jobs.is_empty() {
                 p.muted { "No jobs yet." }
             } @else {
+                form.inline method="post" action="/jobs" {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="nonce" value=(nonce);
+                    button.quiet name="kind" value="clear" title="deletes the records of done and failed jobs; running jobs stay" { "Clear finished jobs" }
+                }
                 table.grid.jobs {
                     thead { tr { th { "job" } th { "table" } th { "progress" } th { "result" } th { "started" } } }
                     tbody { @for job in &o.jobs { (job_row(job, now)) } }
@@ -383,6 +405,28 @@ pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&Ou
     html! {
         (banner(result))
         div #live data-src="/live" { (live(o, csrf, nonce)) }
+    }
+}
+
+/// Asks before a repair writes to a table.
+pub(super) fn confirm_repair(table: &str, csrf: &str, nonce: &str) -> Markup {
+    html! {
+        section.card.confirm {
+            h2 { "Repair " code { (neutral(table)) } "?" }
+            p {
+                "A repair " strong { "writes to the table" } ": it rewrites every missing or stale index copy from its entity and deletes every orphaned copy. "
+                "An audit finds the same drift and changes nothing."
+            }
+            form.inline method="post" action="/jobs" {
+                input type="hidden" name="csrf" value=(csrf);
+                input type="hidden" name="nonce" value=(nonce);
+                input type="hidden" name="table" value=(table);
+                input type="hidden" name="confirmed" value="yes";
+                button.danger name="kind" value="repair" { "Repair " (neutral(table)) }
+                button name="kind" value="audit" { "Run an audit instead" }
+                a href="/" { "Cancel" }
+            }
+        }
     }
 }
 

@@ -23,6 +23,15 @@ pub struct Backlog {
     /// Delayed work whose time has not come (the burial of a delete's tombstone).
     #[serde(default)]
     pub delayed: u64,
+    /// When the first of that delayed work comes due.
+    #[serde(default)]
+    pub delayed_next: Option<chrono::DateTime<Utc>>,
+    /// Entries counted in `entries` that were delayed work whose time has come.
+    #[serde(default)]
+    pub came_due: u64,
+    /// When the first of those came due.
+    #[serde(default)]
+    pub came_due_since: Option<chrono::DateTime<Utc>>,
     /// Each table with entries waiting, and how many (by table name).
     #[serde(default)]
     pub tables: std::collections::BTreeMap<String, u64>,
@@ -56,9 +65,16 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
             };
             if outbox::waiting(&entry) {
                 backlog.delayed += 1;
+                if let Some(due) = outbox::not_before(&entry) {
+                    backlog.delayed_next = Some(backlog.delayed_next.map_or(due, |d| d.min(due)));
+                }
                 continue;
             }
             backlog.entries += 1;
+            if let Some(due) = outbox::not_before(&entry) {
+                backlog.came_due += 1;
+                backlog.came_due_since = Some(backlog.came_due_since.map_or(due, |d| d.min(due)));
+            }
             if let Some(created) = outbox::created_at(&entry) {
                 backlog.oldest = Some(backlog.oldest.map_or(created, |o| o.min(created)));
             }
