@@ -325,6 +325,37 @@ fn main() -> tablekit::Result<()> {
     runtime.block_on(run(args))
 }
 
+/// Says what the run leaves in the outboxes and why: everything due was drained before
+/// the report; what is left is delayed work (each deleted employee's index tombstones,
+/// buried after a grace period), which the next relaying index worker publishes.
+async fn left_for_later(
+    store: &AnyStore,
+    broker: &str,
+    store_url: &str,
+    blobs_url: &str,
+) -> tablekit::Result<()> {
+    let backlog = tablekit::patterns::consistency::backlog(store).await?;
+    if backlog.entries == 0 && backlog.delayed == 0 {
+        println!("left for later: nothing (every outbox entry is published)");
+        return Ok(());
+    }
+    println!(
+        "left for later: {} tombstone burials, delayed work{} — each deleted employee's index tombstones are buried {} min after the delete; {} more entries are due now",
+        backlog.delayed,
+        backlog
+            .delayed_next
+            .map(|at| format!(" due from {}", at.format("%H:%M:%S UTC")))
+            .unwrap_or_default(),
+        tablekit::patterns::consistency::DEFAULT_TOMBSTONE_GRACE.as_secs() / 60,
+        backlog.entries
+    );
+    println!(
+        "  this run's workers have stopped; a relaying index worker publishes them once due:\n  cargo run --example archive_employees -- worker run --queue index --relay --broker {broker} --store {store_url} --blobs {blobs_url}"
+    );
+    println!("  the console below shows them under \"Relay backlog\"");
+    Ok(())
+}
+
 async fn count(store: &AnyStore, table: &str, kind: &str) -> tablekit::Result<usize> {
     match store
         .query_all(
@@ -557,6 +588,9 @@ async fn run(args: Args) -> tablekit::Result<()> {
     let ok =
         current == total - leavers && archived == leavers && photos == leavers && audit.is_clean();
     println!("report: {}", if ok { "OK" } else { "FAILED" });
+    if run_tables.is_none() {
+        left_for_later(&store, &broker, &store_url, &blobs_url).await?;
+    }
     if let Some(prefix) = &run_tables {
         if ok {
             // The run's own tables go with it, as its queues do.

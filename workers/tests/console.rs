@@ -17,7 +17,7 @@ use tablekit_patterns::index::IndexedTable;
 use tablekit_workers::archive::ArchiveOperation;
 use tablekit_workers::console::jobs::{JOBS_TABLE, Job, JobKind, JobState};
 use tablekit_workers::console::{self, ConsoleOptions};
-use tablekit_workers::queue::{AnyQueue, ConsumeOptions, Consumer, Delivery, Queue};
+use tablekit_workers::queue::{AnyQueue, ConsumeOptions, Consumer, Delivery, PoisonAction, Queue};
 use tablekit_workers::{Envelope, Error, WorkerConfig, cli};
 
 #[derive(Entity, Clone, Debug, PartialEq)]
@@ -306,19 +306,33 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
 
     let csrf = field(&html, "csrf");
     let nonce = field(&html, "nonce");
+    let discard_s1 = format!("discard:{}", handle_of(&html, "s1"));
     // No CSRF token, a wrong one, another origin: refused, nothing changes.
-    let (status, _) = post(&page_url, &[("nonce", &nonce), ("one", "discard:s1")], &[]).await;
-    assert_eq!(status, 403);
     let (status, _) = post(
         &page_url,
-        &[("csrf", "0000"), ("nonce", &nonce), ("one", "discard:s1")],
+        &[("nonce", &nonce), ("one", discard_s1.as_str())],
         &[],
     )
     .await;
     assert_eq!(status, 403);
     let (status, _) = post(
         &page_url,
-        &[("csrf", &csrf), ("nonce", &nonce), ("one", "discard:s1")],
+        &[
+            ("csrf", "0000"),
+            ("nonce", &nonce),
+            ("one", discard_s1.as_str()),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 403);
+    let (status, _) = post(
+        &page_url,
+        &[
+            ("csrf", &csrf),
+            ("nonce", &nonce),
+            ("one", discard_s1.as_str()),
+        ],
         &[("origin", "http://attacker.example")],
     )
     .await;
@@ -326,7 +340,7 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
     // GET never acts.
     let _ = get(&format!(
-        "{page_url}?one=discard:s1&csrf={csrf}&nonce={nonce}"
+        "{page_url}?one={discard_s1}&csrf={csrf}&nonce={nonce}"
     ))
     .await;
     assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
@@ -336,7 +350,7 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     let form = [
         ("csrf", csrf.as_str()),
         ("nonce", nonce.as_str()),
-        ("one", "discard:s1"),
+        ("one", discard_s1.as_str()),
     ];
     let (status, location) = post(&page_url, &form, &[]).await;
     assert_eq!(status, 303);
@@ -367,11 +381,12 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
         2,
         "nothing before the confirmation"
     );
+    let set = field(&confirm, "set");
     let confirmed = [
         ("csrf", csrf.as_str()),
         ("nonce", nonce.as_str()),
         ("action", "replay-all"),
-        ("confirmed", "2"),
+        ("set", set.as_str()),
     ];
     let (status, _) = post(&page_url, &confirmed, &[]).await;
     assert_eq!(status, 303);
@@ -850,8 +865,8 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
 
     // Replay the good message: it leaves the poison queue and a worker processes it.
     client
-        .find(fantoccini::Locator::Css(&format!(
-            "button[value='replay:{good_id}']"
+        .find(fantoccini::Locator::XPath(&format!(
+            "//tr[contains(@class,'message')][.//code[text()='{good_id}']]//button[starts-with(@value,'replay:')]"
         )))
         .await
         .unwrap()
@@ -892,8 +907,8 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
 
     // Discard the script body.
     client
-        .find(fantoccini::Locator::Css(
-            "button[value='discard:hostile-script']",
+        .find(fantoccini::Locator::XPath(
+            "//tr[contains(@class,'message')][.//code[text()='hostile-script']]//button[starts-with(@value,'discard:')]",
         ))
         .await
         .unwrap()
@@ -1055,10 +1070,11 @@ async fn in_chromium_over_azure_queue_storage() {
     }
 }
 
-/// "Replay all" asks again when more messages were poisoned after the confirmation was
-/// shown; a message without an id cannot be acted on alone.
+/// "Discard all" is bound to the set its dry run listed: a message poisoned after the
+/// dry run is left alone, one gone since is reported, a forged count never acts, and a
+/// confirmation acts once.
 #[tokio::test]
-async fn a_confirmation_holds_for_the_count_it_named() {
+async fn a_confirmation_holds_for_the_set_it_listed() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
@@ -1066,7 +1082,11 @@ async fn a_confirmation_holds_for_the_count_it_named() {
     seed_poison(
         &queue,
         name,
-        &[("c1", b"1".to_vec(), "r"), ("c2", b"2".to_vec(), "r")],
+        &[
+            ("c1", b"1".to_vec(), "r"),
+            ("c2", b"2".to_vec(), "r"),
+            ("c3", b"3".to_vec(), "r"),
+        ],
     )
     .await;
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
@@ -1075,39 +1095,82 @@ async fn a_confirmation_holds_for_the_count_it_named() {
     let page_url = format!("{}/poison/{name}", running.url);
     let (_, html) = get(&page_url).await;
     let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
-    let (_, confirm) = post(
+    // A forged count is not a confirmation: it shows the dry run and acts on nothing.
+    let (status, dry_run) = post(
         &page_url,
         &[
             ("csrf", &csrf),
             ("nonce", &nonce),
             ("action", "discard-all"),
+            ("confirmed", "999999"),
         ],
         &[],
     )
     .await;
-    assert!(confirm.contains("<strong>2 messages</strong>"), "{confirm}");
-    seed_poison(&queue, name, &[("c3", b"3".to_vec(), "r")]).await;
+    assert_eq!(status, 200);
+    assert!(dry_run.contains("<strong>3 messages</strong>"), "{dry_run}");
+    for id in ["c1", "c2", "c3"] {
+        assert!(
+            dry_run.contains(&format!("<code>{id}</code>")),
+            "{id} listed"
+        );
+    }
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    // After the dry run: c3 leaves, c4 arrives.
+    let c3 = handle_of(&html, "c3");
+    queue
+        .poison_take(name, &[c3], &PoisonAction::Discard)
+        .await
+        .unwrap();
+    seed_poison(&queue, name, &[("c4", b"4".to_vec(), "r")]).await;
+    let set = field(&dry_run, "set");
     let confirmed = [
         ("csrf", csrf.as_str()),
         ("nonce", nonce.as_str()),
         ("action", "discard-all"),
-        ("confirmed", "2"),
+        ("set", set.as_str()),
+        ("kind", ""),
+        ("fid", ""),
+        ("reason", ""),
+        ("body", ""),
     ];
-    let (status, again) = post(&page_url, &confirmed, &[]).await;
-    assert_eq!(status, 200, "asked again");
-    assert!(again.contains("<strong>3 messages</strong>"), "{again}");
-    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    let (status, location) = post(&page_url, &confirmed, &[]).await;
+    assert_eq!(status, 303);
+    let (_, after) = get(&format!("{}{location}", running.url)).await;
+    assert!(
+        after.contains("Discarded 2 of 3 messages; the others had already left the poison queue."),
+        "{after}"
+    );
+    assert_eq!(
+        poisoned_ids(&queue, name).await,
+        ["c4"],
+        "c4 was never seen"
+    );
+    // The set acts once: a new form naming it is refused.
+    let (_, html) = get(&page_url).await;
     let (status, _) = post(
         &page_url,
         &[
             ("csrf", csrf.as_str()),
-            ("nonce", nonce.as_str()),
+            ("nonce", field(&html, "nonce").as_str()),
             ("action", "discard-all"),
-            ("confirmed", "3"),
+            ("set", set.as_str()),
         ],
         &[],
     )
     .await;
-    assert_eq!(status, 303);
-    assert!(poisoned_ids(&queue, name).await.is_empty());
+    assert_eq!(status, 400);
+    assert_eq!(poisoned_ids(&queue, name).await, ["c4"]);
+}
+
+/// The handle of the message shown with `id` on a poison page.
+fn handle_of(html: &str, id: &str) -> String {
+    let at = html
+        .find(&format!("<code>{id}</code>"))
+        .unwrap_or_else(|| panic!("no message {id} in {html}"));
+    let row = html[..at]
+        .rfind("data-handle=\"")
+        .expect("the message's row");
+    let rest = &html[row + 13..];
+    rest[..rest.find('"').unwrap()].to_owned()
 }
