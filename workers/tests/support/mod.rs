@@ -74,6 +74,7 @@ fn container_url() -> Option<String> {
     .clone()
 }
 
+pub(crate) mod browser;
 #[path = "../../../tests/support/skips.rs"]
 mod skips;
 // Not every test binary calls both.

@@ -321,21 +321,26 @@ pub(super) async fn action(
         return back(&nonce);
     }
     let taken = console.broker.poison_take(&queue, &handles, &action).await;
-    let verb = match &action {
-        PoisonAction::Replay => "Replayed".to_owned(),
-        PoisonAction::ReplayTo(to) => format!("Replayed to {}", neutral(to)),
-        _ => "Discarded".to_owned(),
+    let (verb, to) = match &action {
+        PoisonAction::Replay => ("Replayed", String::new()),
+        PoisonAction::ReplayTo(to) => ("Replayed", format!(" to {}", neutral(to))),
+        _ => ("Discarded", String::new()),
     };
     let messages = |n: usize| if n == 1 { "message" } else { "messages" };
+    let n = |n: usize| frame::thousands(n as u64);
     let outcome = match &taken {
         Ok(taken) if taken.len() < handles.len() => Outcome::done(format!(
-            "{verb} {} of {} {}; the others had already left the poison queue.",
-            taken.len(),
-            handles.len(),
+            "{verb} {} of {} {}{to}; the others had already left the poison queue.",
+            n(taken.len()),
+            n(handles.len()),
             messages(handles.len())
         )),
-        Ok(taken) => Outcome::done(format!("{verb} {} {}.", taken.len(), messages(taken.len()))),
-        Err(e) => Outcome::failed(format!("{verb} no message: {e}")),
+        Ok(taken) => Outcome::done(format!(
+            "{verb} {} {}{to}.",
+            n(taken.len()),
+            messages(taken.len())
+        )),
+        Err(e) => Outcome::failed(format!("Nothing was {}: {e}", verb.to_lowercase())),
     };
     let named: Vec<String> = if ids.is_empty() { &handles } else { &ids }
         .iter()

@@ -1,0 +1,464 @@
+//! The console at scale, in Chromium: a poison queue of 10,000 messages on the SQLite
+//! queue — 40 of them with 2 MB bodies, one whose id and reason are not UTF-8 — paged
+//! through whole, filtered, grouped by reason, a bulk discard bound to the set its dry run
+//! listed while the queue changes under it, and a redrive into another queue. Each page
+//! is checked to stay under 1 MB; sizes and times are printed (not asserted). Screenshots
+//! go to `target/console-screenshots/scale-*.png`.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use fantoccini::Locator;
+use tablekit_core::AnyStore;
+use tablekit_workers::WorkerConfig;
+use tablekit_workers::console::{self, ConsoleOptions};
+use tablekit_workers::queue::{AnyQueue, PoisonAction, Queue};
+
+const QUEUE: &str = "scale";
+const MESSAGES: usize = 10_000;
+const BIG: usize = 40;
+const BIG_BYTES: usize = 2 * 1024 * 1024;
+const KINDS: [&str; 3] = ["archive-employee", "index-copy", "index-remove"];
+const REASONS: [&str; 5] = [
+    "timeout after 30 s",
+    "NotFound: Current/D1",
+    "handler panicked",
+    "schema version 3 unknown",
+    "PreconditionFailed",
+];
+/// The one message whose id and reason are not UTF-8.
+const UNDECODABLE: usize = 5_000;
+const MEGABYTE: usize = 1_000_000;
+
+fn envelope(kind: &str, payload: &serde_json::Value) -> Vec<u8> {
+    serde_json::to_vec(&serde_json::json!({
+        "id": uuid::Uuid::new_v4(),
+        "kind": kind,
+        "version": 1,
+        "created_at": "2026-11-26T10:00:00Z",
+        "payload": payload,
+    }))
+    .unwrap()
+}
+
+/// The message `i` of the seed: (id, body, reason) as bytes.
+fn seeded(i: usize) -> (Vec<u8>, Vec<u8>, Vec<u8>) {
+    if i == UNDECODABLE {
+        return (
+            b"bad-\xff\xfe-id".to_vec(),
+            envelope(KINDS[0], &serde_json::json!({"n": i})),
+            b"bad-bytes \xc3\x28 in the reason".to_vec(),
+        );
+    }
+    let kind = KINDS[i % KINDS.len()];
+    let reason = REASONS[i % REASONS.len()].as_bytes().to_vec();
+    if i < BIG {
+        let body = envelope(
+            kind,
+            &serde_json::json!({"n": i, "photo": "x".repeat(BIG_BYTES)}),
+        );
+        return (format!("big-{i}").into_bytes(), body, reason);
+    }
+    let body = envelope(
+        kind,
+        &serde_json::json!({"n": i, "tag": format!("needle-{i}-end")}),
+    );
+    (format!("msg-{i:05}").into_bytes(), body, reason)
+}
+
+/// How many of the seed `pass` counts.
+fn expected(pass: impl Fn(usize) -> bool) -> usize {
+    (0..MESSAGES)
+        .filter(|&i| i != UNDECODABLE && pass(i))
+        .count()
+}
+
+/// Writes poison messages straight into the queue's file, as another producer could, in
+/// one transaction.
+fn insert(path: &std::path::Path, rows: impl Iterator<Item = (Vec<u8>, Vec<u8>, Vec<u8>)>) {
+    let mut db = rusqlite::Connection::open(path).unwrap();
+    db.busy_timeout(Duration::from_secs(10)).unwrap();
+    let tx = db.transaction().unwrap();
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason)
+                 VALUES (?1, CAST(?2 AS TEXT), ?3, ?4, ?4, 5, CAST(?5 AS TEXT))",
+            )
+            .unwrap();
+        let now = chrono::Utc::now().timestamp_micros();
+        for (id, body, reason) in rows {
+            insert
+                .execute(rusqlite::params![
+                    format!("{QUEUE}-poison"),
+                    id,
+                    body,
+                    now,
+                    reason
+                ])
+                .unwrap();
+        }
+    }
+    tx.commit().unwrap();
+}
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .unwrap()
+}
+
+/// A page's body, its size and how long it took.
+async fn fetch(url: &str) -> (String, Duration) {
+    let started = Instant::now();
+    let response = client().get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{url}");
+    let body = response.text().await.unwrap();
+    (body, started.elapsed())
+}
+
+/// The handles of the messages a page lists.
+fn handles(html: &str) -> Vec<String> {
+    html.match_indices("data-handle=\"")
+        .map(|(at, m)| {
+            let rest = &html[at + m.len()..];
+            rest[..rest.find('"').unwrap()].to_owned()
+        })
+        .collect()
+}
+
+/// The next page's link, unescaped.
+fn next_link(html: &str) -> Option<String> {
+    let at = html.find("class=\"next\" href=\"")?;
+    let rest = &html[at + 18..];
+    Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"))
+}
+
+fn field(html: &str, name: &str) -> String {
+    let at = html
+        .find(&format!("name=\"{name}\" value=\""))
+        .unwrap_or_else(|| panic!("no {name} field"));
+    let rest = &html[at + name.len() + 15..];
+    rest[..rest.find('"').unwrap()].to_owned()
+}
+
+/// `12,345`.
+fn thousands(n: usize) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_poison_messages_in_chromium() {
+    let Some(browser) = support::browser::browser().await else {
+        return;
+    };
+    let client = &browser.client;
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let queue = AnyQueue::connect(&format!("sqlite:{}", path.display()))
+        .await
+        .unwrap();
+    queue
+        .declare(QUEUE, &WorkerConfig::new(QUEUE).queue_options())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    insert(&path, (0..MESSAGES).map(seeded));
+    eprintln!(
+        "seeded {MESSAGES} poison messages ({BIG} of {BIG_BYTES} bytes) in {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![QUEUE.to_owned()];
+    let bound = console::bind(store, queue.clone(), options).await.unwrap();
+    let url = format!("http://{}", bound.local_addr().unwrap());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(bound.serve(async move {
+        let _ = stopped.await;
+    }));
+    let page = format!("{url}/poison/{QUEUE}");
+
+    // The first page: under a megabyte with 2 MB bodies in it.
+    let (html, took) = fetch(&page).await;
+    eprintln!(
+        "first page: {} bytes in {} ms",
+        html.len(),
+        took.as_millis()
+    );
+    assert!(html.len() < MEGABYTE, "{} bytes", html.len());
+    assert!(html.contains(&format!("{} in the poison queue", thousands(MESSAGES))));
+    assert!(html.contains(&format!("of {} bytes", thousands(seeded(0).1.len()))));
+
+    // Every message is reachable: 100 pages of 100, each under a megabyte.
+    let started = Instant::now();
+    let mut seen = std::collections::HashSet::new();
+    let mut next = Some(format!("/poison/{QUEUE}?limit=100"));
+    let (mut pages, mut largest) = (0, 0);
+    while let Some(link) = next {
+        let (html, _) = fetch(&format!("{url}{link}")).await;
+        assert!(html.len() < MEGABYTE, "{link}: {} bytes", html.len());
+        largest = largest.max(html.len());
+        pages += 1;
+        for handle in handles(&html) {
+            assert!(seen.insert(handle), "a message on two pages");
+        }
+        next = next_link(&html);
+    }
+    eprintln!(
+        "paged through {} messages in {pages} pages of 100 in {} ms (largest page {largest} bytes)",
+        seen.len(),
+        started.elapsed().as_millis()
+    );
+    assert_eq!(seen.len(), MESSAGES);
+
+    // In the browser: the first page, the next.
+    client.goto(&page).await.unwrap();
+    support::browser::screenshot(client, "scale-first-page").await;
+    let first = client.source().await.unwrap();
+    client
+        .find(Locator::Css("nav.pager a.next"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::wait_for(client, |html| html.contains("First page")).await;
+    let second = client.source().await.unwrap();
+    assert!(
+        handles(&first)
+            .iter()
+            .all(|h| !handles(&second).contains(h))
+    );
+
+    // Filter by kind: the count and the reasons grouped with theirs.
+    client.goto(&page).await.unwrap();
+    let kind = client
+        .find(Locator::Css("form.filter input[name='kind']"))
+        .await
+        .unwrap();
+    kind.send_keys("index-copy").await.unwrap();
+    client
+        .find(Locator::Css("form.filter button"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    let copies = expected(|i| i % 3 == 1);
+    support::browser::wait_for(client, |html| {
+        html.contains(&format!("{} pass the filter", thousands(copies)))
+    })
+    .await;
+    let reasons = client
+        .find(Locator::Css("details.reasons"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let timeouts = expected(|i| i % 3 == 1 && i % 5 == 0);
+    assert!(
+        reasons.contains(&format!("timeout after 30 s {}", thousands(timeouts))),
+        "{reasons}"
+    );
+    support::browser::screenshot(client, "scale-filtered-by-kind").await;
+
+    // Filter by body text: one message.
+    let (html, took) = fetch(&format!("{page}?body=needle-4321-end")).await;
+    eprintln!("body filter: {} ms", took.as_millis());
+    assert_eq!(handles(&html).len(), 1);
+    assert!(html.contains("1 pass the filter"));
+
+    // The undecodable message: listed lossily, and replayed alone.
+    client
+        .goto(&format!("{page}?reason=bad-bytes"))
+        .await
+        .unwrap();
+    let text = client
+        .find(Locator::Css("table.messages"))
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    assert!(text.contains("bad-\u{fffd}\u{fffd}-id"), "{text}");
+    client
+        .find(Locator::Css("button[value^='replay:']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::banner(client, "Replayed 1 message.").await;
+    assert_eq!(queue.stats(QUEUE).await.unwrap().waiting, 1);
+
+    // A 2 MB body: cut on the page, whole behind its link.
+    let (html, _) = fetch(&format!("{page}?id=big-7")).await;
+    assert!(html.len() < MEGABYTE);
+    let at = html.find("/body/").expect("the whole body's link");
+    let start = html[..at].rfind('"').unwrap() + 1;
+    let end = at + html[at..].find('"').unwrap();
+    let raw = client_get_bytes(&format!("{url}{}", &html[start..end])).await;
+    assert_eq!(raw, seeded(7).1, "the whole body, byte for byte");
+
+    // "Discard all" bound to what its dry run listed, while the queue changes.
+    client
+        .goto(&format!("{page}?reason=timeout"))
+        .await
+        .unwrap();
+    let listed = client.source().await.unwrap();
+    let timeouts = expected(|i| i % 5 == 0);
+    client
+        .find(Locator::Css("button[value='discard-all']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::wait_for(client, |html| html.contains("Dry run")).await;
+    let dry_run = client.source().await.unwrap();
+    assert!(
+        dry_run.contains(&format!(
+            "<strong>{} messages</strong>",
+            thousands(timeouts)
+        )),
+        "the dry run names the set"
+    );
+    support::browser::screenshot(client, "scale-dry-run").await;
+    // Meanwhile: two of the set leave, two new ones with the same reason arrive.
+    let gone: Vec<String> = handles(&listed).into_iter().take(2).collect();
+    assert_eq!(
+        queue
+            .poison_take(QUEUE, &gone, &PoisonAction::Discard)
+            .await
+            .unwrap()
+            .len(),
+        2
+    );
+    insert(
+        &path,
+        (0..2).map(|i| {
+            (
+                format!("late-{i}").into_bytes(),
+                b"late".to_vec(),
+                REASONS[0].as_bytes().to_vec(),
+            )
+        }),
+    );
+    client
+        .find(Locator::Css("form button[value='discard-all']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::banner(
+        client,
+        &format!(
+            "Discarded {} of {} messages; the others had already left the poison queue.",
+            thousands(timeouts - 2),
+            thousands(timeouts)
+        ),
+    )
+    .await;
+    let (html, _) = fetch(&format!("{page}?reason=timeout")).await;
+    let mut left: Vec<_> = html
+        .match_indices("<code>late-")
+        .map(|(at, _)| &html[at + 6..at + 12])
+        .collect();
+    left.sort_unstable();
+    assert_eq!(
+        left,
+        ["late-0", "late-1"],
+        "only the two never seen are left"
+    );
+    support::browser::screenshot(client, "scale-after-bound-discard").await;
+
+    // A forged count never acts: it only shows the dry run again.
+    let before = queue.stats(QUEUE).await.unwrap().poisoned;
+    let (html, _) = fetch(&page).await;
+    let form = [
+        ("csrf", field(&html, "csrf")),
+        ("nonce", field(&html, "nonce")),
+        ("action", "discard-all".to_owned()),
+        ("confirmed", "999999".to_owned()),
+    ];
+    let response = client_post(&page, &form).await;
+    assert_eq!(response, 200);
+    assert_eq!(queue.stats(QUEUE).await.unwrap().poisoned, before);
+
+    // Redrive: every index-remove message into another queue.
+    let target = "scale-redrive";
+    queue
+        .declare(target, &WorkerConfig::new(target).queue_options())
+        .await
+        .unwrap();
+    client
+        .goto(&format!("{page}?kind=index-remove"))
+        .await
+        .unwrap();
+    let removes = expected(|i| i % 3 == 2 && i % 5 != 0);
+    client
+        .find(Locator::Css("input[name='to']"))
+        .await
+        .unwrap()
+        .send_keys(target)
+        .await
+        .unwrap();
+    client
+        .find(Locator::Css("button[value='moveto-all']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::wait_for(client, |html| html.contains("Dry run")).await;
+    client
+        .find(Locator::Css("form button[value='moveto-all']"))
+        .await
+        .unwrap()
+        .click()
+        .await
+        .unwrap();
+    support::browser::banner(
+        client,
+        &format!("Replayed {} messages to {target}.", thousands(removes)),
+    )
+    .await;
+    assert_eq!(queue.stats(target).await.unwrap().waiting, removes as u64);
+    support::browser::screenshot(client, "scale-after-redrive").await;
+    let _ = stop.send(());
+    browser.client.clone().close().await.unwrap();
+}
+
+async fn client_get_bytes(url: &str) -> Vec<u8> {
+    let response = client().get(url).send().await.unwrap();
+    assert_eq!(response.status().as_u16(), 200, "{url}");
+    response.bytes().await.unwrap().to_vec()
+}
+
+async fn client_post(url: &str, form: &[(&str, String)]) -> u16 {
+    let body: String = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(form)
+        .finish();
+    client()
+        .post(url)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(body)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
