@@ -288,3 +288,65 @@ pub fn status_text(status: &Status) -> String {
     }
     text.trim_end().to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use chrono::{Duration, Utc};
+    use tablekit_patterns::consistency::{Backlog, RelayStatus};
+
+    fn status(backlog: Backlog, live: bool) -> Status {
+        Status {
+            queues: Vec::new(),
+            relay: backlog,
+            relays: vec![RelayStatus {
+                id: "r".into(),
+                until: Utc::now(),
+                live,
+                shares: 1,
+                published: 0,
+                rate: 0.0,
+            }],
+            audits: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn delayed_work_is_labelled_with_its_due_time_and_old_entries_warn() {
+        let now = Utc::now();
+        // Burials not yet due: facts, no warning.
+        let waiting = Backlog {
+            delayed: 100,
+            delayed_next: Some(now + Duration::minutes(3)),
+            ..Backlog::default()
+        };
+        let notes = relay_notes(&status(waiting, false), now);
+        assert!(notes.notes[0].starts_with("100 tombstone burials are delayed work"));
+        assert!(notes.notes[0].contains("the first is due at"));
+        assert_eq!(notes.warning, None);
+        // Burials due 19 minutes ago and no relay running: a warning that says so.
+        let due = Backlog {
+            entries: 100,
+            partitions: 1,
+            oldest: Some(now - Duration::minutes(24)),
+            came_due: 100,
+            came_due_since: Some(now - Duration::minutes(19)),
+            ..Backlog::default()
+        };
+        let notes = relay_notes(&status(due.clone(), false), now);
+        assert!(notes.notes[0].contains("grace period has passed"));
+        let warning = notes.warning.expect("a warning");
+        assert!(warning.starts_with("No relay is running"), "{warning}");
+        let behind = relay_notes(&status(due.clone(), true), now)
+            .warning
+            .unwrap();
+        assert!(behind.starts_with("The relay is behind"), "{behind}");
+        // Entries written a moment ago: no warning.
+        let fresh = Backlog {
+            entries: 3,
+            oldest: Some(now - Duration::seconds(2)),
+            ..Backlog::default()
+        };
+        assert_eq!(relay_notes(&status(fresh, false), now).warning, None);
+    }
+}

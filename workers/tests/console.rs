@@ -1060,3 +1060,117 @@ fn handle_of(html: &str, id: &str) -> String {
     let rest = &html[row + 13..];
     rest[..rest.find('"').unwrap()].to_owned()
 }
+
+/// A repair writes to its table: it starts only after a confirmation that says so. The
+/// finished jobs (and a record that no longer reads as a job) are cleared on request;
+/// a running job stays.
+#[tokio::test]
+async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let members = IndexedTable::<Member, _>::new(store.clone());
+    members.create().await.unwrap();
+    members
+        .insert(&Member {
+            team: "t".into(),
+            id: 1,
+            email: "m1@example.com".into(),
+        })
+        .await
+        .unwrap();
+    store.create_table_if_not_exists(JOBS_TABLE).await.unwrap();
+    store
+        .insert(
+            JOBS_TABLE,
+            Entity::new("job", "0000000000002-junk00").with("State", "{not a job"),
+        )
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    let options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    let running = serve(store.clone(), queue, options).await;
+    let jobs_url = format!("{}/jobs", running.url);
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
+    let repair = [
+        ("csrf", csrf.as_str()),
+        ("nonce", nonce.as_str()),
+        ("kind", "repair"),
+        ("table", "Staff"),
+    ];
+    let (status, confirm) = post(&jobs_url, &repair, &[]).await;
+    assert_eq!(status, 200);
+    assert!(confirm.contains("writes to the table"), "{confirm}");
+    let recorded = |store: AnyStore| async move {
+        store
+            .query_all(
+                JOBS_TABLE,
+                tablekit_core::Query::with_filter(tablekit_core::filter::partition_key().eq("job")),
+            )
+            .await
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        recorded(store.clone()).await,
+        1,
+        "no job before the confirmation"
+    );
+    let confirmed = [repair.as_slice(), &[("confirmed", "yes")]].concat();
+    let (status, location) = post(&jobs_url, &confirmed, &[]).await;
+    assert_eq!(status, 303);
+    let (_, page) = get(&format!("{}{location}", running.url)).await;
+    assert!(page.contains("Started: repair of Staff."), "{page}");
+    live_until(&running.url, |live| live.contains("data-state=\"done\"")).await;
+
+    // Clear: the done repair and the junk record go.
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    let (status, location) = post(
+        &jobs_url,
+        &[
+            ("csrf", csrf.as_str()),
+            ("nonce", field(&html, "nonce").as_str()),
+            ("kind", "clear"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 303);
+    let (_, page) = get(&format!("{}{location}", running.url)).await;
+    assert!(page.contains("Cleared 2 finished jobs."), "{page}");
+    assert_eq!(recorded(store.clone()).await, 0);
+}
+
+/// Pausing a queue's consumers from the overview, and resuming them.
+#[tokio::test]
+async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    let name = "console-pause";
+    queue
+        .declare(name, &WorkerConfig::new(name).queue_options())
+        .await
+        .unwrap();
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned()];
+    let running = serve(store, queue.clone(), options).await;
+    let url = format!("{}/queues/{name}", running.url);
+    for (word, paused) in [("pause", true), ("resume", false)] {
+        let (_, html) = get(&format!("{}/", running.url)).await;
+        let (status, location) = post(
+            &url,
+            &[
+                ("csrf", field(&html, "csrf").as_str()),
+                ("nonce", field(&html, "nonce").as_str()),
+                ("pause", word),
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(status, 303, "{location}");
+        assert_eq!(queue.paused(name).await.unwrap(), paused);
+        let (_, page) = get(&format!("{}{location}", running.url)).await;
+        assert_eq!(page.contains("badge bad\">paused"), paused, "{page}");
+    }
+}
