@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Measures the console over a large poison queue, by hand (figures for notes, never in CI):
+# seeds a SQLite queue with 10,000 poison messages — 40 with 2 MB bodies, one whose id and
+# reason are not UTF-8 — starts `tablekit-worker console` over it, fetches the poison page
+# once and then four times at once, and prints each page's status, size and time, and the
+# console's peak memory (VmHWM).
+#
+#   scripts/console-scale.sh [path/to/tablekit-worker]
+#
+# The binary defaults to target/release/tablekit-worker
+# (`cargo build --release -p tablekit-workers --bin tablekit-worker --features cli,sqlite`).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+binary=${1:-target/release/tablekit-worker}
+dir=$(mktemp -d)
+port=${CONSOLE_SCALE_PORT:-9477}
+cleanup() {
+    [[ -n "${pid:-}" ]] && kill "$pid" 2>/dev/null || true
+    rm -rf "$dir"
+}
+trap cleanup EXIT
+
+python3 - "$dir/queue.db" <<'PY'
+import json, sqlite3, sys, time, uuid
+db = sqlite3.connect(sys.argv[1])
+db.executescript("""
+CREATE TABLE IF NOT EXISTS tablekit_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, id TEXT NOT NULL,
+    body BLOB NOT NULL, sent_at INTEGER NOT NULL, visible_at INTEGER NOT NULL,
+    dequeue_count INTEGER NOT NULL DEFAULT 0, pop_receipt TEXT, reason TEXT);
+CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
+""")
+kinds = ["archive-employee", "index-copy", "index-remove"]
+reasons = ["timeout after 30 s", "NotFound: Current/D1", "handler panicked",
+           "schema version 3 unknown", "PreconditionFailed"]
+now = int(time.time() * 1_000_000)
+rows = []
+for i in range(10_000):
+    payload = {"n": i, "photo": "x" * (2 * 1024 * 1024)} if i < 40 else {"n": i, "tag": f"needle-{i}-end"}
+    body = json.dumps({"id": str(uuid.uuid4()), "kind": kinds[i % 3], "version": 1,
+                       "created_at": "2026-11-26T10:00:00Z", "payload": payload}).encode()
+    ident, reason = f"msg-{i:05}".encode(), reasons[i % 5].encode()
+    if i == 5000:
+        ident, reason = b"bad-\xff\xfe-id", b"bad-bytes \xc3\x28"
+    rows.append(("scale-poison", ident, body, now, now, 5, reason))
+db.executemany("INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason) "
+               "VALUES (?, CAST(? AS TEXT), ?, ?, ?, ?, CAST(? AS TEXT))", rows)
+db.commit()
+PY
+
+"$binary" console --bind "127.0.0.1:$port" --broker "sqlite:$dir/queue.db" \
+    --store "sqlite:$dir/store.db" --queue scale >"$dir/console.log" 2>&1 &
+pid=$!
+for _ in $(seq 1 100); do
+    curl -s -o /dev/null "http://127.0.0.1:$port/" && break
+    sleep 0.1
+done
+fetch() {
+    curl -s -o /dev/null -w "%{http_code} %{size_download} bytes %{time_total} s\n" \
+        "http://127.0.0.1:$port$1"
+}
+echo "binary: $binary"
+echo "one request, first page:   $(fetch /poison/scale)"
+echo "one request, limit=100:    $(fetch '/poison/scale?limit=100')"
+echo "peak memory after one:     $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
+for _ in 1 2 3 4; do fetch /poison/scale & done | sed 's/^/four at once:              /'
+wait
+echo "peak memory after five:    $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
