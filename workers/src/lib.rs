@@ -36,6 +36,7 @@ pub mod changes;
 pub mod cli;
 #[cfg(feature = "console")]
 pub mod console;
+mod display;
 mod error;
 pub mod index;
 pub mod migrate;
