@@ -67,6 +67,8 @@ pub struct Model {
     /// Malformed messages an operator discarded from a poison queue (a duplicate
     /// delivery of one may be poisoned again afterwards).
     pub discarded: Vec<String>,
+    /// What the operator's console steps found wrong.
+    pub console: Vec<String>,
 }
 
 impl Model {

@@ -12,6 +12,7 @@ use tablekit_core::{AnyStore, TableStore};
 use tablekit_patterns::index::{AuditOptions, AuditReport, OutboxSink, Relay, Sweeper};
 
 use crate::archive::ArchiveOperation;
+use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
 use crate::queue::{AnyQueue, Queue};
@@ -420,15 +421,17 @@ where
         } => {
             let broker = AnyQueue::connect(&queue.broker).await?;
             let messages = broker.poison_list(&queue.queue, limit).await?;
+            // One line a message, whatever its sender wrote: the id, reason and body are
+            // shown with their control and bidirectional characters escaped.
             for m in &messages {
                 write(
                     out,
                     format!(
                         "{}\t{} deliveries\t{}\t{}",
-                        m.id,
+                        neutral(&m.id),
                         m.delivery_count,
-                        m.reason,
-                        String::from_utf8_lossy(&m.body)
+                        neutral(&m.reason),
+                        neutral(&String::from_utf8_lossy(&m.body))
                     ),
                 )?;
             }

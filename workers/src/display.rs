@@ -1,36 +1,93 @@
-//! Text from queues shown to people: bidi controls, line breaks and other invisible
-//! characters made visible, so that an id cannot reorder what a page shows or forge a
-//! line in a log.
+//! Untrusted text made safe to show: message ids, reasons and bodies come from whoever
+//! wrote to the queue, and are written into log lines, the command line's listings and the
+//! console's pages.
+//!
+//! [`neutral`] replaces every character that changes how the text around it reads rather
+//! than showing itself — line breaks (a forged log line), bidirectional controls (an id
+//! shown as `rtl-exe.png`), other control and invisible format characters (two ids that
+//! look the same) — with a visible escape (`\n`, `\u{202E}`). Ordinary text of any script,
+//! emoji sequences included, is kept as it is. A backslash is kept too: an escape in the
+//! output can also have been typed, so the output names characters, it does not encode
+//! them.
 
 use std::borrow::Cow;
+use std::fmt::Write as _;
 
-/// Whether `c` would be invisible or rearrange the text around it.
-fn hidden(c: char) -> bool {
-    c.is_control()
-        || matches!(
-            c,
-            '\u{061C}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{2069}'
-                | '\u{FEFF}'
-        )
-}
-
-/// `text` with each hidden character written as an escape (`\n`, `\u{202e}`).
+/// `text` with its control, bidirectional and invisible format characters written as
+/// visible escapes (`\n`, `\r`, `\t`, `\u{202E}`); the text itself when it has none.
 pub(crate) fn neutral(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(hidden) {
+    let chars: Vec<char> = text.chars().collect();
+    let escaped = |i: usize| hidden(&chars, i);
+    if !(0..chars.len()).any(escaped) {
         return Cow::Borrowed(text);
     }
-    let mut out = String::with_capacity(text.len() + 8);
-    for c in text.chars() {
-        if hidden(c) {
-            out.extend(c.escape_default());
-        } else {
+    let mut out = String::with_capacity(text.len() + 16);
+    for (i, &c) in chars.iter().enumerate() {
+        if !escaped(i) {
             out.push(c);
+            continue;
+        }
+        match c {
+            '\n' => out.push_str("\\n"),
+            '\r' => out.push_str("\\r"),
+            '\t' => out.push_str("\\t"),
+            _ => {
+                let _ = write!(out, "\\u{{{:04X}}}", u32::from(c));
+            }
         }
     }
     Cow::Owned(out)
+}
+
+/// Whether the character at `i` is one [`neutral`] writes as an escape.
+fn hidden(chars: &[char], i: usize) -> bool {
+    let c = chars[i];
+    match c {
+        // C0 (line breaks and tabs among them), DEL and C1.
+        c if c.is_control() => true,
+        // Bidirectional controls: the Arabic letter mark, LRM and RLM, the embeddings and
+        // overrides, the isolates.
+        '\u{061C}'
+        | '\u{200E}'
+        | '\u{200F}'
+        | '\u{202A}'..='\u{202E}'
+        | '\u{2066}'..='\u{2069}' => true,
+        // The zero-width joiner stays between two emoji (a family, a profession).
+        '\u{200D}' => {
+            let joins = i > 0 && chars.get(i + 1).is_some_and(|&next| emoji(next));
+            !(joins && emoji(chars[i - 1]))
+        }
+        // Tag characters stay after a black flag (the flags of England, Scotland, Wales).
+        '\u{E0020}'..='\u{E007F}' => chars[..i]
+            .iter()
+            .rev()
+            .find(|&&p| !('\u{E0020}'..='\u{E007F}').contains(&p))
+            .is_none_or(|&p| p != '\u{1F3F4}'),
+        // Invisible format characters: soft hyphen, Mongolian vowel separator, zero-width
+        // space and non-joiner, line and paragraph separators, word joiner and invisible
+        // operators, deprecated format controls, byte order mark, interlinear annotation,
+        // musical format controls, language tag.
+        '\u{00AD}'
+        | '\u{180E}'
+        | '\u{200B}'
+        | '\u{200C}'
+        | '\u{2028}'
+        | '\u{2029}'
+        | '\u{2060}'..='\u{2064}'
+        | '\u{206A}'..='\u{206F}'
+        | '\u{FEFF}'
+        | '\u{FFF9}'..='\u{FFFB}'
+        | '\u{1D173}'..='\u{1D17A}'
+        | '\u{E0001}' => true,
+        _ => false,
+    }
+}
+
+/// Whether `c` can stand on either side of an emoji's zero-width joiner: a pictograph,
+/// a symbol of the Miscellaneous Symbols and Dingbats blocks, a skin tone, or the
+/// variation selector that asks for emoji presentation.
+fn emoji(c: char) -> bool {
+    matches!(c, '\u{1F000}'..='\u{1FAFF}' | '\u{2600}'..='\u{27BF}' | '\u{2B00}'..='\u{2BFF}' | '\u{FE0F}')
 }
 
 #[cfg(test)]
@@ -38,9 +95,61 @@ mod tests {
     use super::*;
 
     #[test]
-    fn invisible_characters_are_shown_as_escapes() {
-        assert_eq!(neutral("plain ünïcode 名前 🙂"), "plain ünïcode 名前 🙂");
-        assert_eq!(neutral("exe.\u{202E}gnp"), "exe.\\u{202e}gnp");
-        assert_eq!(neutral("a\nb\r\tc"), "a\\nb\\r\\tc");
+    fn ordinary_text_of_any_script_is_kept_as_it_is() {
+        for text in [
+            "invoice-2024.pdf",
+            "Grüße, Søren",
+            "مرحبا بالعالم",
+            "שלום",
+            "日本語のテキスト",
+            "Ελληνικά",
+            "path\\to\\file",
+            "👍 done 🎉",
+            "👨\u{200D}👩\u{200D}👧",
+            "🏳\u{FE0F}\u{200D}🌈",
+            "🏴\u{E0067}\u{E0062}\u{E0065}\u{E006E}\u{E0067}\u{E007F}",
+            "",
+        ] {
+            assert!(
+                matches!(neutral(text), Cow::Borrowed(t) if t == text),
+                "{text}"
+            );
+        }
+    }
+
+    #[test]
+    fn bidirectional_controls_are_shown_as_escapes() {
+        assert_eq!(neutral("rtl\u{202E}gnp.exe"), "rtl\\u{202E}gnp.exe");
+        for c in [
+            '\u{061C}', '\u{200E}', '\u{200F}', '\u{202A}', '\u{202B}', '\u{202C}', '\u{202D}',
+            '\u{2066}', '\u{2067}', '\u{2068}', '\u{2069}',
+        ] {
+            let shown = neutral(&format!("a{c}b")).into_owned();
+            assert_eq!(shown, format!("a\\u{{{:04X}}}b", u32::from(c)));
+        }
+    }
+
+    #[test]
+    fn line_breaks_and_control_characters_cannot_start_a_line() {
+        assert_eq!(
+            neutral("id\n2024-01-01 INFO forged\r\tx"),
+            "id\\n2024-01-01 INFO forged\\r\\tx"
+        );
+        assert_eq!(
+            neutral("\u{0}\u{1B}[31m\u{7F}\u{85}"),
+            "\\u{0000}\\u{001B}[31m\\u{007F}\\u{0085}"
+        );
+        assert_eq!(neutral("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c");
+    }
+
+    #[test]
+    fn invisible_characters_are_shown_so_that_two_ids_never_look_the_same() {
+        assert_eq!(neutral("ab\u{200B}c"), "ab\\u{200B}c");
+        assert_eq!(neutral("a\u{200C}b"), "a\\u{200C}b");
+        assert_eq!(neutral("a\u{200D}b"), "a\\u{200D}b");
+        assert_eq!(neutral("\u{FEFF}id"), "\\u{FEFF}id");
+        assert_eq!(neutral("soft\u{AD}hyphen"), "soft\\u{00AD}hyphen");
+        assert_eq!(neutral("👍\u{200D}"), "👍\\u{200D}");
+        assert_eq!(neutral("tag\u{E0067}"), "tag\\u{E0067}");
     }
 }

@@ -36,7 +36,6 @@ pub mod changes;
 pub mod cli;
 #[cfg(feature = "console")]
 pub mod console;
-#[allow(dead_code)]
 mod display;
 mod error;
 pub mod index;

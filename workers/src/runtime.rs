@@ -29,6 +29,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, OperationError, Registry};
 use crate::queue::{ConsumeOptions, Consumer, Delivery, Queue, QueueOptions};
@@ -297,7 +298,7 @@ async fn handle<D: Delivery>(
     let span = tracing::info_span!(
         "delivery",
         queue = %config.queue,
-        operation_id = %delivery.received().id
+        operation_id = %neutral(&delivery.received().id)
     );
     handle_in_span(delivery, registry, counters, config)
         .instrument(span)
@@ -310,10 +311,11 @@ async fn handle_in_span<D: Delivery>(
     counters: &Counters,
     config: &WorkerConfig,
 ) {
-    // The id and count only: the body is read in place, not copied.
+    // The id (as the logs show the sender's text) and count only: the body is read in
+    // place, not copied.
     let (id, count) = {
         let received = delivery.received();
-        (received.id.clone(), received.delivery_count)
+        (neutral(&received.id).into_owned(), received.delivery_count)
     };
     let queue = &config.queue;
 
@@ -327,7 +329,7 @@ async fn handle_in_span<D: Delivery>(
         settle(delivery.poison(&reason), counters, &counters.poisoned).await;
         let labels = [("queue", queue.clone()), ("kind", "unknown".to_owned())];
         metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
-        tracing::error!(queue = %queue, %id, %reason, "poisoned");
+        tracing::error!(queue = %queue, %id, reason = %neutral(&reason), "poisoned");
         return;
     }
 
@@ -355,7 +357,7 @@ async fn handle_in_span<D: Delivery>(
                 messaging.destination.name = %queue,
                 messaging.message.id = %id,
                 tablekit.operation.id = %envelope.id,
-                tablekit.operation.kind = %envelope.kind,
+                tablekit.operation.kind = %neutral(&envelope.kind),
                 tablekit.delivery = count,
             );
             std::panic::AssertUnwindSafe(registry.handle(envelope).instrument(span))
@@ -372,14 +374,14 @@ async fn handle_in_span<D: Delivery>(
         Ok(()) => {
             settle(delivery.ack(), counters, &counters.processed).await;
             metrics::counter!("tablekit_worker_processed_total", &labels).increment(1);
-            tracing::debug!(queue = %queue, %id, kind, "processed");
+            tracing::debug!(queue = %queue, %id, kind = %neutral(&kind), "processed");
         }
         Err(e) if e.is_retryable() && count < config.max_deliveries => {
             let reason = chain(&e);
             let delay = config.backoff(count);
             settle(delivery.retry(delay), counters, &counters.retried).await;
             metrics::counter!("tablekit_worker_retried_total", &labels).increment(1);
-            tracing::warn!(queue = %queue, %id, kind, delivery = count, ?delay, %reason, "retrying");
+            tracing::warn!(queue = %queue, %id, kind = %neutral(&kind), delivery = count, ?delay, reason = %neutral(&reason), "retrying");
         }
         Err(e) => {
             let reason = if e.is_retryable() {
@@ -393,7 +395,7 @@ async fn handle_in_span<D: Delivery>(
             };
             settle(delivery.poison(&reason), counters, &counters.poisoned).await;
             metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
-            tracing::error!(queue = %queue, %id, kind, %reason, "poisoned");
+            tracing::error!(queue = %queue, %id, kind = %neutral(&kind), reason = %neutral(&reason), "poisoned");
         }
     }
 }

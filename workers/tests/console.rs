@@ -208,7 +208,10 @@ async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
     assert_eq!(response.status().as_u16(), 303);
     assert_eq!(response.headers()["location"], "/login");
     let (status, _) = get(&format!("{url}/live")).await;
-    assert_eq!(status, 303);
+    assert_eq!(
+        status, 401,
+        "a refresh is told the session is gone, not sent to a page"
+    );
     // With it, as a bearer token.
     let response = client()
         .get(format!("{url}/"))
@@ -621,7 +624,7 @@ async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
 use support::browser::{banner, browser, screenshot};
 
 async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
-    let Some(browser) = browser().await else {
+    let Some(browser) = browser(1280, 1000).await else {
         return;
     };
     let client = &browser.client;

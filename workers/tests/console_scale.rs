@@ -159,7 +159,7 @@ fn thousands(n: usize) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ten_thousand_poison_messages_in_chromium() {
-    let Some(browser) = support::browser::browser().await else {
+    let Some(browser) = support::browser::browser(1280, 1000).await else {
         return;
     };
     let client = &browser.client;

@@ -468,3 +468,66 @@ on_every_queue!(
     shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued,
     a_panicking_handler_is_a_failed_attempt_and_the_worker_goes_on,
 );
+
+/// A log line kept by [`hostile_ids_and_reasons_are_logged_escaped`].
+#[derive(Clone, Default)]
+struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// A message id holding a line break and a right-to-left override cannot forge a log
+/// line or turn the text around it: the worker's logs show both as escapes.
+#[tokio::test]
+async fn hostile_ids_and_reasons_are_logged_escaped() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_max_level(tracing::Level::DEBUG)
+        .with_writer(move || writer.clone())
+        .finish();
+    // The test's runtime has one thread: the worker's tasks log to this subscriber.
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let dir = tempfile::tempdir().unwrap();
+    let queue = tablekit_workers::queue::sqlite::SqliteQueue::open(dir.path().join("queue.db"))
+        .await
+        .unwrap();
+    let name = support::unique("hostile-ids");
+    queue
+        .declare(&name, &config(&name).queue_options())
+        .await
+        .unwrap();
+    let id = "evil\n2024-01-01T00:00:00Z  INFO forged: all clear\u{202E}gnp.exe";
+    queue.send(&name, id, b"{not json").await.unwrap();
+    let (q, n) = (queue.clone(), name.clone());
+    run_until(queue.clone(), Registry::new(), config(&name), || {
+        let (q, n) = (q.clone(), n.clone());
+        async move { q.stats(&n).await.unwrap().poisoned == 1 }
+    })
+    .await;
+
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let poisoned = logs
+        .lines()
+        .find(|line| line.contains("poisoned"))
+        .unwrap_or_else(|| panic!("no poisoned line in:\n{logs}"));
+    assert!(
+        poisoned.contains("evil\\n2024-01-01T00:00:00Z  INFO forged: all clear\\u{202E}gnp.exe"),
+        "{poisoned}"
+    );
+    assert!(
+        !logs.lines().any(|line| line.starts_with("2024-01-01")),
+        "a forged line:\n{logs}"
+    );
+    assert!(!logs.contains('\u{202E}'), "{logs}");
+}

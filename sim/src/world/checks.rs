@@ -49,6 +49,7 @@ pub(super) async fn check(world: &World) -> Vec<String> {
         }
     }
 
+    found.extend(world.model.borrow().console.iter().cloned());
     found.extend(audit::check(world, &members, &badges).await);
     found.extend(tallies::check(&store).await);
 

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use tablekit_core::random;
-use tablekit_workers::queue::Queue;
+use tablekit_workers::queue::{PoisonAction, PoisonQuery, Queue};
 
 use super::World;
 use super::archive::request_archive;
@@ -31,36 +31,29 @@ pub(super) async fn run(world: &World) {
                 world.model.borrow_mut().malformed.push(id.clone());
                 let _ = world.queue.send(queue, &id, b"{not an envelope").await;
             }
-            // An operator at the console: replays a queue's poison messages (they come
-            // back with a fresh count), or discards one of the malformed ones.
-            // (Only the malformed ones: a message poisoned by a fault of tablekit stays
-            // for the check to report.)
+            // An operator at the console: a dry run lists a queue's malformed poison
+            // messages, and its confirmation replays exactly that set (they come back with
+            // a fresh count) while the queue goes on meanwhile. (Only the malformed ones: a
+            // message poisoned by a fault of tablekit stays for the check to report.)
             12 => {
                 let queue = pick(&["index", "archive"]);
-                let malformed = world.model.borrow().malformed.clone();
-                let only_malformed = world
-                    .queue
-                    .poisoned()
-                    .iter()
-                    .all(|(_, id, _)| malformed.contains(id));
-                if only_malformed {
-                    match world.queue.poison_replay(queue, None).await {
-                        Ok(n) => {
-                            world.log(format!("operator: replayed {n} poison messages of {queue}"))
-                        }
-                        Err(e) => world.log(format!("operator: replay failed: {e}")),
-                    }
-                }
+                operator_replays_a_set(world, queue).await;
             }
             13 => {
                 let malformed = world.model.borrow().malformed.clone();
                 let poisoned = world.queue.poisoned();
                 if let Some((queue, id, _)) =
                     poisoned.iter().find(|(_, id, _)| malformed.contains(id))
-                    && let Ok(n) = world.queue.poison_discard(queue, Some(id)).await
+                    && let Ok(taken) = world
+                        .queue
+                        .poison_take(queue, std::slice::from_ref(id), &PoisonAction::Discard)
+                        .await
                 {
-                    world.log(format!("operator: discarded {id} of {queue} ({n})"));
-                    if n > 0 {
+                    world.log(format!(
+                        "operator: discarded {id} of {queue} ({})",
+                        taken.len()
+                    ));
+                    if !taken.is_empty() {
                         world.model.borrow_mut().discarded.push(id.clone());
                     }
                 }
@@ -72,5 +65,64 @@ pub(super) async fn run(world: &World) {
             }
             _ => {}
         }
+    }
+}
+
+/// The console's "replay all" over the malformed messages of `queue`: the dry run's set,
+/// then — after the operator read it, the workers running meanwhile — the confirmation,
+/// which must take from that set only: every other poison message stays.
+async fn operator_replays_a_set(world: &World, queue: &str) {
+    let malformed = world.model.borrow().malformed.clone();
+    let listed = match world
+        .queue
+        .poison_page(queue, &PoisonQuery::new(1000, 0))
+        .await
+    {
+        Ok(page) => page.messages,
+        Err(e) => {
+            world.log(format!("operator: the dry run failed: {e}"));
+            return;
+        }
+    };
+    let set: Vec<_> = listed
+        .into_iter()
+        .filter(|m| malformed.contains(&m.id))
+        .collect();
+    if set.is_empty() {
+        return;
+    }
+    tokio::task::yield_now().await;
+    let others = |poisoned: Vec<(String, String, String)>| -> Vec<String> {
+        let mut others: Vec<String> = poisoned
+            .into_iter()
+            .filter(|(q, id, _)| q == queue && !set.iter().any(|m| &m.id == id))
+            .map(|(_, id, _)| id)
+            .collect();
+        others.sort();
+        others
+    };
+    let before = others(world.queue.poisoned());
+    let handles: Vec<String> = set.iter().map(|m| m.handle.clone()).collect();
+    match world
+        .queue
+        .poison_take(queue, &handles, &PoisonAction::Replay)
+        .await
+    {
+        Ok(taken) => {
+            world.log(format!(
+                "operator: replayed {} of the {} poison messages of {queue} the dry run listed",
+                taken.len(),
+                set.len()
+            ));
+            let after = others(world.queue.poisoned());
+            if taken.iter().any(|h| !handles.contains(h))
+                || before.iter().any(|id| !after.contains(id))
+            {
+                world.model.borrow_mut().console.push(format!(
+                    "{queue}: the confirmation of a dry run took messages it did not list ({before:?} before, {after:?} after)"
+                ));
+            }
+        }
+        Err(e) => world.log(format!("operator: replay failed: {e}")),
     }
 }

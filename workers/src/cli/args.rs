@@ -300,8 +300,8 @@ pub struct ConsoleArgs {
     /// Where the console listens. Any address but loopback needs `--token`.
     #[arg(long, env = "TABLEKIT_CONSOLE_BIND", default_value = crate::console::DEFAULT_BIND)]
     pub bind: SocketAddr,
-    /// The token every request must carry (at least 16 characters; the browser signs in
-    /// with it once). Required off loopback. Prefer the environment variable: a flag
+    /// The token every request must carry (at least 16 characters, 8 of them different,
+    /// no whitespace: `openssl rand -hex 32`; the browser signs in with it once). Required off loopback. Prefer the environment variable: a flag
     /// shows in the process list.
     #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
@@ -393,7 +393,7 @@ pub struct RunArgs {
     /// set). Any address but loopback needs `--console-token`.
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE")]
     pub console: Option<SocketAddr>,
-    /// The console's token (at least 16 characters).
+    /// The console's token (at least 16 characters, 8 of them different, no whitespace).
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE_TOKEN", hide_env_values = true)]
     pub console_token: Option<String>,
     /// Seconds between two passes of the expiry sweeper, which runs beside the relay and

@@ -7,13 +7,37 @@
   const seconds = Number(body.dataset.refresh || 0);
   const live = document.getElementById("live");
   if (live && seconds > 0) {
+    let timer = 0;
+    // The session is gone (a cleared cookie, a restarted console): say so in place and
+    // stop asking; the data shown stays, marked stale.
+    const signedOut = () => {
+      clearInterval(timer);
+      live.classList.add("stale");
+      if (document.getElementById("signed-out")) return;
+      const notice = document.createElement("div");
+      notice.id = "signed-out";
+      notice.className = "banner failed";
+      notice.setAttribute("role", "alert");
+      notice.append("Signed out \u2014 ");
+      const link = document.createElement("a");
+      link.href = "/login";
+      link.textContent = "sign in again";
+      notice.append(link);
+      live.parentNode.insertBefore(notice, live);
+    };
     const refresh = async () => {
       // Not while the operator is choosing in the job form.
       const active = document.activeElement;
       if (active && live.contains(active) && active.tagName === "SELECT") return;
       try {
-        const response = await fetch(live.dataset.src, { credentials: "same-origin" });
-        if (response.ok) {
+        const response = await fetch(live.dataset.src, {
+          credentials: "same-origin",
+          headers: { "X-Tablekit-Fetch": "1" },
+        });
+        if (response.status === 401) {
+          signedOut();
+        } else if (response.ok && response.headers.get("X-Tablekit-Live") === "1") {
+          // Only the live part itself is pasted, never another page.
           live.innerHTML = await response.text();
           live.classList.remove("stale");
         } else {
@@ -23,7 +47,7 @@
         live.classList.add("stale");
       }
     };
-    setInterval(refresh, seconds * 1000);
+    timer = setInterval(refresh, seconds * 1000);
   }
   const all = document.getElementById("all");
   if (all) {

@@ -6,33 +6,60 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::Shared;
-use super::access::Access;
+use super::access::{Access, Admission};
+use super::{Shared, signin};
+
+/// The header the console's script sets on its own requests: a request with it is not a
+/// page the browser shows, so it is answered `401` rather than sent to the sign-in form.
+pub(super) const FETCH_HEADER: &str = "x-tablekit-fetch";
+
+/// The header on every answer of `/live`: the script pastes an answer into the page only
+/// when it carries it.
+pub(super) const LIVE_HEADER: &str = "x-tablekit-live";
 
 /// Every response's security headers; the token (or loopback host) and, for a POST, the
-/// origin, checked before any handler runs.
+/// origin, checked before any handler runs. A request without the right token is sent to
+/// the sign-in form when it is a page the browser shows, and answered `401` when it is the
+/// script's refresh (`/live`, or any request with [`FETCH_HEADER`]).
 pub(super) async fn guard(State(console): State<Shared>, request: Request, next: Next) -> Response {
     let path = request.uri().path().to_owned();
     let is_post = request.method() == axum::http::Method::POST;
+    let is_fetch = path == "/live" || request.headers().contains_key(FETCH_HEADER);
     let mut response = if is_post && !Access::same_origin(request.headers()) {
         (StatusCode::FORBIDDEN, "a form of another site").into_response()
-    } else if path == "/login" || path.starts_with("/assets/") {
-        if console.access.needs_token() || path.starts_with("/assets/") {
+    } else if path.starts_with("/assets/") {
+        next.run(request).await
+    } else if path == "/login" {
+        if console.access.needs_token() {
             next.run(request).await
         } else {
             Redirect::to("/").into_response()
         }
-    } else if console.access.admits(request.headers()) {
-        next.run(request).await
-    } else if console.access.needs_token() && !is_post {
-        Redirect::to("/login").into_response()
     } else {
-        (
-            StatusCode::FORBIDDEN,
-            "the console answers requests that carry its token, or name a loopback host",
-        )
-            .into_response()
+        match console.access.admits(request.headers()).await {
+            Admission::Admitted => next.run(request).await,
+            Admission::Busy => signin::busy(),
+            Admission::NoToken | Admission::WrongToken if is_fetch => (
+                StatusCode::UNAUTHORIZED,
+                [(header::WWW_AUTHENTICATE, "Bearer")],
+                "signed out: sign in again at /login",
+            )
+                .into_response(),
+            Admission::NoToken | Admission::WrongToken if !is_post => {
+                Redirect::to("/login").into_response()
+            }
+            Admission::NoToken | Admission::WrongToken | Admission::ForeignHost => (
+                StatusCode::FORBIDDEN,
+                "the console answers requests that carry its token, or name a loopback host",
+            )
+                .into_response(),
+        }
     };
+    if path == "/live" && response.status().is_success() {
+        response
+            .headers_mut()
+            .insert(LIVE_HEADER, HeaderValue::from_static("1"));
+    }
     let headers = response.headers_mut();
     for (name, value) in [
         (

@@ -369,7 +369,7 @@ impl Jobs {
                 .await
             {
                 Ok(etag) => {
-                    tracing::info!(job = %job.id, kind = job.kind.name(), table = %job.table, "taking up a job its console left running");
+                    tracing::info!(job = %job.id, kind = job.kind.name(), table = %crate::display::neutral(&job.table), "taking up a job its console left running");
                     self.spawn(job, etag);
                     taken += 1;
                 }

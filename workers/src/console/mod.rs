@@ -16,9 +16,11 @@
 //! for the refresh; no build chain.
 //!
 //! Access: on loopback by default (answering loopback host names only); any other
-//! address needs a token (at least [`MIN_TOKEN_LEN`] characters), checked in constant time
-//! on every request. Every action is a POST carrying the console's CSRF token from a page
-//! of the console itself; GET changes nothing; each action form acts once.
+//! address needs a token (at least [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of
+//! them different, no whitespace or control characters), checked in constant time on
+//! every request. Wrong tokens, from every client together, are answered one a second.
+//! Every action is a POST carrying the console's CSRF token from a page of the console
+//! itself; GET changes nothing; each action form acts once.
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -35,6 +37,7 @@ use chrono::{DateTime, Utc};
 use maud::Markup;
 use tablekit_core::AnyStore;
 use tablekit_core::blob::BlobStore;
+use tablekit_core::error::ErrorKind;
 
 use crate::error::{Error, Result};
 use crate::queue::AnyQueue;
@@ -48,10 +51,11 @@ mod metrics;
 mod pages;
 mod poison;
 mod signin;
+mod throttle;
 mod view;
 
 use access::Access;
-pub use access::MIN_TOKEN_LEN;
+pub use access::{MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN};
 use jobs::{Job, Jobs};
 
 /// The console's address when none is given.
@@ -66,7 +70,9 @@ pub const MAX_LISTED: usize = poison::MAX_PAGE;
 pub struct ConsoleOptions {
     /// Where it listens (default [`DEFAULT_BIND`]).
     pub bind: SocketAddr,
-    /// The token every request must carry; required off loopback.
+    /// The token every request must carry; required off loopback. At least
+    /// [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of them different, and no
+    /// whitespace or control characters: a random hex or base64 string.
     pub token: Option<String>,
     /// The queues shown; by default `index`, `archive` and the change queues the
     /// registered types declare.
@@ -162,8 +168,8 @@ impl std::fmt::Debug for BoundConsole {
 /// Binds the console over `store` and `broker`.
 ///
 /// # Errors
-/// [`Error::Config`] when the address is not loopback and there is no token (or it is
-/// shorter than [`MIN_TOKEN_LEN`]), or the address cannot be bound.
+/// [`Error::Config`] when the address is not loopback and there is no token, when the
+/// token is weak (see [`ConsoleOptions::token`]), or when the address cannot be bound.
 pub async fn bind(
     store: AnyStore,
     broker: AnyQueue,
@@ -265,9 +271,48 @@ fn html(status: StatusCode, markup: Markup) -> Response {
         .into_response()
 }
 
+/// The page of a request that failed, with the status its error's kind calls for.
 fn failure(e: &Error) -> Response {
     html(
-        StatusCode::SERVICE_UNAVAILABLE,
+        failure_status(e.kind()),
         view::page("Not done", None, view::problem(&e.to_string())),
     )
+}
+
+/// The status of a failure: the request's fault (`400`, `404`, `409`), the store or
+/// broker being unavailable for now (`503`), or anything else (`500`).
+fn failure_status(kind: ErrorKind) -> StatusCode {
+    match kind {
+        ErrorKind::InvalidInput | ErrorKind::TooLarge => StatusCode::BAD_REQUEST,
+        ErrorKind::NotFound | ErrorKind::TableNotFound => StatusCode::NOT_FOUND,
+        ErrorKind::AlreadyExists
+        | ErrorKind::TableAlreadyExists
+        | ErrorKind::PreconditionFailed => StatusCode::CONFLICT,
+        ErrorKind::Transient | ErrorKind::TableBeingDeleted => StatusCode::SERVICE_UNAVAILABLE,
+        _ => StatusCode::INTERNAL_SERVER_ERROR,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_failure_answers_by_its_kind() {
+        let bad_name = crate::queue::check_queue_name("amq.bad").expect_err("a reserved name");
+        assert_eq!(failure_status(bad_name.kind()), StatusCode::BAD_REQUEST);
+        assert_eq!(failure_status(ErrorKind::NotFound), StatusCode::NOT_FOUND);
+        assert_eq!(
+            failure_status(ErrorKind::PreconditionFailed),
+            StatusCode::CONFLICT
+        );
+        assert_eq!(
+            failure_status(ErrorKind::Transient),
+            StatusCode::SERVICE_UNAVAILABLE
+        );
+        assert_eq!(
+            failure_status(ErrorKind::Backend),
+            StatusCode::INTERNAL_SERVER_ERROR
+        );
+    }
 }

@@ -1,9 +1,9 @@
-//! Headless Chromium for the console's browser tests: started through chromedriver, or a
-//! reported skip (a failure under `CI=true`); screenshots and waits.
+//! Headless Chromium through chromedriver for the console's browser tests, or a reported
+//! skip (a failure under `CI=true`) when either is missing.
 
 use std::time::Duration;
 
-/// Headless Chromium through chromedriver, or a reported skip (a failure under CI=true).
+/// A Chromium session; its chromedriver is stopped when dropped.
 pub(crate) struct Browser {
     driver: std::process::Child,
     pub(crate) client: fantoccini::Client,
@@ -16,7 +16,7 @@ impl Drop for Browser {
     }
 }
 
-pub(crate) fn find_program(names: &[&str]) -> Option<std::path::PathBuf> {
+fn find_program(names: &[&str]) -> Option<std::path::PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     names.iter().find_map(|name| {
         std::env::split_paths(&path)
@@ -25,30 +25,31 @@ pub(crate) fn find_program(names: &[&str]) -> Option<std::path::PathBuf> {
     })
 }
 
-pub(crate) async fn browser() -> Option<Browser> {
+/// A headless Chromium of `width` × `height` pixels, or `None` after reporting the skip.
+pub(crate) async fn browser(width: u32, height: u32) -> Option<Browser> {
     let (Some(driver), Some(chromium)) = (
         find_program(&["chromedriver"]),
         find_program(&["chromium", "chromium-browser", "google-chrome"]),
     ) else {
-        super::service_missing(
+        crate::support::service_missing(
             "no Chromium: scripts/services.sh installs Debian's chromium and chromium-driver",
         );
         return None;
     };
-    let port = super::free_port();
+    let port = crate::support::free_port();
     let driver = std::process::Command::new(driver)
         .arg(format!("--port={port}"))
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
-        .unwrap();
+        .expect("chromedriver starts");
     let mut capabilities = serde_json::Map::new();
     capabilities.insert(
         "goog:chromeOptions".into(),
         serde_json::json!({
             "binary": chromium,
             "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                     "--disable-dev-shm-usage", "--window-size=1280,1000",
+                     "--disable-dev-shm-usage", format!("--window-size={width},{height}"),
                      "--force-color-profile=srgb", "--hide-scrollbars"]
         }),
     );
@@ -61,8 +62,7 @@ pub(crate) async fn browser() -> Option<Browser> {
             .await
         {
             Ok(client) => break client,
-            Err(e) if std::time::Instant::now() < deadline => {
-                let _ = e;
+            Err(_) if std::time::Instant::now() < deadline => {
                 tokio::time::sleep(Duration::from_millis(200)).await;
             }
             Err(e) => panic!("chromedriver did not start a session: {e}"),
