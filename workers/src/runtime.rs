@@ -53,11 +53,14 @@ pub struct WorkerConfig {
     pub lease: Duration,
     /// How often the queue's gauges are refreshed, with observability on.
     pub stats_interval: Duration,
+    /// How often the worker asks whether its queue is paused
+    /// ([`Queue::set_paused`]): a pause takes effect within this time.
+    pub pause_check: Duration,
 }
 
 impl WorkerConfig {
     /// The defaults for a queue: 4 at once, 5 deliveries, backoff 250 ms to 2 min, 30 s to
-    /// shut down, 60 s leases.
+    /// shut down, 60 s leases, a pause noticed within 2 s.
     pub fn new(queue: impl Into<String>) -> Self {
         WorkerConfig {
             queue: queue.into(),
@@ -68,6 +71,7 @@ impl WorkerConfig {
             shutdown_timeout: Duration::from_secs(30),
             lease: Duration::from_secs(60),
             stats_interval: Duration::from_secs(15),
+            pause_check: Duration::from_secs(2),
         }
     }
 
@@ -164,19 +168,34 @@ impl<Q: Queue + Clone> Worker<Q> {
         self.queue
             .declare(&config.queue, &config.queue_options())
             .await?;
-        let prefetch = u16::try_from(config.concurrency).unwrap_or(u16::MAX);
-        let mut consumer = self
-            .queue
-            .consume(
-                &config.queue,
-                ConsumeOptions {
-                    prefetch,
-                    lease: config.lease,
-                },
-            )
-            .await?;
-        tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
+        let options = ConsumeOptions {
+            prefetch: u16::try_from(config.concurrency).unwrap_or(u16::MAX),
+            lease: config.lease,
+        };
         let (stop_stats, stats_stopped) = tokio::sync::watch::channel(false);
+        let initially_paused = match self.queue.paused(&config.queue).await {
+            Ok(paused) => paused,
+            Err(e) => {
+                tracing::warn!(queue = %config.queue, error = %e, "reading whether the queue is paused failed; consuming");
+                false
+            }
+        };
+        let (pause_sent, mut pause) = tokio::sync::watch::channel(initially_paused);
+        let pause_watch = tokio::spawn(watch_pause(
+            self.queue.clone(),
+            config.queue.clone(),
+            config.pause_check,
+            pause_sent,
+            stats_stopped.clone(),
+        ));
+        // While paused the worker holds no consumer: nothing is received or prefetched.
+        let mut consumer = if initially_paused {
+            tracing::info!(queue = %config.queue, "paused");
+            None
+        } else {
+            Some(self.queue.consume(&config.queue, options).await?)
+        };
+        tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
         let stats = tablekit_core::observe::enabled().then(|| {
             tokio::spawn(refresh_gauges(
                 self.queue.clone(),
@@ -191,8 +210,27 @@ impl<Q: Queue + Clone> Worker<Q> {
         let mut tasks = JoinSet::new();
         tokio::pin!(shutdown);
         let outcome = loop {
+            let Some(active) = consumer.as_mut() else {
+                tokio::select! {
+                    () = &mut shutdown => break Ok(()),
+                    paused = pause_changed(&mut pause) => if !paused {
+                        match self.queue.consume(&config.queue, options).await {
+                            Ok(resumed) => consumer = Some(resumed),
+                            Err(e) => break Err(e),
+                        }
+                        tracing::info!(queue = %config.queue, "resumed");
+                    },
+                }
+                continue;
+            };
             let permit = tokio::select! {
                 () = &mut shutdown => break Ok(()),
+                paused = pause_changed(&mut pause) => {
+                    if paused {
+                        pause_consumer(&mut consumer, &config.queue).await;
+                    }
+                    continue;
+                }
                 permit = permits.clone().acquire_owned() => match permit {
                     Ok(permit) => permit,
                     Err(_) => break Ok(()),
@@ -200,7 +238,14 @@ impl<Q: Queue + Clone> Worker<Q> {
             };
             let delivery = tokio::select! {
                 () = &mut shutdown => break Ok(()),
-                next = consumer.next() => next,
+                paused = pause_changed(&mut pause) => {
+                    // Closing the consumer sends back what it received and did not hand out.
+                    if paused {
+                        pause_consumer(&mut consumer, &config.queue).await;
+                    }
+                    continue;
+                }
+                next = active.next() => next,
             };
             let delivery = match delivery {
                 Ok(Some(delivery)) => delivery,
@@ -227,14 +272,59 @@ impl<Q: Queue + Clone> Worker<Q> {
             tracing::warn!(queue = %config.queue, left = tasks.len(), "shutdown timeout: unfinished deliveries will be delivered again");
             tasks.abort_all();
         }
-        consumer.close().await;
+        if let Some(consumer) = consumer {
+            consumer.close().await;
+        }
         let _ = stop_stats.send(true);
         if let Some(stats) = stats {
             let _ = stats.await;
         }
+        let _ = pause_watch.await;
         let report = counters.report();
         tracing::info!(queue = %config.queue, ?report, "worker stopped");
         outcome.map(|()| report)
+    }
+}
+
+/// Closes the consumer of a queue just paused.
+async fn pause_consumer<C: Consumer>(consumer: &mut Option<C>, queue: &str) {
+    if let Some(consumer) = consumer.take() {
+        consumer.close().await;
+    }
+    tracing::info!(queue = %queue, "paused");
+}
+
+/// The pause state once it changes; never, once nobody watches it any more.
+async fn pause_changed(pause: &mut tokio::sync::watch::Receiver<bool>) -> bool {
+    if pause.changed().await.is_err() {
+        std::future::pending::<()>().await;
+    }
+    *pause.borrow_and_update()
+}
+
+/// Asks the queue whether it is paused every `interval` and publishes each change, until
+/// `stopped`. A failed read keeps the state last read.
+async fn watch_pause<Q: Queue>(
+    queue: Q,
+    name: String,
+    interval: Duration,
+    sent: tokio::sync::watch::Sender<bool>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let interval = interval.max(Duration::from_millis(10));
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        match queue.paused(&name).await {
+            Ok(paused) => {
+                sent.send_if_modified(|state| std::mem::replace(state, paused) != paused);
+            }
+            Err(e) => {
+                tracing::warn!(queue = %name, error = %e, "reading whether the queue is paused failed");
+            }
+        }
     }
 }
 

@@ -205,6 +205,34 @@ async fn enqueue_run_report_and_replay(
     assert_eq!(queue.stats(queue_name).await.unwrap().waiting, 1);
 }
 
+/// A poison message whose id and reason are not UTF-8 (written by another program into
+/// the queue's file) is listed with U+FFFD in their place, beside the others, instead of
+/// failing the whole listing.
+#[tokio::test]
+async fn poison_list_shows_an_id_and_reason_that_are_not_utf8() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("queue.db");
+    let broker = format!("sqlite:{}", path.display());
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    queue.send("bytes", "good-1", b"{}").await.unwrap();
+    let file = rusqlite::Connection::open(&path).unwrap();
+    file.execute(
+        "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason) \
+         VALUES ('bytes-poison', CAST(X'6261642DFF2D6964' AS TEXT), X'00FF', 0, 0, 3, CAST(X'6E6F2DFE2D72656173' AS TEXT))",
+        [],
+    )
+    .unwrap();
+    drop(file);
+    let listed = ok(worker()
+        .args(["poison", "list", "--broker", &broker, "--queue", "bytes"])
+        .output()
+        .unwrap());
+    assert!(
+        listed.contains("bad-\u{FFFD}-id\t3 deliveries\tno-\u{FFFD}-reas\t"),
+        "{listed}"
+    );
+    assert!(listed.ends_with("1 poison messages\n"), "{listed}");
+}
 #[test]
 fn bad_arguments_exit_with_the_usage_code_and_say_why() {
     let output = worker()

@@ -8,7 +8,10 @@ mod support;
 use std::time::Duration;
 
 use tablekit_workers::Error;
-use tablekit_workers::queue::{ConsumeOptions, Consumer, Delivery, Queue, QueueOptions};
+use tablekit_workers::queue::{
+    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonPage, PoisonQuery, Queue,
+    QueueOptions,
+};
 use tokio::time::timeout;
 
 fn options() -> QueueOptions {
@@ -271,6 +274,336 @@ pub async fn reads_of_an_undeclared_queue_and_its_companions_are_empty<Q: Queue 
     assert_eq!(queue.stats(&name).await.unwrap().waiting, 1);
 }
 
+/// The body of poison message `i` of [`poison_many`]: an operation's envelope padded to
+/// over a kilobyte (every fourth one not JSON at all), some holding a needle.
+fn many_body(i: usize) -> Vec<u8> {
+    let pad = "x".repeat(1000 + i);
+    let needle = if i.is_multiple_of(25) {
+        "a NeedLe here"
+    } else {
+        ""
+    };
+    match i % 4 {
+        3 => format!("raw {i} {needle} {pad}\u{0}\u{7f}").into_bytes(),
+        odd => {
+            let kind = if odd == 1 {
+                "index-order"
+            } else {
+                "archive-employee"
+            };
+            format!(
+                r#"{{"id":"00000000-0000-0000-0000-{i:012}","kind":"{kind}","version":2,"created_at":"2026-01-01T00:00:00Z","payload":{{"n":{i},"note":"{needle}","pad":"{pad}"}}}}"#
+            )
+            .into_bytes()
+        }
+    }
+}
+
+fn many_reason(i: usize) -> &'static str {
+    match i % 10 {
+        0..=4 => "alpha failed",
+        5..=7 => "Beta failed",
+        _ => "gamma failed",
+    }
+}
+
+/// Sends `n` messages (`m-000`…) and poisons each with its reason.
+async fn poison_many<Q: Queue + Clone>(queue: &Q, name: &str, n: usize) {
+    for i in 0..n {
+        queue
+            .send(name, &format!("m-{i:03}"), &many_body(i))
+            .await
+            .unwrap();
+    }
+    let mut consumer = queue.consume(name, consume_options(32)).await.unwrap();
+    for _ in 0..n {
+        let delivery = next(&mut consumer).await;
+        let i: usize = delivery.received().id[2..].parse().unwrap();
+        delivery.poison(many_reason(i)).await.unwrap();
+    }
+    consumer.close().await;
+}
+
+/// Every page of `query`, in turn.
+async fn all_pages<Q: Queue>(queue: &Q, name: &str, query: PoisonQuery) -> Vec<PoisonPage> {
+    let mut pages = Vec::new();
+    let mut after = None;
+    loop {
+        let page = queue
+            .poison_page(name, &query.clone().after(after))
+            .await
+            .unwrap();
+        after = page.next.clone();
+        pages.push(page);
+        if after.is_none() {
+            return pages;
+        }
+        assert!(pages.len() < 100, "pages without end");
+    }
+}
+
+async fn ids_passing<Q: Queue>(queue: &Q, name: &str, filter: PoisonFilter) -> Vec<String> {
+    let mut ids: Vec<String> = all_pages(queue, name, PoisonQuery::new(100, 0).filter(filter))
+        .await
+        .into_iter()
+        .flat_map(|p| p.messages)
+        .map(|m| m.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+fn expected_ids(pass: impl Fn(usize) -> bool) -> Vec<String> {
+    (0..250)
+        .filter(|i| pass(*i))
+        .map(|i| format!("m-{i:03}"))
+        .collect()
+}
+
+pub async fn a_poison_queue_reads_in_pages_with_previews_filters_and_reasons<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    poison_many(&queue, &name, 250).await;
+
+    let pages = all_pages(&queue, &name, PoisonQuery::new(100, 16)).await;
+    let sizes: Vec<usize> = pages.iter().map(|p| p.messages.len()).collect();
+    assert_eq!(sizes, [100, 100, 50]);
+    let mut seen = std::collections::HashSet::new();
+    for message in pages.iter().flat_map(|p| &p.messages) {
+        assert!(seen.insert(message.id.clone()), "{} twice", message.id);
+        let i: usize = message.id[2..].parse().unwrap();
+        let whole = many_body(i);
+        assert_eq!(message.size, whole.len(), "{}", message.id);
+        assert_eq!(message.body, whole[..16], "{}", message.id);
+        assert!(!message.is_whole());
+        assert_eq!(message.reason, many_reason(i));
+        let kind = match i % 4 {
+            3 => None,
+            1 => Some(("index-order".to_owned(), 2)),
+            _ => Some(("archive-employee".to_owned(), 2)),
+        };
+        assert_eq!(
+            message.operation, kind,
+            "a cut body still shows its operation"
+        );
+    }
+    assert_eq!(seen.len(), 250);
+
+    assert_eq!(
+        ids_passing(&queue, &name, PoisonFilter::new().kind("Archive-Employee")).await,
+        expected_ids(|i| i.is_multiple_of(2))
+    );
+    assert_eq!(
+        ids_passing(&queue, &name, PoisonFilter::new().id("M-01")).await,
+        expected_ids(|i| (10..20).contains(&i))
+    );
+    assert_eq!(
+        ids_passing(&queue, &name, PoisonFilter::new().reason("beta")).await,
+        expected_ids(|i| (5..=7).contains(&(i % 10)))
+    );
+    assert_eq!(
+        ids_passing(&queue, &name, PoisonFilter::new().body("needle")).await,
+        expected_ids(|i| i.is_multiple_of(25))
+    );
+    assert_eq!(
+        ids_passing(
+            &queue,
+            &name,
+            PoisonFilter::new().kind("index-order").reason("ALPHA")
+        )
+        .await,
+        expected_ids(|i| i % 4 == 1 && i % 10 <= 4)
+    );
+    // A filtered page is full and says where the next one starts.
+    let filtered = PoisonQuery::new(10, 4).filter(PoisonFilter::new().reason("gamma"));
+    let pages = all_pages(&queue, &name, filtered).await;
+    let sizes: Vec<usize> = pages.iter().map(|p| p.messages.len()).collect();
+    assert_eq!(sizes, [10, 10, 10, 10, 10]);
+
+    assert_eq!(
+        queue
+            .poison_reasons(&name, &PoisonFilter::new())
+            .await
+            .unwrap(),
+        [
+            ("alpha failed".to_owned(), 125),
+            ("Beta failed".to_owned(), 75),
+            ("gamma failed".to_owned(), 50)
+        ]
+    );
+    assert_eq!(
+        queue
+            .poison_reasons(&name, &PoisonFilter::new().body("needle"))
+            .await
+            .unwrap(),
+        // Most first, then by the text (an uppercase letter sorts first).
+        [
+            ("Beta failed".to_owned(), 5),
+            ("alpha failed".to_owned(), 5)
+        ]
+    );
+
+    // One message whole, by the handle its page gave.
+    let first = &pages[0].messages[3];
+    let whole = queue
+        .poison_body(&name, &first.handle)
+        .await
+        .unwrap()
+        .expect("still poisoned");
+    let i: usize = whole.id[2..].parse().unwrap();
+    assert_eq!(whole.id, first.id);
+    assert_eq!(whole.body, many_body(i));
+    assert!(whole.is_whole());
+    assert_eq!(whole.size, whole.body.len());
+    assert_eq!(whole.reason, "gamma failed");
+    assert_eq!(
+        queue.stats(&name).await.unwrap().poisoned,
+        250,
+        "reading takes nothing"
+    );
+}
+
+/// The handles of the poison messages with these ids, read from a page.
+async fn handles_of<Q: Queue>(queue: &Q, name: &str, ids: &[&str]) -> Vec<String> {
+    let page = queue
+        .poison_page(name, &PoisonQuery::new(1000, 0))
+        .await
+        .unwrap();
+    ids.iter()
+        .map(|id| {
+            page.messages
+                .iter()
+                .find(|m| m.id == *id)
+                .unwrap_or_else(|| panic!("{id} is poisoned"))
+                .handle
+                .clone()
+        })
+        .collect()
+}
+
+async fn poison_ids<Q: Queue + Clone>(queue: &Q, name: &str, ids: &[&str]) {
+    for id in ids {
+        queue.send(name, id, id.as_bytes()).await.unwrap();
+    }
+    let mut consumer = queue.consume(name, consume_options(8)).await.unwrap();
+    for _ in ids {
+        let delivery = next(&mut consumer).await;
+        let reason = format!("no {}", delivery.received().id);
+        delivery.poison(&reason).await.unwrap();
+    }
+    consumer.close().await;
+}
+
+async fn poisoned_ids<Q: Queue>(queue: &Q, name: &str) -> Vec<String> {
+    let mut ids: Vec<String> = queue
+        .poison_list(name, 1000)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.id)
+        .collect();
+    ids.sort();
+    ids
+}
+
+pub async fn an_exact_set_of_poison_messages_is_taken_by_handle<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    let other = format!("{name}-to");
+    queue.declare(&name, &options()).await.unwrap();
+    queue.declare(&other, &options()).await.unwrap();
+    poison_ids(&queue, &name, &["t0", "t1", "t2", "t3", "t4"]).await;
+    let handles = handles_of(&queue, &name, &["t1", "t3", "t0", "t4"]).await;
+    // Poisoned after the handles were read: not theirs to take.
+    poison_ids(&queue, &name, &["t5"]).await;
+
+    let taken = queue
+        .poison_take(&name, &handles[..2], &PoisonAction::Replay)
+        .await
+        .unwrap();
+    assert_eq!(taken, handles[..2]);
+    assert_eq!(poisoned_ids(&queue, &name).await, ["t0", "t2", "t4", "t5"]);
+    let mut consumer = queue.consume(&name, consume_options(8)).await.unwrap();
+    let mut back = Vec::new();
+    for _ in 0..2 {
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.received().delivery_count, 1, "a fresh count");
+        assert_eq!(
+            delivery.received().body,
+            delivery.received().id.as_bytes(),
+            "the body whole"
+        );
+        back.push(delivery.received().id.clone());
+        delivery.ack().await.unwrap();
+    }
+    back.sort();
+    assert_eq!(back, ["t1", "t3"]);
+    assert!(nothing_within(&mut consumer, Duration::from_millis(300)).await);
+    consumer.close().await;
+
+    // Handles already gone (a double click) are not taken again, nor reported.
+    let again = queue
+        .poison_take(&name, &handles[..3], &PoisonAction::Discard)
+        .await
+        .unwrap();
+    assert_eq!(again, [handles[2].clone()], "only t0 was still there");
+    assert_eq!(poisoned_ids(&queue, &name).await, ["t2", "t4", "t5"]);
+
+    // To another queue, with a fresh count.
+    let moved = queue
+        .poison_take(
+            &name,
+            &[handles[3].clone()],
+            &PoisonAction::ReplayTo(other.clone()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(moved, [handles[3].clone()]);
+    let mut consumer = queue.consume(&other, consume_options(8)).await.unwrap();
+    let delivery = next(&mut consumer).await;
+    assert_eq!(delivery.received().id, "t4");
+    assert_eq!(delivery.received().body, b"t4");
+    assert_eq!(delivery.received().delivery_count, 1);
+    delivery.ack().await.unwrap();
+    consumer.close().await;
+    assert_eq!(poisoned_ids(&queue, &name).await, ["t2", "t5"]);
+    assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+    assert!(
+        queue
+            .poison_take(&name, &[], &PoisonAction::Discard)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn a_paused_queue_reads_paused_until_resumed<Q: Queue + Clone>(queue: Q, name: String) {
+    let other = format!("{name}-to");
+    queue.declare(&name, &options()).await.unwrap();
+    queue.declare(&other, &options()).await.unwrap();
+    assert!(!queue.paused(&name).await.unwrap());
+    queue.set_paused(&name, true).await.unwrap();
+    queue.set_paused(&name, true).await.unwrap();
+    assert!(queue.paused(&name).await.unwrap());
+    assert!(
+        !queue.paused(&other).await.unwrap(),
+        "one queue paused only"
+    );
+    // Messages keep arriving while paused.
+    queue.send(&name, "w1", b"x").await.unwrap();
+    queue.set_paused(&name, false).await.unwrap();
+    queue.set_paused(&name, false).await.unwrap();
+    assert!(!queue.paused(&name).await.unwrap());
+    let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+    let delivery = next(&mut consumer).await;
+    assert_eq!(delivery.received().id, "w1");
+    delivery.ack().await.unwrap();
+    consumer.close().await;
+}
+
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -299,6 +632,7 @@ macro_rules! contract {
                     let name = support::unique(stringify!($case));
                     super::$case(queue.clone(), name.clone()).await;
                     queue.delete_queue(&name, &options()).await.unwrap();
+                    queue.delete_queue(&format!("{name}-to"), &options()).await.unwrap();
                 }
             )*
         }
@@ -316,6 +650,7 @@ macro_rules! contract {
                     let name = support::azure_name(stringify!($case));
                     super::$case(queue.clone(), name.clone()).await;
                     queue.delete_queue(&name).await.unwrap();
+                    queue.delete_queue(&format!("{name}-to")).await.unwrap();
                 }
             )*
         }
@@ -331,6 +666,9 @@ contract!(
     prefetch_bounds_the_deliveries_held_at_once,
     invalid_queue_names_are_refused_before_any_io,
     reads_of_an_undeclared_queue_and_its_companions_are_empty,
+    a_poison_queue_reads_in_pages_with_previews_filters_and_reasons,
+    an_exact_set_of_poison_messages_is_taken_by_handle,
+    a_paused_queue_reads_paused_until_resumed,
 );
 
 mod sqlite_only {
@@ -391,6 +729,200 @@ mod sqlite_only {
         ids.sort();
         ids.dedup();
         assert_eq!(ids.len(), 50, "every message once");
+    }
+
+    /// Writes a poison row as another program could: id and reason bytes that are not
+    /// UTF-8, a body that is not JSON.
+    fn write_raw_poison(path: &std::path::Path, queue: &str) {
+        let file = rusqlite::Connection::open(path).unwrap();
+        file.execute(
+            "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason) \
+             VALUES (?1, CAST(X'6261642DFF' AS TEXT), X'FF00FE', 0, 0, 2, CAST(X'6F6F7073FE' AS TEXT))",
+            [format!("{queue}-poison")],
+        )
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn an_id_and_reason_that_are_not_utf8_read_lossily_and_are_taken_by_handle() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        queue.declare("bytes", &options()).await.unwrap();
+        poison_ids(&queue, "bytes", &["fine"]).await;
+        write_raw_poison(&path, "bytes");
+
+        let listed = queue.poison_list("bytes", 10).await.unwrap();
+        assert_eq!(listed.len(), 2);
+        assert_eq!(listed[1].id, "bad-\u{FFFD}");
+        assert_eq!(listed[1].reason, "oops\u{FFFD}");
+        assert_eq!(listed[1].body, b"\xFF\x00\xFE");
+        assert_eq!(listed[1].operation, None);
+
+        let page = queue
+            .poison_page("bytes", &PoisonQuery::new(10, 2))
+            .await
+            .unwrap();
+        assert_eq!(page.next, None);
+        let bad = &page.messages[1];
+        assert_eq!(
+            (
+                bad.id.as_str(),
+                bad.reason.as_str(),
+                bad.size,
+                &bad.body[..]
+            ),
+            ("bad-\u{FFFD}", "oops\u{FFFD}", 3, &b"\xFF\x00"[..])
+        );
+        assert_eq!(bad.handle, listed[1].handle);
+        // Filters read the bytes without failing.
+        for filter in [
+            PoisonFilter::new().kind("archive"),
+            PoisonFilter::new().id("bad"),
+            PoisonFilter::new().reason("OOPS"),
+            PoisonFilter::new().body("x"),
+        ] {
+            queue
+                .poison_page("bytes", &PoisonQuery::new(10, 2).filter(filter))
+                .await
+                .unwrap();
+        }
+        assert_eq!(
+            ids_passing(&queue, "bytes", PoisonFilter::new().reason("OOPS")).await,
+            ["bad-\u{FFFD}"]
+        );
+        assert!(
+            ids_passing(&queue, "bytes", PoisonFilter::new().kind("archive"))
+                .await
+                .is_empty()
+        );
+        assert_eq!(
+            queue
+                .poison_reasons("bytes", &PoisonFilter::new())
+                .await
+                .unwrap(),
+            [("no fine".to_owned(), 1), ("oops\u{FFFD}".to_owned(), 1)]
+        );
+        let whole = queue
+            .poison_body("bytes", &bad.handle)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(whole.body, b"\xFF\x00\xFE");
+
+        let taken = queue
+            .poison_take(
+                "bytes",
+                std::slice::from_ref(&bad.handle),
+                &PoisonAction::Discard,
+            )
+            .await
+            .unwrap();
+        assert_eq!(taken, std::slice::from_ref(&bad.handle));
+        assert_eq!(poisoned_ids(&queue, "bytes").await, ["fine"]);
+        assert_eq!(queue.poison_body("bytes", &bad.handle).await.unwrap(), None);
+    }
+
+    /// A handle names one row: of two messages with one id, poisoned one after the other,
+    /// only the one named is taken.
+    #[tokio::test]
+    async fn a_handle_names_one_message_of_several_with_its_id() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        poison_ids(&queue, "twice", &["same"]).await;
+        let first = handles_of(&queue, "twice", &["same"]).await;
+        poison_ids(&queue, "twice", &["same"]).await;
+        let mut asked = first.clone();
+        asked.extend([
+            "not-a-number".to_owned(),
+            "999999".to_owned(),
+            first[0].clone(),
+        ]);
+        let taken = queue
+            .poison_take("twice", &asked, &PoisonAction::Replay)
+            .await
+            .unwrap();
+        assert_eq!(taken, first, "once, and nothing else");
+        assert_eq!(poisoned_ids(&queue, "twice").await, ["same"]);
+        let left = queue.poison_list("twice", 10).await.unwrap();
+        assert_ne!(left[0].handle, first[0]);
+        assert_eq!(queue.stats("twice").await.unwrap().waiting, 1);
+        let error = queue
+            .poison_take(
+                "twice",
+                &[left[0].handle.clone()],
+                &PoisonAction::ReplayTo("amq.bad".into()),
+            )
+            .await
+            .expect_err("an invalid target");
+        assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
+        assert_eq!(queue.stats("twice").await.unwrap().poisoned, 1);
+    }
+
+    /// The receive itself skips a paused queue: a consumer opened before the pause gets
+    /// nothing until the queue is resumed.
+    #[tokio::test]
+    async fn a_consumer_receives_nothing_from_a_paused_queue() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        let mut consumer = queue.consume("held", consume_options(4)).await.unwrap();
+        queue.set_paused("held", true).await.unwrap();
+        queue.send("held", "h1", b"x").await.unwrap();
+        queue.send("other", "o1", b"x").await.unwrap();
+        assert!(nothing_within(&mut consumer, Duration::from_millis(500)).await);
+        let mut other = queue.consume("other", consume_options(4)).await.unwrap();
+        next(&mut other).await.ack().await.unwrap();
+        assert_eq!(queue.stats("held").await.unwrap().waiting, 1);
+        queue.set_paused("held", false).await.unwrap();
+        let delivery = next(&mut consumer).await;
+        assert_eq!(delivery.received().id, "h1");
+        assert_eq!(delivery.received().delivery_count, 1);
+        delivery.ack().await.unwrap();
+    }
+
+    /// Pages of big bodies hold their previews only.
+    #[tokio::test]
+    async fn pages_of_two_megabyte_bodies_hold_their_previews() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        let big = |i: usize| {
+            format!(
+                r#"{{"id":"x","kind":"big","version":1,"created_at":"2026-01-01T00:00:00Z","payload":{{"n":{i},"pad":"{}"}}}}"#,
+                "y".repeat(2 << 20)
+            )
+            .into_bytes()
+        };
+        for i in 0..12 {
+            queue
+                .send("big", &format!("b{i:02}"), &big(i))
+                .await
+                .unwrap();
+        }
+        let mut consumer = queue.consume("big", consume_options(4)).await.unwrap();
+        for _ in 0..12 {
+            next(&mut consumer).await.poison("too big").await.unwrap();
+        }
+        consumer.close().await;
+        let started = std::time::Instant::now();
+        let pages = all_pages(&queue, "big", PoisonQuery::new(5, 64)).await;
+        let elapsed = started.elapsed();
+        let sizes: Vec<usize> = pages.iter().map(|p| p.messages.len()).collect();
+        assert_eq!(sizes, [5, 5, 2]);
+        for message in pages.iter().flat_map(|p| &p.messages) {
+            assert_eq!(message.body.len(), 64);
+            let i: usize = message.id[1..].parse().unwrap();
+            assert_eq!(message.size, big(i).len());
+            assert_eq!(message.operation, Some(("big".to_owned(), 1)));
+        }
+        assert!(elapsed < Duration::from_secs(10), "{elapsed:?}");
+        let kinds = ids_passing(&queue, "big", PoisonFilter::new().kind("BIG")).await;
+        assert_eq!(kinds.len(), 12);
     }
 }
 

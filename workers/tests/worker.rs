@@ -407,6 +407,82 @@ pub async fn a_panicking_handler_is_a_failed_attempt_and_the_worker_goes_on<Q: Q
     );
 }
 
+/// A paused queue's worker takes nothing new: messages sent meanwhile wait, counted, and are
+/// processed once the queue is resumed.
+pub async fn a_paused_queue_waits_until_resumed<Q: Queue + Clone>(queue: Q, name: String) {
+    let calls = Arc::new(AtomicU32::new(0));
+    let counted = calls.clone();
+    let registry = Registry::new().register(move |_: Flaky| {
+        let calls = counted.clone();
+        async move {
+            calls.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let config = WorkerConfig {
+        pause_check: Duration::from_millis(100),
+        ..config(&name)
+    };
+    queue.declare(&name, &config.queue_options()).await.unwrap();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let worker = tokio::spawn(
+        Worker::new(queue.clone(), registry, config).run(async move {
+            let _ = stopped.await;
+        }),
+    );
+    let until = async |done: &dyn Fn() -> bool| {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        while !done() {
+            assert!(tokio::time::Instant::now() < deadline, "not within 30 s");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    for _ in 0..3 {
+        send(
+            &queue,
+            &name,
+            &Flaky {
+                note: "before".into(),
+            },
+        )
+        .await;
+    }
+    until(&|| calls.load(Ordering::SeqCst) == 3).await;
+
+    queue.set_paused(&name, true).await.unwrap();
+    assert!(queue.paused(&name).await.unwrap());
+    // Well past the worker's pause check.
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    for _ in 0..4 {
+        send(
+            &queue,
+            &name,
+            &Flaky {
+                note: "while paused".into(),
+            },
+        )
+        .await;
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        3,
+        "nothing handled while paused"
+    );
+    assert_eq!(queue.stats(&name).await.unwrap().waiting, 4);
+
+    queue.set_paused(&name, false).await.unwrap();
+    assert!(!queue.paused(&name).await.unwrap());
+    until(&|| calls.load(Ordering::SeqCst) == 7).await;
+    let _ = stop.send(());
+    let report = worker.await.unwrap().unwrap();
+    assert_eq!(
+        (report.processed, report.retried, report.poisoned),
+        (7, 0, 0)
+    );
+    assert_eq!(calls.load(Ordering::SeqCst), 7, "each handled once");
+}
+
 macro_rules! on_every_queue {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -467,6 +543,7 @@ on_every_queue!(
     duplicate_archive_messages_converge,
     shutdown_lets_in_flight_work_finish_and_leaves_the_rest_queued,
     a_panicking_handler_is_a_failed_attempt_and_the_worker_goes_on,
+    a_paused_queue_waits_until_resumed,
 );
 
 /// A log line kept by [`hostile_ids_and_reasons_are_logged_escaped`].

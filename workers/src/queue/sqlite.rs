@@ -6,7 +6,12 @@
 //!
 //! All rows live in one table, `tablekit_queue`; a queue's poison queue is the queue name
 //! with `-poison` appended. Every receive, ack, retry or poison is one SQL statement, so it
-//! is atomic across processes.
+//! is atomic across processes. A paused queue has a row in `tablekit_queue_paused`, which
+//! the receive itself reads: no consumer receives from a paused queue.
+//!
+//! A poison message's handle is its row number (`seq`): pages are read by it (each body
+//! cut to its preview in SQL, filtered in SQL), and [`Queue::poison_take`] takes an exact
+//! set of rows in one transaction.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -15,11 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
-use rusqlite::{Connection, params};
+use rusqlite::types::ValueRef;
+use rusqlite::{Connection, OptionalExtension, params};
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
-    check_queue_name, poison_queue,
+    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
+    PoisonQuery, Queue, QueueOptions, QueueStats, Received, check_queue_name, poison_queue,
 };
 use crate::error::{Error, Result};
 
@@ -36,6 +42,7 @@ CREATE TABLE IF NOT EXISTS tablekit_queue (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
+CREATE TABLE IF NOT EXISTS tablekit_queue_paused (queue TEXT PRIMARY KEY);
 ";
 
 const SEND: &str =
@@ -45,7 +52,10 @@ const RECEIVE: &str = "
 UPDATE tablekit_queue
 SET visible_at = ?3 + ?4, dequeue_count = dequeue_count + 1, pop_receipt = ?5
 WHERE seq IN (
-    SELECT seq FROM tablekit_queue WHERE queue = ?1 AND visible_at <= ?3 ORDER BY visible_at, seq LIMIT ?2
+    SELECT seq FROM tablekit_queue
+    WHERE queue = ?1 AND visible_at <= ?3
+        AND NOT EXISTS (SELECT 1 FROM tablekit_queue_paused WHERE queue = ?1)
+    ORDER BY visible_at, seq LIMIT ?2
 )
 RETURNING seq, id, body, sent_at, dequeue_count";
 
@@ -57,7 +67,65 @@ const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible
 
 const RELEASE: &str = "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
-const POISON_LIST: &str = "SELECT id, body, COALESCE(reason, ''), dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+const POISON_LIST: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+
+const POISON_ONE: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 AND seq = ?2";
+
+/// The rows of a poison queue (`?1`) after a seq (`?2`) that a [`PoisonFilter`] passes
+/// (`?3` kind, `?4` id, `?5` reason, `?6` body; NULL for a part not given), with the
+/// operation's kind and version read from a body that is an envelope. The body is read as
+/// text for the JSON functions, which treat a BLOB as JSONB: a body that is not JSON text
+/// (or not an envelope) has no operation, and never fails the query.
+macro_rules! filtered_poison {
+    () => {
+        "
+SELECT seq, id, body, reason, dequeue_count, visible_at, kind, version
+FROM (
+    SELECT seq, id, body, reason, dequeue_count, visible_at,
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.kind') END AS kind,
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version
+    FROM tablekit_queue
+    WHERE queue = ?1 AND seq > ?2
+)
+WHERE (?3 IS NULL OR lower(kind) = lower(?3))
+    AND (?4 IS NULL OR instr(CAST(lower(id) AS BLOB), CAST(lower(?4) AS BLOB)) > 0)
+    AND (?5 IS NULL OR instr(CAST(lower(COALESCE(reason, '')) AS BLOB), CAST(lower(?5) AS BLOB)) > 0)
+    AND (?6 IS NULL OR instr(CAST(lower(CAST(body AS TEXT)) AS BLOB), CAST(lower(?6) AS BLOB)) > 0)
+"
+    };
+}
+
+/// A page of a poison queue: [`filtered_poison`]'s rows in order, up to `?7`, each body cut
+/// to its first `?8` bytes with its whole length beside it.
+const POISON_PAGE: &str = concat!(
+    "SELECT seq, id, substr(CAST(body AS BLOB), 1, ?8), length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, kind, version FROM (",
+    filtered_poison!(),
+    ") ORDER BY seq LIMIT ?7"
+);
+
+/// The reasons of [`filtered_poison`]'s rows with how many give each.
+const POISON_REASONS: &str = concat!(
+    "SELECT COALESCE(reason, ''), COUNT(*) FROM (",
+    filtered_poison!(),
+    ") GROUP BY COALESCE(reason, '')"
+);
+
+/// Takes the poison rows (`?1`) whose seqs the JSON array `?2` lists back to a queue
+/// (`?3`) with a fresh delivery count.
+const TAKE_REPLAY: &str = "UPDATE tablekit_queue SET queue = ?3, reason = NULL, dequeue_count = 0, visible_at = ?4, pop_receipt = NULL WHERE queue = ?1 AND seq IN (SELECT value FROM json_each(?2)) RETURNING seq";
+
+/// Deletes the poison rows (`?1`) whose seqs the JSON array `?2` lists.
+const TAKE_DISCARD: &str = "DELETE FROM tablekit_queue WHERE queue = ?1 AND seq IN (SELECT value FROM json_each(?2)) RETURNING seq";
+
+const PAUSE: &str = "INSERT OR IGNORE INTO tablekit_queue_paused (queue) VALUES (?1)";
+const RESUME: &str = "DELETE FROM tablekit_queue_paused WHERE queue = ?1";
+const PAUSED: &str = "SELECT EXISTS (SELECT 1 FROM tablekit_queue_paused WHERE queue = ?1)";
 
 const REPLAY_ALL: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1";
 
@@ -262,18 +330,7 @@ impl Queue for SqliteQueue {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.with(move |c| {
             let mut statement = c.prepare_cached(POISON_LIST)?;
-            let rows = statement.query_map(params![poison, limit], |row| {
-                let count: i64 = row.get(3)?;
-                // A poisoned row's visibility time is when it was poisoned.
-                let at: i64 = row.get(4)?;
-                Ok(PoisonMessage::new(
-                    row.get::<_, String>(0)?,
-                    row.get(1)?,
-                    row.get::<_, String>(2)?,
-                    u32::try_from(count).unwrap_or(u32::MAX),
-                    DateTime::from_timestamp_micros(at),
-                ))
-            })?;
+            let rows = statement.query_map(params![poison, limit], whole_poison_row)?;
             rows.collect()
         })
         .await
@@ -314,6 +371,226 @@ impl Queue for SqliteQueue {
         })
         .await
     }
+
+    async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        let poison = poison_queue(queue);
+        // A cursor this queue did not give starts at the beginning.
+        let after: i64 = query
+            .after
+            .as_deref()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let filter = filter_params(&query.filter);
+        // One row more than the page holds tells whether a next page exists.
+        let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
+        let preview = i64::try_from(query.preview).unwrap_or(i64::MAX);
+        let wanted = query.limit;
+        self.with(move |c| {
+            let mut statement = c.prepare_cached(POISON_PAGE)?;
+            let [kind, id, reason, body] = filter;
+            let mut rows = statement.query(params![
+                poison, after, kind, id, reason, body, limit, preview
+            ])?;
+            let mut messages = Vec::new();
+            let mut next = None;
+            while let Some(row) = rows.next()? {
+                if messages.len() == wanted {
+                    next = messages.last().map(|m: &PoisonMessage| m.handle.clone());
+                    break;
+                }
+                let size: i64 = row.get(3)?;
+                let count: i64 = row.get(5)?;
+                let at: i64 = row.get(6)?;
+                let operation = match (row.get_ref(7)?, row.get_ref(8)?) {
+                    (
+                        kind @ (ValueRef::Text(_) | ValueRef::Blob(_)),
+                        ValueRef::Integer(version),
+                    ) => u32::try_from(version).ok().map(|v| (lossy(kind), v)),
+                    _ => None,
+                };
+                messages.push(PoisonMessage {
+                    id: lossy(row.get_ref(1)?),
+                    handle: row.get::<_, i64>(0)?.to_string(),
+                    body: bytes(row.get_ref(2)?),
+                    size: usize::try_from(size).unwrap_or(0),
+                    operation,
+                    reason: lossy(row.get_ref(4)?),
+                    delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
+                    // A poisoned row's visibility time is when it was poisoned.
+                    poisoned_at: DateTime::from_timestamp_micros(at),
+                });
+            }
+            Ok(PoisonPage { messages, next })
+        })
+        .await
+    }
+
+    async fn poison_reasons(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(String, u64)>> {
+        let poison = poison_queue(queue);
+        let [kind, id, reason, body] = filter_params(filter);
+        let counted = self
+            .with(move |c| {
+                let mut statement = c.prepare_cached(POISON_REASONS)?;
+                let rows = statement
+                    .query_map(params![poison, 0i64, kind, id, reason, body], |row| {
+                        Ok((lossy(row.get_ref(0)?), row.get::<_, i64>(1)?))
+                    })?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        // Reasons whose bytes differ only where they are not UTF-8 read the same: one line.
+        let mut merged: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+        for (reason, n) in counted {
+            *merged.entry(reason).or_default() += u64::try_from(n).unwrap_or(0);
+        }
+        let mut reasons: Vec<(String, u64)> = merged.into_iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(reasons)
+    }
+
+    async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
+        let poison = poison_queue(queue);
+        let Ok(seq) = handle.parse::<i64>() else {
+            return Ok(None);
+        };
+        self.with(move |c| {
+            c.prepare_cached(POISON_ONE)?
+                .query_row(params![poison, seq], whole_poison_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        let target = match action {
+            PoisonAction::Replay => Some(queue.to_owned()),
+            PoisonAction::ReplayTo(target) => {
+                check_queue_name(target)?;
+                Some(target.clone())
+            }
+            PoisonAction::Discard => None,
+        };
+        // Handles that are not this queue's row numbers name nothing here.
+        let seqs: Vec<i64> = handles.iter().filter_map(|h| h.parse().ok()).collect();
+        if seqs.is_empty() {
+            return Ok(Vec::new());
+        }
+        let poison = poison_queue(queue);
+        let taken = self
+            .with(move |c| {
+                let transaction = c.unchecked_transaction()?;
+                let mut taken = std::collections::HashSet::new();
+                {
+                    let (mut statement, at) = match &target {
+                        Some(_) => (transaction.prepare_cached(TAKE_REPLAY)?, now()),
+                        None => (transaction.prepare_cached(TAKE_DISCARD)?, 0),
+                    };
+                    // A bounded statement per chunk: each reads its list as one JSON array.
+                    for chunk in seqs.chunks(TAKE_CHUNK) {
+                        let list = serde_json::to_string(chunk).unwrap_or_else(|_| "[]".into());
+                        let mut rows = match &target {
+                            Some(target) => statement.query(params![poison, list, target, at])?,
+                            None => statement.query(params![poison, list])?,
+                        };
+                        while let Some(row) = rows.next()? {
+                            taken.insert(row.get::<_, i64>(0)?);
+                        }
+                    }
+                }
+                transaction.commit()?;
+                Ok(taken)
+            })
+            .await?;
+        let mut out = Vec::with_capacity(taken.len());
+        let mut listed = std::collections::HashSet::new();
+        for handle in handles {
+            if let Ok(seq) = handle.parse::<i64>()
+                && taken.contains(&seq)
+                && listed.insert(seq)
+            {
+                out.push(handle.clone());
+            }
+        }
+        Ok(out)
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        check_queue_name(queue)?;
+        let queue = queue.to_owned();
+        self.with(move |c| {
+            c.prepare_cached(if paused { PAUSE } else { RESUME })?
+                .execute(params![queue])
+                .map(|_| ())
+        })
+        .await
+    }
+
+    async fn paused(&self, queue: &str) -> Result<bool> {
+        let queue = queue.to_owned();
+        self.with(move |c| {
+            c.prepare_cached(PAUSED)?
+                .query_row(params![queue], |row| row.get(0))
+        })
+        .await
+    }
+}
+
+/// The most rows one statement of [`Queue::poison_take`] names.
+const TAKE_CHUNK: usize = 500;
+
+/// The filter's parts as the statements' parameters: kind, id, reason, body.
+fn filter_params(filter: &PoisonFilter) -> [Option<String>; 4] {
+    [
+        filter.kind.clone(),
+        filter.id.clone(),
+        filter.reason.clone(),
+        filter.body.clone(),
+    ]
+}
+
+/// A column read as text whatever it holds: bytes that are not UTF-8 become U+FFFD, so one
+/// row another program wrote cannot fail a listing.
+fn lossy(value: ValueRef<'_>) -> String {
+    match value {
+        ValueRef::Null => String::new(),
+        ValueRef::Integer(i) => i.to_string(),
+        ValueRef::Real(r) => r.to_string(),
+        ValueRef::Text(b) | ValueRef::Blob(b) => String::from_utf8_lossy(b).into_owned(),
+    }
+}
+
+/// A column read as bytes whatever it holds.
+fn bytes(value: ValueRef<'_>) -> Vec<u8> {
+    match value {
+        ValueRef::Text(b) | ValueRef::Blob(b) => b.to_vec(),
+        ValueRef::Null => Vec::new(),
+        other => lossy(other).into_bytes(),
+    }
+}
+
+/// A poison row read whole (seq, id, body, reason, dequeue count, visibility time).
+fn whole_poison_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PoisonMessage> {
+    let count: i64 = row.get(4)?;
+    // A poisoned row's visibility time is when it was poisoned.
+    let at: i64 = row.get(5)?;
+    let mut message = PoisonMessage::new(
+        lossy(row.get_ref(1)?),
+        bytes(row.get_ref(2)?),
+        lossy(row.get_ref(3)?),
+        u32::try_from(count).unwrap_or(u32::MAX),
+        DateTime::from_timestamp_micros(at),
+    );
+    message.handle = row.get::<_, i64>(0)?.to_string();
+    Ok(message)
 }
 
 /// A consumer of the SQLite queue: receives up to `prefetch` messages at a time, polling

@@ -12,6 +12,8 @@
 //! - A poisoned message moves to `<queue>-poison` (the Azure Functions convention) with its
 //!   reason and delivery count; [`poison_list`](Queue::poison_list) peeks it and
 //!   [`poison_replay`](Queue::poison_replay) sends it back as a new message.
+//! - A paused queue carries the metadata `tablekitpaused=true`
+//!   ([`set_paused`](Queue::set_paused)); one metadata read tells it.
 //! - Messages never expire unless asked ([`AzureQueue::with_message_ttl`]), so nothing is
 //!   dropped silently.
 //! - A message whose text would pass the service's 64 KiB is stored in the blob store and
@@ -42,6 +44,7 @@ mod messages;
 mod poison;
 mod wire;
 
+use std::collections::HashSet;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -59,7 +62,8 @@ pub use consumer::{AzureConsumer, AzureDelivery};
 pub use tablekit_core::azure::DEVELOPMENT_QUEUE_ENDPOINT;
 
 use super::{
-    ConsumeOptions, PoisonMessage, Queue, QueueOptions, QueueStats, check_queue_name, poison_queue,
+    ConsumeOptions, PoisonAction, PoisonMessage, Queue, QueueOptions, QueueStats, check_queue_name,
+    poison_queue,
 };
 use crate::error::{Error, Result};
 use access::QueueAccess;
@@ -71,6 +75,8 @@ pub const MAX_MESSAGE_TEXT: usize = 64 * 1024;
 const MAX_BATCH: usize = 32;
 /// The longest queue name the service allows.
 const MAX_SERVICE_NAME: usize = 63;
+/// The metadata a paused queue carries.
+const PAUSED_HEADER: &str = "x-ms-meta-tablekitpaused";
 /// The container claim-checked bodies go to unless the connection string names another
 /// (`ClaimContainer=`).
 pub const DEFAULT_CLAIM_CONTAINER: &str = "tablekit-queue-claims";
@@ -531,12 +537,101 @@ impl Queue for AzureQueue {
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         check_azure_queue_name(queue)?;
-        self.replay_poison(queue, id).await
+        let wanted = id.map(|id| HashSet::from([id]));
+        self.replay_poison(queue, wanted.as_ref(), queue)
+            .await
+            .map(|taken| taken.len())
     }
 
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         check_azure_queue_name(queue)?;
-        self.discard_poison(queue, id).await
+        let wanted = id.map(|id| HashSet::from([id]));
+        self.discard_poison(queue, wanted.as_ref())
+            .await
+            .map(|taken| taken.len())
+    }
+
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        check_azure_queue_name(queue)?;
+        if let PoisonAction::ReplayTo(target) = action {
+            check_azure_queue_name(target)?;
+        }
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A message's handle is its id: every message with a named id is taken, in one
+        // pass over the poison queue.
+        let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
+        let taken: HashSet<String> = match action {
+            PoisonAction::Replay => self.replay_poison(queue, Some(&wanted), queue).await?,
+            PoisonAction::ReplayTo(target) => {
+                self.replay_poison(queue, Some(&wanted), target).await?
+            }
+            PoisonAction::Discard => self.discard_poison(queue, Some(&wanted)).await?,
+        }
+        .into_iter()
+        .collect();
+        let mut listed = HashSet::new();
+        Ok(handles
+            .iter()
+            .filter(|h| taken.contains(h.as_str()) && listed.insert(h.as_str()))
+            .cloned()
+            .collect())
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        check_azure_queue_name(queue)?;
+        self.allowed(queue, "w", "pausing a queue")?;
+        // The queue's metadata holds the mark; tablekit sets no other.
+        let headers: &[(&str, String)] = if paused {
+            &[(PAUSED_HEADER, "true".to_owned())]
+        } else {
+            &[]
+        };
+        let url = format!("{}/{queue}", self.inner.client.endpoint());
+        let response = self
+            .inner
+            .client
+            .send(
+                Method::PUT,
+                &url,
+                &[("comp", "metadata".to_owned())],
+                headers,
+                None,
+            )
+            .await
+            .map_err(unanswered)?;
+        if response.status().is_success() {
+            Ok(())
+        } else {
+            Err(service_error(response, queue).await)
+        }
+    }
+
+    async fn paused(&self, queue: &str) -> Result<bool> {
+        check_azure_queue_name(queue)?;
+        self.allowed(queue, "r", "reading a queue's metadata")?;
+        let response = self
+            .request(
+                Method::GET,
+                &format!("/{queue}"),
+                &[("comp", "metadata".to_owned())],
+                None,
+            )
+            .await?;
+        match response.status() {
+            status if status.is_success() => Ok(response
+                .headers()
+                .get(PAUSED_HEADER)
+                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))),
+            StatusCode::NOT_FOUND => Ok(false),
+            _ => Err(service_error(response, queue).await),
+        }
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {

@@ -1,6 +1,7 @@
-//! The poison queue of the queue backend (`<queue>-poison`): listing its messages and
-//! sending them back.
+//! The poison queue of the queue backend (`<queue>-poison`): listing its messages, sending
+//! them back (to their queue or another) and discarding them, all or by id.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
@@ -139,20 +140,33 @@ impl AzureQueue {
         Ok(listed)
     }
 
-    /// Sends the poison queue's messages (or the one with `id`) back to the queue as new
-    /// messages.
-    pub(super) async fn replay_poison(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+    /// Sends the poison queue's messages (all, or those whose id `wanted` holds) to
+    /// `target` as new messages; returns the ids taken, once each.
+    pub(super) async fn replay_poison(
+        &self,
+        queue: &str,
+        wanted: Option<&HashSet<&str>>,
+        target: &str,
+    ) -> Result<Vec<String>> {
         let poison = poison_queue(queue);
         if self.approximate_count(&poison).await? == 0 {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let (mut taken, mut seen) = (Vec::new(), HashSet::new());
         let this = self.clone();
-        let queue_name = queue.to_owned();
         let poison_name = poison.clone();
+        // The closure owns what it reads (the trait's futures are `Send` for any lifetime).
+        let target = target.to_owned();
         self.drain_poison(
             &poison,
             usize::MAX,
-            |message| id.is_none_or(|id| message.wire.id == id),
+            |message| {
+                let take = wanted.is_none_or(|wanted| wanted.contains(message.wire.id.as_str()));
+                if take && seen.insert(message.wire.id.clone()) {
+                    taken.push(message.wire.id.clone());
+                }
+                take
+            },
             async move |message| {
                 // A new message with a fresh delivery count; then the poisoned copy goes.
                 let wire = Wire {
@@ -163,26 +177,39 @@ impl AzureQueue {
                 };
                 let text = serde_json::to_string(&wire)
                     .map_err(|e| Error::encode("a queue message", e))?;
-                this.put(&queue_name, &text, Duration::ZERO).await?;
+                this.put(&target, &text, Duration::ZERO).await?;
                 this.delete_message(&poison_name, &message.message_id, &message.receipt)
                     .await
             },
         )
-        .await
+        .await?;
+        Ok(taken)
     }
 
-    /// Deletes the poison queue's messages (or those with `id`) for good.
-    pub(super) async fn discard_poison(&self, queue: &str, id: Option<&str>) -> Result<usize> {
+    /// Deletes the poison queue's messages (all, or those whose id `wanted` holds) for
+    /// good; returns the ids taken, once each.
+    pub(super) async fn discard_poison(
+        &self,
+        queue: &str,
+        wanted: Option<&HashSet<&str>>,
+    ) -> Result<Vec<String>> {
         let poison = poison_queue(queue);
         if self.approximate_count(&poison).await? == 0 {
-            return Ok(0);
+            return Ok(Vec::new());
         }
+        let (mut taken, mut seen) = (Vec::new(), HashSet::new());
         let this = self.clone();
         let poison_name = poison.clone();
         self.drain_poison(
             &poison,
             usize::MAX,
-            |message| id.is_none_or(|id| message.wire.id == id),
+            |message| {
+                let take = wanted.is_none_or(|wanted| wanted.contains(message.wire.id.as_str()));
+                if take && seen.insert(message.wire.id.clone()) {
+                    taken.push(message.wire.id.clone());
+                }
+                take
+            },
             async move |message| {
                 this.delete_message(&poison_name, &message.message_id, &message.receipt)
                     .await?;
@@ -196,6 +223,7 @@ impl AzureQueue {
                 Ok(())
             },
         )
-        .await
+        .await?;
+        Ok(taken)
     }
 }

@@ -16,6 +16,12 @@ pub(super) fn retry_queue(queue: &str, delay: Duration) -> String {
     format!("{queue}-retry-{}", delay.as_millis())
 }
 
+/// The queue whose existence pauses a queue's consumers: an empty durable queue, read with
+/// a passive declare.
+pub(super) fn paused_marker(queue: &str) -> String {
+    format!("{queue}-paused")
+}
+
 impl RabbitQueue {
     pub(super) async fn declare_one(
         channel: &Channel,
@@ -77,13 +83,14 @@ impl RabbitQueue {
             .unwrap_or_else(|| QueueOptions::default().retry_delays)
     }
 
-    /// Deletes a queue with its poison queue and retry queues (and the messages in them).
+    /// Deletes a queue with its poison queue, retry queues and pause marker (and the
+    /// messages in them).
     ///
     /// # Errors
     /// [`Error::Unavailable`].
     pub async fn delete_queue(&self, queue: &str, options: &QueueOptions) -> Result<()> {
         check_queue_name(queue)?;
-        let mut names = vec![queue.to_owned(), poison_queue(queue)];
+        let mut names = vec![queue.to_owned(), poison_queue(queue), paused_marker(queue)];
         names.extend(options.retry_delays.iter().map(|d| retry_queue(queue, *d)));
         for name in names {
             let channel = self.channel().await?;

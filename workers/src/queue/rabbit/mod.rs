@@ -18,6 +18,8 @@
 //! - prefetch is per consumer (`basic.qos` with `global = false`; a global prefetch on a
 //!   quorum queue closes the connection), set before consuming;
 //! - a late ack on a closed channel returns `Ok(false)`: the message will be redelivered;
+//! - a paused queue has an empty durable queue `<queue>-paused` beside it: declaring it
+//!   pauses, deleting it resumes, and a passive declare reads it;
 //! - the broker refuses connections for a few seconds while booting: connecting retries
 //!   for up to [`CONNECT_PATIENCE`]; a dropped connection is reopened the same way, and
 //!   consumers resume (unacknowledged deliveries come back from the broker, so nothing is
@@ -34,18 +36,21 @@ mod declare;
 mod headers;
 mod poison;
 
+use std::collections::{HashMap, HashSet};
+
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 pub use connection::{CONNECT_PATIENCE, RabbitQueue};
 pub use consumer::{RabbitConsumer, RabbitDelivery};
 
 use super::{
-    ConsumeOptions, PoisonMessage, Queue, QueueOptions, QueueStats, check_queue_name, poison_queue,
+    ConsumeOptions, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, Queue,
+    QueueOptions, QueueStats, check_queue_name, poison_queue,
 };
 use crate::error::{Error, Result};
-use declare::{quorum_arguments, retry_queue};
+use connection::unavailable;
+use declare::{paused_marker, quorum_arguments, retry_queue};
 use headers::{properties, string_arg};
-use poison::poison_message;
 
 impl Queue for RabbitQueue {
     type Consumer = RabbitConsumer;
@@ -122,19 +127,29 @@ impl Queue for RabbitQueue {
     }
 
     async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
-        let channel = self.channel().await?;
-        let messages = self.get_all(&channel, &poison_queue(queue), limit).await;
-        // Closing the channel returns every message got without an ack, on every path.
-        let _ = channel.close(200, ShortString::from("listed")).await;
-        Ok(messages?.iter().map(poison_message).collect())
+        let mut messages = Vec::new();
+        if limit > 0 {
+            self.scan_poison(queue, |_, message| {
+                messages.push(message);
+                messages.len() < limit
+            })
+            .await?;
+        }
+        Ok(messages)
     }
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
-        self.take_poison(queue, id, true).await
+        let wanted = id.map(|id| HashSet::from([id]));
+        self.take_poison(queue, wanted.as_ref(), Some(queue))
+            .await
+            .map(|taken| taken.len())
     }
 
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
-        self.take_poison(queue, id, false).await
+        let wanted = id.map(|id| HashSet::from([id]));
+        self.take_poison(queue, wanted.as_ref(), None)
+            .await
+            .map(|taken| taken.len())
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
@@ -156,5 +171,131 @@ impl Queue for RabbitQueue {
             leased: 0,
             poisoned: self.ready(&poison_queue(queue)).await?,
         })
+    }
+
+    async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        // The cursor is the place of the next message to read; only the page is kept.
+        let skip: usize = query
+            .after
+            .as_deref()
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let mut page = PoisonPage::default();
+        self.scan_poison(queue, |at, message| {
+            if at < skip || !query.filter.matches(&message) {
+                return true;
+            }
+            if page.messages.len() == query.limit {
+                page.next = Some(at.to_string());
+                return false;
+            }
+            page.messages.push(message.cut(query.preview));
+            true
+        })
+        .await?;
+        Ok(page)
+    }
+
+    async fn poison_reasons(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(String, u64)>> {
+        let mut counts: HashMap<String, u64> = HashMap::new();
+        self.scan_poison(queue, |_, message| {
+            if filter.matches(&message) {
+                *counts.entry(message.reason).or_default() += 1;
+            }
+            true
+        })
+        .await?;
+        let mut reasons: Vec<(String, u64)> = counts.into_iter().collect();
+        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(reasons)
+    }
+
+    async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
+        let mut found = None;
+        self.scan_poison(queue, |_, message| {
+            if message.handle == handle {
+                found = Some(message);
+                return false;
+            }
+            true
+        })
+        .await?;
+        Ok(found)
+    }
+
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        let target = match action {
+            PoisonAction::Replay => Some(queue),
+            PoisonAction::ReplayTo(target) => {
+                check_queue_name(target)?;
+                Some(target.as_str())
+            }
+            PoisonAction::Discard => None,
+        };
+        if handles.is_empty() {
+            return Ok(Vec::new());
+        }
+        // A message's handle is its id: every message with a named id is taken.
+        let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
+        let taken: HashSet<String> = self
+            .take_poison(queue, Some(&wanted), target)
+            .await?
+            .into_iter()
+            .collect();
+        let mut listed = HashSet::new();
+        Ok(handles
+            .iter()
+            .filter(|h| taken.contains(h.as_str()) && listed.insert(h.as_str()))
+            .cloned()
+            .collect())
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        check_queue_name(queue)?;
+        let marker = paused_marker(queue);
+        let channel = self.channel().await?;
+        let outcome = if paused {
+            let mut arguments = FieldTable::default();
+            arguments.insert("x-queue-type".into(), string_arg("classic"));
+            Self::declare_one(&channel, &marker, arguments)
+                .await
+                .map(|_| ())
+        } else {
+            channel
+                .queue_delete(
+                    ShortString::from(marker.as_str()),
+                    lapin::options::QueueDeleteOptions::default(),
+                )
+                .await
+                .map(|_| ())
+                .or_else(|e| {
+                    // Not paused: nothing to resume.
+                    if connection::is_not_found(&e) {
+                        Ok(())
+                    } else {
+                        Err(unavailable(e))
+                    }
+                })
+        };
+        let _ = channel.close(200, ShortString::from("paused")).await;
+        outcome
+    }
+
+    async fn paused(&self, queue: &str) -> Result<bool> {
+        check_queue_name(queue)?;
+        match self.ready_checked(&paused_marker(queue)).await {
+            Ok(_) => Ok(true),
+            Err(Error::Refused { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
     }
 }

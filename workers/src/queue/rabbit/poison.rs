@@ -1,7 +1,9 @@
-//! The poison queue (`<queue>-poison`): reading its messages without taking them, and
-//! taking them off to send back or discard.
+//! The poison queue (`<queue>-poison`): reading its messages without taking them (a
+//! page, the reasons, one message: each read one message at a time), and taking them off
+//! by id to send back, send to another queue, or discard.
 
-use lapin::Channel;
+use std::collections::HashSet;
+
 use lapin::message::BasicGetMessage;
 use lapin::options::{BasicAckOptions, BasicGetOptions};
 use lapin::types::ShortString;
@@ -13,33 +15,6 @@ use super::headers::{
     properties,
 };
 use crate::error::Result;
-
-impl RabbitQueue {
-    /// Gets up to `limit` messages of a queue without acknowledging them (closing the
-    /// channel returns them); a queue that does not exist holds none.
-    pub(super) async fn get_all(
-        &self,
-        channel: &Channel,
-        queue: &str,
-        limit: usize,
-    ) -> Result<Vec<BasicGetMessage>> {
-        let mut out = Vec::new();
-        while out.len() < limit {
-            match channel
-                .basic_get(ShortString::from(queue), BasicGetOptions { no_ack: false })
-                .await
-            {
-                Ok(Some(message)) => out.push(message),
-                Ok(None) => break,
-                // Never declared (or deleted): holds nothing. The broker closed the
-                // channel, so nothing was got before.
-                Err(e) if is_not_found(&e) => break,
-                Err(e) => return Err(unavailable(e)),
-            }
-        }
-        Ok(out)
-    }
-}
 
 pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     let properties = &message.delivery.properties;
@@ -66,31 +41,87 @@ pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
 }
 
 impl RabbitQueue {
-    /// Takes the poison messages (all, or those with `id`) off the poison queue, each
-    /// first sent back to the queue with a fresh delivery count when `replay`; returns
-    /// how many. The others go back when the channel closes, on every path.
+    /// Reads the poison queue's messages in order, one at a time, handing each with its
+    /// place to `visit` until it returns `false`: only the message in hand is held, and
+    /// closing the channel returns them all.
+    pub(super) async fn scan_poison(
+        &self,
+        queue: &str,
+        mut visit: impl FnMut(usize, PoisonMessage) -> bool,
+    ) -> Result<()> {
+        let channel = self.channel().await?;
+        let poison = poison_queue(queue);
+        let scanned = async {
+            let mut at = 0;
+            loop {
+                match channel
+                    .basic_get(
+                        ShortString::from(poison.as_str()),
+                        BasicGetOptions { no_ack: false },
+                    )
+                    .await
+                {
+                    Ok(Some(message)) => {
+                        if !visit(at, poison_message(&message)) {
+                            return Ok(());
+                        }
+                        at += 1;
+                    }
+                    Ok(None) => return Ok(()),
+                    // Never declared (or deleted): holds nothing.
+                    Err(e) if is_not_found(&e) => return Ok(()),
+                    Err(e) => return Err(unavailable(e)),
+                }
+            }
+        }
+        .await;
+        let _ = channel.close(200, ShortString::from("listed")).await;
+        scanned
+    }
+
+    /// Takes the poison messages (all, or those whose id `wanted` holds) off the poison
+    /// queue, each first sent to `replay_to` with a fresh delivery count when given;
+    /// returns the ids taken, once each. The others go back when the channel closes, on
+    /// every path; only the message in hand is held.
     pub(super) async fn take_poison(
         &self,
         queue: &str,
-        id: Option<&str>,
-        replay: bool,
-    ) -> Result<usize> {
+        wanted: Option<&HashSet<&str>>,
+        replay_to: Option<&str>,
+    ) -> Result<Vec<String>> {
         let channel = self.channel().await?;
+        let poison = poison_queue(queue);
         let taken = async {
-            let messages = self
-                .get_all(&channel, &poison_queue(queue), usize::MAX)
-                .await?;
-            let mut taken = 0;
-            for message in &messages {
-                let poisoned = poison_message(message);
-                if id.is_some_and(|id| id != poisoned.id) {
+            let mut taken = Vec::new();
+            let mut seen = HashSet::new();
+            loop {
+                let message = match channel
+                    .basic_get(
+                        ShortString::from(poison.as_str()),
+                        BasicGetOptions { no_ack: false },
+                    )
+                    .await
+                {
+                    Ok(Some(message)) => message,
+                    Ok(None) => break,
+                    Err(e) if is_not_found(&e) => break,
+                    Err(e) => return Err(unavailable(e)),
+                };
+                let id = message
+                    .delivery
+                    .properties
+                    .message_id()
+                    .as_ref()
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_default();
+                if wanted.is_some_and(|wanted| !wanted.contains(id.as_str())) {
                     continue;
                 }
-                if replay {
+                if let Some(target) = replay_to {
                     self.publish_reliably(
-                        queue,
+                        target,
                         &message.delivery.data,
-                        properties(&poisoned.id, 0, None, None),
+                        properties(&id, 0, None, None),
                     )
                     .await?;
                 }
@@ -100,7 +131,9 @@ impl RabbitQueue {
                     .ack(BasicAckOptions::default())
                     .await
                     .map_err(unavailable)?;
-                taken += 1;
+                if seen.insert(id.clone()) {
+                    taken.push(id);
+                }
             }
             Ok(taken)
         }
