@@ -374,7 +374,7 @@ mod tests {
             assert!(!html.contains(raw), "{raw:?} was not neutralised:\n{html}");
         }
         assert!(html.contains("&lt;script&gt;alert(document.cookie)&lt;/script&gt;"));
-        assert!(html.contains("\\u{202e}gnp.exe"));
+        assert!(html.contains("\\u{202E}gnp.exe"));
     }
 
     #[test]
