@@ -538,7 +538,7 @@ impl Queue for AzureQueue {
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         check_azure_queue_name(queue)?;
         let wanted = id.map(|id| HashSet::from([id]));
-        self.replay_poison(queue, wanted.as_ref(), queue)
+        self.replay_poison(queue, wanted.as_ref(), false, queue)
             .await
             .map(|taken| taken.len())
     }
@@ -546,7 +546,7 @@ impl Queue for AzureQueue {
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         check_azure_queue_name(queue)?;
         let wanted = id.map(|id| HashSet::from([id]));
-        self.discard_poison(queue, wanted.as_ref())
+        self.discard_poison(queue, wanted.as_ref(), false)
             .await
             .map(|taken| taken.len())
     }
@@ -564,15 +564,19 @@ impl Queue for AzureQueue {
         if handles.is_empty() {
             return Ok(Vec::new());
         }
-        // A message's handle is its id: every message with a named id is taken, in one
-        // pass over the poison queue.
+        // A message's handle is the service's message id: exactly the messages named are
+        // taken, in one pass over the poison queue.
         let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
         let taken: HashSet<String> = match action {
-            PoisonAction::Replay => self.replay_poison(queue, Some(&wanted), queue).await?,
-            PoisonAction::ReplayTo(target) => {
-                self.replay_poison(queue, Some(&wanted), target).await?
+            PoisonAction::Replay => {
+                self.replay_poison(queue, Some(&wanted), true, queue)
+                    .await?
             }
-            PoisonAction::Discard => self.discard_poison(queue, Some(&wanted)).await?,
+            PoisonAction::ReplayTo(target) => {
+                self.replay_poison(queue, Some(&wanted), true, target)
+                    .await?
+            }
+            PoisonAction::Discard => self.discard_poison(queue, Some(&wanted), true).await?,
         }
         .into_iter()
         .collect();

@@ -106,7 +106,10 @@ impl AzureQueue {
                 return Ok(Vec::new());
             }
             for message in messages(response, &poison).await? {
-                wires.push(poison_wire(&message.message_id, &message.message_text));
+                wires.push((
+                    message.message_id.clone(),
+                    poison_wire(&message.message_id, &message.message_text),
+                ));
             }
         } else {
             // More than one peek shows: receive each in turn, then make them visible again.
@@ -115,7 +118,7 @@ impl AzureQueue {
                 &poison,
                 limit,
                 |message| {
-                    seen.push(message.wire.clone());
+                    seen.push((message.message_id.clone(), message.wire.clone()));
                     false
                 },
                 async |_| Ok(()),
@@ -124,28 +127,32 @@ impl AzureQueue {
             wires = seen;
         }
         let mut listed = Vec::with_capacity(wires.len());
-        for wire in wires.into_iter().take(limit) {
+        for (message_id, wire) in wires.into_iter().take(limit) {
             let body = match self.body_of(&wire).await {
                 Ok(body) => body,
                 Err(e) => e.to_string().into_bytes(),
             };
-            listed.push(PoisonMessage::new(
+            let mut message = PoisonMessage::new(
                 wire.id,
                 body,
                 wire.reason.unwrap_or_default(),
                 wire.count.unwrap_or(0),
                 wire.poisoned,
-            ));
+            );
+            // The service's own id names this one message, whatever its id repeats.
+            message.handle = message_id;
+            listed.push(message);
         }
         Ok(listed)
     }
 
-    /// Sends the poison queue's messages (all, or those whose id `wanted` holds) to
+    /// Sends the poison queue's messages (all, or those whose id — or handle, the service's message id, when `by_handle` — `wanted` holds) to
     /// `target` as new messages; returns the ids taken, once each.
     pub(super) async fn replay_poison(
         &self,
         queue: &str,
         wanted: Option<&HashSet<&str>>,
+        by_handle: bool,
         target: &str,
     ) -> Result<Vec<String>> {
         let poison = poison_queue(queue);
@@ -161,9 +168,14 @@ impl AzureQueue {
             &poison,
             usize::MAX,
             |message| {
-                let take = wanted.is_none_or(|wanted| wanted.contains(message.wire.id.as_str()));
-                if take && seen.insert(message.wire.id.clone()) {
-                    taken.push(message.wire.id.clone());
+                let key = if by_handle {
+                    &message.message_id
+                } else {
+                    &message.wire.id
+                };
+                let take = wanted.is_none_or(|wanted| wanted.contains(key.as_str()));
+                if take && seen.insert(key.clone()) {
+                    taken.push(key.clone());
                 }
                 take
             },
@@ -186,12 +198,13 @@ impl AzureQueue {
         Ok(taken)
     }
 
-    /// Deletes the poison queue's messages (all, or those whose id `wanted` holds) for
+    /// Deletes the poison queue's messages (all, or those whose id — or handle, the service's message id, when `by_handle` — `wanted` holds) for
     /// good; returns the ids taken, once each.
     pub(super) async fn discard_poison(
         &self,
         queue: &str,
         wanted: Option<&HashSet<&str>>,
+        by_handle: bool,
     ) -> Result<Vec<String>> {
         let poison = poison_queue(queue);
         if self.approximate_count(&poison).await? == 0 {
@@ -204,9 +217,14 @@ impl AzureQueue {
             &poison,
             usize::MAX,
             |message| {
-                let take = wanted.is_none_or(|wanted| wanted.contains(message.wire.id.as_str()));
-                if take && seen.insert(message.wire.id.clone()) {
-                    taken.push(message.wire.id.clone());
+                let key = if by_handle {
+                    &message.message_id
+                } else {
+                    &message.wire.id
+                };
+                let take = wanted.is_none_or(|wanted| wanted.contains(key.as_str()));
+                if take && seen.insert(key.clone()) {
+                    taken.push(key.clone());
                 }
                 take
             },

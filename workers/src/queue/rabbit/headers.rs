@@ -9,6 +9,9 @@ pub(super) const ATTEMPTS_HEADER: &str = "x-tablekit-attempts";
 pub(super) const REASON_HEADER: &str = "x-tablekit-reason";
 /// When tablekit poisoned a message (Unix milliseconds).
 pub(super) const POISONED_AT_HEADER: &str = "x-tablekit-poisoned-at";
+/// A mark unique to one poisoning: it names the message in the poison queue even when
+/// another message there has the same id (a duplicate delivery poisoned again).
+pub(super) const POISON_MARK_HEADER: &str = "x-tablekit-poison-mark";
 
 pub(super) fn string_arg(value: &str) -> AMQPValue {
     AMQPValue::LongString(LongString::from(value.as_bytes().to_vec()))
@@ -70,6 +73,10 @@ pub(super) fn properties(
         headers.insert(
             POISONED_AT_HEADER.into(),
             AMQPValue::LongLongInt(chrono::Utc::now().timestamp_millis()),
+        );
+        headers.insert(
+            POISON_MARK_HEADER.into(),
+            string_arg(&uuid::Uuid::new_v4().simple().to_string()),
         );
     }
     BasicProperties::default()

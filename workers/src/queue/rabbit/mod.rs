@@ -140,14 +140,14 @@ impl Queue for RabbitQueue {
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         let wanted = id.map(|id| HashSet::from([id]));
-        self.take_poison(queue, wanted.as_ref(), Some(queue))
+        self.take_poison(queue, wanted.as_ref(), false, Some(queue))
             .await
             .map(|taken| taken.len())
     }
 
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         let wanted = id.map(|id| HashSet::from([id]));
-        self.take_poison(queue, wanted.as_ref(), None)
+        self.take_poison(queue, wanted.as_ref(), false, None)
             .await
             .map(|taken| taken.len())
     }
@@ -247,7 +247,7 @@ impl Queue for RabbitQueue {
         // A message's handle is its id: every message with a named id is taken.
         let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
         let taken: HashSet<String> = self
-            .take_poison(queue, Some(&wanted), target)
+            .take_poison(queue, Some(&wanted), true, target)
             .await?
             .into_iter()
             .collect();

@@ -11,10 +11,34 @@ use lapin::types::ShortString;
 use super::super::{PoisonMessage, poison_queue};
 use super::connection::{RabbitQueue, is_not_found, unavailable};
 use super::headers::{
-    ATTEMPTS_HEADER, POISONED_AT_HEADER, REASON_HEADER, death_reason, header_int, header_text,
-    properties,
+    ATTEMPTS_HEADER, POISON_MARK_HEADER, POISONED_AT_HEADER, REASON_HEADER, death_reason,
+    header_int, header_text, properties,
 };
 use crate::error::Result;
+
+/// A poison message's id.
+fn id_of(message: &BasicGetMessage) -> String {
+    message
+        .delivery
+        .properties
+        .message_id()
+        .as_ref()
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_default()
+}
+
+/// What names a poison message: the mark tablekit gave it when it poisoned it, else (a
+/// message the broker dead-lettered, or one poisoned by an older tablekit) its id.
+fn handle_of(message: &BasicGetMessage) -> String {
+    message
+        .delivery
+        .properties
+        .headers()
+        .as_ref()
+        .and_then(|h| h.inner().get(POISON_MARK_HEADER))
+        .and_then(header_text)
+        .unwrap_or_else(|| id_of(message))
+}
 
 pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     let properties = &message.delivery.properties;
@@ -27,17 +51,15 @@ pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     let attempts = header_int(headers, ATTEMPTS_HEADER).unwrap_or(0);
     let poisoned_at =
         header_int(headers, POISONED_AT_HEADER).and_then(chrono::DateTime::from_timestamp_millis);
-    PoisonMessage::new(
-        properties
-            .message_id()
-            .as_ref()
-            .map(|s| s.as_str().to_owned())
-            .unwrap_or_default(),
+    let mut listed = PoisonMessage::new(
+        id_of(message),
         message.delivery.data.clone(),
         reason,
         u32::try_from(attempts).unwrap_or(u32::MAX),
         poisoned_at,
-    )
+    );
+    listed.handle = handle_of(message);
+    listed
 }
 
 impl RabbitQueue {
@@ -79,7 +101,8 @@ impl RabbitQueue {
         scanned
     }
 
-    /// Takes the poison messages (all, or those whose id `wanted` holds) off the poison
+    /// Takes the poison messages (all, or those whose id — or handle, `by_handle` —
+    /// `wanted` holds) off the poison
     /// queue, each first sent to `replay_to` with a fresh delivery count when given;
     /// returns the ids taken, once each. The others go back when the channel closes, on
     /// every path; only the message in hand is held.
@@ -87,6 +110,7 @@ impl RabbitQueue {
         &self,
         queue: &str,
         wanted: Option<&HashSet<&str>>,
+        by_handle: bool,
         replay_to: Option<&str>,
     ) -> Result<Vec<String>> {
         let channel = self.channel().await?;
@@ -107,14 +131,13 @@ impl RabbitQueue {
                     Err(e) if is_not_found(&e) => break,
                     Err(e) => return Err(unavailable(e)),
                 };
-                let id = message
-                    .delivery
-                    .properties
-                    .message_id()
-                    .as_ref()
-                    .map(|s| s.as_str().to_owned())
-                    .unwrap_or_default();
-                if wanted.is_some_and(|wanted| !wanted.contains(id.as_str())) {
+                let id = id_of(&message);
+                let key = if by_handle {
+                    handle_of(&message)
+                } else {
+                    id.clone()
+                };
+                if wanted.is_some_and(|wanted| !wanted.contains(key.as_str())) {
                     continue;
                 }
                 if let Some(target) = replay_to {
@@ -131,8 +154,8 @@ impl RabbitQueue {
                     .ack(BasicAckOptions::default())
                     .await
                     .map_err(unavailable)?;
-                if seen.insert(id.clone()) {
-                    taken.push(id);
+                if seen.insert(key.clone()) {
+                    taken.push(key);
                 }
             }
             Ok(taken)
