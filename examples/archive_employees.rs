@@ -340,19 +340,26 @@ async fn left_for_later(
         return Ok(());
     }
     println!(
-        "left for later: {} tombstone burials, delayed work{} — each deleted employee's index tombstones are buried {} min after the delete; {} more entries are due now",
+        "left for later: {} tombstone burials, delayed work{} — each deleted employee's index tombstones are buried {} min after the delete",
         backlog.delayed,
         backlog
             .delayed_next
             .map(|at| format!(" due from {}", at.format("%H:%M:%S UTC")))
             .unwrap_or_default(),
         tablekit::patterns::consistency::DEFAULT_TOMBSTONE_GRACE.as_secs() / 60,
-        backlog.entries
+    );
+    if backlog.entries > 0 {
+        println!(
+            "  and {} entries due now: burials whose grace period passed while the run ended",
+            backlog.entries
+        );
+    }
+    println!(
+        "  this run's workers have stopped; any index worker that relays publishes them once due (to its own queue), e.g.:\n  cargo run --example archive_employees -- worker run --queue index --relay --broker {broker} --store {store_url} --blobs {blobs_url}"
     );
     println!(
-        "  this run's workers have stopped; a relaying index worker publishes them once due:\n  cargo run --example archive_employees -- worker run --queue index --relay --broker {broker} --store {store_url} --blobs {blobs_url}"
+        "  the console (the README's next command) shows them under \"Relay backlog\" with their due time"
     );
-    println!("  the console below shows them under \"Relay backlog\"");
     Ok(())
 }
 

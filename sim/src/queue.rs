@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use tablekit_core::random;
 use tablekit_workers::queue::{
-    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
+    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonMessage, Queue, QueueOptions,
+    QueueStats, Received,
 };
 use tablekit_workers::{Error, Result};
 use tokio::time::Instant;
@@ -236,6 +237,35 @@ impl Queue for SimQueue {
         Ok(poisoned.len())
     }
 
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        let taken: Vec<PoisonMessage> = {
+            let mut state = self.state();
+            let lane = state.lanes.entry(queue.to_owned()).or_default();
+            let (taken, keep) = lane
+                .poison
+                .drain(..)
+                .partition(|p| handles.contains(&p.handle));
+            lane.poison = keep;
+            taken
+        };
+        let target = match action {
+            PoisonAction::Replay => Some(queue),
+            PoisonAction::ReplayTo(target) => Some(target.as_str()),
+            _ => None,
+        };
+        if let Some(target) = target {
+            for p in &taken {
+                self.send(target, &p.id, &p.body).await?;
+            }
+        }
+        Ok(taken.into_iter().map(|p| p.handle).collect())
+    }
+
     async fn poison_discard(&self, queue: &str, id: Option<&str>) -> Result<usize> {
         let mut state = self.state();
         let lane = state.lanes.entry(queue.to_owned()).or_default();
@@ -378,13 +408,16 @@ impl Delivery for SimDelivery {
         self.queue
             .settle(&self.name, self.key, self.token, |lane, key| {
                 if let Some(m) = lane.messages.remove(&key) {
-                    lane.poison.push(PoisonMessage::new(
+                    let mut poisoned = PoisonMessage::new(
                         m.id,
                         m.body,
                         reason,
                         count,
                         Some(tablekit_core::clock::now()),
-                    ));
+                    );
+                    // The message's key names this one poisoning, whatever its id repeats.
+                    poisoned.handle = format!("k{key}");
+                    lane.poison.push(poisoned);
                 }
             })
     }

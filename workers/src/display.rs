@@ -16,14 +16,25 @@ use std::fmt::Write as _;
 /// `text` with its control, bidirectional and invisible format characters written as
 /// visible escapes (`\n`, `\r`, `\t`, `\u{202E}`); the text itself when it has none.
 pub(crate) fn neutral(text: &str) -> Cow<'_, str> {
+    escape(text, false)
+}
+
+/// As [`neutral`], but line breaks and tabs are kept: for a body shown as a block of
+/// text, whose lines are its own (a carriage return is still shown).
+#[cfg_attr(not(feature = "console"), allow(dead_code))]
+pub(crate) fn neutral_lines(text: &str) -> Cow<'_, str> {
+    escape(text, true)
+}
+
+fn escape(text: &str, keep_lines: bool) -> Cow<'_, str> {
     let chars: Vec<char> = text.chars().collect();
-    let escaped = |i: usize| hidden(&chars, i);
-    if !(0..chars.len()).any(escaped) {
+    let flags = hidden_flags(&chars, keep_lines);
+    if !flags.iter().any(|h| *h) {
         return Cow::Borrowed(text);
     }
     let mut out = String::with_capacity(text.len() + 16);
-    for (i, &c) in chars.iter().enumerate() {
-        if !escaped(i) {
+    for (&c, &escaped) in chars.iter().zip(&flags) {
+        if !escaped {
             out.push(c);
             continue;
         }
@@ -39,7 +50,28 @@ pub(crate) fn neutral(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Whether the character at `i` is one [`neutral`] writes as an escape.
+/// Which characters of `chars` are written as escapes, in one pass: a run of tag
+/// characters is kept when it follows a black flag, judged once per run.
+fn hidden_flags(chars: &[char], keep_lines: bool) -> Vec<bool> {
+    let mut flags = Vec::with_capacity(chars.len());
+    let mut last_untagged: Option<char> = None;
+    for i in 0..chars.len() {
+        let c = chars[i];
+        let flag = if ('\u{E0020}'..='\u{E007F}').contains(&c) {
+            // Tag characters stay after a black flag (the flags of England, Scotland,
+            // Wales).
+            last_untagged != Some('\u{1F3F4}')
+        } else {
+            last_untagged = Some(c);
+            !(keep_lines && matches!(c, '\n' | '\t')) && hidden(chars, i)
+        };
+        flags.push(flag);
+    }
+    flags
+}
+
+/// Whether the character at `i` (not a tag character) is one [`neutral`] writes as an
+/// escape.
 fn hidden(chars: &[char], i: usize) -> bool {
     let c = chars[i];
     match c {
@@ -57,12 +89,6 @@ fn hidden(chars: &[char], i: usize) -> bool {
             let joins = i > 0 && chars.get(i + 1).is_some_and(|&next| emoji(next));
             !(joins && emoji(chars[i - 1]))
         }
-        // Tag characters stay after a black flag (the flags of England, Scotland, Wales).
-        '\u{E0020}'..='\u{E007F}' => chars[..i]
-            .iter()
-            .rev()
-            .find(|&&p| !('\u{E0020}'..='\u{E007F}').contains(&p))
-            .is_none_or(|&p| p != '\u{1F3F4}'),
         // Invisible format characters: soft hyphen, Mongolian vowel separator, zero-width
         // space and non-joiner, line and paragraph separators, word joiner and invisible
         // operators, deprecated format controls, byte order mark, interlinear annotation,
@@ -151,5 +177,17 @@ mod tests {
         assert_eq!(neutral("soft\u{AD}hyphen"), "soft\\u{00AD}hyphen");
         assert_eq!(neutral("👍\u{200D}"), "👍\\u{200D}");
         assert_eq!(neutral("tag\u{E0067}"), "tag\\u{E0067}");
+    }
+
+    #[test]
+    fn a_body_keeps_its_lines_and_a_long_run_of_tags_is_judged_once() {
+        assert_eq!(
+            neutral_lines("{\n\t\"a\": \"\u{202E}x\"\r\n}"),
+            "{\n\t\"a\": \"\\u{202E}x\"\\r\n}"
+        );
+        let tags: String = std::iter::repeat_n('\u{E0067}', 200_000).collect();
+        assert_eq!(neutral(&tags).len(), 200_000 * 9);
+        let flag = format!("\u{1F3F4}{tags}");
+        assert!(matches!(neutral(&flag), Cow::Borrowed(_)));
     }
 }

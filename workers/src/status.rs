@@ -183,6 +183,11 @@ pub fn relay_notes(status: &Status, now: chrono::DateTime<chrono::Utc>) -> Relay
         ));
     }
     let live = status.relays.iter().filter(|r| r.live).count();
+    if b.delayed > 0 && live == 0 {
+        notes.notes.push(
+            "No relay is running to publish them when they come due: a worker of the index queue runs one (tablekit-worker run --queue index), as does any worker started with --relay.".to_owned(),
+        );
+    }
     // The oldest entry's wait counts from its due time when it was delayed work.
     let waiting_since = match (b.oldest, b.came_due_since) {
         (Some(oldest), Some(due)) if b.came_due == b.entries => Some(oldest.max(due)),
@@ -320,10 +325,12 @@ mod tests {
             delayed_next: Some(now + Duration::minutes(3)),
             ..Backlog::default()
         };
-        let notes = relay_notes(&status(waiting, false), now);
+        let notes = relay_notes(&status(waiting.clone(), false), now);
         assert!(notes.notes[0].starts_with("100 tombstone burials are delayed work"));
         assert!(notes.notes[0].contains("the first is due at"));
+        assert!(notes.notes[1].starts_with("No relay is running to publish them"));
         assert_eq!(notes.warning, None);
+        assert_eq!(relay_notes(&status(waiting, true), now).notes.len(), 1);
         // Burials due 19 minutes ago and no relay running: a warning that says so.
         let due = Backlog {
             entries: 100,

@@ -823,6 +823,34 @@ mod sqlite_only {
         assert_eq!(queue.poison_body("bytes", &bad.handle).await.unwrap(), None);
     }
 
+    /// A message whose id is not UTF-8, replayed from the poison queue, is received like
+    /// any other (its id read lossily): it cannot stop the queue's consumers.
+    #[tokio::test]
+    async fn a_replayed_message_whose_id_is_not_utf8_is_received() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        queue.declare("bytes", &options()).await.unwrap();
+        write_raw_poison(&path, "bytes");
+        let handle = queue.poison_list("bytes", 10).await.unwrap()[0]
+            .handle
+            .clone();
+        queue
+            .poison_take("bytes", &[handle], &PoisonAction::Replay)
+            .await
+            .unwrap();
+        queue.send("bytes", "after", b"after").await.unwrap();
+        let mut consumer = queue.consume("bytes", consume_options(4)).await.unwrap();
+        let first = next(&mut consumer).await;
+        assert_eq!(first.received().id, "bad-\u{FFFD}");
+        assert_eq!(first.received().body, b"\xFF\x00\xFE");
+        first.ack().await.unwrap();
+        let second = next(&mut consumer).await;
+        assert_eq!(second.received().id, "after", "the consumer goes on");
+        second.ack().await.unwrap();
+        consumer.close().await;
+    }
+
     /// A handle names one row: of two messages with one id, poisoned one after the other,
     /// only the one named is taken.
     #[tokio::test]

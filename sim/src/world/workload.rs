@@ -27,15 +27,19 @@ pub(super) async fn run(world: &World) {
                 } else {
                     "archive"
                 };
-                world.log(format!("director: malformed message {id} to {queue}"));
-                world.model.borrow_mut().malformed.push(id.clone());
-                let _ = world.queue.send(queue, &id, b"{not an envelope").await;
+                // Two at once, as a faulty producer sends them: the operator later acts on
+                // part of what is poisoned.
+                for id in [id.clone(), format!("{id}-2")] {
+                    world.log(format!("director: malformed message {id} to {queue}"));
+                    world.model.borrow_mut().malformed.push(id.clone());
+                    let _ = world.queue.send(queue, &id, b"{not an envelope").await;
+                }
             }
             // An operator at the console: a dry run lists a queue's malformed poison
             // messages, and its confirmation replays exactly that set (they come back with
             // a fresh count) while the queue goes on meanwhile. (Only the malformed ones: a
             // message poisoned by a fault of tablekit stays for the check to report.)
-            12 => {
+            12 | 14..=17 => {
                 let queue = pick(&["index", "archive"]);
                 operator_replays_a_set(world, queue).await;
             }
@@ -68,7 +72,8 @@ pub(super) async fn run(world: &World) {
     }
 }
 
-/// The console's "replay all" over the malformed messages of `queue`: the dry run's set,
+/// The console's "replay all" over (the older half of) the malformed messages of `queue`:
+/// the dry run's set,
 /// then — after the operator read it, the workers running meanwhile — the confirmation,
 /// which must take from that set only: every other poison message stays.
 async fn operator_replays_a_set(world: &World, queue: &str) {
@@ -84,25 +89,33 @@ async fn operator_replays_a_set(world: &World, queue: &str) {
             return;
         }
     };
-    let set: Vec<_> = listed
+    // The operator narrowed the filter to the older half of them.
+    let mut set: Vec<_> = listed
         .into_iter()
         .filter(|m| malformed.contains(&m.id))
         .collect();
+    set.truncate(set.len().div_ceil(2));
     if set.is_empty() {
         return;
     }
-    tokio::task::yield_now().await;
-    let others = |poisoned: Vec<(String, String, String)>| -> Vec<String> {
+    // Reading the dry run: the workers go on meanwhile.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let handles: Vec<String> = set.iter().map(|m| m.handle.clone()).collect();
+    // Every poison message the dry run did not list, by handle: a later poisoning of a
+    // listed id among them.
+    let others = |poisoned: Vec<tablekit_workers::queue::PoisonMessage>| -> Vec<String> {
         let mut others: Vec<String> = poisoned
             .into_iter()
-            .filter(|(q, id, _)| q == queue && !set.iter().any(|m| &m.id == id))
-            .map(|(_, id, _)| id)
+            .map(|m| m.handle)
+            .filter(|h| !handles.contains(h))
             .collect();
         others.sort();
         others
     };
-    let before = others(world.queue.poisoned());
-    let handles: Vec<String> = set.iter().map(|m| m.handle.clone()).collect();
+    let before = match world.queue.poison_list(queue, usize::MAX).await {
+        Ok(listed) => others(listed),
+        Err(_) => return,
+    };
     match world
         .queue
         .poison_take(queue, &handles, &PoisonAction::Replay)
@@ -114,10 +127,12 @@ async fn operator_replays_a_set(world: &World, queue: &str) {
                 taken.len(),
                 set.len()
             ));
-            let after = others(world.queue.poisoned());
-            if taken.iter().any(|h| !handles.contains(h))
-                || before.iter().any(|id| !after.contains(id))
-            {
+            let after = match world.queue.poison_list(queue, usize::MAX).await {
+                Ok(listed) => others(listed),
+                Err(_) => return,
+            };
+            // Those poisoned meanwhile may be added; none of those there before may go.
+            if before.iter().any(|h| !after.contains(h)) {
                 world.model.borrow_mut().console.push(format!(
                     "{queue}: the confirmation of a dry run took messages it did not list ({before:?} before, {after:?} after)"
                 ));

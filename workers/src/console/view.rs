@@ -41,9 +41,9 @@ pub(super) fn banner(result: Option<&Outcome>) -> Markup {
     html! {
         @if let Some(result) = result {
             @if result.failed {
-                div.banner.failed role="alert" { (result.text) }
+                div.banner.failed role="alert" { (neutral(&result.text)) }
             } @else {
-                div.banner role="status" { (result.text) }
+                div.banner role="status" { (neutral(&result.text)) }
             }
         }
     }
@@ -114,7 +114,7 @@ fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
             @if !q.declared {
                 td colspan="6" .muted { "not declared yet — a worker declares it when it starts" }
             } @else if let Some(error) = &q.error {
-                td colspan="6" .error { (error) }
+                td colspan="6" .error { (neutral(error)) }
             } @else {
                 td.num { (count(q.waiting)) }
                 td.num { (rate(row.waiting_rate)) }
@@ -177,7 +177,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     thead { tr { th { "table" } th.num { "entries" } } }
                     tbody {
                         @for (table, entries) in &b.tables {
-                            tr { td.name { (table) } td.num { (thousands(*entries)) } }
+                            tr { td.name { (neutral(table)) } td.num { (thousands(*entries)) } }
                         }
                     }
                 }
@@ -200,7 +200,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     tbody {
                         @for r in &o.status.relays {
                             tr {
-                                td.name { (r.id) }
+                                td.name { (neutral(&r.id)) }
                                 td { @if r.live { "running" } @else { "stopped" } }
                                 td.num { (thousands(r.shares)) }
                                 td.num { (thousands(r.published)) }
@@ -220,7 +220,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                 },
                 Some(c) => {
                     @for (endpoint, error) in &c.unreachable {
-                        p.error { (endpoint) ": " (error) }
+                        p.error { (neutral(endpoint)) ": " (neutral(error)) }
                     }
                     @if c.lags.is_empty() {
                         p.muted { "No copies written since the workers started." }
@@ -267,7 +267,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     tbody {
                         @for a in &o.status.audits {
                             tr {
-                                td.name { (a.table) }
+                                td.name { (neutral(&a.table)) }
                                 td { @if a.clean { span.badge.ok { "clean" } } @else { span.badge.bad { "drift" } } }
                                 td.nowrap { (ago(a.at, now)) }
                                 td.num { (thousands(a.scanned)) }
@@ -349,7 +349,7 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
     html! {
         tr data-job=(job.id) data-state=(format!("{:?}", job.state).to_lowercase()) {
             td { (what) @if job.resumed > 0 { span.muted { " (taken up again)" } } }
-            td.name { (job.table) }
+            td.name { (neutral(&job.table)) }
             td.progress {
                 @match job.state {
                     JobState::Running => {
@@ -369,7 +369,7 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
             }
             td {
                 @match (&job.state, &job.report, &job.error) {
-                    (JobState::Failed, _, Some(error)) => span.error { "failed: " (error) },
+                    (JobState::Failed, _, Some(error)) => span.error { "failed: " (neutral(error)) },
                     (JobState::Done, _, _) if job.migration.is_some() => {
                         @if let Some(m) = &job.migration {
                             span.badge.ok { (thousands(m.rewritten)) " rewritten" }
@@ -447,7 +447,7 @@ pub(super) fn login(failed: bool) -> Markup {
 /// A page that says what went wrong.
 pub(super) fn problem(message: &str) -> Markup {
     html! {
-        section.card { h2 { "Not done" } p.error { (message) } p { a href="/" { "Back to the overview" } } }
+        section.card { h2 { "Not done" } p.error { (neutral(message)) } p { a href="/" { "Back to the overview" } } }
     }
 }
 

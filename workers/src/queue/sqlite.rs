@@ -258,10 +258,12 @@ impl SqliteQueue {
             |row| {
                 let sent_at: i64 = row.get(3)?;
                 let count: i64 = row.get(4)?;
+                // Another producer's id may not be UTF-8, its body may be text: read
+                // whatever the row holds, so one such message cannot stop a consumer.
                 Ok((
                     row.get::<_, i64>(0)?,
-                    row.get(1)?,
-                    row.get(2)?,
+                    lossy(row.get_ref(1)?),
+                    bytes(row.get_ref(2)?),
                     sent_at,
                     count,
                 ))

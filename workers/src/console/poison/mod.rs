@@ -38,6 +38,8 @@ pub(super) const PREVIEW: usize = 800;
 pub(super) const MAX_SET: usize = 100_000;
 /// How many messages a dry run names (the rest counted).
 const NAMED: usize = 100;
+/// How many messages an action's log line names (the rest counted).
+const LOGGED: usize = 20;
 
 /// A page's query: the filter, the page, and an action's result.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -205,17 +207,31 @@ pub(super) async fn action(
     Path(queue): Path<String>,
     body: Bytes,
 ) -> Response {
-    let back = |nonce: &str| {
-        Redirect::to(&format!(
-            "/poison/{}?result={nonce}",
-            frame::urlencode(&queue)
-        ))
-        .into_response()
-    };
     if let Err(e) = crate::queue::check_queue_name(&queue) {
         return failure(&e);
     }
     let form = Form::parse(&body);
+    // Back to the page the form came from: its filter kept, the result shown.
+    let back = |nonce: &str| {
+        let mut query = form_urlencoded::Serializer::new(String::new());
+        for (field, name) in [
+            ("kind", "kind"),
+            ("fid", "id"),
+            ("reason", "reason"),
+            ("body", "body"),
+        ] {
+            if let Some(value) = form.get(field).filter(|v| !v.is_empty()) {
+                query.append_pair(name, value);
+            }
+        }
+        query.append_pair("result", nonce);
+        Redirect::to(&format!(
+            "/poison/{}?{}",
+            frame::urlencode(&queue),
+            query.finish()
+        ))
+        .into_response()
+    };
     let nonce = match admit_action(&console, &form) {
         Admit::Refused(response) => return *response,
         Admit::Done(nonce) => return back(&nonce),
@@ -236,6 +252,12 @@ pub(super) async fn action(
                 return refused(
                     StatusCode::BAD_REQUEST,
                     &format!("Name the queue to replay to: {e}"),
+                );
+            }
+            if to.ends_with(crate::queue::POISON_SUFFIX) {
+                return refused(
+                    StatusCode::BAD_REQUEST,
+                    "A poison queue takes no replays: name the queue whose workers should take the messages.",
                 );
             }
             match console.broker.stats(to).await {
@@ -340,20 +362,30 @@ pub(super) async fn action(
             n(taken.len()),
             messages(taken.len())
         )),
-        Err(e) => Outcome::failed(format!("Nothing was {}: {e}", verb.to_lowercase())),
+        Err(e) => Outcome::failed(format!(
+            "{verb} of {} {}{to} failed: {e}. Messages taken before the failure stay taken; the page shows what is left.",
+            n(handles.len()),
+            messages(handles.len())
+        )),
     };
-    let named: Vec<String> = if ids.is_empty() { &handles } else { &ids }
-        .iter()
-        .take(20)
-        .map(|i| neutral(i).into_owned())
-        .collect();
+    // The log names the messages: their handles, and their ids when the dry run listed
+    // them (a handle alone may be a row number).
+    let listed = |values: &[String]| -> String {
+        values
+            .iter()
+            .take(LOGGED)
+            .map(|v| neutral(&v.chars().take(200).collect::<String>()).into_owned())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
     tracing::info!(
         client = %client,
         queue = %neutral(&queue),
         action = %format!("{}-{}", asked.verb, asked.scope),
         messages = handles.len(),
-        ids = %named.join(","),
-        ids_left_out = handles.len().saturating_sub(named.len()),
+        handles = %listed(&handles),
+        ids = %listed(&ids),
+        left_out = handles.len().saturating_sub(LOGGED),
         result = %neutral(&outcome.text),
         "console action"
     );
@@ -384,7 +416,8 @@ async fn dry_run(
             .await?;
         for message in page.messages {
             handles.push(message.handle);
-            ids.push(message.id);
+            // Kept for the dry run's list and the log: their start is enough.
+            ids.push(message.id.chars().take(200).collect());
         }
         if handles.len() > MAX_SET {
             return Err(Error::Config(format!(

@@ -8,30 +8,72 @@ use maud::{Markup, html};
 use super::super::forms::Outcome;
 use super::super::view::{ago, banner, thousands, urlencode};
 use super::{PREVIEW, PoisonView};
-use crate::display::neutral;
+use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonAction, PoisonFilter, PoisonMessage};
 
-/// The most characters of an id shown.
-const ID_CHARS: usize = 120;
-/// The most characters of a reason shown.
-const REASON_CHARS: usize = 300;
+// Each piece of a page is cut to a budget of bytes *as the page carries it*, escapes
+// counted (a `"` is six bytes there): a page of `MAX_PAGE` messages stays under 1 MB
+// whatever their ids, reasons and bodies hold.
+
+/// The most bytes of an id (or an operation's kind) a page carries.
+const ID_BYTES: usize = 480;
+/// The most bytes of a reason a page carries.
+const REASON_BYTES: usize = 1200;
+/// The most bytes of a body's preview a page carries.
+const BODY_BYTES: usize = 3000;
+/// The most bytes of a folded preview's first lines.
+const HEAD_BYTES: usize = 600;
+/// The most characters of a reason a filter link carries (a reason filter finds text in
+/// the reason: its start is enough).
+const REASON_LINK_CHARS: usize = 100;
 /// The reasons listed with their counts.
 const REASONS_SHOWN: usize = 20;
-/// The longest handle a page carries in its forms (a backend whose handle is the message
-/// id may hold longer ones: such a message is acted on through a filter).
-const MAX_HANDLE: usize = 256;
+/// The longest handle a page carries in its forms, escaped (a backend whose handle is
+/// the message id may hold longer ones: such a message is acted on through a filter).
+const MAX_HANDLE: usize = 128;
 /// A preview with more lines than this is folded.
 const FOLD_LINES: usize = 12;
 
-/// `text` made visible and cut to `chars` characters (with `…` when cut).
-fn clip(text: &str, chars: usize) -> String {
-    let shown = neutral(text);
-    if shown.chars().count() <= chars {
-        return shown.into_owned();
+/// The bytes `c` takes in a page, escaped.
+fn escaped_len(c: char) -> usize {
+    match c {
+        '&' => 5,
+        '<' | '>' => 4,
+        '"' => 6,
+        c => c.len_utf8(),
     }
-    let mut out: String = shown.chars().take(chars).collect();
-    out.push('…');
+}
+
+fn escaped_size(text: &str) -> usize {
+    text.chars().map(escaped_len).sum()
+}
+
+/// `text` cut to what fits in `budget` bytes of a page once escaped (with `…` when cut).
+fn fit(text: &str, budget: usize) -> String {
+    let mut out = String::new();
+    let mut used = 0;
+    for c in text.chars() {
+        used += escaped_len(c);
+        if used > budget {
+            out.push('…');
+            return out;
+        }
+        out.push(c);
+    }
     out
+}
+
+/// `text` made visible and cut to `budget` bytes of a page: cut first (a character is at
+/// least one byte, so no more than `budget` of them can show), then neutralised, then cut
+/// again to fit its escapes.
+fn clip(text: &str, budget: usize) -> String {
+    let head: String = text.chars().take(budget + 1).collect();
+    fit(&neutral(&head), budget)
+}
+
+/// Whether a handle is short enough to travel in the page's forms.
+fn actionable(handle: &str) -> bool {
+    escaped_size(handle) <= MAX_HANDLE
 }
 
 /// A body's preview as text: a whole JSON body pretty-printed, anything else as UTF-8
@@ -48,7 +90,9 @@ fn body_text(message: &PoisonMessage) -> String {
 }
 
 fn body(queue: &str, message: &PoisonMessage) -> Markup {
-    let text = body_text(message);
+    let whole = body_text(message);
+    let head: String = whole.chars().take(BODY_BYTES + 1).collect();
+    let text = fit(&neutral_lines(&head), BODY_BYTES);
     let raw = format!(
         "/poison/{}/body/{}",
         urlencode(queue),
@@ -56,15 +100,15 @@ fn body(queue: &str, message: &PoisonMessage) -> Markup {
     );
     html! {
         @if text.lines().count() > FOLD_LINES {
-            @let head: String = text.lines().take(4).collect::<Vec<_>>().join("\n");
+            @let first: String = text.lines().take(4).collect::<Vec<_>>().join("\n");
             details.body {
-                summary { pre { (head) "…" } span.muted { " (" (thousands(message.size as u64)) " bytes: unfold)" } }
+                summary { pre { (fit(&first, HEAD_BYTES)) "…" } span.muted { " (" (thousands(message.size as u64)) " bytes: unfold)" } }
                 pre { (text) }
             }
         } @else {
             pre.body { (text) }
         }
-        @if !message.is_whole() && message.handle.len() <= MAX_HANDLE {
+        @if !message.is_whole() && actionable(&message.handle) {
             p.cut.muted {
                 "The first " (thousands(message.body.len() as u64)) " of "
                 (thousands(message.size as u64)) " bytes. "
@@ -148,9 +192,9 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                         tbody {
                             @for (reason, n) in v.reasons.iter().take(REASONS_SHOWN) {
                                 // A reason filter finds text in the reason: its start is enough.
-                                @let by_reason = PoisonFilter { reason: Some(reason.chars().take(REASON_CHARS).collect()), ..f.clone() };
+                                @let by_reason = PoisonFilter { reason: Some(reason.chars().take(REASON_LINK_CHARS).collect()), ..f.clone() };
                                 tr {
-                                    td.reason { a href=(link(&v.queue, &by_reason, v.limit, None)) { (clip(reason, REASON_CHARS)) } }
+                                    td.reason { a href=(link(&v.queue, &by_reason, v.limit, None)) { (clip(reason, REASON_BYTES)) } }
                                     td.num { (thousands(*n)) }
                                 }
                             }
@@ -190,12 +234,12 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                             } }
                             tbody {
                                 @for m in &v.page.messages {
-                                    @let actionable = m.handle.len() <= MAX_HANDLE;
+                                    @let actionable = actionable(&m.handle);
                                     tr.message data-handle=[actionable.then_some(&m.handle)] {
                                         td { @if actionable { input type="checkbox" name="h" value=(m.handle); } }
                                         td.ident {
                                             @if let Some((kind, version)) = &m.operation {
-                                                span.kind { (clip(kind, ID_CHARS)) " v" (version) }
+                                                span.kind { (clip(kind, ID_BYTES)) " v" (version) }
                                                 br;
                                             } @else {
                                                 span.kind.bad { "not an operation" } br;
@@ -203,10 +247,10 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                                             @if m.id.is_empty() {
                                                 span.muted { "no id" }
                                             } @else {
-                                                code { (clip(&m.id, ID_CHARS)) }
+                                                code { (clip(&m.id, ID_BYTES)) }
                                             }
                                         }
-                                        td.reason { (clip(&m.reason, REASON_CHARS)) }
+                                        td.reason { (clip(&m.reason, REASON_BYTES)) }
                                         td.num { (m.delivery_count) }
                                         td.nowrap { @match m.poisoned_at { Some(at) => (ago(at, now)), None => span.muted { "–" } } }
                                         td.buttons {
@@ -285,14 +329,14 @@ pub(super) fn confirm(c: &Confirm<'_>) -> Markup {
                         thead { tr { th { "reason" } th.num { "messages" } } }
                         tbody {
                             @for (reason, n) in c.reasons.iter().take(REASONS_SHOWN) {
-                                tr { td.reason { (clip(reason, REASON_CHARS)) } td.num { (thousands(*n)) } }
+                                tr { td.reason { (clip(reason, REASON_BYTES)) } td.num { (thousands(*n)) } }
                             }
                         }
                     }
                 }
                 ol.ids {
                     @for id in c.ids {
-                        li { @if id.is_empty() { span.muted { "no id" } } @else { code { (clip(id, ID_CHARS)) } } }
+                        li { @if id.is_empty() { span.muted { "no id" } } @else { code { (clip(id, ID_BYTES)) } } }
                     }
                 }
                 @if c.count > c.ids.len() {
@@ -379,26 +423,36 @@ mod tests {
 
     #[test]
     fn a_page_of_the_largest_messages_stays_under_a_megabyte() {
-        // The worst a page can hold: the most messages, each with a full preview of
-        // characters that escape to six bytes, and the longest id and reason.
-        let worst = "\"".repeat(100_000);
+        // The worst a page can hold: the most messages, each with a preview of lines of
+        // characters that escape to six bytes (folded: its first lines shown twice), an
+        // id, kind, reason and handle as long as they come and made of the same, and the
+        // most reasons.
+        let worst: String = "\"\"\"\u{202E}\n".repeat(20_000);
         let messages: Vec<_> = (0..super::super::MAX_PAGE)
             .map(|i| {
-                PoisonMessage::new(
+                let mut m = PoisonMessage::new(
                     worst.clone(),
                     worst.clone().into_bytes(),
                     worst.clone(),
                     u32::MAX,
                     None,
                 )
-                .cut(PREVIEW)
-                .with_handle(i)
+                .cut(PREVIEW);
+                m.operation = Some((worst.clone(), u32::MAX));
+                // The longest handle that still travels in the forms.
+                m.handle = format!("{i:0>3}{}", "\"".repeat(20));
+                assert!(actionable(&m.handle));
+                m
             })
             .collect();
-        let reasons = (0..1000).map(|i| (format!("{i}{worst}"), 1)).collect();
+        let reasons = (0..1000)
+            .map(|i| (format!("{i}{worst}"), u64::MAX))
+            .collect();
         let html = render(&view_of(messages, reasons));
+        eprintln!("the worst page: {} bytes", html.len());
         assert!(html.len() < 1_000_000, "{} bytes", html.len());
         assert!(html.contains("The whole body"));
+        assert!(html.contains("<details"), "the previews are folded");
     }
 
     #[test]
