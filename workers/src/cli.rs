@@ -15,7 +15,7 @@ use crate::archive::ArchiveOperation;
 use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
-use crate::queue::{AnyQueue, Queue};
+use crate::queue::{AnyQueue, PoisonAction, Queue};
 use crate::runtime::{Worker, WorkerConfig, install_prometheus, shutdown_signal};
 
 mod args;
@@ -427,7 +427,8 @@ where
                 write(
                     out,
                     format!(
-                        "{}\t{} deliveries\t{}\t{}",
+                        "handle {}\t{}\t{} deliveries\t{}\t{}",
+                        neutral(&m.handle),
                         neutral(&m.id),
                         m.delivery_count,
                         neutral(&m.reason),
@@ -438,11 +439,28 @@ where
             write(out, format!("{} poison messages", messages.len()))
         }
         Command::Poison {
-            command: PoisonCommand::Replay { queue, id },
+            command: PoisonCommand::Replay { queue, id, handle },
         } => {
             let broker = AnyQueue::connect(&queue.broker).await?;
-            let moved = broker.poison_replay(&queue.queue, id.as_deref()).await?;
+            let moved = if handle.is_empty() {
+                broker.poison_replay(&queue.queue, id.as_deref()).await?
+            } else {
+                broker
+                    .poison_take(&queue.queue, &handle, &PoisonAction::Replay)
+                    .await?
+                    .len()
+            };
             write(out, format!("replayed {moved} messages"))
+        }
+        Command::Poison {
+            command: PoisonCommand::Discard { queue, handle },
+        } => {
+            let broker = AnyQueue::connect(&queue.broker).await?;
+            let gone = broker
+                .poison_take(&queue.queue, &handle, &PoisonAction::Discard)
+                .await?
+                .len();
+            write(out, format!("discarded {gone} messages"))
         }
         Command::Enqueue {
             operation:

@@ -232,6 +232,19 @@ async fn poison_list_shows_an_id_and_reason_that_are_not_utf8() {
         "{listed}"
     );
     assert!(listed.ends_with("1 poison messages\n"), "{listed}");
+    // Its handle names it alone: discarded by it.
+    let handle = listed
+        .strip_prefix("handle ")
+        .and_then(|rest| rest.split('\t').next())
+        .unwrap_or_else(|| panic!("a handle in {listed}"));
+    let discarded = ok(worker()
+        .args([
+            "poison", "discard", "--broker", &broker, "--queue", "bytes", "--handle", handle,
+        ])
+        .output()
+        .unwrap());
+    assert_eq!(discarded, "discarded 1 messages\n");
+    assert_eq!(queue.stats("bytes").await.unwrap().poisoned, 0);
 }
 #[test]
 fn bad_arguments_exit_with_the_usage_code_and_say_why() {

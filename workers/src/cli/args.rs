@@ -421,8 +421,21 @@ pub enum PoisonCommand {
         #[command(flatten)]
         queue: QueueArgs,
         /// Only the message with this id (all when absent).
-        #[arg(long, env = "TABLEKIT_MESSAGE_ID")]
+        #[arg(long, env = "TABLEKIT_MESSAGE_ID", conflicts_with = "handle")]
         id: Option<String>,
+        /// Only the messages with these handles (as `list` shows them; repeat the flag):
+        /// one message even when its id repeats, or is not UTF-8.
+        #[arg(long)]
+        handle: Vec<String>,
+    },
+    /// Delete poison messages for good, by handle (as `list` shows them).
+    Discard {
+        /// The queue and broker.
+        #[command(flatten)]
+        queue: QueueArgs,
+        /// The messages' handles (repeat the flag).
+        #[arg(long, required = true)]
+        handle: Vec<String>,
     },
 }
 
