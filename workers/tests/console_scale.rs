@@ -443,6 +443,24 @@ async fn ten_thousand_poison_messages_in_chromium() {
     .await;
     assert_eq!(queue.stats(target).await.unwrap().waiting, removes as u64);
     support::browser::screenshot(client, "scale-after-redrive").await;
+
+    // At 800 px the poison page fits: wide tables scroll inside their card.
+    client.set_window_size(800, 900).await.unwrap();
+    client.goto(&format!("{page}?limit=100")).await.unwrap();
+    let measured = client
+        .execute(
+            "return [document.documentElement.scrollWidth, window.innerWidth];",
+            Vec::new(),
+        )
+        .await
+        .unwrap();
+    let (scroll_width, inner_width) =
+        (measured[0].as_u64().unwrap(), measured[1].as_u64().unwrap());
+    assert!(inner_width <= 800, "the window is {inner_width} wide");
+    assert!(
+        scroll_width <= inner_width,
+        "the poison page is {scroll_width} px wide in a {inner_width} px window"
+    );
     let _ = stop.send(());
     browser.client.clone().close().await.unwrap();
 }
