@@ -1177,3 +1177,86 @@ async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
         assert_eq!(page.contains("badge bad\">paused"), paused, "{page}");
     }
 }
+
+#[derive(Clone, Default)]
+struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Every action is logged with its client and the messages it named; an id cannot forge
+/// a line of that log.
+#[tokio::test]
+async fn an_action_is_logged_with_its_client_and_message_ids() {
+    let captured = Captured::default();
+    let writer = captured.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    // One thread: the console's tasks log to this subscriber.
+    let _default = tracing::subscriber::set_default(subscriber);
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    let name = "console-log";
+    seed_poison(
+        &queue,
+        name,
+        &[
+            ("evil\nINFO forged line", b"1".to_vec(), "r"),
+            ("plain-2", b"2".to_vec(), "r"),
+        ],
+    )
+    .await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned()];
+    let running = serve(store, queue.clone(), options).await;
+    let page_url = format!("{}/poison/{name}", running.url);
+    let (_, html) = get(&page_url).await;
+    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
+    let (_, dry_run) = post(
+        &page_url,
+        &[
+            ("csrf", &csrf),
+            ("nonce", &nonce),
+            ("action", "discard-all"),
+        ],
+        &[],
+    )
+    .await;
+    let (status, _) = post(
+        &page_url,
+        &[
+            ("csrf", &csrf),
+            ("nonce", &nonce),
+            ("action", "discard-all"),
+            ("set", &field(&dry_run, "set")),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 303);
+    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let line = logs
+        .lines()
+        .find(|l| l.contains("console action"))
+        .unwrap_or_else(|| panic!("no action logged:\n{logs}"));
+    assert!(line.contains("client=127.0.0.1:"), "{line}");
+    assert!(line.contains("action=discard-all"), "{line}");
+    assert!(line.contains("messages=2"), "{line}");
+    assert!(line.contains("evil\\nINFO forged line"), "{line}");
+    assert!(line.contains("plain-2"), "{line}");
+    assert!(
+        !logs.lines().any(|l| l.starts_with("INFO forged")),
+        "a forged line:\n{logs}"
+    );
+}
