@@ -12,33 +12,11 @@ use axum::http::StatusCode;
 use axum::response::Response;
 
 use super::access::random_hex;
+use super::view::Outcome;
 use super::{Console, html, view};
 
 /// How many action outcomes are kept (the oldest go first).
 const KEPT_OUTCOMES: usize = 4096;
-
-/// What an action did, for the banner: a success, or a failure shown as one.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(super) struct Outcome {
-    pub(super) text: String,
-    pub(super) failed: bool,
-}
-
-impl Outcome {
-    pub(super) fn done(text: impl Into<String>) -> Self {
-        Outcome {
-            text: text.into(),
-            failed: false,
-        }
-    }
-
-    pub(super) fn failed(text: impl Into<String>) -> Self {
-        Outcome {
-            text: text.into(),
-            failed: true,
-        }
-    }
-}
 
 /// The nonces of the action forms and what their actions did.
 #[derive(Default)]

@@ -11,8 +11,9 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 
-use super::forms::{Admit, Form, Nonces, Outcome, admit_action};
+use super::forms::{Admit, Form, Nonces, admit_action};
 use super::jobs::JobKind;
+use super::view::Outcome;
 use super::{Console, Overview, QueueRow, Shared, failure, html, metrics, view};
 use crate::display::neutral;
 use crate::error::Result;

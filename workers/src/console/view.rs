@@ -6,10 +6,32 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
-use super::forms::Outcome;
 use super::jobs::{Job, JobKind, JobState};
 use super::{Overview, QueueRow};
 use crate::display::neutral;
+
+/// What an action did, for the banner: a success, or a failure shown as one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(super) struct Outcome {
+    pub(super) text: String,
+    pub(super) failed: bool,
+}
+
+impl Outcome {
+    pub(super) fn done(text: impl Into<String>) -> Self {
+        Outcome {
+            text: text.into(),
+            failed: false,
+        }
+    }
+
+    pub(super) fn failed(text: impl Into<String>) -> Self {
+        Outcome {
+            text: text.into(),
+            failed: true,
+        }
+    }
+}
 
 /// The frame of every page.
 pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {

@@ -1,6 +1,9 @@
 //! Headless Chromium through chromedriver for the console's browser tests, or a reported
 //! skip (a failure under `CI=true`) when either is missing.
 
+// Not every test binary uses every helper.
+#![allow(dead_code)]
+
 use std::time::Duration;
 
 /// A Chromium session; its chromedriver is stopped when dropped.

@@ -19,7 +19,8 @@ use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::forms::{Admit, Form, Nonces, Outcome, admit_action};
+use super::forms::{Admit, Form, Nonces, admit_action};
+use super::view::Outcome;
 use super::{Shared, failure, html, view as frame};
 use crate::display::neutral;
 use crate::error::{Error, Result};

@@ -5,8 +5,7 @@
 use chrono::Utc;
 use maud::{Markup, html};
 
-use super::super::forms::Outcome;
-use super::super::view::{ago, banner, thousands, urlencode};
+use super::super::view::{Outcome, ago, banner, thousands, urlencode};
 use super::{PREVIEW, PoisonView};
 use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonAction, PoisonFilter, PoisonMessage};
