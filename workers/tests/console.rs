@@ -1178,25 +1178,11 @@ async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
     }
 }
 
-#[derive(Clone, Default)]
-struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// Every action is logged with its client and the messages it named; an id cannot forge
 /// a line of that log.
 #[tokio::test]
 async fn an_action_is_logged_with_its_client_and_message_ids() {
-    let captured = Captured::default();
+    let captured = support::Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)

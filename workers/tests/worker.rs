@@ -547,25 +547,11 @@ on_every_queue!(
 );
 
 /// A log line kept by [`hostile_ids_and_reasons_are_logged_escaped`].
-#[derive(Clone, Default)]
-struct Captured(Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// A message id holding a line break and a right-to-left override cannot forge a log
 /// line or turn the text around it: the worker's logs show both as escapes.
 #[tokio::test]
 async fn hostile_ids_and_reasons_are_logged_escaped() {
-    let captured = Captured::default();
+    let captured = support::Captured::default();
     let writer = captured.clone();
     let subscriber = tracing_subscriber::fmt()
         .with_ansi(false)

@@ -225,6 +225,22 @@ pub enum PoisonAction {
     Discard,
 }
 
+/// The handles asked for that were taken, in the order asked, once each: what
+/// [`Queue::poison_take`](super::Queue::poison_take) returns.
+#[cfg(any(feature = "azure", feature = "rabbitmq"))]
+pub(crate) fn taken_in_order(
+    asked: &[String],
+    taken: impl IntoIterator<Item = String>,
+) -> Vec<String> {
+    let taken: std::collections::HashSet<String> = taken.into_iter().collect();
+    let mut listed = std::collections::HashSet::new();
+    asked
+        .iter()
+        .filter(|h| taken.contains(h.as_str()) && listed.insert(h.as_str()))
+        .cloned()
+        .collect()
+}
+
 /// A page of `all`, a whole listing: what the backends that cannot read a page use.
 pub(crate) fn page_of(all: Vec<PoisonMessage>, query: &PoisonQuery) -> PoisonPage {
     let skip: usize = query

@@ -257,3 +257,18 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     stream.read_to_string(&mut response).ok()?;
     Some(response)
 }
+
+/// Log output written by a test's `tracing` subscriber, kept to be read.
+#[derive(Clone, Default)]
+pub(crate) struct Captured(pub(crate) std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}

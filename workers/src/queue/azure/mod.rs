@@ -567,7 +567,7 @@ impl Queue for AzureQueue {
         // A message's handle is the service's message id: exactly the messages named are
         // taken, in one pass over the poison queue.
         let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
-        let taken: HashSet<String> = match action {
+        let taken = match action {
             PoisonAction::Replay => {
                 self.replay_poison(queue, Some(&wanted), true, queue)
                     .await?
@@ -577,15 +577,8 @@ impl Queue for AzureQueue {
                     .await?
             }
             PoisonAction::Discard => self.discard_poison(queue, Some(&wanted), true).await?,
-        }
-        .into_iter()
-        .collect();
-        let mut listed = HashSet::new();
-        Ok(handles
-            .iter()
-            .filter(|h| taken.contains(h.as_str()) && listed.insert(h.as_str()))
-            .cloned()
-            .collect())
+        };
+        Ok(super::poison::taken_in_order(handles, taken))
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {

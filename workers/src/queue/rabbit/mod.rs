@@ -244,19 +244,11 @@ impl Queue for RabbitQueue {
         if handles.is_empty() {
             return Ok(Vec::new());
         }
-        // A message's handle is its id: every message with a named id is taken.
+        // A message's handle is the mark of its poisoning (its id for a message the broker
+        // dead-lettered itself).
         let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
-        let taken: HashSet<String> = self
-            .take_poison(queue, Some(&wanted), true, target)
-            .await?
-            .into_iter()
-            .collect();
-        let mut listed = HashSet::new();
-        Ok(handles
-            .iter()
-            .filter(|h| taken.contains(h.as_str()) && listed.insert(h.as_str()))
-            .cloned()
-            .collect())
+        let taken = self.take_poison(queue, Some(&wanted), true, target).await?;
+        Ok(super::poison::taken_in_order(handles, taken))
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
