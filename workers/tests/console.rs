@@ -1126,7 +1126,54 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
     assert!(page.contains("Started: repair of Staff."), "{page}");
     live_until(&running.url, |live| live.contains("data-state=\"done\"")).await;
 
-    // Clear: the done repair and the junk record go.
+    // A job that does not start says so in the failure's banner, not the success's.
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    let (_, location) = post(
+        &jobs_url,
+        &[
+            ("csrf", csrf.as_str()),
+            ("nonce", field(&html, "nonce").as_str()),
+            ("kind", "backfill"),
+            ("table", "Staff"),
+            ("index", ""),
+        ],
+        &[],
+    )
+    .await;
+    let (_, page) = get(&format!("{}{location}", running.url)).await;
+    assert!(
+        page.contains("<div class=\"banner failed\" role=\"alert\">The job did not start"),
+        "{page}"
+    );
+
+    // Clear: the done repair and the junk record go; a running job stays.
+    let running_job = Job {
+        id: "0000000000003-runs00".into(),
+        kind: JobKind::Audit,
+        table: "Staff".into(),
+        index: None,
+        state: JobState::Running,
+        scanned: 0,
+        drift: 0,
+        estimate: None,
+        started: chrono::Utc::now(),
+        heartbeat: chrono::Utc::now() + chrono::Duration::hours(1),
+        finished: None,
+        resumed: 0,
+        owner: "another console".into(),
+        report: None,
+        migration: None,
+        entity_kind: None,
+        error: None,
+    };
+    store
+        .insert(
+            JOBS_TABLE,
+            Entity::new("job", running_job.id.clone())
+                .with("State", serde_json::to_string(&running_job).unwrap()),
+        )
+        .await
+        .unwrap();
     let (_, html) = get(&format!("{}/", running.url)).await;
     let (status, location) = post(
         &jobs_url,
@@ -1141,7 +1188,7 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
     assert_eq!(status, 303);
     let (_, page) = get(&format!("{}{location}", running.url)).await;
     assert!(page.contains("Cleared 2 finished jobs."), "{page}");
-    assert_eq!(recorded(store.clone()).await, 0);
+    assert_eq!(recorded(store.clone()).await, 1, "the running job stays");
 }
 
 /// Pausing a queue's consumers from the overview, and resuming them.
