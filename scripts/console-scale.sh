@@ -63,6 +63,7 @@ echo "binary: $binary"
 echo "one request, first page:   $(fetch /poison/scale)"
 echo "one request, limit=100:    $(fetch '/poison/scale?limit=100')"
 echo "peak memory after one:     $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
-for _ in 1 2 3 4; do fetch /poison/scale & done | sed 's/^/four at once:              /'
-wait
+# The four fetches wait for each other in a subshell (a bare `wait` would wait for the
+# console too).
+(for _ in 1 2 3 4; do fetch /poison/scale & done; wait) | sed 's/^/four at once:              /'
 echo "peak memory after five:    $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
