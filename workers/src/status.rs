@@ -346,7 +346,7 @@ mod tests {
         assert!(warning.starts_with("No relay is running"), "{warning}");
         let behind = relay_notes(&status(due.clone(), true), now)
             .warning
-            .unwrap();
+            .expect("a warning");
         assert!(behind.starts_with("The relay is behind"), "{behind}");
         // Entries written a moment ago: no warning.
         let fresh = Backlog {

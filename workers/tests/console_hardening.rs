@@ -7,9 +7,9 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
-#[path = "support/browser.rs"]
-mod browser;
 mod support;
+
+use support::browser;
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;

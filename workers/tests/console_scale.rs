@@ -5,6 +5,8 @@
 //! is checked to stay under 1 MB; sizes and times are printed (not asserted). Screenshots
 //! go to `target/console-screenshots/scale-*.png`.
 
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
 mod support;
 
 use std::time::{Duration, Instant};

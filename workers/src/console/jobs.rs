@@ -240,7 +240,7 @@ impl Jobs {
                 Ok(Some(entity)) => entity,
                 Ok(None) => break,
                 Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             };
             let finished =
                 Job::from_entity(&entity).is_none_or(|job| job.state != JobState::Running);
@@ -260,7 +260,7 @@ impl Jobs {
                         e.kind(),
                         ErrorKind::PreconditionFailed | ErrorKind::NotFound
                     ) => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(e),
             }
         }
         Ok(cleared)
