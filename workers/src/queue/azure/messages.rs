@@ -149,7 +149,26 @@ impl AzureQueue {
 
     /// The service's approximate message count of a queue, `None` if it does not exist.
     pub(super) async fn count_if_declared(&self, queue: &str) -> Result<Option<u64>> {
-        self.allowed(queue, "r", "reading a queue's count")?;
+        Ok(self
+            .metadata(queue, "reading a queue's count")
+            .await?
+            .map(|headers| {
+                headers
+                    .get("x-ms-approximate-messages-count")
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse().ok())
+                    .unwrap_or(0)
+            }))
+    }
+
+    /// A queue's metadata and count headers (one Get Queue Metadata), `None` if it does not
+    /// exist; `doing` names the read for a token that does not allow it.
+    pub(super) async fn metadata(
+        &self,
+        queue: &str,
+        doing: &str,
+    ) -> Result<Option<reqwest::header::HeaderMap>> {
+        self.allowed(queue, "r", doing)?;
         let response = self
             .request(
                 Method::GET,
@@ -159,14 +178,7 @@ impl AzureQueue {
             )
             .await?;
         match response.status() {
-            status if status.is_success() => Ok(Some(
-                response
-                    .headers()
-                    .get("x-ms-approximate-messages-count")
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse().ok())
-                    .unwrap_or(0),
-            )),
+            status if status.is_success() => Ok(Some(response.headers().clone())),
             StatusCode::NOT_FOUND => Ok(None),
             _ => Err(service_error(response, queue).await),
         }

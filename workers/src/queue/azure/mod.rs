@@ -612,23 +612,14 @@ impl Queue for AzureQueue {
 
     async fn paused(&self, queue: &str) -> Result<bool> {
         check_azure_queue_name(queue)?;
-        self.allowed(queue, "r", "reading a queue's metadata")?;
-        let response = self
-            .request(
-                Method::GET,
-                &format!("/{queue}"),
-                &[("comp", "metadata".to_owned())],
-                None,
-            )
-            .await?;
-        match response.status() {
-            status if status.is_success() => Ok(response
-                .headers()
-                .get(PAUSED_HEADER)
-                .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))),
-            StatusCode::NOT_FOUND => Ok(false),
-            _ => Err(service_error(response, queue).await),
-        }
+        Ok(self
+            .metadata(queue, "reading a queue's metadata")
+            .await?
+            .is_some_and(|headers| {
+                headers
+                    .get(PAUSED_HEADER)
+                    .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"true"))
+            }))
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
