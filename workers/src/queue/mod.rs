@@ -240,7 +240,7 @@ pub trait Queue: Send + Sync + 'static {
     ) -> impl Future<Output = Result<Vec<(String, u64)>>> + Send {
         async move {
             let all = self.poison_list(queue, usize::MAX).await?;
-            Ok(poison::reasons_of(&all, filter))
+            Ok(poison::reasons_of(all, filter))
         }
     }
 

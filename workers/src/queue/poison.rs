@@ -241,40 +241,102 @@ pub(crate) fn taken_in_order(
         .collect()
 }
 
+/// One page built from a poison queue's messages offered in order, each with its place:
+/// the cursor of the backends that read a poison queue from its start (the default, over
+/// a whole listing, and RabbitMQ, one message at a time). Only the page is kept.
+pub(crate) struct Paging<'q> {
+    query: &'q PoisonQuery,
+    skip: usize,
+    page: PoisonPage,
+}
+
+impl<'q> Paging<'q> {
+    pub(crate) fn new(query: &'q PoisonQuery) -> Self {
+        Paging {
+            query,
+            skip: query
+                .after
+                .as_deref()
+                .and_then(|c| c.parse().ok())
+                .unwrap_or(0),
+            page: PoisonPage::default(),
+        }
+    }
+
+    /// Offers the message at place `at`; returns whether to offer more.
+    pub(crate) fn offer(&mut self, at: usize, message: PoisonMessage) -> bool {
+        if at < self.skip || !self.query.filter.matches(&message) {
+            return true;
+        }
+        if self.page.messages.len() == self.query.limit {
+            self.page.next = Some(at.to_string());
+            return false;
+        }
+        self.page.messages.push(message.cut(self.query.preview));
+        true
+    }
+
+    pub(crate) fn finish(self) -> PoisonPage {
+        self.page
+    }
+}
+
+/// The reasons of the messages offered that a filter passes, counted.
+pub(crate) struct Reasons<'f> {
+    filter: &'f PoisonFilter,
+    counts: std::collections::HashMap<String, u64>,
+}
+
+impl<'f> Reasons<'f> {
+    pub(crate) fn new(filter: &'f PoisonFilter) -> Self {
+        Reasons {
+            filter,
+            counts: std::collections::HashMap::new(),
+        }
+    }
+
+    pub(crate) fn offer(&mut self, message: PoisonMessage) {
+        if self.filter.matches(&message) {
+            *self.counts.entry(message.reason).or_default() += 1;
+        }
+    }
+
+    /// The reasons with their counts, most first.
+    pub(crate) fn finish(self) -> Vec<(String, u64)> {
+        tally(self.counts)
+    }
+}
+
+/// Counts of reasons added up by reason (two that read the same are one), most first,
+/// then by reason.
+pub(crate) fn tally(counts: impl IntoIterator<Item = (String, u64)>) -> Vec<(String, u64)> {
+    let mut merged: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
+    for (reason, n) in counts {
+        *merged.entry(reason).or_default() += n;
+    }
+    let mut reasons: Vec<(String, u64)> = merged.into_iter().collect();
+    reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    reasons
+}
+
 /// A page of `all`, a whole listing: what the backends that cannot read a page use.
 pub(crate) fn page_of(all: Vec<PoisonMessage>, query: &PoisonQuery) -> PoisonPage {
-    let skip: usize = query
-        .after
-        .as_deref()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let mut messages = Vec::new();
-    let mut next = None;
-    for (at, message) in all.into_iter().enumerate().skip(skip) {
-        if !query.filter.matches(&message) {
-            continue;
-        }
-        if messages.len() == query.limit {
-            next = Some(at.to_string());
+    let mut paging = Paging::new(query);
+    for (at, message) in all.into_iter().enumerate() {
+        if !paging.offer(at, message) {
             break;
         }
-        messages.push(message.cut(query.preview));
     }
-    PoisonPage { messages, next }
+    paging.finish()
 }
 
 /// The reasons of `all` with their counts, most first.
-pub(crate) fn reasons_of(all: &[PoisonMessage], filter: &PoisonFilter) -> Vec<(String, u64)> {
-    let mut counts: std::collections::HashMap<&str, u64> = std::collections::HashMap::new();
-    for message in all.iter().filter(|m| filter.matches(m)) {
-        *counts.entry(message.reason.as_str()).or_default() += 1;
+pub(crate) fn reasons_of(all: Vec<PoisonMessage>, filter: &PoisonFilter) -> Vec<(String, u64)> {
+    let mut reasons = Reasons::new(filter);
+    for message in all {
+        reasons.offer(message);
     }
-    let mut reasons: Vec<(String, u64)> = counts
-        .into_iter()
-        .map(|(reason, n)| (reason.to_owned(), n))
-        .collect();
-    reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-    reasons
+    reasons.finish()
 }
 
 #[cfg(test)]
@@ -326,7 +388,7 @@ mod tests {
         assert_eq!(ids, ["m6", "m8"]);
         assert_eq!(second.next, None);
         assert_eq!(
-            reasons_of(&all, &PoisonFilter::new()),
+            reasons_of(all.clone(), &PoisonFilter::new()),
             vec![("even".to_owned(), 5), ("odd".to_owned(), 5)]
         );
     }

@@ -445,13 +445,9 @@ impl Queue for SqliteQueue {
             })
             .await?;
         // Reasons whose bytes differ only where they are not UTF-8 read the same: one line.
-        let mut merged: std::collections::HashMap<String, u64> = std::collections::HashMap::new();
-        for (reason, n) in counted {
-            *merged.entry(reason).or_default() += u64::try_from(n).unwrap_or(0);
-        }
-        let mut reasons: Vec<(String, u64)> = merged.into_iter().collect();
-        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(reasons)
+        Ok(super::poison::tally(counted.into_iter().map(
+            |(reason, n)| (reason, u64::try_from(n).unwrap_or(0)),
+        )))
     }
 
     async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {

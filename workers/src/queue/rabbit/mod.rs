@@ -36,13 +36,14 @@ mod declare;
 mod headers;
 mod poison;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 
 use lapin::types::{AMQPValue, FieldTable, ShortString};
 
 pub use connection::{CONNECT_PATIENCE, RabbitQueue};
 pub use consumer::{RabbitConsumer, RabbitDelivery};
 
+use super::poison::{Paging, Reasons};
 use super::{
     ConsumeOptions, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, Queue,
     QueueOptions, QueueStats, check_queue_name, poison_queue,
@@ -175,25 +176,10 @@ impl Queue for RabbitQueue {
 
     async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
         // The cursor is the place of the next message to read; only the page is kept.
-        let skip: usize = query
-            .after
-            .as_deref()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let mut page = PoisonPage::default();
-        self.scan_poison(queue, |at, message| {
-            if at < skip || !query.filter.matches(&message) {
-                return true;
-            }
-            if page.messages.len() == query.limit {
-                page.next = Some(at.to_string());
-                return false;
-            }
-            page.messages.push(message.cut(query.preview));
-            true
-        })
-        .await?;
-        Ok(page)
+        let mut paging = Paging::new(query);
+        self.scan_poison(queue, |at, message| paging.offer(at, message))
+            .await?;
+        Ok(paging.finish())
     }
 
     async fn poison_reasons(
@@ -201,17 +187,13 @@ impl Queue for RabbitQueue {
         queue: &str,
         filter: &PoisonFilter,
     ) -> Result<Vec<(String, u64)>> {
-        let mut counts: HashMap<String, u64> = HashMap::new();
+        let mut reasons = Reasons::new(filter);
         self.scan_poison(queue, |_, message| {
-            if filter.matches(&message) {
-                *counts.entry(message.reason).or_default() += 1;
-            }
+            reasons.offer(message);
             true
         })
         .await?;
-        let mut reasons: Vec<(String, u64)> = counts.into_iter().collect();
-        reasons.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(reasons)
+        Ok(reasons.finish())
     }
 
     async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
