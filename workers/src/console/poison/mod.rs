@@ -212,24 +212,20 @@ pub(super) async fn action(
         return failure(&e);
     }
     let form = Form::parse(&body);
-    // Back to the page the form came from: its filter kept, the result shown.
+    // The filter the page showed: what "all" covers, and where the result is shown.
+    let filter = filter_of(
+        form.get("kind").unwrap_or_default(),
+        form.get("fid").unwrap_or_default(),
+        form.get("reason").unwrap_or_default(),
+        form.get("body").unwrap_or_default(),
+    );
     let back = |nonce: &str| {
-        let mut query = form_urlencoded::Serializer::new(String::new());
-        for (field, name) in [
-            ("kind", "kind"),
-            ("fid", "id"),
-            ("reason", "reason"),
-            ("body", "body"),
-        ] {
-            if let Some(value) = form.get(field).filter(|v| !v.is_empty()) {
-                query.append_pair(name, value);
-            }
-        }
-        query.append_pair("result", nonce);
-        Redirect::to(&format!(
-            "/poison/{}?{}",
-            frame::urlencode(&queue),
-            query.finish()
+        Redirect::to(&view::link(
+            &queue,
+            &filter,
+            DEFAULT_PAGE,
+            None,
+            Some(nonce),
         ))
         .into_response()
     };
@@ -278,12 +274,6 @@ pub(super) async fn action(
         }
     };
     let (handles, ids) = if asked.scope == "all" {
-        let filter = filter_of(
-            form.get("kind").unwrap_or_default(),
-            form.get("fid").unwrap_or_default(),
-            form.get("reason").unwrap_or_default(),
-            form.get("body").unwrap_or_default(),
-        );
         // The confirmation of a dry run acts on the set it listed; anything else is a
         // dry run.
         match form.get("set").filter(|s| !s.is_empty()) {

@@ -117,8 +117,15 @@ fn body(queue: &str, message: &PoisonMessage) -> Markup {
     }
 }
 
-/// The link to a page of this queue with `filter`, `limit` and `after`.
-fn link(queue: &str, filter: &PoisonFilter, limit: usize, after: Option<&str>) -> String {
+/// The link to a page of this queue with `filter`, `limit`, `after`, and the result of
+/// an action to show.
+pub(super) fn link(
+    queue: &str,
+    filter: &PoisonFilter,
+    limit: usize,
+    after: Option<&str>,
+    result: Option<&str>,
+) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
     for (name, value) in [
         ("kind", &filter.kind),
@@ -135,6 +142,9 @@ fn link(queue: &str, filter: &PoisonFilter, limit: usize, after: Option<&str>) -
     }
     if let Some(after) = after {
         query.append_pair("after", after);
+    }
+    if let Some(result) = result {
+        query.append_pair("result", result);
     }
     let query = query.finish();
     if query.is_empty() {
@@ -193,7 +203,7 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                                 // A reason filter finds text in the reason: its start is enough.
                                 @let by_reason = PoisonFilter { reason: Some(reason.chars().take(REASON_LINK_CHARS).collect()), ..f.clone() };
                                 tr {
-                                    td.reason { a href=(link(&v.queue, &by_reason, v.limit, None)) { (clip(reason, REASON_BYTES)) } }
+                                    td.reason { a href=(link(&v.queue, &by_reason, v.limit, None, None)) { (clip(reason, REASON_BYTES)) } }
                                     td.num { (thousands(*n)) }
                                 }
                             }
@@ -270,10 +280,10 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
             }
             nav.pager {
                 @if v.after.is_some() {
-                    a href=(link(&v.queue, f, v.limit, None)) { "← First page" }
+                    a href=(link(&v.queue, f, v.limit, None, None)) { "← First page" }
                 }
                 @if let Some(next) = &v.page.next {
-                    a.next href=(link(&v.queue, f, v.limit, Some(next))) { "Next page →" }
+                    a.next href=(link(&v.queue, f, v.limit, Some(next), None)) { "Next page →" }
                 }
             }
         }
@@ -311,7 +321,7 @@ pub(super) fn confirm(c: &Confirm<'_>) -> Markup {
         ),
         _ => ("Discard".to_owned(), "deletes them for good".to_owned()),
     };
-    let back = link(c.queue, c.filter, super::DEFAULT_PAGE, None);
+    let back = link(c.queue, c.filter, super::DEFAULT_PAGE, None, None);
     html! {
         section.card.confirm {
             h2 { "Dry run: " (title) " · " code { (neutral(c.queue)) } }
