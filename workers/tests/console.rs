@@ -20,6 +20,9 @@ use tablekit_workers::console::{self, ConsoleOptions};
 use tablekit_workers::queue::{AnyQueue, ConsumeOptions, Consumer, Delivery, PoisonAction, Queue};
 use tablekit_workers::{Envelope, Error, WorkerConfig, cli};
 
+use support::browser::{banner, browser, screenshot};
+use support::console::{Served, client};
+
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
     table = "Staff",
@@ -52,35 +55,12 @@ struct MemberV2 {
     email: String,
 }
 
-/// A console serving in the background until dropped.
-struct Running {
-    url: String,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
-async fn serve(store: AnyStore, broker: AnyQueue, mut options: ConsoleOptions) -> Running {
+async fn serve(store: AnyStore, broker: AnyQueue, mut options: ConsoleOptions) -> Served {
     if options.bind.port() == 9465 {
         options.bind = "127.0.0.1:0".parse().unwrap();
     }
     options.refresh = 1;
-    let bound = console::bind(store, broker, options).await.unwrap();
-    let address = bound.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(bound.serve(async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        url: format!("http://{address}"),
-        stop: Some(stop),
-    }
+    support::console::serve(store, broker, options).await
 }
 
 /// Puts messages in a queue's poison queue, each with its reason.
@@ -116,13 +96,6 @@ async fn seed_poison<Q: Queue>(queue: &Q, name: &str, messages: &[(&str, Vec<u8>
         delivery.poison(reason).await.unwrap();
     }
     consumer.close().await;
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
 }
 
 /// The value of a hidden field of the first form that has it.
@@ -620,8 +593,6 @@ async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
 }
 
 // ---- the browser ----
-
-use support::browser::{banner, browser, screenshot};
 
 async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
     let Some(browser) = browser(1280, 1000).await else {
@@ -1229,14 +1200,7 @@ async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
 /// a line of that log.
 #[tokio::test]
 async fn an_action_is_logged_with_its_client_and_message_ids() {
-    let captured = support::Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_writer(move || writer.clone())
-        .finish();
-    // One thread: the console's tasks log to this subscriber.
-    let _default = tracing::subscriber::set_default(subscriber);
+    let logs = support::logs();
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
@@ -1278,10 +1242,10 @@ async fn an_action_is_logged_with_its_client_and_message_ids() {
     )
     .await;
     assert_eq!(status, 303);
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = logs.text();
     let line = logs
         .lines()
-        .find(|l| l.contains("console action"))
+        .find(|l| l.contains("console action") && l.contains("queue=console-log"))
         .unwrap_or_else(|| panic!("no action logged:\n{logs}"));
     assert!(line.contains("client=127.0.0.1:"), "{line}");
     assert!(line.contains("action=discard-all"), "{line}");

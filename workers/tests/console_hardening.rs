@@ -10,6 +10,7 @@
 mod support;
 
 use support::browser;
+use support::console::{Served, client};
 
 use std::io::{Read, Write};
 use std::net::SocketAddr;
@@ -24,24 +25,8 @@ use tablekit_workers::queue::AnyQueue;
 
 const TOKEN: &str = "a-console-token-0123456789";
 
-/// A console serving in the background until dropped, with the queue file it reads.
-struct Running {
-    url: String,
-    address: SocketAddr,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-    }
-}
-
 /// A console on a free loopback port over an empty store and SQLite queue.
-async fn serve(token: Option<&str>, queues: Vec<String>) -> Running {
+async fn serve(token: Option<&str>, queues: Vec<String>) -> Served {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
@@ -50,25 +35,9 @@ async fn serve(token: Option<&str>, queues: Vec<String>) -> Running {
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), token.map(str::to_owned));
     options.refresh = 1;
     options.queues = queues;
-    let bound = console::bind(store, queue, options).await.unwrap();
-    let address = bound.local_addr().unwrap();
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(bound.serve(async move {
-        let _ = stopped.await;
-    }));
-    Running {
-        url: format!("http://{address}"),
-        address,
-        stop: Some(stop),
-        _dir: dir,
-    }
-}
-
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
+    support::console::serve(store, queue, options)
+        .await
+        .keeping(dir)
 }
 
 /// The status of a GET naming `host` in its `Host` header, sent as written.

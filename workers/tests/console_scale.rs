@@ -9,12 +9,14 @@
 
 mod support;
 
+use support::console::client;
+
 use std::time::{Duration, Instant};
 
 use fantoccini::Locator;
 use tablekit_core::AnyStore;
 use tablekit_workers::WorkerConfig;
-use tablekit_workers::console::{self, ConsoleOptions};
+use tablekit_workers::console::ConsoleOptions;
 use tablekit_workers::queue::{AnyQueue, PoisonAction, Queue};
 
 const QUEUE: &str = "scale";
@@ -105,13 +107,6 @@ fn insert(path: &std::path::Path, rows: impl Iterator<Item = (Vec<u8>, Vec<u8>, 
     tx.commit().unwrap();
 }
 
-fn client() -> reqwest::Client {
-    reqwest::Client::builder()
-        .redirect(reqwest::redirect::Policy::none())
-        .build()
-        .unwrap()
-}
-
 /// A page's body, its size and how long it took.
 async fn fetch(url: &str) -> (String, Duration) {
     let started = Instant::now();
@@ -184,12 +179,8 @@ async fn ten_thousand_poison_messages_in_chromium() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![QUEUE.to_owned()];
-    let bound = console::bind(store, queue.clone(), options).await.unwrap();
-    let url = format!("http://{}", bound.local_addr().unwrap());
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(bound.serve(async move {
-        let _ = stopped.await;
-    }));
+    let served = support::console::serve(store, queue.clone(), options).await;
+    let url = served.url.clone();
     let page = format!("{url}/poison/{QUEUE}");
 
     // The first page: under a megabyte with 2 MB bodies in it.
@@ -463,7 +454,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
         scroll_width <= inner_width,
         "the poison page is {scroll_width} px wide in a {inner_width} px window"
     );
-    let _ = stop.send(());
+    drop(served);
     browser.client.clone().close().await.unwrap();
 }
 

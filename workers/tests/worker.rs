@@ -551,15 +551,7 @@ on_every_queue!(
 /// line or turn the text around it: the worker's logs show both as escapes.
 #[tokio::test]
 async fn hostile_ids_and_reasons_are_logged_escaped() {
-    let captured = support::Captured::default();
-    let writer = captured.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_ansi(false)
-        .with_max_level(tracing::Level::DEBUG)
-        .with_writer(move || writer.clone())
-        .finish();
-    // The test's runtime has one thread: the worker's tasks log to this subscriber.
-    let _default = tracing::subscriber::set_default(subscriber);
+    let captured = support::logs();
 
     let dir = tempfile::tempdir().unwrap();
     let queue = tablekit_workers::queue::sqlite::SqliteQueue::open(dir.path().join("queue.db"))
@@ -579,10 +571,10 @@ async fn hostile_ids_and_reasons_are_logged_escaped() {
     })
     .await;
 
-    let logs = String::from_utf8(captured.0.lock().unwrap().clone()).unwrap();
+    let logs = captured.text();
     let poisoned = logs
         .lines()
-        .find(|line| line.contains("poisoned"))
+        .find(|line| line.contains("poisoned") && line.contains(&name))
         .unwrap_or_else(|| panic!("no poisoned line in:\n{logs}"));
     assert!(
         poisoned.contains("evil\\n2024-01-01T00:00:00Z  INFO forged: all clear\\u{202E}gnp.exe"),

@@ -75,6 +75,8 @@ fn container_url() -> Option<String> {
 }
 
 pub(crate) mod browser;
+#[cfg(feature = "console")]
+pub(crate) mod console;
 #[path = "../../../tests/support/skips.rs"]
 mod skips;
 // Not every test binary calls both.
@@ -256,6 +258,33 @@ pub(crate) fn http_get(port: u16, path: &str) -> Option<String> {
     let mut response = String::new();
     stream.read_to_string(&mut response).ok()?;
     Some(response)
+}
+
+/// Every log line of this test binary at INFO and above, from a global subscriber
+/// installed on first use. (A subscriber set for one test alone misses events while other
+/// tests run in parallel: `tracing` caches across threads which call sites are enabled.)
+/// A test reads the lines that name its own queue.
+pub(crate) fn logs() -> &'static Captured {
+    static LOGS: OnceLock<Captured> = OnceLock::new();
+    LOGS.get_or_init(|| {
+        let captured = Captured::default();
+        let writer = captured.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(false)
+            .with_max_level(tracing::Level::INFO)
+            .with_writer(move || writer.clone())
+            .finish();
+        tracing::subscriber::set_global_default(subscriber)
+            .expect("no other global subscriber in this test binary");
+        captured
+    })
+}
+
+impl Captured {
+    /// What was written so far.
+    pub(crate) fn text(&self) -> String {
+        String::from_utf8_lossy(&self.0.lock().unwrap()).into_owned()
+    }
 }
 
 /// Log output written by a test's `tracing` subscriber, kept to be read.
