@@ -508,6 +508,29 @@ async fn poisoned_ids<Q: Queue>(queue: &Q, name: &str) -> Vec<String> {
     ids
 }
 
+/// A handle names one poisoning: of two messages with one id, poisoned one after the
+/// other, the handle of the first takes the first only (the SQLite queue's row, the mark
+/// tablekit sets when it poisons on RabbitMQ, the service's message id on Azure) — what
+/// binds a console's "all" to the set its dry run listed.
+pub async fn a_handle_names_one_poisoning_of_a_repeated_id<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    poison_ids(&queue, &name, &["same"]).await;
+    let first = handles_of(&queue, &name, &["same"]).await;
+    assert_ne!(first[0], "same", "a handle of its own, not the id");
+    poison_ids(&queue, &name, &["same"]).await;
+    let taken = queue
+        .poison_take(&name, &first, &PoisonAction::Discard)
+        .await
+        .unwrap();
+    assert_eq!(taken, first);
+    let left = queue.poison_list(&name, 10).await.unwrap();
+    assert_eq!(left.len(), 1, "the second poisoning stays");
+    assert_ne!(left[0].handle, first[0]);
+}
+
 pub async fn an_exact_set_of_poison_messages_is_taken_by_handle<Q: Queue + Clone>(
     queue: Q,
     name: String,
@@ -668,6 +691,7 @@ contract!(
     reads_of_an_undeclared_queue_and_its_companions_are_empty,
     a_poison_queue_reads_in_pages_with_previews_filters_and_reasons,
     an_exact_set_of_poison_messages_is_taken_by_handle,
+    a_handle_names_one_poisoning_of_a_repeated_id,
     a_paused_queue_reads_paused_until_resumed,
 );
 
@@ -958,32 +982,6 @@ mod rabbitmq_only {
     use super::*;
     use tablekit_workers::queue::rabbit::RabbitQueue;
 
-    /// A message tablekit poisoned carries a mark of that poisoning: of two messages with
-    /// one id, poisoned one after the other, the handle of the first takes the first only
-    /// (what binds a console's "all" to the set its dry run listed).
-    #[tokio::test]
-    async fn a_handle_names_one_poisoning_of_a_repeated_id() {
-        let Some(url) = support::amqp_url() else {
-            return;
-        };
-        let queue = RabbitQueue::connect(&url).await.unwrap();
-        let name = support::unique("twice");
-        queue.declare(&name, &options()).await.unwrap();
-        poison_ids(&queue, &name, &["same"]).await;
-        let first = handles_of(&queue, &name, &["same"]).await;
-        assert_ne!(first[0], "same", "a mark, not the id");
-        poison_ids(&queue, &name, &["same"]).await;
-        let taken = queue
-            .poison_take(&name, &first, &PoisonAction::Discard)
-            .await
-            .unwrap();
-        assert_eq!(taken, first);
-        let left = queue.poison_list(&name, 10).await.unwrap();
-        assert_eq!(left.len(), 1, "the second poisoning stays");
-        assert_ne!(left[0].handle, first[0]);
-        queue.delete_queue(&name, &options()).await.unwrap();
-    }
-
     #[tokio::test]
     async fn sending_to_an_undeclared_queue_is_refused_not_lost() {
         let Some(url) = support::amqp_url() else {
@@ -1122,30 +1120,6 @@ mod azure_only {
     fn connect() -> Option<(AzureQueue, String)> {
         let connection = support::azure_queues()?;
         Some((AzureQueue::connect(&connection).unwrap(), connection))
-    }
-
-    /// A poison message's handle is the service's message id: of two messages with one
-    /// id, poisoned one after the other, the handle of the first takes the first only.
-    #[tokio::test]
-    async fn a_handle_names_one_poisoning_of_a_repeated_id() {
-        let Some((queue, _)) = connect() else {
-            return;
-        };
-        let name = support::azure_name("twice");
-        queue.declare(&name, &options()).await.unwrap();
-        poison_ids(&queue, &name, &["same"]).await;
-        let first = handles_of(&queue, &name, &["same"]).await;
-        assert_ne!(first[0], "same", "the service's id, not ours");
-        poison_ids(&queue, &name, &["same"]).await;
-        let taken = queue
-            .poison_take(&name, &first, &PoisonAction::Discard)
-            .await
-            .unwrap();
-        assert_eq!(taken, first);
-        let left = queue.poison_list(&name, 10).await.unwrap();
-        assert_eq!(left.len(), 1, "the second poisoning stays");
-        assert_ne!(left[0].handle, first[0]);
-        queue.delete_queue(&name).await.unwrap();
     }
 
     /// A poison queue deleted behind its queue (by another process) reads as empty.
