@@ -220,13 +220,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
     client.goto(&page).await.unwrap();
     support::browser::screenshot(client, "scale-first-page").await;
     let first = client.source().await.unwrap();
-    client
-        .find(Locator::Css("nav.pager a.next"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "nav.pager a.next").await;
     support::browser::wait_for(client, |html| html.contains("First page")).await;
     let second = client.source().await.unwrap();
     assert!(
@@ -242,13 +236,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
         .await
         .unwrap();
     kind.send_keys("index-copy").await.unwrap();
-    client
-        .find(Locator::Css("form.filter button"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "form.filter button").await;
     let copies = expected(|i| i % 3 == 1);
     support::browser::wait_for(client, |html| {
         html.contains(&format!("{} pass the filter", thousands(copies)))
@@ -287,13 +275,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
         .await
         .unwrap();
     assert!(text.contains("bad-\u{fffd}\u{fffd}-id"), "{text}");
-    client
-        .find(Locator::Css("button[value^='replay:']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "button[value^='replay:']").await;
     support::browser::banner(client, "Replayed 1 message.").await;
     assert_eq!(queue.stats(QUEUE).await.unwrap().waiting, 1);
 
@@ -317,13 +299,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
         .unwrap();
     let listed = client.source().await.unwrap();
     let timeouts = expected(|i| i % 5 == 0);
-    client
-        .find(Locator::Css("button[value='discard-all']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "button[value='discard-all']").await;
     support::browser::wait_for(client, |html| html.contains("Dry run")).await;
     let dry_run = client.source().await.unwrap();
     assert!(
@@ -354,13 +330,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
             )
         }),
     );
-    client
-        .find(Locator::Css("form button[value='discard-all']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "form button[value='discard-all']").await;
     support::browser::banner(
         client,
         &format!(
@@ -414,21 +384,9 @@ async fn ten_thousand_poison_messages_in_chromium() {
         .send_keys(target)
         .await
         .unwrap();
-    client
-        .find(Locator::Css("button[value='moveto-all']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "button[value='moveto-all']").await;
     support::browser::wait_for(client, |html| html.contains("Dry run")).await;
-    client
-        .find(Locator::Css("form button[value='moveto-all']"))
-        .await
-        .unwrap()
-        .click()
-        .await
-        .unwrap();
+    support::browser::click(client, "form button[value='moveto-all']").await;
     support::browser::banner(
         client,
         &format!("Replayed {} messages to {target}.", thousands(removes)),

@@ -141,3 +141,14 @@ pub(crate) async fn wait_for(client: &fantoccini::Client, done: impl Fn(&str) ->
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+/// Clicks the first element `css` finds.
+pub(crate) async fn click(client: &fantoccini::Client, css: &str) {
+    client
+        .find(fantoccini::Locator::Css(css))
+        .await
+        .unwrap_or_else(|e| panic!("no {css}: {e}"))
+        .click()
+        .await
+        .unwrap_or_else(|e| panic!("{css} cannot be clicked: {e}"));
+}
