@@ -586,3 +586,59 @@ async fn hostile_ids_and_reasons_are_logged_escaped() {
     );
     assert!(!logs.contains('\u{202E}'), "{logs}");
 }
+
+/// The pause check is off the delivery path: a worker that handles 50 messages asks its
+/// queue whether it is paused once per `pause_check` (here: once), never per delivery —
+/// counted with the round-trip model.
+#[tokio::test]
+async fn the_pause_check_adds_no_queue_call_per_delivery() {
+    use tablekit_core::roundtrip::{Latency, RoundTrips};
+    use tablekit_workers::queue::roundtrip::RoundTripQueue;
+
+    let dir = tempfile::tempdir().unwrap();
+    let trips = RoundTrips::new(Latency::None);
+    let queue = RoundTripQueue::new(
+        tablekit_workers::queue::sqlite::SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap(),
+        trips.clone(),
+    );
+    let name = support::unique("pause-calls");
+    queue
+        .declare(&name, &config(&name).queue_options())
+        .await
+        .unwrap();
+    for _ in 0..50 {
+        send(&queue, &name, &Flaky { note: "n".into() }).await;
+    }
+    let handled = Arc::new(AtomicU32::new(0));
+    let counted = handled.clone();
+    let registry = Registry::new().register(move |_: Flaky| {
+        let handled = counted.clone();
+        async move {
+            handled.fetch_add(1, Ordering::SeqCst);
+            Ok(())
+        }
+    });
+    let before = trips.counts();
+    let config = WorkerConfig {
+        pause_check: Duration::from_secs(3600),
+        ..config(&name)
+    };
+    run_until(queue.clone(), registry, config, || {
+        let handled = handled.clone();
+        async move { handled.load(Ordering::SeqCst) == 50 }
+    })
+    .await;
+    let after = trips.counts();
+    assert_eq!(after.settles - before.settles, 50);
+    eprintln!(
+        "queue administration calls: {}",
+        after.queue_admin - before.queue_admin
+    );
+    assert_eq!(
+        after.queue_admin - before.queue_admin,
+        3,
+        "the worker's declare, its consume and one pause check"
+    );
+}

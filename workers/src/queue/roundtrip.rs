@@ -27,7 +27,8 @@ use std::time::Duration;
 use tablekit_core::roundtrip::{CallKind, RoundTrips};
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonMessage, Queue, QueueOptions, QueueStats, Received,
+    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
+    PoisonQuery, Queue, QueueOptions, QueueStats, Received,
 };
 use crate::error::Result;
 
@@ -117,6 +118,57 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         self.trips
             .call(CallKind::QueueAdmin, self.inner.stats(queue))
+            .await
+    }
+
+    async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.poison_page(queue, query))
+            .await
+    }
+
+    async fn poison_reasons(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(String, u64)>> {
+        self.trips
+            .call(
+                CallKind::QueueAdmin,
+                self.inner.poison_reasons(queue, filter),
+            )
+            .await
+    }
+
+    async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.poison_body(queue, handle))
+            .await
+    }
+
+    async fn poison_take(
+        &self,
+        queue: &str,
+        handles: &[String],
+        action: &PoisonAction,
+    ) -> Result<Vec<String>> {
+        self.trips
+            .call(
+                CallKind::QueueAdmin,
+                self.inner.poison_take(queue, handles, action),
+            )
+            .await
+    }
+
+    async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.set_paused(queue, paused))
+            .await
+    }
+
+    async fn paused(&self, queue: &str) -> Result<bool> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.paused(queue))
             .await
     }
 }
