@@ -17,7 +17,7 @@ use tablekit::prelude::*;
     name = "by_model",
     table = "SensorsByModel",
     partition_key = "{model}",
-    row_key = "{site}_{sensor}",
+    row_key = "{site},{sensor}",
     properties = ["model"]
 )]
 #[wide(chunks = 8)]

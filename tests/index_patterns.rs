@@ -81,12 +81,12 @@ fn is_active(p: &Person) -> bool {
     partition_key = "{team}",
     row_key = "p_{id:06}"
 )]
-#[index(name = "city", partition_key = "{team}", row_key = "city_{city}_{id:06}", properties = ["city", "name"])]
+#[index(name = "city", partition_key = "{team}", row_key = "city_{city},{id:06}", properties = ["city", "name"])]
 #[index(name = "active", partition_key = "{team}", row_key = "active_{id:06}", when = is_active)]
 #[index(
     name = "by_city",
     partition_key = "city_{city}",
-    row_key = "{team}_{id:06}"
+    row_key = "{team},{id:06}"
 )]
 #[index_entity(
     name = "by_name",
@@ -898,7 +898,7 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
     people.create().await.expect("open");
     let mut ann = person(1, "Ann", "Oslo", 40, false);
     people.insert(&ann).await.expect("insert");
-    let copy = raw(&store, "People", "T1", "city_Oslo_000001")
+    let copy = raw(&store, "People", "T1", "city_Oslo,000001")
         .await
         .expect("subset copy");
     let mut names: Vec<&str> = copy.properties.keys().map(String::as_str).collect();
@@ -938,7 +938,7 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
         .expect("find entities");
     assert_eq!(subset.len(), 1);
     // The other-partition index of the same table.
-    let elsewhere = raw(&store, "People", "city_Oslo", "T1_000001")
+    let elsewhere = raw(&store, "People", "city_Oslo", "T1,000001")
         .await
         .expect("copy");
     assert_eq!(elsewhere.get("name"), Some(&Value::from("Ann")));

@@ -90,6 +90,16 @@ pub enum KeyError {
         #[source]
         source: Box<KeyError>,
     },
+    /// A key of an entity type could not be rendered: the entity type named, the template,
+    /// field and reason in the source.
+    #[error("{type_name}: {source}")]
+    Entity {
+        /// The entity type.
+        type_name: &'static str,
+        /// Why.
+        #[source]
+        source: Box<KeyError>,
+    },
     /// A key range over a field whose key text does not sort as its values do.
     #[error("no key range over `{field}` in `{template}`: {reason}")]
     Unordered {

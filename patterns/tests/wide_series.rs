@@ -31,7 +31,7 @@ use support::{Held, Hold, Kept};
     name = "by_model",
     table = "SensorsByModel",
     partition_key = "{model}",
-    row_key = "{site}_{sensor}",
+    row_key = "{site},{sensor}",
     properties = ["model"]
 )]
 #[wide(chunks = 8)]

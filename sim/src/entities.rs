@@ -27,7 +27,7 @@ macro_rules! member_type {
             name = "by_city",
             table = "MembersByCity",
             partition_key = "{city}",
-            row_key = "{team}_{id:02}"
+            row_key = "{team},{id:02}"
         )]
         #[index_entity(name = "city", key = "{city}")]
         #[index_entity(
@@ -88,7 +88,7 @@ member_type!(
     name = "by_code",
     table = "BadgesByCode",
     partition_key = "codes",
-    row_key = "{code}_{team}_{id:02}"
+    row_key = "{code},{team},{id:02}"
 )]
 pub struct Badge {
     pub team: String,

@@ -143,7 +143,7 @@ pub(crate) fn entity(
     let mut assertions = code.assertions.clone();
     let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
     for template in &templates {
-        assertions.extend(template_assertions(template, models));
+        assertions.extend(template_assertions(&type_name, template, models));
         for name in template.template.fields() {
             if let Some(field) = models.iter().find(|f| f.name == name) {
                 key_fields.insert(name.to_owned(), field);

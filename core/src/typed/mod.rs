@@ -33,8 +33,8 @@ pub use schema::{
 };
 pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
-    KeyBounds, KeyFormat, KeyPart, KeyTemplate, PaddedKeyPart, TemplateError, TemplatePart,
-    TicksKeyPart,
+    KeyBounds, KeyFormat, KeyPart, KeyTemplate, KeyText, PaddedKeyPart, TemplateError,
+    TemplatePart, TicksKeyPart, separator_fits,
 };
 pub use wide::{
     FIELDS_PER_CHUNK, FIELDS_PER_ENTITY, MAX_CHUNKS, Points, SPREAD_SEPARATOR, SeriesMeta,
@@ -214,7 +214,12 @@ pub fn render_key<E: EntityType>(
     template: &KeyTemplate,
     kind: KeyKind,
 ) -> Result<String> {
-    let key = template.render(|field| value.key_part(field))?;
+    let key = template
+        .render(|field| value.key_part(field))
+        .map_err(|source| crate::keys::KeyError::Entity {
+            type_name: E::schema().type_name,
+            source: Box::new(source),
+        })?;
     limits::check_key(kind, &key)?;
     Ok(key)
 }
@@ -610,6 +615,7 @@ pub mod __private {
         Stored, TemplatePart, TicksKeyPart, UniqueMeta, WideMeta, const_str_eq, kind_filter,
         render_key, stored_kind, unknown_kind,
     };
+    pub use super::template::{KeyText, separator_fits};
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;
     pub use crate::limits::KeyKind;

@@ -118,13 +118,40 @@ pub(crate) fn template_tokens(t: &CheckedTemplate) -> TokenStream {
 
 /// Compile-time checks that each field a template uses has a type its format accepts; the
 /// errors point at the template.
-pub(crate) fn template_assertions(t: &CheckedTemplate, fields: &[FieldModel]) -> TokenStream {
+///
+/// A field whose text has no fixed width and is followed by a literal gets a const check
+/// that the literal's first character (the separator) sorts below every character the
+/// field's type can write ([`KeyText`]): `{customer}_{id:08}` does not compile, since `_`
+/// sorts above letters and digits and `bob_x` would render into `bob`'s keys.
+///
+/// [`KeyText`]: tablekit_core::typed::KeyText
+pub(crate) fn template_assertions(
+    type_name: &str,
+    t: &CheckedTemplate,
+    fields: &[FieldModel],
+) -> TokenStream {
     let span = t.lit.span();
     let mut checks = TokenStream::new();
-    for part in t.template.parts() {
+    let parts = t.template.parts();
+    for (index, part) in parts.iter().enumerate() {
         let TemplatePart::Field { name, format } = part else {
             continue;
         };
+        if format.fixed_width().is_none()
+            && let Some(TemplatePart::Literal(text)) = parts.get(index + 1)
+            && let Some(separator) = text.chars().next()
+            && let Some(field) = fields.iter().find(|f| f.name == name.as_ref())
+        {
+            let ty = respan(field.ty.to_token_stream(), span);
+            let message = format!(
+                "key template `{}` of `{type_name}`: the separator {separator:?} after `{name}` does not sort below every character a `{}` can hold, so two values could render one key (`bob{separator}x` and `bob`) or keys could sort out of order; use `,` or a character below it as the separator (a string holding it, or a lower character, is then refused when written), or pad an integer field (`{{{name}:08}}`)",
+                t.template.source(),
+                field.ty.to_token_stream().to_string().replace(' ', ""),
+            );
+            checks.extend(quote_spanned!(span=>
+                ::core::assert!(__tk::separator_fits::<#ty>(#separator), #message);
+            ));
+        }
         let Some(field) = fields.iter().find(|f| f.name == name.as_ref()) else {
             continue;
         };

@@ -35,6 +35,43 @@ pub trait KeyPart: Sync {
     fn is_numeric(&self) -> bool {
         false
     }
+
+    /// Whether the value's plain text is free text (a string), which a key template checks
+    /// against the separator after it when it renders: a string holding the separator or a
+    /// character below it is refused, so that no two values render the same key and the
+    /// keys sort as the values. Closed alphabets (numbers, `bool`, enums) are checked once,
+    /// at compile time, through [`KeyText`].
+    fn is_text(&self) -> bool {
+        false
+    }
+}
+
+/// What a separator after a field's plain text (`{field},…`) must sort below, checked by
+/// `#[derive(Entity)]` at compile time so that no template can render one key for two
+/// values.
+///
+/// | type | `FLOOR` | why |
+/// | --- | --- | --- |
+/// | `String`, `str` | `-` | below digits, letters and `- . _`; each value is checked when it renders |
+/// | unsigned integers | `0` | below every digit |
+/// | signed integers | `-` | below the sign and every digit |
+/// | `bool` | `a` | below every letter of `true` and `false` |
+/// | `Uuid`, `DateTime<Utc>` | `char::MAX` | fixed-width text: any separator keeps them apart |
+/// | `#[derive(tablekit::Value)]` enums | below every character of their stored names | |
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not say which separators may follow it in a key",
+    label = "a separator follows this field in the key template",
+    note = "implement `KeyText` for the type (its `FLOOR` is the lowest character its key text can hold), or derive it with `#[derive(tablekit::Value)]`"
+)]
+pub trait KeyText: KeyPart {
+    /// A separator after the field's plain text must sort below this character.
+    const FLOOR: char;
+}
+
+/// Whether `separator` may follow the plain text of a `T` in a key template (what the
+/// derive checks at compile time).
+pub const fn separator_fits<T: KeyText + ?Sized>(separator: char) -> bool {
+    (separator as u32) < (T::FLOOR as u32)
 }
 
 fn wrong_format(format: KeyFormat, type_name: &'static str) -> KeyError {
@@ -62,11 +99,19 @@ impl KeyPart for str {
     fn write_key(&self, format: KeyFormat, out: &mut String) -> Result<(), KeyError> {
         write_plain_or_hash(self, format, "string", out)
     }
+
+    fn is_text(&self) -> bool {
+        true
+    }
 }
 
 impl KeyPart for String {
     fn write_key(&self, format: KeyFormat, out: &mut String) -> Result<(), KeyError> {
         self.as_str().write_key(format, out)
+    }
+
+    fn is_text(&self) -> bool {
+        true
     }
 }
 
@@ -78,6 +123,29 @@ impl<T: KeyPart + ?Sized> KeyPart for &T {
     fn is_numeric(&self) -> bool {
         (**self).is_numeric()
     }
+
+    fn is_text(&self) -> bool {
+        (**self).is_text()
+    }
+}
+
+impl KeyText for str {
+    const FLOOR: char = '-';
+}
+impl KeyText for String {
+    const FLOOR: char = '-';
+}
+impl<T: KeyText + ?Sized> KeyText for &T {
+    const FLOOR: char = T::FLOOR;
+}
+impl KeyText for bool {
+    const FLOOR: char = 'a';
+}
+impl KeyText for Uuid {
+    const FLOOR: char = char::MAX;
+}
+impl KeyText for DateTime<Utc> {
+    const FLOOR: char = char::MAX;
 }
 
 impl KeyPart for bool {
@@ -133,6 +201,10 @@ macro_rules! unsigned_key_part {
         }
 
         impl PaddedKeyPart for $t {}
+
+        impl KeyText for $t {
+            const FLOOR: char = '0';
+        }
     )*};
 }
 
@@ -152,6 +224,10 @@ macro_rules! signed_key_part {
             fn is_numeric(&self) -> bool {
                 true
             }
+        }
+
+        impl KeyText for $t {
+            const FLOOR: char = '-';
         }
     )*};
 }
@@ -182,6 +258,10 @@ impl KeyPart for crate::model::Value {
             self,
             crate::model::Value::Int32(_) | crate::model::Value::Int64(_)
         )
+    }
+
+    fn is_text(&self) -> bool {
+        matches!(self, crate::model::Value::String(_))
     }
 }
 

@@ -39,7 +39,7 @@ mod key_part;
 mod parse;
 mod part;
 
-pub use key_part::{KeyPart, PaddedKeyPart, TicksKeyPart};
+pub use key_part::{KeyPart, KeyText, PaddedKeyPart, TicksKeyPart, separator_fits};
 pub use parse::TemplateError;
 pub use part::{KeyFormat, TemplatePart};
 
@@ -161,25 +161,68 @@ impl KeyTemplate {
 
     /// Renders the key, asking `value_of` for each field's value.
     ///
+    /// A string field followed by a separator (`{customer},{id:08}`) must hold only
+    /// characters above the separator: otherwise `bob,x` and `bob` could render keys that
+    /// one look-up cannot tell apart, so such a value is refused and nothing is written.
+    ///
     /// # Errors
     /// [`KeyError::MissingField`] when `value_of` has no value for a field;
     /// [`KeyError::Field`] when a value does not fit its format (a negative or too wide
-    /// padded integer, a date outside the .NET range, a format for another type).
+    /// padded integer, a date outside the .NET range, a format for another type) or, with
+    /// [`KeyError::PartBelowSeparator`] as its source, when a string holds the separator
+    /// that follows it or a character below it.
     pub fn render<'v, F>(&self, value_of: F) -> Result<String, KeyError>
     where
         F: Fn(&str) -> Option<&'v dyn KeyPart>,
     {
         let mut key = String::with_capacity(self.source.len() + 16);
-        for part in self.parts.iter() {
+        for (index, part) in self.parts.iter().enumerate() {
             match part {
                 TemplatePart::Literal(text) => key.push_str(text),
                 TemplatePart::Field { name, format } => {
                     let value = value_of(name).ok_or_else(|| self.missing(name))?;
+                    let start = key.len();
                     self.write_field(name, value, *format, &mut key)?;
+                    if value.is_text() {
+                        self.check_separated(name, *format, index, &key[start..])?;
+                    }
                 }
             }
         }
         Ok(key)
+    }
+
+    /// The separator that follows the field at `index` when its text has no fixed width:
+    /// the first character of the literal after it.
+    fn separator_after(&self, format: KeyFormat, index: usize) -> Option<char> {
+        if format.fixed_width().is_some() {
+            return None;
+        }
+        match self.parts.get(index + 1) {
+            Some(TemplatePart::Literal(text)) => text.chars().next(),
+            _ => None,
+        }
+    }
+
+    /// Refuses a field's text that holds the separator after it or a character below it:
+    /// two values would render one key, or keys would not sort as their values.
+    fn check_separated(
+        &self,
+        name: &str,
+        format: KeyFormat,
+        index: usize,
+        text: &str,
+    ) -> Result<(), KeyError> {
+        match self.separator_after(format, index) {
+            Some(separator) => keys::CompoundKey::new(separator)
+                .check_part(text)
+                .map_err(|source| KeyError::Field {
+                    template: self.source.to_string(),
+                    field: name.to_owned(),
+                    source: Box::new(source),
+                }),
+            None => Ok(()),
+        }
     }
 
     /// Renders the key from values given in the order of [`fields`](Self::fields).
@@ -373,13 +416,7 @@ impl KeyTemplate {
                         Some(value) => {
                             let start = prefix.len();
                             self.write_field(name, *value, *format, &mut prefix)?;
-                            if format.fixed_width().is_none()
-                                && let Some(TemplatePart::Literal(separator)) =
-                                    self.parts.get(index + 1)
-                            {
-                                let separator = separator.chars().next().unwrap_or(char::MAX);
-                                keys::CompoundKey::new(separator).check_part(&prefix[start..])?;
-                            }
+                            self.check_separated(name, *format, index, &prefix[start..])?;
                         }
                         None => return Ok((prefix, Some(index))),
                     }
@@ -459,14 +496,14 @@ mod tests {
             .with_ymd_and_hms(2000, 1, 1, 0, 0, 0)
             .single()
             .expect("valid");
-        let template = parse("{dept}_{id:06}_{id:hash4}_{at:ticks_desc}_{at}");
+        let template = parse("{dept},{id:06}_{id:hash4}_{at:ticks_desc}_{at}");
         let key = template
             .render_args(&[&"Sales", &123u32, &at])
             .expect("renders");
         assert_eq!(
             key,
             format!(
-                "Sales_000123_{}_{}_2000-01-01T00:00:00.000000000Z",
+                "Sales,000123_{}_{}_2000-01-01T00:00:00.000000000Z",
                 keys::hash_prefix("123", 4),
                 keys::ticks_desc(at).expect("in range")
             )
