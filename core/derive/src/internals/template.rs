@@ -143,11 +143,29 @@ pub(crate) fn template_assertions(
             && let Some(field) = fields.iter().find(|f| f.name == name.as_ref())
         {
             let ty = respan(field.ty.to_token_stream(), span);
+            let type_text = field.ty.to_token_stream().to_string().replace(' ', "");
+            let integer = [
+                "u8", "u16", "u32", "u64", "usize", "i8", "i16", "i32", "i64", "isize",
+            ]
+            .contains(&type_text.as_str());
+            let (clash, fix) = if integer {
+                (
+                    format!("the keys of `1` and `10` would interleave (`1{separator}…` sorts after `10{separator}…`)"),
+                    format!("pad it (`{{{name}:08}}`) or use `,` as the separator"),
+                )
+            } else {
+                (
+                    format!("two values could render one key (`bob{separator}x` and `bob`) or keys could sort out of order"),
+                    "use `,` or a character below it as the separator (a value holding it, or a lower character such as a space, is then refused when written)".to_owned(),
+                )
+            };
             let message = format!(
-                "key template `{}` of `{type_name}`: the separator {separator:?} after `{name}` does not sort below every character a `{}` can hold, so two values could render one key (`bob{separator}x` and `bob`) or keys could sort out of order; use `,` or a character below it as the separator (a string holding it, or a lower character, is then refused when written), or pad an integer field (`{{{name}:08}}`)",
+                "key template `{}` of `{type_name}`: the separator {separator:?} after `{name}` does not sort below every character a `{type_text}` can hold: {clash}; {fix}",
                 t.template.source(),
-                field.ty.to_token_stream().to_string().replace(' ', ""),
-            );
+            )
+            // `assert!` reads its message as a format string.
+            .replace('{', "{{")
+            .replace('}', "}}");
             checks.extend(quote_spanned!(span=>
                 ::core::assert!(__tk::separator_fits::<#ty>(#separator), #message);
             ));

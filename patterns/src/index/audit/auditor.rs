@@ -9,6 +9,7 @@ use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::operation::IndexApplier;
 use super::super::record::{EntityRef, IndexRecord, Layout, MARKER_PROPERTY, MemberStorage};
+use super::super::registry::SchemaRecord;
 use super::super::stored::get_or_none;
 use crate::error::Result;
 
@@ -21,6 +22,9 @@ pub(crate) type ListKey = (MemberStorage, String, String, String, String);
 pub(crate) struct Auditor<'a, S> {
     pub(crate) applier: IndexApplier<S>,
     pub(crate) layouts: Vec<Layout>,
+    /// The registered schemas the layouts come from (their field names map to
+    /// properties), in the same order.
+    pub(crate) schemas: Vec<SchemaRecord>,
     pub(crate) options: &'a AuditOptions,
     pub(crate) lists: HashMap<ListKey, Vec<EntityRef>>,
 }
@@ -48,6 +52,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             Drift::Stale => report.stale += 1,
             Drift::Orphaned => report.orphaned += 1,
             Drift::Unreadable => report.unreadable += 1,
+            Drift::Ambiguous => report.ambiguous += 1,
         }
         if finding.repaired {
             report.repaired += 1;
@@ -55,6 +60,26 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         tracing::debug!(?finding, "index drift");
         if report.findings.len() < self.options.max_findings {
             report.findings.push(finding);
+        }
+    }
+
+    /// The first key template of a primary's layout that its stored values render
+    /// ambiguously (a string field holding the separator after it), with why.
+    pub(crate) fn ambiguous_key(&self, entity: &Entity) -> Option<String> {
+        let at = self.layouts.iter().position(|l| {
+            matches!(entity.properties.get(&l.kind_property), Some(Value::String(k)) if *k == l.kind)
+        })?;
+        let (layout, schema) = (&self.layouts[at], self.schemas.get(at)?);
+        let source = EntityRef::of(&layout.table, entity);
+        let render = |template: &tablekit_core::typed::KeyTemplate,
+                      kind: tablekit_core::limits::KeyKind| {
+            schema.render(entity, template, kind)
+        };
+        match layout.targets(&source, &render, &|_| true, None) {
+            Err(crate::error::Error::Key(error)) if separator_refusal(&error) => {
+                Some(error.to_string())
+            }
+            _ => None,
         }
     }
 
@@ -68,5 +93,17 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             Some(p) => IndexRecord::read(&p),
             None => Ok(None),
         }
+    }
+}
+
+/// Whether a key error is a value refused for holding the separator after its field.
+fn separator_refusal(error: &tablekit_core::keys::KeyError) -> bool {
+    use tablekit_core::keys::KeyError;
+    match error {
+        KeyError::PartBelowSeparator { .. } => true,
+        KeyError::Field { source, .. } | KeyError::Entity { source, .. } => {
+            separator_refusal(source)
+        }
+        _ => false,
     }
 }

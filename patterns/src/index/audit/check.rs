@@ -54,6 +54,18 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
         if let Some(record) = IndexRecord::read(&entity)? {
             report.primaries += 1;
             let source = EntityRef::of(table, &entity);
+            if let Some(why) = self.ambiguous_key(&entity) {
+                self.record(
+                    report,
+                    Finding {
+                        drift: Drift::Ambiguous,
+                        index: String::new(),
+                        source: Some(source.clone()),
+                        target: why,
+                        repaired: false,
+                    },
+                );
+            }
             for target in &record.targets {
                 report.checked += 1;
                 target

@@ -176,6 +176,7 @@ async fn audit_table<S: TableStore + Clone + 'static>(
     let mut auditor = Auditor {
         applier,
         layouts,
+        schemas,
         options,
         lists: HashMap::new(),
     };

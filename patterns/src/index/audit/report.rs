@@ -28,6 +28,12 @@ pub enum Drift {
     /// A record tablekit keeps (an index record, a page, a link) that does not read; it
     /// is reported, never repaired, and the scan goes on.
     Unreadable,
+    /// A primary stored before keys were checked whose key field holds the separator that
+    /// follows it in a template (or a character below it): its keys are ambiguous with
+    /// another value's. It stays readable and is reported, never repaired; a new write of
+    /// such a value is refused, so rewriting it with a value that renders unambiguously
+    /// (or deleting it) is the fix.
+    Ambiguous,
 }
 
 /// One drift found.
@@ -63,6 +69,9 @@ pub struct AuditReport {
     /// Records that do not read.
     #[serde(default)]
     pub unreadable: u64,
+    /// Primaries whose key fields hold the separator after them ([`Drift::Ambiguous`]).
+    #[serde(default)]
+    pub ambiguous: u64,
     /// Drift repaired (or, for a backfill, index entries written).
     pub repaired: u64,
     /// The first findings (at most [`AuditOptions::max_findings`]).
