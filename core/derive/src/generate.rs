@@ -12,6 +12,7 @@ use crate::check::CheckedEntity;
 use crate::decl::expiry::{self, ExpiryCode};
 use crate::decl::{changes, denormalized, index, index_entity, series, unique, wide};
 use crate::internals::field::{DefaultAttr, FieldModel, Storage, is_option};
+use crate::internals::handle;
 use crate::internals::template::{CheckedTemplate, template_assertions, template_tokens};
 use crate::internals::tokens::{SpanOfTokens, krate};
 use crate::parse::Container;
@@ -158,6 +159,7 @@ pub(crate) fn entity(
     let when_arms = index::when_arms(&e.indexes);
     let mut handles = index::handles(&input.vis, &e.indexes, models);
     handles.extend(index_entity::handles(&input.vis, &e.index_entities, models));
+    let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
     let changes = changes::meta(c.changes.as_ref());
@@ -261,6 +263,8 @@ pub(crate) fn entity(
                 const VERSION: u32 = #version;
                 const KIND_PROPERTY: &'static str = #kind_property;
                 const VERSION_PROPERTY: &'static str = #version_property;
+
+                type Key = #primary_key;
 
                 fn schema() -> &'static __tk::Schema {
                     &SCHEMA

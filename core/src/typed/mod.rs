@@ -17,6 +17,7 @@
 
 pub(crate) mod field;
 pub mod handle;
+mod primary;
 mod schema;
 mod table;
 pub(crate) mod template;
@@ -31,6 +32,7 @@ pub use schema::{
     DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
     IndexMeta, IndexPlacement, Schema, UniqueMeta,
 };
+pub use primary::{InRange, PrimaryKey, PrimaryTable, Scannable};
 pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
     KeyBounds, KeyFormat, KeyPart, KeyTemplate, KeyText, PaddedKeyPart, TemplateError,
@@ -123,6 +125,11 @@ pub trait EntityType: Record {
     const KIND_PROPERTY: &'static str;
     /// The property holding the version.
     const VERSION_PROPERTY: &'static str;
+
+    /// The types of the primary key's fields in order (the PartitionKey template's, then
+    /// the RowKey template's), as a chain of [`handle::Partition`], [`handle::Row`] and
+    /// [`handle::End`]: what [`PrimaryKey`] takes.
+    type Key;
 
     /// The static description of the type.
     fn schema() -> &'static Schema;

@@ -14,7 +14,7 @@ use crate::query::{ContinuationToken, Query};
 use crate::store::{TableStore, WriteOp, plan_batches};
 
 use super::template::KeyBounds;
-use super::{EXPIRES_PROPERTY, Projection, Record, is_expired};
+use super::{EXPIRES_PROPERTY, EntityType, Projection, Record, is_expired};
 
 /// A typed value read from a table, with the entity's keys, ETag and timestamp.
 #[derive(Clone, Debug, PartialEq)]
@@ -345,6 +345,18 @@ impl<R: Record, S: TableStore> Table<R, S> {
             .await
     }
 
+    /// A read or delete by typed primary key: `employees.primary().key("Sales").key(123)`
+    /// then [`get`](super::PrimaryKey::get), [`delete`](super::PrimaryKey::delete), or with
+    /// fewer fields [`all`](super::PrimaryKey::all) of the partition or of a RowKey prefix
+    /// or [`range`](super::PrimaryKey::range).
+    pub fn primary(&self) -> super::PrimaryKey<'_, Self, R::Key>
+    where
+        R: EntityType,
+        S: Sync,
+    {
+        super::PrimaryKey::new(self)
+    }
+
     /// Deletes the entity of a value if `if_match` holds.
     ///
     /// # Errors
@@ -522,4 +534,30 @@ impl<R: Record, S: TableStore> Table<R, S> {
 /// The filter of a RowKey range within a partition.
 fn range_filter(partition_key: &str, bounds: &KeyBounds) -> Filter {
     filter::partition_key().eq(partition_key) & bounds.row_key_filter()
+}
+
+impl<E: EntityType, S: TableStore + Sync> super::PrimaryTable for Table<E, S> {
+    type Entity = E;
+    type Deleted = ();
+
+    fn read_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> impl Future<Output = Result<Option<Stored<E>>>> + Send {
+        self.get(partition_key, row_key)
+    }
+
+    fn read_query(&self, query: Query) -> impl Stream<Item = Result<Stored<E>>> + Send + '_ {
+        self.stream(query)
+    }
+
+    fn delete_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.delete(partition_key, row_key, if_match)
+    }
 }

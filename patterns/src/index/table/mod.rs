@@ -366,6 +366,46 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(report)
     }
 
+    /// A read or delete by typed primary key, without a hand-built key string: give the
+    /// key's fields in template order with `key`, then `get` or `delete` (every field),
+    /// or `all`/`stream` (the partition, a RowKey prefix, or a `range` of the next field).
+    /// A delete here removes the entity's index entries as [`delete`](Self::delete) does.
+    ///
+    /// ```
+    /// # use tablekit_core::{MemoryStore, IfMatch};
+    /// # use tablekit_patterns::index::IndexedTable;
+    /// # use tablekit_derive::Entity;
+    /// #[derive(Entity, Clone, Debug, PartialEq)]
+    /// #[entity(table = "Employees", partition_key = "{department}", row_key = "empid_{id:06}",
+    ///          crate = "tablekit_core")]
+    /// struct Employee {
+    ///     department: String,
+    ///     id: u32,
+    ///     name: String,
+    /// }
+    /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+    /// let employees = IndexedTable::<Employee, _>::options().open(MemoryStore::new()).await?;
+    /// employees.create().await?;
+    /// for id in 1..=3 {
+    ///     employees.insert(&Employee { department: "Sales".into(), id, name: "Jun".into() }).await?;
+    /// }
+    /// let jun = employees.primary().key("Sales").key(2).get().await?;   // empid_000002
+    /// assert_eq!(jun.map(|s| s.value.id), Some(2));
+    /// let sales = employees.primary().key("Sales").all().await?;        // the partition
+    /// assert_eq!(sales.len(), 3);
+    /// let some = employees.primary().key("Sales").range(2, 3).all().await?;
+    /// assert_eq!(some.len(), 2);
+    /// employees.primary().key("Sales").key(1).delete(IfMatch::Any).await?;
+    /// # Ok::<_, tablekit_patterns::Error>(())
+    /// # }).unwrap();
+    /// ```
+    pub fn primary(&self) -> tablekit_core::typed::PrimaryKey<'_, Self, E::Key>
+    where
+        S: Sync,
+    {
+        tablekit_core::typed::PrimaryKey::new(self)
+    }
+
     /// Reads one primary.
     ///
     /// # Errors
@@ -524,5 +564,36 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// The value of a stored property of a primary, for tests and tools.
     pub fn property(entity: &Entity, name: &str) -> Option<Value> {
         entity.properties.get(name).cloned()
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed::PrimaryTable
+    for IndexedTable<E, S>
+{
+    type Entity = E;
+    type Deleted = WriteOutcome;
+
+    fn read_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> impl Future<Output = Result<Option<Stored<E>>>> + Send {
+        self.get(partition_key, row_key)
+    }
+
+    fn read_query(
+        &self,
+        query: tablekit_core::Query,
+    ) -> impl futures::Stream<Item = Result<Stored<E>>> + Send + '_ {
+        self.table.stream(query)
+    }
+
+    fn delete_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<WriteOutcome>> + Send {
+        self.delete(partition_key, row_key, if_match)
     }
 }

@@ -1,0 +1,241 @@
+//! Typed primary keys: reads and deletes of a table's own entities by their key fields,
+//! without a hand-built key string. `#[derive(Entity)]` gives every entity type its key's
+//! field types in order ([`EntityType::Key`]: the PartitionKey template's fields, then the
+//! RowKey template's), so a value of another type, or one too many, does not compile.
+//!
+//! `employees.primary().key("Sales").key(123).get()` reads `empid_000123` of `Sales`;
+//! `employees.primary().key("Sales").range(100, 199).all()` the ids 100 to 199.
+
+use std::marker::PhantomData;
+
+use futures::{Stream, StreamExt, TryStreamExt};
+
+use super::handle::{End, KeyArg, Partition, Row};
+use super::{EntityType, KeyBounds, KeyPart, Stored};
+use crate::error::Result;
+use crate::filter;
+use crate::keys::KeyError;
+use crate::model::IfMatch;
+use crate::query::Query;
+
+/// A table whose entities are read and deleted by typed primary keys: the core
+/// [`Table`](super::Table) and the tables of the pattern modules (whose deletes also
+/// remove what the entity's declarations keep elsewhere).
+pub trait PrimaryTable: Sync {
+    /// The entity type.
+    type Entity: EntityType;
+    /// What a delete answers.
+    type Deleted;
+
+    /// Reads the entity with these keys.
+    fn read_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> impl Future<Output = Result<Option<Stored<Self::Entity>>>> + Send;
+
+    /// Reads the entities a query matches, page after page.
+    fn read_query(
+        &self,
+        query: Query,
+    ) -> impl Stream<Item = Result<Stored<Self::Entity>>> + Send + '_;
+
+    /// Deletes the entity with these keys if `if_match` holds.
+    fn delete_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<Self::Deleted>> + Send;
+}
+
+/// The key state after [`range`](PrimaryKey::range): the last given RowKey field lies in a
+/// range.
+pub struct InRange;
+
+type Part = Box<dyn KeyPart + Send>;
+
+/// A read or delete by primary key: built with a table's `primary()`, given the key's
+/// fields with [`key`](Self::key) in template order, each of its field's type. With the
+/// PartitionKey's fields given it reads the partition ([`all`](Self::all),
+/// [`stream`](Self::stream)), with some RowKey fields the keys that start with them, with
+/// [`range`](Self::range) a range of the next field, and with every field one entity
+/// ([`get`](Self::get), [`delete`](Self::delete)).
+pub struct PrimaryKey<'t, T: ?Sized, K> {
+    table: &'t T,
+    given: Vec<Part>,
+    span: Option<(Part, Part)>,
+    state: PhantomData<fn() -> K>,
+}
+
+impl<T: ?Sized, K> std::fmt::Debug for PrimaryKey<'_, T, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrimaryKey")
+            .field("given", &self.given.len())
+            .field("range", &self.span.is_some())
+            .finish()
+    }
+}
+
+impl<'t, T: PrimaryTable + ?Sized> PrimaryKey<'t, T, <T::Entity as EntityType>::Key> {
+    /// A key of `table` with no field given yet.
+    pub fn new(table: &'t T) -> Self {
+        PrimaryKey {
+            table,
+            given: Vec::new(),
+            span: None,
+            state: PhantomData,
+        }
+    }
+}
+
+impl<'t, T: ?Sized, K> PrimaryKey<'t, T, K> {
+    fn then<Next>(mut self, part: Option<Part>) -> PrimaryKey<'t, T, Next> {
+        self.given.extend(part);
+        PrimaryKey {
+            table: self.table,
+            given: self.given,
+            span: self.span,
+            state: PhantomData,
+        }
+    }
+}
+
+impl<'t, T: ?Sized, F: KeyPart + Send + 'static, Rest> PrimaryKey<'t, T, Partition<F, Rest>> {
+    /// The value of the next field of the PartitionKey template.
+    pub fn key(self, value: impl KeyArg<F>) -> PrimaryKey<'t, T, Rest> {
+        self.then(Some(Box::new(value.into_key())))
+    }
+}
+
+impl<'t, T: ?Sized, F: KeyPart + Send + 'static, Rest> PrimaryKey<'t, T, Row<F, Rest>> {
+    /// The value of the next field of the RowKey template.
+    pub fn key(self, value: impl KeyArg<F>) -> PrimaryKey<'t, T, Rest> {
+        self.then(Some(Box::new(value.into_key())))
+    }
+
+    /// The entities whose next RowKey field lies in `lo ..= hi`, the fields before it as
+    /// given.
+    pub fn range(mut self, lo: impl KeyArg<F>, hi: impl KeyArg<F>) -> PrimaryKey<'t, T, InRange> {
+        self.span = Some((Box::new(lo.into_key()), Box::new(hi.into_key())));
+        self.then(None)
+    }
+}
+
+/// The key states a read of several entities may start from: the PartitionKey given
+/// (and perhaps a RowKey prefix), a range, or the whole key.
+pub trait Scannable: sealed::Sealed {}
+impl<F, Rest> Scannable for Row<F, Rest> {}
+impl Scannable for End {}
+impl Scannable for InRange {}
+
+mod sealed {
+    pub trait Sealed {}
+    impl<F, Rest> Sealed for super::Row<F, Rest> {}
+    impl Sealed for super::End {}
+    impl Sealed for super::InRange {}
+}
+
+fn parts(given: &[Part]) -> Vec<&dyn KeyPart> {
+    given.iter().map(|p| p.as_ref() as &dyn KeyPart).collect()
+}
+
+fn entity_error<E: EntityType>(source: KeyError) -> KeyError {
+    KeyError::Entity {
+        type_name: E::schema().type_name,
+        source: Box::new(source),
+    }
+}
+
+impl<T: PrimaryTable + ?Sized, K> PrimaryKey<'_, T, K> {
+    /// The PartitionKey, and the values given for the RowKey's fields.
+    fn partition(&self) -> Result<(String, Vec<&dyn KeyPart>)> {
+        let schema = <T::Entity as EntityType>::schema();
+        let mut all = parts(&self.given);
+        let row = all.split_off(schema.partition_key.fields().len().min(all.len()));
+        let partition_key = schema
+            .partition_key
+            .render_args(&all)
+            .map_err(entity_error::<T::Entity>)?;
+        crate::limits::check_key(crate::limits::KeyKind::PartitionKey, &partition_key)?;
+        Ok((partition_key, row))
+    }
+
+    fn query(&self) -> Result<Query> {
+        let schema = <T::Entity as EntityType>::schema();
+        let (partition_key, row) = self.partition()?;
+        let bounds: KeyBounds = match &self.span {
+            Some((lo, hi)) => schema.row_key.range(&row, lo.as_ref(), hi.as_ref()),
+            None => schema.row_key.prefix(&row),
+        }
+        .map_err(entity_error::<T::Entity>)?;
+        let rows = if row.is_empty() && self.span.is_none() && bounds.start.is_empty() {
+            None
+        } else {
+            Some(bounds.row_key_filter())
+        };
+        let partition = filter::partition_key().eq(partition_key.as_str());
+        Ok(Query::with_filter(match rows {
+            Some(rows) => partition & rows,
+            None => partition,
+        }))
+    }
+}
+
+impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
+    /// Every entity of the key given (the partition, the RowKeys that start with the
+    /// fields given, or the range), in RowKey order, page after page.
+    pub fn stream(self) -> impl Stream<Item = Result<Stored<T::Entity>>> + Send + 't {
+        match self.query() {
+            Ok(query) => self.table.read_query(query).left_stream(),
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        }
+    }
+
+    /// Every entity of the key given, collected: for results that fit in memory
+    /// ([`stream`](Self::stream) reads a page at a time).
+    ///
+    /// # Errors
+    /// Key errors (a value holding the separator after its field); the store's errors;
+    /// an entity that does not read as the type.
+    pub async fn all(self) -> Result<Vec<Stored<T::Entity>>> {
+        self.stream().try_collect().await
+    }
+}
+
+impl<T: PrimaryTable + ?Sized> PrimaryKey<'_, T, End> {
+    /// The keys given, rendered: (PartitionKey, RowKey).
+    ///
+    /// # Errors
+    /// Key errors.
+    pub fn keys(&self) -> Result<(String, String)> {
+        let schema = <T::Entity as EntityType>::schema();
+        let (partition_key, row) = self.partition()?;
+        let row_key = schema
+            .row_key
+            .render_args(&row)
+            .map_err(entity_error::<T::Entity>)?;
+        crate::limits::check_key(crate::limits::KeyKind::RowKey, &row_key)?;
+        Ok((partition_key, row_key))
+    }
+
+    /// The entity with the key given, if any.
+    ///
+    /// # Errors
+    /// As [`all`](Self::all).
+    pub async fn get(self) -> Result<Option<Stored<T::Entity>>> {
+        let (partition_key, row_key) = self.keys()?;
+        self.table.read_at(&partition_key, &row_key).await
+    }
+
+    /// Deletes the entity with the key given if `if_match` holds.
+    ///
+    /// # Errors
+    /// Key errors; `NotFound`, `PreconditionFailed`; the store's errors.
+    pub async fn delete(self, if_match: IfMatch) -> Result<T::Deleted> {
+        let (partition_key, row_key) = self.keys()?;
+        self.table
+            .delete_at(&partition_key, &row_key, if_match)
+            .await
+    }
+}
