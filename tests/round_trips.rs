@@ -713,3 +713,50 @@ fn a_wide_write_and_a_series_add_stay_at_their_round_trip_ceiling() {
         assert_eq!(add.in_a_row, 5, "{add}");
     });
 }
+
+/// Batch reads and counts: 100 keys of one partition in at most 2 round trips in a row
+/// (100 gets would be 100 calls); a count reads keys only, a page per 1,000.
+#[test]
+fn batch_reads_and_counts_stay_at_their_round_trip_ceiling() {
+    paused().block_on(async {
+        let trips = RoundTrips::new(Latency::None);
+        let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
+        let table = IndexedTable::<Plain, _>::options()
+            .inline_apply()
+            .build(store.clone());
+        table.create().await.unwrap();
+        let values: Vec<tablekit::typed::TypedWrite<Plain>> = (0..150)
+            .map(|id| tablekit::typed::TypedWrite::Upsert(Plain::sample(id, &format!("p{id}@x"))))
+            .collect();
+        table.write_all(values).await.unwrap().into_result().unwrap();
+        table.flush().await;
+        trips.set_latency(Latency::millis(LATENCY_MS));
+
+        // 100 typed keys (and two that are missing), in the order asked.
+        let mut ids: Vec<u32> = (0..100).rev().collect();
+        ids.extend([900, 901]);
+        let keys = ids.iter().map(|id| table.primary().key("Sales").key(*id));
+        let (found, cost) = cost(&trips, table.get_many(keys), async {}).await;
+        let found = found.unwrap();
+        assert_eq!(found.len(), 102);
+        for (id, hit) in ids.iter().zip(&found) {
+            assert_eq!(hit.as_ref().map(|s| s.value.id), (*id < 100).then_some(*id));
+        }
+        assert!(cost.in_a_row <= 2, "get_many: {cost}");
+        assert_eq!(cost.calls.queries, 8, "100 keys, 14 per query: {cost}");
+        assert_eq!(cost.calls.gets, 0, "{cost}");
+
+        let (count, cost) = cost_of_count(&trips, &table).await;
+        assert_eq!(count, 150);
+        assert_eq!(cost.calls.queries, 1, "150 keys: one page: {cost}");
+        assert_eq!(cost.calls.store_calls(), 1, "{cost}");
+    });
+}
+
+async fn cost_of_count(
+    trips: &RoundTrips,
+    table: &IndexedTable<Plain, RoundTripStore<MemoryStore>>,
+) -> (u64, Cost) {
+    let (count, cost) = cost(trips, table.primary().key("Sales").count_scan(), async {}).await;
+    (count.unwrap(), cost)
+}

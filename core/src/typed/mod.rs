@@ -28,11 +28,13 @@ pub use field::{
     json_to_value,
 };
 pub use handle::{IdList, Index, KeyArg};
+pub use primary::{
+    GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, PrimaryKey, PrimaryTable, Scannable,
+};
 pub use schema::{
     DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
     IndexMeta, IndexPlacement, Schema, UniqueMeta,
 };
-pub use primary::{InRange, PrimaryKey, PrimaryTable, Scannable};
 pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
 pub use template::{
     KeyBounds, KeyFormat, KeyPart, KeyTemplate, KeyText, PaddedKeyPart, TemplateError,

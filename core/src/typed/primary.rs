@@ -40,6 +40,9 @@ pub trait PrimaryTable: Sync {
         query: Query,
     ) -> impl Stream<Item = Result<Stored<Self::Entity>>> + Send + '_;
 
+    /// How many entities a query matches, reading keys only.
+    fn count_query(&self, query: Query) -> impl Future<Output = Result<u64>> + Send;
+
     /// Deletes the entity with these keys if `if_match` holds.
     fn delete_at(
         &self,
@@ -192,6 +195,16 @@ impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
         }
     }
 
+    /// How many entities the key given matches, reading their keys only (no value is
+    /// read or kept).
+    ///
+    /// # Errors
+    /// Key errors; the store's errors.
+    pub async fn count_scan(self) -> Result<u64> {
+        let query = self.query()?;
+        self.table.count_query(query).await
+    }
+
     /// Every entity of the key given, collected: for results that fit in memory
     /// ([`stream`](Self::stream) reads a page at a time).
     ///
@@ -237,5 +250,40 @@ impl<T: PrimaryTable + ?Sized> PrimaryKey<'_, T, End> {
         self.table
             .delete_at(&partition_key, &row_key, if_match)
             .await
+    }
+}
+
+/// How many RowKeys one query of [`Table::get_many`](super::Table::get_many) asks for: the
+/// table service takes at most 15 comparisons in a filter, one of them the PartitionKey's.
+pub const KEYS_PER_QUERY: usize = 14;
+
+/// How many queries of one [`Table::get_many`](super::Table::get_many) run at a time.
+pub const GET_MANY_CONCURRENCY: usize = 8;
+
+/// A primary key a batch read takes: a typed key with every field given
+/// (`table.primary().key("Sales").key(7)`), or the rendered keys.
+pub trait IntoKeys {
+    /// The (PartitionKey, RowKey).
+    ///
+    /// # Errors
+    /// Key errors.
+    fn into_keys(self) -> Result<(String, String)>;
+}
+
+impl<T: PrimaryTable + ?Sized> IntoKeys for PrimaryKey<'_, T, End> {
+    fn into_keys(self) -> Result<(String, String)> {
+        self.keys()
+    }
+}
+
+impl IntoKeys for (String, String) {
+    fn into_keys(self) -> Result<(String, String)> {
+        Ok(self)
+    }
+}
+
+impl IntoKeys for (&str, &str) {
+    fn into_keys(self) -> Result<(String, String)> {
+        Ok((self.0.to_owned(), self.1.to_owned()))
     }
 }

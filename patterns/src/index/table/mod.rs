@@ -19,6 +19,8 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
+use futures::{StreamExt, TryStreamExt};
+
 use tablekit_core::clock::SharedClock;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{EntityType, KeyTemplate, Stored, Table, TypedWrite, render_key};
@@ -406,6 +408,31 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         tablekit_core::typed::PrimaryKey::new(self)
     }
 
+    /// Reads many primaries by key, in the order asked (`None` for a key with no
+    /// entity), grouped by partition into queries of at most 14 RowKeys run concurrently:
+    /// see [`Table::get_many`].
+    ///
+    /// # Errors
+    /// As [`Table::get_many`].
+    pub async fn get_many<K: tablekit_core::typed::IntoKeys>(
+        &self,
+        keys: impl IntoIterator<Item = K>,
+    ) -> Result<Vec<Option<Stored<E>>>> {
+        let found = self.table.get_many_entities(keys).await?;
+        // What a write moved out of an entity (blob fields, wide chunks) is restored as
+        // `get` restores it, a few entities at a time.
+        futures::stream::iter(found)
+            .map(|entity| async move {
+                match self.writer.read(entity).await? {
+                    Some(entity) => Ok(Some(E::from_entity(entity)?)),
+                    None => Ok(None),
+                }
+            })
+            .buffered(tablekit_core::typed::GET_MANY_CONCURRENCY)
+            .try_collect()
+            .await
+    }
+
     /// Reads one primary.
     ///
     /// # Errors
@@ -585,7 +612,15 @@ impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed
         &self,
         query: tablekit_core::Query,
     ) -> impl futures::Stream<Item = Result<Stored<E>>> + Send + '_ {
-        self.table.stream(query)
+        // As `get` reads: hidden entities (tombstones) left out, moved fields restored.
+        self.table
+            .stream_entities(query)
+            .and_then(move |entity| async move { self.writer.read(Some(entity)).await })
+            .try_filter_map(|entity| async move { entity.map(E::from_entity).transpose() })
+    }
+
+    fn count_query(&self, query: tablekit_core::Query) -> impl Future<Output = Result<u64>> + Send {
+        self.table.count_scan(query)
     }
 
     fn delete_at(
