@@ -37,7 +37,7 @@
 //! | feature | adds | default |
 //! |---|---|---|
 //! | `sqlite` | `core::SqliteStore` (bundled SQLite) and, with `workers`, the SQLite queue | yes |
-//! | `derive` | `#[derive(Entity)]`, `#[derive(EntityKind)]`, `#[derive(Projection)]` | yes |
+//! | `derive` | `#[derive(Entity)]`, `#[derive(EntityKind)]`, `#[derive(Projection)]`, `#[derive(FieldEnum)]` | yes |
 //! | `workers` | `workers`: operations, the worker runtime, the archive, index and change workers | yes |
 //! | `rabbitmq` | the RabbitMQ queue (lapin); brings `workers` | yes |
 //! | `amqps` | TLS for `amqps://` brokers; brings `rabbitmq` | no |
@@ -64,7 +64,7 @@ pub use tablekit_workers as workers;
 #[cfg(feature = "derive")]
 pub use tablekit_derive as derive;
 #[cfg(feature = "derive")]
-pub use tablekit_derive::{Entity, EntityKind, Projection};
+pub use tablekit_derive::{Entity, EntityKind, FieldEnum, Projection};
 
 /// The README's code, compiled as doctests so it stays true.
 #[cfg(doctest)]
@@ -107,6 +107,6 @@ pub mod guide {
 pub mod prelude {
     pub use tablekit_core::prelude::*;
     #[cfg(feature = "derive")]
-    pub use tablekit_derive::{Entity, EntityKind, Projection};
+    pub use tablekit_derive::{Entity, EntityKind, FieldEnum, Projection};
     pub use tablekit_patterns::index::IndexedTable;
 }

@@ -1,4 +1,5 @@
-//! `#[derive(Entity)]`, `#[derive(EntityKind)]` and `#[derive(Projection)]` for tablekit.
+//! `#[derive(Entity)]`, `#[derive(EntityKind)]`, `#[derive(Projection)]` and
+//! `#[derive(FieldEnum)]` for tablekit.
 //! Applications use them through `tablekit` (feature `derive`, on by default).
 //!
 //! Each derive parses its attributes, checks the whole declaration (collecting every
@@ -10,6 +11,7 @@
 mod check;
 mod decl;
 mod entity;
+mod field_enum;
 mod generate;
 mod internals;
 mod kinds;
@@ -326,6 +328,124 @@ pub fn derive_entity_kind(input: TokenStream) -> TokenStream {
 pub fn derive_projection(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     projection::expand(&input)
+        .unwrap_or_else(|errors| errors)
+        .into()
+}
+
+/// A unit enum as a field and a key part: stored as one property, and usable in key
+/// templates and as a look-up's key value.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(FieldEnum, Clone, Copy, Debug, PartialEq)]
+/// #[field_enum(rename_all = "snake_case")]
+/// enum Status { Placed, OnHold, Shipped }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "Orders", partition_key = "{status}", row_key = "{id:06}")]
+/// struct Order { status: Status, id: u32, previous: Option<Status> }
+///
+/// let order = Order { status: Status::OnHold, id: 7, previous: Some(Status::Placed) };
+/// assert_eq!(order.partition_key()?, "on_hold");
+/// let entity = order.to_entity()?;
+/// assert_eq!(entity.get("status"), Some(&Value::from("on_hold")));
+/// assert_eq!(entity.get("previous"), Some(&Value::from(Status::Placed)));
+/// assert_eq!(Order::from_entity(entity)?.value, order);
+///
+/// assert_eq!(Status::OnHold.as_str(), "on_hold");
+/// assert_eq!("shipped".parse::<Status>(), Ok(Status::Shipped));
+/// // A filter literal.
+/// let shipped = tablekit::core::filter::prop("status").eq(Status::Shipped);
+/// # let _ = shipped;
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// Every variant is a unit variant and the enum has no generics. What is stored:
+///
+/// - by default (`repr = "string"`), an `Edm.String` holding the variant's name, after
+///   `rename_all` and `rename`; names are distinct and not empty (checked at compile
+///   time). The enum gets `as_str()` (the stored name), `Display` and `FromStr` (the
+///   stored name back);
+/// - with `repr = "int"`, an `Edm.Int32` holding the discriminant: the literal written
+///   (`Placed = 1`, negative ones too) or, as Rust numbers them, one more than the
+///   previous variant's (the first is 0). A discriminant is an integer literal within
+///   `i32`, checked at compile time. `FromStr` reads the decimal text, zero padded or not
+///   (a key's text). Reads accept an `Int64` that another client wrote.
+///
+/// Either way `From<Enum>` and `From<&Enum>` give the stored [`Value`], so the enum is a
+/// filter literal, and `Option<Enum>` is an optional field (`None` is an absent property).
+/// A stored value no variant names (a string of another spelling, an unknown number) is a
+/// read error naming the property, the value, the entity's keys and the values expected
+/// (`FieldProblem::UnknownVariant`), unless a variant is marked `other`: it takes them
+/// (and is written back as its own value).
+///
+/// # In keys
+///
+/// The enum implements `KeyPart`, so it may be a key template's field (`{status}`) and a
+/// typed look-up's key value (`orders.lookup(Order::BY_STATUS).key(Status::Placed)`).
+///
+/// - A string enum's key text is its stored name: keys sort by name, not by declaration
+///   order. The separator after `{status}` must sort below every character of every name
+///   (checked at compile time): `{status},{id}` compiles, and `{status}_{id}` compiles
+///   only when no name holds `_` or a character below it (`snake_case` names hold `_`;
+///   digits and upper-case letters sort below it).
+/// - An int enum's key text is the discriminant's decimal text, as for an integer field
+///   and as for the stored `Int32` (so a key rendered from the stored entity, as the
+///   audit's backfill does, is the same). To sort keys by discriminant, pad it:
+///   `{status:02}` (an enum without negative discriminants implements `PaddedKeyPart`);
+///   a range over an unpadded int enum followed by more of the key is refused, as for an
+///   integer. A separator after it must sort below `0` (below `-` when a discriminant is
+///   negative).
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(FieldEnum, Clone, Copy, Debug, PartialEq)]
+/// #[field_enum(repr = "int")]
+/// enum Priority { Low = 1, Normal = 5, Urgent = 9, #[field_enum(other)] Unknown = 0 }
+///
+/// #[derive(Entity, Debug, PartialEq)]
+/// #[entity(table = "Tickets", partition_key = "tickets", row_key = "{priority:02},{id}")]
+/// struct Ticket { priority: Priority, id: String }
+///
+/// let ticket = Ticket { priority: Priority::Urgent, id: "t1".into() };
+/// assert_eq!(ticket.row_key()?, "09,t1");
+/// assert_eq!(ticket.to_entity()?.get("priority"), Some(&Value::Int32(9)));
+///
+/// // Normal to Urgent, in order of priority.
+/// let bounds = Ticket::schema().row_key.range(&[], &Priority::Normal, &Priority::Urgent)?;
+/// assert_eq!(bounds.start, "05");
+///
+/// // A number no variant has reads as the `other` variant.
+/// let newer = Entity::new("tickets", "07,t2").with("id", "t2").with("priority", 7);
+/// assert_eq!(Ticket::from_entity(newer)?.value.priority, Priority::Unknown);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[field_enum(...)]` on the enum
+///
+/// | key | value | default |
+/// | --- | --- | --- |
+/// | `repr` | `"string"` (the variant's name, `Edm.String`) or `"int"` (the discriminant, `Edm.Int32`) | `"string"` |
+/// | `rename_all` | `"snake_case"`, `"kebab-case"`, `"lowercase"`, `"UPPERCASE"`, `"camelCase"`, `"PascalCase"` or `"SCREAMING_SNAKE_CASE"`: how variant names become stored names (string enums only) | names as written |
+/// | `crate` | the path of the `tablekit` crate, for a renamed dependency | `::tablekit` |
+///
+/// # `#[field_enum(...)]` on a variant
+///
+/// | key | effect |
+/// | --- | --- |
+/// | `rename = "name"` | the stored name (string enums only) |
+/// | `other` | reads every stored value no variant names (at most one variant) |
+///
+/// The derive adds `as_str` and `Display` to a string enum; an enum that declares its own
+/// cannot derive `FieldEnum` as a string enum.
+///
+/// [`Value`]: ../tablekit/enum.Value.html
+#[proc_macro_derive(FieldEnum, attributes(field_enum))]
+pub fn derive_field_enum(input: TokenStream) -> TokenStream {
+    let input = parse_macro_input!(input as DeriveInput);
+    field_enum::expand(&input)
         .unwrap_or_else(|errors| errors)
         .into()
 }

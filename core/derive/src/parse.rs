@@ -13,6 +13,7 @@ use crate::decl::series::{self, SeriesAttr};
 use crate::decl::unique::{self, UniqueAttr};
 use crate::decl::wide::{self, WideAttr};
 use crate::internals::attr::{SpanOf, integer, key_name, path, record, set_once, string, unknown};
+use crate::internals::case::RenameRule;
 use crate::internals::ctxt::Ctxt;
 use crate::internals::field::DefaultAttr;
 
@@ -215,33 +216,10 @@ pub(crate) fn crate_only(
     (krate, rename_all)
 }
 
-/// Applies a `rename_all` rule to a field name.
+/// Applies a `rename_all` rule to a field name (a name that is no rule leaves it as it is;
+/// the rule was reported).
 pub(crate) fn apply_rename(rule: &str, field: &str) -> String {
-    let words: Vec<&str> = field.split('_').filter(|w| !w.is_empty()).collect();
-    let capitalise = |w: &str| {
-        let mut chars = w.chars();
-        chars
-            .next()
-            .map(|c| c.to_uppercase().chain(chars).collect::<String>())
-            .unwrap_or_default()
-    };
-    match rule {
-        "PascalCase" => words.iter().map(|w| capitalise(w)).collect(),
-        "camelCase" => words
-            .iter()
-            .enumerate()
-            .map(|(i, w)| {
-                if i == 0 {
-                    (*w).to_owned()
-                } else {
-                    capitalise(w)
-                }
-            })
-            .collect(),
-        "lowercase" => field.to_lowercase(),
-        "UPPERCASE" => field.to_uppercase(),
-        _ => field.to_owned(),
-    }
+    RenameRule::from_name(rule).map_or_else(|| field.to_owned(), |rule| rule.apply_to_field(field))
 }
 
 #[cfg(test)]

@@ -11,6 +11,7 @@
 //! | `Uuid` | `Edm.Guid` |
 //! | `Vec<u8>` | `Edm.Binary` |
 //! | `Option<T>` | as `T`; `None` is an absent property |
+//! | a unit enum with `#[derive(FieldEnum)]` | `Edm.String` (the variant's name), or `Edm.Int32` (its discriminant) with `#[field_enum(repr = "int")]` |
 //! | `#[entity(json)] T` | `Edm.String` holding `T` as JSON; JSON `null` is an absent property |
 //!
 //! Integers never overflow silently: a `u64` above `i64::MAX` is refused on write (the
@@ -77,6 +78,31 @@ pub enum FieldProblem {
         /// The upcaster's error.
         message: String,
     },
+    /// The stored value of a `#[derive(FieldEnum)]` enum names none of its variants (and
+    /// the enum has no `#[field_enum(other)]` variant to take it).
+    #[error(
+        "`{value}` is not a value of `{type_name}`, expected one of {}",
+        quoted_list(expected)
+    )]
+    UnknownVariant {
+        /// The enum.
+        type_name: &'static str,
+        /// The stored value (a name, or an integer's decimal text).
+        value: String,
+        /// The values the enum stores: its variants' names, or `Name = 1` for an integer
+        /// enum.
+        expected: &'static [&'static str],
+    },
+}
+
+/// `` `a`, `b` or `c` ``.
+fn quoted_list(names: &[&str]) -> String {
+    let quoted: Vec<String> = names.iter().map(|n| format!("`{n}`")).collect();
+    match quoted.split_last() {
+        None => String::new(),
+        Some((last, [])) => last.clone(),
+        Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+    }
 }
 
 /// Whether a typed entity was being written or read.
@@ -113,7 +139,7 @@ pub struct FieldError {
 #[diagnostic::on_unimplemented(
     message = "`{Self}` cannot be stored as a property",
     label = "this field's type has no property mapping",
-    note = "fields are String, integers, f64, bool, DateTime<Utc>, Uuid, Vec<u8> or Option of these; store a nested serde type with `#[entity(json)]`, or leave the field out with `#[entity(skip)]`"
+    note = "fields are String, integers, f64, bool, DateTime<Utc>, Uuid, Vec<u8>, unit enums with `#[derive(tablekit::FieldEnum)]`, or Option of these; store a nested serde type with `#[entity(json)]`, or leave the field out with `#[entity(skip)]`"
 )]
 pub trait FieldValue: Sized {
     /// The property type the field is stored as.
@@ -167,6 +193,20 @@ fn stored_integer(value: Option<Value>, expected: &'static str) -> Result<i128, 
         Value::Int32(n) => Ok(i128::from(n)),
         Value::Int64(n) => Ok(i128::from(n)),
         other => Err(wrong(expected, &other)),
+    }
+}
+
+/// Reads the stored integer of a `#[field_enum(repr = "int")]` enum: an `Int32`, or an
+/// `Int64` another client wrote, that fits an `i64`.
+///
+/// # Errors
+/// [`FieldProblem::Missing`] or [`FieldProblem::WrongType`].
+#[doc(hidden)]
+pub fn enum_discriminant(value: Option<Value>) -> Result<i64, FieldProblem> {
+    match required(value)? {
+        Value::Int32(n) => Ok(i64::from(n)),
+        Value::Int64(n) => Ok(n),
+        other => Err(wrong("Edm.Int32", &other)),
     }
 }
 
@@ -436,6 +476,30 @@ mod tests {
         assert!(matches!(
             json_from_value::<Vec<u8>>(Some(Value::String("{".into()))),
             Err(FieldProblem::Json(_))
+        ));
+    }
+
+    #[test]
+    fn an_unknown_enum_value_names_the_values_expected() {
+        let problem = FieldProblem::UnknownVariant {
+            type_name: "Status",
+            value: "Lost".into(),
+            expected: &["placed", "shipped", "delivered"],
+        };
+        assert_eq!(
+            problem.to_string(),
+            "`Lost` is not a value of `Status`, expected one of `placed`, `shipped` or `delivered`"
+        );
+    }
+
+    #[test]
+    fn enum_discriminants_read_from_either_integer_width() {
+        assert_eq!(enum_discriminant(Some(Value::Int32(2))), Ok(2));
+        assert_eq!(enum_discriminant(Some(Value::Int64(1 << 40))), Ok(1 << 40));
+        assert_eq!(enum_discriminant(None), Err(FieldProblem::Missing));
+        assert!(matches!(
+            enum_discriminant(Some(Value::String("2".into()))),
+            Err(FieldProblem::WrongType { .. })
         ));
     }
 }

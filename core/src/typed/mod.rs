@@ -615,7 +615,9 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
 /// Items the derive macros' generated code names. Not a public API.
 #[doc(hidden)]
 pub mod __private {
+    pub use super::field::{FieldProblem, enum_discriminant};
     pub use super::handle::{End, IdList, Index, Partition, Row};
+    pub use super::template::{KeyText, separator_fits};
     pub use super::{
         BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
         EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
@@ -624,11 +626,11 @@ pub mod __private {
         Stored, TemplatePart, TicksKeyPart, UniqueMeta, WideMeta, const_str_eq, kind_filter,
         render_key, stored_kind, unknown_kind,
     };
-    pub use super::template::{KeyText, separator_fits};
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;
+    pub use crate::keys::KeyError;
     pub use crate::limits::KeyKind;
-    pub use crate::model::{EdmType, Entity};
+    pub use crate::model::{EdmType, Entity, Value};
     pub use ::core::option::Option::{self, None, Some};
     pub use ::core::result::Result::{Err, Ok};
     pub use serde::Serialize;

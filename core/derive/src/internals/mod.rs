@@ -3,6 +3,7 @@
 //! they all use. Nothing here knows a particular declaration.
 
 pub(crate) mod attr;
+pub(crate) mod case;
 pub(crate) mod ctxt;
 pub(crate) mod duration;
 pub(crate) mod field;

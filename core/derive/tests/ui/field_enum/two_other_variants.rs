@@ -1,0 +1,12 @@
+use tablekit::FieldEnum;
+
+#[derive(FieldEnum)]
+enum Channel {
+    Web,
+    #[field_enum(other)]
+    Unknown,
+    #[field_enum(other)]
+    Unrecognised,
+}
+
+fn main() {}
