@@ -367,7 +367,7 @@ async fn count(store: &AnyStore, table: &str, kind: &str) -> tablekit::Result<us
     match store
         .query_all(
             table,
-            Query::with_filter(tablekit::core::filter::prop("EntityKind").eq(kind)),
+            Query::with_filter(tablekit::core::filter::property_named("EntityKind").eq(kind)),
         )
         .await
     {
@@ -632,7 +632,7 @@ async fn archived_photos(
     let mut whole = 0;
     let mut rows = std::pin::pin!(store.query_stream(
         "Archive",
-        Query::with_filter(tablekit::core::filter::prop("EntityKind").eq("Employee")),
+        Query::with_filter(tablekit::core::filter::property_named("EntityKind").eq("Employee")),
     ));
     while let Some(entity) = rows.try_next().await? {
         let entity = tablekit::patterns::large::restore(blobs, "Archive", entity).await?;

@@ -4,7 +4,7 @@
 //! `cargo run --example quickstart [PATH]` (default `quickstart.db` in the current folder).
 #![allow(clippy::print_stdout)]
 
-use tablekit::core::filter::prop;
+use tablekit::core::filter::property_named;
 use tablekit::prelude::*;
 
 #[tokio::main]
@@ -41,7 +41,7 @@ async fn main() -> tablekit::Result<()> {
     // The $filter syntax of the table service, or the typed builder: the same query.
     let parsed = Query::parse("PartitionKey eq 'Sales' and RowKey ge 'empid_000124'")?;
     let built =
-        Query::with_filter(prop("PartitionKey").eq("Sales") & prop("RowKey").ge("empid_000124"));
+        Query::with_filter(property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000124"));
     assert_eq!(parsed, built);
     println!("plan: {:?}", parsed.explain());
 

@@ -1327,7 +1327,7 @@ async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
     let pages = store
         .query_all(
             "Tags",
-            Query::with_filter(filter::prop("EntityKind").eq("TablekitIndexEntity")),
+            Query::with_filter(filter::property_named("EntityKind").eq("TablekitIndexEntity")),
         )
         .await
         .expect("pages");
@@ -1406,7 +1406,7 @@ async fn the_audit_finds_injected_drift_and_repairs_it(store: AnyStore) {
     let pages = store
         .query_all(
             "Employees",
-            Query::with_filter(filter::prop("EntityKind").eq("TablekitIndexEntity")),
+            Query::with_filter(filter::property_named("EntityKind").eq("TablekitIndexEntity")),
         )
         .await
         .expect("pages");
@@ -1759,7 +1759,7 @@ async fn denormalized_fields_follow_their_source(store: AnyStore) {
     let links = store
         .query_all(
             "Employees",
-            Query::with_filter(filter::prop("EntityKind").eq("TablekitLink")),
+            Query::with_filter(filter::property_named("EntityKind").eq("TablekitLink")),
         )
         .await
         .expect("links");
@@ -1812,7 +1812,7 @@ async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
     let links = store
         .query_all(
             "Employees",
-            Query::with_filter(filter::prop("EntityKind").eq("TablekitLink")),
+            Query::with_filter(filter::property_named("EntityKind").eq("TablekitLink")),
         )
         .await
         .expect("links");
@@ -2205,7 +2205,7 @@ async fn write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit
     let primaries = store
         .query_all(
             "Employees",
-            Query::with_filter(filter::prop("EntityKind").eq("Employee")),
+            Query::with_filter(filter::property_named("EntityKind").eq("Employee")),
         )
         .await
         .expect("primaries");

@@ -4,7 +4,7 @@
 
 use chrono::{DateTime, TimeZone, Utc};
 use proptest::prelude::*;
-use tablekit_core::filter::{CompareOp, Filter, literal, prop};
+use tablekit_core::filter::{CompareOp, Filter, literal, property_named};
 use tablekit_core::{Entity, Query, Value};
 use uuid::Uuid;
 
@@ -106,7 +106,7 @@ fn compare_op() -> impl Strategy<Value = CompareOp> {
 fn filter(with_nan: bool) -> impl Strategy<Value = Filter> {
     let leaf = prop_oneof![
         6 => (property_name(), compare_op(), value(with_nan))
-            .prop_map(|(name, op, value)| prop(name).compare(op, value)),
+            .prop_map(|(name, op, value)| property_named(name).compare(op, value)),
         1 => any::<bool>().prop_map(literal),
     ];
     leaf.prop_recursive(4, 32, 2, |inner| {
@@ -227,7 +227,7 @@ proptest! {
         op in compare_op(),
         value in value(false),
     ) {
-        let f = prop(name.clone()).compare(op, value);
+        let f = property_named(name.clone()).compare(op, value);
         let text = f.to_string();
         let literal_text = text
             .strip_prefix(&format!("{name} {op} "))
@@ -310,7 +310,7 @@ proptest! {
             CompareOp::Lt => order.is_lt(),
             CompareOp::Le => order.is_le(),
         });
-        prop_assert_eq!(prop("N").compare(op, literal).matches(&e), expected);
+        prop_assert_eq!(property_named("N").compare(op, literal).matches(&e), expected);
     }
 
     #[test]

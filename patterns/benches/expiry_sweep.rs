@@ -246,7 +246,7 @@ impl Subject {
             .store
             .query_all(
                 &self.table,
-                Query::with_filter(filter::prop(EXPIRES_PROPERTY).le(Value::DateTime(now))),
+                Query::with_filter(filter::property_named(EXPIRES_PROPERTY).le(Value::DateTime(now))),
             )
             .await
             .unwrap();

@@ -267,7 +267,7 @@ fn a_relay_that_joins_gets_its_part_from_a_running_one() {
                         RELAYS_TABLE,
                         Query::with_filter(
                             tablekit_core::filter::partition_key().eq("share")
-                                & tablekit_core::filter::prop("Owner").eq(owner),
+                                & tablekit_core::filter::property_named("Owner").eq(owner),
                         ),
                     )
                     .await

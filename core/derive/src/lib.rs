@@ -356,7 +356,7 @@ pub fn derive_projection(input: TokenStream) -> TokenStream {
 /// assert_eq!(Status::OnHold.as_str(), "on_hold");
 /// assert_eq!("shipped".parse::<Status>(), Ok(Status::Shipped));
 /// // A filter literal.
-/// let shipped = tablekit::core::filter::prop("status").eq(Status::Shipped);
+/// let shipped = tablekit::core::filter::property_named("status").eq(Status::Shipped);
 /// # let _ = shipped;
 /// # Ok::<_, tablekit::Error>(())
 /// ```

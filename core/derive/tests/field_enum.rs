@@ -5,7 +5,7 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use tablekit::core::EdmType;
-use tablekit::core::filter::prop;
+use tablekit::core::filter::property_named;
 use tablekit::patterns::index::IndexedTable;
 use tablekit::prelude::*;
 use tablekit::typed::{Direction, FieldProblem, KeyPart};
@@ -514,12 +514,12 @@ async fn enums_are_filter_literals() {
             .unwrap();
     }
     let urgent = orders
-        .query(Query::with_filter(prop("priority").eq(Priority::Urgent)))
+        .query(Query::with_filter(property_named("priority").eq(Priority::Urgent)))
         .await
         .unwrap();
     assert_eq!(urgent.iter().map(|o| o.id).collect::<Vec<_>>(), [2, 3]);
     let shipped = orders
-        .query(Query::with_filter(prop("status").eq(Status::Shipped)))
+        .query(Query::with_filter(property_named("status").eq(Status::Shipped)))
         .await
         .unwrap();
     assert_eq!(shipped.len(), 3);

@@ -8,7 +8,7 @@ mod support;
 
 use std::future::Future;
 
-use tablekit::core::filter::prop;
+use tablekit::core::filter::property_named;
 use tablekit::core::keys::CompoundKey;
 use tablekit::prelude::*;
 use tablekit::typed::{KeyPart, TypedWrite};
@@ -180,7 +180,7 @@ async fn key_template_ranges_select_exactly_the_ids_asked_for() {
 
         let older = employees
             .query(Query::with_filter(
-                tablekit::core::filter::partition_key().eq("Sales") & prop("age").ge(58),
+                tablekit::core::filter::partition_key().eq("Sales") & property_named("age").ge(58),
             ))
             .await?;
         assert!(older.iter().all(|e| e.age >= 58) && !older.is_empty());

@@ -18,7 +18,7 @@ use chrono::{DateTime, TimeZone, Utc};
 use uuid::Uuid;
 
 use super::{drop_table, insert_all, new_table, row_keys_of};
-use crate::filter::{Filter, literal, prop};
+use crate::filter::{Filter, literal, property_named};
 use crate::model::{Entity, Value};
 use crate::query::Query;
 use crate::store::TableStore;
@@ -310,7 +310,7 @@ pub async fn filter_compares_datetimes_with_each_operator<S: TableStore>(store: 
         &["a", "b"],
     )
     .await;
-    let built = Query::with_filter(prop("When").eq(when_b()));
+    let built = Query::with_filter(property_named("When").eq(when_b()));
     assert_query_matches(store, &table, &built, "When eq <b's instant>", &["b"]).await;
     drop_table(store, &table).await;
 }
@@ -452,7 +452,7 @@ pub async fn filter_int32_literal_compares_with_int64_and_double_properties<S: T
     assert_query_matches(
         store,
         &table,
-        &Query::with_filter(prop("Dbl").ge(0) & prop("I64").ge(0)),
+        &Query::with_filter(property_named("Dbl").ge(0) & property_named("I64").ge(0)),
         "built Dbl ge 0 and I64 ge 0",
         &["b", "c", "e"],
     )
@@ -479,7 +479,7 @@ pub async fn filter_boolean_literals_select_every_entity_or_none<S: TableStore>(
     for (filter, expected) in cases {
         assert_matches(store, &table, filter, expected).await;
     }
-    let built = (literal(true) & prop("RowKey").eq("b")) | prop("RowKey").eq("d");
+    let built = (literal(true) & property_named("RowKey").eq("b")) | property_named("RowKey").eq("d");
     assert_query_matches(
         store,
         &table,
@@ -568,9 +568,9 @@ pub async fn filter_not_over_an_absent_property_matches<S: TableStore>(store: &S
     assert_matches(store, &table, "not (Str ne 'apple')", &["a", "d", "e"]).await;
     assert_matches(store, &table, "not not (Str eq 'apple')", &["a"]).await;
     // `e` holds I32 as the Int64 42, which the Int32 literal widens to.
-    let built = Query::with_filter(!prop("I32").ge(0));
+    let built = Query::with_filter(!property_named("I32").ge(0));
     assert_query_matches(store, &table, &built, "!(I32 ge 0)", &["a", "d"]).await;
-    let built = Query::with_filter(!prop("I32").ge(0i64));
+    let built = Query::with_filter(!property_named("I32").ge(0i64));
     assert_query_matches(store, &table, &built, "!(I32 ge 0L)", &["a", "b", "c", "d"]).await;
     drop_table(store, &table).await;
 }
@@ -593,7 +593,7 @@ pub async fn filter_and_or_and_parentheses_follow_boolean_precedence<S: TableSto
     for (filter, expected) in cases {
         assert_matches(store, &table, filter, expected).await;
     }
-    let built: Filter = prop("Str").eq("cherry") | (prop("Flag").eq(true) & prop("I32").lt(42));
+    let built: Filter = property_named("Str").eq("cherry") | (property_named("Flag").eq(true) & property_named("I32").lt(42));
     assert_query_matches(
         store,
         &table,
@@ -615,7 +615,7 @@ pub async fn filter_string_literals_escape_quotes_by_doubling<S: TableStore>(sto
     assert_matches(store, &table, "Name eq 'O'''", &[]).await;
     assert_matches(store, &table, "Name gt 'O''' and Name lt 'P'", &["a"]).await;
     for (value, expected) in [("O'Brien", ["a"]), ("it's", ["c"])] {
-        let filter = prop("Name").eq(value);
+        let filter = property_named("Name").eq(value);
         assert_query_matches(
             store,
             &table,

@@ -8,7 +8,7 @@ use super::{
     versions_of,
 };
 use crate::error::ErrorKind;
-use crate::filter::prop;
+use crate::filter::property_named;
 use crate::model::{Entity, IfMatch, Value};
 use crate::query::Query;
 use crate::store::{Batch, TableStore};
@@ -680,7 +680,7 @@ pub async fn invalid_property_name_in_select_or_filter_is_invalid_input<S: Table
         );
         expect_kind(
             store
-                .query(&table, &Query::with_filter(prop(name).eq(1)))
+                .query(&table, &Query::with_filter(property_named(name).eq(1)))
                 .await,
             ErrorKind::InvalidInput,
             &format!("query filtering on {name:?}"),
@@ -700,7 +700,7 @@ pub async fn invalid_property_name_in_select_or_filter_is_invalid_input<S: Table
     let page = store
         .query(
             &table,
-            &Query::with_filter(prop("Timestamp").gt(instant(2000, 1, 1, 0, 0, 0, 0)))
+            &Query::with_filter(property_named("Timestamp").gt(instant(2000, 1, 1, 0, 0, 0, 0)))
                 .select(["PartitionKey", "A"]),
         )
         .await

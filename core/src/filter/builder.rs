@@ -1,17 +1,17 @@
-//! The typed filter builder: `prop("Age").ge(30) & !prop("Dept").eq("HR")`.
+//! The typed filter builder: `property_named("Age").ge(30) & !property_named("Dept").eq("HR")`.
 
 use std::ops::{BitAnd, BitOr, Not};
 
 use super::{CompareOp, Filter};
 use crate::model::{PARTITION_KEY, ROW_KEY, TIMESTAMP, Value};
 
-/// A property to compare, made by [`prop`], [`partition_key`], [`row_key`] or
+/// A property to compare, made by [`property_named`], [`partition_key`], [`row_key`] or
 /// [`timestamp`]; each comparison method returns a [`Filter`].
 ///
 /// ```
-/// use tablekit_core::filter::prop;
+/// use tablekit_core::filter::property_named;
 ///
-/// let age = prop("Age");
+/// let age = property_named("Age");
 /// let thirties = age.ge(30) & age.lt(40);
 /// assert_eq!(thirties.to_string(), "Age ge 30 and Age lt 40");
 /// ```
@@ -20,36 +20,39 @@ pub struct Property {
     name: String,
 }
 
-/// The property `name` (a user property, or a system property by its name).
+/// The property `name` (a user property, or a system property by its name): the
+/// untyped form, for properties an application names at run time. An entity type's
+/// own fields are compared through its typed properties (`Employee::fields().age.ge(30)`),
+/// which check the name and the literal's type at compile time.
 ///
 /// The name is not checked here; the query layer checks it with
 /// [`check_selectable_name`](crate::limits::check_selectable_name).
-pub fn prop(name: impl Into<String>) -> Property {
+pub fn property_named(name: impl Into<String>) -> Property {
     Property { name: name.into() }
 }
 
 /// The `PartitionKey` system property.
 pub fn partition_key() -> Property {
-    prop(PARTITION_KEY)
+    property_named(PARTITION_KEY)
 }
 
 /// The `RowKey` system property.
 pub fn row_key() -> Property {
-    prop(ROW_KEY)
+    property_named(ROW_KEY)
 }
 
 /// The `Timestamp` system property.
 pub fn timestamp() -> Property {
-    prop(TIMESTAMP)
+    property_named(TIMESTAMP)
 }
 
 /// `true` (every entity) or `false` (no entity) as a whole condition, written as the
-/// bare keyword: `literal(true) | prop("Age").gt(30)` is `true or Age gt 30`.
+/// bare keyword: `literal(true) | property_named("Age").gt(30)` is `true or Age gt 30`.
 ///
 /// ```
-/// use tablekit_core::{Entity, filter::{Filter, literal, prop}};
+/// use tablekit_core::{Entity, filter::{Filter, literal, property_named}};
 ///
-/// let f = (literal(true) & prop("RowKey").eq("1")) | prop("PartitionKey").eq("b");
+/// let f = (literal(true) & property_named("RowKey").eq("1")) | property_named("PartitionKey").eq("b");
 /// assert_eq!(f.to_string(), "(true and RowKey eq '1') or PartitionKey eq 'b'");
 /// assert_eq!(Filter::parse(&f.to_string()), Ok(f.clone()));
 /// assert!(f.matches(&Entity::new("a", "1")));

@@ -44,13 +44,13 @@ impl Filter {
     /// properties) and the values compare as the operator asks.
     ///
     /// ```
-    /// use tablekit_core::{Entity, filter::prop};
+    /// use tablekit_core::{Entity, filter::property_named};
     ///
     /// let jun = Entity::new("Sales", "empid_000123").with("Age", 47);
-    /// assert!((prop("Age").ge(30) & prop("PartitionKey").eq("Sales")).matches(&jun));
-    /// assert!(!prop("Age").ge(30i64).matches(&jun)); // Int32 property, Int64 literal
-    /// assert!(prop("Price").eq(5).matches(&jun.clone().with("Price", 5.0))); // widened
-    /// assert!(!prop("Dept").ne("HR").matches(&jun)); // absent property
+    /// assert!((property_named("Age").ge(30) & property_named("PartitionKey").eq("Sales")).matches(&jun));
+    /// assert!(!property_named("Age").ge(30i64).matches(&jun)); // Int32 property, Int64 literal
+    /// assert!(property_named("Price").eq(5).matches(&jun.clone().with("Price", 5.0))); // widened
+    /// assert!(!property_named("Dept").ne("HR").matches(&jun)); // absent property
     /// ```
     pub fn matches(&self, entity: &Entity) -> bool {
         self.matches_fields(entity)

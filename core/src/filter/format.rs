@@ -12,9 +12,9 @@ impl Filter {
     /// The filter as canonical OData `$filter` text; the same as `to_string()`.
     ///
     /// ```
-    /// use tablekit_core::filter::prop;
+    /// use tablekit_core::filter::property_named;
     ///
-    /// let f = prop("PartitionKey").eq("Sales") & prop("RowKey").ge("empid_000100");
+    /// let f = property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000100");
     /// assert_eq!(f.to_odata(), "PartitionKey eq 'Sales' and RowKey ge 'empid_000100'");
     /// ```
     pub fn to_odata(&self) -> String {

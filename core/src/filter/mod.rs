@@ -2,9 +2,9 @@
 //! OData `$filter` syntax, with the comparison semantics every backend shares.
 //!
 //! ```
-//! use tablekit_core::filter::{Filter, prop};
+//! use tablekit_core::filter::{Filter, property_named};
 //!
-//! let f = prop("PartitionKey").eq("Sales") & prop("RowKey").ge("empid_000100");
+//! let f = property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000100");
 //! assert_eq!(f.to_string(), "PartitionKey eq 'Sales' and RowKey ge 'empid_000100'");
 //! assert_eq!(Filter::parse(&f.to_string()), Ok(f));
 //! ```
@@ -136,7 +136,7 @@ mod parse;
 #[cfg(test)]
 mod tests;
 
-pub use builder::{Property, literal, partition_key, prop, row_key, timestamp};
+pub use builder::{Property, literal, partition_key, property_named, row_key, timestamp};
 pub(crate) use eval::Fields;
 
 /// The deepest nesting [`Filter::parse`] accepts (see the [module docs](self)).

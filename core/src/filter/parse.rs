@@ -29,10 +29,10 @@ impl Filter {
     /// Parses a table-service `$filter` expression.
     ///
     /// ```
-    /// use tablekit_core::filter::{Filter, prop};
+    /// use tablekit_core::filter::{Filter, property_named};
     ///
     /// let f = Filter::parse("PartitionKey eq 'Sales' and Age ge 30")?;
-    /// assert_eq!(f, prop("PartitionKey").eq("Sales") & prop("Age").ge(30));
+    /// assert_eq!(f, property_named("PartitionKey").eq("Sales") & property_named("Age").ge(30));
     /// # Ok::<(), tablekit_core::ParseError>(())
     /// ```
     ///

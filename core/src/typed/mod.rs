@@ -591,7 +591,7 @@ pub fn unknown_kind(
 
 /// The filter `kind_property eq 'kind'`.
 pub fn kind_filter(kind_property: &str, kind: &str) -> Filter {
-    filter::prop(kind_property).eq(kind)
+    filter::property_named(kind_property).eq(kind)
 }
 
 /// Whether two strings are equal, in a `const` context (for the derive's compile-time

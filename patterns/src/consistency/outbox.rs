@@ -256,7 +256,7 @@ pub fn partition_query(partition_key: &str) -> Query {
 /// # Errors
 /// The store's errors.
 pub async fn scan<S: TableStore>(store: &S, table: &str) -> Result<Vec<Entity>> {
-    let query = Query::with_filter(filter::prop(MARKER_PROPERTY).eq(OUTBOX_KIND));
+    let query = Query::with_filter(filter::property_named(MARKER_PROPERTY).eq(OUTBOX_KIND));
     match store.query_stream(table, query).try_collect().await {
         Ok(rows) => Ok(rows),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(Vec::new()),

@@ -93,7 +93,7 @@ pub async fn write_marker<S: TableStore>(
 pub async fn adopt<S: TableStore>(store: &S, table: &str) -> Result<usize> {
     use futures::TryStreamExt;
     let query = tablekit_core::Query::with_filter(
-        tablekit_core::filter::prop(MARKER_PROPERTY).eq(super::outbox::OUTBOX_KIND),
+        tablekit_core::filter::property_named(MARKER_PROPERTY).eq(super::outbox::OUTBOX_KIND),
     );
     let mut entries = std::pin::pin!(store.query_stream(table, query));
     let mut last: Option<String> = None;

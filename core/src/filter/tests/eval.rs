@@ -35,12 +35,12 @@ fn strings_compare_by_code_point() {
     assert!(holds("Name gt 'Ju'"));
     assert!(holds("Name lt 'Jun\u{0}'"));
     assert!(
-        prop("S")
+        property_named("S")
             .lt("\u{ffff}")
             .matches(&Entity::new("p", "r").with("S", "\u{e000}"))
     );
     assert!(
-        prop("S")
+        property_named("S")
             .gt("\u{ffff}")
             .matches(&Entity::new("p", "r").with("S", "𝄞"))
     );
@@ -125,7 +125,7 @@ fn doubles_compare_numerically() {
     assert!(holds("Score lt INF"));
     assert!(holds("Score gt -INF"));
     assert!(
-        prop("Z")
+        property_named("Z")
             .eq(0.0)
             .matches(&Entity::new("p", "r").with("Z", -0.0))
     );

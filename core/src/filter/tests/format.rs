@@ -15,13 +15,13 @@ fn boolean_conditions_parse_format_and_round_trip() {
         ("not True", !Filter::Literal(true)),
         (
             "(true and RowKey eq '1') or PartitionKey eq 'b'",
-            (Filter::Literal(true) & prop("RowKey").eq("1")) | prop("PartitionKey").eq("b"),
+            (Filter::Literal(true) & property_named("RowKey").eq("1")) | property_named("PartitionKey").eq("b"),
         ),
         (
             "Active eq true or false",
-            prop("Active").eq(true) | Filter::Literal(false),
+            property_named("Active").eq(true) | Filter::Literal(false),
         ),
-        ("true eq Active", prop("Active").eq(true)),
+        ("true eq Active", property_named("Active").eq(true)),
         ("(((false)))", Filter::Literal(false)),
     ];
     for (text, expected) in cases {
@@ -30,7 +30,7 @@ fn boolean_conditions_parse_format_and_round_trip() {
         round_trips(&parsed);
     }
     assert_eq!(
-        ((Filter::Literal(true) & prop("RowKey").eq("1")) | Filter::Literal(false)).to_string(),
+        ((Filter::Literal(true) & property_named("RowKey").eq("1")) | Filter::Literal(false)).to_string(),
         "(true and RowKey eq '1') or false"
     );
     assert_eq!((!Filter::Literal(false)).to_string(), "not (false)");
@@ -73,7 +73,7 @@ fn keywords_and_prefixes_format_in_lowercase() {
 
 #[test]
 fn the_builder_example_formats_as_documented() {
-    let f = prop("PartitionKey").eq("Sales") & prop("RowKey").ge("empid_000100");
+    let f = property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000100");
     assert_eq!(
         f.to_odata(),
         "PartitionKey eq 'Sales' and RowKey ge 'empid_000100'"
@@ -82,7 +82,7 @@ fn the_builder_example_formats_as_documented() {
 
 #[test]
 fn nested_logic_is_parenthesised() {
-    let (a, b, c) = (prop("A").eq(1), prop("B").eq(2), prop("C").eq(3));
+    let (a, b, c) = (property_named("A").eq(1), property_named("B").eq(2), property_named("C").eq(3));
     assert_eq!(
         ((a.clone() & b.clone()) | c.clone()).to_string(),
         "(A eq 1 and B eq 2) or C eq 3"
@@ -126,7 +126,7 @@ fn literals_format_canonically() {
         (Value::Binary(vec![0x0a, 0xff]), "X'0aff'"),
     ];
     for (value, text) in cases {
-        let f = prop("P").eq(value);
+        let f = property_named("P").eq(value);
         assert_eq!(f.to_string(), format!("P eq {text}"));
         if text != "NaN" {
             round_trips(&f);
@@ -147,13 +147,13 @@ fn doubles_with_integral_values_keep_their_type() {
         f64::MIN_POSITIVE,
         5e-324,
     ] {
-        round_trips(&prop("D").eq(v));
+        round_trips(&property_named("D").eq(v));
     }
 }
 
 #[test]
 fn nan_formats_as_nan_and_parses_back_as_nan() {
-    let text = prop("D").eq(f64::NAN).to_string();
+    let text = property_named("D").eq(f64::NAN).to_string();
     assert!(literal(&text["D eq ".len()..]).as_f64().unwrap().is_nan());
 }
 
@@ -161,11 +161,11 @@ fn nan_formats_as_nan_and_parses_back_as_nan() {
 
 #[test]
 fn builder_operators_match_the_named_methods() {
-    let (a, b) = (prop("A").eq(1), prop("B").eq(2));
+    let (a, b) = (property_named("A").eq(1), property_named("B").eq(2));
     assert_eq!(a.clone() & b.clone(), a.clone().and(b.clone()));
     assert_eq!(a.clone() | b.clone(), a.clone().or(b.clone()));
     assert_eq!(!a.clone(), a.clone().negate());
-    assert_eq!(!a, Filter::Not(Box::new(prop("A").eq(1))));
+    assert_eq!(!a, Filter::Not(Box::new(property_named("A").eq(1))));
 }
 
 #[test]
@@ -173,5 +173,5 @@ fn builder_shortcuts_name_the_system_properties() {
     assert_eq!(partition_key().name(), "PartitionKey");
     assert_eq!(row_key().name(), "RowKey");
     assert_eq!(timestamp().name(), "Timestamp");
-    assert_eq!(prop("A").compare(CompareOp::Le, 3i64), parse("A le 3L"));
+    assert_eq!(property_named("A").compare(CompareOp::Le, 3i64), parse("A le 3L"));
 }

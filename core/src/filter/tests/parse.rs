@@ -131,11 +131,11 @@ fn binaries_accept_both_prefixes_and_either_case() {
 fn and_binds_tighter_than_or() {
     assert_eq!(
         parse("A eq 1 or B eq 2 and C eq 3"),
-        prop("A").eq(1) | (prop("B").eq(2) & prop("C").eq(3))
+        property_named("A").eq(1) | (property_named("B").eq(2) & property_named("C").eq(3))
     );
     assert_eq!(
         parse("A eq 1 and B eq 2 or C eq 3"),
-        (prop("A").eq(1) & prop("B").eq(2)) | prop("C").eq(3)
+        (property_named("A").eq(1) & property_named("B").eq(2)) | property_named("C").eq(3)
     );
 }
 
@@ -143,11 +143,11 @@ fn and_binds_tighter_than_or() {
 fn and_and_or_associate_to_the_left() {
     assert_eq!(
         parse("A eq 1 and B eq 2 and C eq 3"),
-        (prop("A").eq(1) & prop("B").eq(2)) & prop("C").eq(3)
+        (property_named("A").eq(1) & property_named("B").eq(2)) & property_named("C").eq(3)
     );
     assert_eq!(
         parse("A eq 1 or B eq 2 or C eq 3"),
-        (prop("A").eq(1) | prop("B").eq(2)) | prop("C").eq(3)
+        (property_named("A").eq(1) | property_named("B").eq(2)) | property_named("C").eq(3)
     );
 }
 
@@ -155,53 +155,53 @@ fn and_and_or_associate_to_the_left() {
 fn not_binds_to_the_next_comparison_or_parenthesis() {
     assert_eq!(
         parse("not A eq 1 and B eq 2"),
-        !prop("A").eq(1) & prop("B").eq(2)
+        !property_named("A").eq(1) & property_named("B").eq(2)
     );
     assert_eq!(
         parse("not (A eq 1 and B eq 2)"),
-        !(prop("A").eq(1) & prop("B").eq(2))
+        !(property_named("A").eq(1) & property_named("B").eq(2))
     );
-    assert_eq!(parse("not not A eq 1"), !!prop("A").eq(1));
+    assert_eq!(parse("not not A eq 1"), !!property_named("A").eq(1));
 }
 
 #[test]
 fn parentheses_override_precedence() {
     assert_eq!(
         parse("(A eq 1 or B eq 2) and C eq 3"),
-        (prop("A").eq(1) | prop("B").eq(2)) & prop("C").eq(3)
+        (property_named("A").eq(1) | property_named("B").eq(2)) & property_named("C").eq(3)
     );
-    assert_eq!(parse("((A eq 1))"), prop("A").eq(1));
+    assert_eq!(parse("((A eq 1))"), property_named("A").eq(1));
 }
 
 #[test]
 fn literal_left_comparisons_flip_the_operator() {
-    assert_eq!(parse("30 lt Age"), prop("Age").gt(30));
-    assert_eq!(parse("30 le Age"), prop("Age").ge(30));
-    assert_eq!(parse("30 gt Age"), prop("Age").lt(30));
-    assert_eq!(parse("30 ge Age"), prop("Age").le(30));
-    assert_eq!(parse("'x' eq Name"), prop("Name").eq("x"));
-    assert_eq!(parse("'x' ne Name"), prop("Name").ne("x"));
+    assert_eq!(parse("30 lt Age"), property_named("Age").gt(30));
+    assert_eq!(parse("30 le Age"), property_named("Age").ge(30));
+    assert_eq!(parse("30 gt Age"), property_named("Age").lt(30));
+    assert_eq!(parse("30 ge Age"), property_named("Age").le(30));
+    assert_eq!(parse("'x' eq Name"), property_named("Name").eq("x"));
+    assert_eq!(parse("'x' ne Name"), property_named("Name").ne("x"));
 }
 
 #[test]
 fn any_whitespace_separates_tokens() {
     assert_eq!(
         parse("\t(Age\n  ge\r\n30)and(Name eq'x')  "),
-        prop("Age").ge(30) & prop("Name").eq("x")
+        property_named("Age").ge(30) & property_named("Name").eq("x")
     );
 }
 
 #[test]
 fn identifiers_may_hold_unicode_letters_and_digits() {
-    assert_eq!(parse("Größe_2 eq 1"), prop("Größe_2").eq(1));
-    assert_eq!(parse("_x eq 1"), prop("_x").eq(1));
+    assert_eq!(parse("Größe_2 eq 1"), property_named("Größe_2").eq(1));
+    assert_eq!(parse("_x eq 1"), property_named("_x").eq(1));
 }
 
 #[test]
 fn typed_literal_prefixes_without_a_quote_are_property_names() {
-    assert_eq!(parse("X eq 1"), prop("X").eq(1));
-    assert_eq!(parse("datetime eq 1"), prop("datetime").eq(1));
-    assert_eq!(parse("binary eq X'00'"), prop("binary").eq(vec![0u8]));
+    assert_eq!(parse("X eq 1"), property_named("X").eq(1));
+    assert_eq!(parse("datetime eq 1"), property_named("datetime").eq(1));
+    assert_eq!(parse("binary eq X'00'"), property_named("binary").eq(vec![0u8]));
 }
 
 #[test]
@@ -217,7 +217,7 @@ fn system_properties_are_ordinary_identifiers() {
 #[test]
 fn from_str_parses_like_parse() {
     let f: Filter = "Age ge 30".parse().unwrap();
-    assert_eq!(f, prop("Age").ge(30));
+    assert_eq!(f, property_named("Age").ge(30));
 }
 
 // ---- errors --------------------------------------------------------------------------
@@ -383,10 +383,10 @@ fn trailing_tokens_are_rejected() {
 
 #[test]
 fn keywords_are_read_in_any_case() {
-    assert_eq!(parse("A EQ 1"), prop("A").eq(1));
+    assert_eq!(parse("A EQ 1"), property_named("A").eq(1));
     assert_eq!(
         parse("NOT (A Gt 1 AND B lE 2) Or C ne 3"),
-        !(prop("A").gt(1) & prop("B").le(2)) | prop("C").ne(3)
+        !(property_named("A").gt(1) & property_named("B").le(2)) | property_named("C").ne(3)
     );
     // A keyword in any case cannot name a property.
     assert_error("Not eq 1", 5, OPERAND, "`eq`");
@@ -425,7 +425,7 @@ fn long_tokens_are_shortened_in_errors() {
 #[test]
 fn nesting_is_limited_to_100_levels() {
     let ok = format!("{}A eq 1{}", "(".repeat(100), ")".repeat(100));
-    assert_eq!(parse(&ok), prop("A").eq(1));
+    assert_eq!(parse(&ok), property_named("A").eq(1));
     let deep = format!("{}A eq 1{}", "(".repeat(101), ")".repeat(101));
     assert_error(&deep, 101, "nesting at most 100 levels", "`(`");
 

@@ -181,7 +181,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let query = Query::with_filter(
             filter::partition_key().eq(pk)
                 & bounds.row_key_filter()
-                & filter::prop(self.writer.layout.kind_property.as_str()).eq(marker.as_str()),
+                & filter::property_named(self.writer.layout.kind_property.as_str()).eq(marker.as_str()),
         );
         let read = format!("index-{}-{}", self.table.name(), layout.name);
         let position = match cursor {
