@@ -47,6 +47,7 @@ struct RecountDepartment {
 impl Operation for RecountDepartment {
     const KIND: &'static str = "recount-department";
     const VERSION: u32 = 1;
+    const QUEUE: &'static str = QUEUE;
 }
 
 /// The handler: recomputes the head count from the employee rows (the department's

@@ -1,6 +1,9 @@
 //! A store chosen at run time from a connection string, for binaries and examples whose
 //! backend is a command-line flag. Libraries stay generic over [`TableStore`].
 
+pub mod forms;
+
+use self::forms::{Argument, Form};
 use crate::error::{Error, Result};
 use crate::memory::MemoryStore;
 use crate::model::{ETag, Entity};
@@ -24,42 +27,58 @@ pub enum AnyStore {
 }
 
 impl AnyStore {
-    /// Opens the store a connection string names:
+    /// The forms [`AnyStore::connect`] accepts.
+    pub const FORMS: &'static [Form] = &[
+        Form::new("sqlite", Argument::Path, "sqlite:PATH"),
+        Form::new("memory", Argument::Nothing, "memory:"),
+        Form::new(
+            "azure",
+            Argument::ConnectionString,
+            "azure:CONNECTION-STRING",
+        ),
+    ];
+
+    /// Opens the store a connection string names, in one of [`FORMS`](Self::FORMS):
     ///
-    /// - `sqlite:PATH` (or a bare path): the SQLite file at PATH;
+    /// - `sqlite:PATH`: the SQLite file at PATH, relative (`sqlite:app.db`) or absolute
+    ///   (`sqlite:/var/lib/app.db`);
     /// - `memory:`: a fresh in-memory store;
     /// - `azure:CONNECTION-STRING` (feature `azure`): Azure Table Storage, Cosmos DB for
     ///   Table or Azurite (`azure:UseDevelopmentStorage=true`).
     ///
+    /// Any other string is refused before anything is opened or created: a bare path
+    /// (write `sqlite:PATH`), `sqlite://app.db` (which would be `/app.db` at the root of
+    /// the filesystem), `memory` without its colon.
+    ///
     /// # Errors
-    /// `InvalidInput` for an unknown scheme or a backend not compiled in; the backend's
-    /// own errors when it cannot open.
+    /// [`Error::InvalidConnection`] (kind `InvalidInput`) for a string in none of the
+    /// forms, with a hint and the forms accepted (never showing the key a storage
+    /// connection string holds), or naming a backend not compiled in; the backend's own
+    /// errors when it cannot open.
     pub async fn connect(connection: &str) -> Result<Self> {
-        let (scheme, rest) = connection.split_once(':').unwrap_or(("sqlite", connection));
+        let refused = |reason: String| Error::InvalidConnection {
+            connection: forms::shown(connection),
+            reason,
+        };
+        let (form, rest) = forms::accept(connection, Self::FORMS).map_err(refused)?;
         #[cfg(not(any(feature = "sqlite", feature = "azure")))]
-        let _ = rest; // only the SQLite and Azure schemes have an argument
-        match scheme {
+        let _ = rest; // only the SQLite and Azure forms have an argument
+        match form.scheme {
             "memory" => Ok(AnyStore::Memory(MemoryStore::new())),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Ok(AnyStore::Sqlite(SqliteStore::open(rest).await?)),
             #[cfg(feature = "azure")]
             "azure" => Ok(AnyStore::Azure(crate::azure::AzureTableStore::connect(
                 rest,
             )?)),
-            #[cfg(feature = "sqlite")]
-            "sqlite" if !rest.is_empty() => Ok(AnyStore::Sqlite(SqliteStore::open(rest).await?)),
             #[cfg(not(feature = "azure"))]
-            "azure" => Err(Error::InvalidConnection {
-                // A connection string holds a key: only its scheme is shown.
-                connection: "azure:…".to_owned(),
-                reason: "this build has no Azure Table Storage support: build it with the `azure` feature (`cargo build --features azure`)".to_owned(),
-            }),
-            "sqlite" if cfg!(not(feature = "sqlite")) => Err(Error::InvalidConnection {
-                connection: connection.to_owned(),
-                reason: "this build has no SQLite support: build it with the `sqlite` feature".to_owned(),
-            }),
-            _ => Err(Error::InvalidConnection {
-                connection: connection.chars().take(80).collect(),
-                reason: "expected `sqlite:PATH`, `memory:` or `azure:CONNECTION-STRING`".to_owned(),
-            }),
+            "azure" => Err(refused(
+                "this build has no Azure Table Storage support: build it with the `azure` feature (`cargo build --features azure`)".to_owned(),
+            )),
+            _ => Err(refused(format!(
+                "this build has no support for `{}`: build it with the `{}` feature",
+                form.written, form.scheme
+            ))),
         }
     }
 }

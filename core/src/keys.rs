@@ -18,6 +18,8 @@
 use chrono::{DateTime, Utc};
 use md5::{Digest, Md5};
 
+use crate::model::EdmType;
+
 /// `DateTime.MaxValue.Ticks` in .NET: 9999-12-31T23:59:59.9999999, in 100 ns ticks since
 /// 0001-01-01.
 pub const DOTNET_MAX_TICKS: i64 = 3_155_378_975_999_999_999;
@@ -117,6 +119,26 @@ pub enum KeyError {
         key: String,
         /// What was expected.
         expected: String,
+    },
+    /// A value given for a key field by name (a look-up of an index or an id list chosen
+    /// at run time) whose type is stored as another type than the field: its key text
+    /// could name no entity.
+    #[error(
+        "{what} `{name}`: key field `{field}` is stored as {expected}, the value given is a `{given}` (stored as {given_stored})"
+    )]
+    WrongType {
+        /// What the key is of: `index` or `id list`.
+        what: &'static str,
+        /// The index's or the id list's name.
+        name: String,
+        /// The key field.
+        field: String,
+        /// The property type of the field.
+        expected: EdmType,
+        /// The given value's type.
+        given: &'static str,
+        /// The property type the given value's type is stored as.
+        given_stored: EdmType,
     },
 }
 

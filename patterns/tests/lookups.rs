@@ -75,6 +75,108 @@ fn ids(found: &[tablekit_core::typed::Stored<Employee>]) -> Vec<u32> {
     found.iter().map(|e| e.id).collect()
 }
 
+#[tokio::test]
+async fn look_ups_by_name_refuse_a_key_value_stored_as_another_type_than_its_field() {
+    use tablekit_core::EdmType;
+    use tablekit_core::keys::KeyError;
+
+    let employees = seeded().await;
+    // A `u32` for the `String` field `email`: it would look up `email_1` and find nothing.
+    let wrong = employees
+        .lookup_named("email")
+        .keys(&[&"Sales", &1u32])
+        .all()
+        .await
+        .expect_err("a u32 for a String field");
+    assert_eq!(wrong.kind(), ErrorKind::InvalidInput);
+    assert!(
+        matches!(
+            &wrong,
+            tablekit_core::Error::Key(KeyError::WrongType {
+                what: "index",
+                name,
+                field,
+                expected: EdmType::String,
+                given: "u32",
+                given_stored: EdmType::Int64,
+            }) if name == "email" && field == "email"
+        ),
+        "{wrong:?}"
+    );
+    assert_eq!(
+        wrong.to_string(),
+        "index `email`: key field `email` is stored as Edm.String, the value given is a `u32` (stored as Edm.Int64)"
+    );
+    // The PartitionKey's fields, the exact read and a range's bounds are checked alike.
+    let partition = employees
+        .lookup_named("email")
+        .keys(&[&7u8])
+        .all()
+        .await
+        .expect_err("a u8 for the String field `department`");
+    assert!(
+        partition.to_string().contains("key field `department`"),
+        "{partition}"
+    );
+    let exact = employees
+        .lookup_named("email")
+        .keys(&[&"Sales", &true])
+        .get()
+        .await
+        .expect_err("a bool for a String field");
+    assert!(
+        exact.to_string().contains("the value given is a `bool`"),
+        "{exact}"
+    );
+    let ranged = employees
+        .lookup_named("by_id")
+        .range(&"1", &"2")
+        .all()
+        .await
+        .expect_err("strings for the u32 field `id`");
+    assert!(
+        ranged
+            .to_string()
+            .contains("key field `id` is stored as Edm.Int64, the value given is a `str`"),
+        "{ranged}"
+    );
+    let listed = employees
+        .list_named("byLevel")
+        .keys(&[&"2"])
+        .ids()
+        .await
+        .expect_err("a string for the u8 field `level`");
+    assert!(
+        listed
+            .to_string()
+            .starts_with("id list `byLevel`: key field `level` is stored as Edm.Int32"),
+        "{listed}"
+    );
+
+    // Integers of any width fill an integer field of any width: their key text is one.
+    let by_id = employees
+        .lookup_named("by_id")
+        .range(&1, &2u64)
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(ids(&by_id), [1, 2]);
+    let hit = employees
+        .lookup_named("by_id")
+        .keys(&[&3i64, &"Sales"])
+        .get()
+        .await
+        .unwrap();
+    assert_eq!(hit.map(|e| e.id), Some(3));
+    let level_two = employees
+        .list_named("byLevel")
+        .keys(&[&2u32])
+        .ids()
+        .await
+        .unwrap();
+    assert_eq!(level_two.len(), 3);
+}
+
 #[test]
 fn the_derive_names_one_handle_per_index_and_id_list() {
     assert_eq!(Employee::EMAIL.name(), "email");

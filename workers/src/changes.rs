@@ -90,14 +90,17 @@ pub struct Changes<E>(PhantomData<fn() -> E>);
 
 impl<E: EntityType> Changes<E> {
     /// A registry running `handler` on each change of `E` (to merge into a worker that
-    /// handles other work on the same queue).
+    /// handles other work on the same queue), on `E`'s change queue.
     pub fn registry<F, Fut>(handler: F) -> Registry
     where
         F: Fn(Change<E>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<(), OperationError>> + Send + 'static,
     {
         let handler = std::sync::Arc::new(handler);
-        Registry::new().register(move |event: ChangeEvent| {
+        let queue = E::schema()
+            .changes
+            .unwrap_or(tablekit_patterns::consistency::operation::DEFAULT_QUEUE);
+        Registry::new().register_on(queue, move |event: ChangeEvent| {
             let handler = handler.clone();
             async move { handler(Change::<E>::from_event(event)?).await }
         })

@@ -16,7 +16,7 @@ use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
 use crate::queue::{AnyQueue, PoisonAction, Queue};
-use crate::runtime::{Worker, WorkerConfig, install_prometheus, shutdown_signal};
+use crate::runtime::{Worker, WorkerConfig, WorkerReport, install_prometheus, shutdown_signal};
 
 mod args;
 mod process;
@@ -151,6 +151,88 @@ where
         connections.events.clone(),
     );
     operations(built_in, connections)
+}
+
+/// The queues `run` serves: those named, each once in the order named; else every queue
+/// the registry's operations travel on.
+///
+/// # Errors
+/// [`Error::Config`] when none is named and the registry has no operation.
+fn served_queues(named: &[String], registry: &Registry) -> Result<Vec<String>> {
+    let mut queues: Vec<String> = if named.is_empty() {
+        registry.queues().into_iter().map(str::to_owned).collect()
+    } else {
+        named.to_vec()
+    };
+    let mut seen = std::collections::HashSet::new();
+    queues.retain(|name| seen.insert(name.clone()));
+    if queues.is_empty() {
+        return Err(Error::Config(
+            "the worker registers no operation, so it serves no queue: name one with --queue"
+                .to_owned(),
+        ));
+    }
+    Ok(queues)
+}
+
+/// Runs a worker of each of `queues` over `broker` and `registry` until `shutdown`, or
+/// until one of them stops (then the others are stopped too, their in-flight deliveries
+/// given the shutdown timeout); their reports added up. Only the first reports the
+/// process's hot partitions.
+///
+/// # Errors
+/// The first error of a worker, once every worker has stopped.
+async fn serve(
+    broker: AnyQueue,
+    registry: Registry,
+    config: &WorkerConfig,
+    queues: &[String],
+    shutdown: impl std::future::Future<Output = ()>,
+) -> Result<WorkerReport> {
+    let (stop, stopped) = tokio::sync::watch::channel(false);
+    let mut workers = tokio::task::JoinSet::new();
+    for (i, name) in queues.iter().enumerate() {
+        let config = WorkerConfig {
+            queue: name.clone(),
+            hot_partitions: config.hot_partitions && i == 0,
+            ..config.clone()
+        };
+        let mut stopped = stopped.clone();
+        workers.spawn(
+            Worker::new(broker.clone(), registry.clone(), config).run(async move {
+                let _ = stopped.wait_for(|s| *s).await;
+            }),
+        );
+    }
+    tokio::pin!(shutdown);
+    let (mut total, mut failure) = (WorkerReport::default(), None);
+    loop {
+        let joined = tokio::select! {
+            () = &mut shutdown, if !*stop.borrow() => {
+                let _ = stop.send(true);
+                continue;
+            }
+            joined = workers.join_next() => joined,
+        };
+        let _ = stop.send(true);
+        match joined {
+            None => break,
+            Some(Ok(Ok(report))) => {
+                total.processed += report.processed;
+                total.retried += report.retried;
+                total.poisoned += report.poisoned;
+                total.lost_leases += report.lost_leases;
+            }
+            Some(Ok(Err(e))) => {
+                failure.get_or_insert(e);
+            }
+            Some(Err(e)) => match e.try_into_panic() {
+                Ok(panic) => std::panic::resume_unwind(panic),
+                Err(e) => tracing::error!(error = %e, "a worker task was cancelled"),
+            },
+        }
+    }
+    failure.map_or(Ok(total), Err)
 }
 
 fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
@@ -301,7 +383,7 @@ where
                 install_prometheus(address)?;
             }
             let store = AnyStore::connect(&args.store).await?;
-            let queue = AnyQueue::connect(&args.queue.broker).await?;
+            let queue = AnyQueue::connect(&args.broker).await?;
             let config = WorkerConfig {
                 concurrency: args.concurrency,
                 max_deliveries: args.max_deliveries,
@@ -309,66 +391,74 @@ where
                 lease: Duration::from_secs(args.lease),
                 base_backoff: Duration::from_millis(args.backoff_ms.max(1)),
                 stats_interval: Duration::from_secs(args.stats_interval.max(1)),
-                ..WorkerConfig::new(args.queue.queue.clone())
+                ..WorkerConfig::new(String::new())
             };
             let blobs = blob_store(args.blobs.as_deref())?;
-            let relay = args.relay || args.queue.queue == crate::index::DEFAULT_INDEX_QUEUE;
-            let (stop, stopped) = tokio::sync::watch::channel(false);
-            let relay_task = if relay {
-                let sink = crate::index::QueueSink::open(
-                    AnyQueue::connect(&args.queue.broker).await?,
-                    &args.queue.queue,
-                )
-                .await?;
-                let sink: Arc<dyn OutboxSink> = Arc::new(sink);
-                let relay_id = args
-                    .relay_id
-                    .clone()
-                    .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
-                let relay = Relay::new(store.clone(), sink.clone())
-                    .with_id(relay_id)
-                    .concurrency(usize::from(args.relay_concurrency))
-                    .grace(Duration::from_millis(args.relay_grace_ms))
-                    .late(Duration::from_millis(args.relay_late_ms));
-                let interval = Duration::from_secs(args.relay_interval.max(1));
-                let sweeper = (args.expiry_interval > 0).then(|| {
-                    let sweeper = Sweeper::new(store.clone()).with_sink(sink);
-                    match &blobs {
-                        Some(blobs) => sweeper.with_blobs(blobs.clone()),
-                        None => sweeper,
-                    }
-                });
-                let expiry_interval = Duration::from_secs(args.expiry_interval.max(1));
-                let mut stopped = stopped;
-                Some(tokio::spawn(async move {
-                    let mut sweeper_stopped = stopped.clone();
-                    let sweep = async move {
-                        if let Some(sweeper) = sweeper {
-                            sweeper
-                                .run(expiry_interval, async move {
-                                    let _ = sweeper_stopped.wait_for(|s| *s).await;
-                                })
-                                .await;
-                        }
-                    };
-                    let relay = relay.run(interval, async move {
-                        let _ = stopped.wait_for(|s| *s).await;
-                    });
-                    tokio::join!(relay, sweep);
-                }))
-            } else {
-                None
-            };
             // The archive's change events go to their queues from this process.
-            let events: Arc<dyn OutboxSink> = Arc::new(
-                crate::index::QueueSink::open(
-                    AnyQueue::connect(&args.queue.broker).await?,
-                    &args.queue.queue,
-                )
-                .await?,
-            );
+            let events: Arc<dyn OutboxSink> = Arc::new(crate::index::QueueSink::changes(
+                AnyQueue::connect(&args.broker).await?,
+            ));
             let connections = Connections::new(store.clone(), blobs.clone()).with_events(events);
             let registry = registry_with_operations(&connections, operations);
+            let queues = served_queues(&args.queues, &registry)?;
+            tracing::info!(queues = %queues.join(", "), kinds = ?registry.kinds(), "serving");
+            // The relay publishes to the index queue when the worker serves it (and runs then
+            // unasked), else, with `--relay`, to the first queue served.
+            let relay_queue = match queues
+                .iter()
+                .find(|q| *q == crate::index::DEFAULT_INDEX_QUEUE)
+            {
+                Some(index) => Some(index),
+                None if args.relay => queues.first(),
+                None => None,
+            };
+            let (stop, stopped) = tokio::sync::watch::channel(false);
+            let relay_task = match relay_queue {
+                Some(relay_queue) => {
+                    let sink = crate::index::QueueSink::open(
+                        AnyQueue::connect(&args.broker).await?,
+                        relay_queue,
+                    )
+                    .await?;
+                    let sink: Arc<dyn OutboxSink> = Arc::new(sink);
+                    let relay_id = args
+                        .relay_id
+                        .clone()
+                        .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
+                    let relay = Relay::new(store.clone(), sink.clone())
+                        .with_id(relay_id)
+                        .concurrency(usize::from(args.relay_concurrency))
+                        .grace(Duration::from_millis(args.relay_grace_ms))
+                        .late(Duration::from_millis(args.relay_late_ms));
+                    let interval = Duration::from_secs(args.relay_interval.max(1));
+                    let sweeper = (args.expiry_interval > 0).then(|| {
+                        let sweeper = Sweeper::new(store.clone()).with_sink(sink);
+                        match &blobs {
+                            Some(blobs) => sweeper.with_blobs(blobs.clone()),
+                            None => sweeper,
+                        }
+                    });
+                    let expiry_interval = Duration::from_secs(args.expiry_interval.max(1));
+                    let mut stopped = stopped;
+                    Some(tokio::spawn(async move {
+                        let mut sweeper_stopped = stopped.clone();
+                        let sweep = async move {
+                            if let Some(sweeper) = sweeper {
+                                sweeper
+                                    .run(expiry_interval, async move {
+                                        let _ = sweeper_stopped.wait_for(|s| *s).await;
+                                    })
+                                    .await;
+                            }
+                        };
+                        let relay = relay.run(interval, async move {
+                            let _ = stopped.wait_for(|s| *s).await;
+                        });
+                        tokio::join!(relay, sweep);
+                    }))
+                }
+                None => None,
+            };
             let console_task = match args.console {
                 Some(bind) => {
                     let mut options = crate::console::ConsoleOptions::new(bind, args.console_token);
@@ -387,7 +477,7 @@ where
                     }
                     let console = crate::console::bind(
                         store,
-                        AnyQueue::connect(&args.queue.broker).await?,
+                        AnyQueue::connect(&args.broker).await?,
                         options,
                     )
                     .await?;
@@ -399,7 +489,7 @@ where
                 }
                 None => None,
             };
-            let report = Worker::new(queue, registry, config).run(shutdown).await;
+            let report = serve(queue, registry, &config, &queues, shutdown).await;
             let _ = stop.send(true);
             if let Some(task) = console_task {
                 let _ = task.await;

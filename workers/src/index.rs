@@ -38,15 +38,18 @@ use crate::operation::Registry;
 use crate::queue::Queue;
 use crate::runtime::WorkerConfig;
 
-/// The queue index work goes to unless configured otherwise.
-pub const DEFAULT_INDEX_QUEUE: &str = "index";
+/// The queue index work goes to unless configured otherwise: the queue of every operation
+/// that names no other ([`DEFAULT_QUEUE`](tablekit_patterns::consistency::operation::DEFAULT_QUEUE)).
+pub const DEFAULT_INDEX_QUEUE: &str = tablekit_patterns::consistency::operation::DEFAULT_QUEUE;
 
 /// Publishes follow-up work to a queue, and the change events of types declared with
 /// `#[entity(changes = "queue")]` to the queue they name (declared on first use).
 #[derive(Debug)]
 pub struct QueueSink<Q> {
     queue: Q,
-    name: String,
+    /// The queue of the work that is not a change event; `None` for a sink of change
+    /// events only.
+    name: Option<String>,
     /// The change queues declared so far.
     declared: std::sync::Mutex<std::collections::HashSet<String>>,
 }
@@ -62,18 +65,33 @@ impl<Q: Queue> QueueSink<Q> {
             .await?;
         Ok(QueueSink {
             queue,
-            name: name.to_owned(),
+            name: Some(name.to_owned()),
             declared: std::sync::Mutex::default(),
         })
+    }
+
+    /// A sink of change events only, each to the queue it names (declared on first use);
+    /// it declares nothing until then, and refuses other work.
+    pub fn changes(queue: Q) -> Self {
+        QueueSink {
+            queue,
+            name: None,
+            declared: std::sync::Mutex::default(),
+        }
     }
 
     /// The queue `envelope` goes to, declared.
     async fn destination<'a>(&'a self, envelope: &'a Envelope) -> Result<&'a str> {
         let Some(queue) = ChangeEvent::queue_of(envelope) else {
-            return Ok(&self.name);
+            return self.name.as_deref().ok_or_else(|| {
+                crate::Error::Unsupported(format!(
+                    "a sink of change events got an operation of kind `{}`",
+                    envelope.kind
+                ))
+            });
         };
         let known = self.declared.lock().is_ok_and(|d| d.contains(queue));
-        if queue != self.name && !known {
+        if self.name.as_deref() != Some(queue) && !known {
             crate::queue::check_queue_name(queue)?;
             self.queue
                 .declare(queue, &WorkerConfig::new(queue).queue_options())

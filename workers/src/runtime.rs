@@ -56,6 +56,9 @@ pub struct WorkerConfig {
     /// How often the worker asks whether its queue is paused
     /// ([`Queue::set_paused`]): a pause takes effect within this time.
     pub pause_check: Duration,
+    /// Whether the worker reports the process's hot partitions with its gauges. One
+    /// worker of a process should: each report ends the window the rates are taken over.
+    pub hot_partitions: bool,
 }
 
 impl WorkerConfig {
@@ -72,6 +75,7 @@ impl WorkerConfig {
             lease: Duration::from_secs(60),
             stats_interval: Duration::from_secs(15),
             pause_check: Duration::from_secs(2),
+            hot_partitions: true,
         }
     }
 
@@ -201,6 +205,7 @@ impl<Q: Queue + Clone> Worker<Q> {
                 self.queue.clone(),
                 config.queue.clone(),
                 config.stats_interval,
+                config.hot_partitions,
                 stats_stopped,
             ))
         });
@@ -331,12 +336,13 @@ async fn watch_pause<Q: Queue>(
 /// The hot partitions shown.
 const HOT_TOP: usize = 10;
 
-/// Refreshes the queue's gauges and the hot partitions (over the interval since the last
-/// refresh) every `interval`, until `stopped`.
+/// Refreshes the queue's gauges and, with `hot_partitions`, the hot partitions (over the
+/// interval since the last refresh) every `interval`, until `stopped`.
 async fn refresh_gauges<Q: Queue>(
     queue: Q,
     name: String,
     interval: Duration,
+    hot_partitions: bool,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     loop {
@@ -354,7 +360,9 @@ async fn refresh_gauges<Q: Queue>(
                 tracing::warn!(queue = %name, error = %e, "reading the queue's statistics failed")
             }
         }
-        tablekit_core::observe::report_hot_partitions(HOT_TOP);
+        if hot_partitions {
+            tablekit_core::observe::report_hot_partitions(HOT_TOP);
+        }
         tokio::select! {
             _ = stopped.wait_for(|s| *s) => return,
             () = tokio::time::sleep(interval) => {}

@@ -362,6 +362,143 @@ async fn a_worker_binary_handles_its_own_operations_beside_the_built_in_ones() {
     );
 }
 
+/// An application's operation on a queue of its own.
+#[derive(Serialize, Deserialize)]
+struct Recount {
+    department: String,
+}
+
+impl Operation for Recount {
+    const KIND: &'static str = "recount";
+    const VERSION: u32 = 1;
+    const QUEUE: &'static str = "recounts";
+}
+
+#[test]
+fn the_registry_names_the_queues_of_the_built_in_and_registered_operations() {
+    let connections = Connections::new(AnyStore::Memory(MemoryStore::new()), None);
+    let built_in = cli::registry_with_operations(&connections, |registry, _| registry);
+    assert_eq!(built_in.queues(), ["archive", "index"]);
+    let with_own = cli::registry_with_operations(&connections, |registry, _| {
+        registry.register(|_: Recount| async { Ok::<_, OperationError>(()) })
+    });
+    assert_eq!(with_own.queues(), ["archive", "index", "recounts"]);
+}
+
+/// Runs `tablekit-worker run` with `args` until `done` holds, then stops it with SIGTERM;
+/// its stdout and its log (level `info`).
+async fn run_until(args: &[&str], done: impl AsyncFn() -> bool) -> (String, String) {
+    let mut running = worker()
+        .env("RUST_LOG", "info")
+        .env_remove("TABLEKIT_QUEUE")
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done().await {
+        assert!(std::time::Instant::now() < deadline, "the worker never did");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let stopped = Command::new("kill")
+        .args(["-TERM", &running.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let (mut out, mut log) = (String::new(), String::new());
+    running
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut out)
+        .unwrap();
+    running
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut log)
+        .unwrap();
+    assert!(running.wait().unwrap().success(), "{log}");
+    (out, log)
+}
+
+/// The line the worker logs when it starts: the queues it serves.
+fn serving(log: &str) -> &str {
+    log.lines()
+        .find(|line| line.contains("serving"))
+        .unwrap_or_else(|| panic!("no `serving` line in:\n{log}"))
+}
+
+#[tokio::test]
+async fn run_without_a_queue_serves_every_queue_of_its_operations_and_a_queue_named_only() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    for name in ["archive", "index", "elsewhere"] {
+        let options = tablekit_workers::WorkerConfig::new(name).queue_options();
+        queue.declare(name, &options).await.unwrap();
+    }
+    // An archive of an entity that is not there (done at once), a message no worker reads
+    // on the index queue (poisoned at once), and one on a queue no operation travels on.
+    let archive = Envelope::new(&tablekit_workers::archive::ArchiveOperation {
+        source_table: "Current".into(),
+        target_table: "Archive".into(),
+        partition_key: "Sales".into(),
+        row_key: "empid_000001".into(),
+    })
+    .unwrap();
+    let id = archive.id.to_string();
+    queue
+        .send("archive", &id, &archive.to_bytes().unwrap())
+        .await
+        .unwrap();
+    queue.send("index", "garbage-1", b"not json").await.unwrap();
+    queue
+        .send("elsewhere", "garbage-2", b"not json")
+        .await
+        .unwrap();
+    let settled = async |name: &str| {
+        let stats = queue.stats(name).await.unwrap();
+        stats.waiting == 0 && stats.leased == 0
+    };
+    let common = [
+        "--broker",
+        &broker,
+        "--store",
+        "memory:",
+        "--expiry-interval",
+        "0",
+    ];
+
+    // No `--queue`: the built-in operations' queues, `archive` and `index`, both served.
+    let (out, log) = run_until(&common, async || {
+        settled("archive").await && settled("index").await
+    })
+    .await;
+    assert!(out.contains("processed 1, retried 0, poisoned 1"), "{out}");
+    let line = serving(&log);
+    assert!(line.contains("queues=archive, index kinds="), "{line}");
+    assert_eq!(queue.stats("index").await.unwrap().poisoned, 1);
+    // A queue no operation travels on is left alone.
+    assert_eq!(queue.stats("elsewhere").await.unwrap().waiting, 1);
+
+    // `--queue archive`: the archive queue only; the index queue keeps its message.
+    queue
+        .send("archive", "garbage-3", b"not json")
+        .await
+        .unwrap();
+    queue.send("index", "garbage-4", b"not json").await.unwrap();
+    let args = [&common[..], &["--queue", "archive"]].concat();
+    let (out, log) = run_until(&args, async || settled("archive").await).await;
+    assert!(out.contains("processed 0, retried 0, poisoned 1"), "{out}");
+    let line = serving(&log);
+    assert!(line.contains("queues=archive kinds="), "{line}");
+    let index = queue.stats("index").await.unwrap();
+    assert_eq!((index.waiting, index.poisoned), (1, 1), "{index:?}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn adopt_outbox_marks_the_partitions_of_entries_written_without_markers() {
     use tablekit_patterns::consistency::pending::PENDING_TABLE;

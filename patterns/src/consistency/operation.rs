@@ -92,12 +92,21 @@ impl Envelope {
     }
 }
 
+/// The queue an operation travels on unless it names another ([`Operation::QUEUE`]): the
+/// queue the relay and the writers' queue sinks publish follow-up work to in a default
+/// deployment.
+pub const DEFAULT_QUEUE: &str = "index";
+
 /// A kind of operation: its payload type, kind name and version.
 pub trait Operation: Serialize + DeserializeOwned + Send + Sync + 'static {
     /// The kind, unique among the operations a worker handles.
     const KIND: &'static str;
     /// The payload version this program writes and reads.
     const VERSION: u32;
+    /// The queue operations of this kind travel on: a [`Registry`] records it with the
+    /// handler, and a worker told no queue serves the queues of the operations it
+    /// handles ([`Registry::queues`]). [`DEFAULT_QUEUE`] unless the kind says otherwise.
+    const QUEUE: &'static str = DEFAULT_QUEUE;
 }
 
 /// Why an operation failed: a retry may help, or it never will.
@@ -172,16 +181,27 @@ impl From<tablekit_core::Error> for OperationError {
 type ErasedHandler =
     Arc<dyn Fn(serde_json::Value) -> BoxFuture<'static, Result<(), OperationError>> + Send + Sync>;
 
-/// The handlers of a worker (or an inline sink), by operation kind.
+/// A registered handler: the version it reads, the queue its operations travel on, and
+/// the handler.
+#[derive(Clone)]
+struct Registered {
+    version: u32,
+    queue: String,
+    handler: ErasedHandler,
+}
+
+/// The handlers of a worker (or an inline sink), by operation kind, each with the queue
+/// its operations travel on.
 #[derive(Clone, Default)]
 pub struct Registry {
-    handlers: HashMap<String, (u32, ErasedHandler)>,
+    handlers: HashMap<String, Registered>,
 }
 
 impl std::fmt::Debug for Registry {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Registry")
             .field("kinds", &self.kinds())
+            .field("queues", &self.queues())
             .finish()
     }
 }
@@ -192,8 +212,21 @@ impl Registry {
         Registry::default()
     }
 
-    /// Registers the handler of operation `O` (replacing an earlier one of its kind).
-    pub fn register<O, F, Fut>(mut self, handler: F) -> Self
+    /// Registers the handler of operation `O` (replacing an earlier one of its kind), its
+    /// operations travelling on `O`'s queue ([`Operation::QUEUE`]).
+    pub fn register<O, F, Fut>(self, handler: F) -> Self
+    where
+        O: Operation,
+        F: Fn(O) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<(), OperationError>> + Send + 'static,
+    {
+        self.register_on(O::QUEUE, handler)
+    }
+
+    /// Registers the handler of operation `O` as [`register`](Self::register) does, its
+    /// operations travelling on `queue` (a kind whose queue is chosen at run time, such as
+    /// a type's change queue).
+    pub fn register_on<O, F, Fut>(mut self, queue: &str, handler: F) -> Self
     where
         O: Operation,
         F: Fn(O) -> Fut + Send + Sync + 'static,
@@ -209,8 +242,14 @@ impl Registry {
                 handler(operation).await
             })
         });
-        self.handlers
-            .insert(O::KIND.to_owned(), (O::VERSION, erased));
+        self.handlers.insert(
+            O::KIND.to_owned(),
+            Registered {
+                version: O::VERSION,
+                queue: queue.to_owned(),
+                handler: erased,
+            },
+        );
         self
     }
 
@@ -232,13 +271,25 @@ impl Registry {
         self.handlers.contains_key(kind)
     }
 
+    /// The queues the registered operations travel on, sorted, each once: the queues a
+    /// worker of this registry serves when it is told none.
+    pub fn queues(&self) -> Vec<&str> {
+        let mut queues: Vec<&str> = self.handlers.values().map(|r| r.queue.as_str()).collect();
+        queues.sort_unstable();
+        queues.dedup();
+        queues
+    }
+
     /// Runs the handler of an envelope's kind.
     ///
     /// # Errors
     /// [`OperationError::Permanent`] for an unknown kind, a version other than the
     /// handler's, or a payload that does not decode; the handler's own errors.
     pub async fn handle(&self, envelope: Envelope) -> Result<(), OperationError> {
-        let Some((version, handler)) = self.handlers.get(&envelope.kind) else {
+        let Some(Registered {
+            version, handler, ..
+        }) = self.handlers.get(&envelope.kind)
+        else {
             return Err(OperationError::Permanent(format!(
                 "unknown operation kind `{}` (this worker handles {:?})",
                 envelope.kind,
@@ -306,6 +357,27 @@ mod tests {
         let zero = Envelope::new(&Ping { n: 0 }).expect("serialises");
         assert!(registry.handle(zero).await.is_err_and(|e| e.is_retryable()));
         assert!(Envelope::from_bytes(b"{").is_err());
+    }
+
+    #[derive(Serialize, Deserialize)]
+    struct Audit;
+
+    impl Operation for Audit {
+        const KIND: &'static str = "audit";
+        const VERSION: u32 = 1;
+        const QUEUE: &'static str = "audits";
+    }
+
+    #[test]
+    fn the_registry_knows_the_queue_of_each_kind() {
+        let registry = Registry::new()
+            .register(|_: Ping| async { Ok(()) })
+            .register(|_: Audit| async { Ok(()) });
+        assert_eq!(registry.queues(), ["audits", DEFAULT_QUEUE]);
+        // A kind registered again keeps one queue: the last registration's.
+        let moved = registry.register_on("pings", |_: Ping| async { Ok(()) });
+        assert_eq!(moved.queues(), ["audits", "pings"]);
+        assert!(Registry::new().queues().is_empty());
     }
 
     #[test]

@@ -54,6 +54,7 @@ pub struct ArchiveOperation {
 impl Operation for ArchiveOperation {
     const KIND: &'static str = "archive";
     const VERSION: u32 = 1;
+    const QUEUE: &'static str = "archive";
 }
 
 /// What an archive operation found.

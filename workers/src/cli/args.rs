@@ -61,7 +61,9 @@ pub enum LogFormat {
 /// The commands.
 #[derive(Debug, Subcommand)]
 pub enum Command {
-    /// Consume a queue and run its operations until SIGINT or SIGTERM.
+    /// Consume queues and run their operations until SIGINT or SIGTERM: every queue the
+    /// worker's operations travel on (`archive` and `index` for the built-in ones), or
+    /// those named with `--queue`.
     Run(RunArgs),
     /// Inspect or replay the messages of a queue's poison queue.
     Poison {
@@ -331,14 +333,22 @@ pub struct ConsoleArgs {
 /// Options of `run`.
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The queue and broker.
-    #[command(flatten)]
-    pub queue: QueueArgs,
+    /// A queue to consume (repeatable, or comma-separated in the variable). By default
+    /// every queue the worker's operations travel on: `archive` and `index` for the
+    /// built-in ones, and the queues of those the worker binary registers. The worker
+    /// logs the queues it serves when it starts.
+    #[arg(long = "queue", env = "TABLEKIT_QUEUE", value_delimiter = ',')]
+    pub queues: Vec<String>,
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file, which several processes may share) or
+    /// `azure:CONNECTION-STRING` (Azure Queue Storage, feature `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
     /// The table store the operations write: `sqlite:PATH` (a SQLite file), `azure:CONNECTION-STRING` (Azure
     /// Table Storage or Azurite, feature `azure`) or `memory:` (this process only).
     #[arg(long, env = "TABLEKIT_STORE")]
     pub store: String,
-    /// How many messages are handled at once.
+    /// How many messages are handled at once, per queue served.
     #[arg(long, env = "TABLEKIT_CONCURRENCY", default_value_t = 4)]
     pub concurrency: usize,
     /// After this many deliveries without success a message goes to `<queue>-poison`.
@@ -365,8 +375,9 @@ pub struct RunArgs {
     /// `azure:CONNECTION-STRING;Container=NAME` (Azure Blob Storage, feature `azure`).
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: Option<String>,
-    /// Run the outbox relay, publishing to this queue what writers left in their outboxes
-    /// (on by default for `--queue index`).
+    /// Run the outbox relay, publishing what writers left in their outboxes to the `index`
+    /// queue when the worker serves it, else to the first queue it serves (on whenever the
+    /// worker serves `index`, as it does by default).
     #[arg(long, env = "TABLEKIT_RELAY")]
     pub relay: bool,
     /// Seconds between two relay passes.

@@ -25,7 +25,9 @@ pub fn main() -> ExitCode {
 /// arguments), its logging (`RUST_LOG`, default `info`, on stderr), its commands and exit
 /// codes. `operations` receives the registry of the built-in operations and the
 /// [`Connections`] of `--store` and `--blobs`, and returns it with the application's
-/// handlers registered; it is called once, by `run`, after connecting.
+/// handlers registered; it is called once, by `run`, after connecting. Without `--queue`,
+/// `run` serves the queue of every operation registered ([`Registry::queues`], each
+/// operation's [`Operation::QUEUE`](crate::Operation::QUEUE)).
 ///
 /// On failure the error and its chain of causes are printed on stderr and the exit code
 /// is [`exit_code`]'s.
@@ -46,10 +48,12 @@ pub fn main() -> ExitCode {
 /// impl Operation for MarkAudited {
 ///     const KIND: &'static str = "mark-audited";
 ///     const VERSION: u32 = 1;
+///     const QUEUE: &'static str = "audits";
 /// }
 ///
 /// fn main() -> ExitCode {
-///     // `my-worker run --queue audits --broker sqlite:queue.db --store sqlite:app.db`
+///     // `my-worker run --broker sqlite:queue.db --store sqlite:app.db` serves `archive`,
+///     // `index` and `audits`; `--queue audits` serves `audits` only.
 ///     tablekit_workers::cli::main_with(|registry, connections| {
 ///         let store = connections.store.clone();
 ///         registry.register(move |operation: MarkAudited| {

@@ -16,6 +16,7 @@ use super::{
     PoisonQuery, Queue, QueueOptions, QueueStats, Received,
 };
 use crate::error::{Error, Result};
+use tablekit_core::any::forms::{self, Argument, Form};
 
 /// A queue backend chosen by connection string: `amqp://…` (RabbitMQ), `sqlite:PATH` or
 /// `azure:CONNECTION-STRING` (Azure Queue Storage).
@@ -34,54 +35,72 @@ pub enum AnyQueue {
 }
 
 impl AnyQueue {
-    /// Connects to the queue backend a connection string names.
+    /// The forms [`AnyQueue::connect`] accepts.
+    pub const FORMS: &'static [Form] = &[
+        Form::new(
+            "amqp",
+            Argument::Url,
+            "amqp://user:password@host:port/vhost",
+        ),
+        Form::new(
+            "amqps",
+            Argument::Url,
+            "amqps://user:password@host:port/vhost",
+        ),
+        Form::new("sqlite", Argument::Path, "sqlite:PATH"),
+        Form::new(
+            "azure",
+            Argument::ConnectionString,
+            "azure:CONNECTION-STRING",
+        ),
+    ];
+
+    /// Connects to the queue backend a connection string names, in one of [`FORMS`](Self::FORMS):
+    ///
+    /// - `amqp://user:password@host:port/vhost` (feature `rabbitmq`) or `amqps://…`
+    ///   (feature `amqps`): RabbitMQ;
+    /// - `sqlite:PATH` (feature `sqlite`): the embedded queue file at PATH, relative
+    ///   (`sqlite:queue.db`) or absolute (`sqlite:/var/lib/queue.db`);
+    /// - `azure:CONNECTION-STRING` (feature `azure`): Azure Queue Storage.
+    ///
+    /// Any other string is refused before anything is opened or created: a bare path
+    /// (write `sqlite:PATH`), `sqlite://queue.db` (which would be `/queue.db` at the
+    /// root of the filesystem).
     ///
     /// # Errors
-    /// [`Error::InvalidBroker`] for a scheme not compiled in; the backend's connect errors.
+    /// [`Error::InvalidBroker`] for a string in none of the forms, with a hint and the
+    /// forms accepted (never showing a password or an account key), or for a form whose
+    /// backend is not compiled in; the backend's connect errors.
     pub async fn connect(broker: &str) -> Result<Self> {
-        #[cfg(feature = "rabbitmq")]
-        if broker.starts_with("amqp://") || broker.starts_with("amqps://") {
-            return Ok(AnyQueue::Rabbit(
+        let refused = |reason: String| Error::InvalidBroker {
+            broker: forms::shown(broker),
+            reason,
+        };
+        let (form, rest) = forms::accept(broker, Self::FORMS).map_err(refused)?;
+        match form.scheme {
+            #[cfg(feature = "rabbitmq")]
+            "amqp" | "amqps" => Ok(AnyQueue::Rabbit(
                 super::rabbit::RabbitQueue::connect(broker).await?,
-            ));
-        }
-        #[cfg(feature = "sqlite")]
-        if let Some(path) = broker.strip_prefix("sqlite:") {
-            return Ok(AnyQueue::Sqlite(
-                super::sqlite::SqliteQueue::open(path).await?,
-            ));
-        }
-        #[cfg(feature = "azure")]
-        if let Some(connection) = broker.strip_prefix("azure:") {
-            return Ok(AnyQueue::Azure(super::azure::AzureQueue::connect(
-                connection,
-            )?));
-        }
-        // An Azure connection string holds a key: only its scheme is shown.
-        let shown: String = broker
-            .split([';', '?'])
-            .next()
-            .unwrap_or_default()
-            .chars()
-            .take(80)
-            .collect();
-        let missing = [
-            ("amqp://", "rabbitmq", "RabbitMQ"),
-            ("amqps://", "amqps", "RabbitMQ over TLS"),
-            ("sqlite:", "sqlite", "the SQLite queue"),
-            ("azure:", "azure", "Azure Queue Storage"),
-        ]
-        .into_iter()
-        .find(|(scheme, _, _)| broker.starts_with(scheme));
-        Err(Error::InvalidBroker {
-            broker: shown,
-            reason: match missing {
-                Some((_, feature, what)) => format!(
+            )),
+            #[cfg(feature = "sqlite")]
+            "sqlite" => Ok(AnyQueue::Sqlite(
+                super::sqlite::SqliteQueue::open(rest).await?,
+            )),
+            #[cfg(feature = "azure")]
+            "azure" => Ok(AnyQueue::Azure(super::azure::AzureQueue::connect(rest)?)),
+            scheme => {
+                let _ = rest; // only read by the backends compiled in
+                let (feature, what) = match scheme {
+                    "amqp" => ("rabbitmq", "RabbitMQ"),
+                    "amqps" => ("amqps", "RabbitMQ over TLS"),
+                    "sqlite" => ("sqlite", "the SQLite queue"),
+                    _ => ("azure", "Azure Queue Storage"),
+                };
+                Err(refused(format!(
                     "this build has no support for {what}: build it with the `{feature}` feature (`cargo build --features {feature}`)"
-                ),
-                None => "expected `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the SQLite queue) or `azure:CONNECTION-STRING` (Azure Queue Storage)".to_owned(),
-            },
-        })
+                )))
+            }
+        }
     }
 }
 

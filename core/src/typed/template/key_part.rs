@@ -7,6 +7,7 @@ use uuid::Uuid;
 
 use super::part::KeyFormat;
 use crate::keys::{self, KeyError};
+use crate::model::EdmType;
 
 /// A value that can be written into a key.
 ///
@@ -44,6 +45,18 @@ pub trait KeyPart: Sync {
     fn is_text(&self) -> bool {
         false
     }
+
+    /// The property type a field of the value's type is stored as, which a look-up by
+    /// name (an index chosen at run time) checks against its key field's. `None`, the
+    /// default, leaves the value unchecked.
+    fn stored_type(&self) -> Option<EdmType> {
+        None
+    }
+
+    /// The value's type, as an error about it names it.
+    fn type_name(&self) -> &'static str {
+        std::any::type_name::<Self>()
+    }
 }
 
 /// What a separator after a field's plain text (`{field},…`) must sort below, checked by
@@ -57,11 +70,11 @@ pub trait KeyPart: Sync {
 /// | signed integers | `-` | below the sign and every digit |
 /// | `bool` | `a` | below every letter of `true` and `false` |
 /// | `Uuid`, `DateTime<Utc>` | `char::MAX` | fixed-width text: any separator keeps them apart |
-/// | `#[derive(tablekit::Value)]` enums | below every character of their stored names | |
+/// | `#[derive(tablekit::FieldEnum)]` enums | below every character of their stored names | |
 #[diagnostic::on_unimplemented(
     message = "`{Self}` does not say which separators may follow it in a key",
     label = "a separator follows this field in the key template",
-    note = "implement `KeyText` for the type (its `FLOOR` is the lowest character its key text can hold), or derive it with `#[derive(tablekit::Value)]`"
+    note = "implement `KeyText` for the type (its `FLOOR` is the lowest character its key text can hold), or derive it with `#[derive(tablekit::FieldEnum)]`"
 )]
 pub trait KeyText: KeyPart {
     /// A separator after the field's plain text must sort below this character.
@@ -103,6 +116,14 @@ impl KeyPart for str {
     fn is_text(&self) -> bool {
         true
     }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(EdmType::String)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "str"
+    }
 }
 
 impl KeyPart for String {
@@ -112,6 +133,14 @@ impl KeyPart for String {
 
     fn is_text(&self) -> bool {
         true
+    }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(EdmType::String)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "String"
     }
 }
 
@@ -126,6 +155,14 @@ impl<T: KeyPart + ?Sized> KeyPart for &T {
 
     fn is_text(&self) -> bool {
         (**self).is_text()
+    }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        (**self).stored_type()
+    }
+
+    fn type_name(&self) -> &'static str {
+        (**self).type_name()
     }
 }
 
@@ -152,6 +189,14 @@ impl KeyPart for bool {
     fn write_key(&self, format: KeyFormat, out: &mut String) -> Result<(), KeyError> {
         write_plain_or_hash(if *self { "true" } else { "false" }, format, "bool", out)
     }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(EdmType::Boolean)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "bool"
+    }
 }
 
 impl KeyPart for Uuid {
@@ -162,6 +207,14 @@ impl KeyPart for Uuid {
             "Uuid",
             out,
         )
+    }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(EdmType::Guid)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "Uuid"
     }
 }
 
@@ -180,6 +233,14 @@ impl KeyPart for DateTime<Utc> {
             ),
         }
     }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(EdmType::DateTime)
+    }
+
+    fn type_name(&self) -> &'static str {
+        "DateTime<Utc>"
+    }
 }
 
 macro_rules! unsigned_key_part {
@@ -197,6 +258,14 @@ macro_rules! unsigned_key_part {
 
             fn is_numeric(&self) -> bool {
                 true
+            }
+
+            fn stored_type(&self) -> Option<EdmType> {
+                Some(<$t as crate::typed::FieldValue>::EDM)
+            }
+
+            fn type_name(&self) -> &'static str {
+                stringify!($t)
             }
         }
 
@@ -223,6 +292,14 @@ macro_rules! signed_key_part {
 
             fn is_numeric(&self) -> bool {
                 true
+            }
+
+            fn stored_type(&self) -> Option<EdmType> {
+                Some(<$t as crate::typed::FieldValue>::EDM)
+            }
+
+            fn type_name(&self) -> &'static str {
+                stringify!($t)
             }
         }
 
@@ -262,6 +339,14 @@ impl KeyPart for crate::model::Value {
 
     fn is_text(&self) -> bool {
         matches!(self, crate::model::Value::String(_))
+    }
+
+    fn stored_type(&self) -> Option<EdmType> {
+        Some(self.edm_type())
+    }
+
+    fn type_name(&self) -> &'static str {
+        self.edm_type().odata_name()
     }
 }
 

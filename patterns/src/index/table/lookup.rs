@@ -10,9 +10,10 @@
 use std::marker::PhantomData;
 
 use futures::{Stream, StreamExt};
+use tablekit_core::keys::KeyError;
 use tablekit_core::typed::handle::{Dynamic, End, Partition, Row};
 use tablekit_core::typed::{EntityType, IdList, Index, KeyArg, KeyBounds, KeyPart, Stored};
-use tablekit_core::{Entity, TableStore};
+use tablekit_core::{EdmType, Entity, TableStore};
 
 use super::super::record::{EntityRef, IndexLayout, MemberLayout};
 use super::IndexedTable;
@@ -36,6 +37,45 @@ impl Given<'_> {
 
 fn parts<'p>(given: &'p [Given<'_>]) -> Vec<&'p dyn KeyPart> {
     given.iter().map(Given::part).collect()
+}
+
+/// Checks a value given for the key field `field` of the index or id list `name` (`what`)
+/// against the field's stored type: a value stored as another type renders a key text no
+/// entity of the field can have (`1u32` for a `String` field looks up `"1"` and finds
+/// nothing), so it is refused. Integers of any width fill an integer field of any width,
+/// their key text being the same; a field the type does not declare, or a value of a type
+/// that does not say how it is stored ([`KeyPart::stored_type`]), is not checked.
+///
+/// # Errors
+/// [`KeyError::WrongType`] naming the index, the field and both types.
+fn check_type<E: EntityType>(
+    what: &'static str,
+    name: &str,
+    field: &str,
+    value: &dyn KeyPart,
+) -> Result<()> {
+    /// The stored types whose key texts are alike: every integer type is one.
+    fn key_text(edm: EdmType) -> EdmType {
+        match edm {
+            EdmType::Int32 => EdmType::Int64,
+            other => other,
+        }
+    }
+    let expected = E::schema().field(field).and_then(|f| f.edm);
+    match (expected, value.stored_type()) {
+        (Some(expected), Some(given_stored)) if key_text(expected) != key_text(given_stored) => {
+            Err(KeyError::WrongType {
+                what,
+                name: name.to_owned(),
+                field: field.to_owned(),
+                expected,
+                given: value.type_name(),
+                given_stored,
+            }
+            .into())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// The key state after [`range`](Lookup::range): the last RowKey field lies in a range.
@@ -215,7 +255,23 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K> Lookup<'a, E, S, K> 
                 all.len()
             )));
         }
+        let fields: Vec<&str> = layout
+            .partition_key
+            .fields()
+            .into_iter()
+            .chain(layout.row_key.fields())
+            .collect();
+        for (field, value) in fields.iter().zip(&all) {
+            check_type::<E>("index", self.index, field, *value)?;
+        }
         let row = all.split_off(partition_fields.min(all.len()));
+        // A range is over the RowKey field after those given.
+        if let (Some((lo, hi)), Some(field)) =
+            (&self.span, fields.get(partition_fields + row.len()))
+        {
+            check_type::<E>("index", self.index, field, lo.part())?;
+            check_type::<E>("index", self.index, field, hi.part())?;
+        }
         Ok((layout, all, row))
     }
 
@@ -249,7 +305,8 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
     ///
     /// # Errors
     /// [`Error::Undeclared`] for an index the type does not declare (by name); key
-    /// errors; the store's errors; a copy with a property subset that does not read as
+    /// errors ([`KeyError::WrongType`] for a value given by name whose type is not its
+    /// field's); the store's errors; a copy with a property subset that does not read as
     /// `E` (read [`entities`](Self::entities)).
     pub async fn all(self) -> Result<Vec<Stored<E>>> {
         let resolved = self.resolve()?;
@@ -353,7 +410,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Lookup<'_, E, S, Dynamic> {
     ///
     /// # Errors
     /// [`Error::Undeclared`] for an index the type does not declare; a key with too few
-    /// or too many values; as [`Lookup::get`].
+    /// or too many values; [`KeyError::WrongType`] for a value whose type is not stored as
+    /// its key field's; as [`Lookup::get`].
     pub async fn get(self) -> Result<Option<Stored<E>>> {
         self.exact().await
     }
@@ -442,14 +500,18 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
     fn value(&self) -> Result<(&'a MemberLayout, String)> {
         let layout = self.table.list_layout(self.list)?;
         let given = parts(&self.given);
-        let fields = layout.key.fields().len();
-        if given.len() != fields {
+        let fields = layout.key.fields();
+        if given.len() != fields.len() {
             return Err(Error::Unsupported(format!(
-                "id list `{}` takes {fields} key values ({}), got {}",
+                "id list `{}` takes {} key values ({}), got {}",
                 self.list,
+                fields.len(),
                 layout.key.source(),
                 given.len()
             )));
+        }
+        for (field, value) in fields.iter().zip(&given) {
+            check_type::<E>("id list", self.list, field, *value)?;
         }
         Ok((layout, layout.key.render_args(&given)?))
     }
@@ -459,8 +521,9 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Whole> ListLookup<'a
     /// the primaries, leaves it out.
     ///
     /// # Errors
-    /// [`Error::Undeclared`] (by name); [`Error::Unsupported`] when the list is kept in the
-    /// primaries' partitions and no [`in_partition`](Self::in_partition) is given;
+    /// [`Error::Undeclared`] and [`KeyError::WrongType`] (by name); [`Error::Unsupported`]
+    /// when the list is kept in the primaries' partitions and no
+    /// [`in_partition`](Self::in_partition) is given;
     /// [`Error::NoBlobStore`]; the store's errors.
     pub async fn ids(self) -> Result<Vec<EntityRef>> {
         let (layout, value) = self.value()?;
@@ -580,8 +643,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     /// A look-up by the index named `index`, for applications that choose the index at
-    /// run time: its name and its key values are checked when it runs.
-    /// [`lookup`](Self::lookup) with the type's handle checks them at compile time.
+    /// run time: its name and its key values are checked when it runs — their number, and
+    /// each value's type against its key field's stored type (a `u32` for a `String`
+    /// field is refused with [`KeyError::WrongType`]; integers of any width fill an
+    /// integer field). [`lookup`](Self::lookup) with the type's handle checks them at
+    /// compile time.
     pub fn lookup_named<'a>(&'a self, index: &'a str) -> Lookup<'a, E, S, Dynamic> {
         Lookup {
             table: self,
@@ -608,7 +674,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 
     /// A read of the id list named `list`, for applications that choose it at run time:
-    /// its name and key values are checked when it runs.
+    /// its name and key values are checked when it runs, as
+    /// [`lookup_named`](Self::lookup_named)'s are.
     pub fn list_named<'a>(&'a self, list: &'a str) -> ListLookup<'a, E, S, Dynamic> {
         ListLookup {
             table: self,
