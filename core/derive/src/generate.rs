@@ -157,6 +157,7 @@ pub(crate) fn entity(
         quote_spanned!(span=> #name => __tk::Some(&self.#ident as &dyn __tk::KeyPart))
     });
     let when_arms = index::when_arms(&e.indexes);
+    let (fields_struct, fields_fn) = typed_fields(&input.vis, ident, e, models);
     let mut handles = index::handles(&input.vis, &e.indexes, models);
     handles.extend(index_entity::handles(&input.vis, &e.index_entities, models));
     let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
@@ -212,9 +213,12 @@ pub(crate) fn entity(
 
             #series_impl
 
+            #fields_struct
+
             #[automatically_derived]
             impl #ident {
                 #(#handles)*
+                #fields_fn
             }
 
             #[automatically_derived]
@@ -286,4 +290,65 @@ pub(crate) fn entity(
             }
         };
     }
+}
+
+/// The typed properties of the stored fields: a struct with one `Property` per field
+/// (key fields marked `KeyField`: compared and selected, never set) and
+/// `fn fields()` returning it.
+fn typed_fields(
+    vis: &syn::Visibility,
+    ident: &syn::Ident,
+    e: &CheckedEntity<'_>,
+    models: &[FieldModel],
+) -> (TokenStream, TokenStream) {
+    let keys: Vec<&str> = e
+        .partition_key
+        .template
+        .fields()
+        .into_iter()
+        .chain(e.row_key.template.fields())
+        .collect();
+    let struct_ident = quote::format_ident!("{}Fields", ident.unraw());
+    let stored = models.iter().filter(|f| f.storage == Storage::Property);
+    let mut members = Vec::new();
+    let mut values = Vec::new();
+    for field in stored {
+        let name = &field.ident;
+        let ty = &field.ty;
+        let (field_name, property) = (&field.name, &field.property);
+        let marker = if keys.contains(&field.name.as_str()) {
+            quote!(__tk::KeyField)
+        } else {
+            quote!(__tk::Settable)
+        };
+        let doc = format!("The field `{field_name}` (property `{property}`).");
+        members.push(quote! {
+            #[doc = #doc]
+            pub #name: __tk::Property<#ident, #ty, #marker>
+        });
+        values.push(quote!(#name: __tk::Property::new(#field_name, #property)));
+    }
+    let doc = format!(
+        "The typed properties of `{}`: filters (`{}::fields().field.ge(…)`), partial updates and projections.",
+        ident.unraw(),
+        ident.unraw()
+    );
+    let structure = quote! {
+        #[doc = #doc]
+        #[derive(Clone, Copy, Debug)]
+        #[allow(non_camel_case_types, missing_docs)]
+        pub struct #struct_ident {
+            #(#members,)*
+        }
+    };
+    let function = quote! {
+        #[doc = #doc]
+        #[allow(dead_code)]
+        #vis const fn fields() -> #struct_ident {
+            #struct_ident {
+                #(#values,)*
+            }
+        }
+    };
+    (structure, function)
 }

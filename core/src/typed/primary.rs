@@ -40,6 +40,24 @@ pub trait PrimaryTable: Sync {
         query: Query,
     ) -> impl Stream<Item = Result<Stored<Self::Entity>>> + Send + '_;
 
+    /// Reads the entities a query matches as stored (its `$select` kept), page after page,
+    /// for projections.
+    fn read_entities(
+        &self,
+        query: Query,
+    ) -> impl Stream<Item = Result<crate::model::Entity>> + Send + '_;
+
+    /// Applies a partial update (properties and their new values, `None` to remove) to
+    /// the entity with these keys through the table's write path, if `if_match` holds;
+    /// with `IfMatch::Any` a concurrent change is merged into again.
+    fn update_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        changes: Vec<(&'static str, Option<crate::model::Value>)>,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<Self::Deleted>> + Send;
+
     /// How many entities a query matches, reading keys only.
     fn count_query(&self, query: Query) -> impl Future<Output = Result<u64>> + Send;
 
@@ -68,6 +86,7 @@ pub struct PrimaryKey<'t, T: ?Sized, K> {
     table: &'t T,
     given: Vec<Part>,
     span: Option<(Part, Part)>,
+    condition: Option<std::result::Result<filter::Filter, Box<super::field::FieldError>>>,
     state: PhantomData<fn() -> K>,
 }
 
@@ -87,6 +106,7 @@ impl<'t, T: PrimaryTable + ?Sized> PrimaryKey<'t, T, <T::Entity as EntityType>::
             table,
             given: Vec::new(),
             span: None,
+            condition: None,
             state: PhantomData,
         }
     }
@@ -99,6 +119,7 @@ impl<'t, T: ?Sized, K> PrimaryKey<'t, T, K> {
             table: self.table,
             given: self.given,
             span: self.span,
+            condition: self.condition,
             state: PhantomData,
         }
     }
@@ -178,14 +199,50 @@ impl<T: PrimaryTable + ?Sized, K> PrimaryKey<'_, T, K> {
             Some(bounds.row_key_filter())
         };
         let partition = filter::partition_key().eq(partition_key.as_str());
-        Ok(Query::with_filter(match rows {
+        let keys = match rows {
             Some(rows) => partition & rows,
             None => partition,
+        };
+        Ok(Query::with_filter(match &self.condition {
+            Some(Ok(condition)) => keys & condition.clone(),
+            Some(Err(e)) => return Err(crate::Error::Field(e.clone())),
+            None => keys,
         }))
     }
 }
 
 impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
+    /// Only the entities that also meet a condition over the type's typed properties
+    /// (`Order::fields().total.ge(30)`); several conditions are joined with `and`.
+    pub fn filter(mut self, condition: super::Condition<T::Entity>) -> Self {
+        let condition = condition.into_parts();
+        self.condition = Some(match (self.condition.take(), condition) {
+            (None, c) => c,
+            (Some(Ok(a)), Ok(b)) => Ok(a & b),
+            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+        });
+        self
+    }
+
+    /// The chosen fields of every entity of the key given, read with `$select` of their
+    /// properties alone, into a tuple of the fields' types.
+    ///
+    /// # Errors
+    /// As [`all`](Self::all); [`Error::Field`](crate::Error::Field) naming the property and
+    /// the keys of an entity whose property does not read as its field.
+    pub async fn select<F: super::Fields<T::Entity>>(self, fields: F) -> Result<Vec<F::Output>> {
+        let mut properties = fields.properties();
+        if <T::Entity as super::Record>::expires() {
+            properties.push(super::EXPIRES_PROPERTY.to_owned());
+        }
+        let query = self.query()?.select(properties);
+        self.table
+            .read_entities(query)
+            .map(|entity| entity.and_then(|e| fields.read(e)))
+            .try_collect()
+            .await
+    }
+
     /// Every entity of the key given (the partition, the RowKeys that start with the
     /// fields given, or the range), in RowKey order, page after page.
     pub fn stream(self) -> impl Stream<Item = Result<Stored<T::Entity>>> + Send + 't {
@@ -216,7 +273,7 @@ impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
     }
 }
 
-impl<T: PrimaryTable + ?Sized> PrimaryKey<'_, T, End> {
+impl<'t, T: PrimaryTable + ?Sized> PrimaryKey<'t, T, End> {
     /// The keys given, rendered: (PartitionKey, RowKey).
     ///
     /// # Errors
@@ -239,6 +296,16 @@ impl<T: PrimaryTable + ?Sized> PrimaryKey<'_, T, End> {
     pub async fn get(self) -> Result<Option<Stored<T::Entity>>> {
         let (partition_key, row_key) = self.keys()?;
         self.table.read_at(&partition_key, &row_key).await
+    }
+
+    /// A partial update of the entity with the key given: set typed fields with
+    /// [`set`](KeyUpdate::set), then [`apply`](KeyUpdate::apply).
+    pub fn update(self) -> KeyUpdate<'t, T> {
+        KeyUpdate {
+            keys: self.keys(),
+            table: self.table,
+            changes: super::Update::new(),
+        }
     }
 
     /// Deletes the entity with the key given if `if_match` holds.
@@ -285,5 +352,48 @@ impl IntoKeys for (String, String) {
 impl IntoKeys for (&str, &str) {
     fn into_keys(self) -> Result<(String, String)> {
         Ok((self.0.to_owned(), self.1.to_owned()))
+    }
+}
+
+/// A partial update by primary key: typed fields set through the table's one write path,
+/// so indexes, unique values, change events and denormalised copies follow.
+pub struct KeyUpdate<'t, T: PrimaryTable + ?Sized> {
+    table: &'t T,
+    keys: Result<(String, String)>,
+    changes: super::Update<T::Entity>,
+}
+
+impl<T: PrimaryTable + ?Sized> std::fmt::Debug for KeyUpdate<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyUpdate")
+            .field("keys", &self.keys.as_ref().ok())
+            .field("changes", &self.changes)
+            .finish()
+    }
+}
+
+impl<T: PrimaryTable + ?Sized> KeyUpdate<'_, T> {
+    /// Sets a field to a value of its type; a key field does not compile (a key change is
+    /// a delete and an insert).
+    pub fn set<F: super::FieldValue>(
+        mut self,
+        property: super::Property<T::Entity, F, super::Settable>,
+        value: impl super::FieldArg<F>,
+    ) -> Self {
+        self.changes = self.changes.set(property, value);
+        self
+    }
+
+    /// Writes the changes if `if_match` holds.
+    ///
+    /// # Errors
+    /// Key errors and values a property cannot hold (before any I/O); `NotFound`,
+    /// `PreconditionFailed`; the table's write errors.
+    pub async fn apply(self, if_match: IfMatch) -> Result<T::Deleted> {
+        let (partition_key, row_key) = self.keys?;
+        let changes = self.changes.into_changes()?;
+        self.table
+            .update_at(&partition_key, &row_key, changes, if_match)
+            .await
     }
 }

@@ -357,6 +357,57 @@ impl<R: Record, S: TableStore> Table<R, S> {
         super::PrimaryKey::new(self)
     }
 
+    /// A partial update: the properties given set (or, with `None`, removed) on the stored
+    /// entity with these keys, read first and checked to still read as `E`, then replaced
+    /// under the ETag read, if `if_match` holds; with `IfMatch::Any` a concurrent change
+    /// is merged into again. Typed updates build the changes from typed properties
+    /// (`table.primary().key(..).update().set(..)`).
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; [`Error::Field`] for a result that does not read
+    /// as `E`; the store's errors.
+    pub async fn update_properties(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        changes: Vec<(&'static str, Option<crate::model::Value>)>,
+        if_match: IfMatch,
+    ) -> Result<()>
+    where
+        R: EntityType,
+    {
+        loop {
+            let Some(mut current) = self
+                .store
+                .get(&self.name, partition_key, row_key, None)
+                .await?
+                .filter(|e| self.live(e))
+            else {
+                return Err(Error::NotFound {
+                    table: self.name.clone(),
+                    partition_key: partition_key.to_owned(),
+                    row_key: row_key.to_owned(),
+                });
+            };
+            let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            if let IfMatch::ETag(expected) = &if_match
+                && current.etag.as_ref() != Some(expected)
+            {
+                return Err(Error::PreconditionFailed {
+                    table: self.name.clone(),
+                    partition_key: partition_key.to_owned(),
+                    row_key: row_key.to_owned(),
+                });
+            }
+            super::Update::<R>::apply_to(&changes, &mut current);
+            let merged = R::from_entity(current)?.value.to_entity()?;
+            match self.store.replace(&self.name, merged, read).await {
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {}
+                outcome => return outcome.map(|_| ()),
+            }
+        }
+    }
+
     /// Deletes the entity of a value if `if_match` holds.
     ///
     /// # Errors
@@ -680,6 +731,20 @@ impl<E: EntityType, S: TableStore + Sync> super::PrimaryTable for Table<E, S> {
 
     fn count_query(&self, query: Query) -> impl Future<Output = Result<u64>> + Send {
         self.count_scan(query)
+    }
+
+    fn read_entities(&self, query: Query) -> impl Stream<Item = Result<Entity>> + Send + '_ {
+        self.stream_entities(query)
+    }
+
+    fn update_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        changes: Vec<(&'static str, Option<crate::model::Value>)>,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<()>> + Send {
+        self.update_properties(partition_key, row_key, changes, if_match)
     }
 
     fn delete_at(

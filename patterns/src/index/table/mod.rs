@@ -275,7 +275,30 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             properties.push(field.property);
         }
         let patch = value.to_entity()?;
-        let source = self.source(&patch.partition_key, &patch.row_key);
+        let changes = properties
+            .into_iter()
+            .map(|property| (property, patch.properties.get(property).cloned()))
+            .collect();
+        self.update_properties(&patch.partition_key, &patch.row_key, changes, if_match)
+            .await
+    }
+
+    /// A partial update through the one write path: the properties given set (or, with
+    /// `None`, removed) on the stored primary, which must still read as `E`; its index
+    /// copies, id-list entries, unique values, change events and denormalised dependents
+    /// follow as for a full write. Typed updates build the changes from typed properties
+    /// (`table.primary().key(..).update().set(Order::fields().status, ..)`).
+    ///
+    /// # Errors
+    /// `NotFound`, `PreconditionFailed`; as [`insert`](Self::insert).
+    pub async fn update_properties(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        changes: Vec<(&'static str, Option<Value>)>,
+        if_match: IfMatch,
+    ) -> Result<WriteOutcome> {
+        let source = self.source(partition_key, row_key);
         let mut retry = self.writer.engine.retry().start();
         loop {
             retry.next(|| format!("partial update of {source}")).await?;
@@ -297,16 +320,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             }
             let read = current.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
             let mut merged = self.writer.restore(current).await?;
-            for property in &properties {
-                match patch.properties.get(*property) {
-                    Some(v) => {
-                        merged.properties.insert((*property).to_owned(), v.clone());
-                    }
-                    None => {
-                        merged.properties.shift_remove(*property);
-                    }
-                }
-            }
+            tablekit_core::typed::Update::<E>::apply_to(&changes, &mut merged);
             let merged = E::from_entity(merged)?.value;
             match self.write(Intent::Replace(&merged, read)).await {
                 Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {
@@ -621,6 +635,25 @@ impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed
 
     fn count_query(&self, query: tablekit_core::Query) -> impl Future<Output = Result<u64>> + Send {
         self.table.count_scan(query)
+    }
+
+    fn read_entities(
+        &self,
+        query: tablekit_core::Query,
+    ) -> impl futures::Stream<Item = Result<Entity>> + Send + '_ {
+        self.table
+            .stream_entities(query)
+            .try_filter(move |entity| std::future::ready(!self.writer.hidden(entity)))
+    }
+
+    fn update_at(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+        changes: Vec<(&'static str, Option<Value>)>,
+        if_match: IfMatch,
+    ) -> impl Future<Output = Result<WriteOutcome>> + Send {
+        self.update_properties(partition_key, row_key, changes, if_match)
     }
 
     fn delete_at(
