@@ -5,7 +5,22 @@
 //! member has two versions: writers of both run at once, and a migrator rewrites the old.
 
 use chrono::{DateTime, Utc};
-use tablekit_derive::Entity;
+use tablekit_derive::{Entity, FieldEnum};
+
+/// A member's city: an enum field stored by name, a key part of the `by_city` index and
+/// the `city` id list.
+#[derive(FieldEnum, Clone, Copy, Debug, PartialEq, Eq)]
+#[field_enum(rename_all = "lowercase", crate = "tablekit_core")]
+pub enum City {
+    /// Oslo.
+    Oslo,
+    /// Lima.
+    Lima,
+    /// Pune.
+    Pune,
+    /// Rome.
+    Rome,
+}
 
 /// Declares a member type: the same table, kind, fields and declarations in both
 /// programs, the version aside.
@@ -42,7 +57,7 @@ macro_rules! member_type {
             pub team: String,
             pub id: u32,
             pub nick: String,
-            pub city: String,
+            pub city: City,
             pub level: u32,
             pub tag: String,
             pub email: String,

@@ -26,7 +26,7 @@ use tablekit_workers::queue::sqlite::SqliteQueue;
 use tablekit_workers::queue::{ConsumeOptions, Consumer, Queue};
 use tablekit_workers::{Envelope, Registry, WorkerConfig, handle_delivery};
 
-use crate::entities::{Badge, Member};
+use crate::entities::{Badge, City, Member};
 
 /// The queues of the fixture.
 pub const QUEUES: [&str; 4] = ["index", "archive", "member-changes", "badge-changes"];
@@ -49,7 +49,7 @@ pub fn member(team: &str, id: u32, rev: i64) -> Member {
         team: team.to_owned(),
         id,
         nick: format!("n{id}"),
-        city: ["oslo", "rome"][(id as usize + rev as usize) % 2].to_owned(),
+        city: [City::Oslo, City::Rome][(id as usize + rev as usize) % 2],
         level: id % 3,
         tag: format!("t{}", id % 2),
         email: format!("{team}.{id}@example.com"),

@@ -309,7 +309,9 @@ fn typed_fields(
         .chain(e.row_key.template.fields())
         .collect();
     let struct_ident = quote::format_ident!("{}Fields", ident.unraw());
-    let stored = models.iter().filter(|f| f.storage == Storage::Property);
+    let stored = models
+        .iter()
+        .filter(|f| matches!(f.storage, Storage::Property | Storage::Blob));
     let mut members = Vec::new();
     let mut values = Vec::new();
     for field in stored {
@@ -318,6 +320,8 @@ fn typed_fields(
         let (field_name, property) = (&field.name, &field.property);
         let marker = if keys.contains(&field.name.as_str()) {
             quote!(__tk::KeyField)
+        } else if field.storage == Storage::Blob {
+            quote!(__tk::BlobProperty)
         } else {
             quote!(__tk::Settable)
         };

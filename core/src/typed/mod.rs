@@ -32,7 +32,10 @@ pub use handle::{IdList, Index, KeyArg};
 pub use primary::{
     GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, PrimaryKey, PrimaryTable, Scannable,
 };
-pub use property::{Condition, FieldArg, Fields, KeyField, Property, Settable, Update};
+pub use property::{
+    BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set, Settable,
+    Update,
+};
 pub use schema::{
     DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
     IndexMeta, IndexPlacement, Schema, UniqueMeta,
@@ -619,7 +622,7 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
 pub mod __private {
     pub use super::field::{FieldProblem, enum_discriminant};
     pub use super::handle::{End, IdList, Index, Partition, Row};
-    pub use super::property::{KeyField, Property, Settable};
+    pub use super::property::{BlobProperty, KeyField, Property, Settable};
     pub use super::template::{KeyText, separator_fits};
     pub use super::{
         BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,

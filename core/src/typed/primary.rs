@@ -375,9 +375,9 @@ impl<T: PrimaryTable + ?Sized> std::fmt::Debug for KeyUpdate<'_, T> {
 impl<T: PrimaryTable + ?Sized> KeyUpdate<'_, T> {
     /// Sets a field to a value of its type; a key field does not compile (a key change is
     /// a delete and an insert).
-    pub fn set<F: super::FieldValue>(
+    pub fn set<F: super::FieldValue, M: super::property::Set>(
         mut self,
-        property: super::Property<T::Entity, F, super::Settable>,
+        property: super::Property<T::Entity, F, M>,
         value: impl super::FieldArg<F>,
     ) -> Self {
         self.changes = self.changes.set(property, value);

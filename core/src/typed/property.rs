@@ -21,12 +21,45 @@ use crate::error::{Error, Result};
 use crate::filter::{self, CompareOp, Filter};
 use crate::model::{Entity, Value};
 
-/// Marks a property that a partial update may set.
+/// Marks a property that a partial update may set, a filter compare and a projection
+/// select: a field stored as a property.
 pub struct Settable;
 
 /// Marks a property of a key field: compared and selected, never set (a key change is a
 /// delete and an insert).
 pub struct KeyField;
+
+/// Marks a blob field (`#[entity(blob)]`): set by a partial update (its bytes move to the
+/// blob store as a full write moves them), never compared or selected (the table holds
+/// its address, not its bytes).
+pub struct BlobProperty;
+
+/// The properties a filter compares: stored fields and key fields.
+#[diagnostic::on_unimplemented(
+    message = "a blob field cannot be compared in a filter",
+    note = "the table holds a blob field's address, not its bytes"
+)]
+pub trait Compared {}
+impl Compared for Settable {}
+impl Compared for KeyField {}
+
+/// The properties a partial update sets: stored fields and blob fields, never key fields.
+#[diagnostic::on_unimplemented(
+    message = "a key field cannot be set by a partial update",
+    note = "a key change is a delete and an insert: write the new value with `insert` and delete the old key"
+)]
+pub trait Set {}
+impl Set for Settable {}
+impl Set for BlobProperty {}
+
+/// The properties a projection selects: stored fields and key fields.
+#[diagnostic::on_unimplemented(
+    message = "a blob field cannot be selected in a projection",
+    note = "the table holds a blob field's address, not its bytes: read the entity"
+)]
+pub trait Selected {}
+impl Selected for Settable {}
+impl Selected for KeyField {}
 
 /// A stored field of entity type `E`, of Rust type `T`; `M` is [`Settable`] or
 /// [`KeyField`].
@@ -149,7 +182,7 @@ fn filter_error<E: EntityType>(property: &str, problem: FieldProblem) -> Box<Fie
     })
 }
 
-impl<E: EntityType, T: FieldValue, M> Property<E, T, M> {
+impl<E: EntityType, T: FieldValue, M: Compared> Property<E, T, M> {
     fn compare(self, op: CompareOp, value: impl FieldArg<T>) -> Condition<E> {
         let value = match value.into_field().to_value() {
             Ok(Some(value)) => Ok(filter::property_named(self.property).compare(op, value)),
@@ -308,9 +341,9 @@ impl<E: EntityType> Update<E> {
     }
 
     /// Sets a field (not a key field: those do not compile).
-    pub fn set<T: FieldValue>(
+    pub fn set<T: FieldValue, M: Set>(
         mut self,
-        property: Property<E, T, Settable>,
+        property: Property<E, T, M>,
         value: impl FieldArg<T>,
     ) -> Self {
         if let Ok(changes) = &mut self.changes {
@@ -385,7 +418,7 @@ fn read_one<E: EntityType, T: FieldValue>(entity: &mut Entity, property: &str) -
 
 macro_rules! tuple_fields {
     ($(($($t:ident $m:ident $i:tt),+)),+) => {$(
-        impl<E: EntityType, $($t: FieldValue, $m),+> Fields<E> for ($(Property<E, $t, $m>,)+) {
+        impl<E: EntityType, $($t: FieldValue, $m: Selected),+> Fields<E> for ($(Property<E, $t, $m>,)+) {
             type Output = ($($t,)+);
 
             fn properties(&self) -> Vec<String> {

@@ -5,10 +5,10 @@
 use std::rc::Rc;
 use std::time::Duration;
 
-use tablekit_core::random;
-use tablekit_patterns::index::{AuditOptions, IndexedTable};
+use tablekit_core::{IfMatch, random};
+use tablekit_patterns::index::{AuditOptions, IndexedTable, WriteOutcome};
 
-use super::written::{Written, member, member_put, member_updated};
+use super::written::{Written, chosen, member, member_put, member_updated};
 use super::{Store, World, members};
 use crate::entities::{LegacyMember, Member};
 use crate::model::Effect;
@@ -16,7 +16,7 @@ use crate::model::Effect;
 /// The previous program's member: the same entity, keyed and modelled as a `Member`.
 impl Written for LegacyMember {
     const NAME: &'static str = "Member";
-    const FIELDS: &'static [&'static str] = <Member as Written>::FIELDS;
+    super::written::member_update!();
     fn make(world: &World, team: String, id: u32) -> Self {
         let m = member(world, team, id);
         LegacyMember {

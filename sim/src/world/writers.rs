@@ -118,11 +118,7 @@ async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n:
             0..=19 => table.insert(&value).await,
             20..=39 => table.upsert(&value).await,
             40..=59 => table.replace(&value, if_match.clone()).await,
-            60..=79 => {
-                let mut fields: Vec<&str> = vec!["rev"];
-                fields.extend(E::FIELDS.iter().filter(|_| random::u64().is_multiple_of(2)));
-                table.update(&value, &fields, if_match.clone()).await
-            }
+            60..=79 => value.update(table, if_match.clone()).await,
             _ => table.delete(&team, &E::key_of(id), if_match.clone()).await,
         };
         answer = match result {

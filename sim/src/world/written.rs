@@ -2,10 +2,11 @@
 //! and what a write of it does in the model.
 
 use chrono::{DateTime, Utc};
-use tablekit_core::{ErrorKind, random};
+use tablekit_core::{ErrorKind, IfMatch, random};
+use tablekit_patterns::index::{IndexedTable, WriteOutcome};
 
-use super::{EMAILS, IDS, World};
-use crate::entities::{Badge, Member};
+use super::{EMAILS, IDS, Store, World};
+use crate::entities::{Badge, City, Member};
 use crate::model::{Answer, Effect};
 
 pub(super) fn pick<'a>(choices: &[&'a str]) -> &'a str {
@@ -17,7 +18,7 @@ pub(super) fn member(world: &World, team: String, id: u32) -> Member {
         team,
         id,
         nick: pick(&["ann", "bo", "cy", "di"]).to_owned(),
-        city: pick(&["Oslo", "Lima", "Pune"]).to_owned(),
+        city: [City::Oslo, City::Lima, City::Pune][(random::u64() % 3) as usize],
         level: (random::u64() % 3) as u32,
         tag: pick(&["red", "blue", "green"]).to_owned(),
         email: format!("e{}", random::u64() % u64::from(EMAILS)),
@@ -64,13 +65,64 @@ pub(super) trait Written:
         self.effect()
     }
     fn key_of(id: u32) -> String;
-    /// Fields a partial update may set (beside `rev`).
-    const FIELDS: &'static [&'static str];
+    /// A typed partial update of the stored entity with this value's keys: `rev` and a
+    /// random choice of the other fields a partial update may set, to this value's.
+    fn update<'t>(
+        &'t self,
+        table: &'t IndexedTable<Self, Store>,
+        if_match: IfMatch,
+    ) -> impl Future<Output = tablekit_patterns::Result<WriteOutcome>> + 't;
 }
+
+/// Whether a partial update sets one more field (a coin toss of the seed).
+pub(super) fn chosen() -> bool {
+    random::u64().is_multiple_of(2)
+}
+
+/// A member's typed partial update (either program's type: both declare the same
+/// fields): `rev` and a random choice of the others, to this value's.
+macro_rules! member_update {
+    () => {
+        fn update<'t>(
+            &'t self,
+            table: &'t IndexedTable<Self, Store>,
+            if_match: IfMatch,
+        ) -> impl Future<Output = tablekit_patterns::Result<WriteOutcome>> + 't {
+            let f = Self::fields();
+            let mut update = table
+                .primary()
+                .key(&self.team)
+                .key(self.id)
+                .update()
+                .set(f.rev, self.rev);
+            if chosen() {
+                update = update.set(f.nick, &self.nick);
+            }
+            if chosen() {
+                update = update.set(f.city, self.city);
+            }
+            if chosen() {
+                update = update.set(f.level, self.level);
+            }
+            if chosen() {
+                update = update.set(f.tag, &self.tag);
+            }
+            if chosen() {
+                update = update.set(f.email, &self.email);
+            }
+            if chosen() {
+                update = update.set(f.photo, self.photo.clone());
+            }
+            update.apply(if_match)
+        }
+    };
+}
+pub(super) use member_update;
+
 
 impl Written for Member {
     const NAME: &'static str = "Member";
-    const FIELDS: &'static [&'static str] = &["nick", "city", "level", "tag", "email", "photo"];
+    member_update!();
     fn make(world: &World, team: String, id: u32) -> Self {
         member(world, team, id)
     }
@@ -111,7 +163,29 @@ pub(super) fn member_updated(rev: i64) -> Effect {
 
 impl Written for Badge {
     const NAME: &'static str = "Badge";
-    const FIELDS: &'static [&'static str] = &["code", "holder", "note"];
+    fn update<'t>(
+        &'t self,
+        table: &'t IndexedTable<Self, Store>,
+        if_match: IfMatch,
+    ) -> impl Future<Output = tablekit_patterns::Result<WriteOutcome>> + 't {
+        let f = Badge::fields();
+        let mut update = table
+            .primary()
+            .key(&self.team)
+            .key(self.id)
+            .update()
+            .set(f.rev, self.rev);
+        if chosen() {
+            update = update.set(f.code, &self.code);
+        }
+        if chosen() {
+            update = update.set(f.holder, self.holder);
+        }
+        if chosen() {
+            update = update.set(f.note, self.note.clone());
+        }
+        update.apply(if_match)
+    }
     fn make(world: &World, team: String, id: u32) -> Self {
         badge(world, team, id)
     }
