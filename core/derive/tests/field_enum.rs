@@ -562,4 +562,22 @@ async fn enums_are_the_keys_of_typed_look_ups() {
         .await
         .unwrap();
     assert_eq!(placed.iter().map(|o| o.id).collect::<Vec<_>>(), [2, 3]);
+
+    // By name, the key values' types are checked: a priority is stored as an Int32, a
+    // status as a string.
+    let by_name = orders
+        .lookup_named("by_priority")
+        .keys(&[&Status::Placed, &Priority::Low, &2u32])
+        .get()
+        .await
+        .unwrap()
+        .expect("found by name");
+    assert_eq!(by_name.id, 2);
+    let wrong = orders
+        .lookup_named("by_priority")
+        .keys(&[&Priority::Low, &Status::Placed])
+        .all()
+        .await
+        .expect_err("a priority where the status goes");
+    assert!(wrong.to_string().contains("Priority"), "{wrong}");
 }

@@ -115,6 +115,14 @@ pub(crate) fn field_enum(input: &DeriveInput, attr: &EnumAttr, e: &CheckedEnum<'
                     fn write_key(&self, format: __tk::KeyFormat, out: &mut __tk::String) -> ::core::result::Result<(), __tk::KeyError> {
                         <str as __tk::KeyPart>::write_key(name(self), format, out)
                     }
+
+                    fn stored_type(&self) -> __tk::Option<__tk::EdmType> {
+                        __tk::Some(__tk::EdmType::String)
+                    }
+
+                    fn type_name(&self) -> &'static str {
+                        #type_name
+                    }
                 }
             }
         }
@@ -190,6 +198,14 @@ pub(crate) fn field_enum(input: &DeriveInput, attr: &EnumAttr, e: &CheckedEnum<'
 
                     fn is_numeric(&self) -> bool {
                         true
+                    }
+
+                    fn stored_type(&self) -> __tk::Option<__tk::EdmType> {
+                        __tk::Some(__tk::EdmType::Int32)
+                    }
+
+                    fn type_name(&self) -> &'static str {
+                        #type_name
                     }
                 }
 
