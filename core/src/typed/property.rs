@@ -66,8 +66,11 @@ impl Selected for KeyField {}
 pub struct Property<E, T, M = Settable> {
     field: &'static str,
     property: &'static str,
-    types: PhantomData<fn() -> (E, T, M)>,
+    types: PhantomData<Types<E, T, M>>,
 }
+
+/// The types a [`Property`] carries (covariant, `Send` and `Sync` whatever they are).
+type Types<E, T, M> = fn() -> (E, T, M);
 
 impl<E, T, M> Property<E, T, M> {
     /// The property of the field `field` stored as `property` (the derive makes these).
