@@ -363,15 +363,12 @@ async fn left_for_later(
     Ok(())
 }
 
-async fn count(store: &AnyStore, table: &str, kind: &str) -> tablekit::Result<usize> {
-    match store
-        .query_all(
-            table,
-            Query::with_filter(tablekit::core::filter::property_named("EntityKind").eq(kind)),
-        )
-        .await
-    {
-        Ok(rows) => Ok(rows.len()),
+/// How many employees `table` (`Current` or `Archive`) holds: a typed table reads its own
+/// kind only (not the index copies, the departments or tablekit's entities), keys only.
+async fn count_employees(store: &AnyStore, table: &str) -> tablekit::Result<usize> {
+    let employees = Table::<Employee, _>::new(store.clone()).with_name(table);
+    match employees.count_scan(Query::new()).await {
+        Ok(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(0),
         Err(e) => Err(e),
     }
@@ -569,8 +566,8 @@ async fn run(args: Args) -> tablekit::Result<()> {
     let elapsed = started.elapsed().as_secs_f64();
 
     // The report.
-    let current = count(&store, "Current", "Employee").await?;
-    let archived = count(&store, "Archive", "Employee").await?;
+    let current = count_employees(&store, "Current").await?;
+    let archived = count_employees(&store, "Archive").await?;
     let audit = employees.audit(&AuditOptions::default()).await?;
     println!(
         "current employees: {current} (expected {})",
@@ -630,10 +627,9 @@ async fn archived_photos(
 ) -> tablekit::Result<usize> {
     use futures::TryStreamExt;
     let mut whole = 0;
-    let mut rows = std::pin::pin!(store.query_stream(
-        "Archive",
-        Query::with_filter(tablekit::core::filter::property_named("EntityKind").eq("Employee")),
-    ));
+    // The archived employees as stored (their photos' blob addresses), to restore here.
+    let archive = Table::<Employee, _>::new(store.clone()).with_name("Archive");
+    let mut rows = std::pin::pin!(archive.stream_entities(Query::new()));
     while let Some(entity) = rows.try_next().await? {
         let entity = tablekit::patterns::large::restore(blobs, "Archive", entity).await?;
         let employee = Employee::from_entity(entity)?.value;
@@ -697,11 +693,14 @@ async fn drive(
     for id in (0..args.departments * args.employees)
         .filter(|id| (u64::from(*id) * percent) % 100 < percent)
     {
+        // The keys rendered from the typed key: the department, then the id.
+        let department = format!("D{:02}", id / args.employees);
+        let (partition_key, row_key) = employees.primary().key(department).key(id).keys()?;
         let envelope = Envelope::new(&ArchiveOperation {
             source_table: "Current".into(),
             target_table: "Archive".into(),
-            partition_key: format!("D{:02}", id / args.employees),
-            row_key: format!("empid_{id:06}"),
+            partition_key,
+            row_key,
         })?;
         queue
             .send(
@@ -719,7 +718,7 @@ async fn drive(
     let deadline = Instant::now() + Duration::from_secs(args.timeout);
     let mut next_chaos = Instant::now();
     loop {
-        let archived = count(store, "Archive", "Employee").await?;
+        let archived = count_employees(store, "Archive").await?;
         bar.set_position(archived as u64);
         let stats = queue.stats(archive_queue).await?;
         if archived >= leavers && stats.waiting == 0 && stats.leased == 0 {

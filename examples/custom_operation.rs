@@ -34,9 +34,31 @@ use tablekit::workers::index::QueueSink;
 use tablekit::workers::queue::{AnyQueue, Queue};
 use tablekit::workers::{Envelope, Operation, OperationError, Registry, WorkerConfig};
 
-const EMPLOYEES: &str = "Employees";
-const SUMMARIES: &str = "DepartmentSummaries";
 const QUEUE: &str = "recount";
+
+/// An employee: a row of its department's partition.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Employees",
+    partition_key = "{department}",
+    row_key = "empid_{id:06}"
+)]
+struct Employee {
+    department: String,
+    id: u32,
+}
+
+/// A department's head count, one entity in its partition.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "DepartmentSummaries",
+    partition_key = "{department}",
+    row_key = "summary"
+)]
+struct Summary {
+    department: String,
+    head_count: u64,
+}
 
 /// Recount a department's employees into its summary entity.
 #[derive(Debug, Serialize, Deserialize)]
@@ -50,23 +72,28 @@ impl Operation for RecountDepartment {
     const QUEUE: &'static str = QUEUE;
 }
 
-/// The handler: recomputes the head count from the employee rows (the department's
-/// partition) and insert-or-replaces the summary, so every delivery converges.
+/// The handler: recounts the employees of the department's partition (their keys only)
+/// and upserts the summary, so every delivery converges.
 async fn recount(store: &AnyStore, operation: RecountDepartment) -> Result<(), OperationError> {
-    let employees = store
-        .query_all(EMPLOYEES, Query::partition(&operation.department))
+    let employees = Table::<Employee, _>::new(store.clone());
+    let head_count = employees
+        .primary()
+        .key(&operation.department)
+        .count_scan()
         .await?;
-    let head_count = i64::try_from(employees.len())
-        .map_err(|e| OperationError::Permanent(format!("head count: {e}")))?;
-    let summary = Entity::new(operation.department, "summary").with("HeadCount", head_count);
-    store.insert_or_replace(SUMMARIES, summary).await?;
+    Table::<Summary, _>::new(store.clone())
+        .upsert(&Summary {
+            department: operation.department,
+            head_count,
+        })
+        .await?;
     Ok(())
 }
 
 /// A hire: the employee's row, and its department's recount as follow-up work that the
 /// engine commits with it.
 struct Hire {
-    employee: Entity,
+    employee: Employee,
 }
 
 impl Planner for Hire {
@@ -74,11 +101,11 @@ impl Planner for Hire {
 
     async fn plan(&mut self) -> tablekit::patterns::Result<Option<Plan<()>>> {
         let recount = RecountDepartment {
-            department: self.employee.partition_key.clone(),
+            department: self.employee.department.clone(),
         };
         let envelope = Envelope::new(&recount)?;
         let mut plan = Plan::new();
-        plan.push(WriteOp::Insert(self.employee.clone()), ());
+        plan.push(WriteOp::Insert(self.employee.to_entity()?), ());
         plan.follow_up(envelope);
         Ok(Some(plan))
     }
@@ -92,7 +119,7 @@ impl Planner for Hire {
     }
 
     fn what(&self) -> String {
-        format!("hiring {}", self.employee.row_key)
+        format!("hiring employee {}", self.employee.id)
     }
 }
 
@@ -189,8 +216,10 @@ async fn drive() -> tablekit::Result<bool> {
     println!("store {store_url}\nbroker {broker}");
 
     // Three employees in Sales, two in Ops; Sales's summary is stale.
-    store.create_table_if_not_exists(EMPLOYEES).await?;
-    store.create_table_if_not_exists(SUMMARIES).await?;
+    let employees = Table::<Employee, _>::new(store.clone());
+    let summaries = Table::<Summary, _>::new(store.clone());
+    employees.create().await?;
+    summaries.create().await?;
     for (department, id) in [
         ("Sales", 1),
         ("Sales", 2),
@@ -198,11 +227,19 @@ async fn drive() -> tablekit::Result<bool> {
         ("Ops", 4),
         ("Ops", 5),
     ] {
-        let employee = Entity::new(department, format!("empid_{id:06}")).with("Id", id);
-        store.insert_or_replace(EMPLOYEES, employee).await?;
+        employees
+            .upsert(&Employee {
+                department: department.into(),
+                id,
+            })
+            .await?;
     }
-    let stale = Entity::new("Sales", "summary").with("HeadCount", 10_i64);
-    store.insert_or_replace(SUMMARIES, stale).await?;
+    summaries
+        .upsert(&Summary {
+            department: "Sales".into(),
+            head_count: 10,
+        })
+        .await?;
 
     // A recount per department, Sales's delivered twice (as an at-least-once queue may),
     // and one whose payload does not decode.
@@ -235,11 +272,17 @@ async fn drive() -> tablekit::Result<bool> {
     let engine = Engine::new(store.clone()).with_sink(Arc::new(sink));
     engine.open().await?;
     let mut hire = Hire {
-        employee: Entity::new("Ops", "empid_000006").with("Id", 6),
+        employee: Employee {
+            department: "Ops".into(),
+            id: 6,
+        },
     };
-    let committed = engine.commit(EMPLOYEES, "Ops", &mut hire).await?;
+    let partition = hire.employee.partition_key()?;
+    let committed = engine
+        .commit(Employee::schema().table, &partition, &mut hire)
+        .await?;
     let published = committed.is_some_and(|c| c.published);
-    println!("hired empid_000006 in Ops; its recount published: {published}");
+    println!("hired employee 6 in Ops; its recount published: {published}");
 
     let worker = WorkerProcess::start(&store_url, &broker)?;
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -260,12 +303,9 @@ async fn drive() -> tablekit::Result<bool> {
     let report = worker.stop()?;
     println!("worker: {report}");
 
-    let head_count = |department: &'static str| {
-        let store = store.clone();
-        async move {
-            let summary = store.get(SUMMARIES, department, "summary", None).await?;
-            Ok::<_, tablekit::Error>(summary.and_then(|s| s.get("HeadCount").cloned()))
-        }
+    let head_count = async |department: &str| {
+        let summary = summaries.primary().key(department).get().await?;
+        Ok::<_, tablekit::Error>(summary.map(|s| s.value.head_count))
     };
     let (sales, ops) = (head_count("Sales").await?, head_count("Ops").await?);
     let poison = queue.poison_list(QUEUE, 10).await?;
@@ -277,12 +317,12 @@ async fn drive() -> tablekit::Result<bool> {
     expect(
         &mut failures,
         &format!("Sales head count {sales:?} is 3"),
-        sales == Some(Value::from(3_i64)),
+        sales == Some(3),
     );
     expect(
         &mut failures,
         &format!("Ops head count {ops:?} is 3, the hire counted"),
-        ops == Some(Value::from(3_i64)),
+        ops == Some(3),
     );
     expect(
         &mut failures,

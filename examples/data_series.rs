@@ -91,6 +91,7 @@ async fn main() -> tablekit::Result<()> {
         .await?
         .expect("a span was added");
     let total: f64 = span.value.kwh.iter().sum();
+    // The rows as stored, read untyped: the span's chunks are rows of their own.
     let rows = store
         .query_all("MeterUse", Query::partition("meter-7"))
         .await?

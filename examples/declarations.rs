@@ -185,13 +185,31 @@ async fn main() -> tablekit::Result<()> {
     clock.advance(chrono::Duration::minutes(31));
     println!(
         "expiry: after 31 minutes the session reads as {:?}",
-        sessions.get("ada", "s1").await?.map(|s| s.value.id)
+        sessions
+            .primary()
+            .key("ada")
+            .key("s1")
+            .get()
+            .await?
+            .map(|s| s.value.id)
     );
     clock.advance(chrono::Duration::days(14));
     println!(
         "expiry: after the trial eve reads as {:?}, ada (paying) as {:?}",
-        accounts.get("support", "eve").await?.map(|a| a.value.login),
-        accounts.get("sales", "ada").await?.map(|a| a.value.login)
+        accounts
+            .primary()
+            .key("support")
+            .key("eve")
+            .get()
+            .await?
+            .map(|a| a.value.login),
+        accounts
+            .primary()
+            .key("sales")
+            .key("ada")
+            .get()
+            .await?
+            .map(|a| a.value.login)
     );
     // The sweeper deletes what expired through the indexed delete; its follow-up work
     // (expiry entries, eve's reservation) goes to the index worker, and eve's delete is

@@ -1,5 +1,6 @@
 //! Hash-prefixed keys: sequential order ids spread over 256 partitions; a point read
-//! computes the bucket; a range of ids queries every bucket in parallel.
+//! by typed key computes the bucket from the id; a range of ids, its bounds rendered by
+//! the RowKey template, queries every bucket in parallel.
 //!
 //! `cargo run --example hash_buckets`
 
@@ -34,22 +35,20 @@ async fn main() -> tablekit::Result<()> {
             .await?;
     }
     let buckets = HashBuckets::new(2)?;
-    let hit = orders.get(&buckets.of("42"), "00000042").await?;
-    println!(
-        "order 42 in bucket {}: {:?}",
-        buckets.of("42"),
-        hit.map(|o| o.amount)
-    );
+    // The id is the key's field twice: the PartitionKey's `{id:hash2}`, the RowKey's `{id:08}`.
+    let hit = orders.primary().key(42).key(42).get().await?;
+    if let Some(order) = hit {
+        println!(
+            "order 42 in bucket {}: amount {}",
+            order.partition_key, order.amount
+        );
+    }
+    // Ids 500 to 509: RowKey bounds from the template, in every bucket.
+    let ids = Order::schema().row_key.range(&[], &500u32, &509u32)?;
     let range = buckets
         .fan_out(
             &orders,
-            |b| {
-                Query::with_filter(
-                    filter::partition_key().eq(b)
-                        & filter::row_key().ge("00000500")
-                        & filter::row_key().lt("00000510"),
-                )
-            },
+            |b| Query::with_filter(filter::partition_key().eq(b) & ids.row_key_filter()),
             16,
         )
         .await?;

@@ -29,15 +29,15 @@ async fn main() -> tablekit::Result<()> {
     let blobs = BlobStore::local(dir.path().join("blobs"))?;
     let employees = LargeTable::<Employee, _>::new(store, blobs.clone()).with_inline_cleanup();
     employees.open().await?;
-    employees
-        .upsert(&Employee {
-            department: "Sales".into(),
-            id: 1,
-            photo: Some(vec![0xFF; 2_000_000]),
-        })
-        .await?;
+    let jun = Employee {
+        department: "Sales".into(),
+        id: 1,
+        photo: Some(vec![0xFF; 2_000_000]),
+    };
+    employees.upsert(&jun).await?;
+    // A large table reads by the keys its templates render from the value.
     let lazy = employees
-        .get_lazy("Sales", "empid_000001")
+        .get_lazy(&jun.partition_key()?, &jun.row_key()?)
         .await?
         .expect("just inserted");
     println!("addresses: {:?}", lazy.blob_addresses());

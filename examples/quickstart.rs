@@ -1,6 +1,12 @@
 //! The README quickstart: open a SQLite file, write with optimistic concurrency, query with
 //! a `$filter`, page with continuation tokens.
 //!
+//! This is the untyped storage core, for dynamic use: entities are property bags whose
+//! keys, property names and filters are strings chosen at run time. Typed code declares
+//! its entity types with `#[derive(Entity)]` and reads them by typed keys and properties
+//! (`table.primary().key("Sales").key(123).get()`, `Employee::fields()`; see the other
+//! examples).
+//!
 //! `cargo run --example quickstart [PATH]` (default `quickstart.db` in the current folder).
 #![allow(clippy::print_stdout)]
 
@@ -40,8 +46,9 @@ async fn main() -> tablekit::Result<()> {
 
     // The $filter syntax of the table service, or the typed builder: the same query.
     let parsed = Query::parse("PartitionKey eq 'Sales' and RowKey ge 'empid_000124'")?;
-    let built =
-        Query::with_filter(property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000124"));
+    let built = Query::with_filter(
+        property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000124"),
+    );
     assert_eq!(parsed, built);
     println!("plan: {:?}", parsed.explain());
 

@@ -51,6 +51,7 @@ async fn main() -> tablekit::Result<()> {
             .collect(),
     };
     sensors.insert(&sensor).await?;
+    // The rows as stored, read untyped: chunk 0 at the RowKey, the others beside it.
     let rows = store
         .query_all("Sensors", Query::partition("north"))
         .await?;
@@ -65,14 +66,26 @@ async fn main() -> tablekit::Result<()> {
 
     // One reading changes: chunk 0 and the chunk that holds it are written.
     sensor.readings.insert("temp_0590".into(), -4.5);
-    let stored = sensors.get("north", "s1").await?.expect("just written");
+    let stored = sensors
+        .primary()
+        .key("north")
+        .key("s1")
+        .get()
+        .await?
+        .expect("just written");
     sensors
         .replace(
             &sensor,
             IfMatch::ETag(stored.etag.expect("a read entity has an ETag")),
         )
         .await?;
-    let back = sensors.get("north", "s1").await?.expect("just written");
+    let back = sensors
+        .primary()
+        .key("north")
+        .key("s1")
+        .get()
+        .await?
+        .expect("just written");
     println!(
         "read back: {} readings, temp_0590 = {:?}, same value: {}",
         back.value.readings.len(),

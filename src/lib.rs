@@ -54,6 +54,10 @@
 //! tablekit = { version = "0.1", default-features = false, features = ["sqlite", "derive"] }
 //! ```
 
+// Examples show the current API: a doctest that calls a deprecated item fails to
+// compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
+#![doc(test(attr(allow(unused), deny(deprecated))))]
+
 pub use tablekit_core as core;
 pub use tablekit_core::typed;
 pub use tablekit_core::{Entity, Error, ErrorKind, Result, Value};
@@ -91,6 +95,9 @@ pub mod guide {
     }
     pub mod workers {
         #![doc = include_str!("../docs/workers.md")]
+    }
+    pub mod own_worker {
+        #![doc = include_str!("../docs/own_worker.md")]
     }
     pub mod operations {
         #![doc = include_str!("../docs/operations.md")]

@@ -48,7 +48,8 @@ async fn accounts(store: AnyStore, queue: &SqliteQueue) -> IndexedTable<Account,
     let sink = QueueSink::open(queue.clone(), "index").await.expect("sink");
     let accounts = IndexedTable::<Account, _>::options()
         .sink(Arc::new(sink))
-        .build(store);
+        .build(store)
+        .expect("options");
     accounts.create().await.expect("open");
     accounts
 }
@@ -216,7 +217,11 @@ struct Essay {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
     let store = MemoryStore::new();
-    let notes = IndexedTable::<Note, _>::new(store.clone());
+    // The change events wait in the outbox: the test only reads what was written.
+    let notes = IndexedTable::<Note, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     notes.create().await.expect("open");
     let note = Note {
         team: "a".into(),
@@ -226,7 +231,10 @@ async fn a_change_event_too_large_for_the_outbox_refuses_the_write() {
         more: "y".repeat(20_000),
     };
     notes.insert(&note).await.expect("an event over two parts");
-    let essays = IndexedTable::<Essay, _>::new(store.clone());
+    let essays = IndexedTable::<Essay, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     essays.create().await.expect("open");
     let paragraph = "z".repeat(31_000);
     let essay = Essay {
@@ -283,7 +291,8 @@ async fn changes_kill_child() {
     let sink = QueueSink::open(queue, "index").await.expect("sink");
     let accounts = IndexedTable::<Account, _>::options()
         .sink(Arc::new(sink))
-        .build(store);
+        .build(store)
+        .expect("options");
     let mut log = std::fs::OpenOptions::new()
         .append(true)
         .create(true)

@@ -223,7 +223,8 @@ where
 {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(connect().await);
+        .build(connect().await)
+        .expect("options");
     employees.create().await.expect("open");
     for id in 0..220u32 {
         employees
@@ -247,7 +248,11 @@ where
 
     let (mut token, mut got, mut pages) = (None::<String>, Vec::new(), 0);
     loop {
-        let employees = IndexedTable::<Employee, _>::new(connect().await);
+        // A reader in a process of its own: its writes, if any, are left to a relay.
+        let employees = IndexedTable::<Employee, _>::options()
+            .follow_up_elsewhere()
+            .build(connect().await)
+            .expect("options");
         let cursor = token
             .as_deref()
             .map(|t| Cursor::parse(t).expect("a cursor"));
@@ -274,7 +279,11 @@ where
     jones.sort_by_key(|id| format!("empid_{id:06}"));
     let (mut token, mut got) = (None::<String>, Vec::new());
     loop {
-        let employees = IndexedTable::<Employee, _>::new(connect().await);
+        // A reader in a process of its own: its writes, if any, are left to a relay.
+        let employees = IndexedTable::<Employee, _>::options()
+            .follow_up_elsewhere()
+            .build(connect().await)
+            .expect("options");
         let cursor = token
             .as_deref()
             .map(|t| Cursor::parse(t).expect("a cursor"));
@@ -293,7 +302,10 @@ where
         }
     }
     assert_eq!(got, jones);
-    let employees = IndexedTable::<Employee, _>::new(connect().await);
+    let employees = IndexedTable::<Employee, _>::options()
+        .follow_up_elsewhere()
+        .build(connect().await)
+        .expect("options");
     let streamed: Vec<u32> = employees
         .list_named("last_name")
         .in_partition("Sales")

@@ -108,7 +108,8 @@ async fn fixture(store: AnyStore) -> Fixture {
         .blobs(blobs.clone())
         .inline_apply()
         .clock(clock.shared())
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     sessions.create().await.expect("open");
     let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers(
         store.clone(),
@@ -143,7 +144,9 @@ impl Fixture {
         IndexedTable::<Session, _>::options()
             .blobs(self.blobs.clone())
             .clock(self.clock.shared())
+            .follow_up_elsewhere()
             .build(store.clone())
+            .expect("options")
     }
 }
 
@@ -324,7 +327,8 @@ async fn an_expiry_field_expires_its_entity_and_none_never_does(store: AnyStore)
     let invites = IndexedTable::<Invite, _>::options()
         .inline_apply()
         .clock(clock.shared())
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     invites.create().await.expect("open");
     let sweeper = Sweeper::new(store.clone())
         .with_sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
@@ -548,7 +552,8 @@ async fn a_batch_whose_reads_fail_reports_its_writes_failed(store: AnyStore) {
         .blobs(BlobStore::memory())
         .inline_apply()
         .clock(clock.shared())
-        .build(faulty.clone());
+        .build(faulty.clone())
+        .expect("options");
     sessions.create().await.expect("open");
     let writes = || (2..=4).map(|id| TypedWrite::Upsert(session("ada", id, &format!("t{id}"))));
     // The store stops answering (reads and writes) from here on.
@@ -683,11 +688,13 @@ async fn a_type_whose_layout_does_not_read_is_left_and_counted(store: AnyStore) 
     let invites = IndexedTable::<Invite, _>::options()
         .inline_apply()
         .clock(f.clock.shared())
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     let passes = IndexedTable::<Pass, _>::options()
         .inline_apply()
         .clock(f.clock.shared())
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     invites.create().await.expect("open");
     passes.create().await.expect("open");
     let ends = Some(start() + Duration::minutes(5));
@@ -751,7 +758,8 @@ async fn an_entity_kind_enum_leaves_expired_entities_out(store: AnyStore) {
     let invites = IndexedTable::<Invite, _>::options()
         .inline_apply()
         .clock(clock.shared())
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     invites.create().await.expect("open");
     for (code, minutes) in [("a", 5), ("b", 50)] {
         let invite = Invite {
@@ -873,7 +881,8 @@ async fn a_sweeper_killed_between_any_two_steps_leaves_exactly_the_live_entities
         let sessions = IndexedTable::<Session, _>::options()
             .inline_apply()
             .clock(clock.shared())
-            .build(store.clone());
+            .build(store.clone())
+            .expect("options");
         sessions.create().await.expect("open");
         let mut gone = session("ada", 7, "t7");
         gone.note = None;

@@ -695,7 +695,8 @@ fn ids(refs: &[EntityRef]) -> Vec<String> {
 async fn intra_partition_copies_follow_every_write(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut jun = employee("Sales", 1, "Cao", "jun@x.com");
     employees.insert(&jun).await.expect("insert");
@@ -797,7 +798,8 @@ async fn intra_partition_copies_follow_every_write(store: AnyStore) {
 async fn email_ranges_come_back_in_index_order(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     for (id, email) in [
         (1, "dora@x"),
@@ -848,7 +850,8 @@ async fn email_ranges_come_back_in_index_order(store: AnyStore) {
 async fn a_taken_index_value_is_refused_and_nothing_is_written(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     employees
         .insert(&employee("Sales", 1, "A", "same@x"))
@@ -894,7 +897,8 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
     let people = IndexedTable::<Person, _>::options()
         .blobs(blobs)
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     people.create().await.expect("open");
     let mut ann = person(1, "Ann", "Oslo", 40, false);
     people.insert(&ann).await.expect("insert");
@@ -946,7 +950,9 @@ async fn subsets_and_sparse_indexes_follow_the_declaration(store: AnyStore) {
 
 async fn writes_past_the_batch_limit_are_refused_before_any_io(store: AnyStore) {
     let store = FaultyStore::new(store);
-    let wide = IndexedTable::<Wide, _>::new(store.clone());
+    let wide = IndexedTable::<Wide, _>::options()
+        .build(store.clone())
+        .expect("options");
     wide.create().await.expect("open");
     let before = store.calls();
     let err = wide
@@ -963,7 +969,10 @@ async fn writes_past_the_batch_limit_are_refused_before_any_io(store: AnyStore) 
 
 async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: AnyStore) {
     // No sink: as if the writer died right after its commit.
-    let employees = IndexedTable::<Employee, _>::new(store.clone());
+    let employees = IndexedTable::<Employee, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let outcome = employees
         .insert(&employee("Sales", 7, "Lee", "lee@x"))
@@ -1025,7 +1034,8 @@ async fn late_and_repeated_messages_never_bring_back_an_older_copy(store: AnySto
     let sink = RecordingSink::default();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(sink.clone()))
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut kim = employee("Sales", 3, "Kim", "a@x");
     employees.insert(&kim).await.expect("v1");
@@ -1082,12 +1092,16 @@ async fn late_and_repeated_messages_never_bring_back_an_older_copy(store: AnySto
 async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut ida = employee("Ops", 4, "Ng", "ida@x");
     employees.insert(&ida).await.expect("insert");
     // The email changes while the worker is away: the other table's copy is stale.
-    let lagging = IndexedTable::<Employee, _>::new(store.clone());
+    let lagging = IndexedTable::<Employee, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     ida.email = "ida.ng@x".into();
     lagging.upsert(&ida).await.expect("change");
     let stale = employees
@@ -1115,7 +1129,9 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
 
 async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(store: AnyStore) {
     let store = FaultyStore::new(store);
-    let staff = IndexedTable::<Staff, _>::new(store.clone());
+    let staff = IndexedTable::<Staff, _>::options()
+        .build(store.clone())
+        .expect("options");
     staff.create().await.expect("open");
     for id in 1..=3 {
         staff
@@ -1187,7 +1203,9 @@ async fn partition_id_lists_move_with_a_last_name_change_in_one_transaction(stor
 }
 
 async fn eight_concurrent_writers_of_one_last_name_lose_no_id(store: AnyStore) {
-    let staff = IndexedTable::<Staff, _>::new(store.clone());
+    let staff = IndexedTable::<Staff, _>::options()
+        .build(store.clone())
+        .expect("options");
     staff.create().await.expect("open");
     let tasks: Vec<_> = (0..8u32)
         .map(|task| {
@@ -1231,7 +1249,8 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
     let people = IndexedTable::<Person, _>::options()
         .blobs(blobs.clone())
         .sink(Arc::new(sink.clone()))
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     people.create().await.expect("open");
     let mut a = person(1, "Ann", "Oslo", 40, true);
     people.insert(&a).await.expect("insert");
@@ -1294,7 +1313,10 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
     let report = people.audit(&AuditOptions::default()).await.expect("audit");
     assert!(report.is_clean(), "{report:?}");
     // Without a blob store, a blob-stored list is a clear error.
-    let no_blobs = IndexedTable::<Person, _>::new(store.clone());
+    let no_blobs = IndexedTable::<Person, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     let err = no_blobs
         .list_named("by_age")
         .keys(&[&41u8])
@@ -1305,7 +1327,9 @@ async fn table_and_blob_id_lists_with(store: AnyStore, blobs: BlobStore) {
 }
 
 async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
-    let tags = IndexedTable::<Tagged, _>::new(store.clone());
+    let tags = IndexedTable::<Tagged, _>::options()
+        .build(store.clone())
+        .expect("options");
     tags.create().await.expect("open");
     let long = "x".repeat(400);
     for n in 0..160 {
@@ -1354,7 +1378,8 @@ async fn long_id_lists_continue_on_more_pages(store: AnyStore) {
 async fn the_audit_finds_injected_drift_and_repairs_it(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     for id in 1..=6 {
         employees
@@ -1484,7 +1509,8 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
     }
     let v2 = IndexedTable::<ClientV2, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     v2.create().await.expect("open registers the new index");
     let progress_calls = Arc::new(Mutex::new(0u64));
     let calls = Arc::clone(&progress_calls);
@@ -1577,7 +1603,8 @@ async fn backfill_adds_an_index_declared_after_the_data(store: AnyStore) {
 async fn an_interrupted_audit_resumes_from_its_checkpoint(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     for id in 1..=12 {
         employees
@@ -1649,15 +1676,18 @@ async fn denormalized_fields_follow_their_source(store: AnyStore) {
     // The dependents' types are registered first, so the employees' writes track them.
     let departments = IndexedTable::<Department, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     departments.create().await.expect("open");
     let projects = IndexedTable::<Project, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     projects.create().await.expect("open");
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut lee = employee("Sales", 7, "Lee", "lee@x");
     employees.insert(&lee).await.expect("insert");
@@ -1781,7 +1811,8 @@ async fn denormalized_fields_follow_their_source(store: AnyStore) {
 async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     employees
         .insert(&employee("Sales", 7, "Lee", "lee@x"))
@@ -1790,7 +1821,8 @@ async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
     let sink = RecordingSink::default();
     let projects = IndexedTable::<Project, _>::options()
         .sink(Arc::new(sink.clone()))
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     projects.create().await.expect("open");
     let project = Project {
         code: "P9".into(),
@@ -1825,7 +1857,9 @@ async fn a_late_link_removal_never_undoes_a_newer_claim(store: AnyStore) {
 }
 
 async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) {
-    let v1 = IndexedTable::<NoteV1, _>::new(store.clone());
+    let v1 = IndexedTable::<NoteV1, _>::options()
+        .build(store.clone())
+        .expect("options");
     v1.create().await.expect("open");
     v1.insert(&NoteV1 {
         owner: "o".into(),
@@ -1835,7 +1869,9 @@ async fn changing_an_indexs_properties_updates_copies_in_place(store: AnyStore) 
     })
     .await
     .expect("insert");
-    let v2 = IndexedTable::<NoteV2, _>::new(store.clone());
+    let v2 = IndexedTable::<NoteV2, _>::options()
+        .build(store.clone())
+        .expect("options");
     v2.create().await.expect("open");
     v2.upsert(&NoteV2 {
         owner: "o".into(),
@@ -1856,7 +1892,8 @@ async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_report
 ) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     for id in 1..=6 {
         employees
@@ -1916,7 +1953,8 @@ async fn a_checkpoint_resumes_only_its_own_job_and_unreadable_records_are_report
 async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
     let many = IndexedTable::<ManyCopies, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     many.create().await.expect("open");
     let code = "k".repeat(450);
     let outcome = many
@@ -1941,11 +1979,13 @@ async fn work_past_one_outbox_entry_is_spread_over_several(store: AnyStore) {
 async fn a_source_with_more_dependents_than_a_batch_holds_reaches_them_all(store: AnyStore) {
     let teams = IndexedTable::<Team, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     teams.create().await.expect("open");
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut head = employee("Big", 1, "Stone", "stone@x");
     employees.insert(&head).await.expect("head");
@@ -2020,7 +2060,8 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
     let employees = IndexedTable::<Employee, _>::options()
         .blobs(blobs.clone())
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let mut jun = employee("Sales", 5, "Cao", "jun@x");
     jun.photo = Some(vec![9u8; 200_000]);
@@ -2083,7 +2124,8 @@ async fn the_design_photo_lives_in_the_blob_store_beside_its_indexes(store: AnyS
 async fn a_partial_update_of_an_indexed_field_moves_its_entries(store: AnyStore) {
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let jun = employee("Sales", 7, "Cao", "jun@x");
     employees.insert(&jun).await.expect("insert");
@@ -2189,7 +2231,8 @@ async fn write_all_of_1000_indexed_employees_over_10_partitions_leaves_the_audit
     use tablekit::typed::TypedWrite;
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let writes = (0..1_000u32).map(|id| {
         TypedWrite::Upsert(employee(

@@ -22,7 +22,11 @@ use tablekit::prelude::*;
     partition_key = "{region}",
     row_key = "o_{customer},{id:08}"
 )]
-#[index(name = "status", partition_key = "{region}", row_key = "s_{status},{customer},{id:08}")]
+#[index(
+    name = "status",
+    partition_key = "{region}",
+    row_key = "s_{status},{customer},{id:08}"
+)]
 #[index_entity(name = "customer", key = "{customer}")]
 struct Order {
     region: String,
@@ -78,7 +82,10 @@ async fn a_customer_holding_the_separator_cannot_be_written_into_anothers_keys()
         .query_all("Orders", Query::new())
         .await
         .expect("read");
-    assert!(rows.iter().all(|r| !r.row_key.contains("bob,x")), "{rows:?}");
+    assert!(
+        rows.iter().all(|r| !r.row_key.contains("bob,x")),
+        "{rows:?}"
+    );
 
     let hits = orders
         .lookup(Order::STATUS)
@@ -89,7 +96,10 @@ async fn a_customer_holding_the_separator_cannot_be_written_into_anothers_keys()
         .await
         .expect("look up");
     assert_eq!(hits.len(), 1);
-    assert_eq!((hits[0].value.customer.as_str(), hits[0].value.id), ("bob", 1));
+    assert_eq!(
+        (hits[0].value.customer.as_str(), hits[0].value.id),
+        ("bob", 1)
+    );
     // A look-up given the ambiguous value is refused too, never answered.
     let asked = orders
         .lookup(Order::STATUS)
@@ -101,10 +111,7 @@ async fn a_customer_holding_the_separator_cannot_be_written_into_anothers_keys()
     assert!(asked.is_err(), "{asked:?}");
     // A value with a character below the separator (a space is below `,`) would sort
     // inside another value's range: refused as well.
-    let error = orders
-        .insert(&order("bob x", 3))
-        .await
-        .expect_err("space");
+    let error = orders.insert(&order("bob x", 3)).await.expect_err("space");
     assert!(is_separator_refusal(&error), "{error:?}");
 }
 

@@ -87,7 +87,9 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
     }
     let employees = IndexedTable::<Employee, _>::options()
         .engine(unleased(store.clone()))
-        .build(store.clone());
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     for p in 0..3 {
         // No sink: the work stays in the outbox, as after a crash.
@@ -150,7 +152,10 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_written_often_writes_its_marker_once_per_lease() {
     let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
-    let employees = IndexedTable::<Employee, _>::new(store.clone());
+    let employees = IndexedTable::<Employee, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     employees.create().await.expect("open");
     let before = store.writes();
     for id in 0..10 {
@@ -242,7 +247,8 @@ async fn kill_child() {
         "writer" => {
             let employees = IndexedTable::<Employee, _>::options()
                 .engine(unleased(store.clone()).with_sink(sink))
-                .build(store.clone());
+                .build(store.clone())
+                .expect("options");
             employees
                 .insert(&employee("Sales", 1))
                 .await
@@ -322,7 +328,10 @@ async fn finishes_and_leaves_nothing_behind(url: &str, committed: bool) {
         "no outbox entry left"
     );
     assert!(markers(&store).await.is_empty(), "no marker left");
-    let employees = IndexedTable::<Employee, _>::new(store.clone());
+    let employees = IndexedTable::<Employee, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     assert!(
         employees
             .audit(&AuditOptions::default())
@@ -337,8 +346,10 @@ async fn kills_at_every_step(url: String) {
     // inline publish), 3 the outbox entry's delete.
     for after in 0..4 {
         let url = format!("{url}{}", scope(after));
-        let opened =
-            IndexedTable::<Employee, _>::new(AnyStore::connect(&url).await.expect("store"));
+        let opened = IndexedTable::<Employee, _>::options()
+            .follow_up_elsewhere()
+            .build(AnyStore::connect(&url).await.expect("store"))
+            .expect("options");
         opened.create().await.expect("open");
         killed(&url, "writer", after);
         finishes_and_leaves_nothing_behind(&url, after >= 1).await;
@@ -348,8 +359,10 @@ async fn kills_at_every_step(url: String) {
     // delete, then the share's release.
     for after in 0..4 {
         let url = format!("{url}{}", scope(10 + after));
-        let opened =
-            IndexedTable::<Employee, _>::new(AnyStore::connect(&url).await.expect("store"));
+        let opened = IndexedTable::<Employee, _>::options()
+            .follow_up_elsewhere()
+            .build(AnyStore::connect(&url).await.expect("store"))
+            .expect("options");
         opened.create().await.expect("open");
         killed(&url, "writer", 1);
         killed(&url, "relay", after);

@@ -188,7 +188,7 @@ where
     } else {
         options
     };
-    let table = options.build(store.clone());
+    let table = options.build(store.clone()).unwrap();
     table.create().await.unwrap();
     // The partition's marker is leased (a delete's burial is delayed work in the
     // outbox, whatever the type declares): the steady state.
@@ -357,7 +357,10 @@ fn each_piece_of_follow_up_work_stays_at_its_round_trip_ceiling() {
         let trips = RoundTrips::new(Latency::None);
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         // No sink: the work waits in the outbox, where the test takes it from.
-        let table = IndexedTable::<Full, _>::new(store.clone());
+        let table = IndexedTable::<Full, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         table.create().await.unwrap();
         let registry = tablekit::patterns::index::handlers(store.clone(), None);
         let mut costs: Vec<(String, Cost)> = Vec::new();
@@ -468,9 +471,19 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         let trips = RoundTrips::new(Latency::None);
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         let registry = tablekit::patterns::index::handlers(store.clone(), None);
-        let listed = IndexedTable::<Listed, _>::new(store.clone());
-        let leads = IndexedTable::<Lead, _>::new(store.clone());
-        let projects = IndexedTable::<Project, _>::new(store.clone());
+        // No sink: each write's work waits in the outbox, where the test takes it from.
+        let listed = IndexedTable::<Listed, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
+        let leads = IndexedTable::<Lead, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
+        let projects = IndexedTable::<Project, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         listed.create().await.unwrap();
         // The dependent's type first: the source's table then knows to track it.
         projects.create().await.unwrap();
@@ -522,7 +535,10 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         // tombstone and outbox entry in one transaction), its index work applied in
         // process (the copy read, then deleted); the outbox entry's removal follows off
         // the delivery's path.
-        let others = IndexedTable::<Other, _>::new(store.clone());
+        let others = IndexedTable::<Other, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         others.create().await.unwrap();
         for id in [7, 8] {
             others
@@ -597,7 +613,10 @@ fn deliveries_writing_one_partition_share_transactions() {
     paused().block_on(async {
         let trips = RoundTrips::new(Latency::None);
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
-        let table = IndexedTable::<Other, _>::new(store.clone());
+        let table = IndexedTable::<Other, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         table.create().await.unwrap();
         for id in 1..=10 {
             table
@@ -672,11 +691,13 @@ fn a_wide_write_and_a_series_add_stay_at_their_round_trip_ceiling() {
         let sink = Arc::new(RoundTripSink::new(Arc::new(Accept), trips.clone()));
         let wide = IndexedTable::<Wide, _>::options()
             .sink(sink.clone())
-            .build(store.clone());
+            .build(store.clone())
+            .unwrap();
         wide.create().await.unwrap();
         let series = IndexedTable::<Counts, _>::options()
             .sink(sink)
-            .build(store.clone());
+            .build(store.clone())
+            .unwrap();
         series.create().await.unwrap();
         let value = |id: u32, bias: i64| Wide {
             dept: "Sales".into(),
@@ -723,12 +744,18 @@ fn batch_reads_and_counts_stay_at_their_round_trip_ceiling() {
         let store = RoundTripStore::with_trips(MemoryStore::new(), trips.clone());
         let table = IndexedTable::<Plain, _>::options()
             .inline_apply()
-            .build(store.clone());
+            .build(store.clone())
+            .unwrap();
         table.create().await.unwrap();
         let values: Vec<tablekit::typed::TypedWrite<Plain>> = (0..150)
             .map(|id| tablekit::typed::TypedWrite::Upsert(Plain::sample(id, &format!("p{id}@x"))))
             .collect();
-        table.write_all(values).await.unwrap().into_result().unwrap();
+        table
+            .write_all(values)
+            .await
+            .unwrap()
+            .into_result()
+            .unwrap();
         table.flush().await;
         trips.set_latency(Latency::millis(LATENCY_MS));
 

@@ -18,8 +18,17 @@ enum Status {
 
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(table = "Orders", partition_key = "{customer}", row_key = "o_{id:06}")]
-#[index(name = "by_status", partition_key = "{customer}", row_key = "s_{status},{id:06}")]
-#[index_entity(name = "status_list", key = "{status}", storage = "table", table = "OrdersByStatus")]
+#[index(
+    name = "by_status",
+    partition_key = "{customer}",
+    row_key = "s_{status},{id:06}"
+)]
+#[index_entity(
+    name = "status_list",
+    key = "{status}",
+    storage = "table",
+    table = "OrdersByStatus"
+)]
 struct Order {
     customer: String,
     id: u32,
@@ -51,7 +60,10 @@ async fn seeded() -> IndexedTable<Order, MemoryStore> {
         (3, 30, Status::Placed),
         (4, 40, Status::OnHold),
     ] {
-        orders.insert(&order(id, total, status)).await.expect("insert");
+        orders
+            .insert(&order(id, total, status))
+            .await
+            .expect("insert");
     }
     orders
 }
@@ -93,7 +105,11 @@ async fn typed_filters_compare_fields_with_values_of_their_types() {
         id: String,
         n: u64,
     }
-    let error = Big::fields().n.eq(u64::MAX).into_filter().expect_err("too big");
+    let error = Big::fields()
+        .n
+        .eq(u64::MAX)
+        .into_filter()
+        .expect_err("too big");
     assert!(error.to_string().contains('n'), "{error}");
 }
 
@@ -163,7 +179,11 @@ async fn a_typed_update_goes_through_the_write_path_and_moves_the_index_entries(
         .apply(stored.if_match())
         .await;
     assert!(stale.is_err(), "{stale:?}");
-    let now = orders.get("alice", "o_000001").await.expect("get").expect("there");
+    let now = orders
+        .get("alice", "o_000001")
+        .await
+        .expect("get")
+        .expect("there");
     assert_eq!((now.value.note, now.value.total), (None, 10));
     // A missing entity is NotFound, and nothing is created.
     let missing = orders
@@ -237,4 +257,47 @@ async fn the_core_table_takes_the_same_typed_forms() {
         .await
         .expect("count");
     assert_eq!(count, 2);
+}
+
+#[tokio::test]
+async fn counts_read_keys_only_for_a_key_a_filter_or_a_look_up() {
+    let orders = seeded().await;
+    let f = Order::fields();
+    let all = orders
+        .primary()
+        .key("alice")
+        .count_scan()
+        .await
+        .expect("count");
+    assert_eq!(all, 4, "the primaries, not their index copies");
+    let placed = orders
+        .lookup(Order::BY_STATUS)
+        .key("alice")
+        .key(Status::Placed)
+        .count_scan()
+        .await
+        .expect("look-up count");
+    assert_eq!(placed, 2);
+    let big = orders
+        .primary()
+        .key("alice")
+        .filter(f.total.ge(30))
+        .count_scan()
+        .await
+        .expect("filtered count");
+    assert_eq!(big, 2);
+    orders
+        .primary()
+        .key("alice")
+        .key(3)
+        .delete(IfMatch::Any)
+        .await
+        .expect("delete");
+    let after = orders
+        .primary()
+        .key("alice")
+        .count_scan()
+        .await
+        .expect("count");
+    assert_eq!(after, 3, "a deleted entity is not counted");
 }

@@ -61,7 +61,8 @@ async fn reservation<S: TableStore>(store: &S, email: &str) -> Option<Reservatio
 async fn open<S: TableStore + Clone + 'static>(store: S) -> IndexedTable<User, S> {
     let users = IndexedTable::<User, S>::options()
         .inline_apply()
-        .build(store);
+        .build(store)
+        .expect("options");
     users.create().await.expect("open");
     users
 }
@@ -269,7 +270,8 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
             )
             .inline_apply()
             .unique_lease(LEASE)
-            .build(table_store.clone());
+            .build(table_store.clone())
+            .expect("options");
         users.create().await.expect("open");
         // A fresh pair of values per round.
         let (x, y) = (
@@ -345,7 +347,8 @@ async fn a_reservation_left_by_a_dead_writer_is_taken_over_after_its_lease(store
     let users = IndexedTable::<User, _>::options()
         .inline_apply()
         .unique_lease(LEASE)
-        .build(faulty.clone());
+        .build(faulty.clone())
+        .expect("options");
     users.create().await.expect("open");
     // The writer records its intent (the partition's pending marker, the intent entry)
     // and reserves, then dies before its commit.
@@ -442,7 +445,8 @@ async fn unique_kill_child() {
     let users = IndexedTable::<User, _>::options()
         .inline_apply()
         .unique_lease(CHILD_LEASE)
-        .build(store);
+        .build(store)
+        .expect("options");
     users
         .upsert(&user("a", 1, "y@example.com"))
         .await

@@ -280,6 +280,23 @@ pub enum Error {
     /// serve (a sparse index backfilled without the entity type).
     #[error("{0}")]
     Unsupported(String),
+    /// A table whose declarations need follow-up work outside each write's own
+    /// transaction (copies in other partitions or tables, id lists in a table or in
+    /// blobs, unique values, expiry, change events, blob deletions, denormalised
+    /// dependents) was opened without saying where that work is done: without it, writes
+    /// succeed while their copies wait for a relay that may never run. Nothing was
+    /// written.
+    #[error(
+        "`{type_name}` needs follow-up work outside each write's own transaction ({}), and its table was opened without saying where that work is done. Choose one on `IndexedTable::options()`:\n  .sink(queue_sink)       hand it to a queue after each commit; a worker (`tablekit-worker run --queue <queue>`) applies it (an `.engine(..)` with a sink does the same)\n  .inline_apply()         apply it in this process right after each commit: the write returns once its copies are written\n  .follow_up_elsewhere()  leave it in the partition's outbox: the relay of `tablekit-worker run` publishes it and a worker applies it (nothing converges while none runs)",
+        .declarations.join("; ")
+    )]
+    NoFollowUpChoice {
+        /// The entity type.
+        type_name: &'static str,
+        /// The declarations that need follow-up work, each as its attribute names it
+        /// with where its work goes (`index `by_email`: copies in table …`).
+        declarations: Vec<String>,
+    },
     /// The sink could not publish follow-up work; its outbox entry stays for the relay.
     #[error("publishing follow-up work failed: {0}")]
     Publish(#[source] BoxError),
@@ -399,6 +416,7 @@ impl Error {
             Error::Malformed { .. } | Error::Drift(_) => ErrorKind::InvalidData,
             Error::NoBlobStore { .. }
             | Error::Unsupported(_)
+            | Error::NoFollowUpChoice { .. }
             | Error::Encode { .. }
             | Error::InvalidQueueName { .. }
             | Error::InvalidBroker { .. }

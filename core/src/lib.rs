@@ -20,6 +20,10 @@
 //! # }).unwrap();
 //! ```
 
+// Examples show the current API: a doctest that calls a deprecated item fails to
+// compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
+#![doc(test(attr(allow(unused), deny(deprecated))))]
+
 pub mod any;
 pub mod apply;
 #[cfg(feature = "azure")]

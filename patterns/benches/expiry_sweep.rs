@@ -194,9 +194,12 @@ struct Subject {
 impl Subject {
     async fn open(store: AnyStore, n: usize, clock: &ManualClock) -> Self {
         let table = table_name(n);
+        // Only opened here: the sweeper applies the deletes' follow-up work inline.
         let invites = IndexedTable::<Invite, _>::options()
             .name(&table)
-            .build(store.clone());
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         invites.create().await.unwrap();
         let partitions = (n / 100).clamp(1, 1000);
         let started = Instant::now();
@@ -246,7 +249,9 @@ impl Subject {
             .store
             .query_all(
                 &self.table,
-                Query::with_filter(filter::property_named(EXPIRES_PROPERTY).le(Value::DateTime(now))),
+                Query::with_filter(
+                    filter::property_named(EXPIRES_PROPERTY).le(Value::DateTime(now)),
+                ),
             )
             .await
             .unwrap();

@@ -170,7 +170,9 @@ fn main() {
         };
         let plain = Table::<Plain, _>::new(store.clone());
         plain.create().await.unwrap();
-        let indexed = IndexedTable::<Indexed, _>::new(store.clone());
+        let indexed = IndexedTable::<Indexed, _>::options()
+            .build(store.clone())
+            .unwrap();
         indexed.create().await.unwrap();
         let department = |id: u32| format!("D{:02}", id % 20);
         let (mut plain_us, mut indexed_us) = (Vec::new(), Vec::new());

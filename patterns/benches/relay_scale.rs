@@ -266,7 +266,9 @@ impl Subject {
         let customers = IndexedTable::<Customer, _>::options()
             .name(&table)
             .engine(Engine::new(store.clone()).with_marker_lease(Duration::ZERO))
-            .build(store.clone());
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         customers.create().await.unwrap();
         let subject = Subject {
             n,

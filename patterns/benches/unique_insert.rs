@@ -86,9 +86,15 @@ fn main() {
                 AnyStore::Sqlite(SqliteStore::open(dir.path().join("bench.db")).await.unwrap())
             }
         };
-        let plain = IndexedTable::<Plain, _>::new(store.clone());
+        let plain = IndexedTable::<Plain, _>::options()
+            .build(store.clone())
+            .unwrap();
         plain.create().await.unwrap();
-        let unique = IndexedTable::<Unique, _>::new(store.clone());
+        // Inserts only: no value is released, so no follow-up work is left to a relay.
+        let unique = IndexedTable::<Unique, _>::options()
+            .follow_up_elsewhere()
+            .build(store.clone())
+            .unwrap();
         unique.create().await.unwrap();
         let team = |id: u32| format!("T{:02}", id % 20);
         let (mut plain_us, mut unique_us) = (Vec::new(), Vec::new());

@@ -65,6 +65,10 @@
 //! # }).unwrap();
 //! ```
 
+// Examples show the current API: a doctest that calls a deprecated item fails to
+// compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
+#![doc(test(attr(allow(unused), deny(deprecated))))]
+
 mod address;
 pub mod buckets;
 pub mod changes;

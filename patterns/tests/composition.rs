@@ -334,7 +334,9 @@ async fn a_stalled_write_reserves_nothing_after_its_intent_was_claimed() {
     let store = Held::new(Hold::Read("u_01"));
     let users = tablekit_patterns::index::IndexedTable::<User, _>::options()
         .unique_lease(Duration::from_millis(20))
-        .build(store.clone());
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
     users.create().await.expect("open");
     store.arm();
     let stalled = {
@@ -538,10 +540,12 @@ async fn a_dependent_linked_while_its_source_commits_gets_the_new_value() {
     let members = tablekit_patterns::index::IndexedTable::<Member, _>::options()
         .track_dependents(true)
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     let badges = tablekit_patterns::index::IndexedTable::<Badge, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     members.create().await.expect("open");
     badges.create().await.expect("open");
     let member = |email: &str| Member {

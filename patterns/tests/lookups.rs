@@ -324,7 +324,8 @@ async fn a_verified_look_up_answers_from_the_primary_when_a_copy_lags() {
     // The rename's copy in the other table waits for the relay.
     let lagging = IndexedTable::<Employee, _>::options()
         .sink(std::sync::Arc::new(Held))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     let mut renamed = employee("Ops", 7, "Lee", 1);
     renamed.last_name = "Park".into();
     lagging.replace(&renamed, IfMatch::Any).await.unwrap();
@@ -351,7 +352,9 @@ async fn a_verified_look_up_answers_from_the_primary_when_a_copy_lags() {
     // The table-wide setting does the same for every look-up.
     let always = IndexedTable::<Employee, _>::options()
         .verified_lookups(true)
-        .build(store.clone());
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .unwrap();
     let all = always.lookup(Employee::BY_ID).all().await.unwrap();
     assert_eq!(all[0].last_name, "Park");
 }

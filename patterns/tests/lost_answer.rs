@@ -53,7 +53,10 @@ async fn table(
     let engine = Engine::new(store.clone())
         .with_sink(sink)
         .with_removal_in_line();
-    let items = IndexedTable::options().engine(engine).build(store.clone());
+    let items = IndexedTable::options()
+        .engine(engine)
+        .build(store.clone())
+        .expect("options");
     items.create().await.expect("open");
     items
 }
@@ -148,7 +151,8 @@ async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
     let engine = Engine::new(store.clone()).with_sink(sink.clone());
     let items = IndexedTable::<Item, _>::options()
         .engine(engine)
-        .build(store.clone());
+        .build(store.clone())
+        .expect("options");
     items.create().await.expect("open");
     store.arm();
     let late = {

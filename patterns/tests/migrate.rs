@@ -72,7 +72,8 @@ struct Person {
 async fn seed(store: &MemoryStore, old: u32, new: u32) {
     let v1 = IndexedTable::<PersonV1, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     v1.create().await.unwrap();
     for id in 0..old {
         v1.insert(&PersonV1 {
@@ -85,7 +86,8 @@ async fn seed(store: &MemoryStore, old: u32, new: u32) {
     }
     let v2 = IndexedTable::<Person, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     v2.create().await.unwrap();
     for id in old..old + new {
         v2.insert(&Person {
@@ -118,7 +120,8 @@ async fn older_entities_are_rewritten_through_the_write_path_and_counted_by_vers
     );
     let people = IndexedTable::<Person, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
 
     let report = migrate(&people, &AuditOptions::default()).await.unwrap();
     assert_eq!(report.versions.get(&1), Some(&30), "{report:?}");
@@ -163,7 +166,8 @@ async fn a_stopped_migration_resumes_from_its_checkpoint() {
     seed(&store, 50, 0).await;
     let people = IndexedTable::<Person, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     let stopped = migrate(
         &people,
         &AuditOptions {
@@ -207,11 +211,13 @@ async fn a_write_landing_between_the_read_and_the_rewrite_wins() {
     seed(&held.inner, 3, 0).await;
     let people = IndexedTable::<Person, _>::options()
         .inline_apply()
-        .build(held.clone());
+        .build(held.clone())
+        .unwrap();
     held.arm();
     let writer = IndexedTable::<Person, _>::options()
         .inline_apply()
-        .build(held.inner.clone());
+        .build(held.inner.clone())
+        .unwrap();
     let options = AuditOptions::default();
     let (report, ()) = tokio::join!(migrate(&people, &options), async {
         // The migration read p_001 and is inside its rewrite: another writer changes it.

@@ -67,7 +67,8 @@ async fn sqlite() -> (tempfile::TempDir, SqliteStore) {
 async fn seed_v1(store: &SqliteStore) {
     let v1 = IndexedTable::<MemberV1, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     v1.create().await.unwrap();
     for id in 0..MEMBERS {
         v1.insert(&MemberV1 {
@@ -104,7 +105,8 @@ async fn a_spawned_audit_finds_a_lost_copy_and_a_spawned_repair_puts_it_back() {
     let (_dir, store) = sqlite().await;
     let members = IndexedTable::<Member, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     members.create().await.unwrap();
     for id in 0..MEMBERS {
         members
@@ -164,7 +166,8 @@ async fn a_spawned_backfill_writes_the_copies_of_an_index_declared_later() {
     let members = Arc::new(
         IndexedTable::<Member, _>::options()
             .inline_apply()
-            .build(store.clone()),
+            .build(store.clone())
+            .unwrap(),
     );
     members.create().await.unwrap();
     assert_eq!(
@@ -201,7 +204,8 @@ async fn a_spawned_migration_rewrites_older_entities_under_the_current_version()
     let members = Arc::new(
         IndexedTable::<Member, _>::options()
             .inline_apply()
-            .build(store.clone()),
+            .build(store.clone())
+            .unwrap(),
     );
     members.create().await.unwrap();
 
@@ -286,7 +290,9 @@ async fn scan_futures_are_send_for_any_entity_type_and_store() {
     // The futures are built and dropped, never polled.
     let options = AuditOptions::default();
     scans_are_send(
-        &IndexedTable::<Member, _>::new(MemoryStore::new()),
+        &IndexedTable::<Member, _>::options()
+            .build(MemoryStore::new())
+            .unwrap(),
         &options,
     );
 }

@@ -147,16 +147,20 @@ impl Opened {
     pub async fn members(&self, sink: bool) -> IndexedTable<Member, AnyStore> {
         IndexedTable::options()
             .engine(self.engine(sink).await)
+            .follow_up_elsewhere()
             .blobs(self.blobs.clone())
             .build(self.store.clone())
+            .expect("the choice of where follow-up work is done is made")
     }
 
     /// The badges, written through an engine with or without a sink.
     pub async fn badges(&self, sink: bool) -> IndexedTable<Badge, AnyStore> {
         IndexedTable::options()
             .engine(self.engine(sink).await)
+            .follow_up_elsewhere()
             .blobs(self.blobs.clone())
             .build(self.store.clone())
+            .expect("the choice of where follow-up work is done is made")
     }
 
     /// Handles every message of every queue until they are all empty; returns how many

@@ -290,6 +290,7 @@ impl Queue for SimQueue {
                     waiting: l.messages.len() as u64 - leased,
                     leased,
                     poisoned: l.poison.len() as u64,
+                    ..QueueStats::default()
                 }
             }))
     }

@@ -333,14 +333,16 @@ async fn setup(world: &World) -> tablekit_patterns::Result<()> {
     let engine = world.engine(&store).await;
     IndexedTable::<Member, _>::options()
         .engine(engine.clone())
+        .follow_up_elsewhere()
         .blobs(world.blobs.clone())
-        .build(store.clone())
+        .build(store.clone())?
         .create()
         .await?;
     IndexedTable::<Badge, _>::options()
         .engine(engine.clone())
+        .follow_up_elsewhere()
         .blobs(world.blobs.clone())
-        .build(store.clone())
+        .build(store.clone())?
         .create()
         .await?;
     documents::documents(world, &store, &engine).open().await?;
@@ -358,15 +360,19 @@ async fn setup(world: &World) -> tablekit_patterns::Result<()> {
 fn members(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Member, Store> {
     IndexedTable::options()
         .engine(engine.clone())
+        .follow_up_elsewhere()
         .blobs(world.blobs.clone())
         .build(store.clone())
+        .expect("the choice of where follow-up work is done is made")
 }
 
 fn badges(world: &World, store: &Store, engine: &Engine<Store>) -> IndexedTable<Badge, Store> {
     IndexedTable::options()
         .engine(engine.clone())
+        .follow_up_elsewhere()
         .blobs(world.blobs.clone())
         .build(store.clone())
+        .expect("the choice of where follow-up work is done is made")
 }
 
 /// A process whose body `body(world, store)` gets its own crashable store handle.

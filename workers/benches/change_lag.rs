@@ -74,7 +74,7 @@ fn main() {
         // queue; an interrupted run's events are consumed and not counted.)
         let index_queue = format!("tk-bench-index-{}", uuid::Uuid::new_v4().simple());
         let sink = QueueSink::open(broker.clone(), &index_queue).await.unwrap();
-        let accounts = IndexedTable::<Account, _>::options().sink(Arc::new(sink)).build(store.clone());
+        let accounts = IndexedTable::<Account, _>::options().sink(Arc::new(sink)).build(store.clone()).unwrap();
         accounts.create().await.unwrap();
 
         let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();

@@ -51,7 +51,7 @@ fn main() {
             .await
             .unwrap();
         let employees =
-            IndexedTable::<Employee, _>::options().sink(Arc::new(sink)).build(store.clone());
+            IndexedTable::<Employee, _>::options().sink(Arc::new(sink)).build(store.clone()).unwrap();
         employees.create().await.unwrap();
 
         let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();

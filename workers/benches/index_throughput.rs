@@ -157,7 +157,8 @@ async fn main() {
     let kept = Kept::default();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(kept.clone()))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     for id in 0..u32::try_from(n).unwrap() {
         employees.insert(&Employee::numbered(id)).await.unwrap();

@@ -195,6 +195,8 @@ async fn serve(
         let config = WorkerConfig {
             queue: name.clone(),
             hot_partitions: config.hot_partitions && i == 0,
+            // The other workers' queues are this process's own: one looks at the rest.
+            unconsumed_after: config.unconsumed_after.filter(|_| i == 0),
             ..config.clone()
         };
         let mut stopped = stopped.clone();
@@ -391,6 +393,8 @@ where
                 lease: Duration::from_secs(args.lease),
                 base_backoff: Duration::from_millis(args.backoff_ms.max(1)),
                 stats_interval: Duration::from_secs(args.stats_interval.max(1)),
+                unconsumed_after: (args.unconsumed_after > 0)
+                    .then(|| Duration::from_secs(args.unconsumed_after)),
                 ..WorkerConfig::new(String::new())
             };
             let blobs = blob_store(args.blobs.as_deref())?;
@@ -463,6 +467,9 @@ where
                 Some(bind) => {
                     let mut options = crate::console::ConsoleOptions::new(bind, args.console_token);
                     options.blobs = blobs;
+                    if args.unconsumed_after > 0 {
+                        options.unconsumed_after = Duration::from_secs(args.unconsumed_after);
+                    }
                     options.migrations = connections.migrations().clone();
                     if let Some(address) = args.metrics_addr {
                         let host = if address.ip().is_unspecified() {
@@ -759,6 +766,7 @@ where
             let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
             options.queues = args.queues;
             options.refresh = args.refresh;
+            options.unconsumed_after = Duration::from_secs(args.unconsumed_after);
             options.metrics = args.metrics;
             options.blobs = blob_store(args.blobs.as_deref())?;
             // The application's types, registered beside its operations.
@@ -801,7 +809,7 @@ where
                 serde_json::to_string_pretty(&status)
                     .map_err(|e| Error::Config(format!("status as JSON: {e}")))?
             } else {
-                status_text(&status)
+                status_text(&status, Duration::from_secs(args.unconsumed_after))
             };
             write(out, text)
         }

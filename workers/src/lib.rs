@@ -30,6 +30,10 @@
 //! # Ok(()) }
 //! ```
 
+// Examples show the current API: a doctest that calls a deprecated item fails to
+// compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
+#![doc(test(attr(allow(unused), deny(deprecated))))]
+
 pub mod archive;
 pub mod changes;
 #[cfg(feature = "cli")]

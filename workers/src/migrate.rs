@@ -102,7 +102,9 @@ impl Migrations {
             version: E::VERSION,
             run: Arc::new(|store, blobs, options| {
                 Box::pin(async move {
-                    let settings = IndexedTable::<E, AnyStore>::options();
+                    // The rewrites' follow-up work waits in the outboxes for the relay
+                    // of `tablekit-worker run`, as any writer's without a sink does.
+                    let settings = IndexedTable::<E, AnyStore>::options().follow_up_elsewhere();
                     let settings = match blobs {
                         Some(blobs) => settings.blobs(blobs),
                         None => settings,

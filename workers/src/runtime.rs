@@ -59,11 +59,17 @@ pub struct WorkerConfig {
     /// Whether the worker reports the process's hot partitions with its gauges. One
     /// worker of a process should: each report ends the window the rates are taken over.
     pub hot_partitions: bool,
+    /// How long another queue of the worker's registry (one its operations travel on)
+    /// may hold messages that no consumer takes before the worker warns in its log
+    /// (see [`crate::status::unconsumed`]); `None`: it does not look. One worker of a
+    /// process should look (the others' queues are served by the process itself).
+    pub unconsumed_after: Option<Duration>,
 }
 
 impl WorkerConfig {
     /// The defaults for a queue: 4 at once, 5 deliveries, backoff 250 ms to 2 min, 30 s to
-    /// shut down, 60 s leases, a pause noticed within 2 s.
+    /// shut down, 60 s leases, a pause noticed within 2 s, a warning when another queue
+    /// of the registry holds messages no consumer has taken for 5 minutes.
     pub fn new(queue: impl Into<String>) -> Self {
         WorkerConfig {
             queue: queue.into(),
@@ -76,6 +82,7 @@ impl WorkerConfig {
             stats_interval: Duration::from_secs(15),
             pause_check: Duration::from_secs(2),
             hot_partitions: true,
+            unconsumed_after: Some(crate::status::UNCONSUMED_AFTER),
         }
     }
 
@@ -200,6 +207,23 @@ impl<Q: Queue + Clone> Worker<Q> {
             Some(self.queue.consume(&config.queue, options).await?)
         };
         tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
+        let others: Vec<String> = self
+            .registry
+            .queues()
+            .into_iter()
+            .filter(|q| *q != config.queue)
+            .map(str::to_owned)
+            .collect();
+        let unconsumed = match config.unconsumed_after {
+            Some(after) if !others.is_empty() => Some(tokio::spawn(watch_unconsumed(
+                self.queue.clone(),
+                config.queue.clone(),
+                others,
+                after,
+                stats_stopped.clone(),
+            ))),
+            _ => None,
+        };
         let stats = tablekit_core::observe::enabled().then(|| {
             tokio::spawn(refresh_gauges(
                 self.queue.clone(),
@@ -284,6 +308,9 @@ impl<Q: Queue + Clone> Worker<Q> {
         if let Some(stats) = stats {
             let _ = stats.await;
         }
+        if let Some(unconsumed) = unconsumed {
+            let _ = unconsumed.await;
+        }
         let _ = pause_watch.await;
         let report = counters.report();
         tracing::info!(queue = %config.queue, ?report, "worker stopped");
@@ -328,6 +355,59 @@ async fn watch_pause<Q: Queue>(
             }
             Err(e) => {
                 tracing::warn!(queue = %name, error = %e, "reading whether the queue is paused failed");
+            }
+        }
+    }
+}
+
+/// Looks every `after / 5` (1 s to 1 min) at `queues`, the other queues of the registry
+/// of the worker of `served`, and warns in the log of each whose messages no consumer has
+/// taken for `after` — again after each further `after` while it lasts — and notes when
+/// one is consumed again; until `stopped`. A broker that counts consumers (RabbitMQ) is
+/// judged from when this worker first saw it count none.
+async fn watch_unconsumed<Q: Queue>(
+    queue: Q,
+    served: String,
+    queues: Vec<String>,
+    after: Duration,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let interval = (after / 5).clamp(Duration::from_secs(1), Duration::from_secs(60));
+    let mut watch = crate::status::ConsumerWatch::default();
+    let mut warned: std::collections::HashMap<&str, Instant> = std::collections::HashMap::new();
+    loop {
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        for name in &queues {
+            let (stats, paused) = futures::join!(queue.stats(name), queue.paused(name));
+            let status = crate::status::QueueStatus::of(name.clone(), stats, paused.ok());
+            if let Some(error) = &status.error {
+                tracing::debug!(queue = %neutral(name), %error, "reading the queue's statistics failed");
+                continue;
+            }
+            match watch.unconsumed(&status, chrono::Utc::now(), after) {
+                Some(idle) => {
+                    if warned
+                        .get(name.as_str())
+                        .is_none_or(|at| at.elapsed() >= after)
+                    {
+                        tracing::warn!(
+                            queue = %neutral(name),
+                            waiting = idle.waiting,
+                            served = %neutral(&served),
+                            "{}",
+                            idle.warning()
+                        );
+                        warned.insert(name.as_str(), Instant::now());
+                    }
+                }
+                None => {
+                    if warned.remove(name.as_str()).is_some() {
+                        tracing::info!(queue = %neutral(name), "the queue is consumed again");
+                    }
+                }
             }
         }
     }

@@ -1,11 +1,14 @@
 //! What `tablekit-worker status` and the console show of a deployment: each queue's
 //! depth, leased and poison messages, the relay's backlog, and the last audit of every
-//! audited table.
+//! audited table; and the warnings drawn from them: a relay that does not run, and a
+//! queue whose messages no consumer takes ([`unconsumed`]).
 
+use chrono::{DateTime, Utc};
 use tablekit_core::TableStore;
 
+use crate::display::neutral;
 use crate::error::{Error, Result};
-use crate::queue::Queue;
+use crate::queue::{Queue, QueueStats};
 
 /// What `status` shows.
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
@@ -37,6 +40,52 @@ pub struct QueueStatus {
     pub declared: bool,
     /// Why the counts could not be read.
     pub error: Option<String>,
+    /// The consumers attached now, when the broker counts them (RabbitMQ).
+    #[serde(default)]
+    pub consumers: Option<u64>,
+    /// Since when the message waiting longest among those a consumer could take has
+    /// waited, when the broker can tell (SQLite, Azure; see [`QueueStats`]).
+    #[serde(default)]
+    pub waiting_since: Option<DateTime<Utc>>,
+    /// Whether its consumers are paused (`None`: unknown).
+    #[serde(default)]
+    pub paused: Option<bool>,
+}
+
+impl QueueStatus {
+    /// The state of `queue` as its broker's `stats` and `paused` answered.
+    pub fn of(queue: String, stats: Result<QueueStats>, paused: Option<bool>) -> Self {
+        let unknown = QueueStatus {
+            queue,
+            waiting: None,
+            leased: None,
+            poisoned: None,
+            declared: true,
+            error: None,
+            consumers: None,
+            waiting_since: None,
+            paused,
+        };
+        match stats {
+            Ok(stats) => QueueStatus {
+                waiting: Some(stats.waiting),
+                leased: Some(stats.leased),
+                poisoned: Some(stats.poisoned),
+                consumers: stats.consumers,
+                waiting_since: stats.waiting_since,
+                ..unknown
+            },
+            Err(Error::NotDeclared { .. }) => QueueStatus {
+                declared: false,
+                paused: None,
+                ..unknown
+            },
+            Err(e) => QueueStatus {
+                error: Some(e.to_string()),
+                ..unknown
+            },
+        }
+    }
 }
 
 fn declared() -> bool {
@@ -95,32 +144,8 @@ pub async fn status<S: TableStore, Q: Queue>(
     names.retain(|name| seen.insert(name.clone()));
     let mut statuses = Vec::new();
     for queue in names {
-        statuses.push(match broker.stats(&queue).await {
-            Ok(stats) => QueueStatus {
-                queue,
-                waiting: Some(stats.waiting),
-                leased: Some(stats.leased),
-                poisoned: Some(stats.poisoned),
-                declared: true,
-                error: None,
-            },
-            Err(Error::NotDeclared { .. }) => QueueStatus {
-                queue,
-                waiting: None,
-                leased: None,
-                poisoned: None,
-                declared: false,
-                error: None,
-            },
-            Err(e) => QueueStatus {
-                queue,
-                waiting: None,
-                leased: None,
-                poisoned: None,
-                declared: true,
-                error: Some(e.to_string()),
-            },
-        });
+        let (stats, paused) = futures::join!(broker.stats(&queue), broker.paused(&queue));
+        statuses.push(QueueStatus::of(queue, stats, paused.ok()));
     }
     let relay = tablekit_patterns::consistency::backlog(store).await?;
     let relays = tablekit_patterns::consistency::relays(store).await?;
@@ -214,8 +239,135 @@ pub fn relay_notes(status: &Status, now: chrono::DateTime<chrono::Utc>) -> Relay
     notes
 }
 
-/// `status` as text: one screen.
-pub fn status_text(status: &Status) -> String {
+/// How long a queue may hold messages that no consumer takes before `status`, the
+/// console and the workers warn (`--unconsumed-after`, in seconds): longer than a
+/// worker's restart, shorter than anyone waits for a copy.
+pub const UNCONSUMED_AFTER: std::time::Duration = std::time::Duration::from_secs(5 * 60);
+
+/// A queue holding messages that no consumer takes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unconsumed {
+    /// The queue.
+    pub queue: String,
+    /// The messages waiting in it.
+    pub waiting: u64,
+    /// What tells that nothing consumes it.
+    pub evidence: NoConsumer,
+}
+
+/// What tells that nothing consumes a queue, as its broker can tell it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NoConsumer {
+    /// No consumer has taken a message since then: the oldest deliverable message has
+    /// waited since (SQLite exactly, Azure approximately).
+    NothingTakenSince(DateTime<Utc>),
+    /// The broker has counted no consumer attached since then (RabbitMQ, looked at again
+    /// and again by the console or a worker).
+    NoneAttachedSince(DateTime<Utc>),
+    /// The broker counts no consumer attached now, and one look cannot say since when
+    /// (RabbitMQ, in `status`).
+    NoneAttachedNow,
+}
+
+impl Unconsumed {
+    /// The warning in words: the queue, its messages, since when, and what to run. The
+    /// queue's name has its control and invisible characters written as visible escapes
+    /// (a page escapes it again).
+    pub fn warning(&self) -> String {
+        let queue = neutral(&self.queue);
+        let at = |t: DateTime<Utc>| t.format("%Y-%m-%d %H:%M:%S UTC").to_string();
+        let what = match self.evidence {
+            NoConsumer::NothingTakenSince(since) => format!(
+                "holds {} messages that no consumer has taken since {}",
+                self.waiting,
+                at(since)
+            ),
+            NoConsumer::NoneAttachedSince(since) => format!(
+                "holds {} messages and has had no consumer attached since {}",
+                self.waiting,
+                at(since)
+            ),
+            NoConsumer::NoneAttachedNow => format!(
+                "holds {} messages and has no consumer attached (the broker counts none now; it does not say since when)",
+                self.waiting
+            ),
+        };
+        format!(
+            "Queue `{queue}` {what}: nothing applies its work. Start a worker for it: tablekit-worker run --queue {queue}"
+        )
+    }
+}
+
+/// Whether `queue` holds messages that no consumer has taken for at least `after`, as of
+/// `now`. `no_consumer_since` is when the caller first saw a broker that counts consumers
+/// (RabbitMQ) report none, for a caller that looks again and again (the console, a
+/// worker); `None` for a single look (`status`), which then warns as soon as the broker
+/// counts none. A paused queue (its consumers stopped on purpose), one not declared and
+/// one whose counts failed are not judged; nor is a queue whose broker tells neither
+/// its consumers nor its messages' wait.
+pub fn unconsumed(
+    queue: &QueueStatus,
+    now: DateTime<Utc>,
+    after: std::time::Duration,
+    no_consumer_since: Option<DateTime<Utc>>,
+) -> Option<Unconsumed> {
+    let waiting = queue.waiting.filter(|w| *w > 0)?;
+    if !queue.declared || queue.error.is_some() || queue.paused == Some(true) {
+        return None;
+    }
+    let after = chrono::Duration::from_std(after).unwrap_or(chrono::Duration::MAX);
+    let long_enough = |since: DateTime<Utc>| now.signed_duration_since(since) >= after;
+    let evidence = match (queue.consumers, queue.waiting_since) {
+        (Some(attached), _) if attached > 0 => return None,
+        (_, Some(since)) => long_enough(since).then_some(NoConsumer::NothingTakenSince(since))?,
+        (Some(_), None) => match no_consumer_since {
+            Some(since) => long_enough(since).then_some(NoConsumer::NoneAttachedSince(since))?,
+            None => NoConsumer::NoneAttachedNow,
+        },
+        (None, None) => return None,
+    };
+    Some(Unconsumed {
+        queue: queue.queue.clone(),
+        waiting,
+        evidence,
+    })
+}
+
+/// The memory of a caller that looks at queues again and again (the console, a worker):
+/// since when a broker that counts consumers (RabbitMQ) has counted none of each queue
+/// holding messages, as this caller first saw it.
+#[derive(Clone, Debug, Default)]
+pub struct ConsumerWatch {
+    none_attached: std::collections::HashMap<String, DateTime<Utc>>,
+}
+
+impl ConsumerWatch {
+    /// [`unconsumed`] for `queue` as of `now`, judged with what this watch saw before.
+    pub fn unconsumed(
+        &mut self,
+        queue: &QueueStatus,
+        now: DateTime<Utc>,
+        after: std::time::Duration,
+    ) -> Option<Unconsumed> {
+        if queue.consumers == Some(0) && queue.waiting.unwrap_or(0) > 0 {
+            self.none_attached.entry(queue.queue.clone()).or_insert(now);
+        } else {
+            self.none_attached.remove(&queue.queue);
+        }
+        let since = self.none_attached.get(&queue.queue).copied();
+        unconsumed(queue, now, after, since)
+    }
+
+    /// Forgets the queues not among `queues` (no longer shown).
+    pub fn keep_only(&mut self, queues: &[QueueStatus]) {
+        self.none_attached
+            .retain(|name, _| queues.iter().any(|q| q.queue == *name));
+    }
+}
+
+/// `status` as text: one screen. A queue whose messages no consumer has taken for
+/// `unconsumed_after` (see [`unconsumed`]) gets a warning under the queues.
+pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> String {
     use std::fmt::Write as _;
     let mut text = String::from("queues\n");
     let count = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
@@ -231,15 +383,27 @@ pub fn status_text(status: &Status) -> String {
         let _ = write!(
             text,
             "  {:<28} waiting {:>8}  leased {:>6}  poison {:>6}",
-            q.queue,
+            neutral(&q.queue),
             count(q.waiting),
             count(q.leased),
             count(q.poisoned)
         );
+        if let Some(consumers) = q.consumers {
+            let _ = write!(text, "  consumers {consumers:>3}");
+        }
+        if q.paused == Some(true) {
+            text.push_str("  paused");
+        }
         if let Some(error) = &q.error {
             let _ = write!(text, "  ({error})");
         }
         text.push('\n');
+    }
+    let now = chrono::Utc::now();
+    for q in &status.queues {
+        if let Some(idle) = unconsumed(q, now, unconsumed_after, None) {
+            let _ = writeln!(text, "  warning: {}", idle.warning());
+        }
     }
     let _ = writeln!(
         text,
@@ -355,5 +519,135 @@ mod tests {
             ..Backlog::default()
         };
         assert_eq!(relay_notes(&status(fresh, false), now).warning, None);
+    }
+
+    fn queue(waiting: u64, consumers: Option<u64>, since: Option<DateTime<Utc>>) -> QueueStatus {
+        QueueStatus {
+            consumers,
+            waiting_since: since,
+            paused: Some(false),
+            ..QueueStatus::of(
+                "archive".into(),
+                Ok(QueueStats {
+                    waiting,
+                    ..QueueStats::default()
+                }),
+                None,
+            )
+        }
+    }
+
+    #[test]
+    fn a_queue_warns_once_its_messages_waited_the_threshold_with_no_consumer() {
+        let now = Utc::now();
+        let after = UNCONSUMED_AFTER;
+        let minutes = |m| Some(now - Duration::minutes(m));
+        // SQLite and Azure: the oldest deliverable message's wait decides.
+        let idle = unconsumed(&queue(12, None, minutes(6)), now, after, None).expect("a warning");
+        assert_eq!(
+            idle.evidence,
+            NoConsumer::NothingTakenSince(now - Duration::minutes(6))
+        );
+        assert_eq!(idle.waiting, 12);
+        assert_eq!(
+            unconsumed(&queue(12, None, minutes(4)), now, after, None),
+            None
+        );
+        // Nothing deliverable waits (retry delays only), or nothing at all: no warning.
+        assert_eq!(unconsumed(&queue(12, None, None), now, after, None), None);
+        assert_eq!(unconsumed(&queue(0, Some(0), None), now, after, None), None);
+        // RabbitMQ: a consumer attached settles it; none attached warns at once on a
+        // single look, after the threshold for a caller that remembers since when.
+        assert_eq!(
+            unconsumed(&queue(12, Some(1), None), now, after, None),
+            None
+        );
+        assert_eq!(
+            unconsumed(&queue(12, Some(0), None), now, after, None).map(|u| u.evidence),
+            Some(NoConsumer::NoneAttachedNow)
+        );
+        assert_eq!(
+            unconsumed(&queue(12, Some(0), None), now, after, minutes(1)),
+            None
+        );
+        assert_eq!(
+            unconsumed(&queue(12, Some(0), None), now, after, minutes(5)).map(|u| u.evidence),
+            Some(NoConsumer::NoneAttachedSince(now - Duration::minutes(5)))
+        );
+        // A paused queue, one not declared, one whose counts failed: not judged.
+        let paused = QueueStatus {
+            paused: Some(true),
+            ..queue(12, None, minutes(60))
+        };
+        assert_eq!(unconsumed(&paused, now, after, None), None);
+        let undeclared = QueueStatus::of(
+            "archive".into(),
+            Err(Error::NotDeclared {
+                queue: "archive".into(),
+            }),
+            None,
+        );
+        assert_eq!(unconsumed(&undeclared, now, after, None), None);
+        // The threshold is the caller's.
+        assert!(
+            unconsumed(
+                &queue(1, None, minutes(2)),
+                now,
+                std::time::Duration::from_secs(60),
+                None
+            )
+            .is_some()
+        );
+    }
+
+    #[test]
+    fn the_warning_names_the_queue_its_messages_since_when_and_what_to_run() {
+        let since = DateTime::parse_from_rfc3339("2026-11-23T10:00:00Z")
+            .expect("a time")
+            .with_timezone(&Utc);
+        let idle = Unconsumed {
+            queue: "archive".into(),
+            waiting: 12,
+            evidence: NoConsumer::NothingTakenSince(since),
+        };
+        assert_eq!(
+            idle.warning(),
+            "Queue `archive` holds 12 messages that no consumer has taken since 2026-11-23 10:00:00 UTC: nothing applies its work. Start a worker for it: tablekit-worker run --queue archive"
+        );
+        let forged = Unconsumed {
+            queue: "a\nwarning: all is well".into(),
+            waiting: 1,
+            evidence: NoConsumer::NoneAttachedNow,
+        };
+        assert!(!forged.warning().contains('\n'), "{}", forged.warning());
+    }
+
+    #[test]
+    fn status_text_warns_under_the_queues_of_a_queue_no_consumer_takes() {
+        let now = Utc::now();
+        let mut status = status(Backlog::default(), true);
+        status.queues = vec![
+            queue(12, None, Some(now - Duration::minutes(7))),
+            QueueStatus {
+                queue: "index".into(),
+                ..queue(3, None, Some(now - Duration::seconds(1)))
+            },
+        ];
+        let text = status_text(&status, UNCONSUMED_AFTER);
+        let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning:")).collect();
+        assert_eq!(warnings.len(), 1, "{text}");
+        assert!(
+            warnings[0].starts_with(
+                "  warning: Queue `archive` holds 12 messages that no consumer has taken since "
+            ),
+            "{text}"
+        );
+        assert!(
+            warnings[0].ends_with("tablekit-worker run --queue archive"),
+            "{text}"
+        );
+        // A shorter threshold warns of the other queue too.
+        let text = status_text(&status, std::time::Duration::ZERO);
+        assert_eq!(text.matches("warning: Queue").count(), 2, "{text}");
     }
 }

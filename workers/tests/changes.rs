@@ -49,7 +49,8 @@ async fn changes_arrive_typed_through(broker: &str) {
         .unwrap();
     let wallets = IndexedTable::<Wallet, _>::options()
         .sink(Arc::new(sink))
-        .build(store);
+        .build(store)
+        .unwrap();
     wallets.create().await.unwrap();
     let owner = uuid::Uuid::new_v4().simple().to_string();
     let wallet = |balance| Wallet {

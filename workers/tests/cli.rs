@@ -709,6 +709,140 @@ fn status_names_a_queue_not_declared_yet_without_the_amqp_clients_error_lines() 
     assert!(!stderr.contains("NOT_FOUND"), "{stderr}");
 }
 
+/// Messages in `queue` on `broker`, declared as a worker declares it.
+async fn waiting_messages(broker: &str, queue: &str, count: usize) -> AnyQueue {
+    let any = AnyQueue::connect(broker).await.unwrap();
+    any.declare(
+        queue,
+        &tablekit_workers::WorkerConfig::new(queue).queue_options(),
+    )
+    .await
+    .unwrap();
+    for n in 0..count {
+        any.send(queue, &format!("m-{n}"), b"{}").await.unwrap();
+    }
+    any
+}
+
+#[tokio::test]
+async fn status_warns_of_a_queue_whose_messages_no_consumer_has_taken() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("q.db").display());
+    waiting_messages(&broker, "archive", 2).await;
+    let status = |after: &str| {
+        ok(worker()
+            .args(["status", "--broker", &broker, "--store", "memory:"])
+            .args(["--queue", "archive", "--unconsumed-after", after])
+            .output()
+            .unwrap())
+    };
+    // Within the threshold: counts, no warning.
+    let quiet = status("300");
+    assert!(
+        quiet.contains("archive") && !quiet.contains("warning"),
+        "{quiet}"
+    );
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let text = status("1");
+    let warning = text
+        .lines()
+        .find(|l| l.contains("warning: Queue `archive`"))
+        .unwrap_or_else(|| panic!("no warning in:\n{text}"));
+    assert!(
+        warning.contains("holds 2 messages that no consumer has taken since ")
+            && warning.ends_with("Start a worker for it: tablekit-worker run --queue archive"),
+        "{warning}"
+    );
+}
+
+#[tokio::test]
+async fn over_rabbitmq_status_warns_when_the_broker_counts_no_consumer() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let queue = support::unique("unconsumed");
+    let any = waiting_messages(&url, &queue, 3).await;
+    let status = || {
+        ok(worker()
+            .args([
+                "status", "--broker", &url, "--store", "memory:", "--queue", &queue,
+            ])
+            .output()
+            .unwrap())
+    };
+    let text = status();
+    assert!(
+        text.contains(&format!(
+            "warning: Queue `{queue}` holds 3 messages and has no consumer attached (the broker counts none now; it does not say since when)"
+        )),
+        "{text}"
+    );
+    assert!(text.contains("consumers   0"), "{text}");
+    // A consumer attached: no warning.
+    let consumer = any
+        .consume(&queue, tablekit_workers::queue::ConsumeOptions::default())
+        .await
+        .unwrap();
+    let text = status();
+    assert!(!text.contains("warning: Queue"), "{text}");
+    tablekit_workers::queue::Consumer::close(consumer).await;
+    if let AnyQueue::Rabbit(rabbit) = &any {
+        let _ = rabbit
+            .delete_queue(
+                &queue,
+                &tablekit_workers::WorkerConfig::new(&queue).queue_options(),
+            )
+            .await;
+    }
+}
+
+/// A worker serving `index` looks at `archive`, the other queue of its registry: messages
+/// that wait there with no consumer are a warning in its log, naming what to run.
+#[tokio::test]
+async fn a_worker_warns_in_its_log_of_another_queue_of_its_registry_that_nothing_consumes() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("q.db").display());
+    waiting_messages(&broker, "archive", 2).await;
+    let mut child = worker()
+        .args(["run", "--queue", "index", "--broker", &broker])
+        .args(["--store", "memory:", "--expiry-interval", "0"])
+        .args(["--unconsumed-after", "1"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (lines, read) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(stderr).lines() {
+            if lines.send(line.unwrap_or_default()).is_err() {
+                break;
+            }
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let mut seen = Vec::new();
+    let warning = loop {
+        let left = deadline.saturating_duration_since(std::time::Instant::now());
+        match read.recv_timeout(left) {
+            Ok(line) if line.contains("Queue `archive`") => break line,
+            Ok(line) => seen.push(line),
+            Err(_) => panic!("no warning within 20 s:\n{}", seen.join("\n")),
+        }
+    };
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let _ = child.wait();
+    assert!(warning.contains("WARN"), "{warning}");
+    assert!(
+        warning.contains("holds 2 messages that no consumer has taken since")
+            && warning.contains("tablekit-worker run --queue archive"),
+        "{warning}"
+    );
+}
+
 #[tokio::test]
 async fn json_log_lines_carry_the_queue_and_the_operation_id() {
     let dir = tempfile::tempdir().unwrap();
@@ -827,7 +961,8 @@ mod migrations {
             .unwrap();
         let old = IndexedTable::<SailorV1, _>::options()
             .inline_apply()
-            .build(store.clone());
+            .build(store.clone())
+            .unwrap();
         old.create().await.unwrap();
         for id in 0..12 {
             old.insert(&SailorV1 {

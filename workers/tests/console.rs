@@ -390,10 +390,128 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     assert_eq!(poisoned_ids(&queue, name).await, ["late"]);
 }
 
+/// A queue whose messages no consumer has taken for the threshold: the overview warns,
+/// naming the queue (escaped), its messages, since when and what to run; and stops once a
+/// consumer takes them.
+#[tokio::test]
+async fn the_overview_warns_of_a_queue_whose_messages_no_consumer_takes() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    let name = "orders<b>x</b>";
+    queue
+        .declare(name, &WorkerConfig::new(name).queue_options())
+        .await
+        .unwrap();
+    for id in ["a", "b", "c"] {
+        queue.send(name, id, b"{}").await.unwrap();
+    }
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned(), "index".into()];
+    options.unconsumed_after = Duration::from_secs(2);
+    let running = serve(store, queue.clone(), options).await;
+    let live = || async { get(&format!("{}/live", running.url)).await.1 };
+    let page = live().await;
+    assert!(
+        !page.contains("no consumer has taken"),
+        "within the threshold: {page}"
+    );
+    tokio::time::sleep(Duration::from_millis(2100)).await;
+    let escaped = "orders&lt;b&gt;x&lt;/b&gt;";
+    for page in [live().await, get(&format!("{}/", running.url)).await.1] {
+        assert!(
+            page.contains(&format!(
+                "Queue `{escaped}` holds 3 messages that no consumer has taken since "
+            )),
+            "{page}"
+        );
+        assert!(
+            page.contains(&format!(
+                "Start a worker for it: tablekit-worker run --queue {escaped}"
+            )),
+            "{page}"
+        );
+        assert!(!page.contains("<b>x</b>"), "the name is escaped: {page}");
+        assert_eq!(page.matches("no consumer has taken").count(), 1, "{page}");
+    }
+    // A consumer takes them: the warning goes.
+    let mut consumer = queue
+        .consume(
+            name,
+            ConsumeOptions {
+                prefetch: 16,
+                lease: Duration::from_secs(30),
+            },
+        )
+        .await
+        .unwrap();
+    for _ in 0..3 {
+        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
+            .await
+            .expect("a delivery")
+            .unwrap()
+            .unwrap();
+        delivery.ack().await.unwrap();
+    }
+    consumer.close().await;
+    let page = live().await;
+    assert!(!page.contains("no consumer has taken"), "{page}");
+}
+
+/// Over RabbitMQ the broker counts the consumers: the overview shows them, and warns once
+/// it has seen none attached to a queue holding messages for the threshold.
+#[tokio::test]
+async fn over_rabbitmq_the_overview_counts_consumers_and_warns_after_none_for_a_while() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let queue = AnyQueue::connect(&url).await.unwrap();
+    let name = support::unique("console-unconsumed");
+    queue
+        .declare(&name, &WorkerConfig::new(&name).queue_options())
+        .await
+        .unwrap();
+    for id in ["a", "b"] {
+        queue.send(&name, id, b"{}").await.unwrap();
+    }
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.clone()];
+    options.unconsumed_after = Duration::from_secs(1);
+    let running = serve(store, queue.clone(), options).await;
+    let live = || async { get(&format!("{}/live", running.url)).await.1 };
+    let page = live().await;
+    assert!(page.contains("none attached"), "{page}");
+    assert!(!page.contains("no consumer attached since"), "{page}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let page = live().await;
+    assert!(
+        page.contains(&format!(
+            "Queue `{name}` holds 2 messages and has had no consumer attached since "
+        )) && page.contains(&format!("tablekit-worker run --queue {name}")),
+        "{page}"
+    );
+    let consumer = queue
+        .consume(&name, ConsumeOptions::default())
+        .await
+        .unwrap();
+    let page = live().await;
+    assert!(page.contains("1 attached"), "{page}");
+    assert!(!page.contains("no consumer attached since"), "{page}");
+    consumer.close().await;
+    if let AnyQueue::Rabbit(rabbit) = &queue {
+        let _ = rabbit
+            .delete_queue(&name, &WorkerConfig::new(&name).queue_options())
+            .await;
+    }
+}
+
 #[tokio::test]
 async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
     let store = AnyStore::connect("memory:").await.unwrap();
-    let members = IndexedTable::<Member, _>::new(store.clone());
+    let members = IndexedTable::<Member, _>::options()
+        .build(store.clone())
+        .unwrap();
     members.create().await.unwrap();
     for id in 0..30 {
         members
@@ -651,7 +769,9 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
     let running = serve(store.clone(), queue.clone(), options).await;
 
     // A registered type, so the jobs can run: an audit started from the page.
-    let members = IndexedTable::<Member, _>::new(store.clone());
+    let members = IndexedTable::<Member, _>::options()
+        .build(store.clone())
+        .unwrap();
     members.create().await.unwrap();
     for id in 0..25 {
         members
@@ -851,7 +971,11 @@ async fn a_worker_serves_the_console_with_its_copy_lag() {
     let store_arg = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
     let store = AnyStore::connect(&store_arg).await.unwrap();
-    let visitors = IndexedTable::<Visitor, _>::new(store.clone());
+    // The worker started below runs the relay that publishes the copies.
+    let visitors = IndexedTable::<Visitor, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .unwrap();
     visitors.create().await.unwrap();
     let (metrics, console) = (support::free_port(), support::free_port());
     let mut worker = std::process::Command::new(env!("CARGO_BIN_EXE_tablekit-worker"))
@@ -1041,7 +1165,9 @@ fn handle_of(html: &str, id: &str) -> String {
 #[tokio::test]
 async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
     let store = AnyStore::connect("memory:").await.unwrap();
-    let members = IndexedTable::<Member, _>::new(store.clone());
+    let members = IndexedTable::<Member, _>::options()
+        .build(store.clone())
+        .unwrap();
     members.create().await.unwrap();
     members
         .insert(&Member {

@@ -116,7 +116,8 @@ async fn writer_child() {
     let store = AnyStore::connect(&store).await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(DieOnPublish))
-        .build(store);
+        .build(store)
+        .unwrap();
     employees.create().await.unwrap();
     employees.insert(&employee(1)).await.unwrap();
     unreachable!("the sink ends the process");
@@ -234,7 +235,8 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
         .unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(sink))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     for id in 2..=5 {
         let outcome = employees.insert(&employee(id)).await.unwrap();
@@ -328,7 +330,8 @@ async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     for id in 1..=3 {
         employees.insert(&employee(id)).await.unwrap();
@@ -610,7 +613,8 @@ async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let store = AnyStore::connect(&store_url).await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     for id in 1..=4 {
         employees.insert(&employee(id)).await.unwrap();
@@ -669,7 +673,11 @@ async fn the_backfill_command_writes_an_index_declared_later() {
         .await
         .unwrap();
     }
-    let v2 = IndexedTable::<ClientV2, _>::new(store.clone());
+    // Opened to register the schema; the backfill writes the copies.
+    let v2 = IndexedTable::<ClientV2, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .unwrap();
     v2.create().await.unwrap();
     let (code, text) = output(worker().args([
         "backfill",
@@ -732,7 +740,8 @@ async fn the_index_worker_sweeps_expired_entities_with_their_copies() {
         .unwrap();
     let invites = IndexedTable::<Invite, _>::options()
         .sink(Arc::new(sink))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     invites.create().await.unwrap();
     let soon = chrono::Utc::now() + chrono::Duration::seconds(2);
     for (code, ends) in [("a1", Some(soon)), ("a2", Some(soon)), ("keep", None)] {
@@ -846,7 +855,8 @@ async fn an_archives_change_event_goes_to_the_queue_without_the_relay() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let visitors = IndexedTable::<Visitor, _>::options()
         .inline_apply()
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     visitors.create().await.unwrap();
     let events = Kept::default();
     for id in 1..=2 {

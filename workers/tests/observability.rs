@@ -75,7 +75,8 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
     let sink = QueueSink::open(queue, "index").await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(sink))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     let copies = 5;
     for id in 1..=copies {

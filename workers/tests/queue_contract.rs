@@ -73,6 +73,37 @@ pub async fn sent_messages_arrive_once_and_acked_ones_are_gone<Q: Queue + Clone>
     assert_eq!((stats.waiting, stats.poisoned), (0, 0));
 }
 
+/// What each backend can tell of a queue's consumers: RabbitMQ counts them; SQLite and
+/// Azure tell since when the message at the front has waited, which a receive ends.
+pub async fn stats_tell_whether_a_consumer_takes_the_messages<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    assert_eq!(queue.stats(&name).await.unwrap().waiting_since, None);
+    // The service's clock may differ a little from this one's, and it keeps seconds.
+    let before = chrono::Utc::now() - chrono::Duration::seconds(5);
+    queue.send(&name, "w1", b"waiting").await.unwrap();
+    let stats = queue.stats(&name).await.unwrap();
+    match (stats.consumers, stats.waiting_since) {
+        (Some(consumers), None) => assert_eq!(consumers, 0),
+        (None, Some(since)) => assert!(
+            since >= before && since <= chrono::Utc::now() + chrono::Duration::seconds(5),
+            "{since}"
+        ),
+        other => panic!("a backend tells one of the two: {other:?}"),
+    }
+    let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+    let delivery = next(&mut consumer).await;
+    let stats = queue.stats(&name).await.unwrap();
+    match stats.consumers {
+        Some(consumers) => assert_eq!(consumers, 1),
+        None => assert_eq!(stats.waiting_since, None, "the message was taken"),
+    }
+    delivery.ack().await.unwrap();
+    consumer.close().await;
+}
+
 pub async fn a_retry_comes_back_after_its_delay_with_the_next_count<Q: Queue + Clone>(
     queue: Q,
     name: String,
@@ -682,6 +713,7 @@ macro_rules! contract {
 
 contract!(
     sent_messages_arrive_once_and_acked_ones_are_gone,
+    stats_tell_whether_a_consumer_takes_the_messages,
     a_retry_comes_back_after_its_delay_with_the_next_count,
     unsettled_deliveries_come_back_counted,
     poison_keeps_the_reason_and_replay_brings_messages_back,

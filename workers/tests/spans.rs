@@ -139,7 +139,8 @@ async fn one_write_is_followed_from_its_commit_to_the_copy_by_its_operation_id()
     let sink = QueueSink::open(queue.clone(), "index").await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(sink))
-        .build(store.clone());
+        .build(store.clone())
+        .unwrap();
     employees.create().await.unwrap();
     let ann = Employee {
         department: "Sales".into(),

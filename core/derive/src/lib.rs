@@ -8,6 +8,10 @@
 //! `const _: () = { … }`, naming tablekit by absolute path (`::tablekit`, or the path given
 //! by `#[entity(crate = "…")]`).
 
+// Examples show the current API: a doctest that calls a deprecated item fails to
+// compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
+#![doc(test(attr(allow(unused), deny(deprecated))))]
+
 mod check;
 mod decl;
 mod entity;
@@ -22,7 +26,9 @@ use proc_macro::TokenStream;
 use syn::{DeriveInput, parse_macro_input};
 
 /// Declares an entity type: its table, kind, version, key templates, fields, and the
-/// indexes, index entities, blob fields and denormalised fields the pattern modules keep.
+/// indexes, index entities, unique values, blob fields, denormalised fields, wide storage
+/// and data series the pattern modules keep; it also gives the type its typed primary key
+/// (`table.primary().key("Sales").key(123)`) and typed properties (`Type::fields()`).
 ///
 /// ```
 /// use tablekit::prelude::*;
@@ -265,6 +271,201 @@ use syn::{DeriveInput, parse_macro_input};
 /// assert_eq!(User::schema().unique("email").unwrap().table, None);
 /// # Ok::<_, tablekit::Error>(())
 /// ```
+///
+/// # `#[wide]`
+///
+/// A type with more properties than one entity holds (252, less the 8 tablekit keeps
+/// beside them: 244 for the fields). An `IndexedTable` stores each value as chunks of its
+/// partition — chunk 0 at the RowKey, chunk `n` at `<RowKey>~<n:03>` — written in the
+/// write's one entity group transaction, and reads it back whole.
+///
+/// - On the struct, `#[wide]` or `#[wide(chunks = N)]`: the most chunks one value may take,
+///   2 to 90 (default 90; the chunks share one transaction of 100 operations with the
+///   write's own).
+/// - On a field, `#[wide]` (no arguments) spreads a `BTreeMap<String, V>` over one property
+///   per entry, named `<property>_<key>`; a type with such a field is wide without the
+///   struct attribute. Such a field cannot also be `skip`, `json` or `blob`.
+///
+/// The budget is checked at compile time: a type that is not wide and stores more than 244
+/// properties does not compile, nor does a wide type whose fixed fields need more chunks
+/// than it allows (244 properties in the first chunk, 250 in each further one); both
+/// messages give the numbers. A map's size is known when it is written: a value needing
+/// more chunks than the type allows is refused before any I/O. An index on a wide type
+/// names the `properties` its copies carry (a whole wide value does not fit one copy).
+///
+/// ```
+/// use std::collections::BTreeMap;
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Sensors", partition_key = "{site}", row_key = "{sensor}")]
+/// #[index(name = "by_model", table = "SensorsByModel", partition_key = "{model}",
+///         row_key = "{site},{sensor}", properties = ["model"])]
+/// #[wide(chunks = 8)]
+/// struct Sensor {
+///     site: String,
+///     sensor: String,
+///     model: String,
+///     #[wide]
+///     readings: BTreeMap<String, f64>,
+/// }
+///
+/// let sensor = Sensor {
+///     site: "north".into(), sensor: "s1".into(), model: "m7".into(),
+///     readings: BTreeMap::from([("temp".to_owned(), 20.5), ("humidity".to_owned(), 0.4)]),
+/// };
+/// let entity = sensor.to_entity()?;
+/// assert_eq!(entity.get("readings_temp"), Some(&Value::Double(20.5)));
+/// assert_eq!(Sensor::schema().wide.map(|w| w.chunks), Some(8));
+/// assert_eq!(Sensor::from_entity(entity)?.value, sensor);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # `#[series(...)]`
+///
+/// A data series: one entity per span with one point per step (24 hourly counters a day,
+/// 365 daily values a year), which `IndexedTable::add` adds to, `span` reads and `points`
+/// reads between two instants. Spans are aligned on the Unix epoch (a day starts at
+/// midnight UTC).
+///
+/// | key | value | default |
+/// | --- | --- | --- |
+/// | `start` | the `DateTime<Utc>` field holding the span's start; part of the RowKey template, so spans sort by time | required |
+/// | `points` | the `Points<V>` field (V: `i64`, `i32` or `f64`), stored one property per point (`views_0000`, `views_0001`, …) | required |
+/// | `every` | the step (`"1h"`, `"15m"`, `"1d"`), at least one second | required |
+/// | `span` | one entity's span, a whole number of steps, at most 100,000 points | required |
+/// | `spill` | where the points go when they do not fit one entity: `"chunks"` (chunks of the partition, as `#[wide]`) or `"blob"` (one value in the table's blob store, `IndexedTableOptions::blobs`) | none: the points fit one entity |
+///
+/// The budget is checked at compile time: a span whose points, with the other fields, pass
+/// 244 properties or 1 MiB without `spill`, or need more than 90 chunks or one
+/// transaction's 4 MiB with `spill = "chunks"`, does not compile, and the message gives
+/// the numbers and what to declare.
+///
+/// ```
+/// use chrono::{DateTime, TimeZone, Utc};
+/// use tablekit::prelude::*;
+/// use tablekit::typed::{Points, SeriesType};
+///
+/// #[derive(Entity, Clone, Debug, Default, PartialEq)]
+/// #[entity(table = "PageViews", partition_key = "{page}", row_key = "{day}")]
+/// #[series(start = "day", points = "views", every = "1h", span = "1d")]
+/// struct DailyViews {
+///     page: String,
+///     day: DateTime<Utc>,
+///     views: Points<i64>,
+/// }
+///
+/// assert_eq!(DailyViews::POINTS, 24);
+/// assert_eq!(DailyViews::schema().series.map(|s| s.every_seconds), Some(3600));
+///
+/// let mut day = DailyViews {
+///     page: "home".into(),
+///     day: Utc.with_ymd_and_hms(2026, 11, 26, 0, 0, 0).unwrap(),
+///     views: Points::zeros(24),
+/// };
+/// *day.views.get_mut(14).unwrap() += 5; // 14:00 to 15:00
+/// let entity = day.to_entity()?;
+/// assert_eq!(entity.get("views_0014"), Some(&Value::Int64(5)));
+/// assert_eq!(DailyViews::from_entity(entity)?.value, day);
+/// # Ok::<_, tablekit::Error>(())
+/// ```
+///
+/// # Typed primary keys
+///
+/// The derive gives the type its key's field types in order, the PartitionKey template's
+/// fields then the RowKey template's ([`EntityType::Key`]). A typed table's `primary()`
+/// (on `Table` and `IndexedTable`) takes them one `key(..)` at a time, each a value of its
+/// field's type, and renders the keys from the templates: with every field given it reads
+/// (`get`), updates (`update`, below) or deletes (`delete`) one entity; with the
+/// PartitionKey's fields it reads the partition (`all`, `stream`, `count_scan`); with
+/// `range(lo, hi)` the entities whose next field lies in `lo ..= hi`. A missing or extra
+/// field, or a value of another type (`key("123")` for a `u32` id), does not compile; a
+/// string value holding its separator is refused before any I/O. `get_many` reads many
+/// typed keys at once, in the order asked.
+///
+/// [`EntityType::Key`]: ../tablekit/typed/trait.EntityType.html#associatedtype.Key
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", partition_key = "{department}", row_key = "empid_{id:06}")]
+/// struct Employee { department: String, id: u32, name: String }
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let employees = Table::<Employee, _>::new(MemoryStore::new());
+/// employees.create().await?;
+/// for (id, name) in [(1, "Ada"), (2, "Jun"), (3, "Ken")] {
+///     employees.insert(&Employee { department: "Sales".into(), id, name: name.into() }).await?;
+/// }
+/// let jun = employees.primary().key("Sales").key(2).get().await?.expect("stored");
+/// assert_eq!((jun.row_key.as_str(), jun.value.name.as_str()), ("empid_000002", "Jun"));
+/// assert_eq!(employees.primary().key("Sales").all().await?.len(), 3);
+/// assert_eq!(employees.primary().key("Sales").range(2, 3).count_scan().await?, 2);
+/// let found = employees
+///     .get_many([employees.primary().key("Sales").key(3), employees.primary().key("Sales").key(9)])
+///     .await?;
+/// assert_eq!(found.iter().map(Option::is_some).collect::<Vec<_>>(), [true, false]);
+/// employees.primary().key("Sales").key(1).delete(IfMatch::Any).await?;
+/// # Ok::<_, tablekit::Error>(())
+/// # }).unwrap();
+/// ```
+///
+/// # Typed properties
+///
+/// `Type::fields()` has one typed property per stored field (`Order::fields().total`),
+/// from which filters, partial updates and projections are built on `primary()`:
+///
+/// - a comparison (`eq`, `ne`, `gt`, `ge`, `lt`, `le`) takes a value of the field's type
+///   (a `&str` for a `String`, a `U` for an `Option<U>`, an enum variant for a
+///   `FieldEnum`); comparisons join with `&`, `|` and `!`, and `filter(..)` adds them to a
+///   read of the partition, a prefix or a range;
+/// - `update().set(field, value)…apply(if_match)` writes only the properties set (an
+///   `Option` set to `None` loses its property), through `IndexedTable`'s one write path
+///   so indexes, unique values and change events follow; key fields cannot be set (a key
+///   change is a delete and an insert);
+/// - `select((f.id, f.total))` reads the chosen fields alone (`$select`) into a tuple.
+///
+/// A misspelt field, a literal of another type, a condition over another type's fields
+/// or a key field given to `set` does not compile. For property names chosen at run time,
+/// `tablekit::core::filter::property_named` builds the untyped form.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(FieldEnum, Clone, Copy, Debug, PartialEq)]
+/// #[field_enum(rename_all = "snake_case")]
+/// enum Status { Placed, OnHold, Shipped }
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Orders", partition_key = "{customer}", row_key = "o_{id:06}")]
+/// struct Order { customer: String, id: u32, total: u32, status: Status, note: Option<String> }
+///
+/// let f = Order::fields();
+/// assert_eq!(f.total.property(), "total");
+/// let condition = f.total.ge(20) & f.status.eq(Status::OnHold);
+/// assert_eq!(condition.into_filter()?.to_string(), "total ge 20L and status eq 'on_hold'");
+///
+/// # tokio::runtime::Runtime::new().unwrap().block_on(async {
+/// let orders = Table::<Order, _>::new(MemoryStore::new());
+/// orders.create().await?;
+/// for (id, total, status) in [(1, 10, Status::Placed), (2, 20, Status::OnHold), (3, 30, Status::Placed)] {
+///     orders.insert(&Order { customer: "alice".into(), id, total, status, note: None }).await?;
+/// }
+/// let big = orders.primary().key("alice").filter(f.total.ge(20) & !f.status.eq(Status::OnHold)).all().await?;
+/// assert_eq!(big.iter().map(|o| o.value.id).collect::<Vec<_>>(), [3]);
+///
+/// orders.primary().key("alice").key(1).update()
+///     .set(f.status, Status::Shipped)
+///     .set(f.note, "gift")
+///     .apply(IfMatch::Any)
+///     .await?;
+/// let rows = orders.primary().key("alice").filter(f.total.lt(20)).select((f.id, f.status, f.note)).await?;
+/// assert_eq!(rows, [(1, Status::Shipped, Some("gift".to_owned()))]);
+/// # Ok::<_, tablekit::Error>(())
+/// # }).unwrap();
+/// # Ok::<_, tablekit::Error>(())
+/// ```
 #[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique, wide, series))]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
@@ -355,9 +556,10 @@ pub fn derive_projection(input: TokenStream) -> TokenStream {
 ///
 /// assert_eq!(Status::OnHold.as_str(), "on_hold");
 /// assert_eq!("shipped".parse::<Status>(), Ok(Status::Shipped));
-/// // A filter literal.
-/// let shipped = tablekit::core::filter::property_named("status").eq(Status::Shipped);
-/// # let _ = shipped;
+/// // A filter literal: in a typed condition, and as a `Value` in the untyped form.
+/// let shipped = Order::fields().status.eq(Status::Shipped);
+/// let by_name = tablekit::core::filter::property_named("status").eq(Status::Shipped);
+/// assert_eq!(shipped.into_filter()?.to_string(), by_name.to_string());
 /// # Ok::<_, tablekit::Error>(())
 /// ```
 ///

@@ -514,12 +514,16 @@ async fn enums_are_filter_literals() {
             .unwrap();
     }
     let urgent = orders
-        .query(Query::with_filter(property_named("priority").eq(Priority::Urgent)))
+        .query(Query::with_filter(
+            property_named("priority").eq(Priority::Urgent),
+        ))
         .await
         .unwrap();
     assert_eq!(urgent.iter().map(|o| o.id).collect::<Vec<_>>(), [2, 3]);
     let shipped = orders
-        .query(Query::with_filter(property_named("status").eq(Status::Shipped)))
+        .query(Query::with_filter(
+            property_named("status").eq(Status::Shipped),
+        ))
         .await
         .unwrap();
     assert_eq!(shipped.len(), 3);

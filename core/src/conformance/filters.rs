@@ -479,7 +479,8 @@ pub async fn filter_boolean_literals_select_every_entity_or_none<S: TableStore>(
     for (filter, expected) in cases {
         assert_matches(store, &table, filter, expected).await;
     }
-    let built = (literal(true) & property_named("RowKey").eq("b")) | property_named("RowKey").eq("d");
+    let built =
+        (literal(true) & property_named("RowKey").eq("b")) | property_named("RowKey").eq("d");
     assert_query_matches(
         store,
         &table,
@@ -593,7 +594,8 @@ pub async fn filter_and_or_and_parentheses_follow_boolean_precedence<S: TableSto
     for (filter, expected) in cases {
         assert_matches(store, &table, filter, expected).await;
     }
-    let built: Filter = property_named("Str").eq("cherry") | (property_named("Flag").eq(true) & property_named("I32").lt(42));
+    let built: Filter = property_named("Str").eq("cherry")
+        | (property_named("Flag").eq(true) & property_named("I32").lt(42));
     assert_query_matches(
         store,
         &table,

@@ -30,11 +30,12 @@ pub use field::{
 };
 pub use handle::{IdList, Index, KeyArg};
 pub use primary::{
-    GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, PrimaryKey, PrimaryTable, Scannable,
+    GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, KeyUpdate, PrimaryKey, PrimaryTable,
+    Scannable,
 };
 pub use property::{
-    BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set, Settable,
-    Update,
+    BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set,
+    Settable, Update,
 };
 pub use schema::{
     DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,

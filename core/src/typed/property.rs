@@ -15,8 +15,8 @@
 use std::marker::PhantomData;
 use std::ops::{BitAnd, BitOr, Not};
 
-use super::field::{Direction, FieldError, FieldProblem, FieldValue};
 use super::EntityType;
+use super::field::{Direction, FieldError, FieldProblem, FieldValue};
 use crate::error::{Error, Result};
 use crate::filter::{self, CompareOp, Filter};
 use crate::model::{Entity, Value};

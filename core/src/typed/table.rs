@@ -402,7 +402,8 @@ impl<R: Record, S: TableStore> Table<R, S> {
             super::Update::<R>::apply_to(&changes, &mut current);
             let merged = R::from_entity(current)?.value.to_entity()?;
             match self.store.replace(&self.name, merged, read).await {
-                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {}
+                Err(e) if e.kind() == ErrorKind::PreconditionFailed && if_match == IfMatch::Any => {
+                }
                 outcome => return outcome.map(|_| ()),
             }
         }

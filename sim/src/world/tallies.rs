@@ -29,6 +29,7 @@ pub(super) fn tallies(store: &Store, engine: &Engine<Store>) -> IndexedTable<Tal
     IndexedTable::options()
         .engine(engine.clone())
         .build(store.clone())
+        .expect("a series needs no follow-up work")
 }
 
 /// The instants the writers add at: two spans of a day in the simulated past.

@@ -46,8 +46,10 @@ pub(super) async fn writer(world: Rc<World>, store: Store, n: usize) {
     let legacy = (n + 1 == world.options.writers).then(|| {
         IndexedTable::<LegacyMember, _>::options()
             .engine(engine.clone())
+            .follow_up_elsewhere()
             .blobs(world.blobs.clone())
             .build(store.clone())
+            .expect("the choice of where follow-up work is done is made")
     });
     loop {
         let done = {

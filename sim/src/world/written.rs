@@ -119,7 +119,6 @@ macro_rules! member_update {
 }
 pub(super) use member_update;
 
-
 impl Written for Member {
     const NAME: &'static str = "Member";
     member_update!();

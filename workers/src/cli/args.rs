@@ -285,7 +285,15 @@ pub struct StatusArgs {
     /// Print JSON instead of text.
     #[arg(long)]
     pub json: bool,
+    /// Seconds a queue may hold messages that no consumer takes before the status warns
+    /// (RabbitMQ: it warns at once when the broker counts no consumer attached; one look
+    /// cannot say since when).
+    #[arg(long, env = "TABLEKIT_UNCONSUMED_AFTER", default_value_t = UNCONSUMED_AFTER_SECS)]
+    pub unconsumed_after: u64,
 }
+
+/// The default of `--unconsumed-after`: [`crate::status::UNCONSUMED_AFTER`] in seconds.
+const UNCONSUMED_AFTER_SECS: u64 = crate::status::UNCONSUMED_AFTER.as_secs();
 
 /// Options of `console`.
 #[derive(Debug, Args)]
@@ -328,6 +336,11 @@ pub struct ConsoleArgs {
     /// (a folder) or `azure:CONNECTION-STRING;Container=NAME` (feature `azure`).
     #[arg(long, env = "TABLEKIT_BLOBS")]
     pub blobs: Option<String>,
+    /// Seconds a queue may hold messages that no consumer takes before the page warns
+    /// (RabbitMQ: seconds the broker has counted no consumer attached, since the console
+    /// first saw none).
+    #[arg(long, env = "TABLEKIT_UNCONSUMED_AFTER", default_value_t = UNCONSUMED_AFTER_SECS)]
+    pub unconsumed_after: u64,
 }
 
 /// Options of `run`.
@@ -412,6 +425,11 @@ pub struct RunArgs {
     /// whose time is up; 0 turns it off.
     #[arg(long, env = "TABLEKIT_EXPIRY_INTERVAL", default_value_t = 30)]
     pub expiry_interval: u64,
+    /// Seconds a queue the worker's operations travel on, and that this process does not
+    /// serve, may hold messages that no consumer takes before the worker warns in its log
+    /// (and its `--console` on its page); 0 turns the worker's look off.
+    #[arg(long, env = "TABLEKIT_UNCONSUMED_AFTER", default_value_t = UNCONSUMED_AFTER_SECS)]
+    pub unconsumed_after: u64,
 }
 
 /// The poison commands.

@@ -86,6 +86,11 @@ pub struct ConsoleOptions {
     /// The workers' metrics endpoints (`http://HOST:PORT/metrics`), for convergence: the
     /// copy lag of each index and the hot partitions.
     pub metrics: Vec<String>,
+    /// How long a queue may hold messages that no consumer takes before the overview warns
+    /// (default [`UNCONSUMED_AFTER`](crate::status::UNCONSUMED_AFTER); see
+    /// [`unconsumed`](crate::status::unconsumed)). A broker that counts consumers
+    /// (RabbitMQ) is judged from when the console first saw it count none.
+    pub unconsumed_after: Duration,
 }
 
 impl Default for ConsoleOptions {
@@ -98,6 +103,7 @@ impl Default for ConsoleOptions {
             blobs: None,
             migrations: crate::migrate::Migrations::new(),
             metrics: Vec::new(),
+            unconsumed_after: crate::status::UNCONSUMED_AFTER,
         }
     }
 }
@@ -127,6 +133,8 @@ pub(crate) struct Overview {
     at: DateTime<Utc>,
     status: Status,
     queues: Vec<QueueRow>,
+    /// The queues whose messages no consumer takes.
+    unconsumed: Vec<crate::status::Unconsumed>,
     /// Each registered table, with the indexes and index entities it declares.
     tables: Vec<(String, Vec<String>)>,
     /// The types the console can migrate: (table, kind, current version).
@@ -147,6 +155,9 @@ struct Console {
     jobs: Jobs,
     /// The last counts of each queue: (when, waiting, poisoned).
     samples: Mutex<HashMap<String, (Instant, u64, u64)>>,
+    /// Since when the broker has counted no consumer of each queue holding messages, as
+    /// this console first saw it (RabbitMQ).
+    consumers: Mutex<crate::status::ConsumerWatch>,
 }
 
 type Shared = Arc<Console>;
@@ -200,6 +211,7 @@ pub async fn bind(
             sets: poison::sets::Sets::default(),
             jobs,
             samples: Mutex::default(),
+            consumers: Mutex::default(),
         }),
     })
 }

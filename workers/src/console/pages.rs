@@ -34,22 +34,23 @@ impl Console {
             self.options.queues.clone()
         };
         let status = crate::status::status(&self.store, &self.broker, &queues).await?;
-        let mut paused = Vec::with_capacity(status.queues.len());
-        for q in &status.queues {
-            paused.push(if q.declared {
-                self.broker.paused(&q.queue).await.ok()
-            } else {
-                None
-            });
-        }
+        let at = Utc::now();
+        let unconsumed = {
+            let mut watch = self.consumers.lock().unwrap_or_else(|e| e.into_inner());
+            watch.keep_only(&status.queues);
+            status
+                .queues
+                .iter()
+                .filter_map(|q| watch.unconsumed(q, at, self.options.unconsumed_after))
+                .collect()
+        };
         let now = Instant::now();
         let queues = {
             let mut samples = self.samples.lock().unwrap_or_else(|e| e.into_inner());
             status
                 .queues
                 .iter()
-                .zip(paused)
-                .map(|(q, paused)| {
+                .map(|q| {
                     let (mut waiting_rate, mut poisoned_rate) = (None, None);
                     if let (Some(waiting), Some(poisoned)) = (q.waiting, q.poisoned) {
                         if let Some((then, w, p)) = samples.get(&q.queue) {
@@ -70,7 +71,7 @@ impl Console {
                         status: q.clone(),
                         waiting_rate,
                         poisoned_rate,
-                        paused,
+                        paused: q.paused,
                     }
                 })
                 .collect()
@@ -88,9 +89,10 @@ impl Console {
             }
         }
         Ok(Overview {
-            at: Utc::now(),
+            at,
             status,
             queues,
+            unconsumed,
             tables,
             migrations: self
                 .jobs

@@ -150,6 +150,13 @@ fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
                 }
                 td.num { (rate(row.poisoned_rate)) }
                 td.consumers {
+                    @if let Some(attached) = q.consumers {
+                        @if attached == 0 {
+                            span.badge.bad title="the broker counts no consumer attached now" { "none attached" } " "
+                        } @else {
+                            span.attached { (thousands(attached)) " attached" } " "
+                        }
+                    }
                     form.pause method="post" action=(format!("/queues/{}", urlencode(&q.queue))) {
                         input type="hidden" name="csrf" value=(csrf);
                         input type="hidden" name="nonce" value=(nonce);
@@ -180,6 +187,9 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                 tbody {
                     @for row in &o.queues { (queue_row(row, csrf, nonce)) }
                 }
+            }
+            @for idle in &o.unconsumed {
+                p.warning.unconsumed role="alert" { (idle.warning()) }
             }
         }
         section.card #relay {

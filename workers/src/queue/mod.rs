@@ -127,7 +127,19 @@ pub struct Received {
     pub sent_at: Option<DateTime<Utc>>,
 }
 
-/// How many messages a queue holds.
+/// How many messages a queue holds, and what the backend can tell of its consumers.
+///
+/// Whether anything consumes a queue, by backend:
+/// - **RabbitMQ** counts the consumers attached now ([`consumers`](Self::consumers)); it
+///   cannot say since when a queue has had none, nor how long its messages waited.
+/// - **SQLite** keeps no consumers, but a receive always takes the messages that became
+///   deliverable first: the oldest deliverable message's time
+///   ([`waiting_since`](Self::waiting_since)) is when a delivery was last possible and not
+///   taken, so no consumer has received from the queue since (exactly).
+/// - **Azure Queue Storage** keeps no consumers either; a peek shows the message at the
+///   front, and when it was never delivered its insertion time is
+///   [`waiting_since`](Self::waiting_since) (approximately: the service is about FIFO, and a
+///   message sent with a delay counts from its sending).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct QueueStats {
     /// Messages waiting, including those waiting out a retry delay.
@@ -136,6 +148,11 @@ pub struct QueueStats {
     pub leased: u64,
     /// Messages in the poison queue.
     pub poisoned: u64,
+    /// The consumers attached to the queue now, when the backend counts them (RabbitMQ).
+    pub consumers: Option<u64>,
+    /// Since when the message that waited longest among those a consumer could take now
+    /// has waited, when the backend can tell (SQLite, Azure; `None` when none waits).
+    pub waiting_since: Option<DateTime<Utc>>,
 }
 
 /// A queue backend.

@@ -140,6 +140,10 @@ const COUNT_WAITING: &str =
 const COUNT_LEASED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at > ?2";
 const COUNT_EXPIRED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at <= ?2";
 const COUNT_ALL: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1";
+/// When the message of `?1` that became deliverable first, of those deliverable at `?2`,
+/// did (NULL when none is).
+const OLDEST_DELIVERABLE: &str =
+    "SELECT MIN(visible_at) FROM tablekit_queue WHERE queue = ?1 AND visible_at <= ?2";
 
 /// The embedded queue in a SQLite file. Cheap to clone; clones share one connection.
 #[derive(Clone)]
@@ -364,11 +368,17 @@ impl Queue for SqliteQueue {
                 c.query_row(sql, p, |r| r.get::<_, i64>(0))
                     .map(|n| u64::try_from(n).unwrap_or(0))
             };
+            let oldest: Option<i64> =
+                c.query_row(OLDEST_DELIVERABLE, params![queue, at], |r| r.get(0))?;
             Ok(QueueStats {
                 // A lease that ran out is waiting again.
                 waiting: count(COUNT_WAITING, &[&queue])? + count(COUNT_EXPIRED, &[&queue, &at])?,
                 leased: count(COUNT_LEASED, &[&queue, &at])?,
                 poisoned: count(COUNT_ALL, &[&poison])?,
+                consumers: None,
+                // A receive takes the deliverable messages in the order they became
+                // deliverable: none was received since the oldest of them did.
+                waiting_since: oldest.and_then(DateTime::from_timestamp_micros),
             })
         })
         .await

@@ -150,7 +150,9 @@ pub(crate) fn template_assertions(
             .contains(&type_text.as_str());
             let (clash, fix) = if integer {
                 (
-                    format!("the keys of `1` and `10` would interleave (`1{separator}…` sorts after `10{separator}…`)"),
+                    format!(
+                        "the keys of `1` and `10` would interleave (`1{separator}…` sorts after `10{separator}…`)"
+                    ),
                     format!("pad it (`{{{name}:08}}`) or use `,` as the separator"),
                 )
             } else {

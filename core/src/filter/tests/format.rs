@@ -15,7 +15,8 @@ fn boolean_conditions_parse_format_and_round_trip() {
         ("not True", !Filter::Literal(true)),
         (
             "(true and RowKey eq '1') or PartitionKey eq 'b'",
-            (Filter::Literal(true) & property_named("RowKey").eq("1")) | property_named("PartitionKey").eq("b"),
+            (Filter::Literal(true) & property_named("RowKey").eq("1"))
+                | property_named("PartitionKey").eq("b"),
         ),
         (
             "Active eq true or false",
@@ -30,7 +31,8 @@ fn boolean_conditions_parse_format_and_round_trip() {
         round_trips(&parsed);
     }
     assert_eq!(
-        ((Filter::Literal(true) & property_named("RowKey").eq("1")) | Filter::Literal(false)).to_string(),
+        ((Filter::Literal(true) & property_named("RowKey").eq("1")) | Filter::Literal(false))
+            .to_string(),
         "(true and RowKey eq '1') or false"
     );
     assert_eq!((!Filter::Literal(false)).to_string(), "not (false)");
@@ -73,7 +75,8 @@ fn keywords_and_prefixes_format_in_lowercase() {
 
 #[test]
 fn the_builder_example_formats_as_documented() {
-    let f = property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000100");
+    let f =
+        property_named("PartitionKey").eq("Sales") & property_named("RowKey").ge("empid_000100");
     assert_eq!(
         f.to_odata(),
         "PartitionKey eq 'Sales' and RowKey ge 'empid_000100'"
@@ -82,7 +85,11 @@ fn the_builder_example_formats_as_documented() {
 
 #[test]
 fn nested_logic_is_parenthesised() {
-    let (a, b, c) = (property_named("A").eq(1), property_named("B").eq(2), property_named("C").eq(3));
+    let (a, b, c) = (
+        property_named("A").eq(1),
+        property_named("B").eq(2),
+        property_named("C").eq(3),
+    );
     assert_eq!(
         ((a.clone() & b.clone()) | c.clone()).to_string(),
         "(A eq 1 and B eq 2) or C eq 3"
@@ -173,5 +180,8 @@ fn builder_shortcuts_name_the_system_properties() {
     assert_eq!(partition_key().name(), "PartitionKey");
     assert_eq!(row_key().name(), "RowKey");
     assert_eq!(timestamp().name(), "Timestamp");
-    assert_eq!(property_named("A").compare(CompareOp::Le, 3i64), parse("A le 3L"));
+    assert_eq!(
+        property_named("A").compare(CompareOp::Le, 3i64),
+        parse("A le 3L")
+    );
 }

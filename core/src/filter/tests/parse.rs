@@ -201,7 +201,10 @@ fn identifiers_may_hold_unicode_letters_and_digits() {
 fn typed_literal_prefixes_without_a_quote_are_property_names() {
     assert_eq!(parse("X eq 1"), property_named("X").eq(1));
     assert_eq!(parse("datetime eq 1"), property_named("datetime").eq(1));
-    assert_eq!(parse("binary eq X'00'"), property_named("binary").eq(vec![0u8]));
+    assert_eq!(
+        parse("binary eq X'00'"),
+        property_named("binary").eq(vec![0u8])
+    );
 }
 
 #[test]

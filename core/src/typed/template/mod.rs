@@ -214,13 +214,15 @@ impl KeyTemplate {
         text: &str,
     ) -> Result<(), KeyError> {
         match self.separator_after(format, index) {
-            Some(separator) => keys::CompoundKey::new(separator)
-                .check_part(text)
-                .map_err(|source| KeyError::Field {
-                    template: self.source.to_string(),
-                    field: name.to_owned(),
-                    source: Box::new(source),
-                }),
+            Some(separator) => {
+                keys::CompoundKey::new(separator)
+                    .check_part(text)
+                    .map_err(|source| KeyError::Field {
+                        template: self.source.to_string(),
+                        field: name.to_owned(),
+                        source: Box::new(source),
+                    })
+            }
             None => Ok(()),
         }
     }

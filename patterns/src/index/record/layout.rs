@@ -314,6 +314,71 @@ impl Layout {
         Some(Target::expiry_entry(source, at))
     }
 
+    /// The declarations whose upkeep is follow-up work outside a write's own entity group
+    /// transaction — the work the writer records in the partition's outbox for a sink,
+    /// the relay or the inline applier — each named as its attribute names it, with where
+    /// its work goes: copies in another partition or table, id lists in a table or in
+    /// blobs, denormalised fields whose source is in another partition or table, unique
+    /// values (released after the write), expiry (entries in the expiry table) and change
+    /// events. `partition_key` is the primaries' PartitionKey template: a copy or source
+    /// whose template has the same parts is in the primary's partition, written in its
+    /// transaction. Same-partition copies, id lists and sources, and a wide entity's
+    /// chunks, need none.
+    pub fn follow_up(&self, partition_key: &KeyTemplate) -> Vec<String> {
+        let elsewhere = |table: Option<&String>, template: &KeyTemplate| {
+            if let Some(table) = table.filter(|t| **t != self.table) {
+                Some(format!("table `{table}`"))
+            } else {
+                (template.parts() != partition_key.parts())
+                    .then(|| format!("other partitions of `{}`", self.table))
+            }
+        };
+        let mut work = Vec::new();
+        for index in &self.indexes {
+            if let Some(at) = elsewhere(index.table.as_ref(), &index.partition_key) {
+                work.push(format!("index `{}`: copies in {at}", index.name));
+            }
+        }
+        for member in &self.members {
+            match member.storage {
+                MemberStorage::Partition => {}
+                MemberStorage::Table => work.push(format!(
+                    "index entity `{}`: id lists in table `{}`",
+                    member.name,
+                    member.table.as_deref().unwrap_or(&self.table)
+                )),
+                MemberStorage::Blob => {
+                    work.push(format!("index entity `{}`: id lists in blobs", member.name));
+                }
+            }
+        }
+        for field in &self.denormalized {
+            if let Some(at) = elsewhere(field.table.as_ref(), &field.partition_key) {
+                work.push(format!(
+                    "denormalized `{}` from `{}`: its source in {at}",
+                    field.property, field.from_kind
+                ));
+            }
+        }
+        for unique in &self.uniques {
+            work.push(format!(
+                "unique value `{}`: reservations in table `{}`, released after the write",
+                unique.name,
+                unique.table_for(&self.table)
+            ));
+        }
+        if self.expiry.is_some() {
+            work.push(format!(
+                "expiry: entries in table `{}`",
+                expiry_table(&self.table)
+            ));
+        }
+        if let Some(queue) = &self.changes {
+            work.push(format!("change events: queue `{queue}`"));
+        }
+        work
+    }
+
     /// The tables other than the primaries' that hold copies, id lists or reservations.
     pub fn other_tables(&self) -> BTreeSet<String> {
         self.indexes

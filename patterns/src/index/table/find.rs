@@ -181,7 +181,8 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         let query = Query::with_filter(
             filter::partition_key().eq(pk)
                 & bounds.row_key_filter()
-                & filter::property_named(self.writer.layout.kind_property.as_str()).eq(marker.as_str()),
+                & filter::property_named(self.writer.layout.kind_property.as_str())
+                    .eq(marker.as_str()),
         );
         let read = format!("index-{}-{}", self.table.name(), layout.name);
         let position = match cursor {
@@ -201,6 +202,36 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         }
         let cursor = (position != Position::Done).then(|| Cursor::new(read, vec![position]));
         Ok(CursorPage { items, cursor })
+    }
+
+    /// How many live copies of an index lie in `bounds` of partition `pk`, reading their
+    /// keys and the properties that hide one (its expiry) only, page after page.
+    pub(super) async fn count_copies(
+        &self,
+        layout: &IndexLayout,
+        pk: &str,
+        bounds: &KeyBounds,
+    ) -> Result<u64> {
+        let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
+        let query = Query::with_filter(
+            filter::partition_key().eq(pk)
+                & bounds.row_key_filter()
+                & filter::property_named(self.writer.layout.kind_property.as_str())
+                    .eq(marker.as_str()),
+        )
+        .select(super::HIDING_PROPERTIES.iter().copied());
+        let mut copies = std::pin::pin!(
+            self.table
+                .store()
+                .query_stream(self.index_table(layout), query)
+        );
+        let mut count = 0;
+        while let Some(copy) = copies.next().await {
+            if !self.writer.hidden(&copy?) {
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 
     /// The entities whose index values lie in a range, in index order: `row_fixed` are

@@ -358,6 +358,18 @@ impl<'a, E: EntityType, S: TableStore + Clone + 'static, K: Readable> Lookup<'a,
         .right_stream()
     }
 
+    /// How many entities the look-up matches, reading the copies' keys only (and the
+    /// expiry that hides one), page after page: nothing of their values is read or kept.
+    ///
+    /// # Errors
+    /// As [`all`](Self::all).
+    pub async fn count_scan(self) -> Result<u64> {
+        let resolved = self.resolve()?;
+        self.table
+            .count_copies(resolved.layout, &resolved.partition_key, &resolved.bounds)
+            .await
+    }
+
     /// The copies of the look-up, in index order, as stored entities (the declared
     /// property subset, tablekit's properties included), collected.
     ///

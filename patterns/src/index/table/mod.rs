@@ -77,8 +77,10 @@ impl<E> Intent<'_, E> {
 /// employees
 ///     .insert(&Employee { department: "Sales".into(), id: 1, email: "a@x.com".into() })
 ///     .await?;
-/// let hit = employees.find("email", &[&"Sales"], &[&"a@x.com"]).await?;
+/// let hit = employees.lookup(Employee::EMAIL).key("Sales").key("a@x.com").get().await?;
 /// assert_eq!(hit.map(|e| e.id), Some(1));
+/// let jun = employees.primary().key("Sales").key(1).get().await?;
+/// assert_eq!(jun.map(|e| e.value.email), Some("a@x.com".to_owned()));
 /// # Ok::<_, tablekit_patterns::Error>(())
 /// # }).unwrap();
 /// ```
@@ -118,10 +120,11 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         IndexedTableOptions::new()
     }
 
-    /// The table `E` declares, on `store`, with the default settings and without I/O (as
-    /// `IndexedTable::options().build(store)`). Without a sink, follow-up work outside
-    /// the partition waits in its partition for the relay.
-    pub fn new(store: S) -> Self {
+    /// The table `E` declares, on `store`, with the default settings and without I/O:
+    /// what [`IndexedTableOptions::build`] starts from, before it checks that a type
+    /// needing follow-up work says where it is done. Without a sink, follow-up work
+    /// outside the partition waits in its partition for the relay.
+    fn new(store: S) -> Self {
         let schema = E::schema();
         IndexedTable {
             writer: Writer {
@@ -608,6 +611,15 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     }
 }
 
+/// What a count selects of each entity: its keys, and the properties by which a read hides
+/// one (its expiry; a wide entity's chunk row).
+const HIDING_PROPERTIES: [&str; 4] = [
+    "PartitionKey",
+    "RowKey",
+    tablekit_core::typed::EXPIRES_PROPERTY,
+    super::wide::CHUNK_OF_PROPERTY,
+];
+
 impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed::PrimaryTable
     for IndexedTable<E, S>
 {
@@ -633,8 +645,16 @@ impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed
             .try_filter_map(|entity| async move { entity.map(E::from_entity).transpose() })
     }
 
-    fn count_query(&self, query: tablekit_core::Query) -> impl Future<Output = Result<u64>> + Send {
-        self.table.count_scan(query)
+    async fn count_query(&self, query: tablekit_core::Query) -> Result<u64> {
+        let query = query.select(HIDING_PROPERTIES.iter().copied());
+        let mut entities = std::pin::pin!(self.table.stream_entities(query));
+        let mut count = 0;
+        while let Some(entity) = entities.next().await {
+            if !self.writer.hidden(&entity?) {
+                count += 1;
+            }
+        }
+        Ok(count)
     }
 
     fn read_entities(

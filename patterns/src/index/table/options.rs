@@ -1,7 +1,11 @@
 //! [`IndexedTableOptions`]: the settings of an [`IndexedTable`], given in any order, then
 //! [`open`](IndexedTableOptions::open)ed on a store (tables created, schema registered)
-//! or [`build`](IndexedTableOptions::build)t without I/O. The setters of earlier releases
-//! on [`IndexedTable`] stay, deprecated, for one release.
+//! or [`build`](IndexedTableOptions::build)t without I/O. A type whose declarations need
+//! follow-up work outside a write's own transaction must say where that work is done
+//! (a [`sink`](IndexedTableOptions::sink), [`inline_apply`](IndexedTableOptions::inline_apply)
+//! or [`follow_up_elsewhere`](IndexedTableOptions::follow_up_elsewhere)); both refuse it
+//! otherwise. The setters of earlier releases on [`IndexedTable`] stay, deprecated, for one
+//! release.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -15,6 +19,7 @@ use tablekit_core::typed::EntityType;
 use super::IndexedTable;
 use crate::consistency::{Engine, InlineSink, OutboxSink};
 use crate::error::Result;
+use crate::index::record::Layout;
 
 /// Where a table's follow-up work goes after each commit.
 #[derive(Clone)]
@@ -23,10 +28,27 @@ enum SinkChoice {
     Inline,
     /// Handed to a sink (a queue).
     Given(Arc<dyn OutboxSink>),
+    /// Left in the partition's outbox for a relay of another process.
+    Elsewhere,
 }
 
 /// The settings of an [`IndexedTable`]: every setter may come in any order; each one
 /// set twice keeps the last value. [`open`](Self::open) returns the opened table.
+///
+/// A type that declares work outside a write's own transaction (copies in other
+/// partitions or tables, id lists in a table or in blobs, unique values, expiry, change
+/// events, denormalised fields from other partitions; or a table given a blob store, or
+/// whose properties other types copy) needs one of three choices of where that work is
+/// done, or it is refused ([`Error::NoFollowUpChoice`](crate::Error::NoFollowUpChoice)):
+///
+/// | choice | the work | converges |
+/// |---|---|---|
+/// | [`sink(queue_sink)`](Self::sink), or an [`engine`](Self::engine) with one | goes to a queue after each commit | when a worker of the queue applies it |
+/// | [`inline_apply()`](Self::inline_apply) | is applied in this process after each commit | when the write returns |
+/// | [`follow_up_elsewhere()`](Self::follow_up_elsewhere) | waits in the partition's outbox | when the relay of `tablekit-worker run` publishes it and a worker applies it |
+///
+/// A type whose declarations all live in the primary's partition (same-partition copies
+/// and id lists, wide entities) needs no choice.
 ///
 /// ```
 /// use tablekit_core::MemoryStore;
@@ -81,6 +103,7 @@ impl<E, S> std::fmt::Debug for IndexedTableOptions<E, S> {
                     None => "none",
                     Some(SinkChoice::Inline) => "inline",
                     Some(SinkChoice::Given(_)) => "given",
+                    Some(SinkChoice::Elsewhere) => "elsewhere",
                 },
             )
             .field("blobs", &self.blobs.is_some())
@@ -112,8 +135,8 @@ impl<E, S> Default for IndexedTableOptions<E, S> {
 }
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
-    /// The defaults: the table `E` declares, the wall clock, no sink (follow-up work
-    /// outside the partition waits in its partition for the relay), no blob store.
+    /// The defaults: the table `E` declares, the wall clock, no blob store, and no choice
+    /// of where follow-up work is done (which a type that needs follow-up work must make).
     pub fn new() -> Self {
         Self::default()
     }
@@ -140,18 +163,33 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
         self
     }
 
-    /// Hands each write's follow-up work to `sink` after the commit (a queue). One of
-    /// `sink` and [`inline_apply`](Self::inline_apply): the last given is kept.
+    /// Hands each write's follow-up work to `sink` after the commit (a queue, which a
+    /// worker serves). One of `sink`, [`inline_apply`](Self::inline_apply) and
+    /// [`follow_up_elsewhere`](Self::follow_up_elsewhere): the last given is kept.
     pub fn sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
         self.sink = Some(SinkChoice::Given(sink));
         self
     }
 
     /// Applies each write's follow-up work in this process, right after the commit, with
-    /// the [`blobs`](Self::blobs) store if one is given. One of
-    /// [`sink`](Self::sink) and `inline_apply`: the last given is kept.
+    /// the [`blobs`](Self::blobs) store if one is given: a write returns once its copies
+    /// are written. One of [`sink`](Self::sink), `inline_apply` and
+    /// [`follow_up_elsewhere`](Self::follow_up_elsewhere): the last given is kept.
     pub fn inline_apply(mut self) -> Self {
         self.sink = Some(SinkChoice::Inline);
+        self
+    }
+
+    /// Leaves each write's follow-up work in its partition's outbox, where the relay of
+    /// another process (`tablekit-worker run`, which runs one beside the worker of the
+    /// `index` queue) finds it and publishes it to the queue its worker applies it from.
+    /// Until such a process runs, inserts report `published: false` and other-partition
+    /// copies do not converge. One of [`sink`](Self::sink),
+    /// [`inline_apply`](Self::inline_apply) and `follow_up_elsewhere`: the last given is
+    /// kept; an [`engine`](Self::engine) given too keeps its own sink, if it has one (what
+    /// that sink does not take waits for the relay as well).
+    pub fn follow_up_elsewhere(mut self) -> Self {
+        self.sink = Some(SinkChoice::Elsewhere);
         self
     }
 
@@ -202,7 +240,29 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
     /// The table on `store`, without I/O: its tables must exist and its schema be
     /// registered (as [`open`](Self::open) does) before the workers, the relay or the
     /// audit can serve it.
-    pub fn build(self, store: S) -> IndexedTable<E, S> {
+    ///
+    /// # Errors
+    /// [`Error::NoFollowUpChoice`](crate::Error::NoFollowUpChoice) when `E` declares work
+    /// outside a write's own transaction (or a blob store or
+    /// [`track_dependents`](Self::track_dependents) is given) and none of
+    /// [`sink`](Self::sink), [`inline_apply`](Self::inline_apply),
+    /// [`follow_up_elsewhere`](Self::follow_up_elsewhere) or an [`engine`](Self::engine)
+    /// with a sink is.
+    pub fn build(self, store: S) -> Result<IndexedTable<E, S>> {
+        if !self.chosen() {
+            let mut declarations = Layout::of(E::schema())
+                .on_table(self.name.as_deref().unwrap_or(E::schema().table))
+                .follow_up(&E::schema().partition_key);
+            if self.blobs.is_some() {
+                declarations.push(BLOB_WORK.to_owned());
+            }
+            if self.track_dependents == Some(true) {
+                declarations.push(DEPENDENT_WORK.to_owned());
+            }
+            if !declarations.is_empty() {
+                return Err(no_choice::<E>(declarations));
+            }
+        }
         let mut table = IndexedTable::new(store);
         if let Some(name) = &self.name {
             table = table.renamed(name);
@@ -218,7 +278,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
         table = match self.sink {
             Some(SinkChoice::Inline) => table.applied_inline(),
             Some(SinkChoice::Given(sink)) => table.sunk(sink),
-            None => table,
+            Some(SinkChoice::Elsewhere) | None => table,
         };
         if let Some(attempts) = self.max_attempts {
             table = table.attempts(attempts);
@@ -231,7 +291,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
         }
         table.verify = self.verified_lookups;
         table.lookup_concurrency = self.lookup_concurrency;
-        table
+        Ok(table)
     }
 
     /// The table on `store`, opened: the primaries' table and the index tables created,
@@ -239,11 +299,39 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
     /// backfill).
     ///
     /// # Errors
-    /// The store's errors.
+    /// As [`build`](Self::build), before any I/O;
+    /// [`Error::NoFollowUpChoice`](crate::Error::NoFollowUpChoice) too, once the tables
+    /// are created and the schema registered, when no choice was made and the registry
+    /// holds a type that copies this one's properties (its writes then update those
+    /// copies by follow-up work); the store's errors.
     pub async fn open(self, store: S) -> Result<IndexedTable<E, S>> {
-        let table = self.build(store);
+        let chosen = self.chosen();
+        let table = self.build(store)?;
         table.create().await?;
+        if !chosen && table.writer.track_dependents.load(Ordering::Relaxed) {
+            return Err(no_choice::<E>(vec![DEPENDENT_WORK.to_owned()]));
+        }
         Ok(table)
+    }
+
+    /// Whether a choice of where follow-up work is done was made.
+    fn chosen(&self) -> bool {
+        self.sink.is_some() || self.engine.as_ref().is_some_and(|e| e.sink().is_some())
+    }
+}
+
+/// The follow-up work of a table given a blob store.
+const BLOB_WORK: &str = "a blob store: the blobs a write stops referencing are deleted after it";
+
+/// The follow-up work of a table whose properties other types copy.
+const DEPENDENT_WORK: &str = "tracked dependents: the entities of other types that copy its properties (`denormalized(from = …)`) are updated after each write";
+
+/// The refusal of a table of `E` opened without a choice of where its follow-up work is
+/// done.
+fn no_choice<E: EntityType>(declarations: Vec<String>) -> crate::Error {
+    crate::Error::NoFollowUpChoice {
+        type_name: E::schema().type_name,
+        declarations,
     }
 }
 

@@ -62,7 +62,10 @@ pub struct WriteOutcome {
     /// The operations recorded as follow-up work for the worker (0: everything was
     /// atomic).
     pub operations: usize,
-    /// Whether the follow-up work was handed to the sink and its entries removed (otherwise the relay
-    /// publishes it later).
+    /// Whether the follow-up work was handed to the sink and its entries removed. When
+    /// `false`, it waits in the partition's outbox until a relay publishes it (the one
+    /// `tablekit-worker run` runs): always so for a table opened with
+    /// [`follow_up_elsewhere`](super::super::IndexedTableOptions::follow_up_elsewhere), and
+    /// when a sink failed.
     pub published: bool,
 }

@@ -142,6 +142,37 @@ impl AzureQueue {
         }
     }
 
+    /// When the message at the front of a queue was sent, if it was never delivered: one
+    /// peek, which leases and counts nothing. A consumer takes from the front, so it has
+    /// waited since then with no consumer taking it (approximately: the service keeps
+    /// about FIFO order, and a message sent with a delay counts from its sending). `None`
+    /// when the queue is empty or does not exist, or its front message was delivered
+    /// before (it waited out a lease or a retry: since when, the service does not say).
+    pub(super) async fn front_waiting_since(
+        &self,
+        queue: &str,
+    ) -> Result<Option<chrono::DateTime<chrono::Utc>>> {
+        self.allowed(queue, "r", "peeking messages")?;
+        let response = self
+            .request(
+                Method::GET,
+                &format!("/{queue}/messages"),
+                &[
+                    ("peekonly", "true".to_owned()),
+                    ("numofmessages", "1".to_owned()),
+                ],
+                None,
+            )
+            .await?;
+        if response.status() == StatusCode::NOT_FOUND {
+            return Ok(None);
+        }
+        Ok(messages(response, queue)
+            .await?
+            .first()
+            .and_then(never_delivered_since))
+    }
+
     /// The service's approximate message count of a queue, 0 if it does not exist.
     pub(super) async fn approximate_count(&self, queue: &str) -> Result<u64> {
         Ok(self.count_if_declared(queue).await?.unwrap_or(0))
@@ -182,5 +213,39 @@ impl AzureQueue {
             StatusCode::NOT_FOUND => Ok(None),
             _ => Err(service_error(response, queue).await),
         }
+    }
+}
+
+/// When a peeked message was sent, if it was never delivered.
+fn never_delivered_since(
+    message: &super::wire::ServiceMessage,
+) -> Option<chrono::DateTime<chrono::Utc>> {
+    if message.dequeue_count.unwrap_or(0) > 0 {
+        return None;
+    }
+    message.insertion_time.as_deref().and_then(parse_http_date)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::wire::ServiceMessage;
+    use super::*;
+
+    fn peeked(dequeue_count: u32) -> ServiceMessage {
+        ServiceMessage {
+            message_id: "m1".into(),
+            pop_receipt: None,
+            dequeue_count: Some(dequeue_count),
+            insertion_time: Some("Mon, 23 Nov 2026 10:00:00 GMT".into()),
+            message_text: String::new(),
+        }
+    }
+
+    #[test]
+    fn a_front_message_never_delivered_has_waited_since_it_was_sent() {
+        let since = never_delivered_since(&peeked(0)).expect("a time");
+        assert_eq!(since.to_rfc3339(), "2026-11-23T10:00:00+00:00");
+        // Delivered before: it came back after a lease or a retry, at a time unknown.
+        assert_eq!(never_delivered_since(&peeked(2)), None);
     }
 }

@@ -629,11 +629,23 @@ impl Queue for AzureQueue {
                 queue: queue.to_owned(),
             });
         };
+        let poison = poison_queue(queue);
+        let (poisoned, waiting_since) =
+            futures::try_join!(self.approximate_count(&poison), async {
+                if waiting == 0 {
+                    Ok(None)
+                } else {
+                    self.front_waiting_since(queue).await
+                }
+            })?;
         Ok(QueueStats {
             // The service's count includes leased and delayed messages.
             waiting,
             leased: 0,
-            poisoned: self.approximate_count(&poison_queue(queue)).await?,
+            poisoned,
+            // The service keeps no consumers: the front message's wait tells instead.
+            consumers: None,
+            waiting_since,
         })
     }
 }

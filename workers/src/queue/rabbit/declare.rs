@@ -43,6 +43,12 @@ impl RabbitQueue {
 
     /// The number of ready messages in a queue, or an error if it does not exist.
     pub(super) async fn ready_checked(&self, name: &str) -> Result<u64> {
+        self.counts_checked(name).await.map(|(ready, _)| ready)
+    }
+
+    /// The numbers of ready messages and of consumers of a queue (one passive declare),
+    /// or an error if it does not exist.
+    pub(super) async fn counts_checked(&self, name: &str) -> Result<(u64, u64)> {
         let channel = self.channel().await?;
         let result = channel
             .queue_declare(
@@ -55,13 +61,15 @@ impl RabbitQueue {
             )
             .await;
         let _ = channel.close(200, ShortString::from("done")).await;
-        result.map(|q| u64::from(q.message_count())).map_err(|e| {
-            if is_not_found(&e) {
-                Error::refused_because(format!("queue `{name}`: {e}"), e)
-            } else {
-                unavailable(e)
-            }
-        })
+        result
+            .map(|q| (u64::from(q.message_count()), u64::from(q.consumer_count())))
+            .map_err(|e| {
+                if is_not_found(&e) {
+                    Error::refused_because(format!("queue `{name}`: {e}"), e)
+                } else {
+                    unavailable(e)
+                }
+            })
     }
 
     /// The number of ready messages in a queue (0 if it does not exist).

@@ -156,7 +156,7 @@ impl Queue for RabbitQueue {
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
         // One passive declare tells a queue not declared yet; its retry and poison
         // queues are not asked then.
-        let mut waiting = match self.ready_checked(queue).await {
+        let (mut waiting, consumers) = match self.counts_checked(queue).await {
             Err(Error::Refused { .. }) => {
                 return Err(Error::NotDeclared {
                     queue: queue.to_owned(),
@@ -171,6 +171,10 @@ impl Queue for RabbitQueue {
             waiting,
             leased: 0,
             poisoned: self.ready(&poison_queue(queue)).await?,
+            // The broker counts the consumers attached now; how long its messages waited
+            // it does not tell.
+            consumers: Some(consumers),
+            waiting_since: None,
         })
     }
 
