@@ -182,6 +182,11 @@ fn served_queues(named: &[String], registry: &Registry) -> Result<Vec<String>> {
 ///
 /// # Errors
 /// The first error of a worker, once every worker has stopped.
+// Built without a queue backend, `AnyQueue` has no variant: nothing after the spawn runs.
+#[cfg_attr(
+    not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")),
+    allow(unused_variables, unused_mut)
+)]
 async fn serve(
     broker: AnyQueue,
     registry: Registry,
