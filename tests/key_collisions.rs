@@ -235,3 +235,51 @@ async fn the_audit_reports_a_primary_stored_with_an_ambiguous_key_and_keeps_it_r
     assert_eq!(old.map(|o| o.value.customer), Some("bob,x".to_owned()));
     assert!(orders.upsert(&order("bob,x", 1)).await.is_err());
 }
+
+#[tokio::test]
+async fn a_migration_leaves_an_ambiguous_entity_as_it_is_and_goes_on() {
+    let orders = orders().await;
+    for (customer, id) in [("ann", 1), ("bob", 2), ("cy", 3)] {
+        orders.insert(&order(customer, id)).await.expect("insert");
+    }
+    let mut stored = orders
+        .store()
+        .get("Orders", "eu", "o_bob,00000002", None)
+        .await
+        .expect("read")
+        .expect("stored");
+    stored
+        .properties
+        .insert("customer".to_owned(), Value::from("bob,x"));
+    orders
+        .store()
+        .replace("Orders", stored, IfMatch::Any)
+        .await
+        .expect("an old write");
+    // The next program declares version 2 of the type and migrates the stored ones.
+    #[derive(Entity, Clone, Debug, PartialEq)]
+    #[entity(
+        table = "Orders",
+        kind = "Order",
+        version = 2,
+        partition_key = "{region}",
+        row_key = "o_{customer},{id:08}"
+    )]
+    #[index(name = "status", partition_key = "{region}", row_key = "s_{status},{customer},{id:08}")]
+    #[index_entity(name = "customer", key = "{customer}")]
+    struct OrderV2 {
+        region: String,
+        customer: String,
+        id: u32,
+        status: String,
+    }
+    let next = IndexedTable::<OrderV2, _>::options()
+        .inline_apply()
+        .open(orders.store().clone())
+        .await
+        .expect("open");
+    let report = tablekit::patterns::index::migrate(&next, &AuditOptions::default())
+        .await
+        .expect("the migration goes on past the ambiguous entity");
+    assert_eq!((report.ambiguous, report.rewritten), (1, 2), "{report:?}");
+}

@@ -97,7 +97,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
 }
 
 /// Whether a key error is a value refused for holding the separator after its field.
-fn separator_refusal(error: &tablekit_core::keys::KeyError) -> bool {
+pub(crate) fn separator_refusal(error: &tablekit_core::keys::KeyError) -> bool {
     use tablekit_core::keys::KeyError;
     match error {
         KeyError::PartBelowSeparator { .. } => true,

@@ -35,6 +35,11 @@ pub struct MigrateReport {
     pub conflicts: u64,
     /// Entities that do not read as the type (another type's, or malformed).
     pub unreadable: u64,
+    /// Entities stored before keys were checked whose key field holds the separator
+    /// after it: left as they are (a rewrite would be refused), as the audit reports them
+    /// ([`Drift::Ambiguous`](super::Drift::Ambiguous)).
+    #[serde(default)]
+    pub ambiguous: u64,
     /// Whether the run resumed from a checkpoint.
     pub resumed: bool,
     /// Seconds the run took.
@@ -60,6 +65,7 @@ impl MigrateReport {
             rewritten: report.repaired,
             conflicts: report.conflicts,
             unreadable: report.unreadable,
+            ambiguous: report.ambiguous,
             resumed: report.resumed,
             seconds: report.seconds,
         }
@@ -191,6 +197,9 @@ where
         let if_match = IfMatch::ETag(scanned);
         match self.table.replace(&stored.value, if_match).await {
             Ok(_) => report.repaired += 1,
+            Err(crate::Error::Key(e)) if super::auditor::separator_refusal(&e) => {
+                report.ambiguous += 1;
+            }
             Err(e)
                 if matches!(
                     e.kind(),
