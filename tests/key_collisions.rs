@@ -265,7 +265,11 @@ async fn a_migration_leaves_an_ambiguous_entity_as_it_is_and_goes_on() {
         partition_key = "{region}",
         row_key = "o_{customer},{id:08}"
     )]
-    #[index(name = "status", partition_key = "{region}", row_key = "s_{status},{customer},{id:08}")]
+    #[index(
+        name = "status",
+        partition_key = "{region}",
+        row_key = "s_{status},{customer},{id:08}"
+    )]
     #[index_entity(name = "customer", key = "{customer}")]
     struct OrderV2 {
         region: String,
