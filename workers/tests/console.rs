@@ -904,6 +904,28 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
     banner(client, "Discarded 1 message.").await;
     assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
 
+    // "Select all" checks every message's box of the page, and unchecks them again.
+    let checked = async |client: &fantoccini::Client| -> Vec<bool> {
+        let boxes = client
+            .find_all(fantoccini::Locator::Css("input[type='checkbox'][name='h']"))
+            .await
+            .unwrap();
+        let mut states = Vec::new();
+        for b in boxes {
+            states.push(b.prop("checked").await.unwrap().as_deref() == Some("true"));
+        }
+        states
+    };
+    let all = client
+        .find(fantoccini::Locator::Css("input#all"))
+        .await
+        .unwrap();
+    assert!(!checked(client).await.is_empty(), "the page has boxes");
+    all.click().await.unwrap();
+    assert!(checked(client).await.iter().all(|c| *c), "every box checked");
+    all.click().await.unwrap();
+    assert!(checked(client).await.iter().all(|c| !*c), "every box unchecked");
+
     // Unfold the long body.
     client
         .find(fantoccini::Locator::Css("details.body summary"))

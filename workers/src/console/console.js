@@ -52,7 +52,7 @@
   const all = document.getElementById("all");
   if (all) {
     all.addEventListener("change", () => {
-      for (const box of document.querySelectorAll('input[name="id"]')) box.checked = all.checked;
+      for (const box of document.querySelectorAll('input[name="h"]')) box.checked = all.checked;
     });
   }
 })();
