@@ -922,9 +922,15 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
         .unwrap();
     assert!(!checked(client).await.is_empty(), "the page has boxes");
     all.click().await.unwrap();
-    assert!(checked(client).await.iter().all(|c| *c), "every box checked");
+    assert!(
+        checked(client).await.iter().all(|c| *c),
+        "every box checked"
+    );
     all.click().await.unwrap();
-    assert!(checked(client).await.iter().all(|c| !*c), "every box unchecked");
+    assert!(
+        checked(client).await.iter().all(|c| !*c),
+        "every box unchecked"
+    );
 
     // Unfold the long body.
     client
