@@ -174,11 +174,17 @@ optional_arg!(
     Vec<u8>
 );
 
-fn filter_error<E: EntityType>(property: &str, problem: FieldProblem) -> Box<FieldError> {
+/// A value a property cannot hold, given to a filter or a partial update (`used_in`),
+/// which has no entity keys to name.
+fn value_error<E: EntityType>(
+    used_in: &str,
+    property: &str,
+    problem: FieldProblem,
+) -> Box<FieldError> {
     Box::new(FieldError {
         direction: Direction::Write,
         type_name: E::schema().type_name,
-        partition_key: "(a filter)".to_owned(),
+        partition_key: used_in.to_owned(),
         row_key: String::new(),
         property: property.to_owned(),
         problem,
@@ -190,8 +196,12 @@ impl<E: EntityType, T: FieldValue, M: Compared> Property<E, T, M> {
         let value = match value.into_field().to_value() {
             Ok(Some(value)) => Ok(filter::property_named(self.property).compare(op, value)),
             // An absent value has no literal: the table service compares present values.
-            Ok(None) => Err(filter_error::<E>(self.property, FieldProblem::Missing)),
-            Err(problem) => Err(filter_error::<E>(self.property, problem)),
+            Ok(None) => Err(value_error::<E>(
+                "(a filter)",
+                self.property,
+                FieldProblem::Missing,
+            )),
+            Err(problem) => Err(value_error::<E>("(a filter)", self.property, problem)),
         };
         Condition {
             filter: value,
@@ -356,7 +366,11 @@ impl<E: EntityType> Update<E> {
                     changes.push((property.property, value));
                 }
                 Err(problem) => {
-                    self.changes = Err(filter_error::<E>(property.property, problem));
+                    self.changes = Err(value_error::<E>(
+                        "(a partial update)",
+                        property.property,
+                        problem,
+                    ));
                 }
             }
         }
