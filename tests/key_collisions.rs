@@ -197,26 +197,35 @@ proptest! {
     }
 }
 
-#[tokio::test]
-async fn the_audit_reports_a_primary_stored_with_an_ambiguous_key_and_keeps_it_readable() {
-    let orders = orders().await;
-    orders.insert(&order("bob", 1)).await.expect("bob");
-    orders.insert(&order("ann", 2)).await.expect("ann");
-    // A primary written before keys were checked: its customer holds the separator.
+/// Sets the customer of the stored primary `row_key` to `customer` under the entity's
+/// keys, as a write before keys were checked could have left it.
+async fn store_as_before_keys_were_checked(
+    orders: &IndexedTable<Order, MemoryStore>,
+    row_key: &str,
+    customer: &str,
+) {
     let mut stored = orders
         .store()
-        .get("Orders", "eu", "o_bob,00000001", None)
+        .get("Orders", "eu", row_key, None)
         .await
         .expect("read")
         .expect("stored");
     stored
         .properties
-        .insert("customer".to_owned(), Value::from("bob,x"));
+        .insert("customer".to_owned(), Value::from(customer));
     orders
         .store()
         .replace("Orders", stored, IfMatch::Any)
         .await
         .expect("an old write");
+}
+
+#[tokio::test]
+async fn the_audit_reports_a_primary_stored_with_an_ambiguous_key_and_keeps_it_readable() {
+    let orders = orders().await;
+    orders.insert(&order("bob", 1)).await.expect("bob");
+    orders.insert(&order("ann", 2)).await.expect("ann");
+    store_as_before_keys_were_checked(&orders, "o_bob,00000001", "bob,x").await;
 
     let report = orders.audit(&AuditOptions::default()).await.expect("audit");
     assert_eq!(report.ambiguous, 1, "{report:?}");
@@ -242,20 +251,7 @@ async fn a_migration_leaves_an_ambiguous_entity_as_it_is_and_goes_on() {
     for (customer, id) in [("ann", 1), ("bob", 2), ("cy", 3)] {
         orders.insert(&order(customer, id)).await.expect("insert");
     }
-    let mut stored = orders
-        .store()
-        .get("Orders", "eu", "o_bob,00000002", None)
-        .await
-        .expect("read")
-        .expect("stored");
-    stored
-        .properties
-        .insert("customer".to_owned(), Value::from("bob,x"));
-    orders
-        .store()
-        .replace("Orders", stored, IfMatch::Any)
-        .await
-        .expect("an old write");
+    store_as_before_keys_were_checked(&orders, "o_bob,00000002", "bob,x").await;
     // The next program declares version 2 of the type and migrates the stored ones.
     #[derive(Entity, Clone, Debug, PartialEq)]
     #[entity(

@@ -142,6 +142,21 @@ pub enum KeyError {
     },
 }
 
+impl KeyError {
+    /// Whether the error is a value refused for holding the separator that follows its
+    /// field, or a character below it ([`KeyError::PartBelowSeparator`]), however deeply
+    /// the template, field and entity type wrap it.
+    pub fn is_separator_refusal(&self) -> bool {
+        match self {
+            KeyError::PartBelowSeparator { .. } => true,
+            KeyError::Field { source, .. } | KeyError::Entity { source, .. } => {
+                source.is_separator_refusal()
+            }
+            _ => false,
+        }
+    }
+}
+
 /// A non-negative integer padded with zeros to `width` digits: for values that fit, the
 /// order of the strings is the order of the numbers.
 ///

@@ -6,27 +6,21 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use tablekit_core::{AnyStore, Error, ErrorKind};
 
 const FORMS: &str = "the forms accepted are `sqlite:PATH`, `memory:` and `azure:CONNECTION-STRING`";
 
-/// The empty directory every test runs in.
-fn working_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::env::set_current_dir(dir.path()).unwrap();
-        dir
-    })
-    .path()
-}
+#[path = "support/empty_working_dir.rs"]
+mod empty_working_dir;
+
+use empty_working_dir::{assert_nothing_created, working_dir};
 
 /// The message of `connection`'s refusal, after checking that it is an
 /// `InvalidConnection` listing the forms and that nothing was created.
 async fn refused(connection: &str) -> String {
-    let dir = working_dir();
+    // The call runs in the empty directory.
+    working_dir();
     let error = AnyStore::connect(connection)
         .await
         .map(|_| ())
@@ -38,8 +32,7 @@ async fn refused(connection: &str) -> String {
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     let message = error.to_string();
     assert!(message.contains(FORMS), "{message}");
-    let created: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
-    assert!(created.is_empty(), "{connection} created {created:?}");
+    assert_nothing_created(connection);
     message
 }
 

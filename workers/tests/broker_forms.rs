@@ -6,7 +6,6 @@
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::Path;
-use std::sync::OnceLock;
 
 use tablekit_core::ErrorKind;
 use tablekit_workers::Error;
@@ -14,21 +13,16 @@ use tablekit_workers::queue::AnyQueue;
 
 const FORMS: &str = "the forms accepted are `amqp://user:password@host:port/vhost`, `amqps://user:password@host:port/vhost`, `sqlite:PATH` and `azure:CONNECTION-STRING`";
 
-/// The empty directory every test runs in.
-fn working_dir() -> &'static Path {
-    static DIR: OnceLock<tempfile::TempDir> = OnceLock::new();
-    DIR.get_or_init(|| {
-        let dir = tempfile::tempdir().unwrap();
-        std::env::set_current_dir(dir.path()).unwrap();
-        dir
-    })
-    .path()
-}
+#[path = "../../core/tests/support/empty_working_dir.rs"]
+mod empty_working_dir;
+
+use empty_working_dir::{assert_nothing_created, working_dir};
 
 /// The message of `broker`'s refusal, after checking that it is an `InvalidBroker`
 /// listing the forms and that nothing was created.
 async fn refused(broker: &str) -> String {
-    let dir = working_dir();
+    // The call runs in the empty directory.
+    working_dir();
     let error = AnyQueue::connect(broker)
         .await
         .map(|_| ())
@@ -40,8 +34,7 @@ async fn refused(broker: &str) -> String {
     assert_eq!(error.kind(), ErrorKind::InvalidInput);
     let message = error.to_string();
     assert!(message.contains(FORMS), "{message}");
-    let created: Vec<_> = std::fs::read_dir(dir).unwrap().collect();
-    assert!(created.is_empty(), "{broker} created {created:?}");
+    assert_nothing_created(broker);
     message
 }
 

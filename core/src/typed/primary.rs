@@ -193,15 +193,11 @@ impl<T: PrimaryTable + ?Sized, K> PrimaryKey<'_, T, K> {
             None => schema.row_key.prefix(&row),
         }
         .map_err(entity_error::<T::Entity>)?;
-        let rows = if row.is_empty() && self.span.is_none() && bounds.start.is_empty() {
-            None
+        // A whole partition of a RowKey template without a literal prefix has no bounds.
+        let keys = if row.is_empty() && self.span.is_none() && bounds.start.is_empty() {
+            filter::partition_key().eq(partition_key.as_str())
         } else {
-            Some(bounds.row_key_filter())
-        };
-        let partition = filter::partition_key().eq(partition_key.as_str());
-        let keys = match rows {
-            Some(rows) => partition & rows,
-            None => partition,
+            bounds.in_partition(&partition_key)
         };
         Ok(Query::with_filter(match &self.condition {
             Some(Ok(condition)) => keys & condition.clone(),

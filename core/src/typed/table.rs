@@ -8,7 +8,7 @@ use futures::{Stream, StreamExt, TryStreamExt};
 
 use crate::clock::SharedClock;
 use crate::error::{Error, ErrorKind, Result};
-use crate::filter::{self, Filter};
+use crate::filter;
 use crate::model::{ETag, Entity, IfMatch};
 use crate::query::{ContinuationToken, Query};
 use crate::store::{TableStore, WriteOp, plan_batches};
@@ -658,7 +658,7 @@ impl<R: Record, S: TableStore> Table<R, S> {
     /// # Errors
     /// As [`query_page`](Self::query_page).
     pub async fn range(&self, partition_key: &str, bounds: &KeyBounds) -> Result<Vec<Stored<R>>> {
-        self.query(Query::with_filter(range_filter(partition_key, bounds)))
+        self.query(Query::with_filter(bounds.in_partition(partition_key)))
             .await
     }
 
@@ -710,10 +710,6 @@ impl<R: Record, S: TableStore> Table<R, S> {
 }
 
 /// The filter of a RowKey range within a partition.
-fn range_filter(partition_key: &str, bounds: &KeyBounds) -> Filter {
-    filter::partition_key().eq(partition_key) & bounds.row_key_filter()
-}
-
 impl<E: EntityType, S: TableStore + Sync> super::PrimaryTable for Table<E, S> {
     type Entity = E;
     type Deleted = ();

@@ -79,6 +79,11 @@ impl KeyBounds {
         self.filter_on(filter::row_key())
     }
 
+    /// The filter `PartitionKey eq partition_key` and `RowKey` in the range.
+    pub fn in_partition(&self, partition_key: &str) -> Filter {
+        filter::partition_key().eq(partition_key) & self.row_key_filter()
+    }
+
     fn filter_on(&self, key: filter::Property) -> Filter {
         let end = if self.end_inclusive {
             key.le(self.end.as_str())

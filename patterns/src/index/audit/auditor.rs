@@ -34,15 +34,19 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         self.applier.store()
     }
 
+    /// The position of the layout whose kind `entity` records, if any.
+    fn layout_of(&self, entity: &Entity) -> Option<usize> {
+        self.layouts.iter().position(|l| {
+            matches!(entity.properties.get(&l.kind_property), Some(Value::String(k)) if *k == l.kind)
+        })
+    }
+
     /// The kind property of the layout whose kind `entity` records (the marker property
     /// when none does).
     pub(crate) fn kind_property_of(&self, entity: &Entity) -> &str {
-        self.layouts
-            .iter()
-            .find(|l| {
-                matches!(entity.properties.get(&l.kind_property), Some(Value::String(k)) if *k == l.kind)
-            })
-            .map_or(MARKER_PROPERTY, |l| l.kind_property.as_str())
+        self.layout_of(entity).map_or(MARKER_PROPERTY, |at| {
+            self.layouts[at].kind_property.as_str()
+        })
     }
 
     /// Counts a finding and keeps it (up to the options' maximum).
@@ -66,9 +70,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
     /// The first key template of a primary's layout that its stored values render
     /// ambiguously (a string field holding the separator after it), with why.
     pub(crate) fn ambiguous_key(&self, entity: &Entity) -> Option<String> {
-        let at = self.layouts.iter().position(|l| {
-            matches!(entity.properties.get(&l.kind_property), Some(Value::String(k)) if *k == l.kind)
-        })?;
+        let at = self.layout_of(entity)?;
         let (layout, schema) = (&self.layouts[at], self.schemas.get(at)?);
         let source = EntityRef::of(&layout.table, entity);
         let render = |template: &tablekit_core::typed::KeyTemplate,
@@ -76,7 +78,7 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             schema.render(entity, template, kind)
         };
         match layout.targets(&source, &render, &|_| true, None) {
-            Err(crate::error::Error::Key(error)) if separator_refusal(&error) => {
+            Err(crate::error::Error::Key(error)) if error.is_separator_refusal() => {
                 Some(error.to_string())
             }
             _ => None,
@@ -93,17 +95,5 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
             Some(p) => IndexRecord::read(&p),
             None => Ok(None),
         }
-    }
-}
-
-/// Whether a key error is a value refused for holding the separator after its field.
-pub(crate) fn separator_refusal(error: &tablekit_core::keys::KeyError) -> bool {
-    use tablekit_core::keys::KeyError;
-    match error {
-        KeyError::PartBelowSeparator { .. } => true,
-        KeyError::Field { source, .. } | KeyError::Entity { source, .. } => {
-            separator_refusal(source)
-        }
-        _ => false,
     }
 }

@@ -197,7 +197,7 @@ where
         let if_match = IfMatch::ETag(scanned);
         match self.table.replace(&stored.value, if_match).await {
             Ok(_) => report.repaired += 1,
-            Err(crate::Error::Key(e)) if super::auditor::separator_refusal(&e) => {
+            Err(crate::Error::Key(e)) if e.is_separator_refusal() => {
                 report.ambiguous += 1;
             }
             Err(e)

@@ -177,13 +177,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         cursor: Option<&Cursor>,
         keep_expired: bool,
     ) -> Result<CursorPage<Entity>> {
-        let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
-        let query = Query::with_filter(
-            filter::partition_key().eq(pk)
-                & bounds.row_key_filter()
-                & filter::property_named(self.writer.layout.kind_property.as_str())
-                    .eq(marker.as_str()),
-        );
+        let query = self.copies_query(layout, pk, bounds);
         let read = format!("index-{}-{}", self.table.name(), layout.name);
         let position = match cursor {
             Some(cursor) => cursor.positions_for(&read, 1)?[0].clone(),
@@ -204,6 +198,16 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(CursorPage { items, cursor })
     }
 
+    /// The copies of an index in `bounds` of partition `pk` (those its kind marks).
+    fn copies_query(&self, layout: &IndexLayout, pk: &str, bounds: &KeyBounds) -> Query {
+        let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
+        Query::with_filter(
+            bounds.in_partition(pk)
+                & filter::property_named(self.writer.layout.kind_property.as_str())
+                    .eq(marker.as_str()),
+        )
+    }
+
     /// How many live copies of an index lie in `bounds` of partition `pk`, reading their
     /// keys and the properties that hide one (its expiry) only, page after page.
     pub(super) async fn count_copies(
@@ -212,26 +216,27 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         pk: &str,
         bounds: &KeyBounds,
     ) -> Result<u64> {
-        let marker = format!("{}#{}", self.writer.layout.kind, layout.name);
-        let query = Query::with_filter(
-            filter::partition_key().eq(pk)
-                & bounds.row_key_filter()
-                & filter::property_named(self.writer.layout.kind_property.as_str())
-                    .eq(marker.as_str()),
-        )
-        .select(super::HIDING_PROPERTIES.iter().copied());
-        let mut copies = std::pin::pin!(
+        let query = self
+            .copies_query(layout, pk, bounds)
+            .select(super::HIDING_PROPERTIES.iter().copied());
+        self.count_seen(
             self.table
                 .store()
-                .query_stream(self.index_table(layout), query)
-        );
-        let mut count = 0;
-        while let Some(copy) = copies.next().await {
-            if !self.writer.hidden(&copy?) {
-                count += 1;
-            }
-        }
-        Ok(count)
+                .query_stream(self.index_table(layout), query),
+        )
+        .await
+    }
+
+    /// How many of `rows` a reader sees (those a declaration hides left out), counted as
+    /// they stream.
+    pub(super) async fn count_seen(
+        &self,
+        rows: impl futures::Stream<Item = Result<Entity>>,
+    ) -> Result<u64> {
+        rows.try_fold(0, |count, row| {
+            std::future::ready(Ok(count + u64::from(!self.writer.hidden(&row))))
+        })
+        .await
     }
 
     /// The entities whose index values lie in a range, in index order: `row_fixed` are

@@ -647,14 +647,7 @@ impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed
 
     async fn count_query(&self, query: tablekit_core::Query) -> Result<u64> {
         let query = query.select(HIDING_PROPERTIES.iter().copied());
-        let mut entities = std::pin::pin!(self.table.stream_entities(query));
-        let mut count = 0;
-        while let Some(entity) = entities.next().await {
-            if !self.writer.hidden(&entity?) {
-                count += 1;
-            }
-        }
-        Ok(count)
+        self.count_seen(self.table.stream_entities(query)).await
     }
 
     fn read_entities(
