@@ -118,11 +118,16 @@ pub struct AuditStatus {
 /// The queues shown when none are named: `index`, `archive` and the change queues the
 /// registered types declare.
 pub fn default_queues(schemas: &[tablekit_patterns::index::SchemaRecord]) -> Vec<String> {
-    [crate::index::DEFAULT_INDEX_QUEUE, "archive"]
-        .into_iter()
-        .map(str::to_owned)
-        .chain(schemas.iter().filter_map(|s| s.changes.clone()))
-        .collect()
+    // The index queue as the patterns name it (`index::DEFAULT_INDEX_QUEUE` is the same
+    // name): the index worker is built on the runtime, which reads this module.
+    [
+        tablekit_patterns::consistency::operation::DEFAULT_QUEUE,
+        "archive",
+    ]
+    .into_iter()
+    .map(str::to_owned)
+    .chain(schemas.iter().filter_map(|s| s.changes.clone()))
+    .collect()
 }
 
 /// Reads the status of a deployment.

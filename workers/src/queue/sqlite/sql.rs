@@ -1,0 +1,118 @@
+//! The SQL of the SQLite queue, one named statement each.
+
+pub(super) const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS tablekit_queue (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    queue TEXT NOT NULL,
+    id TEXT NOT NULL,
+    body BLOB NOT NULL,
+    sent_at INTEGER NOT NULL,
+    visible_at INTEGER NOT NULL,
+    dequeue_count INTEGER NOT NULL DEFAULT 0,
+    pop_receipt TEXT,
+    reason TEXT
+);
+CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
+CREATE TABLE IF NOT EXISTS tablekit_queue_paused (queue TEXT PRIMARY KEY);
+";
+
+pub(super) const SEND: &str =
+    "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
+
+pub(super) const RECEIVE: &str = "
+UPDATE tablekit_queue
+SET visible_at = ?3 + ?4, dequeue_count = dequeue_count + 1, pop_receipt = ?5
+WHERE seq IN (
+    SELECT seq FROM tablekit_queue
+    WHERE queue = ?1 AND visible_at <= ?3
+        AND NOT EXISTS (SELECT 1 FROM tablekit_queue_paused WHERE queue = ?1)
+    ORDER BY visible_at, seq LIMIT ?2
+)
+RETURNING seq, id, body, sent_at, dequeue_count";
+
+pub(super) const ACK: &str = "DELETE FROM tablekit_queue WHERE seq = ?1 AND pop_receipt = ?2";
+
+pub(super) const RETRY: &str = "UPDATE tablekit_queue SET visible_at = ?3, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+pub(super) const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible_at = ?5, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+pub(super) const RELEASE: &str = "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
+
+pub(super) const POISON_LIST: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+
+pub(super) const POISON_ONE: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 AND seq = ?2";
+
+/// The rows of a poison queue (`?1`) after a seq (`?2`) that a [`PoisonFilter`] passes
+/// (`?3` kind, `?4` id, `?5` reason, `?6` body; NULL for a part not given), with the
+/// operation's kind and version read from a body that is an envelope. The body is read as
+/// text for the JSON functions, which treat a BLOB as JSONB: a body that is not JSON text
+/// (or not an envelope) has no operation, and never fails the query.
+macro_rules! filtered_poison {
+    () => {
+        "
+SELECT seq, id, body, reason, dequeue_count, visible_at, kind, version
+FROM (
+    SELECT seq, id, body, reason, dequeue_count, visible_at,
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.kind') END AS kind,
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version
+    FROM tablekit_queue
+    WHERE queue = ?1 AND seq > ?2
+)
+WHERE (?3 IS NULL OR lower(kind) = lower(?3))
+    AND (?4 IS NULL OR instr(CAST(lower(id) AS BLOB), CAST(lower(?4) AS BLOB)) > 0)
+    AND (?5 IS NULL OR instr(CAST(lower(COALESCE(reason, '')) AS BLOB), CAST(lower(?5) AS BLOB)) > 0)
+    AND (?6 IS NULL OR instr(CAST(lower(CAST(body AS TEXT)) AS BLOB), CAST(lower(?6) AS BLOB)) > 0)
+"
+    };
+}
+
+/// A page of a poison queue: [`filtered_poison`]'s rows in order, up to `?7`, each body cut
+/// to its first `?8` bytes with its whole length beside it.
+pub(super) const POISON_PAGE: &str = concat!(
+    "SELECT seq, id, substr(CAST(body AS BLOB), 1, ?8), length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, kind, version FROM (",
+    filtered_poison!(),
+    ") ORDER BY seq LIMIT ?7"
+);
+
+/// The reasons of [`filtered_poison`]'s rows with how many give each.
+pub(super) const POISON_REASONS: &str = concat!(
+    "SELECT COALESCE(reason, ''), COUNT(*) FROM (",
+    filtered_poison!(),
+    ") GROUP BY COALESCE(reason, '')"
+);
+
+/// Takes the poison rows (`?1`) whose seqs the JSON array `?2` lists back to a queue
+/// (`?3`) with a fresh delivery count.
+pub(super) const TAKE_REPLAY: &str = "UPDATE tablekit_queue SET queue = ?3, reason = NULL, dequeue_count = 0, visible_at = ?4, pop_receipt = NULL WHERE queue = ?1 AND seq IN (SELECT value FROM json_each(?2)) RETURNING seq";
+
+/// Deletes the poison rows (`?1`) whose seqs the JSON array `?2` lists.
+pub(super) const TAKE_DISCARD: &str = "DELETE FROM tablekit_queue WHERE queue = ?1 AND seq IN (SELECT value FROM json_each(?2)) RETURNING seq";
+
+pub(super) const PAUSE: &str = "INSERT OR IGNORE INTO tablekit_queue_paused (queue) VALUES (?1)";
+pub(super) const RESUME: &str = "DELETE FROM tablekit_queue_paused WHERE queue = ?1";
+pub(super) const PAUSED: &str =
+    "SELECT EXISTS (SELECT 1 FROM tablekit_queue_paused WHERE queue = ?1)";
+
+pub(super) const REPLAY_ALL: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1";
+
+pub(super) const DISCARD_ALL: &str = "DELETE FROM tablekit_queue WHERE queue = ?1";
+
+pub(super) const DISCARD_ONE: &str = "DELETE FROM tablekit_queue WHERE queue = ?1 AND id = ?2";
+
+pub(super) const REPLAY_ONE: &str = "UPDATE tablekit_queue SET queue = ?2, reason = NULL, dequeue_count = 0, visible_at = ?3 WHERE queue = ?1 AND id = ?4";
+
+pub(super) const COUNT_WAITING: &str =
+    "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NULL";
+pub(super) const COUNT_LEASED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at > ?2";
+pub(super) const COUNT_EXPIRED: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1 AND pop_receipt IS NOT NULL AND visible_at <= ?2";
+pub(super) const COUNT_ALL: &str = "SELECT COUNT(*) FROM tablekit_queue WHERE queue = ?1";
+/// When the message of `?1` that became deliverable first, of those deliverable at `?2`,
+/// did (NULL when none is).
+pub(super) const OLDEST_DELIVERABLE: &str =
+    "SELECT MIN(visible_at) FROM tablekit_queue WHERE queue = ?1 AND visible_at <= ?2";
