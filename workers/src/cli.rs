@@ -23,7 +23,7 @@ mod process;
 mod serve;
 pub use crate::status::{AuditStatus, QueueStatus, Status, status, status_text};
 pub use args::{
-    AdoptArgs, AuditArgs, BackfillArgs, Cli, Command, ConsoleArgs, EnqueueCommand,
+    AdoptArgs, AuditArgs, BackfillArgs, Cli, Command, ConsoleArgs, DeclareArgs, EnqueueCommand,
     ExportPeriodArgs, ImportArgs, LogFormat, MigrateArgs, PeriodArg, PoisonCommand, QueueArgs,
     RunArgs, StatusArgs, features,
 };
@@ -302,6 +302,9 @@ where
                 install_prometheus(address)?;
             }
             let store = AnyStore::connect(&args.store).await?;
+            // The history and heartbeat the console shows, in the same store.
+            let activity =
+                (!args.no_activity).then(|| crate::activity::Activity::new(store.clone()));
             let queue = AnyQueue::connect(&args.broker).await?;
             let config = WorkerConfig {
                 concurrency: args.concurrency,
@@ -383,6 +386,9 @@ where
             let console_task = match args.console {
                 Some(bind) => {
                     let mut options = crate::console::ConsoleOptions::new(bind, args.console_token);
+                    options.viewer_token = args.console_viewer_token;
+                    options.behind_tls = args.console_behind_tls;
+                    options.action_log = args.console_action_log;
                     options.blobs = blobs;
                     if args.unconsumed_after > 0 {
                         options.unconsumed_after = Duration::from_secs(args.unconsumed_after);
@@ -413,7 +419,7 @@ where
                 }
                 None => None,
             };
-            let report = serve::serve(queue, registry, &config, &queues, shutdown).await;
+            let report = serve::serve(queue, registry, &config, &queues, activity, shutdown).await;
             let _ = stop.send(true);
             if let Some(task) = console_task {
                 let _ = task.await;
@@ -681,6 +687,9 @@ where
             let store = AnyStore::connect(&args.store).await?;
             let broker = AnyQueue::connect(&args.broker).await?;
             let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
+            options.viewer_token = args.viewer_token;
+            options.behind_tls = args.behind_tls;
+            options.action_log = args.action_log;
             options.queues = args.queues;
             options.refresh = args.refresh;
             options.unconsumed_after = Duration::from_secs(args.unconsumed_after);
@@ -740,6 +749,23 @@ where
                     stats.waiting, stats.leased, stats.poisoned
                 ),
             )
+        }
+        Command::Declare(args) => {
+            let broker = AnyQueue::connect(&args.broker).await?;
+            for queue in &args.queues {
+                if crate::queue::is_poison_queue(queue) {
+                    return Err(Error::Config(format!(
+                        "`{}` is a poison queue: declare its queue, which brings it",
+                        neutral(queue)
+                    )));
+                }
+                // What a worker of the queue declares with its default configuration.
+                broker
+                    .declare(queue, &WorkerConfig::new(queue.as_str()).queue_options())
+                    .await?;
+                write(out, format!("declared {}", neutral(queue)))?;
+            }
+            Ok(())
         }
     }
 }

@@ -34,6 +34,7 @@
 // compile. `allow(unused)` is rustdoc's default, which any `test(attr(..))` replaces.
 #![doc(test(attr(allow(unused), deny(deprecated))))]
 
+pub mod activity;
 pub mod archive;
 pub mod changes;
 #[cfg(feature = "cli")]

@@ -16,6 +16,10 @@
 //! and the hot partitions of the process's writes
 //! (`tablekit_hot_partition_writes_per_second`, the top 10 over each interval).
 //!
+//! With an [`Activity`] ([`Worker::with_activity`]) the worker's deliveries are also
+//! counted per queue and minute in the store, beside a heartbeat of the process
+//! ([`crate::activity`]): the history and consumers the console shows.
+//!
 //! Each delivery is handled in a `tablekit.handle` span carrying the operation's id
 //! (`tablekit.operation.id`), the id the writer's `tablekit.commit` and
 //! `tablekit.publish` spans record: one write can be followed from its commit to the
@@ -29,6 +33,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::Semaphore;
 use tokio::task::JoinSet;
 
+use crate::activity::{Activity, Counts, QueueActivity};
 use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, OperationError, Registry};
@@ -133,6 +138,16 @@ struct Counters {
     retried: AtomicU64,
     poisoned: AtomicU64,
     lost_leases: AtomicU64,
+    /// The process's running totals of the queue, for the activity history.
+    activity: Option<QueueActivity>,
+}
+
+/// How a delivery was settled.
+#[derive(Clone, Copy)]
+enum Settled {
+    Processed,
+    Retried,
+    Poisoned,
 }
 
 impl Counters {
@@ -152,6 +167,7 @@ pub struct Worker<Q> {
     queue: Q,
     registry: Registry,
     config: WorkerConfig,
+    activity: Option<Activity>,
 }
 
 impl<Q: Queue + Clone> Worker<Q> {
@@ -161,7 +177,16 @@ impl<Q: Queue + Clone> Worker<Q> {
             queue,
             registry,
             config,
+            activity: None,
         }
+    }
+
+    /// Counts the worker's deliveries in the process's `activity` (the history and the
+    /// heartbeat the console shows); while the worker runs, the activity's task writes
+    /// them to its store. A store error there is logged and never stops the worker.
+    pub fn with_activity(mut self, activity: Activity) -> Self {
+        self.activity = Some(activity);
+        self
     }
 
     /// Declares the queue, then handles deliveries until `shutdown` completes; then stops
@@ -206,6 +231,10 @@ impl<Q: Queue + Clone> Worker<Q> {
         } else {
             Some(self.queue.consume(&config.queue, options).await?)
         };
+        let attachment = self
+            .activity
+            .as_ref()
+            .map(|activity| activity.attach(&config.queue, config.concurrency));
         tracing::info!(queue = %config.queue, concurrency = config.concurrency, kinds = ?self.registry.kinds(), "worker started");
         let others: Vec<String> = self
             .registry
@@ -234,7 +263,10 @@ impl<Q: Queue + Clone> Worker<Q> {
             ))
         });
         let registry = Arc::new(self.registry);
-        let counters = Arc::new(Counters::default());
+        let counters = Arc::new(Counters {
+            activity: attachment.as_ref().map(|a| a.counters().clone()),
+            ..Counters::default()
+        });
         let permits = Arc::new(Semaphore::new(config.concurrency));
         let mut tasks = JoinSet::new();
         tokio::pin!(shutdown);
@@ -312,6 +344,9 @@ impl<Q: Queue + Clone> Worker<Q> {
             let _ = unconsumed.await;
         }
         let _ = pause_watch.await;
+        if let Some(attachment) = attachment {
+            attachment.finish().await;
+        }
         let report = counters.report();
         tracing::info!(queue = %config.queue, ?report, "worker stopped");
         outcome.map(|()| report)
@@ -473,6 +508,10 @@ async fn handle<D: Delivery>(
     config: &WorkerConfig,
 ) {
     use tracing::Instrument;
+    let _in_flight = counters
+        .activity
+        .as_ref()
+        .map(QueueActivity::start_delivery);
     let span = tracing::info_span!(
         "delivery",
         queue = %config.queue,
@@ -496,6 +535,11 @@ async fn handle_in_span<D: Delivery>(
         (neutral(&received.id).into_owned(), received.delivery_count)
     };
     let queue = &config.queue;
+    if count > 1
+        && let Some(activity) = &counters.activity
+    {
+        activity.add(one(|c| &mut c.redelivered));
+    }
 
     // A message delivered more often than allowed (its consumers kept dying) is poisoned
     // before it can kill another.
@@ -504,7 +548,7 @@ async fn handle_in_span<D: Delivery>(
             "delivered {count} times without being settled (limit {})",
             config.max_deliveries
         );
-        settle(delivery.poison(&reason), counters, &counters.poisoned).await;
+        settle(delivery.poison(&reason), counters, Settled::Poisoned).await;
         let labels = [("queue", queue.clone()), ("kind", "unknown".to_owned())];
         metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
         tracing::error!(queue = %queue, %id, reason = %neutral(&reason), "poisoned");
@@ -550,14 +594,14 @@ async fn handle_in_span<D: Delivery>(
 
     match result {
         Ok(()) => {
-            settle(delivery.ack(), counters, &counters.processed).await;
+            settle(delivery.ack(), counters, Settled::Processed).await;
             metrics::counter!("tablekit_worker_processed_total", &labels).increment(1);
             tracing::debug!(queue = %queue, %id, kind = %neutral(&kind), "processed");
         }
         Err(e) if e.is_retryable() && count < config.max_deliveries => {
             let reason = chain(&e);
             let delay = config.backoff(count);
-            settle(delivery.retry(delay), counters, &counters.retried).await;
+            settle(delivery.retry(delay), counters, Settled::Retried).await;
             metrics::counter!("tablekit_worker_retried_total", &labels).increment(1);
             tracing::warn!(queue = %queue, %id, kind = %neutral(&kind), delivery = count, ?delay, reason = %neutral(&reason), "retrying");
         }
@@ -571,7 +615,7 @@ async fn handle_in_span<D: Delivery>(
             } else {
                 chain(&e)
             };
-            settle(delivery.poison(&reason), counters, &counters.poisoned).await;
+            settle(delivery.poison(&reason), counters, Settled::Poisoned).await;
             metrics::counter!("tablekit_worker_poisoned_total", &labels).increment(1);
             tracing::error!(queue = %queue, %id, kind = %neutral(&kind), reason = %neutral(&reason), "poisoned");
         }
@@ -593,14 +637,25 @@ fn chain(error: &OperationError) -> String {
     text
 }
 
-async fn settle(
-    settlement: impl Future<Output = Result<()>>,
-    counters: &Counters,
-    counter: &AtomicU64,
-) {
+/// Counts of one delivery, in the count `field` picks.
+fn one(field: impl FnOnce(&mut Counts) -> &mut u64) -> Counts {
+    let mut counts = Counts::default();
+    *field(&mut counts) = 1;
+    counts
+}
+
+async fn settle(settlement: impl Future<Output = Result<()>>, counters: &Counters, how: Settled) {
+    let (counter, counts) = match how {
+        Settled::Processed => (&counters.processed, one(|c| &mut c.processed)),
+        Settled::Retried => (&counters.retried, one(|c| &mut c.failed)),
+        Settled::Poisoned => (&counters.poisoned, one(|c| &mut c.poisoned)),
+    };
     match settlement.await {
         Ok(()) => {
             counter.fetch_add(1, Ordering::Relaxed);
+            if let Some(activity) = &counters.activity {
+                activity.add(counts);
+            }
         }
         Err(e) => {
             counters.lost_leases.fetch_add(1, Ordering::Relaxed);

@@ -214,6 +214,11 @@ async fn poison_list_shows_an_id_and_reason_that_are_not_utf8() {
     let path = dir.path().join("queue.db");
     let broker = format!("sqlite:{}", path.display());
     let queue = AnyQueue::connect(&broker).await.unwrap();
+    // The SQLite queue answers for the queues declared in its file.
+    queue
+        .declare("bytes", &tablekit_workers::queue::QueueOptions::default())
+        .await
+        .unwrap();
     queue.send("bytes", "good-1", b"{}").await.unwrap();
     let file = rusqlite::Connection::open(&path).unwrap();
     file.execute(

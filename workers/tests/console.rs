@@ -1,8 +1,11 @@
-//! The operator's console: its access rules over HTTP (token, host, CSRF, origin, one
-//! action per nonce, escaping), its jobs (run, kept, taken up after a restart), and the
-//! whole page in headless Chromium over the SQLite queue and RabbitMQ: poisoned messages
-//! seeded (hostile bodies among them), one replayed and then processed, one discarded,
-//! no hostile body run, screenshots kept in `target/console-screenshots/`.
+//! The operator's console: its access rules over HTTP (token, host, CSRF, origin, a nonce
+//! per button acting once, a discard and anything on "all" only through its confirmation,
+//! escaping), its jobs (run, kept, taken up after a restart; a repair through a
+//! confirmation with its own nonce), pausing a queue's consumers, and the whole page in
+//! headless Chromium over the SQLite queue and RabbitMQ: poisoned messages seeded (hostile
+//! bodies among them), one replayed and then processed, one discarded after its
+//! confirmation, no hostile body run, screenshots kept in `target/console-screenshots/`.
+//! The action forms in detail are in `console_actions.rs`.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -21,7 +24,11 @@ use tablekit_workers::queue::{AnyQueue, ConsumeOptions, Consumer, Delivery, Pois
 use tablekit_workers::{Envelope, Error, WorkerConfig, cli};
 
 use support::browser::{banner, browser, screenshot};
-use support::console::{Served, client};
+use support::console::{
+    CLEAR_FORM, JOB_FORM, MIGRATE_FORM, REPAIR_CONFIRMATION, Served, banner_at, client,
+    confirmation, field, form_field, get, handle_of, one_button, pause_form, poison_form,
+    poisoned_ids, post_fields, post_with as post, seed_poison, sqlite_queue,
+};
 
 #[derive(Entity, Clone, Debug, PartialEq)]
 #[entity(
@@ -61,89 +68,6 @@ async fn serve(store: AnyStore, broker: AnyQueue, mut options: ConsoleOptions) -
     }
     options.refresh = 1;
     support::console::serve(store, broker, options).await
-}
-
-/// Puts messages in a queue's poison queue, each with its reason.
-async fn seed_poison<Q: Queue>(queue: &Q, name: &str, messages: &[(&str, Vec<u8>, &str)]) {
-    queue
-        .declare(name, &WorkerConfig::new(name).queue_options())
-        .await
-        .unwrap();
-    for (id, body, _) in messages {
-        queue.send(name, id, body).await.unwrap();
-    }
-    let mut consumer = queue
-        .consume(
-            name,
-            ConsumeOptions {
-                prefetch: 16,
-                lease: Duration::from_secs(30),
-            },
-        )
-        .await
-        .unwrap();
-    for _ in messages {
-        let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
-            .await
-            .expect("a delivery")
-            .unwrap()
-            .unwrap();
-        let reason = messages
-            .iter()
-            .find(|(id, _, _)| *id == delivery.received().id)
-            .map(|(_, _, reason)| *reason)
-            .unwrap();
-        delivery.poison(reason).await.unwrap();
-    }
-    consumer.close().await;
-}
-
-/// The value of a hidden field of the first form that has it.
-fn field(html: &str, name: &str) -> String {
-    let at = html
-        .find(&format!("name=\"{name}\" value=\""))
-        .unwrap_or_else(|| panic!("no {name} field in {html}"));
-    let rest = &html[at + name.len() + 15..];
-    rest[..rest.find('"').unwrap()].to_owned()
-}
-
-async fn get(url: &str) -> (u16, String) {
-    let response = client().get(url).send().await.unwrap();
-    (response.status().as_u16(), response.text().await.unwrap())
-}
-
-async fn post(url: &str, form: &[(&str, &str)], extra: &[(&str, &str)]) -> (u16, String) {
-    let body: String = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
-    let mut request = client()
-        .post(url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body);
-    for (name, value) in extra {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.unwrap();
-    let location = response
-        .headers()
-        .get("location")
-        .map(|l| l.to_str().unwrap().to_owned());
-    (
-        response.status().as_u16(),
-        location.unwrap_or(response.text().await.unwrap()),
-    )
-}
-
-async fn poisoned_ids<Q: Queue>(queue: &Q, name: &str) -> Vec<String> {
-    let mut ids: Vec<String> = queue
-        .poison_list(name, 100)
-        .await
-        .unwrap()
-        .into_iter()
-        .map(|m| m.id)
-        .collect();
-    ids.sort();
-    ids
 }
 
 #[tokio::test]
@@ -237,30 +161,34 @@ async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
     assert_eq!(status, 403);
 }
 
+/// Every action is a POST with the console's CSRF token and its button's own nonce; a
+/// replay acts at once and once per form (the same form again says nothing was done); a
+/// discard, and anything on "all", acts once its confirmation is sent, once; hostile text
+/// is shown as text on the page and on the confirmation.
 #[tokio::test]
 async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escaped() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-actions";
+    let hostile_id = "\"><img src=x onerror=alert(2)>";
     seed_poison(
         &queue,
         name,
         &[
             ("s1", b"<script>alert(1)</script>".to_vec(), "<b>bad</b>"),
-            (
-                "\"><img src=x onerror=alert(2)>",
-                b"{\"kind\":\"x\"}".to_vec(),
-                "hostile id",
-            ),
+            (hostile_id, b"{\"kind\":\"x\"}".to_vec(), "hostile id"),
             ("s3", b"plain".to_vec(), "plain"),
+            ("s4", b"plain".to_vec(), "plain"),
         ],
     )
     .await;
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![name.to_owned()];
     let running = serve(store, queue.clone(), options).await;
-    let page_url = format!("{}/poison/{name}", running.url);
+    let base = running.url.as_str();
+    let page_url = format!("{base}/poison/{name}");
+    let waiting = || async { queue.stats(name).await.unwrap().waiting };
 
     // Escaped: the hostile text shows as text.
     let (status, html) = get(&page_url).await;
@@ -270,6 +198,7 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     }
     assert!(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;"));
     assert!(html.contains("&lt;b&gt;bad&lt;/b&gt;"));
+    let escaped_id = "&quot;&gt;&lt;img src=x onerror=alert(2)&gt;";
 
     // A loopback console answers loopback host names only (DNS rebinding).
     let rebound = client()
@@ -281,99 +210,157 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     assert_eq!(rebound.status().as_u16(), 403);
 
     let csrf = field(&html, "csrf");
-    let nonce = field(&html, "nonce");
-    let discard_s1 = format!("discard:{}", handle_of(&html, "s1"));
+    let s1 = handle_of(&html, "s1");
+    let replay_s1 = one_button(&html, "replay", &s1);
     // No CSRF token, a wrong one, another origin: refused, nothing changes.
+    let (status, _) = post(&page_url, &[("one", replay_s1.as_str())], &[]).await;
+    assert_eq!(status, 403);
     let (status, _) = post(
         &page_url,
-        &[("nonce", &nonce), ("one", discard_s1.as_str())],
+        &[("csrf", "0000"), ("one", replay_s1.as_str())],
         &[],
     )
     .await;
     assert_eq!(status, 403);
     let (status, _) = post(
         &page_url,
-        &[
-            ("csrf", "0000"),
-            ("nonce", &nonce),
-            ("one", discard_s1.as_str()),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(status, 403);
-    let (status, _) = post(
-        &page_url,
-        &[
-            ("csrf", &csrf),
-            ("nonce", &nonce),
-            ("one", discard_s1.as_str()),
-        ],
+        &[("csrf", &csrf), ("one", replay_s1.as_str())],
         &[("origin", "http://attacker.example")],
     )
     .await;
     assert_eq!(status, 403);
-    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
-    // GET never acts.
-    let _ = get(&format!(
-        "{page_url}?one={discard_s1}&csrf={csrf}&nonce={nonce}"
-    ))
-    .await;
-    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
-
-    // Discard one; the same form again (a double click, a resubmitted reload) shows
-    // the first result and does nothing.
-    let form = [
-        ("csrf", csrf.as_str()),
-        ("nonce", nonce.as_str()),
-        ("one", discard_s1.as_str()),
-    ];
-    let (status, location) = post(&page_url, &form, &[]).await;
-    assert_eq!(status, 303);
-    assert!(
-        location.ends_with(&format!("?result={nonce}")),
-        "{location}"
-    );
-    let (_, after) = get(&format!("{}{location}", running.url)).await;
-    assert!(after.contains("Discarded 1 message."), "{after}");
-    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
-    let (status, again) = post(&page_url, &form, &[]).await;
-    assert_eq!((status, again.as_str()), (303, location.as_str()));
-    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
-
-    // Replay all: first a confirmation naming the count, then once per form.
-    let (_, html) = get(&page_url).await;
-    let nonce = field(&html, "nonce");
-    let (status, confirm) = post(
+    // The right CSRF token without the button's nonce: refused.
+    let (status, refused) = post(
         &page_url,
-        &[("csrf", &csrf), ("nonce", &nonce), ("action", "replay-all")],
+        &[("csrf", &csrf), ("one", &format!("replay::{s1}"))],
         &[],
     )
     .await;
-    assert_eq!(status, 200);
-    assert!(confirm.contains("<strong>2 messages</strong>"), "{confirm}");
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.contains("no action nonce"), "{refused}");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 4);
+    // GET never acts.
+    let mut query = form_urlencoded::Serializer::new(String::new());
+    query
+        .append_pair("one", &replay_s1)
+        .append_pair("csrf", &csrf);
+    let _ = get(&format!("{page_url}?{}", query.finish())).await;
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 4);
+    assert_eq!(waiting().await, 0);
+
+    // Replay one: it acts at once and comes back to the page with its result; the same
+    // form again (a double click, a resubmitted reload) shows the first result, says
+    // nothing was done, and does nothing.
+    let replay_form = poison_form(&html, ("one", &replay_s1), &[]);
+    let (status, location) = post_fields(&page_url, &replay_form).await;
+    assert_eq!(status, 303, "{location}");
+    let nonce = replay_s1.split(':').nth(1).unwrap();
+    assert_eq!(location, format!("/poison/{name}?result={nonce}"));
+    assert_eq!(
+        banner_at(base, &location).await,
+        ("Replayed 1 message.".to_owned(), false)
+    );
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    assert_eq!(waiting().await, 1);
+    let (status, again) = post_fields(&page_url, &replay_form).await;
+    assert_eq!(
+        (status, again.as_str()),
+        (303, format!("{location}&again=1").as_str())
+    );
+    let (text, failed) = banner_at(base, &again).await;
+    assert_eq!(
+        text,
+        "Nothing was done: this form had already acted, and acts once. What it did then: Replayed 1 message."
+    );
+    assert!(failed, "shown as a failure");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3);
+    assert_eq!(waiting().await, 1);
+
+    // Discard one: a confirmation first, naming the message (escaped); nothing is gone
+    // before it is sent.
+    let hostile = handle_of(&html, escaped_id);
+    let (status, to_confirm) = post_fields(
+        &page_url,
+        &poison_form(&html, ("one", &one_button(&html, "discard", &hostile)), &[]),
+    )
+    .await;
+    assert_eq!(status, 303, "{to_confirm}");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 3, "nothing yet");
+    let confirm = confirmation(base, &to_confirm).await;
+    assert!(
+        confirm.html.contains("<strong>1 message</strong>"),
+        "{}",
+        confirm.html
+    );
+    assert!(confirm.html.contains(&format!("<code>{escaped_id}</code>")));
+    assert!(!confirm.html.contains("<img src=x"), "{}", confirm.html);
+    let (status, location) = confirm.submit(base).await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        location,
+        format!("/poison/{name}?result={}", confirm.nonce())
+    );
+    assert_eq!(
+        banner_at(base, &location).await,
+        ("Discarded 1 message.".to_owned(), false)
+    );
+    assert!(
+        !poisoned_ids(&queue, name)
+            .await
+            .contains(&hostile_id.to_owned())
+    );
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
+    // The confirmation sent again does nothing; its page, reloaded, is gone.
+    let (status, again) = confirm.submit(base).await;
+    assert_eq!(
+        (status, again.as_str()),
+        (303, format!("{location}&again=1").as_str())
+    );
+    assert!(
+        banner_at(base, &again)
+            .await
+            .0
+            .starts_with("Nothing was done: this form had already acted")
+    );
+    let (status, gone) = get(&format!("{base}{to_confirm}")).await;
+    assert_eq!(status, 404);
+    assert!(gone.contains("Nothing to confirm"), "{gone}");
+    assert_eq!(poisoned_ids(&queue, name).await.len(), 2);
+
+    // Replay all: a dry run naming the count, then its confirmation acts once.
+    let (_, html) = get(&page_url).await;
+    let (status, to_confirm) = post_fields(
+        &page_url,
+        &poison_form(&html, ("action", "replay-all"), &[]),
+    )
+    .await;
+    assert_eq!(status, 303, "{to_confirm}");
+    let confirm = confirmation(base, &to_confirm).await;
+    assert!(confirm.html.contains("Dry run"), "{}", confirm.html);
+    assert!(
+        confirm.html.contains("<strong>2 messages</strong>"),
+        "{}",
+        confirm.html
+    );
     assert_eq!(
         poisoned_ids(&queue, name).await.len(),
         2,
         "nothing before the confirmation"
     );
-    let set = field(&confirm, "set");
-    let confirmed = [
-        ("csrf", csrf.as_str()),
-        ("nonce", nonce.as_str()),
-        ("action", "replay-all"),
-        ("set", set.as_str()),
-    ];
-    let (status, _) = post(&page_url, &confirmed, &[]).await;
+    let (status, location) = confirm.submit(base).await;
     assert_eq!(status, 303);
+    assert_eq!(
+        banner_at(base, &location).await,
+        ("Replayed 2 messages.".to_owned(), false)
+    );
     assert!(poisoned_ids(&queue, name).await.is_empty());
-    assert_eq!(queue.stats(name).await.unwrap().waiting, 2);
-    // The two are back in the queue.
+    assert_eq!(waiting().await, 3, "s1, s3 and s4");
+    // They are back in the queue, each with a fresh count.
     let mut consumer = queue
         .consume(name, ConsumeOptions::default())
         .await
         .unwrap();
-    for _ in 0..2 {
+    for _ in 0..3 {
         let delivery = tokio::time::timeout(Duration::from_secs(10), consumer.next())
             .await
             .unwrap()
@@ -383,11 +370,15 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
         delivery.ack().await.unwrap();
     }
     consumer.close().await;
-    // A message poisoned since is not replayed by the same form sent again.
+    // A message poisoned since is not replayed by the same confirmation sent again.
     seed_poison(&queue, name, &[("late", b"late".to_vec(), "late")]).await;
-    let (status, _) = post(&page_url, &confirmed, &[]).await;
-    assert_eq!(status, 303);
+    let (status, again) = confirm.submit(base).await;
+    assert_eq!(
+        (status, again.as_str()),
+        (303, format!("{location}&again=1").as_str())
+    );
     assert_eq!(poisoned_ids(&queue, name).await, ["late"]);
+    assert_eq!(waiting().await, 0);
 }
 
 /// A queue whose messages no consumer has taken for the threshold: the overview warns,
@@ -596,11 +587,31 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         html.contains("by_email"),
         "the index is offered for backfill"
     );
+    // Each form of the overview has its own nonce, bound to what it does: the job form's
+    // does not start a migration.
+    let (job, migrate, clear) = (
+        form_field(&html, JOB_FORM, "nonce"),
+        form_field(&html, MIGRATE_FORM, "nonce"),
+        form_field(&html, CLEAR_FORM, "nonce"),
+    );
+    assert!(job != migrate && job != clear && migrate != clear);
+    let (status, refused) = post(
+        &format!("{}/jobs", running.url),
+        &[
+            ("csrf", &field(&html, "csrf")),
+            ("nonce", &job),
+            ("kind", "migrate"),
+            ("type", "Staff:Member"),
+        ],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
     let (status, location) = post(
         &format!("{}/jobs", running.url),
         &[
             ("csrf", &field(&html, "csrf")),
-            ("nonce", &field(&html, "nonce")),
+            ("nonce", &form_field(&html, JOB_FORM, "nonce")),
             ("kind", "audit"),
             ("table", "Staff"),
             ("index", ""),
@@ -625,7 +636,7 @@ async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
         &format!("{}/jobs", running.url),
         &[
             ("csrf", &field(&html, "csrf")),
-            ("nonce", &field(&html, "nonce")),
+            ("nonce", &form_field(&html, MIGRATE_FORM, "nonce")),
             ("kind", "migrate"),
             ("type", "Staff:Member"),
         ],
@@ -681,13 +692,6 @@ async fn live_until(url: &str, done: impl Fn(&str) -> bool) -> String {
         assert!(std::time::Instant::now() < deadline, "{live}");
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-}
-
-/// The SQLite queue in a file of `dir`.
-async fn sqlite_queue(dir: &tempfile::TempDir) -> AnyQueue {
-    AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
-        .await
-        .unwrap()
 }
 
 async fn wait_for_job(store: &AnyStore, id: &str) -> Job {
@@ -885,7 +889,7 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
             .is_none()
     );
 
-    // Discard the script body.
+    // Discard the script body: its confirmation first, then its button.
     client
         .find(fantoccini::Locator::XPath(
             "//tr[contains(@class,'message')][.//code[text()='hostile-script']]//button[starts-with(@value,'discard:')]",
@@ -895,6 +899,18 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
         .click()
         .await
         .unwrap();
+    support::browser::wait_for(client, |html| {
+        html.contains("name=\"confirm\"") && html.contains("<code>hostile-script</code>")
+    })
+    .await;
+    assert!(
+        poisoned_ids(&queue, name)
+            .await
+            .contains(&"hostile-script".to_owned()),
+        "nothing is discarded before the confirmation"
+    );
+    screenshot(client, &format!("confirm-discard-{backend}")).await;
+    support::browser::click(client, "form button[name='confirm']").await;
     banner(client, "Discarded 1 message.").await;
     let left = poisoned_ids(&queue, name).await;
     assert_eq!(left.len(), 2, "{left:?}");
@@ -1083,8 +1099,8 @@ async fn in_chromium_over_azure_queue_storage() {
 }
 
 /// "Discard all" is bound to the set its dry run listed: a message poisoned after the
-/// dry run is left alone, one gone since is reported, a forged count never acts, and a
-/// confirmation acts once.
+/// dry run is left alone, one gone since is reported, a forged count never acts, a
+/// confirmation's nonce confirms its own set only, and a confirmation acts once.
 #[tokio::test]
 async fn a_confirmation_holds_for_the_set_it_listed() {
     let store = AnyStore::connect("memory:").await.unwrap();
@@ -1104,26 +1120,34 @@ async fn a_confirmation_holds_for_the_set_it_listed() {
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![name.to_owned()];
     let running = serve(store, queue.clone(), options).await;
-    let page_url = format!("{}/poison/{name}", running.url);
+    let base = running.url.as_str();
+    let page_url = format!("{base}/poison/{name}");
     let (_, html) = get(&page_url).await;
-    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
-    // A forged count is not a confirmation: it shows the dry run and acts on nothing.
-    let (status, dry_run) = post(
+    // A forged count is not a confirmation: "all" only makes a dry run, and acts on
+    // nothing.
+    let (status, to_confirm) = post_fields(
         &page_url,
-        &[
-            ("csrf", &csrf),
-            ("nonce", &nonce),
+        &poison_form(
+            &html,
             ("action", "discard-all"),
-            ("confirmed", "999999"),
-        ],
-        &[],
+            &[("confirmed", "999999"), ("set", "0123")],
+        ),
     )
     .await;
-    assert_eq!(status, 200);
-    assert!(dry_run.contains("<strong>3 messages</strong>"), "{dry_run}");
+    assert_eq!(status, 303, "{to_confirm}");
+    assert!(
+        to_confirm.starts_with(&format!("/poison/{name}/confirm/")),
+        "{to_confirm}"
+    );
+    let dry_run = confirmation(base, &to_confirm).await;
+    assert!(
+        dry_run.html.contains("<strong>3 messages</strong>"),
+        "{}",
+        dry_run.html
+    );
     for id in ["c1", "c2", "c3"] {
         assert!(
-            dry_run.contains(&format!("<code>{id}</code>")),
+            dry_run.html.contains(&format!("<code>{id}</code>")),
             "{id} listed"
         );
     }
@@ -1135,56 +1159,75 @@ async fn a_confirmation_holds_for_the_set_it_listed() {
         .await
         .unwrap();
     seed_poison(&queue, name, &[("c4", b"4".to_vec(), "r")]).await;
-    let set = field(&dry_run, "set");
-    let confirmed = [
-        ("csrf", csrf.as_str()),
-        ("nonce", nonce.as_str()),
-        ("action", "discard-all"),
-        ("set", set.as_str()),
-        ("kind", ""),
-        ("fid", ""),
-        ("reason", ""),
-        ("body", ""),
-    ];
-    let (status, location) = post(&page_url, &confirmed, &[]).await;
+    // A second dry run (c1, c2, c4): its nonce does not confirm the first's set, nor its
+    // own set under another queue.
+    let (_, html) = get(&page_url).await;
+    let (_, to_confirm_later) = post_fields(
+        &page_url,
+        &poison_form(&html, ("action", "discard-all"), &[]),
+    )
+    .await;
+    let later = confirmation(base, &to_confirm_later).await;
+    assert!(later.html.contains("<strong>3 messages</strong>"));
+    let crossed = [
+        ("csrf", field(&dry_run.html, "csrf")),
+        ("nonce", later.nonce()),
+        ("confirm", "yes".to_owned()),
+    ]
+    .map(|(k, v)| (k.to_owned(), v));
+    let (status, refused) = post_fields(&format!("{base}{}", dry_run.action), &crossed).await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.contains("Nothing was done"), "{refused}");
+    let elsewhere = later.action.replace(name, "console-confirm-other");
+    let mut moved = later.fields.clone();
+    moved.push(("confirm".into(), "yes".into()));
+    let (status, _) = post_fields(&format!("{base}{elsewhere}"), &moved).await;
+    assert_eq!(status, 400);
+    assert_eq!(poisoned_ids(&queue, name).await, ["c1", "c2", "c4"]);
+
+    // The first confirmation: c1 and c2 go, c3 is reported gone, c4 was never seen.
+    let (status, location) = dry_run.submit(base).await;
     assert_eq!(status, 303);
-    let (_, after) = get(&format!("{}{location}", running.url)).await;
-    assert!(
-        after.contains("Discarded 2 of 3 messages; the others had already left the poison queue."),
-        "{after}"
+    assert_eq!(
+        banner_at(base, &location).await,
+        (
+            "Discarded 2 of 3 messages; the other 1 had already left the poison queue, or never was in it."
+                .to_owned(),
+            false
+        )
     );
     assert_eq!(
         poisoned_ids(&queue, name).await,
         ["c4"],
         "c4 was never seen"
     );
-    // The set acts once: a new form naming it is refused.
-    let (_, html) = get(&page_url).await;
-    let (status, _) = post(
-        &page_url,
-        &[
-            ("csrf", csrf.as_str()),
-            ("nonce", field(&html, "nonce").as_str()),
-            ("action", "discard-all"),
-            ("set", set.as_str()),
-        ],
-        &[],
-    )
-    .await;
+    // The set acts once: the same form again does nothing; its page and its export are
+    // gone.
+    let (status, again) = dry_run.submit(base).await;
+    assert_eq!(
+        (status, again.as_str()),
+        (303, format!("{location}&again=1").as_str())
+    );
+    assert_eq!(poisoned_ids(&queue, name).await, ["c4"]);
+    let (status, page) = get(&format!("{base}{to_confirm}")).await;
+    assert_eq!(status, 404);
+    assert!(page.contains("Nothing to confirm"), "{page}");
+    let (status, _) = get(&format!("{base}{}", dry_run.export())).await;
+    assert_eq!(status, 404);
+    // A token never kept, with a real confirmation's nonce: refused.
+    let forged = format!("/poison/{name}/confirm/{}", "0".repeat(32));
+    let (status, _) = post_fields(&format!("{base}{forged}"), &moved).await;
     assert_eq!(status, 400);
     assert_eq!(poisoned_ids(&queue, name).await, ["c4"]);
-}
 
-/// The handle of the message shown with `id` on a poison page.
-fn handle_of(html: &str, id: &str) -> String {
-    let at = html
-        .find(&format!("<code>{id}</code>"))
-        .unwrap_or_else(|| panic!("no message {id} in {html}"));
-    let row = html[..at]
-        .rfind("data-handle=\"")
-        .expect("the message's row");
-    let rest = &html[row + 13..];
-    rest[..rest.find('"').unwrap()].to_owned()
+    // The second dry run still acts on its own set: c4 only is left of it.
+    let (status, location) = later.submit(base).await;
+    assert_eq!(status, 303);
+    assert_eq!(
+        banner_at(base, &location).await.0,
+        "Discarded 1 of 3 messages; the other 2 had already left the poison queue, or never was in it."
+    );
+    assert!(poisoned_ids(&queue, name).await.is_empty());
 }
 
 /// A repair writes to its table: it starts only after a confirmation that says so. The
@@ -1219,7 +1262,10 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
     let running = serve(store.clone(), queue, options).await;
     let jobs_url = format!("{}/jobs", running.url);
     let (_, html) = get(&format!("{}/", running.url)).await;
-    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
+    let (csrf, nonce) = (
+        form_field(&html, JOB_FORM, "csrf"),
+        form_field(&html, JOB_FORM, "nonce"),
+    );
     let repair = [
         ("csrf", csrf.as_str()),
         ("nonce", nonce.as_str()),
@@ -1244,11 +1290,47 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
         1,
         "no job before the confirmation"
     );
-    let confirmed = [repair.as_slice(), &[("confirmed", "yes")]].concat();
-    let (status, location) = post(&jobs_url, &confirmed, &[]).await;
+    // The job form's nonce does not confirm a repair: the confirmation carries its own,
+    // bound to its table.
+    let with_the_forms_nonce = [repair.as_slice(), &[("confirmed", "yes")]].concat();
+    let (status, refused) = post(&jobs_url, &with_the_forms_nonce, &[]).await;
+    assert_eq!(status, 400, "{refused}");
+    let repair_nonce = form_field(&confirm, REPAIR_CONFIRMATION, "nonce");
+    assert_ne!(repair_nonce, nonce);
+    let confirmed = |table: &'static str| {
+        [
+            ("csrf", csrf.clone()),
+            ("nonce", repair_nonce.clone()),
+            ("table", table.to_owned()),
+            ("confirmed", "yes".to_owned()),
+            ("kind", "repair".to_owned()),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_owned(), v))
+        .collect::<Vec<_>>()
+    };
+    let (status, _) = post_fields(&jobs_url, &confirmed("Visitors")).await;
+    assert_eq!(status, 400, "the confirmation of another table");
+    assert_eq!(recorded(store.clone()).await, 1, "no job yet");
+    let (status, location) = post_fields(&jobs_url, &confirmed("Staff")).await;
     assert_eq!(status, 303);
-    let (_, page) = get(&format!("{}{location}", running.url)).await;
-    assert!(page.contains("Started: repair of Staff."), "{page}");
+    assert_eq!(
+        banner_at(&running.url, &location).await,
+        ("Started: repair of Staff.".to_owned(), false)
+    );
+    // The confirmation sent again starts nothing.
+    let (status, again) = post_fields(&jobs_url, &confirmed("Staff")).await;
+    assert_eq!(
+        (status, again.as_str()),
+        (303, format!("{location}&again=1").as_str())
+    );
+    assert!(
+        banner_at(&running.url, &again)
+            .await
+            .0
+            .starts_with("Nothing was done: this form had already acted")
+    );
+    assert_eq!(recorded(store.clone()).await, 2, "one repair");
     live_until(&running.url, |live| live.contains("data-state=\"done\"")).await;
 
     // A job that does not start says so in the failure's banner, not the success's.
@@ -1257,7 +1339,7 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
         &jobs_url,
         &[
             ("csrf", csrf.as_str()),
-            ("nonce", field(&html, "nonce").as_str()),
+            ("nonce", form_field(&html, JOB_FORM, "nonce").as_str()),
             ("kind", "backfill"),
             ("table", "Staff"),
             ("index", ""),
@@ -1304,7 +1386,7 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
         &jobs_url,
         &[
             ("csrf", csrf.as_str()),
-            ("nonce", field(&html, "nonce").as_str()),
+            ("nonce", form_field(&html, CLEAR_FORM, "nonce").as_str()),
             ("kind", "clear"),
         ],
         &[],
@@ -1316,38 +1398,94 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
     assert_eq!(recorded(store.clone()).await, 1, "the running job stays");
 }
 
-/// Pausing a queue's consumers from the overview, and resuming them.
+/// Pausing a queue's consumers from the overview, and resuming them, each with its row's
+/// form, once per form; refused for a queue the console does not show, a queue not
+/// declared (any more), and a poison queue.
 #[tokio::test]
 async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-pause";
-    queue
-        .declare(name, &WorkerConfig::new(name).queue_options())
-        .await
-        .unwrap();
+    let (gone, hidden) = ("console-pause-gone", "console-pause-hidden");
+    let poison = tablekit_workers::queue::poison_queue(name);
+    for declared in [name, gone, hidden] {
+        queue
+            .declare(declared, &WorkerConfig::new(declared).queue_options())
+            .await
+            .unwrap();
+    }
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
-    options.queues = vec![name.to_owned()];
+    options.queues = vec![name.to_owned(), gone.to_owned(), poison.clone()];
     let running = serve(store, queue.clone(), options).await;
-    let url = format!("{}/queues/{name}", running.url);
+    let url = |queue: &str| format!("{}/queues/{queue}", running.url);
     for (word, paused) in [("pause", true), ("resume", false)] {
         let (_, html) = get(&format!("{}/", running.url)).await;
-        let (status, location) = post(
-            &url,
-            &[
-                ("csrf", field(&html, "csrf").as_str()),
-                ("nonce", field(&html, "nonce").as_str()),
-                ("pause", word),
-            ],
-            &[],
-        )
-        .await;
+        let form = [
+            ("csrf", form_field(&html, &pause_form(name), "csrf")),
+            ("nonce", form_field(&html, &pause_form(name), "nonce")),
+            ("pause", word.to_owned()),
+        ]
+        .map(|(k, v)| (k.to_owned(), v));
+        let (status, location) = post_fields(&url(name), &form).await;
         assert_eq!(status, 303, "{location}");
         assert_eq!(queue.paused(name).await.unwrap(), paused);
         let (_, page) = get(&format!("{}{location}", running.url)).await;
         assert_eq!(page.contains("badge bad\">paused"), paused, "{page}");
+        // The same form again does nothing (a resume in between would be undone else).
+        queue.set_paused(name, !paused).await.unwrap();
+        let (status, again) = post_fields(&url(name), &form).await;
+        assert_eq!(
+            (status, again.as_str()),
+            (303, format!("{location}&again=1").as_str())
+        );
+        assert_eq!(queue.paused(name).await.unwrap(), !paused, "not again");
+        queue.set_paused(name, paused).await.unwrap();
     }
+
+    let (_, html) = get(&format!("{}/", running.url)).await;
+    let csrf = field(&html, "csrf");
+    let of_row = |queue: &str| form_field(&html, &pause_form(queue), "nonce");
+    // A queue declared when the page was drawn, and not any more: refused, naming the
+    // queues that can be paused.
+    let gone_nonce = of_row(gone);
+    rusqlite::Connection::open(support::console::sqlite_file(&dir))
+        .unwrap()
+        .execute(
+            "DELETE FROM tablekit_queue_declared WHERE queue = ?1",
+            [gone],
+        )
+        .unwrap();
+    let (status, refused) = post(
+        &url(gone),
+        &[("csrf", &csrf), ("nonce", &gone_nonce), ("pause", "pause")],
+        &[],
+    )
+    .await;
+    assert_eq!(status, 400, "{refused}");
+    assert!(refused.contains("cannot be paused here"), "{refused}");
+    assert!(refused.contains("It could be: console-pause"), "{refused}");
+    assert!(!queue.paused(gone).await.unwrap());
+    // A poison queue has no pause form, nor has a queue the console does not show: a
+    // form naming one (with another row's nonce) is refused, and nothing is paused.
+    assert!(!html.contains(&pause_form(&poison)), "{html}");
+    assert!(!html.contains(&pause_form(hidden)), "{html}");
+    for other in [poison.as_str(), hidden] {
+        let (status, refused) = post(
+            &url(other),
+            &[
+                ("csrf", &csrf),
+                ("nonce", &of_row(name)),
+                ("pause", "pause"),
+            ],
+            &[],
+        )
+        .await;
+        assert_eq!(status, 400, "{other}: {refused}");
+        assert!(refused.contains("Nothing was done"), "{refused}");
+        assert!(!queue.paused(other).await.unwrap(), "{other}");
+    }
+    assert!(!queue.paused(name).await.unwrap());
 }
 
 /// Every action is logged with its client and the messages it named; an id cannot forge
@@ -1373,28 +1511,13 @@ async fn an_action_is_logged_with_its_client_and_message_ids() {
     let running = serve(store, queue.clone(), options).await;
     let page_url = format!("{}/poison/{name}", running.url);
     let (_, html) = get(&page_url).await;
-    let (csrf, nonce) = (field(&html, "csrf"), field(&html, "nonce"));
-    let (_, dry_run) = post(
+    let (_, to_confirm) = post_fields(
         &page_url,
-        &[
-            ("csrf", &csrf),
-            ("nonce", &nonce),
-            ("action", "discard-all"),
-        ],
-        &[],
+        &poison_form(&html, ("action", "discard-all"), &[]),
     )
     .await;
-    let (status, _) = post(
-        &page_url,
-        &[
-            ("csrf", &csrf),
-            ("nonce", &nonce),
-            ("action", "discard-all"),
-            ("set", &field(&dry_run, "set")),
-        ],
-        &[],
-    )
-    .await;
+    let confirmation = confirmation(&running.url, &to_confirm).await;
+    let (status, _) = confirmation.submit(&running.url).await;
     assert_eq!(status, 303);
     let logs = logs.text();
     let line = logs
@@ -1403,9 +1526,30 @@ async fn an_action_is_logged_with_its_client_and_message_ids() {
         .unwrap_or_else(|| panic!("no action logged:\n{logs}"));
     assert!(line.contains("client=127.0.0.1:"), "{line}");
     assert!(line.contains("action=discard-all"), "{line}");
-    assert!(line.contains("messages=2"), "{line}");
+    assert!(line.contains("asked=2 taken=2"), "{line}");
     assert!(line.contains("evil\\nINFO forged line"), "{line}");
     assert!(line.contains("plain-2"), "{line}");
+    assert!(line.contains("Discarded 2 messages."), "{line}");
+    // Without an action log file, one line per message under its own target.
+    let per_message: Vec<&str> = logs
+        .lines()
+        .filter(|l| {
+            l.contains(tablekit_workers::console::records::ACTIONS_TARGET)
+                && l.contains("\"queue\":\"console-log\"")
+        })
+        .collect();
+    assert_eq!(per_message.len(), 2, "{logs}");
+    for line in &per_message {
+        assert!(line.contains("\"action\":\"discard-all\""), "{line}");
+        assert!(line.contains("\"result\":\"taken\""), "{line}");
+        assert!(line.contains("\"client\":\"127.0.0.1:"), "{line}");
+    }
+    assert!(
+        per_message
+            .iter()
+            .any(|l| l.contains("\"id\":\"evil\\nINFO forged line\"")),
+        "{per_message:?}"
+    );
     assert!(
         !logs.lines().any(|l| l.starts_with("INFO forged")),
         "a forged line:\n{logs}"

@@ -1,6 +1,9 @@
-//! The console against hostile clients: host names that only start like loopback, token
-//! guessing from many clients at once (one wrong answer a second in all, `429` past the
-//! waiting cap, the right token never held up), weak tokens refused at bind, a bad queue
+//! The console against hostile clients: host names that only start like loopback, ports
+//! out of range and two `Host` headers; token guessing (one wrong answer a second per
+//! address and four a second in all, `429` past the waiting bounds, and sixteen flooding
+//! addresses never holding up the operator's right token), summarised in the log; weak
+//! tokens refused at bind; sessions (the cookie holds no part of the token, `Secure`
+//! behind TLS, signing out ends it); the viewer role (reads, may not act); a bad queue
 //! name answered as the client's fault, and a lost session: the refresh answered `401`
 //! and, in Chromium, a notice in place of the live part instead of a nested sign-in page.
 //! The layout in Chromium at 800 pixels: no sideways scroll, numbers under their headers.
@@ -19,33 +22,67 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use tablekit_core::AnyStore;
-use tablekit_workers::Error;
 use tablekit_workers::console::{self, ConsoleOptions};
-use tablekit_workers::queue::AnyQueue;
+use tablekit_workers::queue::{AnyQueue, Queue};
+use tablekit_workers::{Error, WorkerConfig};
 
 const TOKEN: &str = "a-console-token-0123456789";
 
+const VIEWER_TOKEN: &str = "a-viewer-token-9876543210";
+
 /// A console on a free loopback port over an empty store and SQLite queue.
 async fn serve(token: Option<&str>, queues: Vec<String>) -> Served {
+    serve_with(token, queues, |_| {}).await
+}
+
+/// [`serve`], with the options changed by `change`; the queues shown are declared first.
+async fn serve_with(
+    token: Option<&str>,
+    queues: Vec<String>,
+    change: impl FnOnce(&mut ConsoleOptions),
+) -> Served {
     let store = AnyStore::connect("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
         .unwrap();
+    for name in &queues {
+        queue
+            .declare(name, &WorkerConfig::new(name).queue_options())
+            .await
+            .unwrap();
+    }
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), token.map(str::to_owned));
     options.refresh = 1;
     options.queues = queues;
+    change(&mut options);
     support::console::serve(store, queue, options)
         .await
         .keeping(dir)
 }
 
+/// A client whose connections leave from `source` (a loopback address of its own).
+fn client_from(source: [u8; 4]) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(std::net::IpAddr::from(source))
+        .build()
+        .unwrap()
+}
+
 /// The status of a GET naming `host` in its `Host` header, sent as written.
 fn status_for_host(address: SocketAddr, host: &str) -> u16 {
+    status_for_hosts(address, &[host])
+}
+
+/// The status of a GET with one `Host` header for each of `hosts`, sent as written (with
+/// the token, for a console that has it).
+fn status_for_hosts(address: SocketAddr, hosts: &[&str]) -> u16 {
     let mut stream = std::net::TcpStream::connect(address).unwrap();
+    let hosts: String = hosts.iter().map(|h| format!("Host: {h}\r\n")).collect();
     write!(
         stream,
-        "GET / HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n"
+        "GET / HTTP/1.1\r\n{hosts}Authorization: Bearer {TOKEN}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut response = String::new();
@@ -71,6 +108,10 @@ async fn host_names_that_only_start_like_loopback_are_refused() {
             "localhost:9465@evil.example",
             "localhost.evil.example",
             "localhost:80:80",
+            "localhost:99999",
+            "localhost:65536",
+            "localhost:0",
+            "127.0.0.1:+80",
         ] {
             assert_eq!(status_for_host(address, host), 403, "{host}");
         }
@@ -79,19 +120,37 @@ async fn host_names_that_only_start_like_loopback_are_refused() {
     .unwrap();
 }
 
-/// One wrong guess by the sign-in form, a `Bearer` header or a cookie, by turns: the
+#[tokio::test]
+async fn two_host_headers_are_refused_400_by_every_console() {
+    let open = serve(None, Vec::new()).await;
+    let guarded = serve(Some(TOKEN), Vec::new()).await;
+    let (open_address, guarded_address) = (open.address, guarded.address);
+    tokio::task::spawn_blocking(move || {
+        for address in [open_address, guarded_address] {
+            assert_eq!(status_for_hosts(address, &["localhost"]), 200);
+            for hosts in [
+                ["localhost", "evil.example"],
+                ["evil.example", "localhost"],
+                ["localhost", "localhost"],
+            ] {
+                assert_eq!(status_for_hosts(address, &hosts), 400, "{hosts:?}");
+            }
+        }
+    })
+    .await
+    .unwrap();
+}
+
+/// One wrong guess from `http` by the sign-in form or a `Bearer` header, by turns: the
 /// answer's status and `Retry-After`.
-async fn guess(url: &str, turn: usize) -> (u16, Option<String>) {
+async fn guess(http: &reqwest::Client, url: &str, turn: usize) -> (u16, Option<String>) {
     let wrong = format!("a-console-token-{turn:010}");
-    let request = match turn % 3 {
-        0 => client()
+    let request = match turn % 2 {
+        0 => http
             .post(format!("{url}/login"))
             .header("content-type", "application/x-www-form-urlencoded")
             .body(format!("token={wrong}")),
-        1 => client().get(format!("{url}/")).bearer_auth(&wrong),
-        _ => client()
-            .get(format!("{url}/"))
-            .header("cookie", format!("tablekit_console={wrong}")),
+        _ => http.get(format!("{url}/")).bearer_auth(&wrong),
     };
     let response = request.send().await.unwrap();
     let retry_after = response
@@ -102,22 +161,30 @@ async fn guess(url: &str, turn: usize) -> (u16, Option<String>) {
 }
 
 #[tokio::test]
-async fn wrong_tokens_are_answered_one_a_second_across_all_clients_and_the_right_one_at_once() {
+async fn wrong_tokens_of_one_address_are_answered_one_a_second_the_rest_refused_429() {
     let running = serve(Some(TOKEN), Vec::new()).await;
+    let guesser = client_from([127, 0, 1, 1]);
     let started = Instant::now();
-    let answered = Arc::new(AtomicUsize::new(0));
+    let (answered, refused) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let mut guesses = tokio::task::JoinSet::new();
     for turn in 0..12 {
-        let (url, answered) = (running.url.clone(), answered.clone());
+        let (guesser, url) = (guesser.clone(), running.url.clone());
+        let (answered, refused) = (answered.clone(), refused.clone());
         guesses.spawn(async move {
-            let (status, _) = guess(&url, turn).await;
-            assert!(matches!(status, 303 | 401), "a wrong token: {status}");
-            answered.fetch_add(1, Ordering::SeqCst);
+            match guess(&guesser, &url, turn).await {
+                (303 | 401, _) => answered.fetch_add(1, Ordering::SeqCst),
+                (429, retry_after) => {
+                    assert_eq!(retry_after.as_deref(), Some("1"));
+                    refused.fetch_add(1, Ordering::SeqCst)
+                }
+                (status, _) => panic!("a wrong token: {status}"),
+            };
         });
     }
     tokio::time::sleep(Duration::from_millis(300)).await;
-    // The right token does not wait behind the wrong ones.
-    let right = client()
+    // The right token, from an address that did not guess, does not wait.
+    let asked = Instant::now();
+    let right = client_from([127, 0, 1, 2])
         .get(format!("{}/", running.url))
         .bearer_auth(TOKEN)
         .send()
@@ -125,15 +192,70 @@ async fn wrong_tokens_are_answered_one_a_second_across_all_clients_and_the_right
         .unwrap();
     assert_eq!(right.status().as_u16(), 200);
     assert!(
-        answered.load(Ordering::SeqCst) < 12,
-        "every guess answered first"
+        asked.elapsed() < Duration::from_millis(500),
+        "{:?}",
+        asked.elapsed()
     );
-    // Twelve guesses from the form, headers and cookies together: in three seconds, at
-    // most four of them (one at once, then one a second) have their answer.
-    tokio::time::sleep_until((started + Duration::from_secs(3)).into()).await;
+    // One answered at once; then at most four wait their turn (one a second, the first
+    // of them counted while it is answered), the others refused at once, their tokens not
+    // compared.
+    let refused_at_once = refused.load(Ordering::SeqCst);
+    assert!(
+        matches!(refused_at_once, 7 | 8),
+        "{refused_at_once} refused at once"
+    );
+    tokio::time::sleep_until((started + Duration::from_millis(2900)).into()).await;
     let by_then = answered.load(Ordering::SeqCst);
-    assert!(by_then <= 4, "{by_then} wrong tokens answered within 3 s");
-    guesses.abort_all();
+    assert!(by_then <= 3, "{by_then} wrong tokens answered within 2.9 s");
+    while let Some(done) = guesses.join_next().await {
+        done.unwrap();
+    }
+    assert_eq!(answered.load(Ordering::SeqCst), 12 - refused_at_once);
+    assert_eq!(refused.load(Ordering::SeqCst), refused_at_once);
+    assert!(started.elapsed() >= Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn wrong_tokens_from_many_addresses_are_answered_four_a_second_in_all() {
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let started = Instant::now();
+    let answered = Arc::new(AtomicUsize::new(0));
+    let mut guesses = tokio::task::JoinSet::new();
+    for turn in 0..12u8 {
+        let (url, answered) = (running.url.clone(), answered.clone());
+        guesses.spawn(async move {
+            let guesser = client_from([127, 0, 2, 1 + turn]);
+            let (status, _) = guess(&guesser, &url, usize::from(turn)).await;
+            assert!(matches!(status, 303 | 401), "a wrong token: {status}");
+            answered.fetch_add(1, Ordering::SeqCst);
+        });
+    }
+    // Twelve addresses guessing once each: one answer every 250 ms in all.
+    tokio::time::sleep_until((started + Duration::from_millis(900)).into()).await;
+    let by_then = answered.load(Ordering::SeqCst);
+    assert!(by_then <= 4, "{by_then} wrong tokens answered within 0.9 s");
+    while let Some(done) = guesses.join_next().await {
+        done.unwrap();
+    }
+    assert!(started.elapsed() >= Duration::from_millis(2750));
+}
+
+#[tokio::test]
+async fn a_cookie_is_a_session_id_never_compared_as_a_token() {
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    // The token itself in the cookie is no session: signed out, at once, every time.
+    for _ in 0..20 {
+        let asked = Instant::now();
+        let response = client()
+            .get(format!("{}/", running.url))
+            .header("cookie", format!("tablekit_console={TOKEN}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 303);
+        assert_eq!(response.headers()["location"], "/login");
+        assert!(asked.elapsed() < Duration::from_millis(500));
+    }
 }
 
 #[tokio::test]
@@ -141,17 +263,18 @@ async fn past_the_waiting_cap_wrong_guesses_are_refused_429_at_once() {
     let running = serve(Some(TOKEN), Vec::new()).await;
     let refused = Arc::new(AtomicUsize::new(0));
     let mut guesses = tokio::task::JoinSet::new();
+    let guesser = client_from([127, 0, 3, 1]);
     for turn in 0..24 {
-        let (url, refused) = (running.url.clone(), refused.clone());
+        let (guesser, url, refused) = (guesser.clone(), running.url.clone(), refused.clone());
         guesses.spawn(async move {
-            if let (429, retry_after) = guess(&url, 1 + 3 * turn).await {
+            if let (429, retry_after) = guess(&guesser, &url, 1 + 2 * turn).await {
                 assert_eq!(retry_after.as_deref(), Some("1"));
                 refused.fetch_add(1, Ordering::SeqCst);
             }
         });
     }
-    // Sixteen wait for their turn; the others are refused at once (before the fix, every
-    // one was answered as a wrong token within the second).
+    // Four of this address wait for their turn; the others are refused at once, their
+    // tokens not compared.
     let deadline = Instant::now() + Duration::from_secs(10);
     while refused.load(Ordering::SeqCst) == 0 {
         assert!(Instant::now() < deadline, "no guess was refused with 429");
@@ -222,6 +345,307 @@ async fn without_the_session_the_refresh_is_answered_401_and_a_page_goes_to_the_
         .unwrap();
     assert_eq!(live.status().as_u16(), 200);
     assert_eq!(live.headers()["x-tablekit-live"], "1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
+    let logs = support::logs();
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (refused, answered_wrong) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let flood_started = Instant::now();
+    let mut flood = tokio::task::JoinSet::new();
+    // Sixteen clients, each from its own address, each with eight requests in flight,
+    // each asking again as soon as it is answered (a breath after a `429`).
+    for client in 0..16u8 {
+        let http = client_from([127, 0, 0, 2 + client]);
+        for lane in 0..8usize {
+            let (http, url, stop) = (http.clone(), running.url.clone(), stop.clone());
+            let (refused, answered_wrong) = (refused.clone(), answered_wrong.clone());
+            flood.spawn(async move {
+                let mut turn = lane;
+                while !stop.load(Ordering::SeqCst) {
+                    let wrong = format!("a-console-token-{client:04}{turn:06}");
+                    let request = match turn % 2 {
+                        0 => http.get(format!("{url}/")).bearer_auth(&wrong),
+                        _ => http
+                            .post(format!("{url}/login"))
+                            .header("content-type", "application/x-www-form-urlencoded")
+                            .body(format!("token={wrong}")),
+                    };
+                    turn += 8;
+                    let Ok(response) = request.send().await else {
+                        continue;
+                    };
+                    match response.status().as_u16() {
+                        429 => {
+                            refused.fetch_add(1, Ordering::SeqCst);
+                            tokio::time::sleep(Duration::from_millis(25)).await;
+                        }
+                        303 | 401 | 403 => {
+                            answered_wrong.fetch_add(1, Ordering::SeqCst);
+                        }
+                        other => panic!("a wrong token answered {other}"),
+                    }
+                }
+            });
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Meanwhile the operator, from an address that never guessed wrong.
+    let operator = client_from([127, 0, 0, 1]);
+    let mut slowest = Duration::ZERO;
+    for _ in 0..20 {
+        let asked = Instant::now();
+        let response = operator
+            .get(format!("{}/", running.url))
+            .bearer_auth(TOKEN)
+            .send()
+            .await
+            .unwrap();
+        let took = asked.elapsed();
+        assert_eq!(
+            response.status().as_u16(),
+            200,
+            "the operator's right token"
+        );
+        assert!(
+            took < Duration::from_secs(1),
+            "the right token took {took:?}"
+        );
+        slowest = slowest.max(took);
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    flood.abort_all();
+    let flooded = flood_started.elapsed();
+    let (refused, answered_wrong) = (
+        refused.load(Ordering::SeqCst),
+        answered_wrong.load(Ordering::SeqCst),
+    );
+    eprintln!(
+        "during a {flooded:?} flood: the operator's slowest answer {slowest:?}; {answered_wrong} wrong tokens answered, {refused} refused 429"
+    );
+    assert!(refused > 0, "no flooder was refused 429");
+    assert!(answered_wrong > 0, "no wrong token was answered");
+    // Four answers a second in all, plus one quick answer per address.
+    let bound = 16 + 4 * (flooded.as_secs() as usize + 1);
+    assert!(
+        answered_wrong <= bound,
+        "{answered_wrong} wrong tokens answered in {flooded:?}"
+    );
+    // The log tells of it in a few summary lines, never one line per request.
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let summaries = loop {
+        let text = logs.text();
+        let summaries: Vec<String> = text
+            .lines()
+            .filter(|l| {
+                l.contains("(too many tokens waiting (429)) from") && l.contains("127.0.0.")
+            })
+            .map(str::to_owned)
+            .collect();
+        if summaries.iter().any(|l| l.contains(" more) since ")) {
+            break summaries;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no summary of the flood in the log:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert!(summaries.len() <= 4, "{summaries:#?}");
+    assert!(
+        summaries.iter().all(|l| l.contains("WARN")),
+        "{summaries:#?}"
+    );
+}
+
+/// Signs in with `token` by the form: the answer.
+async fn sign_in(url: &str, token: &str) -> reqwest::Response {
+    client()
+        .post(format!("{url}/login"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(format!("token={token}"))
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The `Set-Cookie` header of an answer.
+fn set_cookie(response: &reqwest::Response) -> String {
+    response.headers()["set-cookie"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}
+
+/// The console's CSRF token, read from a page the operator's token opens.
+async fn csrf_token(url: &str) -> String {
+    let page = client()
+        .get(format!("{url}/"))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let start = page
+        .find("name=\"csrf\" value=\"")
+        .unwrap_or_else(|| panic!("no CSRF token in {page}"))
+        + "name=\"csrf\" value=\"".len();
+    page[start..].split('"').next().unwrap().to_owned()
+}
+
+/// A POST of `form` with `cookie`: the answer.
+async fn post_with_cookie(url: &str, cookie: &str, form: &str) -> reqwest::Response {
+    client()
+        .post(url)
+        .header("cookie", cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body(form.to_owned())
+        .send()
+        .await
+        .unwrap()
+}
+
+/// The status of a GET of `path` with `cookie`.
+async fn status_with_cookie(url: &str, path: &str, cookie: &str) -> u16 {
+    client()
+        .get(format!("{url}{path}"))
+        .header("cookie", cookie)
+        .send()
+        .await
+        .unwrap()
+        .status()
+        .as_u16()
+}
+
+#[tokio::test]
+async fn the_cookie_holds_no_part_of_the_token_and_signing_out_makes_it_useless() {
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let url = &running.url;
+    let response = sign_in(url, TOKEN).await;
+    assert_eq!(response.status().as_u16(), 303);
+    assert_eq!(response.headers()["location"], "/");
+    let header = set_cookie(&response);
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/"] {
+        assert!(header.contains(attribute), "{header}");
+    }
+    assert!(!header.contains("Secure"), "not behind TLS: {header}");
+    let cookie = header.split(';').next().unwrap().to_owned();
+    let id = cookie.strip_prefix("tablekit_console=").unwrap();
+    assert_eq!(id.len(), 64, "{id}");
+    assert!(id.bytes().all(|b| b.is_ascii_hexdigit()), "{id}");
+    for window in TOKEN.as_bytes().windows(6) {
+        let part = std::str::from_utf8(window).unwrap();
+        assert!(!id.contains(part), "{part:?} of the token in {header}");
+    }
+    assert_eq!(status_with_cookie(url, "/", &cookie).await, 200);
+    // Signing out needs the console's CSRF token: without it nothing changes.
+    let csrf = csrf_token(url).await;
+    let refused = post_with_cookie(&format!("{url}/logout"), &cookie, "csrf=stale").await;
+    assert_eq!(refused.status().as_u16(), 403);
+    assert_eq!(status_with_cookie(url, "/", &cookie).await, 200);
+    let signed_out =
+        post_with_cookie(&format!("{url}/logout"), &cookie, &format!("csrf={csrf}")).await;
+    assert_eq!(signed_out.status().as_u16(), 303);
+    assert_eq!(signed_out.headers()["location"], "/login");
+    let cleared = set_cookie(&signed_out);
+    assert!(
+        cleared.starts_with("tablekit_console=;") && cleared.contains("Max-Age=0"),
+        "{cleared}"
+    );
+    // The old cookie is no session any more: signed out, as with no cookie at all.
+    assert_eq!(status_with_cookie(url, "/", &cookie).await, 303);
+    assert_eq!(status_with_cookie(url, "/live", &cookie).await, 401);
+    // A bearer token still opens the console directly.
+    assert_eq!(csrf_token(url).await, csrf);
+}
+
+#[tokio::test]
+async fn behind_tls_the_cookie_is_secure() {
+    let running = serve_with(Some(TOKEN), Vec::new(), |o| o.behind_tls = true).await;
+    let header = set_cookie(&sign_in(&running.url, TOKEN).await);
+    assert!(header.contains("; Secure"), "{header}");
+    assert!(header.contains("HttpOnly") && header.contains("SameSite=Strict"));
+}
+
+#[tokio::test]
+async fn a_viewer_reads_every_page_and_may_not_act() {
+    let running = serve_with(Some(TOKEN), Vec::new(), |o| {
+        o.viewer_token = Some(VIEWER_TOKEN.to_owned());
+    })
+    .await;
+    let url = &running.url;
+    let csrf = csrf_token(url).await;
+    // By a bearer header.
+    for path in ["/", "/live", "/poison/index"] {
+        let response = client()
+            .get(format!("{url}{path}"))
+            .bearer_auth(VIEWER_TOKEN)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 200, "{path}");
+    }
+    for path in ["/jobs", "/queues/index", "/poison/index"] {
+        let response = client()
+            .post(format!("{url}{path}"))
+            .bearer_auth(VIEWER_TOKEN)
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(format!("csrf={csrf}&kind=audit"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 403, "{path}");
+        let text = response.text().await.unwrap();
+        assert!(text.contains("signed in as viewer"), "{path}: {text}");
+    }
+    // Signed in by the form.
+    let cookie = set_cookie(&sign_in(url, VIEWER_TOKEN).await)
+        .split(';')
+        .next()
+        .unwrap()
+        .to_owned();
+    assert_eq!(status_with_cookie(url, "/", &cookie).await, 200);
+    let refused = post_with_cookie(&format!("{url}/jobs"), &cookie, &format!("csrf={csrf}")).await;
+    assert_eq!(refused.status().as_u16(), 403);
+    // The viewer may sign out.
+    let signed_out =
+        post_with_cookie(&format!("{url}/logout"), &cookie, &format!("csrf={csrf}")).await;
+    assert_eq!(signed_out.status().as_u16(), 303);
+    assert_eq!(status_with_cookie(url, "/", &cookie).await, 303);
+    // The operator's POST passes the guard (the form's own checks answer it).
+    let operator = client()
+        .post(format!("{url}/jobs"))
+        .bearer_auth(TOKEN)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("kind=audit")
+        .send()
+        .await
+        .unwrap();
+    let text = operator.text().await.unwrap();
+    assert!(!text.contains("signed in as viewer"), "{text}");
+}
+
+#[tokio::test]
+async fn a_viewer_token_without_a_token_or_equal_to_it_is_refused_at_bind() {
+    let store = AnyStore::connect("memory:").await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    for (token, says) in [(None, "no token"), (Some(VIEWER_TOKEN), "different")] {
+        let mut options =
+            ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), token.map(str::to_owned));
+        options.viewer_token = Some(VIEWER_TOKEN.to_owned());
+        let refused = console::bind(store.clone(), queue.clone(), options)
+            .await
+            .expect_err("a viewer token refused");
+        assert!(refused.to_string().contains(says), "{refused}");
+    }
 }
 
 // ---- in Chromium ----

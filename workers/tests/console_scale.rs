@@ -1,7 +1,8 @@
 //! The console at scale, in Chromium: a poison queue of 10,000 messages on the SQLite
 //! queue — 40 of them with 2 MB bodies, one whose id and reason are not UTF-8 — paged
 //! through whole, filtered, grouped by reason, a bulk discard bound to the set its dry run
-//! listed while the queue changes under it, and a redrive into another queue. Each page
+//! listed while the queue changes under it (confirmed on its own page, every message of
+//! it in the action log), and a redrive into another queue. Each page
 //! is checked to stay under 1 MB; sizes and times are printed (not asserted). Screenshots
 //! go to `target/console-screenshots/scale-*.png`.
 
@@ -134,14 +135,6 @@ fn next_link(html: &str) -> Option<String> {
     Some(rest[..rest.find('"').unwrap()].replace("&amp;", "&"))
 }
 
-fn field(html: &str, name: &str) -> String {
-    let at = html
-        .find(&format!("name=\"{name}\" value=\""))
-        .unwrap_or_else(|| panic!("no {name} field"));
-    let rest = &html[at + name.len() + 15..];
-    rest[..rest.find('"').unwrap()].to_owned()
-}
-
 /// `12,345`.
 fn thousands(n: usize) -> String {
     let digits = n.to_string();
@@ -179,6 +172,8 @@ async fn ten_thousand_poison_messages_in_chromium() {
     let store = AnyStore::connect("memory:").await.unwrap();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![QUEUE.to_owned()];
+    let action_log = dir.path().join("actions.jsonl");
+    options.action_log = Some(action_log.clone());
     let served = support::console::serve(store, queue.clone(), options).await;
     let url = served.url.clone();
     let page = format!("{url}/poison/{QUEUE}");
@@ -242,18 +237,25 @@ async fn ten_thousand_poison_messages_in_chromium() {
         html.contains(&format!("{} pass the filter", thousands(copies)))
     })
     .await;
-    let reasons = client
-        .find(Locator::Css("details.reasons"))
+    // The reasons are folded until asked for.
+    let reasons = client.find(Locator::Css("details.reasons")).await.unwrap();
+    assert_eq!(
+        reasons.prop("open").await.unwrap().as_deref(),
+        Some("false"),
+        "the reasons are folded by default"
+    );
+    support::browser::click(client, "details.reasons summary").await;
+    let timeouts = expected(|i| i % 3 == 1 && i % 5 == 0);
+    let count = client
+        .find(Locator::XPath(
+            "//details[contains(@class,'reasons')]//tr[td[contains(@class,'reason')][contains(., 'timeout after')]]/td[contains(@class,'num')]",
+        ))
         .await
         .unwrap()
         .text()
         .await
         .unwrap();
-    let timeouts = expected(|i| i % 3 == 1 && i % 5 == 0);
-    assert!(
-        reasons.contains(&format!("timeout after 30 s {}", thousands(timeouts))),
-        "{reasons}"
-    );
+    assert_eq!(count, thousands(timeouts), "the timeouts counted");
     support::browser::screenshot(client, "scale-filtered-by-kind").await;
 
     // Filter by body text: one message.
@@ -330,16 +332,23 @@ async fn ten_thousand_poison_messages_in_chromium() {
             )
         }),
     );
-    support::browser::click(client, "form button[value='discard-all']").await;
+    support::browser::click(client, "form button[name='confirm']").await;
     support::browser::banner(
         client,
         &format!(
-            "Discarded {} of {} messages; the others had already left the poison queue.",
+            "Discarded {} of {} messages; the other 2 had already left the poison queue, or never was in it.",
             thousands(timeouts - 2),
             thousands(timeouts)
         ),
     )
     .await;
+    // Back where the operator was: the same filter.
+    let at = client.current_url().await.unwrap();
+    assert_eq!(
+        support::console::query_param(at.as_str(), "reason").as_deref(),
+        Some("timeout"),
+        "{at}"
+    );
     let (html, _) = fetch(&format!("{page}?reason=timeout")).await;
     let mut left: Vec<_> = html
         .match_indices("<code>late-")
@@ -352,18 +361,37 @@ async fn ten_thousand_poison_messages_in_chromium() {
         "only the two never seen are left"
     );
     support::browser::screenshot(client, "scale-after-bound-discard").await;
+    // The action log: one line per message the set named, the two gone among them.
+    let log = std::fs::read_to_string(&action_log).unwrap();
+    let lines: Vec<serde_json::Value> = log
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .filter(|l: &serde_json::Value| l["action"] == "discard-all")
+        .collect();
+    assert_eq!(lines.len(), timeouts, "one line per message of the set");
+    let gone_lines: Vec<&str> = lines
+        .iter()
+        .filter(|l| l["result"] == "gone")
+        .map(|l| l["handle"].as_str().unwrap())
+        .collect();
+    assert_eq!(gone_lines, gone, "the two taken before the confirmation");
+    assert_eq!(
+        lines.iter().filter(|l| l["result"] == "taken").count(),
+        timeouts - 2
+    );
 
-    // A forged count never acts: it only shows the dry run again.
+    // A forged count never acts: "all" only makes a dry run, a page of its own.
     let before = queue.stats(QUEUE).await.unwrap().poisoned;
     let (html, _) = fetch(&page).await;
-    let form = [
-        ("csrf", field(&html, "csrf")),
-        ("nonce", field(&html, "nonce")),
-        ("action", "discard-all".to_owned()),
-        ("confirmed", "999999".to_owned()),
-    ];
-    let response = client_post(&page, &form).await;
-    assert_eq!(response, 200);
+    let mut form = support::console::poison_fields(&html);
+    form.push(("action".into(), "discard-all".into()));
+    form.push(("confirmed".into(), "999999".into()));
+    let (status, location) = support::console::post_fields(&page, &form).await;
+    assert_eq!(status, 303);
+    assert!(
+        location.starts_with(&format!("/poison/{QUEUE}/confirm/")),
+        "{location}"
+    );
     assert_eq!(queue.stats(QUEUE).await.unwrap().poisoned, before);
 
     // Redrive: every index-remove message into another queue.
@@ -386,7 +414,12 @@ async fn ten_thousand_poison_messages_in_chromium() {
         .unwrap();
     support::browser::click(client, "button[value='moveto-all']").await;
     support::browser::wait_for(client, |html| html.contains("Dry run")).await;
-    support::browser::click(client, "form button[value='moveto-all']").await;
+    assert_eq!(
+        queue.stats(target).await.unwrap().waiting,
+        0,
+        "nothing before the confirmation"
+    );
+    support::browser::click(client, "form button[name='confirm']").await;
     support::browser::banner(
         client,
         &format!("Replayed {} messages to {target}.", thousands(removes)),
@@ -420,19 +453,4 @@ async fn client_get_bytes(url: &str) -> Vec<u8> {
     let response = client().get(url).send().await.unwrap();
     assert_eq!(response.status().as_u16(), 200, "{url}");
     response.bytes().await.unwrap().to_vec()
-}
-
-async fn client_post(url: &str, form: &[(&str, String)]) -> u16 {
-    let body: String = form_urlencoded::Serializer::new(String::new())
-        .extend_pairs(form)
-        .finish();
-    client()
-        .post(url)
-        .header("content-type", "application/x-www-form-urlencoded")
-        .body(body)
-        .send()
-        .await
-        .unwrap()
-        .status()
-        .as_u16()
 }

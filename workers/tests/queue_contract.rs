@@ -9,8 +9,9 @@ use std::time::Duration;
 
 use tablekit_workers::Error;
 use tablekit_workers::queue::{
-    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonPage, PoisonQuery, Queue,
-    QueueOptions,
+    ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, ReasonGroup, UNDECODABLE_REASON_GROUP,
+    poison_queue,
 };
 use tokio::time::timeout;
 
@@ -276,20 +277,36 @@ pub async fn invalid_queue_names_are_refused_before_any_io<Q: Queue + Clone>(
 }
 
 /// A queue nobody declared, and so its retry and poison queues: its stats say it is not
-/// declared (a broker that has declarations) or are empty (the SQLite queue, where every
-/// queue exists); every other read of it and its companions is empty, not an error (a
-/// reader can start before the first worker declares).
+/// declared, on every backend (the SQLite queue keeps a registry of declarations); every
+/// other read of it and its companions is empty, not an error (a reader can start before
+/// the first worker declares).
 pub async fn reads_of_an_undeclared_queue_and_its_companions_are_empty<Q: Queue + Clone>(
     queue: Q,
     name: String,
 ) {
     match queue.stats(&name).await {
         Err(Error::NotDeclared { queue }) => assert_eq!(queue, name),
-        Ok(stats) => assert_eq!(
-            (stats.waiting, stats.leased, stats.poisoned),
-            (0, 0, 0),
-            "{stats:?}"
-        ),
+        other => panic!("not declared: {other:?}"),
+    }
+    assert!(!queue.exists(&name).await.unwrap());
+    match queue.peek(&name, &PeekQuery::new(10)).await {
+        Ok(waiting) => assert!(waiting.is_empty(), "{waiting:?}"),
+        Err(Error::Unsupported(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
+    assert!(
+        queue
+            .poison_reason_groups(&name, &PoisonFilter::new())
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    match queue
+        .poison_page(&name, &PoisonQuery::new(10, 10).newest_first(true))
+        .await
+    {
+        Ok(page) => assert!(page.messages.is_empty() && page.next.is_none()),
+        Err(Error::Unsupported(_)) => {}
         Err(e) => panic!("{e}"),
     }
     assert!(queue.poison_list(&name, 10).await.unwrap().is_empty());
@@ -658,6 +675,352 @@ pub async fn a_paused_queue_reads_paused_until_resumed<Q: Queue + Clone>(queue: 
     consumer.close().await;
 }
 
+/// A declared queue exists; a name nobody declared (a typo of it, or `jbos`) does not, nor
+/// its poison queue, which no listing names either.
+pub async fn declared_queues_exist_and_nothing_else_does<Q: Queue + Clone>(queue: Q, name: String) {
+    let typo = format!("{name}-jbos");
+    assert!(!queue.exists(&name).await.unwrap(), "not declared yet");
+    queue.declare(&name, &options()).await.unwrap();
+    assert!(queue.exists(&name).await.unwrap());
+    assert!(!queue.exists(&typo).await.unwrap());
+    assert!(!queue.exists("jbos").await.unwrap());
+    assert!(
+        !queue.exists(&poison_queue(&name)).await.unwrap(),
+        "a poison queue is no queue to send to"
+    );
+    // RabbitMQ lists no queues (`None`): AMQP cannot.
+    if let Some(listed) = queue.declared_queues().await.unwrap() {
+        assert!(listed.contains(&name), "{name} in {listed:?}");
+        assert!(!listed.contains(&typo));
+        assert!(
+            listed
+                .iter()
+                .all(|q| !tablekit_workers::queue::is_poison_queue(q)),
+            "{listed:?}"
+        );
+    }
+    // Declaring again changes nothing.
+    queue.declare(&name, &options()).await.unwrap();
+    assert!(queue.exists(&name).await.unwrap());
+}
+
+fn envelope(i: usize) -> Vec<u8> {
+    format!(
+        r#"{{"id":"00000000-0000-0000-0000-{i:012}","kind":"archive-employee","version":2,"created_at":"2026-01-01T00:00:00Z","payload":{{"n":{i}}}}}"#
+    )
+    .into_bytes()
+}
+
+/// A peek shows the waiting messages, oldest first (or newest first where the backend can),
+/// with their kinds and attempts, and takes none; where the backend shows leased and
+/// delayed messages, they are marked.
+pub async fn a_peek_shows_waiting_messages_and_takes_none<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    let before = chrono::Utc::now() - chrono::Duration::seconds(5);
+    for i in 0..3 {
+        queue
+            .send(&name, &format!("w{i}"), &envelope(i))
+            .await
+            .unwrap();
+    }
+    let waiting = match queue.peek(&name, &PeekQuery::new(10)).await {
+        Ok(waiting) => waiting,
+        Err(Error::Unsupported(reason)) => {
+            // RabbitMQ: no read leaves a message in place.
+            assert!(!reason.is_empty());
+            assert_eq!(queue.stats(&name).await.unwrap().waiting, 3);
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    };
+    let ids: Vec<&str> = waiting.iter().map(|m| m.id.as_str()).collect();
+    assert_eq!(ids, ["w0", "w1", "w2"]);
+    for message in &waiting {
+        assert_eq!(message.kind, Some(("archive-employee".to_owned(), 2)));
+        assert_eq!(message.attempts, 0);
+        assert!(!message.leased);
+        assert_eq!(message.next_attempt, None);
+        assert!(message.handle.is_some());
+        let sent = message.sent_at.expect("a sending time");
+        assert!(sent >= before && sent <= chrono::Utc::now() + chrono::Duration::seconds(5));
+    }
+    assert_eq!(
+        queue.peek(&name, &PeekQuery::new(2)).await.unwrap().len(),
+        2
+    );
+    match queue
+        .peek(&name, &PeekQuery::new(2).newest_first(true))
+        .await
+    {
+        Ok(newest) => {
+            let ids: Vec<&str> = newest.iter().map(|m| m.id.as_str()).collect();
+            assert_eq!(ids, ["w2", "w1"]);
+        }
+        // Azure peeks at the front only.
+        Err(Error::Unsupported(_)) => {}
+        Err(e) => panic!("{e}"),
+    }
+    assert_eq!(
+        queue.stats(&name).await.unwrap().waiting,
+        3,
+        "a peek takes nothing"
+    );
+
+    // One leased, one delayed: marked, or not shown (Azure shows visible messages only).
+    let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+    let held = next(&mut consumer).await;
+    assert_eq!(held.received().id, "w0");
+    let waiting = queue.peek(&name, &PeekQuery::new(10)).await.unwrap();
+    match waiting.iter().find(|m| m.id == "w0") {
+        Some(leased) => {
+            assert!(leased.leased);
+            assert_eq!(leased.attempts, 1);
+            assert!(leased.next_attempt.expect("the lease's end") > chrono::Utc::now());
+        }
+        None => assert_eq!(waiting.len(), 2),
+    }
+    held.retry(Duration::from_secs(60)).await.unwrap();
+    let waiting = queue.peek(&name, &PeekQuery::new(10)).await.unwrap();
+    match waiting.iter().find(|m| m.id == "w0") {
+        Some(delayed) => {
+            assert!(!delayed.leased);
+            assert_eq!(delayed.attempts, 1);
+            let at = delayed.next_attempt.expect("when the retry is due");
+            assert!(
+                at > chrono::Utc::now() + chrono::Duration::seconds(30),
+                "{at}"
+            );
+        }
+        None => assert_eq!(waiting.len(), 2),
+    }
+    let next_one = next(&mut consumer).await;
+    assert_eq!(next_one.received().id, "w1", "a peek moved nothing");
+    next_one.ack().await.unwrap();
+    consumer.close().await;
+}
+
+fn ids(messages: &[PoisonMessage]) -> Vec<String> {
+    messages.iter().map(|m| m.id.clone()).collect()
+}
+
+/// Poison pages read newest first where the backend can (the reverse of oldest first,
+/// filtered alike, the cursor working backwards); the last page is one read.
+pub async fn poison_pages_read_newest_first_and_the_last_page_is_one_read<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    let names: Vec<String> = (0..25).map(|i| format!("n{i:02}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    poison_ids(&queue, &name, &names).await;
+    let oldest: Vec<String> = all_pages(&queue, &name, PoisonQuery::new(10, 4))
+        .await
+        .iter()
+        .flat_map(|p| ids(&p.messages))
+        .collect();
+    assert_eq!(oldest.len(), 25);
+    let mut reversed = oldest.clone();
+    reversed.reverse();
+    let newest_query = PoisonQuery::new(10, 4).newest_first(true);
+    match queue.poison_page(&name, &newest_query).await {
+        Ok(_) => {}
+        Err(Error::Unsupported(reason)) => {
+            // RabbitMQ: read from the front only. The last page oldest first needs newest
+            // first; the last page newest first is the first oldest first, reversed.
+            assert!(!reason.is_empty());
+            assert!(matches!(
+                queue
+                    .poison_last_page(&name, &PoisonQuery::new(10, 4))
+                    .await,
+                Err(Error::Unsupported(_))
+            ));
+            let last = queue.poison_last_page(&name, &newest_query).await.unwrap();
+            assert_eq!(ids(&last.messages), reversed[15..]);
+            return;
+        }
+        Err(e) => panic!("{e}"),
+    }
+    let pages = all_pages(&queue, &name, newest_query.clone()).await;
+    let sizes: Vec<usize> = pages.iter().map(|p| p.messages.len()).collect();
+    assert_eq!(sizes, [10, 10, 5]);
+    let newest: Vec<String> = pages.iter().flat_map(|p| ids(&p.messages)).collect();
+    assert_eq!(newest, reversed);
+
+    // Filtered alike: the messages whose id holds a 1, in both orders.
+    let filter = PoisonFilter::new().id("1");
+    let mut forward: Vec<String> =
+        all_pages(&queue, &name, PoisonQuery::new(3, 0).filter(filter.clone()))
+            .await
+            .iter()
+            .flat_map(|p| ids(&p.messages))
+            .collect();
+    let backward: Vec<String> = all_pages(
+        &queue,
+        &name,
+        PoisonQuery::new(3, 0).filter(filter).newest_first(true),
+    )
+    .await
+    .iter()
+    .flat_map(|p| ids(&p.messages))
+    .collect();
+    assert_eq!(forward.len(), 12, "{forward:?}");
+    forward.reverse();
+    assert_eq!(backward, forward);
+
+    // The last page oldest first: the last 10, oldest first; the page before it read
+    // backwards from its cursor.
+    let last = queue
+        .poison_last_page(&name, &PoisonQuery::new(10, 4))
+        .await
+        .unwrap();
+    assert_eq!(ids(&last.messages), oldest[15..]);
+    let before = queue
+        .poison_page(
+            &name,
+            &PoisonQuery::new(10, 4).reversed().after(last.next.clone()),
+        )
+        .await
+        .unwrap()
+        .reversed();
+    assert_eq!(ids(&before.messages), oldest[5..15]);
+    // The last page newest first: the first 10 sent, newest first.
+    let last_newest = queue.poison_last_page(&name, &newest_query).await.unwrap();
+    assert_eq!(ids(&last_newest.messages), reversed[15..]);
+}
+
+/// Reasons that differ only by the numbers and ids they name fall in one group, counted,
+/// with an example; a group filters pages, reasons and groups.
+pub async fn poison_reasons_group_by_what_they_say<Q: Queue + Clone>(queue: Q, name: String) {
+    queue.declare(&name, &options()).await.unwrap();
+    let reasons = [
+        ("g0", "conflict on ord-17"),
+        ("g1", "conflict on ord-9001"),
+        ("g2", "timeout after 30 s"),
+        ("g3", "conflict on ord-2"),
+        ("g4", "entity 550e8400-e29b-41d4-a716-446655440000 gone"),
+    ];
+    for (id, _) in reasons {
+        queue.send(&name, id, &envelope(0)).await.unwrap();
+    }
+    let mut consumer = queue.consume(&name, consume_options(8)).await.unwrap();
+    for _ in reasons {
+        let delivery = next(&mut consumer).await;
+        let reason = reasons
+            .iter()
+            .find(|(id, _)| *id == delivery.received().id)
+            .unwrap()
+            .1;
+        delivery.poison(reason).await.unwrap();
+    }
+    consumer.close().await;
+    let group = |group: &str, count: u64, example: &str| ReasonGroup {
+        group: group.to_owned(),
+        count,
+        example: example.to_owned(),
+    };
+    assert_eq!(
+        queue
+            .poison_reason_groups(&name, &PoisonFilter::new())
+            .await
+            .unwrap(),
+        [
+            group("conflict on ord-#", 3, "conflict on ord-17"),
+            group(
+                "entity # gone",
+                1,
+                "entity 550e8400-e29b-41d4-a716-446655440000 gone"
+            ),
+            group("timeout after # s", 1, "timeout after 30 s"),
+        ]
+    );
+    let conflicts = PoisonFilter::new().reason_group("conflict on ord-#");
+    assert_eq!(
+        ids_passing(&queue, &name, conflicts.clone()).await,
+        ["g0", "g1", "g3"]
+    );
+    assert_eq!(
+        queue.poison_reasons(&name, &conflicts).await.unwrap().len(),
+        3,
+        "three reasons in the group"
+    );
+    assert_eq!(
+        queue
+            .poison_reason_groups(&name, &conflicts.clone().id("g1"))
+            .await
+            .unwrap(),
+        [group("conflict on ord-#", 1, "conflict on ord-9001")]
+    );
+    assert!(
+        ids_passing(
+            &queue,
+            &name,
+            PoisonFilter::new().reason_group("conflict on ord-17")
+        )
+        .await
+        .is_empty(),
+        "a group is matched whole, not as text"
+    );
+    assert!(
+        ids_passing(&queue, &name, PoisonFilter::new().undecodable_reason())
+            .await
+            .is_empty()
+    );
+    let page = queue
+        .poison_page(&name, &PoisonQuery::new(10, 0))
+        .await
+        .unwrap();
+    assert!(page.messages.iter().all(|m| !m.reason_undecodable));
+}
+
+/// A poison message shows what its backend records beside the body (never a pop receipt),
+/// and when it was sent; its body is kept byte for byte.
+pub async fn a_poison_message_shows_its_headers_and_sending_time<Q: Queue + Clone>(
+    queue: Q,
+    name: String,
+) {
+    queue.declare(&name, &options()).await.unwrap();
+    let before = chrono::Utc::now() - chrono::Duration::seconds(5);
+    let body = b"\xff\x00raw \xfe bytes".to_vec();
+    queue.send(&name, "h1", &body).await.unwrap();
+    let mut consumer = queue.consume(&name, consume_options(1)).await.unwrap();
+    next(&mut consumer).await.poison("no h1").await.unwrap();
+    consumer.close().await;
+    let page = queue
+        .poison_page(&name, &PoisonQuery::new(10, 3))
+        .await
+        .unwrap();
+    let listed = &page.messages[0];
+    assert_eq!(listed.body, body[..3]);
+    assert!(!listed.headers.is_empty());
+    let whole = queue
+        .poison_body(&name, &listed.handle)
+        .await
+        .unwrap()
+        .expect("still poisoned");
+    assert_eq!(whole.body, body, "byte for byte");
+    assert_eq!(whole.reason, "no h1");
+    let sent = whole.sent_at.expect("when it was sent");
+    assert!(sent >= before && sent <= chrono::Utc::now() + chrono::Duration::seconds(5));
+    assert!(!whole.headers.is_empty());
+    for (header, value) in &whole.headers {
+        assert!(
+            !header.to_ascii_lowercase().contains("receipt"),
+            "{header}: {value}"
+        );
+    }
+    let names: Vec<&str> = whole.headers.iter().map(|(n, _)| n.as_str()).collect();
+    // Each backend's own record.
+    assert!(
+        names.contains(&"delivery-count")
+            || names.contains(&"dequeue-count")
+            || names.contains(&"x-tablekit-reason"),
+        "{names:?}"
+    );
+}
+
 macro_rules! contract {
     ($($case:ident),* $(,)?) => {
         mod sqlite {
@@ -725,6 +1088,11 @@ contract!(
     an_exact_set_of_poison_messages_is_taken_by_handle,
     a_handle_names_one_poisoning_of_a_repeated_id,
     a_paused_queue_reads_paused_until_resumed,
+    declared_queues_exist_and_nothing_else_does,
+    a_peek_shows_waiting_messages_and_takes_none,
+    poison_pages_read_newest_first_and_the_last_page_is_one_read,
+    poison_reasons_group_by_what_they_say,
+    a_poison_message_shows_its_headers_and_sending_time,
 );
 
 mod sqlite_only {
@@ -737,6 +1105,7 @@ mod sqlite_only {
         let queue = SqliteQueue::open(dir.path().join("queue.db"))
             .await
             .unwrap();
+        queue.declare("q", &options()).await.unwrap();
         queue.send("q", "s1", b"x").await.unwrap();
         let short = ConsumeOptions {
             prefetch: 1,
@@ -915,6 +1284,7 @@ mod sqlite_only {
         let queue = SqliteQueue::open(dir.path().join("queue.db"))
             .await
             .unwrap();
+        queue.declare("twice", &options()).await.unwrap();
         poison_ids(&queue, "twice", &["same"]).await;
         let first = handles_of(&queue, "twice", &["same"]).await;
         poison_ids(&queue, "twice", &["same"]).await;
@@ -953,6 +1323,7 @@ mod sqlite_only {
         let queue = SqliteQueue::open(dir.path().join("queue.db"))
             .await
             .unwrap();
+        queue.declare("held", &options()).await.unwrap();
         let mut consumer = queue.consume("held", consume_options(4)).await.unwrap();
         queue.set_paused("held", true).await.unwrap();
         queue.send("held", "h1", b"x").await.unwrap();
@@ -966,6 +1337,178 @@ mod sqlite_only {
         assert_eq!(delivery.received().id, "h1");
         assert_eq!(delivery.received().delivery_count, 1);
         delivery.ack().await.unwrap();
+    }
+
+    /// A queue file written before the registry: its first open registers the queues that
+    /// hold messages (not their poison queues); later opens back-fill nothing more.
+    #[tokio::test]
+    async fn the_registry_is_back_filled_from_the_queues_holding_messages_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        {
+            let file = rusqlite::Connection::open(&path).unwrap();
+            file.execute_batch(
+                "CREATE TABLE tablekit_queue (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, id TEXT NOT NULL,
+                    body BLOB NOT NULL, sent_at INTEGER NOT NULL, visible_at INTEGER NOT NULL,
+                    dequeue_count INTEGER NOT NULL DEFAULT 0, pop_receipt TEXT, reason TEXT);
+                 INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, reason) VALUES
+                    ('jobs', 'a', X'00', 0, 0, NULL), ('jobs', 'b', X'00', 0, 0, NULL),
+                    ('mail', 'c', X'00', 0, 0, NULL),
+                    ('gone-poison', 'd', X'00', 0, 0, 'no'),
+                    ('mail-poison', 'e', X'00', 0, 0, 'no');",
+            )
+            .unwrap();
+        }
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        assert_eq!(
+            queue.declared_queues().await.unwrap(),
+            Some(vec!["jobs".to_owned(), "mail".to_owned()])
+        );
+        assert_eq!(queue.stats("jobs").await.unwrap().waiting, 2);
+        assert_eq!(queue.stats("mail").await.unwrap().poisoned, 1);
+        assert!(queue.exists("mail").await.unwrap());
+        for undeclared in ["gone", "gone-poison", "jbos", "JOBS-POISON", "mail-poison"] {
+            assert!(!queue.exists(undeclared).await.unwrap(), "{undeclared}");
+        }
+        assert!(matches!(
+            queue.stats("gone").await,
+            Err(Error::NotDeclared { .. })
+        ));
+        // The poison of a queue nobody declared still reads.
+        assert_eq!(queue.poison_list("gone", 10).await.unwrap().len(), 1);
+        // Sent to but never declared: not registered, on this open or the next.
+        queue.send("typo", "t", b"x").await.unwrap();
+        drop(queue);
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        assert!(!queue.exists("typo").await.unwrap());
+        assert_eq!(
+            queue.declared_queues().await.unwrap(),
+            Some(vec!["jobs".to_owned(), "mail".to_owned()])
+        );
+    }
+
+    /// Two processes sharing the file (two connections) see each other's declarations.
+    #[tokio::test]
+    async fn declarations_are_shared_through_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let (a, b) = (
+            SqliteQueue::open(&path).await.unwrap(),
+            SqliteQueue::open(&path).await.unwrap(),
+        );
+        assert_eq!(b.declared_queues().await.unwrap(), Some(Vec::new()));
+        a.declare("from-a", &options()).await.unwrap();
+        b.declare("from-b", &options()).await.unwrap();
+        for queue in [&a, &b] {
+            assert!(queue.exists("from-a").await.unwrap());
+            assert!(queue.exists("from-b").await.unwrap());
+            assert_eq!(queue.stats("from-a").await.unwrap().waiting, 0);
+            assert_eq!(
+                queue.declared_queues().await.unwrap(),
+                Some(vec!["from-a".to_owned(), "from-b".to_owned()])
+            );
+        }
+        let any = tablekit_workers::queue::AnyQueue::connect(&format!("sqlite:{}", path.display()))
+            .await
+            .unwrap();
+        assert!(any.exists("from-b").await.unwrap());
+        assert_eq!(any.declared_queues().await.unwrap().unwrap().len(), 2);
+    }
+
+    /// A reason whose bytes are not UTF-8 is flagged, filterable and grouped under its own
+    /// label, in SQL; the page shows the queue's own record of each message.
+    #[tokio::test]
+    async fn undecodable_reasons_are_filtered_and_grouped_and_headers_shown() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("queue.db");
+        let queue = SqliteQueue::open(&path).await.unwrap();
+        queue.declare("bytes", &options()).await.unwrap();
+        poison_ids(&queue, "bytes", &["fine"]).await;
+        write_raw_poison(&path, "bytes");
+        let page = queue
+            .poison_page("bytes", &PoisonQuery::new(10, 10))
+            .await
+            .unwrap();
+        let flags: Vec<bool> = page.messages.iter().map(|m| m.reason_undecodable).collect();
+        assert_eq!(flags, [false, true]);
+        assert_eq!(
+            ids_passing(&queue, "bytes", PoisonFilter::new().undecodable_reason()).await,
+            ["bad-\u{FFFD}"]
+        );
+        assert_eq!(
+            ids_passing(
+                &queue,
+                "bytes",
+                PoisonFilter::new().reason_group(UNDECODABLE_REASON_GROUP)
+            )
+            .await,
+            ["bad-\u{FFFD}"]
+        );
+        let groups = queue
+            .poison_reason_groups("bytes", &PoisonFilter::new())
+            .await
+            .unwrap();
+        assert_eq!(
+            groups,
+            [
+                ReasonGroup {
+                    group: UNDECODABLE_REASON_GROUP.to_owned(),
+                    count: 1,
+                    example: "oops\u{FFFD}".to_owned()
+                },
+                ReasonGroup {
+                    group: "no fine".to_owned(),
+                    count: 1,
+                    example: "no fine".to_owned()
+                },
+            ]
+        );
+        let fine = &page.messages[0];
+        let names: Vec<&str> = fine.headers.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(names, ["sent-at", "poisoned-at", "delivery-count"]);
+        assert_eq!(fine.headers[2].1, "1");
+        let whole = queue
+            .poison_body("bytes", &page.messages[1].handle)
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(whole.reason_undecodable);
+        assert_eq!(
+            whole.headers[0],
+            ("sent-at".to_owned(), "1970-01-01T00:00:00.000Z".to_owned())
+        );
+        assert_eq!(
+            whole.headers[2],
+            ("delivery-count".to_owned(), "2".to_owned())
+        );
+    }
+
+    /// Pages newest first go by the row numbers, so a cursor survives messages poisoned
+    /// or taken meanwhile.
+    #[tokio::test]
+    async fn a_newest_first_cursor_survives_messages_poisoned_and_taken_meanwhile() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        queue.declare("moving", &options()).await.unwrap();
+        poison_ids(&queue, "moving", &["a", "b", "c", "d", "e"]).await;
+        let query = PoisonQuery::new(2, 0).newest_first(true);
+        let first = queue.poison_page("moving", &query).await.unwrap();
+        assert_eq!(ids(&first.messages), ["e", "d"]);
+        poison_ids(&queue, "moving", &["f"]).await;
+        let c = handles_of(&queue, "moving", &["c"]).await;
+        queue
+            .poison_take("moving", &c, &PoisonAction::Discard)
+            .await
+            .unwrap();
+        let second = queue
+            .poison_page("moving", &query.clone().after(first.next))
+            .await
+            .unwrap();
+        assert_eq!(ids(&second.messages), ["b", "a"]);
+        assert_eq!(second.next, None);
     }
 
     /// Pages of big bodies hold their previews only.
@@ -1140,7 +1683,119 @@ mod rabbitmq_only {
         assert_eq!(poisoned.len(), 1);
         assert_eq!(poisoned[0].id, "d1");
         assert_eq!(poisoned[0].reason, "delivery_limit");
+        // The broker's record of the death, shown readably, and the sending time.
+        let whole = queue
+            .poison_body(&name, &poisoned[0].handle)
+            .await
+            .unwrap()
+            .expect("still poisoned");
+        let death = whole
+            .headers
+            .iter()
+            .find(|(n, _)| n == "x-death[0]")
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("an x-death entry in {:?}", whole.headers));
+        assert!(
+            death.starts_with("reason=delivery_limit, queue="),
+            "{death}"
+        );
+        assert!(death.contains(", time=20"), "{death}");
+        assert!(
+            whole
+                .headers
+                .iter()
+                .any(|(n, v)| n == "message-id" && v == "d1")
+        );
+        assert!(whole.sent_at.is_some());
+        assert_eq!(whole.body, b"doomed");
         queue.delete_queue(&name, &options).await.unwrap();
+    }
+
+    /// A reason header whose bytes are not UTF-8 (another client poisoned the message) is
+    /// flagged, filterable and grouped under its own label.
+    #[tokio::test]
+    async fn a_reason_header_that_is_not_utf8_is_flagged_and_grouped() {
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let name = support::unique("undecodable");
+        queue.declare(&name, &options()).await.unwrap();
+        poison_ids(&queue, &name, &["fine"]).await;
+        let broker = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+            .await
+            .unwrap();
+        let channel = broker.create_channel().await.unwrap();
+        let mut headers = lapin::types::FieldTable::default();
+        headers.insert(
+            "x-tablekit-reason".into(),
+            lapin::types::AMQPValue::LongString(b"bad \xfe reason".to_vec().into()),
+        );
+        channel
+            .basic_publish(
+                "".into(),
+                poison_queue(&name).as_str().into(),
+                lapin::options::BasicPublishOptions::default(),
+                b"\xff body",
+                lapin::BasicProperties::default()
+                    .with_message_id("foreign".into())
+                    .with_headers(headers),
+            )
+            .await
+            .unwrap()
+            .await
+            .unwrap();
+        let _ = channel.close(200, "done".into()).await;
+        let _ = broker.close(200, "done".into()).await;
+        let page = queue
+            .poison_page(&name, &PoisonQuery::new(10, 100))
+            .await
+            .unwrap();
+        assert_eq!(ids(&page.messages), ["fine", "foreign"]);
+        let foreign = &page.messages[1];
+        assert!(foreign.reason_undecodable);
+        assert_eq!(foreign.reason, "bad \u{FFFD} reason");
+        assert_eq!(foreign.body, b"\xff body");
+        assert_eq!(
+            ids_passing(&queue, &name, PoisonFilter::new().undecodable_reason()).await,
+            ["foreign"]
+        );
+        let groups = queue
+            .poison_reason_groups(&name, &PoisonFilter::new())
+            .await
+            .unwrap();
+        let labels: Vec<(&str, u64)> = groups.iter().map(|g| (g.group.as_str(), g.count)).collect();
+        assert_eq!(labels, [(UNDECODABLE_REASON_GROUP, 1), ("no fine", 1)]);
+        queue.delete_queue(&name, &options()).await.unwrap();
+    }
+
+    /// What AMQP cannot do is said, not faked.
+    #[tokio::test]
+    async fn what_amqp_cannot_do_is_unsupported_with_the_reason() {
+        let Some(url) = support::amqp_url() else {
+            return;
+        };
+        let queue = RabbitQueue::connect(&url).await.unwrap();
+        let name = support::unique("unsupported");
+        queue.declare(&name, &options()).await.unwrap();
+        assert_eq!(queue.declared_queues().await.unwrap(), None);
+        let error = queue
+            .peek(&name, &PeekQuery::new(5))
+            .await
+            .expect_err("no peek");
+        assert!(
+            matches!(&error, Error::Unsupported(reason) if reason.contains("leaves a message in place")),
+            "{error}"
+        );
+        let error = queue
+            .poison_page(&name, &PoisonQuery::new(5, 0).newest_first(true))
+            .await
+            .expect_err("no newest first");
+        assert!(
+            matches!(&error, Error::Unsupported(reason) if reason.contains("front only")),
+            "{error}"
+        );
+        queue.delete_queue(&name, &options()).await.unwrap();
     }
 }
 
@@ -1330,6 +1985,57 @@ mod azure_only {
             .expect_err("over 64 KiB");
         assert!(matches!(error, Error::Refused { .. }), "{error}");
         queue.delete_queue(&name).await.unwrap();
+    }
+
+    /// The account's queues are listed, a page at a time, poison queues left out; a peek
+    /// reads the front only, at most 32; a poison message shows the service's record.
+    #[tokio::test]
+    async fn queues_are_listed_and_the_front_peeked() {
+        let Some((queue, _)) = connect() else { return };
+        let names: Vec<String> = (0..3)
+            .map(|i| support::azure_name(&format!("listed{i}")))
+            .collect();
+        for name in &names {
+            queue.declare(name, &options()).await.unwrap();
+        }
+        let listed = queue.declared_queues().await.unwrap().expect("a list");
+        for name in &names {
+            assert!(listed.contains(name), "{name}");
+            assert!(!listed.contains(&poison_queue(name)));
+        }
+        let name = &names[0];
+        for i in 0..40 {
+            queue
+                .send(name, &format!("w{i:02}"), &envelope(i))
+                .await
+                .unwrap();
+        }
+        let front = queue.peek(name, &PeekQuery::new(100)).await.unwrap();
+        assert_eq!(front.len(), 32, "one peek's worth");
+        assert_eq!(front[0].id, "w00");
+        let error = queue
+            .peek(name, &PeekQuery::new(5).newest_first(true))
+            .await
+            .expect_err("the front only");
+        assert!(matches!(error, Error::Unsupported(_)), "{error}");
+
+        poison_ids(&queue, &names[1], &["h1"]).await;
+        let poisoned = queue.poison_list(&names[1], 10).await.unwrap();
+        let header_names: Vec<&str> = poisoned[0]
+            .headers
+            .iter()
+            .map(|(n, _)| n.as_str())
+            .collect();
+        assert_eq!(
+            header_names,
+            ["message-id", "insertion-time", "dequeue-count"]
+        );
+        assert_eq!(poisoned[0].headers[0].1, poisoned[0].handle);
+        for name in &names {
+            queue.delete_queue(name).await.unwrap();
+        }
+        let listed = queue.declared_queues().await.unwrap().expect("a list");
+        assert!(!listed.contains(&names[0]));
     }
 
     #[tokio::test]

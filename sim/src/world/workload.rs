@@ -4,6 +4,7 @@
 use std::time::Duration;
 
 use tablekit_core::random;
+use tablekit_workers::queue::desk::{Desk, ExportedMessage, Role};
 use tablekit_workers::queue::{PoisonAction, PoisonQuery, Queue};
 
 use super::World;
@@ -32,7 +33,7 @@ pub(super) async fn run(world: &World) {
                 for id in [id.clone(), format!("{id}-2")] {
                     world.log(format!("director: malformed message {id} to {queue}"));
                     world.model.borrow_mut().malformed.push(id.clone());
-                    let _ = world.queue.send(queue, &id, b"{not an envelope").await;
+                    let _ = world.queue.send(queue, &id, MALFORMED_BODY).await;
                 }
             }
             // An operator at the console: a dry run lists a queue's malformed poison
@@ -43,25 +44,7 @@ pub(super) async fn run(world: &World) {
                 let queue = pick(&["index", "archive"]);
                 operator_replays_a_set(world, queue).await;
             }
-            13 => {
-                let malformed = world.model.borrow().malformed.clone();
-                let poisoned = world.queue.poisoned();
-                if let Some((queue, id, _)) =
-                    poisoned.iter().find(|(_, id, _)| malformed.contains(id))
-                    && let Ok(taken) = world
-                        .queue
-                        .poison_take(queue, std::slice::from_ref(id), &PoisonAction::Discard)
-                        .await
-                {
-                    world.log(format!(
-                        "operator: discarded {id} of {queue} ({})",
-                        taken.len()
-                    ));
-                    if !taken.is_empty() {
-                        world.model.borrow_mut().discarded.push(id.clone());
-                    }
-                }
-            }
+            13 => operator_discards_with_an_export(world).await,
             9..=11 => {
                 let minutes = 1 + random::u64() % 40;
                 world.log(format!("director: the clock jumps {minutes} min"));
@@ -69,6 +52,71 @@ pub(super) async fn run(world: &World) {
             }
             _ => {}
         }
+    }
+}
+
+/// The body every malformed message is sent with.
+const MALFORMED_BODY: &[u8] = b"{not an envelope";
+
+/// The console's discard of one malformed poison message, as its roles allow: a viewer's
+/// discard is refused and changes nothing; the operator exports the set first (the
+/// console's Export), then discards it — and every message the discard took must be in
+/// the export, its body byte for byte.
+async fn operator_discards_with_an_export(world: &World) {
+    let malformed = world.model.borrow().malformed.clone();
+    let poisoned = world.queue.poisoned();
+    let Some((queue, id, _)) = poisoned.iter().find(|(_, id, _)| malformed.contains(id)) else {
+        return;
+    };
+    let handles = std::slice::from_ref(id);
+    let viewer = Desk::new(world.queue.clone(), Role::Viewer);
+    match viewer.take(queue, handles, &PoisonAction::Discard).await {
+        Err(tablekit_workers::Error::QueuePermissionDenied { .. }) => {}
+        other => world.model.borrow_mut().console.push(format!(
+            "{queue}: a viewer's discard of {id} was not refused: {other:?}"
+        )),
+    }
+    if !world
+        .queue
+        .poisoned()
+        .iter()
+        .any(|(q, i, _)| q == queue && i == id)
+    {
+        world.model.borrow_mut().console.push(format!(
+            "{queue}: {id} left the poison queue on a viewer's discard"
+        ));
+        return;
+    }
+    let operator = Desk::new(world.queue.clone(), Role::Operator);
+    let mut export = Vec::new();
+    if let Err(e) = operator.export(queue, handles, &mut export).await {
+        world.log(format!("operator: the export failed: {e}"));
+        return;
+    }
+    let exported: Vec<ExportedMessage> = export
+        .split(|b| *b == b'\n')
+        .filter(|line| !line.is_empty())
+        .filter_map(|line| serde_json::from_slice(line).ok())
+        .collect();
+    let Ok(taken) = operator.take(queue, handles, &PoisonAction::Discard).await else {
+        return;
+    };
+    world.log(format!(
+        "operator: exported {} and discarded {id} of {queue} ({})",
+        exported.len(),
+        taken.len()
+    ));
+    for handle in &taken {
+        let kept = exported.iter().find(|m| &m.handle == handle);
+        match kept.map(ExportedMessage::body_bytes) {
+            Some(Ok(body)) if body == MALFORMED_BODY => {}
+            other => world.model.borrow_mut().console.push(format!(
+                "{queue}: the discard took {handle}, which its export holds as {other:?}"
+            )),
+        }
+    }
+    if !taken.is_empty() {
+        world.model.borrow_mut().discarded.push(id.clone());
     }
 }
 

@@ -79,6 +79,10 @@ pub enum Command {
     },
     /// Print how many messages a queue and its poison queue hold.
     Stats(QueueArgs),
+    /// Declare queues (with their poison queues) as a worker does at its start, with the
+    /// default options, so they exist before any worker runs: messages sent or replayed to
+    /// them wait, and the console accepts them as targets.
+    Declare(DeclareArgs),
     /// One screen for an operator: each queue's depth, leased and poison messages, the
     /// relay's backlog, and the last audit of every audited table (`--json` for scripts).
     Status(StatusArgs),
@@ -266,6 +270,20 @@ pub struct QueueArgs {
     pub broker: String,
 }
 
+/// Options of `declare`.
+#[derive(Debug, Args)]
+pub struct DeclareArgs {
+    /// A queue to declare (repeatable); not a poison queue (`<queue>-poison`), which comes
+    /// with its queue.
+    #[arg(long = "queue", required = true)]
+    pub queues: Vec<String>,
+    /// The broker: `amqp://user:password@host:port/vhost` (RabbitMQ), `sqlite:PATH` (the
+    /// embedded queue file) or `azure:CONNECTION-STRING` (Azure Queue Storage, feature
+    /// `azure`).
+    #[arg(long, env = "TABLEKIT_BROKER")]
+    pub broker: String,
+}
+
 /// Options of `status`.
 #[derive(Debug, Args)]
 pub struct StatusArgs {
@@ -315,6 +333,20 @@ pub struct ConsoleArgs {
     /// shows in the process list.
     #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// A second token, for reading only: signed in with it, a browser sees every page
+    /// and may not act (the same rules as `--token`, and different from it; only with
+    /// `--token`). Prefer the environment variable.
+    #[arg(long, env = "TABLEKIT_CONSOLE_VIEWER_TOKEN", hide_env_values = true)]
+    pub viewer_token: Option<String>,
+    /// The console is reached through HTTPS (a proxy that ends TLS): the sign-in cookie
+    /// is marked `Secure`.
+    #[arg(long, env = "TABLEKIT_CONSOLE_BEHIND_TLS")]
+    pub behind_tls: bool,
+    /// The action log: a file the console appends one JSON line to for every message an
+    /// action touches (without it, those lines go to the log, target
+    /// `tablekit::console::actions`).
+    #[arg(long, env = "TABLEKIT_CONSOLE_ACTION_LOG")]
+    pub action_log: Option<std::path::PathBuf>,
     /// A queue to show (repeatable); by default `index`, `archive` and the change queues
     /// the registered types declare.
     #[arg(long = "queue")]
@@ -420,11 +452,33 @@ pub struct RunArgs {
     /// The console's token (at least 16 characters, 8 of them different, no whitespace).
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE_TOKEN", hide_env_values = true)]
     pub console_token: Option<String>,
+    /// The console's viewer token, for reading only (the same rules as
+    /// `--console-token`, and different from it; only with `--console-token`).
+    #[arg(
+        long,
+        env = "TABLEKIT_RUN_CONSOLE_VIEWER_TOKEN",
+        hide_env_values = true
+    )]
+    pub console_viewer_token: Option<String>,
+    /// The console is reached through HTTPS (a proxy that ends TLS): its sign-in cookie
+    /// is marked `Secure`.
+    #[arg(long, env = "TABLEKIT_RUN_CONSOLE_BEHIND_TLS")]
+    pub console_behind_tls: bool,
+    /// The console's action log (as `console --action-log`).
+    #[arg(long, env = "TABLEKIT_RUN_CONSOLE_ACTION_LOG")]
+    pub console_action_log: Option<std::path::PathBuf>,
     /// Seconds between two passes of the expiry sweeper, which runs beside the relay and
     /// deletes the entities of expiring types (`#[entity(ttl)]`, `#[entity(expires)]`)
     /// whose time is up; 0 turns it off.
     #[arg(long, env = "TABLEKIT_EXPIRY_INTERVAL", default_value_t = 30)]
     pub expiry_interval: u64,
+    /// Keep no activity in the store. By default the worker writes, in the table
+    /// `TablekitActivity` of `--store`, its counts per queue and minute (processed,
+    /// failed, poisoned, redelivered; rolled up per hour after a day, kept 30 days) and a
+    /// heartbeat every 10 s (host, queues, deliveries in flight, rate): the console's
+    /// history and list of workers.
+    #[arg(long, env = "TABLEKIT_NO_ACTIVITY")]
+    pub no_activity: bool,
     /// Seconds a queue the worker's operations travel on, and that this process does not
     /// serve, may hold messages that no consumer takes before the worker warns in its log
     /// (and its `--console` on its page); 0 turns the worker's look off.

@@ -28,7 +28,7 @@ pub(super) fn served_queues(named: &[String], registry: &Registry) -> Result<Vec
 /// Runs a worker of each of `queues` over `broker` and `registry` until `shutdown`, or
 /// until one of them stops (then the others are stopped too, their in-flight deliveries
 /// given the shutdown timeout); their reports added up. Only the first reports the
-/// process's hot partitions.
+/// process's hot partitions. With `activity`, each worker counts its deliveries in it.
 ///
 /// # Errors
 /// The first error of a worker, once every worker has stopped.
@@ -42,6 +42,7 @@ pub(super) async fn serve(
     registry: Registry,
     config: &WorkerConfig,
     queues: &[String],
+    activity: Option<crate::activity::Activity>,
     shutdown: impl std::future::Future<Output = ()>,
 ) -> Result<WorkerReport> {
     let (stop, stopped) = tokio::sync::watch::channel(false);
@@ -55,11 +56,14 @@ pub(super) async fn serve(
             ..config.clone()
         };
         let mut stopped = stopped.clone();
-        workers.spawn(
-            Worker::new(broker.clone(), registry.clone(), config).run(async move {
-                let _ = stopped.wait_for(|s| *s).await;
-            }),
-        );
+        let worker = Worker::new(broker.clone(), registry.clone(), config);
+        let worker = match &activity {
+            Some(activity) => worker.with_activity(activity.clone()),
+            None => worker,
+        };
+        workers.spawn(worker.run(async move {
+            let _ = stopped.wait_for(|s| *s).await;
+        }));
     }
     tokio::pin!(shutdown);
     let (mut total, mut failure) = (WorkerReport::default(), None);

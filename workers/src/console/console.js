@@ -1,6 +1,13 @@
-// The tablekit console's one script: refreshes the overview's live part in place, and
-// ticks every message box of a poison page at once. The page works without it.
+// The tablekit console's one script: refreshes the overview's live part in place, ticks
+// every message box of a poison page at once, and reloads a page the browser restored
+// from its back-forward cache (its counts and buttons would be those of the past; the
+// server refuses a button that already acted, and the reload shows what is true now).
+// The page works without it.
 "use strict";
+
+window.addEventListener("pageshow", (event) => {
+  if (event.persisted) window.location.reload();
+});
 
 (function () {
   const body = document.body;

@@ -1,13 +1,14 @@
-//! The guard every request passes before a handler runs: the token (or a loopback host
-//! when there is none), the origin of a POST, and the security headers of every response.
+//! The guard every request passes before a handler runs: one `Host` header, the origin
+//! of a POST, the token or session (or a loopback host when there is no token), the role
+//! (a viewer may not act), and the security headers of every response.
 
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::access::{Access, Admission};
-use super::{Shared, signin};
+use super::access::{Access, Admission, has_several_hosts};
+use super::{Client, Refusal, Shared, signin, view};
 
 /// The header the console's script sets on its own requests: a request with it is not a
 /// page the browser shows, so it is answered `401` rather than sent to the sign-in form.
@@ -17,27 +18,56 @@ pub(super) const FETCH_HEADER: &str = "x-tablekit-fetch";
 /// when it carries it.
 pub(super) const LIVE_HEADER: &str = "x-tablekit-live";
 
-/// Every response's security headers; the token (or loopback host) and, for a POST, the
-/// origin, checked before any handler runs. A request without the right token is sent to
-/// the sign-in form when it is a page the browser shows, and answered `401` when it is the
-/// script's refresh (`/live`, or any request with [`FETCH_HEADER`]).
-pub(super) async fn guard(State(console): State<Shared>, request: Request, next: Next) -> Response {
+/// Every response's security headers; one `Host` header, then for a POST its origin,
+/// then the token or session (or loopback host), checked before any handler runs. An
+/// admitted request carries its [`Role`](super::Role) in its extensions (and, for the
+/// pages' frame, in [`view::VIEWER`] while its handler runs); a viewer's POST is refused
+/// `403`. A request without a right token or live session is sent to the sign-in form
+/// when it is a page the browser shows, and answered `401` when it is the script's
+/// refresh (`/live`, or any request with [`FETCH_HEADER`]). The sign-in form and signing
+/// out (`/login`, `/logout`) and the assets are answered without a session.
+pub(super) async fn guard(
+    State(console): State<Shared>,
+    mut request: Request,
+    next: Next,
+) -> Response {
+    let Client(client) = Client::of(request.extensions());
     let path = request.uri().path().to_owned();
-    let is_post = request.method() == axum::http::Method::POST;
+    let is_post = request.method() == Method::POST;
     let is_fetch = path == "/live" || request.headers().contains_key(FETCH_HEADER);
-    let mut response = if is_post && !Access::same_origin(request.headers()) {
+    let access = &console.access;
+    let mut response = if has_several_hosts(request.headers()) {
+        access.refused(Refusal::Host, client);
+        (StatusCode::BAD_REQUEST, "more than one Host header").into_response()
+    } else if is_post && !Access::same_origin(request.headers()) {
+        access.refused(Refusal::Origin, client);
         (StatusCode::FORBIDDEN, "a form of another site").into_response()
     } else if path.starts_with("/assets/") {
         next.run(request).await
-    } else if path == "/login" {
-        if console.access.needs_token() {
+    } else if path == "/login" || path == "/logout" {
+        if access.needs_token() {
             next.run(request).await
         } else {
             Redirect::to("/").into_response()
         }
     } else {
-        match console.access.admits(request.headers()).await {
-            Admission::Admitted => next.run(request).await,
+        match access.admits(request.headers(), client).await {
+            Admission::Admitted(role) if is_post && !role.may_act() => (
+                StatusCode::FORBIDDEN,
+                format!(
+                    "signed in as {}, who reads the console but may not act: sign in with the operator's token to do this",
+                    role.name()
+                ),
+            )
+                .into_response(),
+            Admission::Admitted(role) => {
+                request.extensions_mut().insert(role);
+                let viewer = view::Viewer {
+                    role,
+                    sign_out: access.needs_token().then(|| access.csrf().to_owned()),
+                };
+                view::VIEWER.scope(viewer, next.run(request)).await
+            }
             Admission::Busy => signin::busy(),
             Admission::NoToken | Admission::WrongToken if is_fetch => (
                 StatusCode::UNAUTHORIZED,

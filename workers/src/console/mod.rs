@@ -18,7 +18,9 @@
 //! Access: on loopback by default (answering loopback host names only); any other
 //! address needs a token (at least [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of
 //! them different, no whitespace or control characters), checked in constant time on
-//! every request. Wrong tokens, from every client together, are answered one a second.
+//! every request, or a session cookie from the sign-in form; an optional viewer token
+//! reads without acting. Guessing is slowed per client address and in all, without ever
+//! holding up a right token from an address that has not guessed wrong.
 //! Every action is a POST carrying the console's CSRF token from a page of the console
 //! itself; GET changes nothing; each action form acts once.
 
@@ -44,17 +46,25 @@ use crate::queue::AnyQueue;
 use crate::status::{QueueStatus, Status};
 
 mod access;
+mod activity;
+mod api;
+mod chart;
 mod forms;
 mod guard;
 pub mod jobs;
 mod metrics;
 mod pages;
 mod poison;
+pub mod records;
+mod security_log;
+mod session;
 mod signin;
 mod throttle;
 mod view;
+mod waiting;
 
 use access::Access;
+pub(crate) use access::{Client, Refusal, Role};
 pub use access::{MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN};
 use jobs::{Job, Jobs};
 
@@ -74,6 +84,13 @@ pub struct ConsoleOptions {
     /// [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of them different, and no
     /// whitespace or control characters: a random hex or base64 string.
     pub token: Option<String>,
+    /// A second token, for reading only: a request signed in with it sees every page and
+    /// may not act. The same rules as [`ConsoleOptions::token`], and different from it;
+    /// only with a token.
+    pub viewer_token: Option<String>,
+    /// Whether the console is reached through HTTPS (a proxy that ends TLS): the sign-in
+    /// cookie is then marked `Secure`.
+    pub behind_tls: bool,
     /// The queues shown; by default `index`, `archive` and the change queues the
     /// registered types declare.
     pub queues: Vec<String>,
@@ -86,6 +103,10 @@ pub struct ConsoleOptions {
     /// The workers' metrics endpoints (`http://HOST:PORT/metrics`), for convergence: the
     /// copy lag of each index and the hot partitions.
     pub metrics: Vec<String>,
+    /// The action log: a file the console appends one JSON-lines record to for every
+    /// message an action touches (see [`records`]); without one, those records go to the
+    /// log under the target [`records::ACTIONS_TARGET`].
+    pub action_log: Option<std::path::PathBuf>,
     /// How long a queue may hold messages that no consumer takes before the overview warns
     /// (default [`UNCONSUMED_AFTER`](crate::status::UNCONSUMED_AFTER); see
     /// [`unconsumed`](crate::status::unconsumed)). A broker that counts consumers
@@ -98,11 +119,14 @@ impl Default for ConsoleOptions {
         ConsoleOptions {
             bind: SocketAddr::from(([127, 0, 0, 1], 9465)),
             token: None,
+            viewer_token: None,
+            behind_tls: false,
             queues: Vec::new(),
             refresh: 3,
             blobs: None,
             migrations: crate::migrate::Migrations::new(),
             metrics: Vec::new(),
+            action_log: None,
             unconsumed_after: crate::status::UNCONSUMED_AFTER,
         }
     }
@@ -142,6 +166,8 @@ pub(crate) struct Overview {
     /// What the workers' metrics say, when the console reads them.
     convergence: Option<metrics::Convergence>,
     jobs: Vec<Job>,
+    /// The worker processes, as their heartbeats tell.
+    workers: Vec<crate::activity::WorkerProcess>,
 }
 
 struct Console {
@@ -150,6 +176,8 @@ struct Console {
     options: ConsoleOptions,
     access: Access,
     nonces: forms::Nonces,
+    /// Where the actions are recorded.
+    records: records::Records,
     /// The sets bulk actions are bound to, waiting for their confirmation.
     sets: poison::sets::Sets,
     jobs: Jobs,
@@ -179,14 +207,15 @@ impl std::fmt::Debug for BoundConsole {
 /// Binds the console over `store` and `broker`.
 ///
 /// # Errors
-/// [`Error::Config`] when the address is not loopback and there is no token, when the
-/// token is weak (see [`ConsoleOptions::token`]), or when the address cannot be bound.
+/// [`Error::Config`] when the address is not loopback and there is no token, when a
+/// token is weak (see [`ConsoleOptions::token`]), when the viewer token is given without
+/// a token or equals it, or when the address cannot be bound.
 pub async fn bind(
     store: AnyStore,
     broker: AnyQueue,
     options: ConsoleOptions,
 ) -> Result<BoundConsole> {
-    let access = Access::new(options.bind, options.token.clone())?;
+    let access = Access::new(&options)?;
     let listener = tokio::net::TcpListener::bind(options.bind)
         .await
         .map_err(|e| {
@@ -195,6 +224,7 @@ pub async fn bind(
                 options.bind
             ))
         })?;
+    let records = records::Records::new(store.clone(), options.action_log.clone());
     let jobs = Jobs::new(
         store.clone(),
         options.blobs.clone(),
@@ -208,6 +238,7 @@ pub async fn bind(
             options,
             access,
             nonces: forms::Nonces::default(),
+            records,
             sets: poison::sets::Sets::default(),
             jobs,
             samples: Mutex::default(),
@@ -264,7 +295,41 @@ fn router(console: Shared) -> Router {
         .route("/queues/{queue}", post(pages::pause_queue))
         .route("/poison/{queue}", get(poison::page).post(poison::action))
         .route("/poison/{queue}/body/{handle}", get(poison::body))
+        .route("/poison/{queue}/message/{handle}", get(poison::message))
+        .route("/poison/{queue}/reasons", get(poison::reasons))
+        .route(
+            "/poison/{queue}/confirm/{token}",
+            get(poison::confirm_page).post(poison::confirmed),
+        )
+        .route(
+            "/poison/{queue}/confirm/{token}/export",
+            get(poison::export),
+        )
+        .route("/actions", get(pages::actions))
+        .route("/workers", get(activity::workers_page))
+        .route("/queues/{queue}/waiting", get(waiting::page))
+        .route("/api/queues/{queue}/waiting", get(waiting::api))
+        .route("/api/status", get(api::status))
+        .route("/api/workers", get(activity::api_workers))
+        .route("/api/queues/{queue}/history", get(activity::api_history))
+        .route("/api/actions", get(api::actions))
+        .route("/api/poison/{queue}", get(api::poison_page))
+        .route(
+            "/api/poison/{queue}/messages/{handle}",
+            get(api::poison_message),
+        )
+        .route("/api/poison/{queue}/sets", post(api::make_set))
+        .route("/api/poison/{queue}/sets/{token}", get(api::get_set))
+        .route(
+            "/api/poison/{queue}/sets/{token}/export",
+            get(poison::export),
+        )
+        .route(
+            "/api/poison/{queue}/sets/{token}/confirm",
+            post(api::confirm_set),
+        )
         .route("/login", get(signin::login_page).post(signin::login))
+        .route("/logout", post(signin::logout))
         .route("/assets/console.css", get(pages::css))
         .route("/assets/console.js", get(pages::js))
         .layer(middleware::from_fn_with_state(
@@ -297,6 +362,7 @@ fn failure_status(kind: ErrorKind) -> StatusCode {
     match kind {
         ErrorKind::InvalidInput | ErrorKind::TooLarge => StatusCode::BAD_REQUEST,
         ErrorKind::NotFound | ErrorKind::TableNotFound => StatusCode::NOT_FOUND,
+        ErrorKind::PermissionDenied => StatusCode::FORBIDDEN,
         ErrorKind::AlreadyExists
         | ErrorKind::TableAlreadyExists
         | ErrorKind::PreconditionFailed => StatusCode::CONFLICT,

@@ -11,17 +11,20 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::Utc;
 
-use super::forms::{Admit, Form, Nonces, admit_action};
+use super::forms::{self, Admit, Form, admit_action};
 use super::jobs::JobKind;
+use super::records::ActionRecord;
 use super::view::Outcome;
-use super::{Console, Overview, QueueRow, Shared, failure, html, metrics, view};
+use super::{Console, Overview, QueueRow, Shared, activity, failure, html, metrics, view};
 use crate::display::neutral;
 use crate::error::Result;
 use crate::queue::Queue;
+use maud::html;
 
 #[derive(serde::Deserialize)]
 pub(super) struct ResultQuery {
     pub(super) result: Option<String>,
+    pub(super) again: Option<String>,
 }
 
 impl Console {
@@ -102,6 +105,13 @@ impl Console {
                 .map(|m| (m.table, m.kind, m.version))
                 .collect(),
             jobs: self.jobs.list().await?,
+            workers: match crate::activity::workers(&self.store).await {
+                Ok(workers) => workers,
+                Err(e) => {
+                    tracing::debug!(error = %e, "reading the worker processes failed");
+                    Vec::new()
+                }
+            },
             convergence: if self.options.metrics.is_empty() {
                 None
             } else {
@@ -110,9 +120,31 @@ impl Console {
         })
     }
 
-    /// The result of an action, by its nonce, for the banner.
-    pub(super) fn result(&self, nonce: Option<&str>) -> Option<Outcome> {
-        nonce.and_then(|n| self.nonces.outcome(n))
+    /// The result of an action, by its nonce, for the banner; `again` when the same form
+    /// was submitted once more (a double click, a page restored by Back): it says that
+    /// nothing was done this time.
+    pub(super) fn result(&self, nonce: Option<&str>, again: bool) -> Option<Outcome> {
+        let outcome = nonce.and_then(|n| self.nonces.outcome(n))?;
+        Some(if again {
+            Outcome {
+                text: format!(
+                    "Nothing was done: this form had already acted, and acts once. What it did then: {}",
+                    outcome.text
+                ),
+                failed: true,
+            }
+        } else {
+            outcome
+        })
+    }
+
+    /// The queues the console shows: those it was given, else the registry's defaults.
+    pub(super) async fn shown_queues(&self) -> Result<Vec<String>> {
+        if !self.options.queues.is_empty() {
+            return Ok(self.options.queues.clone());
+        }
+        let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
+        Ok(crate::status::default_queues(&schemas))
     }
 }
 
@@ -122,13 +154,31 @@ pub(super) async fn overview(
 ) -> Response {
     match console.overview().await {
         Ok(o) => {
-            let result = console.result(query.result.as_deref());
+            let result = console.result(query.result.as_deref(), query.again.is_some());
+            // The charts are drawn once per page load, not at each refresh.
+            let now = Utc::now();
+            let histories = futures::future::join_all(o.queues.iter().map(|q| {
+                let console = &console;
+                async move {
+                    let points = activity::day_of(console, &q.status.queue, now)
+                        .await
+                        .unwrap_or_else(|e| {
+                            tracing::debug!(error = %e, "reading a queue's history failed");
+                            Vec::new()
+                        });
+                    (q.status.queue.clone(), points)
+                }
+            }))
+            .await;
             html(
                 StatusCode::OK,
                 view::page(
                     "Overview",
                     Some(console.options.refresh.max(1)),
-                    view::overview(&o, console.access.csrf(), &Nonces::fresh(), result.as_ref()),
+                    html! {
+                        (view::overview(&o, console.access.csrf(), &console.nonces, result.as_ref()))
+                        (activity::history_card(&histories, now))
+                    },
                 ),
             )
         }
@@ -140,7 +190,7 @@ pub(super) async fn live(State(console): State<Shared>) -> Response {
     match console.overview().await {
         Ok(o) => html(
             StatusCode::OK,
-            view::live(&o, console.access.csrf(), &Nonces::fresh()),
+            view::live(&o, console.access.csrf(), &console.nonces),
         ),
         Err(e) => failure(&e),
     }
@@ -150,20 +200,43 @@ fn back_to_overview(nonce: &str) -> Response {
     Redirect::to(&format!("/?result={nonce}")).into_response()
 }
 
+/// Back to the overview after a form that had already acted.
+fn again_to_overview(nonce: &str) -> Response {
+    Redirect::to(&format!("/?result={nonce}&again=1")).into_response()
+}
+
 pub(super) async fn start_job(
     State(console): State<Shared>,
     ConnectInfo(client): ConnectInfo<SocketAddr>,
     body: Bytes,
 ) -> Response {
     let form = Form::parse(&body);
-    let nonce = match admit_action(&console, &form) {
+    // The form the nonce was issued for: a repair's confirmation (bound to its table), the
+    // clearing of finished jobs, the migration form, or the job form.
+    let (bound_action, bound_target) = if form.get("confirmed") == Some("yes") {
+        (view::REPAIR_FORM, form.get("table").unwrap_or_default())
+    } else if form.get("kind") == Some("clear") {
+        (view::CLEAR_FORM, "")
+    } else if form.get("type").is_some() {
+        (view::MIGRATE_FORM, "")
+    } else {
+        (view::JOB_FORM, "")
+    };
+    let nonce = match admit_action(
+        &console,
+        &form,
+        client,
+        form.get("nonce"),
+        bound_action,
+        bound_target,
+    ) {
         Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return back_to_overview(&nonce),
+        Admit::Done(nonce) => return again_to_overview(&nonce),
         Admit::Act(nonce) => nonce,
     };
     if form.get("kind") == Some("clear") {
         if !console.nonces.claim(&nonce) {
-            return back_to_overview(&nonce);
+            return again_to_overview(&nonce);
         }
         let outcome = match console.jobs.clear_finished().await {
             Ok(n) => Outcome::done(format!(
@@ -172,7 +245,13 @@ pub(super) async fn start_job(
             )),
             Err(e) => Outcome::failed(format!("Clearing the finished jobs failed: {e}")),
         };
-        tracing::info!(client = %client, action = "clear-jobs", result = %outcome.text, "console action");
+        console
+            .records
+            .record(
+                ActionRecord::new(client, None, "clear-jobs", None, &outcome),
+                &[],
+            )
+            .await;
         console.nonces.finish(&nonce, outcome);
         return back_to_overview(&nonce);
     }
@@ -196,12 +275,12 @@ pub(super) async fn start_job(
             view::page(
                 "Confirm",
                 None,
-                view::confirm_repair(table, console.access.csrf(), &nonce),
+                view::confirm_repair(table, console.access.csrf(), &console.nonces),
             ),
         );
     }
     if !console.nonces.claim(&nonce) {
-        return back_to_overview(&nonce);
+        return again_to_overview(&nonce);
     }
     // A migration names `table:kind` in one field; a backfill names its index.
     let (table, target) = match (kind, form.get("type")) {
@@ -229,13 +308,9 @@ pub(super) async fn start_job(
         )),
         Err(e) => Outcome::failed(format!("The job did not start: {e}")),
     };
-    tracing::info!(
-        client = %client,
-        action = kind.name(),
-        table = %neutral(table),
-        result = %neutral(&result.text),
-        "console action"
-    );
+    let mut record = ActionRecord::new(client, None, kind.name(), None, &result);
+    record.to = Some(table.to_owned());
+    console.records.record(record, &[]).await;
     console.nonces.finish(&nonce, result);
     back_to_overview(&nonce)
 }
@@ -251,9 +326,9 @@ pub(super) async fn pause_queue(
         return failure(&e);
     }
     let form = Form::parse(&body);
-    let nonce = match admit_action(&console, &form) {
+    let nonce = match admit_action(&console, &form, client, form.get("nonce"), "pause", &queue) {
         Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return back_to_overview(&nonce),
+        Admit::Done(nonce) => return again_to_overview(&nonce),
         Admit::Act(nonce) => nonce,
     };
     let paused = match form.get("pause") {
@@ -266,8 +341,11 @@ pub(super) async fn pause_queue(
             );
         }
     };
+    if let Err(refused) = pausable(&console, &queue).await {
+        return refused;
+    }
     if !console.nonces.claim(&nonce) {
-        return back_to_overview(&nonce);
+        return again_to_overview(&nonce);
     }
     let outcome = match console.broker.set_paused(&queue, paused).await {
         Ok(()) if paused => Outcome::done(format!(
@@ -281,15 +359,57 @@ pub(super) async fn pause_queue(
             if paused { "paused" } else { "resumed" }
         )),
     };
-    tracing::info!(
-        client = %client,
-        queue = %neutral(&queue),
-        action = if paused { "pause" } else { "resume" },
-        result = %neutral(&outcome.text),
-        "console action"
-    );
+    console
+        .records
+        .record(
+            ActionRecord::new(
+                client,
+                Some(&queue),
+                if paused { "pause" } else { "resume" },
+                None,
+                &outcome,
+            ),
+            &[],
+        )
+        .await;
     console.nonces.finish(&nonce, outcome);
     back_to_overview(&nonce)
+}
+
+/// Whether the consumers of `queue` can be paused from the console: a queue it shows that
+/// the backend has declared, never a poison queue (no worker consumes one). The refusal
+/// names the queues that can.
+async fn pausable(console: &Console, queue: &str) -> std::result::Result<(), Response> {
+    let shown = match console.shown_queues().await {
+        Ok(shown) => shown,
+        Err(e) => return Err(failure(&e)),
+    };
+    let mut can = Vec::new();
+    for q in shown.iter().filter(|q| !crate::queue::is_poison_queue(q)) {
+        match console.broker.exists(q).await {
+            Ok(true) => can.push(q.clone()),
+            Ok(false) => {}
+            Err(e) => return Err(failure(&e)),
+        }
+    }
+    if can.iter().any(|q| q == queue) {
+        return Ok(());
+    }
+    Err(forms::refusal(
+        StatusCode::BAD_REQUEST,
+        &format!(
+            "The consumers of {} cannot be paused here: the console pauses the queues it shows that are declared, never a poison queue. It could be: {}.",
+            neutral(queue),
+            if can.is_empty() {
+                "none yet (a worker declares its queue when it starts)".to_owned()
+            } else {
+                can.iter()
+                    .map(|q| neutral(q).into_owned())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }
+        ),
+    ))
 }
 
 pub(super) async fn css() -> Response {
@@ -306,4 +426,37 @@ pub(super) async fn js() -> Response {
         include_str!("console.js"),
     )
         .into_response()
+}
+
+#[derive(serde::Deserialize)]
+pub(super) struct ActionsQuery {
+    after: Option<String>,
+}
+
+/// How many actions the page of recent actions lists.
+const ACTIONS_LISTED: usize = 50;
+
+/// The recent actions, newest first, a page at a time.
+pub(super) async fn actions(
+    State(console): State<Shared>,
+    UrlQuery(query): UrlQuery<ActionsQuery>,
+) -> Response {
+    match console
+        .records
+        .recent(
+            ACTIONS_LISTED,
+            query.after.as_deref().filter(|a| !a.is_empty()),
+        )
+        .await
+    {
+        Ok((records, next)) => html(
+            StatusCode::OK,
+            view::page(
+                "Actions",
+                None,
+                view::actions(&records, next.as_deref(), Utc::now()),
+            ),
+        ),
+        Err(e) => failure(&e),
+    }
 }

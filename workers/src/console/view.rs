@@ -6,9 +6,20 @@
 use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
+use super::Role;
+use super::forms::Nonces;
 use super::jobs::{Job, JobKind, JobState};
 use super::{Overview, QueueRow};
 use crate::display::neutral;
+
+/// The action a job form's nonce is issued for (its target is chosen in the form).
+pub(super) const JOB_FORM: &str = "job";
+/// The action of the migration form.
+pub(super) const MIGRATE_FORM: &str = "migrate";
+/// The action of the form that clears finished jobs.
+pub(super) const CLEAR_FORM: &str = "clear-jobs";
+/// The action of a repair's confirmation (its target the table).
+pub(super) const REPAIR_FORM: &str = "repair";
 
 /// What an action did, for the banner: a success, or a failure shown as one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -33,8 +44,34 @@ impl Outcome {
     }
 }
 
-/// The frame of every page.
+/// Who is looking, for the frame of a page: the role, and whether they signed in (then the
+/// frame offers to sign out, a form carrying the CSRF token).
+#[derive(Clone, Debug)]
+pub(crate) struct Viewer {
+    pub(crate) role: Role,
+    /// The CSRF token, when the console has tokens (a sign-out form is shown).
+    pub(crate) sign_out: Option<String>,
+}
+
+tokio::task_local! {
+    /// Who the request being answered is from: set by the guard around each handler.
+    pub(crate) static VIEWER: Viewer;
+}
+
+/// The role of the request being answered (an operator outside a request: the guard
+/// refuses every action of a viewer whatever a page shows).
+pub(super) fn role() -> Role {
+    VIEWER.try_with(|v| v.role).unwrap_or(Role::Operator)
+}
+
+/// Whether the page being rendered offers actions.
+pub(super) fn may_act() -> bool {
+    role().may_act()
+}
+
+/// The frame of every page: the role shown, and a sign-out when signed in.
 pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
+    let viewer = VIEWER.try_with(Clone::clone).ok();
     html! {
         (DOCTYPE)
         html lang="en" {
@@ -50,6 +87,17 @@ pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
                     a.brand href="/" { "tablekit" span { "console" } }
                     nav {
                         a href="/" { "Overview" }
+                        a href="/workers" { "Workers" }
+                        a href="/actions" { "Actions" }
+                    }
+                    @if let Some(viewer) = &viewer {
+                        span.role { "signed in as " strong { (viewer.role.name()) } }
+                        @if let Some(csrf) = &viewer.sign_out {
+                            form.signout method="post" action="/logout" {
+                                input type="hidden" name="csrf" value=(csrf);
+                                button.quiet { "Sign out" }
+                            }
+                        }
                     }
                 }
                 main { (body) }
@@ -128,11 +176,15 @@ pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
+fn queue_row(row: &QueueRow, csrf: &str, nonces: &Nonces) -> Markup {
     let q = &row.status;
     html! {
         tr {
-            td.name { a href=(format!("/poison/{}", urlencode(&q.queue))) { (neutral(&q.queue)) } }
+            td.name {
+                a href=(format!("/poison/{}", urlencode(&q.queue))) { (neutral(&q.queue)) }
+                br;
+                a.sub href=(format!("/queues/{}/waiting", urlencode(&q.queue))) { "waiting" }
+            }
             @if !q.declared {
                 td colspan="6" .muted { "not declared yet — a worker declares it when it starts" }
             } @else if let Some(error) = &q.error {
@@ -157,15 +209,19 @@ fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
                             span.attached { (thousands(attached)) " attached" } " "
                         }
                     }
+                    @if !may_act() {
+                        @if row.paused == Some(true) { span.badge.bad { "paused" } }
+                    } @else {
                     form.pause method="post" action=(format!("/queues/{}", urlencode(&q.queue))) {
                         input type="hidden" name="csrf" value=(csrf);
-                        input type="hidden" name="nonce" value=(nonce);
+                        input type="hidden" name="nonce" value=(nonces.issue("pause", &q.queue));
                         @if row.paused == Some(true) {
                             span.badge.bad { "paused" } " "
                             button name="pause" value="resume" { "Resume" }
                         } @else {
                             button.quiet name="pause" value="pause" title="the queue's workers take no new messages until resumed" { "Pause" }
                         }
+                    }
                     }
                 }
             }
@@ -174,7 +230,7 @@ fn queue_row(row: &QueueRow, csrf: &str, nonce: &str) -> Markup {
 }
 
 /// The live part of the overview (refreshed in place by the script).
-pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
+pub(super) fn live(o: &Overview, csrf: &str, nonces: &Nonces) -> Markup {
     let now = o.at;
     html! {
         section.card #queues {
@@ -185,13 +241,14 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     th.num { "leased" } th.num { "poison" } th.num { "change" } th { "consumers" }
                 } }
                 tbody {
-                    @for row in &o.queues { (queue_row(row, csrf, nonce)) }
+                    @for row in &o.queues { (queue_row(row, csrf, nonces)) }
                 }
             }
             @for idle in &o.unconsumed {
                 p.warning.unconsumed role="alert" { (idle.warning()) }
             }
         }
+        (super::activity::workers_card(&o.workers, now))
         section.card #relay {
             h2 { "Relay backlog" }
             @let b = &o.status.relay;
@@ -317,10 +374,10 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
             h2 { "Jobs" }
             @if o.tables.is_empty() {
                 p.muted { "No registered entity types in this store yet: jobs run over the tables they declare." }
-            } @else {
+            } @else if may_act() {
                 form.inline method="post" action="/jobs" {
                     input type="hidden" name="csrf" value=(csrf);
-                    input type="hidden" name="nonce" value=(nonce);
+                    input type="hidden" name="nonce" value=(nonces.issue(JOB_FORM, ""));
                     label { "table "
                         select name="table" {
                             @for (table, _) in &o.tables { option value=(table) { (table) } }
@@ -341,10 +398,10 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
                     button name="kind" value="backfill" { "Backfill index" }
                 }
             }
-            @if !o.migrations.is_empty() {
+            @if !o.migrations.is_empty() && may_act() {
                 form.inline method="post" action="/jobs" {
                     input type="hidden" name="csrf" value=(csrf);
-                    input type="hidden" name="nonce" value=(nonce);
+                    input type="hidden" name="nonce" value=(nonces.issue(MIGRATE_FORM, ""));
                     label { "type "
                         select name="type" {
                             @for (table, kind, version) in &o.migrations {
@@ -358,10 +415,12 @@ pub(super) fn live(o: &Overview, csrf: &str, nonce: &str) -> Markup {
             @if o.jobs.is_empty() {
                 p.muted { "No jobs yet." }
             } @else {
-                form.inline method="post" action="/jobs" {
-                    input type="hidden" name="csrf" value=(csrf);
-                    input type="hidden" name="nonce" value=(nonce);
-                    button.quiet name="kind" value="clear" title="deletes the records of done and failed jobs; running jobs stay" { "Clear finished jobs" }
+                @if may_act() {
+                    form.inline method="post" action="/jobs" {
+                        input type="hidden" name="csrf" value=(csrf);
+                        input type="hidden" name="nonce" value=(nonces.issue(CLEAR_FORM, ""));
+                        button.quiet name="kind" value="clear" title="deletes the records of done and failed jobs; running jobs stay" { "Clear finished jobs" }
+                    }
                 }
                 table.grid.jobs {
                     thead { tr { th { "job" } th { "table" } th { "progress" } th { "result" } th { "started" } } }
@@ -433,15 +492,20 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
 }
 
 /// The overview page.
-pub(super) fn overview(o: &Overview, csrf: &str, nonce: &str, result: Option<&Outcome>) -> Markup {
+pub(super) fn overview(
+    o: &Overview,
+    csrf: &str,
+    nonces: &Nonces,
+    result: Option<&Outcome>,
+) -> Markup {
     html! {
         (banner(result))
-        div #live data-src="/live" { (live(o, csrf, nonce)) }
+        div #live data-src="/live" { (live(o, csrf, nonces)) }
     }
 }
 
 /// Asks before a repair writes to a table.
-pub(super) fn confirm_repair(table: &str, csrf: &str, nonce: &str) -> Markup {
+pub(super) fn confirm_repair(table: &str, csrf: &str, nonces: &Nonces) -> Markup {
     html! {
         section.card.confirm {
             h2 { "Repair " code { (neutral(table)) } "?" }
@@ -451,12 +515,54 @@ pub(super) fn confirm_repair(table: &str, csrf: &str, nonce: &str) -> Markup {
             }
             form.inline method="post" action="/jobs" {
                 input type="hidden" name="csrf" value=(csrf);
-                input type="hidden" name="nonce" value=(nonce);
+                input type="hidden" name="nonce" value=(nonces.issue(REPAIR_FORM, table));
                 input type="hidden" name="table" value=(table);
                 input type="hidden" name="confirmed" value="yes";
                 button.danger name="kind" value="repair" { "Repair " (neutral(table)) }
                 button name="kind" value="audit" { "Run an audit instead" }
                 a href="/" { "Cancel" }
+            }
+        }
+    }
+}
+
+/// The page of recent actions.
+pub(super) fn actions(
+    records: &[super::records::ActionRecord],
+    next: Option<&str>,
+    now: DateTime<Utc>,
+) -> Markup {
+    html! {
+        section.card #actions {
+            h2 { "Recent actions" }
+            @if records.is_empty() {
+                p.muted { "No action recorded yet." }
+            } @else {
+                div.scroll {
+                    table.grid.actions {
+                        thead { tr {
+                            th { "when (UTC)" } th { "who" } th { "action" } th { "queue" }
+                            th.num { "asked" } th.num { "taken" } th { "result" } th { "every message" }
+                        } }
+                        tbody {
+                            @for r in records {
+                                tr class=(if r.failed { "failed" } else { "" }) {
+                                    td.nowrap { (r.at.format("%Y-%m-%d %H:%M:%S")) br; span.muted { (ago(r.at, now)) } }
+                                    td.nowrap { (neutral(&r.client)) br; span.muted { (neutral(&r.role)) } }
+                                    td.nowrap { (neutral(&r.action)) @if let Some(to) = &r.to { " → " (neutral(to)) } }
+                                    td.name { @if let Some(q) = &r.queue { (neutral(q)) } }
+                                    td.num { (thousands(r.asked)) }
+                                    td.num { (thousands(r.taken)) }
+                                    td.reason { (neutral(&r.result)) }
+                                    td.reason.muted { @if let Some(d) = &r.details { (neutral(d)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(next) = next {
+                nav.pager { a.next href=(format!("/actions?after={}", urlencode(next))) { "Older actions →" } }
             }
         }
     }

@@ -12,8 +12,9 @@
 use std::time::Duration;
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
-    PoisonQuery, Queue, QueueOptions, QueueStats, Received,
+    ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    WaitingMessage,
 };
 use crate::error::{Error, Result};
 use tablekit_core::any::forms::{self, Argument, Form};
@@ -224,6 +225,30 @@ impl Queue for AnyQueue {
 
     async fn paused(&self, queue: &str) -> Result<bool> {
         dispatch!(self, q => q.paused(queue).await)
+    }
+
+    async fn exists(&self, queue: &str) -> Result<bool> {
+        dispatch!(self, q => q.exists(queue).await)
+    }
+
+    async fn declared_queues(&self) -> Result<Option<Vec<String>>> {
+        dispatch!(self, q => q.declared_queues().await)
+    }
+
+    async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
+        dispatch!(self, q => q.peek(queue, query).await)
+    }
+
+    async fn poison_reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<ReasonGroup>> {
+        dispatch!(self, q => q.poison_reason_groups(queue, filter).await)
+    }
+
+    async fn poison_last_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        dispatch!(self, q => q.poison_last_page(queue, query).await)
     }
 }
 

@@ -22,6 +22,8 @@ use crate::error::{Error, Result};
 mod any;
 #[cfg(feature = "azure")]
 pub mod azure;
+pub mod desk;
+mod peek;
 mod poison;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbit;
@@ -30,8 +32,10 @@ pub mod roundtrip;
 pub mod sqlite;
 
 pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
+pub use peek::{MAX_PEEK, PeekQuery, WaitingMessage};
 pub use poison::{
-    PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, operation_of,
+    PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup,
+    UNDECODABLE_REASON_GROUP, operation_of, reason_group,
 };
 
 /// The suffix of a queue's poison queue.
@@ -43,6 +47,12 @@ pub const MAX_QUEUE_NAME_BYTES: usize = 255;
 /// The name of a queue's poison queue.
 pub fn poison_queue(queue: &str) -> String {
     format!("{queue}{POISON_SUFFIX}")
+}
+
+/// Whether `name` is a poison queue's name (it ends with [`POISON_SUFFIX`]): never a queue
+/// to send or replay to, nor one [`Queue::exists`] or [`Queue::declared_queues`] counts.
+pub fn is_poison_queue(name: &str) -> bool {
+    name.ends_with(POISON_SUFFIX)
 }
 
 /// Checks a queue name: 1 to 200 bytes (room for the `-poison` and retry suffixes within
@@ -228,12 +238,13 @@ pub trait Queue: Send + Sync + 'static {
     /// [`Error::Unavailable`], [`Error::Storage`].
     fn stats(&self, queue: &str) -> impl Future<Output = Result<QueueStats>> + Send;
 
-    /// One page of the poison queue, oldest first: the messages `query` filters, each
-    /// body cut to its preview. A backend that cannot read a page lists the whole poison
-    /// queue for each page (the default).
+    /// One page of the poison queue, oldest or newest first as `query` asks: the messages
+    /// `query` filters, each body cut to its preview. A backend that cannot read a page
+    /// lists the whole poison queue for each page (the default).
     ///
     /// # Errors
-    /// [`Error::Unavailable`], [`Error::Storage`].
+    /// [`Error::Unavailable`], [`Error::Storage`]; [`Error::Unsupported`] for newest first
+    /// on a backend that reads its poison queue from the front only (RabbitMQ).
     fn poison_page(
         &self,
         queue: &str,
@@ -333,6 +344,96 @@ pub trait Queue: Send + Sync + 'static {
         let _ = queue;
         async { Ok(false) }
     }
+
+    /// Whether `queue` is declared (by a worker at its start, or by `tablekit-worker
+    /// declare`): a queue to send or replay to. A poison queue ([`is_poison_queue`]) never
+    /// is. The default asks [`stats`](Self::stats): [`Error::NotDeclared`] is `false`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidQueueName`] for a name the backend refuses, [`Error::Unavailable`],
+    /// [`Error::Storage`].
+    fn exists(&self, queue: &str) -> impl Future<Output = Result<bool>> + Send {
+        async move {
+            if is_poison_queue(queue) {
+                return Ok(false);
+            }
+            match self.stats(queue).await {
+                Ok(_) => Ok(true),
+                Err(Error::NotDeclared { .. }) => Ok(false),
+                Err(e) => Err(e),
+            }
+        }
+    }
+
+    /// The declared queues (poison queues and the other names derived from a queue left
+    /// out), by name, when the backend can list them; `None` when it cannot (the default).
+    /// The SQLite queue lists its registry; Azure lists the account's queues (all of them,
+    /// tablekit's or not, but for poison queues). RabbitMQ answers `None`: AMQP has no
+    /// call that lists queues (only the management plugin's HTTP API does).
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`], [`Error::QueuePermissionDenied`].
+    fn declared_queues(&self) -> impl Future<Output = Result<Option<Vec<String>>>> + Send {
+        async { Ok(None) }
+    }
+
+    /// Up to [`PeekQuery::limit`] of the messages waiting in `queue` (leased and delayed
+    /// ones included where the backend shows them), oldest or newest first, without taking
+    /// them: nothing is leased or counted. An undeclared queue holds none.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`]; [`Error::Unsupported`] on a backend that
+    /// cannot read a message and leave it in place (the default), or for an order it cannot
+    /// read.
+    fn peek(
+        &self,
+        queue: &str,
+        query: &PeekQuery,
+    ) -> impl Future<Output = Result<Vec<WaitingMessage>>> + Send {
+        let _ = (queue, query);
+        async {
+            Err(Error::Unsupported(
+                "this queue backend cannot show waiting messages without taking them".into(),
+            ))
+        }
+    }
+
+    /// The poison messages `filter` passes grouped by their reasons'
+    /// [group](PoisonMessage::reason_group), with how many fall in each and one reason of
+    /// each: every group, most first, then by group. The default reads the whole poison
+    /// queue.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> impl Future<Output = Result<Vec<ReasonGroup>>> + Send {
+        async move {
+            let all = self.poison_list(queue, usize::MAX).await?;
+            Ok(poison::groups_of(all, filter))
+        }
+    }
+
+    /// The last page of `query`'s order (its cursor ignored): the last `limit` messages
+    /// `query` passes, in `query`'s order — the first page of the other order, reversed,
+    /// one read whatever the poison queue holds where that order reads in pages. Its
+    /// [`next`](PoisonPage::next) continues backwards: the page before it is the page of
+    /// `query.reversed().after(next)`, reversed.
+    ///
+    /// # Errors
+    /// As [`poison_page`](Self::poison_page) for [`PoisonQuery::reversed`].
+    fn poison_last_page(
+        &self,
+        queue: &str,
+        query: &PoisonQuery,
+    ) -> impl Future<Output = Result<PoisonPage>> + Send {
+        async move {
+            let page = self.poison_page(queue, &query.clone().reversed()).await?;
+            Ok(page.reversed())
+        }
+    }
 }
 
 /// Receives the deliveries of one queue.
@@ -396,5 +497,8 @@ mod tests {
             );
         }
         assert_eq!(poison_queue("archive"), "archive-poison");
+        assert!(is_poison_queue(&poison_queue("archive")));
+        assert!(!is_poison_queue("archive"));
+        assert!(!is_poison_queue("poison-archive"));
     }
 }

@@ -27,8 +27,9 @@ use std::time::Duration;
 use tablekit_core::roundtrip::{CallKind, RoundTrips};
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
-    PoisonQuery, Queue, QueueOptions, QueueStats, Received,
+    ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    WaitingMessage,
 };
 use crate::error::Result;
 
@@ -169,6 +170,46 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
     async fn paused(&self, queue: &str) -> Result<bool> {
         self.trips
             .call(CallKind::QueueAdmin, self.inner.paused(queue))
+            .await
+    }
+
+    async fn exists(&self, queue: &str) -> Result<bool> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.exists(queue))
+            .await
+    }
+
+    async fn declared_queues(&self) -> Result<Option<Vec<String>>> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.declared_queues())
+            .await
+    }
+
+    async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.peek(queue, query))
+            .await
+    }
+
+    async fn poison_reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<ReasonGroup>> {
+        self.trips
+            .call(
+                CallKind::QueueAdmin,
+                self.inner.poison_reason_groups(queue, filter),
+            )
+            .await
+    }
+
+    async fn poison_last_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        self.trips
+            .call(
+                CallKind::QueueAdmin,
+                self.inner.poison_last_page(queue, query),
+            )
             .await
     }
 }

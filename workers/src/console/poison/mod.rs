@@ -3,31 +3,36 @@
 //! - a page at a time (`?after=` from the page before, `?limit=` up to [`MAX_PAGE`]),
 //!   filtered by operation kind, id, reason or body text, with the reasons grouped and
 //!   counted;
-//! - each body cut to [`PREVIEW`] bytes, the whole body one link away
-//!   (`/poison/<queue>/body/<handle>`);
+//! - each body cut to [`PREVIEW`] bytes, the whole message one link away
+//!   (`/poison/<queue>/message/<handle>`: its body pretty and raw, its headers, its failure);
 //! - replay (to the message's queue or another), or discard, of one message or the
 //!   selected ones; and of all the messages the filter passes, after a dry run that lists
-//!   them and keeps that exact set: the confirmation acts on it and nothing else
-//!   ([`sets`]).
+//!   them and keeps that exact set ([`sets`]). Every discard is confirmed first, one message
+//!   included; a set can be exported before it is confirmed ([`export`]).
 //!
-//! Each form acts once; each action is logged with its client and message ids.
+//! Each button acts once ([`super::forms`]); each action is recorded with its client and
+//! every message it touched ([`super::records`]).
 
-use std::net::SocketAddr;
-
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
+use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Redirect, Response};
+use axum::response::{IntoResponse, Response};
 
-use super::forms::{Admit, Form, Nonces, admit_action};
-use super::view::Outcome;
 use super::{Shared, failure, html, view as frame};
 use crate::display::neutral;
 use crate::error::{Error, Result};
-use crate::queue::{PoisonAction, PoisonFilter, PoisonQuery, Queue};
+use crate::queue::{PoisonFilter, PoisonQuery, Queue};
 
+mod actions;
+mod export;
+mod message;
 pub(super) mod sets;
 mod view;
+
+pub(super) use actions::{
+    act, action, confirm_page, confirmed, destination_problem, dry_run, named,
+};
+pub(super) use export::export;
+pub(super) use message::message;
 
 /// How many messages a page lists unless asked.
 pub(super) const DEFAULT_PAGE: usize = 50;
@@ -37,17 +42,89 @@ pub(super) const MAX_PAGE: usize = 100;
 pub(super) const PREVIEW: usize = 800;
 /// The most messages one bulk action takes.
 pub(super) const MAX_SET: usize = 100_000;
-/// How many messages a dry run names (the rest counted).
-const NAMED: usize = 100;
-/// How many messages an action's log line names (the rest counted).
-const LOGGED: usize = 20;
+
+/// Where the operator is in a queue's poison messages: the filter, the page and its size.
+/// An action returns to it.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(super) struct Place {
+    pub(super) filter: PoisonFilter,
+    /// The cursor of the page (`None`: the first).
+    pub(super) after: Option<String>,
+    /// Messages per page.
+    pub(super) limit: usize,
+    /// Newest first rather than oldest first.
+    pub(super) newest_first: bool,
+    /// Read backwards: the page before the cursor `after` of the other order (the last
+    /// page when `after` is `None`).
+    pub(super) backwards: bool,
+}
+
+impl Place {
+    /// The place a form carries in its hidden fields (`kind`, `fid`, `reason`, `body`,
+    /// `after`, `limit`).
+    pub(super) fn of_form(form: &super::forms::Form) -> Self {
+        Place {
+            filter: filter_of(
+                form.get("kind").unwrap_or_default(),
+                form.get("fid").unwrap_or_default(),
+                form.get("reason").unwrap_or_default(),
+                form.get("body").unwrap_or_default(),
+            ),
+            after: form
+                .get("after")
+                .filter(|a| !a.is_empty())
+                .map(str::to_owned),
+            limit: form
+                .get("limit")
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(DEFAULT_PAGE)
+                .clamp(1, MAX_PAGE),
+            newest_first: form.get("order") == Some("newest"),
+            backwards: form.get("back") == Some("1"),
+        }
+        .grouped(
+            form.get("group").unwrap_or_default(),
+            form.get("undecodable") == Some("1"),
+        )
+    }
+
+    /// The place with the reason group (and undecodable-reasons) parts of its filter.
+    fn grouped(mut self, group: &str, undecodable: bool) -> Self {
+        self.filter = self.filter.reason_group(group);
+        if undecodable {
+            self.filter = self.filter.undecodable_reason();
+        }
+        self
+    }
+
+    /// The query of the page this place shows.
+    fn query(&self, preview: usize) -> PoisonQuery {
+        let query = PoisonQuery::new(self.limit, preview)
+            .filter(self.filter.clone())
+            .newest_first(self.newest_first);
+        if self.backwards {
+            query.reversed().after(self.after.clone())
+        } else {
+            query.after(self.after.clone())
+        }
+    }
+}
 
 /// A page's query: the filter, the page, and an action's result.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 pub(super) struct PageQuery {
     result: Option<String>,
+    /// Set when the result shown is that of an earlier submission of the same form.
+    again: Option<String>,
     limit: Option<usize>,
     after: Option<String>,
+    order: Option<String>,
+    back: Option<String>,
+    /// The reason groups skipped (the page of reasons).
+    skip: Option<usize>,
+    #[serde(default)]
+    group: String,
+    undecodable: Option<String>,
     #[serde(default)]
     kind: String,
     #[serde(default)]
@@ -59,12 +136,19 @@ pub(super) struct PageQuery {
 }
 
 impl PageQuery {
-    fn filter(&self) -> PoisonFilter {
-        filter_of(&self.kind, &self.id, &self.reason, &self.body)
+    fn place(&self) -> Place {
+        Place {
+            filter: filter_of(&self.kind, &self.id, &self.reason, &self.body),
+            after: self.after.clone().filter(|a| !a.is_empty()),
+            limit: self.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE),
+            newest_first: self.order.as_deref() == Some("newest"),
+            backwards: self.back.as_deref() == Some("1"),
+        }
+        .grouped(&self.group, self.undecodable.as_deref() == Some("1"))
     }
 }
 
-fn filter_of(kind: &str, id: &str, reason: &str, body: &str) -> PoisonFilter {
+pub(super) fn filter_of(kind: &str, id: &str, reason: &str, body: &str) -> PoisonFilter {
     PoisonFilter::new()
         .kind(kind.trim())
         .id(id)
@@ -79,11 +163,10 @@ pub(super) struct PoisonView {
     total: u64,
     /// Those the filter passes (the reasons' counts added up).
     matching: u64,
-    filter: PoisonFilter,
-    reasons: Vec<(String, u64)>,
+    place: Place,
+    /// The reasons of the messages the filter passes, grouped with digits and ids masked.
+    groups: Vec<crate::queue::ReasonGroup>,
     page: crate::queue::PoisonPage,
-    after: Option<String>,
-    limit: usize,
     paused: bool,
 }
 
@@ -92,8 +175,7 @@ pub(super) async fn page(
     Path(queue): Path<String>,
     UrlQuery(query): UrlQuery<PageQuery>,
 ) -> Response {
-    let limit = query.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE);
-    let filter = query.filter();
+    let place = query.place();
     let shown = async {
         crate::queue::check_queue_name(&queue)?;
         let total = match console.broker.stats(&queue).await {
@@ -101,41 +183,92 @@ pub(super) async fn page(
             Err(Error::NotDeclared { .. }) => 0,
             Err(e) => return Err(e),
         };
-        let reasons = console.broker.poison_reasons(&queue, &filter).await?;
-        let page = console
+        let groups = console
             .broker
-            .poison_page(
-                &queue,
-                &PoisonQuery::new(limit, PREVIEW)
-                    .filter(filter.clone())
-                    .after(query.after.clone().filter(|a| !a.is_empty())),
-            )
+            .poison_reason_groups(&queue, &place.filter)
             .await?;
+        let query = place.query(PREVIEW);
+        let page = if place.backwards && place.after.is_none() {
+            // The last page: one read of the other order's first page.
+            console
+                .broker
+                .poison_last_page(&queue, &query.clone().reversed())
+                .await?
+        } else if place.backwards {
+            console.broker.poison_page(&queue, &query).await?.reversed()
+        } else {
+            console.broker.poison_page(&queue, &query).await?
+        };
         Ok::<_, Error>(PoisonView {
             queue: queue.clone(),
             total,
-            matching: reasons.iter().map(|(_, n)| n).sum(),
-            filter: filter.clone(),
-            reasons,
+            matching: groups.iter().map(|g| g.count).sum(),
+            place: place.clone(),
+            groups,
             page,
-            after: query.after.clone().filter(|a| !a.is_empty()),
-            limit,
             paused: console.broker.paused(&queue).await.unwrap_or(false),
         })
     }
     .await;
     match shown {
         Ok(v) => {
-            let result = console.result(query.result.as_deref());
+            let result = console.result(query.result.as_deref(), query.again.is_some());
+            let now = chrono::Utc::now();
+            let month = crate::activity::history(
+                &console.store,
+                &queue,
+                now - chrono::Duration::days(30),
+                now,
+            )
+            .await
+            .unwrap_or_else(|e| {
+                tracing::debug!(error = %e, "reading the queue's history failed");
+                Vec::new()
+            });
             html(
                 StatusCode::OK,
                 frame::page(
                     &format!("Poison of {}", neutral(&queue)),
                     None,
-                    view::poison(&v, console.access.csrf(), &Nonces::fresh(), result.as_ref()),
+                    maud::html! {
+                        (view::poison(
+                            &v,
+                            console.access.csrf(),
+                            &console.nonces,
+                            result.as_ref(),
+                        ))
+                        (super::activity::queue_history(&queue, &month, now))
+                    },
                 ),
             )
         }
+        Err(e) => failure(&e),
+    }
+}
+
+/// Every reason group of a queue's poison messages, a page at a time.
+pub(super) async fn reasons(
+    State(console): State<Shared>,
+    Path(queue): Path<String>,
+    UrlQuery(query): UrlQuery<PageQuery>,
+) -> Response {
+    let place = query.place();
+    if let Err(e) = checked_queue(&queue) {
+        return failure(&e);
+    }
+    match console
+        .broker
+        .poison_reason_groups(&queue, &place.filter)
+        .await
+    {
+        Ok(groups) => html(
+            StatusCode::OK,
+            frame::page(
+                &format!("Reasons of {}", neutral(&queue)),
+                None,
+                view::reasons(&queue, &place, &groups, query.skip.unwrap_or(0)),
+            ),
+        ),
         Err(e) => failure(&e),
     }
 }
@@ -158,277 +291,24 @@ pub(super) async fn body(
             message.body,
         )
             .into_response(),
-        Ok(None) => html(
-            StatusCode::NOT_FOUND,
-            frame::page(
-                "Gone",
-                None,
-                frame::problem("This message is no longer in the poison queue."),
-            ),
-        ),
+        Ok(None) => gone(),
         Err(e) => failure(&e),
     }
 }
 
-fn refused(status: StatusCode, message: &str) -> Response {
+/// The page of a message no longer in the poison queue.
+fn gone() -> Response {
     html(
-        status,
-        frame::page("Refused", None, frame::problem(message)),
+        StatusCode::NOT_FOUND,
+        frame::page(
+            "Gone",
+            None,
+            frame::problem("This message is no longer in the poison queue."),
+        ),
     )
 }
 
-/// What a form asks for.
-struct Asked {
-    /// `replay`, `discard` or `moveto`.
-    verb: String,
-    /// `one`, `selected` or `all`.
-    scope: String,
-    handles: Vec<String>,
-}
-
-fn asked(form: &Form) -> Option<Asked> {
-    if let Some((verb, handle)) = form.get("one").and_then(|o| o.split_once(':')) {
-        return Some(Asked {
-            verb: verb.to_owned(),
-            scope: "one".into(),
-            handles: vec![handle.to_owned()],
-        });
-    }
-    let (verb, scope) = form.get("action")?.split_once('-')?;
-    Some(Asked {
-        verb: verb.to_owned(),
-        scope: scope.to_owned(),
-        handles: form.all("h").into_iter().map(str::to_owned).collect(),
-    })
-}
-
-pub(super) async fn action(
-    State(console): State<Shared>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path(queue): Path<String>,
-    body: Bytes,
-) -> Response {
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failure(&e);
-    }
-    let form = Form::parse(&body);
-    // The filter the page showed: what "all" covers, and where the result is shown.
-    let filter = filter_of(
-        form.get("kind").unwrap_or_default(),
-        form.get("fid").unwrap_or_default(),
-        form.get("reason").unwrap_or_default(),
-        form.get("body").unwrap_or_default(),
-    );
-    let back = |nonce: &str| {
-        Redirect::to(&view::link(
-            &queue,
-            &filter,
-            DEFAULT_PAGE,
-            None,
-            Some(nonce),
-        ))
-        .into_response()
-    };
-    let nonce = match admit_action(&console, &form) {
-        Admit::Refused(response) => return *response,
-        Admit::Done(nonce) => return back(&nonce),
-        Admit::Act(nonce) => nonce,
-    };
-    let Some(asked) = asked(&form).filter(|a| {
-        matches!(a.verb.as_str(), "replay" | "discard" | "moveto")
-            && matches!(a.scope.as_str(), "one" | "selected" | "all")
-    }) else {
-        return refused(StatusCode::BAD_REQUEST, "Unknown action.");
-    };
-    let action = match asked.verb.as_str() {
-        "replay" => PoisonAction::Replay,
-        "discard" => PoisonAction::Discard,
-        _ => {
-            let to = form.get("to").unwrap_or_default().trim();
-            if let Err(e) = crate::queue::check_queue_name(to) {
-                return refused(
-                    StatusCode::BAD_REQUEST,
-                    &format!("Name the queue to replay to: {e}"),
-                );
-            }
-            if to.ends_with(crate::queue::POISON_SUFFIX) {
-                return refused(
-                    StatusCode::BAD_REQUEST,
-                    "A poison queue takes no replays: name the queue whose workers should take the messages.",
-                );
-            }
-            match console.broker.stats(to).await {
-                Ok(_) => {}
-                Err(Error::NotDeclared { .. }) => {
-                    return refused(
-                        StatusCode::BAD_REQUEST,
-                        &format!(
-                            "The queue {} is not declared: start a worker of it (or declare it) first, so that nothing sent to it is lost.",
-                            neutral(to)
-                        ),
-                    );
-                }
-                Err(e) => return failure(&e),
-            }
-            PoisonAction::ReplayTo(to.to_owned())
-        }
-    };
-    let (handles, ids) = if asked.scope == "all" {
-        // The confirmation of a dry run acts on the set it listed; anything else is a
-        // dry run.
-        match form.get("set").filter(|s| !s.is_empty()) {
-            Some(token) => match console.sets.take(token, &queue) {
-                Some(bound) if bound.action == action && bound.filter == filter => {
-                    (bound.handles, bound.ids)
-                }
-                _ => {
-                    return refused(
-                        StatusCode::BAD_REQUEST,
-                        "This confirmation is unknown, expired or already used: go back to the poison page and start again.",
-                    );
-                }
-            },
-            None => {
-                return match dry_run(&console, &queue, action, filter).await {
-                    Ok((bound, reasons)) => {
-                        let named = bound.ids.len().min(NAMED);
-                        let count = bound.handles.len();
-                        let shown_ids: Vec<String> = bound.ids[..named].to_vec();
-                        let filter = bound.filter.clone();
-                        let action = bound.action.clone();
-                        let token = console.sets.keep(bound);
-                        html(
-                            StatusCode::OK,
-                            frame::page(
-                                "Confirm",
-                                None,
-                                view::confirm(&view::Confirm {
-                                    queue: &queue,
-                                    action: &action,
-                                    verb: &asked.verb,
-                                    filter: &filter,
-                                    count,
-                                    ids: &shown_ids,
-                                    reasons: &reasons,
-                                    token: &token,
-                                    csrf: console.access.csrf(),
-                                    nonce: &nonce,
-                                }),
-                            ),
-                        )
-                    }
-                    Err(e) => failure(&e),
-                };
-            }
-        }
-    } else {
-        if asked.handles.is_empty() {
-            return refused(
-                StatusCode::BAD_REQUEST,
-                "No message was selected: tick the messages first.",
-            );
-        }
-        (asked.handles.clone(), Vec::new())
-    };
-    if !console.nonces.claim(&nonce) {
-        return back(&nonce);
-    }
-    let taken = console.broker.poison_take(&queue, &handles, &action).await;
-    let (verb, to) = match &action {
-        PoisonAction::Replay => ("Replayed", String::new()),
-        PoisonAction::ReplayTo(to) => ("Replayed", format!(" to {}", neutral(to))),
-        _ => ("Discarded", String::new()),
-    };
-    let messages = |n: usize| if n == 1 { "message" } else { "messages" };
-    let n = |n: usize| frame::thousands(n as u64);
-    let outcome = match &taken {
-        Ok(taken) if taken.len() < handles.len() => Outcome::done(format!(
-            "{verb} {} of {} {}{to}; the others had already left the poison queue.",
-            n(taken.len()),
-            n(handles.len()),
-            messages(handles.len())
-        )),
-        Ok(taken) => Outcome::done(format!(
-            "{verb} {} {}{to}.",
-            n(taken.len()),
-            messages(taken.len())
-        )),
-        Err(e) => Outcome::failed(format!(
-            "{verb} of {} {}{to} failed: {e}. Messages taken before the failure stay taken; the page shows what is left.",
-            n(handles.len()),
-            messages(handles.len())
-        )),
-    };
-    // The log names the messages: their handles, and their ids when the dry run listed
-    // them (a handle alone may be a row number).
-    let listed = |values: &[String]| -> String {
-        values
-            .iter()
-            .take(LOGGED)
-            .map(|v| neutral(&v.chars().take(200).collect::<String>()).into_owned())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
-    tracing::info!(
-        client = %client,
-        queue = %neutral(&queue),
-        action = %format!("{}-{}", asked.verb, asked.scope),
-        messages = handles.len(),
-        handles = %listed(&handles),
-        ids = %listed(&ids),
-        left_out = handles.len().saturating_sub(LOGGED),
-        result = %neutral(&outcome.text),
-        "console action"
-    );
-    console.nonces.finish(&nonce, outcome);
-    back(&nonce)
-}
-
-/// Lists every message `filter` passes (handles and ids, no bodies): the set a bulk action
-/// is bound to, and its reasons counted.
-async fn dry_run(
-    console: &Shared,
-    queue: &str,
-    action: PoisonAction,
-    filter: PoisonFilter,
-) -> Result<(sets::Bound, Vec<(String, u64)>)> {
-    let mut handles = Vec::new();
-    let mut ids = Vec::new();
-    let mut after = None;
-    loop {
-        let page = console
-            .broker
-            .poison_page(
-                queue,
-                &PoisonQuery::new(1000, 0)
-                    .filter(filter.clone())
-                    .after(after.take()),
-            )
-            .await?;
-        for message in page.messages {
-            handles.push(message.handle);
-            // Kept for the dry run's list and the log: their start is enough.
-            ids.push(message.id.chars().take(200).collect());
-        }
-        if handles.len() > MAX_SET {
-            return Err(Error::Config(format!(
-                "more than {MAX_SET} messages pass this filter: narrow it (by kind, id, reason or body) and act on each part"
-            )));
-        }
-        match page.next {
-            Some(next) => after = Some(next),
-            None => break,
-        }
-    }
-    let reasons = console.broker.poison_reasons(queue, &filter).await?;
-    Ok((
-        sets::Bound {
-            queue: queue.to_owned(),
-            action,
-            filter,
-            handles,
-            ids,
-        },
-        reasons,
-    ))
+/// Checks a queue named in a path, and that it is not itself a poison queue.
+fn checked_queue(queue: &str) -> Result<()> {
+    crate::queue::check_queue_name(queue)
 }

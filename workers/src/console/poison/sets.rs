@@ -1,8 +1,10 @@
-//! The sets a bulk action is bound to. Acting on "all" (every message the filter passes)
-//! first lists what it would touch — the dry run the operator confirms — and keeps that
-//! exact set of handles here under a random token. The confirmation names the token, not
-//! a count: it acts on those messages and no others (those poisoned since are left alone,
-//! those gone since are reported), and a form without a kept token never acts.
+//! The sets a confirmed action is bound to. Acting on "all" (every message the filter
+//! passes) first lists what it would touch — the dry run the operator confirms — and keeps
+//! that exact set of handles here under a random token; so does a discard of one message
+//! or of the selected ones. The confirmation names the token, not a count: it acts on
+//! those messages and no others (those poisoned since are left alone, those gone since are
+//! reported), and a form without a kept token never acts. A set can be exported (its
+//! messages whole, as JSON lines) before it is confirmed.
 
 use std::collections::VecDeque;
 use std::sync::Mutex;
@@ -15,18 +17,26 @@ use super::super::access::{random_hex, same_secret};
 /// How many sets are kept at once (the oldest go first).
 const KEPT: usize = 32;
 /// How long a dry run may wait for its confirmation.
-pub(super) const VALID_FOR: Duration = Duration::from_secs(15 * 60);
+pub(in crate::console) const VALID_FOR: Duration = Duration::from_secs(15 * 60);
 
 /// What a bulk action would touch.
 #[derive(Clone, Debug)]
-pub(super) struct Bound {
-    pub(super) queue: String,
-    pub(super) action: PoisonAction,
-    pub(super) filter: PoisonFilter,
+pub(in crate::console) struct Bound {
+    pub(in crate::console) queue: String,
+    pub(in crate::console) action: PoisonAction,
+    pub(in crate::console) filter: PoisonFilter,
     /// The handles, in the order listed.
-    pub(super) handles: Vec<String>,
+    pub(in crate::console) handles: Vec<String>,
     /// Each handle's message id (as shown), for the log.
-    pub(super) ids: Vec<String>,
+    pub(in crate::console) ids: Vec<String>,
+    /// What the operator asked: `replay`, `discard` or `moveto`.
+    pub(in crate::console) verb: String,
+    /// Of what: `one`, `selected` or `all`.
+    pub(in crate::console) scope: String,
+    /// The reasons of the set, counted (a dry run of "all").
+    pub(in crate::console) reasons: Vec<(String, u64)>,
+    /// The page to go back to, where the operator was.
+    pub(in crate::console) back: super::Place,
 }
 
 struct Kept {
@@ -43,7 +53,7 @@ pub(in crate::console) struct Sets {
 
 impl Sets {
     /// Keeps `bound`; returns the token its confirmation carries.
-    pub(super) fn keep(&self, bound: Bound) -> String {
+    pub(in crate::console) fn keep(&self, bound: Bound) -> String {
         let token = random_hex(16);
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.retain(|k| k.at.elapsed() < VALID_FOR);
@@ -59,12 +69,23 @@ impl Sets {
     }
 
     /// Takes the set of `token` for `queue` (once: a second confirmation finds nothing).
-    pub(super) fn take(&self, token: &str, queue: &str) -> Option<Bound> {
+    pub(in crate::console) fn take(&self, token: &str, queue: &str) -> Option<Bound> {
         let mut kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
-        let at = kept.iter().position(|k| {
-            same_secret(&k.token, token) && k.bound.queue == queue && k.at.elapsed() < VALID_FOR
-        })?;
+        let at = Self::position(&kept, token, queue)?;
         kept.remove(at).map(|k| k.bound)
+    }
+
+    /// The set of `token` for `queue`, left in place (its confirmation page, its export).
+    pub(in crate::console) fn peek(&self, token: &str, queue: &str) -> Option<Bound> {
+        let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
+        let at = Self::position(&kept, token, queue)?;
+        kept.get(at).map(|k| k.bound.clone())
+    }
+
+    fn position(kept: &VecDeque<Kept>, token: &str, queue: &str) -> Option<usize> {
+        kept.iter().position(|k| {
+            same_secret(&k.token, token) && k.bound.queue == queue && k.at.elapsed() < VALID_FOR
+        })
     }
 }
 
@@ -79,6 +100,10 @@ mod tests {
             filter: PoisonFilter::new(),
             handles: vec!["1".into(), "2".into()],
             ids: vec!["a".into(), "b".into()],
+            verb: "discard".into(),
+            scope: "all".into(),
+            reasons: Vec::new(),
+            back: super::super::Place::default(),
         }
     }
 
@@ -91,7 +116,9 @@ mod tests {
             sets.take("0".repeat(32).as_str(), "q").is_none(),
             "a forged token"
         );
+        assert_eq!(sets.peek(&token, "q").map(|b| b.handles.len()), Some(2));
         assert_eq!(sets.take(&token, "q").map(|b| b.handles.len()), Some(2));
+        assert!(sets.peek(&token, "q").is_none(), "taken");
         assert!(sets.take(&token, "q").is_none(), "a second confirmation");
     }
 

@@ -5,8 +5,11 @@
 use chrono::Utc;
 use maud::{Markup, html};
 
-use super::super::view::{Outcome, ago, banner, thousands, urlencode};
-use super::{PREVIEW, PoisonView};
+use super::super::forms::Nonces;
+use super::super::view::{Outcome, ago, banner, may_act, thousands, urlencode};
+use super::actions::{one_action, one_target};
+use super::sets::Bound;
+use super::{PREVIEW, Place, PoisonView};
 use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonAction, PoisonFilter, PoisonMessage};
 
@@ -22,14 +25,19 @@ const REASON_BYTES: usize = 1200;
 const BODY_BYTES: usize = 3000;
 /// The most bytes of a folded preview's first lines.
 const HEAD_BYTES: usize = 600;
-/// The most characters of a reason a filter link carries (a reason filter finds text in
-/// the reason: its start is enough).
+/// The longest reason group a link filters by exactly (bytes, before encoding).
+const GROUP_LINK_BYTES: usize = 300;
+/// The most characters of a reason a link filtering by its text carries.
 const REASON_LINK_CHARS: usize = 100;
 /// The reasons listed with their counts.
 const REASONS_SHOWN: usize = 20;
 /// The longest handle a page carries in its forms, escaped (a backend whose handle is
 /// the message id may hold longer ones: such a message is acted on through a filter).
 const MAX_HANDLE: usize = 128;
+/// How many reason groups the page of reasons lists at a time.
+const REASON_PAGE: usize = 200;
+/// How many ids a confirmation names (the rest counted).
+const NAMED: usize = 100;
 /// A preview with more lines than this is folded.
 const FOLD_LINES: usize = 12;
 
@@ -75,12 +83,12 @@ fn actionable(handle: &str) -> bool {
     escaped_size(handle) <= MAX_HANDLE
 }
 
-/// A body's preview as text: a whole JSON body pretty-printed, anything else as UTF-8
+/// A body's preview as text: a whole JSON body pretty-printed (its keys in their order),
+/// anything else as UTF-8
 /// (bytes that are not shown as U+FFFD).
 fn body_text(message: &PoisonMessage) -> String {
     if message.is_whole()
-        && let Ok(value) = serde_json::from_slice::<serde_json::Value>(&message.body)
-        && let Ok(pretty) = serde_json::to_string_pretty(&value)
+        && let Some(pretty) = super::message::pretty_json(&message.body)
         && pretty.len() <= PREVIEW * 2
     {
         return pretty;
@@ -117,16 +125,10 @@ fn body(queue: &str, message: &PoisonMessage) -> Markup {
     }
 }
 
-/// The link to a page of this queue with `filter`, `limit`, `after`, and the result of
-/// an action to show.
-pub(super) fn link(
-    queue: &str,
-    filter: &PoisonFilter,
-    limit: usize,
-    after: Option<&str>,
-    result: Option<&str>,
-) -> String {
+/// The link to the page of this queue at `place`, with the result of an action to show.
+pub(super) fn link(queue: &str, place: &Place, result: Option<&str>) -> String {
     let mut query = form_urlencoded::Serializer::new(String::new());
+    let filter = &place.filter;
     for (name, value) in [
         ("kind", &filter.kind),
         ("id", &filter.id),
@@ -137,10 +139,22 @@ pub(super) fn link(
             query.append_pair(name, value);
         }
     }
-    if limit != super::DEFAULT_PAGE {
-        query.append_pair("limit", &limit.to_string());
+    if let Some(group) = &filter.reason_group {
+        query.append_pair("group", group);
     }
-    if let Some(after) = after {
+    if filter.undecodable_reason {
+        query.append_pair("undecodable", "1");
+    }
+    if place.limit != super::DEFAULT_PAGE && place.limit != 0 {
+        query.append_pair("limit", &place.limit.to_string());
+    }
+    if place.newest_first {
+        query.append_pair("order", "newest");
+    }
+    if place.backwards {
+        query.append_pair("back", "1");
+    }
+    if let Some(after) = &place.after {
         query.append_pair("after", after);
     }
     if let Some(result) = result {
@@ -154,20 +168,105 @@ pub(super) fn link(
     }
 }
 
-fn filter_fields(filter: &PoisonFilter) -> Markup {
+/// A reason group's cell: the group, a link to its messages, and an example reason. A
+/// group too long to travel in a link is linked by its start, as text in the reason.
+fn group_cell(queue: &str, place: &Place, g: &crate::queue::ReasonGroup) -> Markup {
+    let filter = if g.group.len() <= GROUP_LINK_BYTES {
+        PoisonFilter {
+            reason_group: Some(g.group.clone()),
+            ..place.filter.clone()
+        }
+    } else {
+        PoisonFilter {
+            reason: Some(g.example.chars().take(REASON_LINK_CHARS).collect()),
+            ..place.filter.clone()
+        }
+    };
+    html! {
+        a href=(link(queue, &refiltered(place, filter), None)) { (clip(&g.group, REASON_BYTES)) }
+        @if g.example != g.group { br; span.muted { "e.g. " (clip(&g.example, REASON_BYTES / 2)) } }
+    }
+}
+
+/// The link to the page of all the reason groups of a place's filter.
+pub(super) fn reasons_link(queue: &str, place: &Place, skip: usize) -> String {
+    let page = link(queue, &refiltered(place, place.filter.clone()), None);
+    let page = page.replacen(
+        &format!("/poison/{}", urlencode(queue)),
+        &format!("/poison/{}/reasons", urlencode(queue)),
+        1,
+    );
+    if skip == 0 {
+        page
+    } else if page.contains('?') {
+        format!("{page}&skip={skip}")
+    } else {
+        format!("{page}?skip={skip}")
+    }
+}
+
+/// A place with another filter, from its first page.
+fn refiltered(place: &Place, filter: PoisonFilter) -> Place {
+    Place {
+        filter,
+        after: None,
+        backwards: false,
+        ..place.clone()
+    }
+}
+
+/// The hidden fields that carry the operator's place: an action returns to it.
+fn place_fields(place: &Place) -> Markup {
+    let filter = &place.filter;
     html! {
         input type="hidden" name="kind" value=(filter.kind.as_deref().unwrap_or_default());
         input type="hidden" name="fid" value=(filter.id.as_deref().unwrap_or_default());
         input type="hidden" name="reason" value=(filter.reason.as_deref().unwrap_or_default());
         input type="hidden" name="body" value=(filter.body.as_deref().unwrap_or_default());
+        input type="hidden" name="group" value=(filter.reason_group.as_deref().unwrap_or_default());
+        @if filter.undecodable_reason { input type="hidden" name="undecodable" value="1"; }
+        input type="hidden" name="after" value=(place.after.as_deref().unwrap_or_default());
+        input type="hidden" name="limit" value=(place.limit);
+        @if place.newest_first { input type="hidden" name="order" value="newest"; }
+        @if place.backwards { input type="hidden" name="back" value="1"; }
     }
 }
 
-/// The poison page of one queue.
-pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Outcome>) -> Markup {
+/// A time as UTC, with how long ago beside it.
+fn when(at: chrono::DateTime<Utc>, now: chrono::DateTime<Utc>) -> Markup {
+    html! {
+        time datetime=(at.to_rfc3339()) title=(at.format("%Y-%m-%d %H:%M:%S UTC")) {
+            (at.format("%Y-%m-%d %H:%M:%S")) br; span.muted { (ago(at, now)) }
+        }
+    }
+}
+
+/// The poison page of one queue. Each button carries its own nonce, bound to its action
+/// and its target ([`super::super::forms`]).
+pub(super) fn poison(
+    v: &PoisonView,
+    csrf: &str,
+    nonces: &Nonces,
+    result: Option<&Outcome>,
+) -> Markup {
     let now = Utc::now();
-    let f = &v.filter;
+    let place = &v.place;
+    let f = &place.filter;
     let filtered = !f.is_empty();
+    let listed: Vec<&str> = v
+        .page
+        .messages
+        .iter()
+        .map(|m| m.handle.as_str())
+        .filter(|h| actionable(h))
+        .collect();
+    let listed = serde_json::to_string(&listed).unwrap_or_default();
+    let selected_nonce = |verb: &str| {
+        nonces.issue(
+            &format!("{verb}-selected"),
+            &super::actions::listed_target(&v.queue, &listed),
+        )
+    };
     html! {
         (banner(result))
         section.card {
@@ -186,36 +285,46 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                 label { "per page "
                     select name="limit" {
                         @for n in [25, 50, 100] {
-                            option value=(n) selected[n == v.limit] { (n) }
+                            option value=(n) selected[n == place.limit] { (n) }
                         }
                     }
                 }
+                label { "order "
+                    select name="order" {
+                        option value="oldest" selected[!place.newest_first] { "oldest first" }
+                        option value="newest" selected[place.newest_first] { "newest first" }
+                    }
+                }
+                @if let Some(group) = &f.reason_group { input type="hidden" name="group" value=(group); }
+                @if f.undecodable_reason { input type="hidden" name="undecodable" value="1"; }
                 button { "Filter" }
                 @if filtered { a href=(format!("/poison/{}", urlencode(&v.queue))) { "Clear the filter" } }
             }
-            @if !v.reasons.is_empty() {
-                details.reasons open[v.reasons.len() > 1] {
-                    summary { (v.reasons.len()) @if v.reasons.len() == 1 { " reason" } @else { " reasons" } }
+            @if let Some(group) = &f.reason_group {
+                p.filtered { "Reason group: " code { (clip(group, REASON_BYTES)) } " "
+                    a href=(link(&v.queue, &refiltered(place, PoisonFilter { reason_group: None, ..f.clone() }), None)) { "(all reasons)" } }
+            }
+            @if !v.groups.is_empty() {
+                details.reasons {
+                    summary { (thousands(v.groups.len() as u64)) @if v.groups.len() == 1 { " reason group" } @else { " reason groups" } " (digits and ids masked as #)" }
                     table.grid {
                         thead { tr { th { "reason" } th.num { "messages" } } }
                         tbody {
-                            @for (reason, n) in v.reasons.iter().take(REASONS_SHOWN) {
-                                // A reason filter finds text in the reason: its start is enough.
-                                @let by_reason = PoisonFilter { reason: Some(reason.chars().take(REASON_LINK_CHARS).collect()), ..f.clone() };
+                            @for g in v.groups.iter().take(REASONS_SHOWN) {
                                 tr {
-                                    td.reason { a href=(link(&v.queue, &by_reason, v.limit, None, None)) { (clip(reason, REASON_BYTES)) } }
-                                    td.num { (thousands(*n)) }
+                                    td.reason { (group_cell(&v.queue, place, g)) }
+                                    td.num { (thousands(g.count)) }
                                 }
                             }
                         }
                     }
-                    @if v.reasons.len() > REASONS_SHOWN {
-                        p.muted { (v.reasons.len() - REASONS_SHOWN) " other reasons." }
+                    @if v.groups.len() > REASONS_SHOWN {
+                        p { a href=(reasons_link(&v.queue, place, 0)) { "All " (thousands(v.groups.len() as u64)) " reason groups →" } }
                     }
                 }
             }
             @if v.page.messages.is_empty() {
-                @if filtered || v.after.is_some() {
+                @if filtered || place.after.is_some() {
                     p.ok { "No message passes this filter on this page." }
                 } @else {
                     p.ok { "The poison queue is empty." }
@@ -223,29 +332,31 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
             } @else {
                 form #poison method="post" action=(format!("/poison/{}", urlencode(&v.queue))) {
                     input type="hidden" name="csrf" value=(csrf);
-                    input type="hidden" name="nonce" value=(nonce);
-                    (filter_fields(f))
+                    input type="hidden" name="listed" value=(listed);
+                    (place_fields(place))
+                    @if may_act() {
                     div.actions {
-                        button name="action" value="replay-selected" { "Replay selected" }
-                        button name="action" value="discard-selected" .danger { "Discard selected" }
+                        button name="action" value=(format!("replay-selected:{}", selected_nonce("replay"))) { "Replay selected" }
+                        button name="action" value=(format!("discard-selected:{}", selected_nonce("discard"))) .danger { "Discard selected…" }
                         label.to { "to queue " input type="text" name="to" placeholder="another queue" size="14"; }
-                        button name="action" value="moveto-selected" { "Replay selected there" }
+                        button name="action" value=(format!("moveto-selected:{}", selected_nonce("moveto"))) { "Replay selected there" }
                         span.spacer {}
                         button name="action" value="replay-all" { "Replay all " (thousands(v.matching)) "…" }
                         button name="action" value="discard-all" .danger { "Discard all " (thousands(v.matching)) "…" }
                         button name="action" value="moveto-all" { "Replay all there…" }
                     }
+                    }
                     div.scroll {
                         table.grid.messages {
                             thead { tr {
                                 th { input type="checkbox" #all title="select all on this page"; }
-                                th { "message" } th { "reason" } th.num { "deliveries" } th { "poisoned" } th { "" }
+                                th { "message" } th { "reason" } th.num { "deliveries" } th { "poisoned (UTC)" } th { "" }
                             } }
                             tbody {
                                 @for m in &v.page.messages {
                                     @let actionable = actionable(&m.handle);
                                     tr.message data-handle=[actionable.then_some(&m.handle)] {
-                                        td { @if actionable { input type="checkbox" name="h" value=(m.handle); } }
+                                        td { @if actionable && may_act() { input type="checkbox" name="h" value=(m.handle); } }
                                         td.ident {
                                             @if let Some((kind, version)) = &m.operation {
                                                 span.kind { (clip(kind, ID_BYTES)) " v" (version) }
@@ -258,14 +369,19 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                                             } @else {
                                                 code { (clip(&m.id, ID_BYTES)) }
                                             }
+                                            @if actionable {
+                                                br;
+                                                a.open href=(format!("/poison/{}/message/{}", urlencode(&v.queue), urlencode(&m.handle))) { "open" }
+                                            }
                                         }
                                         td.reason { (clip(&m.reason, REASON_BYTES)) }
                                         td.num { (m.delivery_count) }
-                                        td.nowrap { @match m.poisoned_at { Some(at) => (ago(at, now)), None => span.muted { "–" } } }
+                                        td.nowrap { @match m.poisoned_at { Some(at) => (when(at, now)), None => span.muted { "–" } } }
                                         td.buttons {
-                                            @if actionable {
-                                                button name="one" value=(format!("replay:{}", m.handle)) { "Replay" }
-                                                button name="one" value=(format!("discard:{}", m.handle)) .danger { "Discard" }
+                                            @if !may_act() {
+                                            } @else if actionable {
+                                                button name="one" value=(format!("replay:{}:{}", nonces.issue(&one_action("replay"), &one_target(&v.queue, &m.handle)), m.handle)) { "Replay" }
+                                                button name="one" value=(format!("discard:{}:{}", nonces.issue(&one_action("discard"), &one_target(&v.queue, &m.handle)), m.handle)) .danger { "Discard…" }
                                             } @else {
                                                 span.muted title="its id is too long to name alone: act on it through a filter" { "filter to act" }
                                             }
@@ -279,35 +395,80 @@ pub(super) fn poison(v: &PoisonView, csrf: &str, nonce: &str, result: Option<&Ou
                 }
             }
             nav.pager {
-                @if v.after.is_some() {
-                    a href=(link(&v.queue, f, v.limit, None, None)) { "← First page" }
+                @let first = refiltered(place, f.clone());
+                @let last = Place { backwards: true, ..first.clone() };
+                @if place.after.is_some() || place.backwards {
+                    a href=(link(&v.queue, &first, None)) { "⇤ First page" }
                 }
-                @if let Some(next) = &v.page.next {
-                    a.next href=(link(&v.queue, f, v.limit, Some(next), None)) { "Next page →" }
+                @if place.backwards {
+                    @if let Some(next) = &v.page.next {
+                        a href=(link(&v.queue, &Place { after: Some(next.clone()), ..place.clone() }, None)) { "← Previous page" }
+                    }
+                } @else if let Some(next) = &v.page.next {
+                    a.next href=(link(&v.queue, &Place { after: Some(next.clone()), ..place.clone() }, None)) { "Next page →" }
+                }
+                @if !(place.backwards && place.after.is_none()) && (v.page.next.is_some() || place.backwards) {
+                    a href=(link(&v.queue, &last, None)) { "Last page ⇥" }
                 }
             }
         }
     }
 }
 
-/// What a dry run shows.
-pub(super) struct Confirm<'a> {
-    pub(super) queue: &'a str,
-    pub(super) action: &'a PoisonAction,
-    pub(super) verb: &'a str,
-    pub(super) filter: &'a PoisonFilter,
-    pub(super) count: usize,
-    pub(super) ids: &'a [String],
-    pub(super) reasons: &'a [(String, u64)],
-    pub(super) token: &'a str,
-    pub(super) csrf: &'a str,
-    pub(super) nonce: &'a str,
+/// The page of every reason group of a queue's poison messages (those the filter passes),
+/// [`REASON_PAGE`] at a time.
+pub(super) fn reasons(
+    queue: &str,
+    place: &Place,
+    groups: &[crate::queue::ReasonGroup],
+    skip: usize,
+) -> Markup {
+    let shown = groups.iter().skip(skip).take(REASON_PAGE);
+    html! {
+        section.card {
+            h2 { "Reasons of " code { (neutral(queue)) } }
+            p.muted {
+                (thousands(groups.len() as u64)) " groups, digits and ids masked as #; each a link to its messages. "
+                a href=(link(queue, place, None)) { "← Back to the messages" }
+            }
+            table.grid {
+                thead { tr { th { "reason" } th.num { "messages" } } }
+                tbody {
+                    @for g in shown {
+                        tr {
+                            td.reason { (group_cell(queue, place, g)) }
+                            td.num { (thousands(g.count)) }
+                        }
+                    }
+                }
+            }
+            nav.pager {
+                @if skip > 0 {
+                    a href=(reasons_link(queue, place, skip.saturating_sub(REASON_PAGE))) { "← Previous" }
+                }
+                @if skip + REASON_PAGE < groups.len() {
+                    a.next href=(reasons_link(queue, place, skip + REASON_PAGE)) { "Next →" }
+                }
+            }
+        }
+    }
 }
 
-/// The dry run of a bulk action: what it would touch, and the confirmation bound to
-/// exactly that.
-pub(super) fn confirm(c: &Confirm<'_>) -> Markup {
-    let (title, effect) = match c.action {
+/// The page of a confirmation already used, expired or unknown.
+pub(super) fn confirmation_gone(queue: &str) -> Markup {
+    html! {
+        section.card.confirm {
+            h2 { "Nothing to confirm" }
+            p { "This confirmation was already used, has expired (15 minutes), or is unknown: nothing was done from this page. The poison page shows what the queue holds now." }
+            p { a href=(format!("/poison/{}", urlencode(queue))) { "Back to the poison page" } }
+        }
+    }
+}
+
+/// What a confirmation would touch — a dry run of "all", or the messages named — and the
+/// confirmation bound to exactly that set.
+pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Markup {
+    let (title, effect) = match &bound.action {
         PoisonAction::Replay => (
             "Replay".to_owned(),
             "sends them back to their queue, each with a fresh delivery count".to_owned(),
@@ -321,46 +482,54 @@ pub(super) fn confirm(c: &Confirm<'_>) -> Markup {
         ),
         _ => ("Discard".to_owned(), "deletes them for good".to_owned()),
     };
-    let back = link(c.queue, c.filter, super::DEFAULT_PAGE, None, None);
+    let queue = bound.queue.as_str();
+    let count = bound.handles.len();
+    let messages = if count == 1 { "message" } else { "messages" };
+    let back = link(queue, &bound.back, None);
+    let named = bound.ids.len().min(NAMED);
+    let export = format!("/poison/{}/confirm/{token}/export", urlencode(queue));
     html! {
         section.card.confirm {
-            h2 { "Dry run: " (title) " · " code { (neutral(c.queue)) } }
-            @if c.count == 0 {
+            h2 { @if bound.scope == "all" { "Dry run: " } (title) " · " code { (neutral(queue)) } }
+            @if count == 0 {
                 p { "No message passes this filter: nothing would be touched." }
                 p { a href=(back) { "Back to the poison page" } }
             } @else {
                 p {
-                    "These " strong { (thousands(c.count as u64)) " messages" } " pass the filter now. Confirming "
-                    (effect) " — these and no others: messages poisoned from now on are left alone."
+                    @if bound.scope == "all" { "These " } @else { "The " }
+                    strong { (thousands(count as u64)) " " (messages) } @if bound.scope == "all" { " pass the filter now" } ". Confirming "
+                    (effect) " — these and no others"
+                    @if bound.scope == "all" { ": messages poisoned from now on are left alone" }
+                    "."
                 }
-                @if !c.reasons.is_empty() {
+                @if !bound.reasons.is_empty() {
                     table.grid {
                         thead { tr { th { "reason" } th.num { "messages" } } }
                         tbody {
-                            @for (reason, n) in c.reasons.iter().take(REASONS_SHOWN) {
+                            @for (reason, n) in bound.reasons.iter().take(REASONS_SHOWN) {
                                 tr { td.reason { (clip(reason, REASON_BYTES)) } td.num { (thousands(*n)) } }
                             }
                         }
                     }
                 }
                 ol.ids {
-                    @for id in c.ids {
-                        li { @if id.is_empty() { span.muted { "no id" } } @else { code { (clip(id, ID_BYTES)) } } }
+                    @for id in &bound.ids[..named] {
+                        li { @if id.is_empty() { span.muted { "no id, or already gone" } } @else { code { (clip(id, ID_BYTES)) } } }
                     }
                 }
-                @if c.count > c.ids.len() {
-                    p.muted { "… and " (thousands((c.count - c.ids.len()) as u64)) " more." }
+                @if count > named {
+                    p.muted { "… and " (thousands((count - named) as u64)) " more." }
                 }
-                form method="post" action=(format!("/poison/{}", urlencode(c.queue))) {
-                    input type="hidden" name="csrf" value=(c.csrf);
-                    input type="hidden" name="nonce" value=(c.nonce);
-                    input type="hidden" name="set" value=(c.token);
-                    (filter_fields(c.filter))
-                    @if let PoisonAction::ReplayTo(to) = c.action {
-                        input type="hidden" name="to" value=(to);
-                    }
-                    button name="action" value=(format!("{}-all", c.verb)) class=(if matches!(c.action, PoisonAction::Discard) { "danger" } else { "" }) {
-                        (title) " these " (thousands(c.count as u64)) " messages"
+                p {
+                    a.export href=(export) download { "Export these " (thousands(count as u64)) " " (messages) " (JSON lines, whole bodies)" }
+                    span.muted { " — keep them before they go." }
+                }
+                form method="post" action=(format!("/poison/{}/confirm/{token}", urlencode(queue))) {
+                    input type="hidden" name="csrf" value=(csrf);
+                    input type="hidden" name="nonce" value=(nonce);
+                    (place_fields(&bound.back))
+                    button name="confirm" value="yes" class=(if matches!(bound.action, PoisonAction::Discard) { "danger" } else { "" }) {
+                        (title) " " @if bound.scope == "all" { "these " } (thousands(count as u64)) " " (messages)
                     }
                     " "
                     a href=(back) { "Cancel" }
@@ -380,14 +549,22 @@ mod tests {
             queue: "q<script>".into(),
             total: messages.len() as u64,
             matching: messages.len() as u64,
-            filter: PoisonFilter::new(),
-            reasons,
+            place: Place {
+                limit: super::super::DEFAULT_PAGE,
+                ..Place::default()
+            },
+            groups: reasons
+                .into_iter()
+                .map(|(reason, count)| crate::queue::ReasonGroup {
+                    group: reason.clone(),
+                    count,
+                    example: reason,
+                })
+                .collect(),
             page: PoisonPage {
                 messages,
                 next: Some("9".into()),
             },
-            after: None,
-            limit: super::super::DEFAULT_PAGE,
             paused: false,
         }
     }
@@ -396,7 +573,12 @@ mod tests {
         super::super::super::view::page(
             "t",
             None,
-            poison(v, "c", "n", Some(&Outcome::done("<i>done</i>"))),
+            poison(
+                v,
+                "c",
+                &Nonces::default(),
+                Some(&Outcome::done("<i>done</i>")),
+            ),
         )
         .into_string()
     }

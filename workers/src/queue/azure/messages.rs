@@ -42,6 +42,7 @@ impl AzureQueue {
                 continue;
             };
             let dequeue = message.dequeue_count.unwrap_or(1);
+            let inserted = message.insertion_time.as_deref().and_then(parse_http_date);
             let (wire, received) = match serde_json::from_str::<Wire>(&message.message_text) {
                 Ok(wire) => {
                     let body = match self.body_of(&wire).await {
@@ -84,6 +85,7 @@ impl AzureQueue {
                 received,
                 wire,
                 lease_ends: started + lease_duration(lease),
+                inserted,
             });
         }
         Ok(leased)

@@ -40,6 +40,7 @@
 
 mod access;
 mod consumer;
+mod listing;
 mod messages;
 mod poison;
 mod wire;
@@ -62,8 +63,8 @@ pub use consumer::{AzureConsumer, AzureDelivery};
 pub use tablekit_core::azure::DEVELOPMENT_QUEUE_ENDPOINT;
 
 use super::{
-    ConsumeOptions, PoisonAction, PoisonMessage, Queue, QueueOptions, QueueStats, check_queue_name,
-    poison_queue,
+    ConsumeOptions, PeekQuery, PoisonAction, PoisonMessage, Queue, QueueOptions, QueueStats,
+    WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
 use access::QueueAccess;
@@ -647,6 +648,28 @@ impl Queue for AzureQueue {
             consumers: None,
             waiting_since,
         })
+    }
+
+    /// One Get Queue Metadata.
+    async fn exists(&self, queue: &str) -> Result<bool> {
+        check_azure_queue_name(queue)?;
+        if is_poison_queue(queue) {
+            return Ok(false);
+        }
+        Ok(self.count_if_declared(queue).await?.is_some())
+    }
+
+    /// The account's queues (List Queues, paged), poison queues left out; `None` through
+    /// a queue's own access signature.
+    async fn declared_queues(&self) -> Result<Option<Vec<String>>> {
+        self.list_queues().await
+    }
+
+    /// Peek Messages: the visible messages at the front, oldest first, at most 32;
+    /// newest first is [`Error::Unsupported`].
+    async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
+        check_azure_queue_name(queue)?;
+        self.peek_front(queue, query).await
     }
 }
 

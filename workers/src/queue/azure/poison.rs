@@ -6,8 +6,11 @@ use std::time::Duration;
 
 use reqwest::{Method, StatusCode};
 
+use chrono::{DateTime, Utc};
+
+use super::super::poison::shown_time;
 use super::super::{PoisonMessage, poison_queue};
-use super::wire::{Leased, Wire, messages, poison_wire};
+use super::wire::{Leased, Wire, messages, parse_http_date, poison_wire};
 use super::{AzureQueue, MAX_BATCH};
 use crate::error::{Error, Result};
 
@@ -87,7 +90,7 @@ impl AzureQueue {
         limit: usize,
     ) -> Result<Vec<PoisonMessage>> {
         let poison = poison_queue(queue);
-        let mut wires = Vec::new();
+        let mut wires: Vec<Listed> = Vec::new();
         if limit <= MAX_BATCH {
             self.allowed(&poison, "r", "peeking messages")?;
             // Peek: nothing is leased, nothing is counted.
@@ -106,32 +109,38 @@ impl AzureQueue {
                 return Ok(Vec::new());
             }
             for message in messages(response, &poison).await? {
-                wires.push((
-                    message.message_id.clone(),
-                    poison_wire(&message.message_id, &message.message_text),
-                ));
+                wires.push(Listed {
+                    wire: poison_wire(&message.message_id, &message.message_text),
+                    inserted: message.insertion_time.as_deref().and_then(parse_http_date),
+                    dequeue_count: message.dequeue_count.unwrap_or(0),
+                    message_id: message.message_id,
+                });
             }
         } else {
             // More than one peek shows: receive each in turn, then make them visible again.
-            let mut seen = Vec::new();
             self.drain_poison(
                 &poison,
                 limit,
                 |message| {
-                    seen.push((message.message_id.clone(), message.wire.clone()));
+                    wires.push(Listed {
+                        message_id: message.message_id.clone(),
+                        wire: message.wire.clone(),
+                        inserted: message.inserted,
+                        dequeue_count: message.received.delivery_count,
+                    });
                     false
                 },
                 async |_| Ok(()),
             )
             .await?;
-            wires = seen;
         }
         let mut listed = Vec::with_capacity(wires.len());
-        for (message_id, wire) in wires.into_iter().take(limit) {
-            let body = match self.body_of(&wire).await {
+        for entry in wires.into_iter().take(limit) {
+            let body = match self.body_of(&entry.wire).await {
                 Ok(body) => body,
                 Err(e) => e.to_string().into_bytes(),
             };
+            let wire = entry.wire;
             let mut message = PoisonMessage::new(
                 wire.id,
                 body,
@@ -140,7 +149,21 @@ impl AzureQueue {
                 wire.poisoned,
             );
             // The service's own id names this one message, whatever its id repeats.
-            message.handle = message_id;
+            message.handle = entry.message_id.clone();
+            message.sent_at = wire.sent;
+            // What the service records; never the pop receipt, which would let a reader
+            // delete or hide the message.
+            message
+                .headers
+                .push(("message-id".to_owned(), entry.message_id));
+            if let Some(at) = entry.inserted {
+                message
+                    .headers
+                    .push(("insertion-time".to_owned(), shown_time(at)));
+            }
+            message
+                .headers
+                .push(("dequeue-count".to_owned(), entry.dequeue_count.to_string()));
             listed.push(message);
         }
         Ok(listed)
@@ -244,4 +267,12 @@ impl AzureQueue {
         .await?;
         Ok(taken)
     }
+}
+
+/// A poison message as the service listed it.
+struct Listed {
+    message_id: String,
+    wire: Wire,
+    inserted: Option<DateTime<Utc>>,
+    dequeue_count: u32,
 }

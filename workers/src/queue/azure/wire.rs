@@ -69,6 +69,8 @@ pub(super) struct Leased {
     pub(super) wire: Wire,
     /// When the lease taken by the receive runs out.
     pub(super) lease_ends: Instant,
+    /// When the service stored the message (its insertion time).
+    pub(super) inserted: Option<DateTime<Utc>>,
 }
 
 /// The length of a text once XML-escaped in a message body.

@@ -25,6 +25,13 @@
 //!   consumers resume (unacknowledged deliveries come back from the broker, so nothing is
 //!   lost).
 //!
+//! What AMQP cannot do, and so this backend does not: list the queues
+//! ([`Queue::declared_queues`] is `None`); show waiting messages without taking them
+//! ([`Queue::peek`]: a get leaves no message in place — a get and requeue marks the message
+//! redelivered and moves it to the back); read a poison queue newest first
+//! ([`Queue::poison_page`]: a queue is read from its front only, so the newest messages are
+//! reached only by reading and holding every message before them).
+//!
 //! The backend's parts, each a module of this folder: the connection with its channels
 //! and confirmed publishes, the declared queues (quorum, retry and poison), the poison
 //! queue's listing and replay, the consumer with its deliveries, and the AMQP headers
@@ -43,10 +50,11 @@ use lapin::types::{AMQPValue, FieldTable, ShortString};
 pub use connection::{CONNECT_PATIENCE, RabbitQueue};
 pub use consumer::{RabbitConsumer, RabbitDelivery};
 
-use super::poison::{Paging, Reasons};
+use super::poison::{Groups, Paging, Reasons};
 use super::{
-    ConsumeOptions, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, Queue,
-    QueueOptions, QueueStats, check_queue_name, poison_queue,
+    ConsumeOptions, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery,
+    Queue, QueueOptions, QueueStats, ReasonGroup, WaitingMessage, check_queue_name,
+    is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
 use connection::unavailable;
@@ -179,6 +187,12 @@ impl Queue for RabbitQueue {
     }
 
     async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        if query.newest_first {
+            return Err(Error::Unsupported(
+                "RabbitMQ reads a poison queue from its front only: its newest messages are reached by reading and holding every message before them, so pages run oldest first"
+                    .into(),
+            ));
+        }
         // The cursor is the place of the next message to read; only the page is kept.
         let mut paging = Paging::new(query);
         self.scan_poison(queue, |at, message| paging.offer(at, message))
@@ -198,6 +212,20 @@ impl Queue for RabbitQueue {
         })
         .await?;
         Ok(reasons.finish())
+    }
+
+    async fn poison_reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<ReasonGroup>> {
+        let mut groups = Groups::new(filter);
+        self.scan_poison(queue, |_, message| {
+            groups.offer(message);
+            true
+        })
+        .await?;
+        Ok(groups.finish())
     }
 
     async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
@@ -275,5 +303,35 @@ impl Queue for RabbitQueue {
             Err(Error::Refused { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    /// One passive declare.
+    async fn exists(&self, queue: &str) -> Result<bool> {
+        check_queue_name(queue)?;
+        if is_poison_queue(queue) {
+            return Ok(false);
+        }
+        match self.counts_checked(queue).await {
+            Ok(_) => Ok(true),
+            Err(Error::Refused { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// `None`: AMQP has no call that lists queues (only the management plugin's HTTP API,
+    /// which this backend does not use, does).
+    async fn declared_queues(&self) -> Result<Option<Vec<String>>> {
+        Ok(None)
+    }
+
+    /// Unsupported: AMQP has no read that leaves a message in place. A `basic.get` takes
+    /// the message; requeueing it marks it redelivered and puts it at the back of the
+    /// queue, which a look must not do.
+    async fn peek(&self, queue: &str, _query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
+        check_queue_name(queue)?;
+        Err(Error::Unsupported(
+            "RabbitMQ cannot show waiting messages: AMQP has no read that leaves a message in place (a get and requeue marks it redelivered and moves it to the back of the queue)"
+                .into(),
+        ))
     }
 }

@@ -12,7 +12,7 @@ use super::super::{PoisonMessage, poison_queue};
 use super::connection::{RabbitQueue, is_not_found, unavailable};
 use super::headers::{
     ATTEMPTS_HEADER, POISON_MARK_HEADER, POISONED_AT_HEADER, REASON_HEADER, death_reason,
-    header_int, header_text, properties,
+    header_int, header_text, header_text_checked, properties, shown_headers,
 };
 use crate::error::Result;
 
@@ -43,11 +43,11 @@ fn handle_of(message: &BasicGetMessage) -> String {
 pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
     let properties = &message.delivery.properties;
     let headers = properties.headers().as_ref();
-    let reason = headers
+    let (reason, reason_undecodable) = headers
         .and_then(|h| h.inner().get(REASON_HEADER))
-        .and_then(header_text)
+        .and_then(header_text_checked)
         .or_else(|| death_reason(headers))
-        .unwrap_or_else(|| "dead-lettered by the broker".to_owned());
+        .unwrap_or_else(|| ("dead-lettered by the broker".to_owned(), false));
     let attempts = header_int(headers, ATTEMPTS_HEADER).unwrap_or(0);
     let poisoned_at =
         header_int(headers, POISONED_AT_HEADER).and_then(chrono::DateTime::from_timestamp_millis);
@@ -59,6 +59,13 @@ pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
         poisoned_at,
     );
     listed.handle = handle_of(message);
+    listed.reason_undecodable = reason_undecodable;
+    // The time tablekit sent it (kept across retries and the poisoning), in seconds.
+    listed.sent_at = properties
+        .timestamp()
+        .and_then(|t| i64::try_from(t).ok())
+        .and_then(|t| chrono::DateTime::from_timestamp(t, 0));
+    listed.headers = shown_headers(properties);
     listed
 }
 

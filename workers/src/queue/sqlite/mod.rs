@@ -9,9 +9,14 @@
 //! is atomic across processes. A paused queue has a row in `tablekit_queue_paused`, which
 //! the receive itself reads: no consumer receives from a paused queue.
 //!
-//! A poison message's handle is its row number (`seq`): pages are read by it (each body
-//! cut to its preview in SQL, filtered in SQL), and [`Queue::poison_take`] takes an exact
-//! set of rows in one transaction.
+//! A poison message's handle is its row number (`seq`): pages are read by it, oldest or
+//! newest first along the index on (queue, seq) (each body cut to its preview in SQL,
+//! filtered and grouped by reason in SQL), and [`Queue::poison_take`] takes an exact set of
+//! rows in one transaction.
+//!
+//! Rows are created on send; the queues workers declared are kept in a registry
+//! (`tablekit_queue_declared`), which [`Queue::stats`] and [`Queue::exists`] read: a queue
+//! nobody declared is [`Error::NotDeclared`], as on the brokers.
 
 use std::collections::VecDeque;
 use std::path::{Path, PathBuf};
@@ -21,14 +26,17 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use rusqlite::types::ValueRef;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, params};
 
 use super::{
-    ConsumeOptions, Consumer, Delivery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage,
-    PoisonQuery, Queue, QueueOptions, QueueStats, Received, check_queue_name, poison_queue,
+    ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
 
+mod poison;
+mod registry;
 mod sql;
 
 use sql::*;
@@ -87,7 +95,7 @@ impl SqliteQueue {
         let path = path.as_ref().to_owned();
         let opened = path.clone();
         let connection = tokio::task::spawn_blocking(move || -> Result<Connection> {
-            let connection = Connection::open(&opened).map_err(storage)?;
+            let mut connection = Connection::open(&opened).map_err(storage)?;
             connection
                 .busy_timeout(Duration::from_secs(10))
                 .map_err(storage)?;
@@ -98,6 +106,8 @@ impl SqliteQueue {
                 .pragma_update(None, "synchronous", "NORMAL")
                 .map_err(storage)?;
             connection.execute_batch(SCHEMA).map_err(storage)?;
+            registry::ensure_registry(&mut connection).map_err(storage)?;
+            registry::register_functions(&connection).map_err(storage)?;
             Ok(connection)
         })
         .await
@@ -191,8 +201,9 @@ impl Queue for SqliteQueue {
     type Delivery = SqliteDelivery;
 
     async fn declare(&self, queue: &str, _options: &QueueOptions) -> Result<()> {
-        // Rows are created on send; a queue needs no declaration beyond a valid name.
-        check_queue_name(queue)
+        // Rows are created on send; a declaration registers the name.
+        check_queue_name(queue)?;
+        self.register(queue).await
     }
 
     async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
@@ -220,14 +231,7 @@ impl Queue for SqliteQueue {
     }
 
     async fn poison_list(&self, queue: &str, limit: usize) -> Result<Vec<PoisonMessage>> {
-        let poison = poison_queue(queue);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        self.with(move |c| {
-            let mut statement = c.prepare_cached(POISON_LIST)?;
-            let rows = statement.query_map(params![poison, limit], whole_poison_row)?;
-            rows.collect()
-        })
-        .await
+        self.poison_rows(queue, limit).await
     }
 
     async fn poison_replay(&self, queue: &str, id: Option<&str>) -> Result<usize> {
@@ -249,80 +253,41 @@ impl Queue for SqliteQueue {
     }
 
     async fn stats(&self, queue: &str) -> Result<QueueStats> {
-        let (queue, poison) = (queue.to_owned(), poison_queue(queue));
-        self.with(move |c| {
-            let at = now();
-            let count = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<u64> {
-                c.query_row(sql, p, |r| r.get::<_, i64>(0))
-                    .map(|n| u64::try_from(n).unwrap_or(0))
-            };
-            let oldest: Option<i64> =
-                c.query_row(OLDEST_DELIVERABLE, params![queue, at], |r| r.get(0))?;
-            Ok(QueueStats {
-                // A lease that ran out is waiting again.
-                waiting: count(COUNT_WAITING, &[&queue])? + count(COUNT_EXPIRED, &[&queue, &at])?,
-                leased: count(COUNT_LEASED, &[&queue, &at])?,
-                poisoned: count(COUNT_ALL, &[&poison])?,
-                consumers: None,
-                // A receive takes the deliverable messages in the order they became
-                // deliverable: none was received since the oldest of them did.
-                waiting_since: oldest.and_then(DateTime::from_timestamp_micros),
+        let (name, poison) = (queue.to_owned(), poison_queue(queue));
+        let queue = name.clone();
+        let stats = self
+            .with(move |c| {
+                if !c
+                    .prepare_cached(IS_DECLARED)?
+                    .query_row(params![queue], |row| row.get::<_, bool>(0))?
+                {
+                    return Ok(None);
+                }
+                let at = now();
+                let count = |sql: &str, p: &[&dyn rusqlite::ToSql]| -> rusqlite::Result<u64> {
+                    c.query_row(sql, p, |r| r.get::<_, i64>(0))
+                        .map(|n| u64::try_from(n).unwrap_or(0))
+                };
+                let oldest: Option<i64> =
+                    c.query_row(OLDEST_DELIVERABLE, params![queue, at], |r| r.get(0))?;
+                Ok(Some(QueueStats {
+                    // A lease that ran out is waiting again.
+                    waiting: count(COUNT_WAITING, &[&queue])?
+                        + count(COUNT_EXPIRED, &[&queue, &at])?,
+                    leased: count(COUNT_LEASED, &[&queue, &at])?,
+                    poisoned: count(COUNT_ALL, &[&poison])?,
+                    consumers: None,
+                    // A receive takes the deliverable messages in the order they became
+                    // deliverable: none was received since the oldest of them did.
+                    waiting_since: oldest.and_then(DateTime::from_timestamp_micros),
+                }))
             })
-        })
-        .await
+            .await?;
+        stats.ok_or(Error::NotDeclared { queue: name })
     }
 
     async fn poison_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
-        let poison = poison_queue(queue);
-        // A cursor this queue did not give starts at the beginning.
-        let after: i64 = query
-            .after
-            .as_deref()
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let filter = filter_params(&query.filter);
-        // One row more than the page holds tells whether a next page exists.
-        let limit = i64::try_from(query.limit.saturating_add(1)).unwrap_or(i64::MAX);
-        let preview = i64::try_from(query.preview).unwrap_or(i64::MAX);
-        let wanted = query.limit;
-        self.with(move |c| {
-            let mut statement = c.prepare_cached(POISON_PAGE)?;
-            let [kind, id, reason, body] = filter;
-            let mut rows = statement.query(params![
-                poison, after, kind, id, reason, body, limit, preview
-            ])?;
-            let mut messages = Vec::new();
-            let mut next = None;
-            while let Some(row) = rows.next()? {
-                if messages.len() == wanted {
-                    next = messages.last().map(|m: &PoisonMessage| m.handle.clone());
-                    break;
-                }
-                let size: i64 = row.get(3)?;
-                let count: i64 = row.get(5)?;
-                let at: i64 = row.get(6)?;
-                let operation = match (row.get_ref(7)?, row.get_ref(8)?) {
-                    (
-                        kind @ (ValueRef::Text(_) | ValueRef::Blob(_)),
-                        ValueRef::Integer(version),
-                    ) => u32::try_from(version).ok().map(|v| (lossy(kind), v)),
-                    _ => None,
-                };
-                messages.push(PoisonMessage {
-                    id: lossy(row.get_ref(1)?),
-                    handle: row.get::<_, i64>(0)?.to_string(),
-                    body: bytes(row.get_ref(2)?),
-                    size: usize::try_from(size).unwrap_or(0),
-                    operation,
-                    reason: lossy(row.get_ref(4)?),
-                    delivery_count: u32::try_from(count).unwrap_or(u32::MAX),
-                    // A poisoned row's visibility time is when it was poisoned.
-                    poisoned_at: DateTime::from_timestamp_micros(at),
-                });
-            }
-            Ok(PoisonPage { messages, next })
-        })
-        .await
+        self.read_poison_page(queue, query).await
     }
 
     async fn poison_reasons(
@@ -330,35 +295,19 @@ impl Queue for SqliteQueue {
         queue: &str,
         filter: &PoisonFilter,
     ) -> Result<Vec<(String, u64)>> {
-        let poison = poison_queue(queue);
-        let [kind, id, reason, body] = filter_params(filter);
-        let counted = self
-            .with(move |c| {
-                let mut statement = c.prepare_cached(POISON_REASONS)?;
-                let rows = statement
-                    .query_map(params![poison, 0i64, kind, id, reason, body], |row| {
-                        Ok((lossy(row.get_ref(0)?), row.get::<_, i64>(1)?))
-                    })?;
-                rows.collect::<rusqlite::Result<Vec<_>>>()
-            })
-            .await?;
-        // Reasons whose bytes differ only where they are not UTF-8 read the same: one line.
-        Ok(super::poison::tally(counted.into_iter().map(
-            |(reason, n)| (reason, u64::try_from(n).unwrap_or(0)),
-        )))
+        self.read_poison_reasons(queue, filter).await
+    }
+
+    async fn poison_reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<ReasonGroup>> {
+        self.read_poison_reason_groups(queue, filter).await
     }
 
     async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
-        let poison = poison_queue(queue);
-        let Ok(seq) = handle.parse::<i64>() else {
-            return Ok(None);
-        };
-        self.with(move |c| {
-            c.prepare_cached(POISON_ONE)?
-                .query_row(params![poison, seq], whole_poison_row)
-                .optional()
-        })
-        .await
+        self.poison_row_of(queue, handle).await
     }
 
     async fn poison_take(
@@ -438,20 +387,31 @@ impl Queue for SqliteQueue {
         })
         .await
     }
+
+    /// One lookup in the registry.
+    async fn exists(&self, queue: &str) -> Result<bool> {
+        check_queue_name(queue)?;
+        if is_poison_queue(queue) {
+            return Ok(false);
+        }
+        self.registered(queue).await
+    }
+
+    /// The registry, by name.
+    async fn declared_queues(&self) -> Result<Option<Vec<String>>> {
+        self.registered_queues().await.map(Some)
+    }
+
+    /// The queue's rows in the order they were sent (or the reverse), leased and delayed
+    /// ones included and marked, read along the index on (queue, seq).
+    async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
+        check_queue_name(queue)?;
+        self.peek_rows(queue, query).await
+    }
 }
 
 /// The most rows one statement of [`Queue::poison_take`] names.
 const TAKE_CHUNK: usize = 500;
-
-/// The filter's parts as the statements' parameters: kind, id, reason, body.
-fn filter_params(filter: &PoisonFilter) -> [Option<String>; 4] {
-    [
-        filter.kind.clone(),
-        filter.id.clone(),
-        filter.reason.clone(),
-        filter.body.clone(),
-    ]
-}
 
 /// A column read as text whatever it holds: bytes that are not UTF-8 become U+FFFD, so one
 /// row another program wrote cannot fail a listing.
@@ -471,22 +431,6 @@ fn bytes(value: ValueRef<'_>) -> Vec<u8> {
         ValueRef::Null => Vec::new(),
         other => lossy(other).into_bytes(),
     }
-}
-
-/// A poison row read whole (seq, id, body, reason, dequeue count, visibility time).
-fn whole_poison_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PoisonMessage> {
-    let count: i64 = row.get(4)?;
-    // A poisoned row's visibility time is when it was poisoned.
-    let at: i64 = row.get(5)?;
-    let mut message = PoisonMessage::new(
-        lossy(row.get_ref(1)?),
-        bytes(row.get_ref(2)?),
-        lossy(row.get_ref(3)?),
-        u32::try_from(count).unwrap_or(u32::MAX),
-        DateTime::from_timestamp_micros(at),
-    );
-    message.handle = row.get::<_, i64>(0)?.to_string();
-    Ok(message)
 }
 
 /// A consumer of the SQLite queue: receives up to `prefetch` messages at a time, polling

@@ -13,8 +13,40 @@ CREATE TABLE IF NOT EXISTS tablekit_queue (
     reason TEXT
 );
 CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
+CREATE INDEX IF NOT EXISTS tablekit_queue_order ON tablekit_queue (queue, seq);
 CREATE TABLE IF NOT EXISTS tablekit_queue_paused (queue TEXT PRIMARY KEY);
 ";
+
+/// Whether the registry of declared queues exists yet.
+pub(super) const REGISTRY_EXISTS: &str = "SELECT EXISTS (SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'tablekit_queue_declared')";
+
+/// The registry of declared queues: each queue a worker (or `tablekit-worker declare`)
+/// declared, with when it first did (Unix microseconds).
+pub(super) const REGISTRY_SCHEMA: &str = "CREATE TABLE IF NOT EXISTS tablekit_queue_declared (queue TEXT PRIMARY KEY, declared_at INTEGER NOT NULL)";
+
+/// Registers, as declared at `?1`, every queue that holds messages but poison queues: the
+/// names are found by skipping along the index, one seek per name.
+pub(super) const REGISTRY_BACKFILL: &str = "
+WITH RECURSIVE names(queue) AS (
+    SELECT MIN(queue) FROM tablekit_queue
+    UNION ALL
+    SELECT (SELECT MIN(queue) FROM tablekit_queue WHERE queue > names.queue)
+    FROM names WHERE names.queue IS NOT NULL
+)
+INSERT OR IGNORE INTO tablekit_queue_declared (queue, declared_at)
+SELECT queue, ?1 FROM names WHERE queue IS NOT NULL AND queue NOT GLOB '*-poison'";
+
+/// Registers queue `?1` as declared at `?2`, unless it is already.
+pub(super) const DECLARE: &str =
+    "INSERT OR IGNORE INTO tablekit_queue_declared (queue, declared_at) VALUES (?1, ?2)";
+
+/// Whether queue `?1` is declared.
+pub(super) const IS_DECLARED: &str =
+    "SELECT EXISTS (SELECT 1 FROM tablekit_queue_declared WHERE queue = ?1)";
+
+/// The declared queues by name, poison queues left out.
+pub(super) const DECLARED: &str =
+    "SELECT queue FROM tablekit_queue_declared WHERE queue NOT GLOB '*-poison' ORDER BY queue";
 
 pub(super) const SEND: &str =
     "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
@@ -38,21 +70,20 @@ pub(super) const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = 
 
 pub(super) const RELEASE: &str = "UPDATE tablekit_queue SET visible_at = ?3, dequeue_count = dequeue_count - 1, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
-pub(super) const POISON_LIST: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
+/// A poison queue's rows whole (seq, id, body, size, reason, dequeue count, visibility
+/// time, sending time), in order, up to `?2`.
+pub(super) const POISON_LIST: &str = "SELECT seq, id, body, length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, sent_at FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2";
 
-pub(super) const POISON_ONE: &str = "SELECT seq, id, body, reason, dequeue_count, visible_at FROM tablekit_queue WHERE queue = ?1 AND seq = ?2";
+/// One poison row whole, as [`POISON_LIST`] reads it.
+pub(super) const POISON_ONE: &str = "SELECT seq, id, body, length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, sent_at FROM tablekit_queue WHERE queue = ?1 AND seq = ?2";
 
-/// The rows of a poison queue (`?1`) after a seq (`?2`) that a [`PoisonFilter`] passes
-/// (`?3` kind, `?4` id, `?5` reason, `?6` body; NULL for a part not given), with the
-/// operation's kind and version read from a body that is an envelope. The body is read as
-/// text for the JSON functions, which treat a BLOB as JSONB: a body that is not JSON text
-/// (or not an envelope) has no operation, and never fails the query.
-macro_rules! filtered_poison {
+/// The operation's kind and version read from a body that is an envelope, as the columns
+/// `kind` and `version`. The body is read as text for the JSON functions, which treat a
+/// BLOB as JSONB: a body that is not JSON text (or not an envelope) has no operation, and
+/// never fails the query.
+macro_rules! envelope_columns {
     () => {
         "
-SELECT seq, id, body, reason, dequeue_count, visible_at, kind, version
-FROM (
-    SELECT seq, id, body, reason, dequeue_count, visible_at,
         CASE WHEN json_valid(CAST(body AS TEXT))
             AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
             AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
@@ -60,31 +91,92 @@ FROM (
         CASE WHEN json_valid(CAST(body AS TEXT))
             AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
             AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
-        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version
+        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version"
+    };
+}
+
+/// The rows of a poison queue (`?1`) after (`>`) or before (`<`) a seq (`?2`) that a
+/// [`PoisonFilter`](super::PoisonFilter) passes (`?3` kind, `?4` id, `?5` reason, `?6`
+/// body, `?7` reason group, `?8` the group of reasons that are not UTF-8; NULL for a part
+/// not given), with [`envelope_columns`]. The groups are computed by the connection's
+/// `tablekit_reason_group` function.
+macro_rules! filtered_poison {
+    ($after:literal) => {
+        concat!(
+            "
+SELECT seq, id, body, reason, dequeue_count, visible_at, sent_at, kind, version
+FROM (
+    SELECT seq, id, body, reason, dequeue_count, visible_at, sent_at, ",
+            envelope_columns!(),
+            "
     FROM tablekit_queue
-    WHERE queue = ?1 AND seq > ?2
+    WHERE queue = ?1 AND seq ",
+            $after,
+            " ?2
 )
 WHERE (?3 IS NULL OR lower(kind) = lower(?3))
     AND (?4 IS NULL OR instr(CAST(lower(id) AS BLOB), CAST(lower(?4) AS BLOB)) > 0)
     AND (?5 IS NULL OR instr(CAST(lower(COALESCE(reason, '')) AS BLOB), CAST(lower(?5) AS BLOB)) > 0)
     AND (?6 IS NULL OR instr(CAST(lower(CAST(body AS TEXT)) AS BLOB), CAST(lower(?6) AS BLOB)) > 0)
+    AND (?7 IS NULL OR tablekit_reason_group(reason) = ?7)
+    AND (?8 IS NULL OR tablekit_reason_group(reason) = ?8)
 "
+        )
     };
 }
 
-/// A page of a poison queue: [`filtered_poison`]'s rows in order, up to `?7`, each body cut
-/// to its first `?8` bytes with its whole length beside it.
+/// The columns of a page's rows: each body cut to its first `?10` bytes with its whole
+/// length beside it.
+macro_rules! page_columns {
+    () => {
+        "SELECT seq, id, substr(CAST(body AS BLOB), 1, ?10), length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, sent_at, kind, version FROM ("
+    };
+}
+
+/// A page of a poison queue, oldest first: [`filtered_poison`]'s rows after `?2`, up to
+/// `?9`, read along the index on (queue, seq).
 pub(super) const POISON_PAGE: &str = concat!(
-    "SELECT seq, id, substr(CAST(body AS BLOB), 1, ?8), length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, kind, version FROM (",
-    filtered_poison!(),
-    ") ORDER BY seq LIMIT ?7"
+    page_columns!(),
+    filtered_poison!(">"),
+    ") ORDER BY seq LIMIT ?9"
+);
+
+/// A page of a poison queue, newest first: [`filtered_poison`]'s rows before `?2`, up to
+/// `?9`, read backwards along the index on (queue, seq).
+pub(super) const POISON_PAGE_NEWEST: &str = concat!(
+    page_columns!(),
+    filtered_poison!("<"),
+    ") ORDER BY seq DESC LIMIT ?9"
 );
 
 /// The reasons of [`filtered_poison`]'s rows with how many give each.
 pub(super) const POISON_REASONS: &str = concat!(
     "SELECT COALESCE(reason, ''), COUNT(*) FROM (",
-    filtered_poison!(),
+    filtered_poison!(">"),
     ") GROUP BY COALESCE(reason, '')"
+);
+
+/// The reason groups of [`filtered_poison`]'s rows with how many fall in each and the
+/// least reason of each.
+pub(super) const POISON_REASON_GROUPS: &str = concat!(
+    "SELECT tablekit_reason_group(reason) AS reason_group, COUNT(*), MIN(COALESCE(reason, '')) FROM (",
+    filtered_poison!(">"),
+    ") GROUP BY reason_group"
+);
+
+/// The messages of queue `?1`, oldest first, up to `?2`: seq, id, sending time, delivery
+/// count, visibility time, whether a lease was taken, and [`envelope_columns`].
+pub(super) const PEEK_OLDEST: &str = concat!(
+    "SELECT seq, id, sent_at, dequeue_count, visible_at, pop_receipt IS NOT NULL, ",
+    envelope_columns!(),
+    " FROM tablekit_queue WHERE queue = ?1 ORDER BY seq LIMIT ?2"
+);
+
+/// [`PEEK_OLDEST`] newest first.
+pub(super) const PEEK_NEWEST: &str = concat!(
+    "SELECT seq, id, sent_at, dequeue_count, visible_at, pop_receipt IS NOT NULL, ",
+    envelope_columns!(),
+    " FROM tablekit_queue WHERE queue = ?1 ORDER BY seq DESC LIMIT ?2"
 );
 
 /// Takes the poison rows (`?1`) whose seqs the JSON array `?2` lists back to a queue
