@@ -227,10 +227,10 @@ async fn ten_thousand_poison_messages_in_chromium() {
     // Filter by kind: the count and the reasons grouped with theirs.
     client.goto(&page).await.unwrap();
     let kind = client
-        .find(Locator::Css("form.filter input[name='kind']"))
+        .find(Locator::Css("form.filter select[name='kind']"))
         .await
         .unwrap();
-    kind.send_keys("index-copy").await.unwrap();
+    kind.select_by_value("index-copy").await.unwrap();
     support::browser::click(client, "form.filter button").await;
     let copies = expected(|i| i % 3 == 1);
     support::browser::wait_for(client, |html| {

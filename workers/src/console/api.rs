@@ -418,3 +418,18 @@ pub(super) async fn confirm_set(
     })
     .into_response()
 }
+
+/// `GET /api/poison/<queue>/sets/<token>/export`: the set's messages as JSON lines, or a
+/// JSON error when the set is gone.
+pub(super) async fn export_set(
+    state: State<Shared>,
+    Path((queue, token)): Path<(String, String)>,
+) -> Response {
+    if state.sets.peek(&token, &queue).is_none() {
+        return error(
+            StatusCode::NOT_FOUND,
+            "no such set: unknown, expired (15 minutes) or already confirmed",
+        );
+    }
+    poison::export(state, Path((queue, token))).await
+}

@@ -322,7 +322,7 @@ fn router(console: Shared) -> Router {
         .route("/api/poison/{queue}/sets/{token}", get(api::get_set))
         .route(
             "/api/poison/{queue}/sets/{token}/export",
-            get(poison::export),
+            get(api::export_set),
         )
         .route(
             "/api/poison/{queue}/sets/{token}/confirm",

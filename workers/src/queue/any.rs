@@ -250,6 +250,14 @@ impl Queue for AnyQueue {
     async fn poison_last_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
         dispatch!(self, q => q.poison_last_page(queue, query).await)
     }
+
+    async fn poison_kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(Option<String>, u64)>> {
+        dispatch!(self, q => q.poison_kinds(queue, filter).await)
+    }
 }
 
 impl Consumer for AnyConsumer {

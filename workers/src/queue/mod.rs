@@ -416,6 +416,28 @@ pub trait Queue: Send + Sync + 'static {
         }
     }
 
+    /// The operation kinds of the poison messages `filter` passes — its own kind left out,
+    /// so that a list of kinds offers every other — with how many have each, most first
+    /// (`None`: messages that are not an operation). The default reads the whole poison
+    /// queue.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`].
+    fn poison_kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> impl Future<Output = Result<Vec<(Option<String>, u64)>>> + Send {
+        async move {
+            let all = self.poison_list(queue, usize::MAX).await?;
+            let others = PoisonFilter {
+                kind: None,
+                ..filter.clone()
+            };
+            Ok(poison::kinds_of(all, &others))
+        }
+    }
+
     /// The last page of `query`'s order (its cursor ignored): the last `limit` messages
     /// `query` passes, in `query`'s order — the first page of the other order, reversed,
     /// one read whatever the poison queue holds where that order reads in pages. Its

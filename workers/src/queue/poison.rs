@@ -305,6 +305,24 @@ impl PoisonPage {
     }
 }
 
+/// The operation kinds of the messages `filter` passes, counted, most first (then by
+/// kind; `None` for messages that are not an operation).
+pub(crate) fn kinds_of(
+    all: Vec<PoisonMessage>,
+    filter: &PoisonFilter,
+) -> Vec<(Option<String>, u64)> {
+    let mut counted: std::collections::BTreeMap<Option<String>, u64> =
+        std::collections::BTreeMap::new();
+    for message in all.iter().filter(|m| filter.matches(m)) {
+        *counted
+            .entry(message.operation.as_ref().map(|(k, _)| k.clone()))
+            .or_default() += 1;
+    }
+    let mut kinds: Vec<_> = counted.into_iter().collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds
+}
+
 /// The poison messages whose reasons share one [group](PoisonMessage::reason_group).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ReasonGroup {

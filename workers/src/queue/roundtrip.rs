@@ -191,6 +191,16 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
             .await
     }
 
+    async fn poison_kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(Option<String>, u64)>> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.poison_kinds(queue, filter))
+            .await
+    }
+
     async fn poison_reason_groups(
         &self,
         queue: &str,

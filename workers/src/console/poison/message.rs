@@ -9,6 +9,7 @@ use axum::response::Response;
 use chrono::Utc;
 use maud::{Markup, html};
 
+use super::super::forms::Nonces;
 use super::super::view::{ago, thousands, urlencode};
 use super::super::{Console, Shared, failure, html as page_of, view as frame};
 use super::actions::{one_action, one_target};
@@ -16,9 +17,16 @@ use super::{checked_queue, gone};
 use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonMessage, Queue};
 
-/// The most bytes of a body the page carries, pretty and raw each (the whole body is one
-/// link away).
-const SHOWN_BYTES: usize = 256 * 1024;
+/// The most bytes of a body the page carries once escaped, pretty and raw each (the whole
+/// body is one link away): with the reason, the id and the headers, a page stays under
+/// 1 MB whatever the message holds.
+const SHOWN_BYTES: usize = 300 * 1024;
+/// The most bytes of the reason the page carries, escaped.
+const REASON_BYTES: usize = 100 * 1024;
+/// The most bytes of the id, and of each header, the page carries, escaped.
+const FIELD_BYTES: usize = 4 * 1024;
+/// The most headers shown.
+const HEADERS_SHOWN: usize = 64;
 
 /// The headers a backend records beside a message's body.
 pub(super) fn headers_of(message: &PoisonMessage) -> Vec<(&str, &str)> {
@@ -40,16 +48,13 @@ pub(super) fn pretty_json(body: &[u8]) -> Option<String> {
     String::from_utf8(out).ok()
 }
 
-/// `text` cut to `bytes` at a character boundary, and whether it was cut.
-fn cut(text: &str, bytes: usize) -> (&str, bool) {
-    if text.len() <= bytes {
-        return (text, false);
-    }
-    let mut end = bytes;
-    while !text.is_char_boundary(end) {
-        end -= 1;
-    }
-    (&text[..end], true)
+/// `text` with its lines kept, made visible and cut to `bytes` of the page once escaped,
+/// and whether it was cut.
+fn cut(text: &str, bytes: usize) -> (String, bool) {
+    let head: String = text.chars().take(bytes + 1).collect();
+    let shown = super::view::fit(&neutral_lines(&head), bytes);
+    let was_cut = shown.len() < text.len() && (shown.ends_with('…') || head.len() < text.len());
+    (shown, was_cut)
 }
 
 pub(crate) async fn message(
@@ -70,22 +75,27 @@ pub(crate) async fn message(
 }
 
 fn view(console: &Console, queue: &str, m: &PoisonMessage) -> Markup {
+    view_of_message(queue, m, console.access.csrf(), &console.nonces)
+}
+
+/// The page of one message, its buttons' nonces issued by `nonces`.
+fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &Nonces) -> Markup {
     let now = Utc::now();
     let raw_text = String::from_utf8_lossy(&m.body);
     let (raw, raw_cut) = cut(&raw_text, SHOWN_BYTES);
+    let clip = super::view::clip;
     let pretty = pretty_json(&m.body);
     let whole = format!("/poison/{}/body/{}", urlencode(queue), urlencode(&m.handle));
     let back = format!("/poison/{}", urlencode(queue));
-    let csrf = console.access.csrf();
     html! {
         section.card.message {
             h2 { "Poison message of " code { (neutral(queue)) } }
             p { a href=(back) { "← All poison messages of " (neutral(queue)) } }
             table.grid.facts {
                 tbody {
-                    tr { th { "id" } td.ident { @if m.id.is_empty() { span.muted { "no id" } } @else { code { (neutral(&m.id)) } } } }
-                    tr { th { "operation" } td { @match &m.operation { Some((kind, version)) => { code { (neutral(kind)) } " v" (version) }, None => span.kind.bad { "not an operation" } } } }
-                    tr { th { "handle" } td { code { (neutral(&m.handle)) } } }
+                    tr { th { "id" } td.ident { @if m.id.is_empty() { span.muted { "no id" } } @else { code { (clip(&m.id, FIELD_BYTES)) } } } }
+                    tr { th { "operation" } td { @match &m.operation { Some((kind, version)) => { code { (clip(kind, FIELD_BYTES)) } " v" (version) }, None => span.kind.bad { "not an operation" } } } }
+                    tr { th { "handle" } td { code { (clip(&m.handle, FIELD_BYTES)) } } }
                     tr { th { "size" } td { (thousands(m.size as u64)) " bytes" } }
                     tr { th { "sent (UTC)" } td { @match m.sent_at { Some(at) => { (at.format("%Y-%m-%d %H:%M:%S UTC")) " · " span.muted { (ago(at, now)) } }, None => span.muted { "not recorded" } } } }
                 }
@@ -98,7 +108,7 @@ fn view(console: &Console, queue: &str, m: &PoisonMessage) -> Markup {
                         td.nowrap { @match m.poisoned_at { Some(at) => (at.format("%Y-%m-%d %H:%M:%S UTC")), None => span.muted { "not recorded" } } }
                         td.nowrap.muted { @if let Some(at) = m.poisoned_at { (ago(at, now)) } }
                         td.num { (m.delivery_count) }
-                        td.reason { (neutral(&m.reason)) @if m.reason_undecodable { " " span.badge.bad { "not UTF-8" } } }
+                        td.reason { (clip(&m.reason, REASON_BYTES)) @if m.reason_undecodable { " " span.badge.bad { "not UTF-8" } } }
                     }
                 }
             }
@@ -109,8 +119,8 @@ fn view(console: &Console, queue: &str, m: &PoisonMessage) -> Markup {
             } @else {
                 table.grid.headers {
                     tbody {
-                        @for (name, value) in &headers {
-                            tr { th { (neutral(name)) } td.reason { (neutral(value)) } }
+                        @for (name, value) in headers.iter().take(HEADERS_SHOWN) {
+                            tr { th { (clip(name, FIELD_BYTES)) } td.reason { (clip(value, FIELD_BYTES)) } }
                         }
                     }
                 }
@@ -118,18 +128,18 @@ fn view(console: &Console, queue: &str, m: &PoisonMessage) -> Markup {
             @if super::super::view::may_act() {
             form.actions method="post" action=(back) {
                 input type="hidden" name="csrf" value=(csrf);
-                button name="one" value=(format!("replay:{}:{}", console.nonces.issue(&one_action("replay"), &one_target(queue, &m.handle)), m.handle)) { "Replay" }
+                button name="one" value=(format!("replay:{}:{}", nonces.issue(&one_action("replay"), &one_target(queue, &m.handle)), m.handle)) { "Replay" }
                 " "
-                button.danger name="one" value=(format!("discard:{}:{}", console.nonces.issue(&one_action("discard"), &one_target(queue, &m.handle)), m.handle)) { "Discard…" }
+                button.danger name="one" value=(format!("discard:{}:{}", nonces.issue(&one_action("discard"), &one_target(queue, &m.handle)), m.handle)) { "Discard…" }
             }
             }
             @if let Some(pretty) = &pretty {
-                @let (shown, was_cut) = cut(pretty, SHOWN_BYTES);
+                @let (shown, _) = cut(pretty, SHOWN_BYTES);
                 h3 { "Body (JSON, keys in their order)" }
-                pre.body.whole { (neutral_lines(shown)) @if was_cut { "…" } }
+                pre.body.whole { (shown) }
             }
             h3 { "Body as sent" }
-            pre.body.whole.raw { (neutral_lines(raw)) @if raw_cut { "…" } }
+            pre.body.whole.raw { (raw) }
             p.muted {
                 @if raw_cut { "The first " (thousands(SHOWN_BYTES as u64)) " bytes. " }
                 a href=(whole) target="_blank" rel="noopener" { "The whole body, as the queue holds it" }
@@ -157,8 +167,28 @@ mod tests {
     }
 
     #[test]
-    fn a_cut_keeps_whole_characters() {
-        assert_eq!(cut("ééé", 3), ("é", true));
-        assert_eq!(cut("abc", 3), ("abc", false));
+    fn a_cut_keeps_whole_characters_and_counts_escapes() {
+        assert_eq!(cut("abc", 3), ("abc".to_owned(), false));
+        let (shown, was_cut) = cut(&"<".repeat(100), 40);
+        assert!(was_cut);
+        assert!(shown.chars().count() <= 11, "{shown}");
+    }
+
+    #[test]
+    fn the_page_of_the_largest_message_stays_under_a_megabyte() {
+        let worst = "\"<\u{202E}\n".repeat(400_000);
+        let mut m = PoisonMessage::new(
+            worst.clone(),
+            worst.clone().into_bytes(),
+            worst.clone(),
+            9,
+            None,
+        );
+        m.headers = (0..500)
+            .map(|i| (format!("h{i}{worst}"), worst.clone()))
+            .collect();
+        let console_free = view_of_message("q", &m, "c", &Nonces::default());
+        let html = console_free.into_string();
+        assert!(html.len() < 1_000_000, "{} bytes", html.len());
     }
 }

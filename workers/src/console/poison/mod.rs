@@ -166,6 +166,8 @@ pub(super) struct PoisonView {
     place: Place,
     /// The reasons of the messages the filter passes, grouped with digits and ids masked.
     groups: Vec<crate::queue::ReasonGroup>,
+    /// The operation kinds present among the messages the rest of the filter passes.
+    kinds: Vec<(Option<String>, u64)>,
     page: crate::queue::PoisonPage,
     paused: bool,
 }
@@ -187,6 +189,7 @@ pub(super) async fn page(
             .broker
             .poison_reason_groups(&queue, &place.filter)
             .await?;
+        let kinds = console.broker.poison_kinds(&queue, &place.filter).await?;
         let query = place.query(PREVIEW);
         let page = if place.backwards && place.after.is_none() {
             // The last page: one read of the other order's first page.
@@ -205,6 +208,7 @@ pub(super) async fn page(
             matching: groups.iter().map(|g| g.count).sum(),
             place: place.clone(),
             groups,
+            kinds,
             page,
             paused: console.broker.paused(&queue).await.unwrap_or(false),
         })

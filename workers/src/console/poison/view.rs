@@ -29,6 +29,8 @@ const HEAD_BYTES: usize = 600;
 const GROUP_LINK_BYTES: usize = 300;
 /// The most characters of a reason a link filtering by its text carries.
 const REASON_LINK_CHARS: usize = 100;
+/// The most operation kinds the filter's list offers.
+const KINDS_LISTED: usize = 50;
 /// The reasons listed with their counts.
 const REASONS_SHOWN: usize = 20;
 /// The longest handle a page carries in its forms, escaped (a backend whose handle is
@@ -56,7 +58,7 @@ fn escaped_size(text: &str) -> usize {
 }
 
 /// `text` cut to what fits in `budget` bytes of a page once escaped (with `…` when cut).
-fn fit(text: &str, budget: usize) -> String {
+pub(super) fn fit(text: &str, budget: usize) -> String {
     let mut out = String::new();
     let mut used = 0;
     for c in text.chars() {
@@ -73,7 +75,7 @@ fn fit(text: &str, budget: usize) -> String {
 /// `text` made visible and cut to `budget` bytes of a page: cut first (a character is at
 /// least one byte, so no more than `budget` of them can show), then neutralised, then cut
 /// again to fit its escapes.
-fn clip(text: &str, budget: usize) -> String {
+pub(super) fn clip(text: &str, budget: usize) -> String {
     let head: String = text.chars().take(budget + 1).collect();
     fit(&neutral(&head), budget)
 }
@@ -278,7 +280,24 @@ pub(super) fn poison(
                 @if v.paused { " " span.badge.bad { "consumers paused" } }
             }
             form.filter method="get" action=(format!("/poison/{}", urlencode(&v.queue))) {
-                label { "kind " input type="text" name="kind" value=(f.kind.as_deref().unwrap_or_default()) placeholder="operation kind"; }
+                label { "kind "
+                    select name="kind" {
+                        option value="" { "any kind" }
+                        @for (kind, n) in v.kinds.iter().take(KINDS_LISTED) {
+                            @match kind {
+                                Some(kind) => option value=(kind) selected[f.kind.as_deref().is_some_and(|k| k.eq_ignore_ascii_case(kind))] {
+                                    (clip(kind, ID_BYTES)) " (" (thousands(*n)) ")"
+                                },
+                                None => option value="" disabled { "not an operation (" (thousands(*n)) ")" },
+                            }
+                        }
+                        @if let Some(kind) = &f.kind {
+                            @if !v.kinds.iter().any(|(k, _)| k.as_deref().is_some_and(|k| k.eq_ignore_ascii_case(kind))) {
+                                option value=(kind) selected { (clip(kind, ID_BYTES)) " (none)" }
+                            }
+                        }
+                    }
+                }
                 label { "id " input type="text" name="id" value=(f.id.as_deref().unwrap_or_default()) placeholder="text in the id"; }
                 label { "reason " input type="text" name="reason" value=(f.reason.as_deref().unwrap_or_default()) placeholder="text in the reason"; }
                 label { "body " input type="text" name="body" value=(f.body.as_deref().unwrap_or_default()) placeholder="text in the body"; }
@@ -524,6 +543,7 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
                     a.export href=(export) download { "Export these " (thousands(count as u64)) " " (messages) " (JSON lines, whole bodies)" }
                     span.muted { " — keep them before they go." }
                 }
+                @if may_act() {
                 form method="post" action=(format!("/poison/{}/confirm/{token}", urlencode(queue))) {
                     input type="hidden" name="csrf" value=(csrf);
                     input type="hidden" name="nonce" value=(nonce);
@@ -533,6 +553,9 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
                     }
                     " "
                     a href=(back) { "Cancel" }
+                }
+                } @else {
+                    p.muted { "Signed in as a viewer: only an operator confirms." }
                 }
             }
         }
@@ -553,6 +576,7 @@ mod tests {
                 limit: super::super::DEFAULT_PAGE,
                 ..Place::default()
             },
+            kinds: vec![(Some("kind<b>".into()), 1), (None, 2)],
             groups: reasons
                 .into_iter()
                 .map(|(reason, count)| crate::queue::ReasonGroup {

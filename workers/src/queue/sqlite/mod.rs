@@ -108,6 +108,7 @@ impl SqliteQueue {
             connection.execute_batch(SCHEMA).map_err(storage)?;
             registry::ensure_registry(&mut connection).map_err(storage)?;
             registry::register_functions(&connection).map_err(storage)?;
+            registry::ensure_operation_columns(&mut connection).map_err(storage)?;
             Ok(connection)
         })
         .await
@@ -209,9 +210,15 @@ impl Queue for SqliteQueue {
     async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
         check_queue_name(queue)?;
         let (queue, id, body) = (queue.to_owned(), id.to_owned(), body.to_vec());
+        // The operation's kind and version, stored beside the body: the poison page counts
+        // kinds without reading bodies.
+        let (kind, version) = match super::operation_of(&body) {
+            Some((kind, version)) => (kind, Some(version)),
+            None => (String::new(), None),
+        };
         self.with(move |c| {
             c.prepare_cached(SEND)?
-                .execute(params![queue, id, body, now()])
+                .execute(params![queue, id, body, now(), kind, version])
                 .map(|_| ())
         })
         .await
@@ -304,6 +311,14 @@ impl Queue for SqliteQueue {
         filter: &PoisonFilter,
     ) -> Result<Vec<ReasonGroup>> {
         self.read_poison_reason_groups(queue, filter).await
+    }
+
+    async fn poison_kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(Option<String>, u64)>> {
+        self.read_poison_kinds(queue, filter).await
     }
 
     async fn poison_body(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {

@@ -13,7 +13,8 @@ use super::super::{
     operation_of, poison_queue,
 };
 use super::sql::{
-    POISON_LIST, POISON_ONE, POISON_PAGE, POISON_PAGE_NEWEST, POISON_REASON_GROUPS, POISON_REASONS,
+    POISON_KINDS, POISON_KINDS_INDEXED, POISON_LIST, POISON_ONE, POISON_PAGE, POISON_PAGE_NEWEST,
+    POISON_REASON_GROUPS, POISON_REASON_GROUPS_INDEXED, POISON_REASONS,
 };
 use super::{SqliteQueue, bytes, lossy};
 use crate::error::Result;
@@ -176,6 +177,46 @@ impl SqliteQueue {
         })))
     }
 
+    /// The operation kinds of the poison messages `filter` passes (its kind left out),
+    /// counted in SQL.
+    pub(super) async fn read_poison_kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(Option<String>, u64)>> {
+        let poison = poison_queue(queue);
+        let [_, id, reason, body, group, undecodable] = filter_params(filter);
+        let kind: Option<String> = None;
+        // Without text to find, the counts read the index alone.
+        let indexed = id.is_none() && reason.is_none() && body.is_none();
+        let counted = self
+            .with(move |c| {
+                let read = |row: &rusqlite::Row<'_>| {
+                    let kind = match row.get_ref(0)? {
+                        ValueRef::Null => None,
+                        value => Some(lossy(value)),
+                    };
+                    Ok((kind, row.get::<_, i64>(1)?))
+                };
+                if indexed {
+                    let mut statement = c.prepare_cached(POISON_KINDS_INDEXED)?;
+                    let rows = statement.query_map(params![poison, group, undecodable], read)?;
+                    return rows.collect::<rusqlite::Result<Vec<_>>>();
+                }
+                let mut statement = c.prepare_cached(POISON_KINDS)?;
+                let rows = statement.query_map(
+                    params![poison, 0i64, kind, id, reason, body, group, undecodable],
+                    read,
+                )?;
+                rows.collect::<rusqlite::Result<Vec<_>>>()
+            })
+            .await?;
+        Ok(counted
+            .into_iter()
+            .map(|(kind, n)| (kind, u64::try_from(n).unwrap_or(0)))
+            .collect())
+    }
+
     /// The reason groups of the poison messages `filter` passes, grouped in SQL.
     pub(super) async fn read_poison_reason_groups(
         &self,
@@ -184,18 +225,27 @@ impl SqliteQueue {
     ) -> Result<Vec<ReasonGroup>> {
         let poison = poison_queue(queue);
         let [kind, id, reason, body, group, undecodable] = filter_params(filter);
+        // Without text to find, the counts read the index alone.
+        let indexed = id.is_none() && reason.is_none() && body.is_none();
         let counted = self
             .with(move |c| {
+                let read = |row: &rusqlite::Row<'_>| {
+                    Ok((
+                        lossy(row.get_ref(0)?),
+                        row.get::<_, i64>(1)?,
+                        lossy(row.get_ref(2)?),
+                    ))
+                };
+                if indexed {
+                    let mut statement = c.prepare_cached(POISON_REASON_GROUPS_INDEXED)?;
+                    let rows =
+                        statement.query_map(params![poison, kind, group, undecodable], read)?;
+                    return rows.collect::<rusqlite::Result<Vec<_>>>();
+                }
                 let mut statement = c.prepare_cached(POISON_REASON_GROUPS)?;
                 let rows = statement.query_map(
                     params![poison, 0i64, kind, id, reason, body, group, undecodable],
-                    |row| {
-                        Ok((
-                            lossy(row.get_ref(0)?),
-                            row.get::<_, i64>(1)?,
-                            lossy(row.get_ref(2)?),
-                        ))
-                    },
+                    read,
                 )?;
                 rows.collect::<rusqlite::Result<Vec<_>>>()
             })

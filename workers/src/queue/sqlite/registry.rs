@@ -14,8 +14,9 @@ use rusqlite::{Connection, TransactionBehavior, params};
 
 use super::super::{PeekQuery, UNDECODABLE_REASON_GROUP, WaitingMessage, reason_group};
 use super::sql::{
-    DECLARE, DECLARED, IS_DECLARED, PEEK_NEWEST, PEEK_OLDEST, REGISTRY_BACKFILL, REGISTRY_EXISTS,
-    REGISTRY_SCHEMA,
+    ADD_OPERATION_COLUMNS, DECLARE, DECLARED, FACETS_INDEX, FILL_OPERATION_COLUMNS,
+    HAS_OPERATION_COLUMNS, IS_DECLARED, PEEK_NEWEST, PEEK_OLDEST, REGISTRY_BACKFILL,
+    REGISTRY_EXISTS, REGISTRY_SCHEMA,
 };
 use super::{SqliteQueue, lossy, now};
 use crate::error::Result;
@@ -53,6 +54,21 @@ pub(super) fn ensure_registry(connection: &mut Connection) -> rusqlite::Result<(
         transaction.execute(REGISTRY_SCHEMA, [])?;
         transaction.execute(REGISTRY_BACKFILL, params![now()])?;
     }
+    transaction.commit()
+}
+
+/// Gives a file made before them the columns of each message's operation kind and version
+/// (once: several processes opening it at once take turns), fills them for the rows
+/// written without them, and creates the index the counts of kinds and reasons read.
+/// Filling reads each such body once; rows written by tablekit carry them already.
+pub(super) fn ensure_operation_columns(connection: &mut Connection) -> rusqlite::Result<()> {
+    let has = |c: &Connection| c.query_row(HAS_OPERATION_COLUMNS, [], |row| row.get::<_, bool>(0));
+    let transaction = connection.transaction_with_behavior(TransactionBehavior::Immediate)?;
+    if !has(&transaction)? {
+        transaction.execute_batch(ADD_OPERATION_COLUMNS)?;
+    }
+    transaction.execute(FILL_OPERATION_COLUMNS, [])?;
+    transaction.execute(FACETS_INDEX, [])?;
     transaction.commit()
 }
 

@@ -1,5 +1,41 @@
 //! The SQL of the SQLite queue, one named statement each.
 
+/// The operation's kind and version read from a body that is an envelope, as the columns
+/// `json_kind` and `json_version`. The body is read as text for the JSON functions, which
+/// treat a BLOB as JSONB: a body that is not JSON text (or not an envelope) has no
+/// operation, and never fails the query.
+macro_rules! json_envelope_columns {
+    () => {
+        "
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.kind') END AS json_kind,
+        CASE WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.version') END AS json_version"
+    };
+}
+
+/// The operation's kind and version as the columns `kind` and `version`: stored with the
+/// message (`''`: not an operation), else read from its body.
+macro_rules! envelope_columns {
+    () => {
+        "
+        CASE WHEN op_kind IS NOT NULL THEN NULLIF(op_kind, '')
+        WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.kind') END AS kind,
+        CASE WHEN op_kind IS NOT NULL THEN CASE WHEN op_kind = '' THEN NULL ELSE op_version END
+        WHEN json_valid(CAST(body AS TEXT))
+            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
+            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
+        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version"
+    };
+}
+
 pub(super) const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS tablekit_queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -10,7 +46,9 @@ CREATE TABLE IF NOT EXISTS tablekit_queue (
     visible_at INTEGER NOT NULL,
     dequeue_count INTEGER NOT NULL DEFAULT 0,
     pop_receipt TEXT,
-    reason TEXT
+    reason TEXT,
+    op_kind TEXT,
+    op_version INTEGER
 );
 CREATE INDEX IF NOT EXISTS tablekit_queue_ready ON tablekit_queue (queue, visible_at, seq);
 CREATE INDEX IF NOT EXISTS tablekit_queue_order ON tablekit_queue (queue, seq);
@@ -48,8 +86,32 @@ pub(super) const IS_DECLARED: &str =
 pub(super) const DECLARED: &str =
     "SELECT queue FROM tablekit_queue_declared WHERE queue NOT GLOB '*-poison' ORDER BY queue";
 
-pub(super) const SEND: &str =
-    "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES (?1, ?2, ?3, ?4, ?4)";
+/// Whether the queue table has the columns of the operation's kind and version (files
+/// made before them have not).
+pub(super) const HAS_OPERATION_COLUMNS: &str =
+    "SELECT EXISTS (SELECT 1 FROM pragma_table_info('tablekit_queue') WHERE name = 'op_kind')";
+
+/// Adds the columns of the operation's kind and version.
+pub(super) const ADD_OPERATION_COLUMNS: &str = "
+ALTER TABLE tablekit_queue ADD COLUMN op_kind TEXT;
+ALTER TABLE tablekit_queue ADD COLUMN op_version INTEGER;";
+
+/// Fills the operation's kind (`''`: the body is not an operation) and version of the
+/// rows written without them (by a tablekit older than the columns, or by hand).
+pub(super) const FILL_OPERATION_COLUMNS: &str = concat!(
+    "UPDATE tablekit_queue SET op_kind = COALESCE(json_kind, ''), op_version = json_version FROM (SELECT seq AS row_seq, ",
+    json_envelope_columns!(),
+    " FROM tablekit_queue WHERE op_kind IS NULL) WHERE seq = row_seq"
+);
+
+/// The index the counts of a poison queue's kinds and reasons read alone: the queue, the
+/// operation's kind and the reason (a reason is stored after its body: reading it from the
+/// row would read every large body on the way).
+pub(super) const FACETS_INDEX: &str =
+    "CREATE INDEX IF NOT EXISTS tablekit_queue_facets ON tablekit_queue (queue, op_kind, reason)";
+
+/// Stores a message with its operation's kind (`''` when it is not one) and version.
+pub(super) const SEND: &str = "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, op_kind, op_version) VALUES (?1, ?2, ?3, ?4, ?4, ?5, ?6)";
 
 pub(super) const RECEIVE: &str = "
 UPDATE tablekit_queue
@@ -76,24 +138,6 @@ pub(super) const POISON_LIST: &str = "SELECT seq, id, body, length(CAST(body AS 
 
 /// One poison row whole, as [`POISON_LIST`] reads it.
 pub(super) const POISON_ONE: &str = "SELECT seq, id, body, length(CAST(body AS BLOB)), reason, dequeue_count, visible_at, sent_at FROM tablekit_queue WHERE queue = ?1 AND seq = ?2";
-
-/// The operation's kind and version read from a body that is an envelope, as the columns
-/// `kind` and `version`. The body is read as text for the JSON functions, which treat a
-/// BLOB as JSONB: a body that is not JSON text (or not an envelope) has no operation, and
-/// never fails the query.
-macro_rules! envelope_columns {
-    () => {
-        "
-        CASE WHEN json_valid(CAST(body AS TEXT))
-            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
-            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
-        THEN json_extract(CAST(body AS TEXT), '$.kind') END AS kind,
-        CASE WHEN json_valid(CAST(body AS TEXT))
-            AND json_type(CAST(body AS TEXT), '$.kind') = 'text'
-            AND json_type(CAST(body AS TEXT), '$.version') = 'integer'
-        THEN json_extract(CAST(body AS TEXT), '$.version') END AS version"
-    };
-}
 
 /// The rows of a poison queue (`?1`) after (`>`) or before (`<`) a seq (`?2`) that a
 /// [`PoisonFilter`](super::PoisonFilter) passes (`?3` kind, `?4` id, `?5` reason, `?6`
@@ -154,6 +198,59 @@ pub(super) const POISON_REASONS: &str = concat!(
     "SELECT COALESCE(reason, ''), COUNT(*) FROM (",
     filtered_poison!(">"),
     ") GROUP BY COALESCE(reason, '')"
+);
+
+/// The operation kinds of [`filtered_poison`]'s rows with how many have each (NULL: not
+/// an operation), most first.
+pub(super) const POISON_KINDS: &str = concat!(
+    "SELECT kind, COUNT(*) AS n FROM (",
+    filtered_poison!(">"),
+    ") GROUP BY kind ORDER BY n DESC, kind"
+);
+
+/// [`POISON_KINDS`] of a filter that names no id, reason or body text (`?2` its reason
+/// group, `?3` the group of reasons that are not UTF-8): counted along
+/// [`FACETS_INDEX`] alone, the rows whose kind is not stored read whole.
+pub(super) const POISON_KINDS_INDEXED: &str = concat!(
+    "SELECT kind, SUM(n) AS n FROM (
+    SELECT NULLIF(op_kind, '') AS kind, COUNT(*) AS n FROM tablekit_queue INDEXED BY tablekit_queue_facets
+    WHERE queue = ?1 AND op_kind IS NOT NULL
+        AND (?2 IS NULL OR tablekit_reason_group(reason) = ?2)
+        AND (?3 IS NULL OR tablekit_reason_group(reason) = ?3)
+    GROUP BY op_kind
+    UNION ALL
+    SELECT json_kind AS kind, COUNT(*) AS n FROM (SELECT reason, ",
+    json_envelope_columns!(),
+    " FROM tablekit_queue WHERE queue = ?1 AND op_kind IS NULL)
+    WHERE (?2 IS NULL OR tablekit_reason_group(reason) = ?2)
+        AND (?3 IS NULL OR tablekit_reason_group(reason) = ?3)
+    GROUP BY json_kind
+) GROUP BY kind ORDER BY n DESC, kind"
+);
+
+/// The reason groups of the messages of a filter that names no id, reason or body text
+/// (`?2` kind, `?3` reason group, `?4` the group of reasons that are not UTF-8), with how
+/// many fall in each and the least reason of each: counted along [`FACETS_INDEX`] alone,
+/// the rows whose kind is not stored read whole.
+pub(super) const POISON_REASON_GROUPS_INDEXED: &str = concat!(
+    "SELECT reason_group, SUM(n), MIN(example) FROM (
+    SELECT tablekit_reason_group(reason) AS reason_group, COUNT(*) AS n, MIN(COALESCE(reason, '')) AS example
+    FROM tablekit_queue INDEXED BY tablekit_queue_facets
+    WHERE queue = ?1 AND op_kind IS NOT NULL
+        AND (?2 IS NULL OR lower(op_kind) = lower(?2))
+        AND (?3 IS NULL OR tablekit_reason_group(reason) = ?3)
+        AND (?4 IS NULL OR tablekit_reason_group(reason) = ?4)
+    GROUP BY reason_group
+    UNION ALL
+    SELECT tablekit_reason_group(reason) AS reason_group, COUNT(*) AS n, MIN(COALESCE(reason, '')) AS example
+    FROM (SELECT reason, ",
+    json_envelope_columns!(),
+    " FROM tablekit_queue WHERE queue = ?1 AND op_kind IS NULL)
+    WHERE (?2 IS NULL OR lower(json_kind) = lower(?2))
+        AND (?3 IS NULL OR tablekit_reason_group(reason) = ?3)
+        AND (?4 IS NULL OR tablekit_reason_group(reason) = ?4)
+    GROUP BY reason_group
+) GROUP BY reason_group"
 );
 
 /// The reason groups of [`filtered_poison`]'s rows with how many fall in each and the
