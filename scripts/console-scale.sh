@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Measures the console over a large poison queue, by hand (figures for notes, never in CI):
-# seeds a SQLite queue with 10,000 poison messages — 40 with 2 MB bodies, one whose id and
-# reason are not UTF-8 — starts `tablekit-worker console` over it, fetches the poison page
-# once and then four times at once, and prints each page's status, size and time, and the
-# console's peak memory (VmHWM).
+# seeds a SQLite queue with MESSAGES poison messages (default 100,000) — 60 with 3 MB
+# bodies, one whose id and reason are not UTF-8, 2,011 reasons `conflict on ord-N` —
+# starts `tablekit-worker console` over it, fetches its pages (first, newest first, last,
+# reasons, a reason group, a message, the API) once and the poison page four times at
+# once, and prints each answer's status, size and time, and the console's peak memory
+# (VmHWM).
 #
 #   scripts/console-scale.sh [path/to/tablekit-worker]
 #
@@ -20,9 +22,10 @@ cleanup() {
 }
 trap cleanup EXIT
 
-python3 - "$dir/queue.db" <<'PY'
+python3 - "$dir/queue.db" "${MESSAGES:-100000}" <<'PY'
 import json, sqlite3, sys, time, uuid
 db = sqlite3.connect(sys.argv[1])
+messages = int(sys.argv[2])
 db.executescript("""
 CREATE TABLE IF NOT EXISTS tablekit_queue (
     seq INTEGER PRIMARY KEY AUTOINCREMENT, queue TEXT NOT NULL, id TEXT NOT NULL,
@@ -35,11 +38,13 @@ reasons = ["timeout after 30 s", "NotFound: Current/D1", "handler panicked",
            "schema version 3 unknown", "PreconditionFailed"]
 now = int(time.time() * 1_000_000)
 rows = []
-for i in range(10_000):
-    payload = {"n": i, "photo": "x" * (2 * 1024 * 1024)} if i < 40 else {"n": i, "tag": f"needle-{i}-end"}
+for i in range(messages):
+    payload = {"n": i, "photo": "x" * (3 * 1024 * 1024)} if i < 60 else {"n": i, "tag": f"needle-{i}-end"}
     body = json.dumps({"id": str(uuid.uuid4()), "kind": kinds[i % 3], "version": 1,
                        "created_at": "2026-11-26T10:00:00Z", "payload": payload}).encode()
-    ident, reason = f"msg-{i:05}".encode(), reasons[i % 5].encode()
+    ident, reason = f"msg-{i:06}".encode(), reasons[i % 5].encode()
+    if i >= 200 and i % 40 == 3 and (i - 200) // 40 < 2011:
+        reason = f"conflict on ord-{(i - 200) // 40}".encode()
     if i == 5000:
         ident, reason = b"bad-\xff\xfe-id", b"bad-bytes \xc3\x28"
     rows.append(("scale-poison", ident, body, now, now, 5, reason))
@@ -48,6 +53,11 @@ db.executemany("INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at
 db.commit()
 PY
 
+# The queue, declared as its workers would (the first open also fills in the operation
+# kinds of the rows written above, as after an upgrade).
+started=$(date +%s.%N)
+"$binary" declare --queue scale --broker "sqlite:$dir/queue.db" >/dev/null
+echo "declare (kinds filled in):  $(echo "$(date +%s.%N) - $started" | bc) s"
 "$binary" console --bind "127.0.0.1:$port" --broker "sqlite:$dir/queue.db" \
     --store "sqlite:$dir/store.db" --queue scale >"$dir/console.log" 2>&1 &
 pid=$!
@@ -60,8 +70,17 @@ fetch() {
         "http://127.0.0.1:$port$1"
 }
 echo "binary: $binary"
-echo "one request, first page:   $(fetch /poison/scale)"
-echo "one request, limit=100:    $(fetch '/poison/scale?limit=100')"
+echo "messages: ${MESSAGES:-100000}"
+echo "overview:                  $(fetch /)"
+echo "first page:                $(fetch /poison/scale)"
+echo "limit=100:                 $(fetch '/poison/scale?limit=100')"
+echo "newest first:              $(fetch '/poison/scale?limit=100&order=newest')"
+echo "last page:                 $(fetch '/poison/scale?limit=100&back=1')"
+echo "every reason group:        $(fetch /poison/scale/reasons)"
+echo "one reason group:          $(fetch '/poison/scale?group=conflict%20on%20ord-%23')"
+echo "by kind:                   $(fetch '/poison/scale?kind=index-copy')"
+echo "a 3 MB message's page:     $(fetch /poison/scale/message/1)"
+echo "API, a page of 100:        $(fetch '/api/poison/scale?limit=100')"
 echo "peak memory after one:     $(grep VmHWM /proc/$pid/status | awk '{print $2, $3}')"
 # The four fetches wait for each other in a subshell (a bare `wait` would wait for the
 # console too).

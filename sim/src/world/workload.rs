@@ -21,7 +21,7 @@ pub(super) async fn run(world: &World) {
             0..=7 if archives < 4 => {
                 archives += usize::from(request_archive(world).await);
             }
-            8 => {
+            8 | 22 | 23 => {
                 let id = format!("malformed-{}", random::u64() % 1_000_000);
                 let queue = if random::u64().is_multiple_of(2) {
                     "index"
@@ -44,7 +44,7 @@ pub(super) async fn run(world: &World) {
                 let queue = pick(&["index", "archive"]);
                 operator_replays_a_set(world, queue).await;
             }
-            13 => operator_discards_with_an_export(world).await,
+            13 | 18..=21 => operator_discards_with_an_export(world).await,
             9..=11 => {
                 let minutes = 1 + random::u64() % 40;
                 world.log(format!("director: the clock jumps {minutes} min"));
@@ -53,6 +53,9 @@ pub(super) async fn run(world: &World) {
             _ => {}
         }
     }
+    // Once the writes are done, an operator clears a malformed message the console's way
+    // (as a viewer first, then exporting before the discard), if one is poisoned.
+    operator_discards_with_an_export(world).await;
 }
 
 /// The body every malformed message is sent with.
@@ -64,11 +67,20 @@ const MALFORMED_BODY: &[u8] = b"{not an envelope";
 /// the export, its body byte for byte.
 async fn operator_discards_with_an_export(world: &World) {
     let malformed = world.model.borrow().malformed.clone();
-    let poisoned = world.queue.poisoned();
-    let Some((queue, id, _)) = poisoned.iter().find(|(_, id, _)| malformed.contains(id)) else {
+    let mut found = None;
+    for queue in ["index", "archive"] {
+        let Ok(listed) = world.queue.poison_list(queue, usize::MAX).await else {
+            return;
+        };
+        if let Some(message) = listed.into_iter().find(|m| malformed.contains(&m.id)) {
+            found = Some((queue, message));
+            break;
+        }
+    }
+    let Some((queue, message)) = found else {
         return;
     };
-    let handles = std::slice::from_ref(id);
+    let (id, handles) = (&message.id, std::slice::from_ref(&message.handle));
     let viewer = Desk::new(world.queue.clone(), Role::Viewer);
     match viewer.take(queue, handles, &PoisonAction::Discard).await {
         Err(tablekit_workers::Error::QueuePermissionDenied { .. }) => {}

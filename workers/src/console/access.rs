@@ -22,18 +22,16 @@
 use std::convert::Infallible;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
 
-use axum::extract::{ConnectInfo, FromRequestParts};
-use axum::http::request::Parts;
-use axum::http::{Extensions, HeaderMap, header};
-use rand::RngCore;
-use subtle::ConstantTimeEq;
-
 use super::ConsoleOptions;
+use super::secret::{random_hex, same_secret};
 pub(crate) use super::security_log::Refusal;
 use super::security_log::SecurityLog;
 use super::session::Sessions;
 use super::throttle::{Throttle, Verdict};
 use crate::error::{Error, Result};
+use axum::extract::{ConnectInfo, FromRequestParts};
+use axum::http::request::Parts;
+use axum::http::{Extensions, HeaderMap, header};
 
 /// The cookie that carries the session id of a signed-in browser.
 pub(super) const COOKIE: &str = "tablekit_console";
@@ -133,18 +131,6 @@ fn check_strength(which: &str, token: &str) -> Result<()> {
         )));
     }
     Ok(())
-}
-
-/// `bytes` random bytes, in lowercase hex.
-pub(super) fn random_hex(bytes: usize) -> String {
-    let mut buffer = vec![0u8; bytes];
-    rand::rng().fill_bytes(&mut buffer);
-    buffer.iter().map(|b| format!("{b:02x}")).collect()
-}
-
-/// Whether two secrets are equal, in time that does not depend on where they differ.
-pub(super) fn same_secret(a: &str, b: &str) -> bool {
-    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
 }
 
 impl Access {

@@ -3,6 +3,11 @@
 //! `docs/operations.md`.
 //!
 //! - `GET /api/status` — every queue's counts, the relay's backlog, the last audits;
+//! - `GET /api/workers` — the worker processes, as their heartbeats tell;
+//! - `GET /api/queues/<queue>/history?since=&until=` — a queue's deliveries per minute
+//!   and per hour ([`super::activity`]);
+//! - `GET /api/queues/<queue>/waiting?order=&limit=` — its waiting messages, peeked at
+//!   ([`super::waiting`]);
 //! - `GET /api/actions?after=` — the recent actions, newest first;
 //! - `GET /api/poison/<queue>?kind=&id=&reason=&body=&after=&limit=` — a page of poison
 //!   messages (each body's first bytes, as text or base64), with the cursor of the next;
@@ -27,12 +32,14 @@ use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
+use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::poison::{self, Place};
-use super::{Shared, failure_status};
+use super::{Shared, failure_status, waiting};
+use crate::activity::Resolution;
 use crate::error::Error;
-use crate::queue::{PoisonAction, PoisonQuery, Queue};
+use crate::queue::{PeekQuery, PoisonAction, PoisonQuery, Queue};
 
 /// An error as JSON, with the status of its kind.
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -432,4 +439,146 @@ pub(super) async fn export_set(
         );
     }
     poison::export(state, Path((queue, token))).await
+}
+
+#[derive(Deserialize)]
+pub(super) struct Window {
+    /// RFC 3339; default 30 days ago.
+    since: Option<DateTime<Utc>>,
+    /// RFC 3339; default now.
+    until: Option<DateTime<Utc>>,
+}
+
+/// A history point as the API shows it.
+#[derive(Serialize)]
+struct ApiPoint {
+    at: DateTime<Utc>,
+    resolution: &'static str,
+    processed: u64,
+    failed: u64,
+    poisoned: u64,
+    redelivered: u64,
+}
+
+/// `GET /api/queues/<queue>/history?since=&until=`.
+pub(super) async fn history(
+    State(console): State<Shared>,
+    Path(queue): Path<String>,
+    UrlQuery(window): UrlQuery<Window>,
+) -> Response {
+    let now = Utc::now();
+    let until = window.until.unwrap_or(now);
+    let since = window.since.unwrap_or(now - Duration::days(30));
+    match crate::activity::history(&console.store, &queue, since, until).await {
+        Ok(points) => Json(
+            points
+                .iter()
+                .map(|p| ApiPoint {
+                    at: p.at,
+                    resolution: match p.resolution {
+                        Resolution::Minute => "minute",
+                        Resolution::Hour => "hour",
+                    },
+                    processed: p.counts.processed,
+                    failed: p.counts.failed,
+                    poisoned: p.counts.poisoned,
+                    redelivered: p.counts.redelivered,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        Err(e) => failed(&e),
+    }
+}
+
+/// `GET /api/workers`.
+pub(super) async fn workers(State(console): State<Shared>) -> Response {
+    #[derive(Serialize)]
+    struct ApiWorker<'a> {
+        id: &'a str,
+        host: &'a str,
+        pid: u32,
+        version: &'a str,
+        queues: &'a [String],
+        concurrency: u64,
+        in_flight: u64,
+        processed_per_second: f64,
+        started_at: DateTime<Utc>,
+        heartbeat_at: DateTime<Utc>,
+        stopped_at: Option<DateTime<Utc>>,
+        silent: bool,
+    }
+    match crate::activity::workers(&console.store).await {
+        Ok(workers) => Json(
+            workers
+                .iter()
+                .map(|w| ApiWorker {
+                    id: &w.id,
+                    host: &w.host,
+                    pid: w.pid,
+                    version: &w.version,
+                    queues: &w.queues,
+                    concurrency: w.concurrency,
+                    in_flight: w.in_flight,
+                    processed_per_second: w.processed_per_second,
+                    started_at: w.started_at,
+                    heartbeat_at: w.heartbeat_at,
+                    stopped_at: w.stopped_at,
+                    silent: w.silent,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        Err(e) => failed(&e),
+    }
+}
+
+/// A waiting message as the API shows it.
+#[derive(Serialize)]
+struct ApiWaiting<'a> {
+    id: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    handle: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kind: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    version: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    sent_at: Option<DateTime<Utc>>,
+    attempts: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    next_attempt: Option<DateTime<Utc>>,
+    leased: bool,
+}
+
+/// `GET /api/queues/<queue>/waiting?order=&limit=`.
+pub(super) async fn waiting_messages(
+    State(console): State<Shared>,
+    Path(queue): Path<String>,
+    UrlQuery(order): UrlQuery<waiting::Order>,
+) -> Response {
+    if let Err(e) = crate::queue::check_queue_name(&queue) {
+        return failed(&e);
+    }
+    let query =
+        PeekQuery::new(order.limit().unwrap_or(waiting::SHOWN)).newest_first(order.newest_first());
+    match console.broker.peek(&queue, &query).await {
+        Ok(messages) => Json(
+            messages
+                .iter()
+                .map(|m| ApiWaiting {
+                    id: &m.id,
+                    handle: m.handle.as_deref(),
+                    kind: m.kind.as_ref().map(|(k, _)| k.as_str()),
+                    version: m.kind.as_ref().map(|(_, v)| *v),
+                    sent_at: m.sent_at,
+                    attempts: m.attempts,
+                    next_attempt: m.next_attempt,
+                    leased: m.leased,
+                })
+                .collect::<Vec<_>>(),
+        )
+        .into_response(),
+        Err(e) => failed(&e),
+    }
 }

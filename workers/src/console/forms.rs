@@ -24,8 +24,8 @@ use hmac::{Hmac, Mac};
 use rand::RngCore;
 use sha2::Sha256;
 
-use super::access::random_hex;
-use super::view::Outcome;
+use super::secret::random_hex;
+use super::view::{IssueNonce, Outcome};
 use super::{Console, html, view};
 
 /// How many action outcomes are kept (the oldest go first).
@@ -167,6 +167,12 @@ impl Nonces {
     pub(super) fn outcome(&self, nonce: &str) -> Option<Outcome> {
         let kept = self.kept.lock().unwrap_or_else(|e| e.into_inner());
         kept.by_nonce.get(nonce).cloned()
+    }
+}
+
+impl IssueNonce for Nonces {
+    fn issue(&self, action: &str, target: &str) -> String {
+        Nonces::issue(self, action, target)
     }
 }
 

@@ -56,6 +56,7 @@ mod metrics;
 mod pages;
 mod poison;
 pub mod records;
+mod secret;
 mod security_log;
 mod session;
 mod signin;
@@ -308,10 +309,10 @@ fn router(console: Shared) -> Router {
         .route("/actions", get(pages::actions))
         .route("/workers", get(activity::workers_page))
         .route("/queues/{queue}/waiting", get(waiting::page))
-        .route("/api/queues/{queue}/waiting", get(waiting::api))
+        .route("/api/queues/{queue}/waiting", get(api::waiting_messages))
         .route("/api/status", get(api::status))
-        .route("/api/workers", get(activity::api_workers))
-        .route("/api/queues/{queue}/history", get(activity::api_history))
+        .route("/api/workers", get(api::workers))
+        .route("/api/queues/{queue}/history", get(api::history))
         .route("/api/actions", get(api::actions))
         .route("/api/poison/{queue}", get(api::poison_page))
         .route(

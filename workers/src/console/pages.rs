@@ -1,4 +1,5 @@
-//! The overview and its live part, the job form's action, and the console's assets.
+//! The overview and its live part, the job form's action, the page of recent actions, and
+//! the console's assets.
 
 use std::time::Instant;
 
@@ -9,17 +10,17 @@ use axum::body::Bytes;
 use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
-use chrono::Utc;
+use chrono::{DateTime, Utc};
 
 use super::forms::{self, Admit, Form, admit_action};
 use super::jobs::JobKind;
 use super::records::ActionRecord;
-use super::view::Outcome;
+use super::view::{Outcome, ago, thousands, urlencode};
 use super::{Console, Overview, QueueRow, Shared, activity, failure, html, metrics, view};
 use crate::display::neutral;
 use crate::error::Result;
 use crate::queue::Queue;
-use maud::html;
+use maud::{Markup, html};
 
 #[derive(serde::Deserialize)]
 pub(super) struct ResultQuery {
@@ -454,9 +455,47 @@ pub(super) async fn actions(
             view::page(
                 "Actions",
                 None,
-                view::actions(&records, next.as_deref(), Utc::now()),
+                recent_actions(&records, next.as_deref(), Utc::now()),
             ),
         ),
         Err(e) => failure(&e),
+    }
+}
+
+/// The page of recent actions.
+fn recent_actions(records: &[ActionRecord], next: Option<&str>, now: DateTime<Utc>) -> Markup {
+    html! {
+        section.card #actions {
+            h2 { "Recent actions" }
+            @if records.is_empty() {
+                p.muted { "No action recorded yet." }
+            } @else {
+                div.scroll {
+                    table.grid.actions {
+                        thead { tr {
+                            th { "when (UTC)" } th { "who" } th { "action" } th { "queue" }
+                            th.num { "asked" } th.num { "taken" } th { "result" } th { "every message" }
+                        } }
+                        tbody {
+                            @for r in records {
+                                tr class=(if r.failed { "failed" } else { "" }) {
+                                    td.nowrap { (r.at.format("%Y-%m-%d %H:%M:%S")) br; span.muted { (ago(r.at, now)) } }
+                                    td.nowrap { (neutral(&r.client)) br; span.muted { (neutral(&r.role)) } }
+                                    td.nowrap { (neutral(&r.action)) @if let Some(to) = &r.to { " → " (neutral(to)) } }
+                                    td.name { @if let Some(q) = &r.queue { (neutral(q)) } }
+                                    td.num { (thousands(r.asked)) }
+                                    td.num { (thousands(r.taken)) }
+                                    td.reason { (neutral(&r.result)) }
+                                    td.reason.muted { @if let Some(d) = &r.details { (neutral(d)) } }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            @if let Some(next) = next {
+                nav.pager { a.next href=(format!("/actions?after={}", urlencode(next))) { "Older actions →" } }
+            }
+        }
     }
 }

@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use std::time::Instant;
 
-use super::access::{Role, random_hex, same_secret};
+use super::secret::{random_hex, same_secret};
+use crate::queue::desk::Role;
 
 /// How many sessions are kept at most.
 pub(super) const MAX_SESSIONS: usize = 4096;

@@ -7,9 +7,9 @@ use chrono::{DateTime, Utc};
 use maud::{DOCTYPE, Markup, html};
 
 use super::Role;
-use super::forms::Nonces;
 use super::jobs::{Job, JobKind, JobState};
 use super::{Overview, QueueRow};
+use crate::activity::WorkerProcess;
 use crate::display::neutral;
 
 /// The action a job form's nonce is issued for (its target is chosen in the form).
@@ -20,6 +20,13 @@ pub(super) const MIGRATE_FORM: &str = "migrate";
 pub(super) const CLEAR_FORM: &str = "clear-jobs";
 /// The action of a repair's confirmation (its target the table).
 pub(super) const REPAIR_FORM: &str = "repair";
+
+/// What issues the nonce an action button carries, bound to the action it does and its
+/// target (the console's nonces, which its forms check): every page with buttons takes one.
+pub(super) trait IssueNonce {
+    /// A fresh nonce for a form doing `action` on `target`.
+    fn issue(&self, action: &str, target: &str) -> String;
+}
 
 /// What an action did, for the banner: a success, or a failure shown as one.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -176,7 +183,7 @@ pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
     }
 }
 
-fn queue_row(row: &QueueRow, csrf: &str, nonces: &Nonces) -> Markup {
+fn queue_row(row: &QueueRow, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
     let q = &row.status;
     html! {
         tr {
@@ -230,7 +237,7 @@ fn queue_row(row: &QueueRow, csrf: &str, nonces: &Nonces) -> Markup {
 }
 
 /// The live part of the overview (refreshed in place by the script).
-pub(super) fn live(o: &Overview, csrf: &str, nonces: &Nonces) -> Markup {
+pub(super) fn live(o: &Overview, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
     let now = o.at;
     html! {
         section.card #queues {
@@ -248,7 +255,7 @@ pub(super) fn live(o: &Overview, csrf: &str, nonces: &Nonces) -> Markup {
                 p.warning.unconsumed role="alert" { (idle.warning()) }
             }
         }
-        (super::activity::workers_card(&o.workers, now))
+        (workers_card(&o.workers, now))
         section.card #relay {
             h2 { "Relay backlog" }
             @let b = &o.status.relay;
@@ -431,6 +438,50 @@ pub(super) fn live(o: &Overview, csrf: &str, nonces: &Nonces) -> Markup {
     }
 }
 
+/// The workers card: every process with its last heartbeat.
+pub(super) fn workers_card(workers: &[WorkerProcess], now: DateTime<Utc>) -> Markup {
+    html! {
+        section.card #workers {
+            h2 { "Workers" }
+            @if workers.is_empty() {
+                p.muted { "No worker process has announced itself (workers started with " code { "tablekit-worker run" } " do, every 10 s)." }
+            } @else {
+                div.scroll {
+                    table.grid.workers {
+                        thead { tr {
+                            th { "process" } th { "host" } th.num { "pid" } th { "version" } th { "queues" }
+                            th { "heartbeat" } th.num { "in flight" } th.num { "processed/s" } th { "state" }
+                        } }
+                        tbody {
+                            @for w in workers {
+                                tr class=(if w.silent { "silent" } else { "" }) {
+                                    td.name { (neutral(&w.id)) }
+                                    td.name { (neutral(&w.host)) }
+                                    td.num { (w.pid) }
+                                    td { (neutral(&w.version)) }
+                                    td.name { (w.queues.iter().map(|q| neutral(q).into_owned()).collect::<Vec<_>>().join(", ")) }
+                                    td.nowrap { span title=(w.heartbeat_at.format("%Y-%m-%d %H:%M:%S UTC")) { (ago(w.heartbeat_at, now)) } }
+                                    td.num { (thousands(w.in_flight)) " / " (thousands(w.concurrency)) }
+                                    td.num { (format!("{:.1}", w.processed_per_second)) }
+                                    td {
+                                        @if w.stopped_at.is_some() {
+                                            span.badge { "stopped" }
+                                        } @else if w.silent {
+                                            span.badge.bad title="no heartbeat for three intervals: it died, hangs or cannot reach the store" { "silent" }
+                                        } @else {
+                                            span.badge.ok { "running" }
+                                        }
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
 fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
     let what = match (job.kind, &job.index, &job.entity_kind) {
         (JobKind::Backfill, Some(index), _) => format!("backfill of {index}"),
@@ -495,7 +546,7 @@ fn job_row(job: &Job, now: DateTime<Utc>) -> Markup {
 pub(super) fn overview(
     o: &Overview,
     csrf: &str,
-    nonces: &Nonces,
+    nonces: &dyn IssueNonce,
     result: Option<&Outcome>,
 ) -> Markup {
     html! {
@@ -505,7 +556,7 @@ pub(super) fn overview(
 }
 
 /// Asks before a repair writes to a table.
-pub(super) fn confirm_repair(table: &str, csrf: &str, nonces: &Nonces) -> Markup {
+pub(super) fn confirm_repair(table: &str, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
     html! {
         section.card.confirm {
             h2 { "Repair " code { (neutral(table)) } "?" }
@@ -521,48 +572,6 @@ pub(super) fn confirm_repair(table: &str, csrf: &str, nonces: &Nonces) -> Markup
                 button.danger name="kind" value="repair" { "Repair " (neutral(table)) }
                 button name="kind" value="audit" { "Run an audit instead" }
                 a href="/" { "Cancel" }
-            }
-        }
-    }
-}
-
-/// The page of recent actions.
-pub(super) fn actions(
-    records: &[super::records::ActionRecord],
-    next: Option<&str>,
-    now: DateTime<Utc>,
-) -> Markup {
-    html! {
-        section.card #actions {
-            h2 { "Recent actions" }
-            @if records.is_empty() {
-                p.muted { "No action recorded yet." }
-            } @else {
-                div.scroll {
-                    table.grid.actions {
-                        thead { tr {
-                            th { "when (UTC)" } th { "who" } th { "action" } th { "queue" }
-                            th.num { "asked" } th.num { "taken" } th { "result" } th { "every message" }
-                        } }
-                        tbody {
-                            @for r in records {
-                                tr class=(if r.failed { "failed" } else { "" }) {
-                                    td.nowrap { (r.at.format("%Y-%m-%d %H:%M:%S")) br; span.muted { (ago(r.at, now)) } }
-                                    td.nowrap { (neutral(&r.client)) br; span.muted { (neutral(&r.role)) } }
-                                    td.nowrap { (neutral(&r.action)) @if let Some(to) = &r.to { " → " (neutral(to)) } }
-                                    td.name { @if let Some(q) = &r.queue { (neutral(q)) } }
-                                    td.num { (thousands(r.asked)) }
-                                    td.num { (thousands(r.taken)) }
-                                    td.reason { (neutral(&r.result)) }
-                                    td.reason.muted { @if let Some(d) = &r.details { (neutral(d)) } }
-                                }
-                            }
-                        }
-                    }
-                }
-            }
-            @if let Some(next) = next {
-                nav.pager { a.next href=(format!("/actions?after={}", urlencode(next))) { "Older actions →" } }
             }
         }
     }

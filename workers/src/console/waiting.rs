@@ -1,20 +1,19 @@
 //! A queue's waiting messages, peeked at without taking them
-//! (`/queues/<queue>/waiting?order=oldest|newest`, and `/api/queues/<queue>/waiting`): each
-//! one's id, operation kind, age, deliveries so far, and when a delayed retry becomes
-//! deliverable — or that a consumer holds it now.
+//! (`/queues/<queue>/waiting?order=oldest|newest`; the API serves the same as JSON at
+//! `/api/queues/<queue>/waiting`): each one's id, operation kind, age, deliveries so far,
+//! and when a delayed retry becomes deliverable — or that a consumer holds it now.
 //!
 //! Where the backend allows ([`Queue::peek`]): the SQLite queue shows either end of the
 //! queue, delayed and leased messages included; Azure Queue Storage shows the front only
 //! (its peek reads the oldest 32, and cannot tell delayed ones); RabbitMQ cannot (AMQP has
 //! no read that leaves a message where it is), and the page says so.
 
-use axum::Json;
 use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 
 use super::view::{ago, thousands, urlencode};
 use super::{Shared, failure, html as page_of, view};
@@ -23,7 +22,7 @@ use crate::error::Error;
 use crate::queue::{PeekQuery, Queue, WaitingMessage};
 
 /// How many waiting messages a page shows.
-const SHOWN: usize = 50;
+pub(super) const SHOWN: usize = 50;
 
 #[derive(Deserialize, Default)]
 pub(super) struct Order {
@@ -32,8 +31,13 @@ pub(super) struct Order {
 }
 
 impl Order {
-    fn newest_first(&self) -> bool {
+    pub(super) fn newest_first(&self) -> bool {
         self.order.as_deref() == Some("newest")
+    }
+
+    /// How many messages are asked for, if said.
+    pub(super) fn limit(&self) -> Option<usize> {
+        self.limit
     }
 }
 
@@ -131,54 +135,5 @@ fn waiting(
                 },
             }
         }
-    }
-}
-
-/// A waiting message as the API shows it.
-#[derive(Serialize)]
-struct ApiWaiting<'a> {
-    id: &'a str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    handle: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    kind: Option<&'a str>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    version: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    sent_at: Option<DateTime<Utc>>,
-    attempts: u32,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    next_attempt: Option<DateTime<Utc>>,
-    leased: bool,
-}
-
-/// `GET /api/queues/<queue>/waiting?order=&limit=`.
-pub(super) async fn api(
-    State(console): State<Shared>,
-    Path(queue): Path<String>,
-    UrlQuery(order): UrlQuery<Order>,
-) -> Response {
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return super::api::failed(&e);
-    }
-    let query = PeekQuery::new(order.limit.unwrap_or(SHOWN)).newest_first(order.newest_first());
-    match console.broker.peek(&queue, &query).await {
-        Ok(messages) => Json(
-            messages
-                .iter()
-                .map(|m| ApiWaiting {
-                    id: &m.id,
-                    handle: m.handle.as_deref(),
-                    kind: m.kind.as_ref().map(|(k, _)| k.as_str()),
-                    version: m.kind.as_ref().map(|(_, v)| *v),
-                    sent_at: m.sent_at,
-                    attempts: m.attempts,
-                    next_attempt: m.next_attempt,
-                    leased: m.leased,
-                })
-                .collect::<Vec<_>>(),
-        )
-        .into_response(),
-        Err(e) => super::api::failed(&e),
     }
 }

@@ -25,30 +25,12 @@ use super::super::forms::{Admit, Form, admit_action, check_csrf, refusal};
 use super::super::records::{ActionRecord, Touched};
 use super::super::view::Outcome;
 use super::super::{Console, Shared, failure, html, view as frame};
-use super::{MAX_SET, Place, checked_queue, sets, view};
+use super::place::{MAX_PAGE, MAX_SET, Place, checked_queue};
+use super::sets;
+use super::view::{self, confirm_binding, listed_target, one_action, one_target};
 use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::queue::{PoisonAction, PoisonQuery, Queue};
-
-/// The action a nonce of a single message's button is issued for.
-pub(super) fn one_action(verb: &str) -> String {
-    format!("{verb}-one")
-}
-
-/// The target a nonce of a single message's button is bound to.
-pub(super) fn one_target(queue: &str, handle: &str) -> String {
-    format!("{queue}\n{handle}")
-}
-
-/// The target a nonce of a page's "selected" buttons is bound to: the handles it listed.
-pub(super) fn listed_target(queue: &str, listed: &str) -> String {
-    format!("{queue}\n{listed}")
-}
-
-/// The action and target a confirmation's nonce is bound to.
-pub(super) fn confirm_binding(queue: &str, token: &str) -> (String, String) {
-    ("confirm".to_owned(), format!("{queue}\n{token}"))
-}
 
 /// What a form asks for.
 struct Asked {
@@ -456,7 +438,7 @@ pub(crate) async fn named(
 ) -> Result<sets::Bound> {
     let mut ids = Vec::with_capacity(handles.len());
     let mut reasons: Vec<(String, u64)> = Vec::new();
-    for handle in handles.iter().take(super::MAX_PAGE) {
+    for handle in handles.iter().take(MAX_PAGE) {
         match console.broker.poison_body(queue, handle).await? {
             Some(message) => {
                 ids.push(message.id.chars().take(200).collect());
@@ -472,7 +454,7 @@ pub(crate) async fn named(
         queue: queue.to_owned(),
         action,
         filter: back.filter.clone(),
-        handles: handles.iter().take(super::MAX_PAGE).cloned().collect(),
+        handles: handles.iter().take(MAX_PAGE).cloned().collect(),
         ids,
         verb: String::new(),
         scope: String::new(),

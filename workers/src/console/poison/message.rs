@@ -9,11 +9,10 @@ use axum::response::Response;
 use chrono::Utc;
 use maud::{Markup, html};
 
-use super::super::forms::Nonces;
-use super::super::view::{ago, thousands, urlencode};
+use super::super::view::{IssueNonce, ago, thousands, urlencode};
 use super::super::{Console, Shared, failure, html as page_of, view as frame};
-use super::actions::{one_action, one_target};
-use super::{checked_queue, gone};
+use super::place::checked_queue;
+use super::view::{clip, fit, one_action, one_target, pretty_json};
 use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonMessage, Queue};
 
@@ -37,22 +36,11 @@ pub(super) fn headers_of(message: &PoisonMessage) -> Vec<(&str, &str)> {
         .collect()
 }
 
-/// A JSON body pretty-printed with its keys in the order it has them; `None` when the
-/// body is not one JSON text.
-pub(super) fn pretty_json(body: &[u8]) -> Option<String> {
-    let mut deserializer = serde_json::Deserializer::from_slice(body);
-    let mut out = Vec::with_capacity(body.len() * 2);
-    let mut serializer = serde_json::Serializer::pretty(&mut out);
-    serde_transcode::transcode(&mut deserializer, &mut serializer).ok()?;
-    deserializer.end().ok()?;
-    String::from_utf8(out).ok()
-}
-
 /// `text` with its lines kept, made visible and cut to `bytes` of the page once escaped,
 /// and whether it was cut.
 fn cut(text: &str, bytes: usize) -> (String, bool) {
     let head: String = text.chars().take(bytes + 1).collect();
-    let shown = super::view::fit(&neutral_lines(&head), bytes);
+    let shown = fit(&neutral_lines(&head), bytes);
     let was_cut = shown.len() < text.len() && (shown.ends_with('…') || head.len() < text.len());
     (shown, was_cut)
 }
@@ -74,18 +62,36 @@ pub(crate) async fn message(
     }
 }
 
+/// The page of a message no longer in the poison queue.
+pub(super) fn gone() -> Response {
+    page_of(
+        StatusCode::NOT_FOUND,
+        frame::page(
+            "Gone",
+            None,
+            frame::problem("This message is no longer in the poison queue."),
+        ),
+    )
+}
+
 fn view(console: &Console, queue: &str, m: &PoisonMessage) -> Markup {
     view_of_message(queue, m, console.access.csrf(), &console.nonces)
 }
 
 /// The page of one message, its buttons' nonces issued by `nonces`.
-fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &Nonces) -> Markup {
+fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
     let now = Utc::now();
     let raw_text = String::from_utf8_lossy(&m.body);
     let (raw, raw_cut) = cut(&raw_text, SHOWN_BYTES);
-    let clip = super::view::clip;
     let pretty = pretty_json(&m.body);
-    let whole = format!("/poison/{}/body/{}", urlencode(queue), urlencode(&m.handle));
+    // A handle too long to travel in a form or a link (a backend whose handle is the id)
+    // gets no buttons: the message is acted on through a filter, as on the list.
+    let actionable = super::view::actionable(&m.handle);
+    let whole = if actionable {
+        format!("/poison/{}/body/{}", urlencode(queue), urlencode(&m.handle))
+    } else {
+        String::new()
+    };
     let back = format!("/poison/{}", urlencode(queue));
     html! {
         section.card.message {
@@ -125,7 +131,7 @@ fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &Nonces) 
                     }
                 }
             }
-            @if super::super::view::may_act() {
+            @if super::super::view::may_act() && actionable {
             form.actions method="post" action=(back) {
                 input type="hidden" name="csrf" value=(csrf);
                 button name="one" value=(format!("replay:{}:{}", nonces.issue(&one_action("replay"), &one_target(queue, &m.handle)), m.handle)) { "Replay" }
@@ -142,7 +148,11 @@ fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &Nonces) 
             pre.body.whole.raw { (raw) }
             p.muted {
                 @if raw_cut { "The first " (thousands(SHOWN_BYTES as u64)) " bytes. " }
-                a href=(whole) target="_blank" rel="noopener" { "The whole body, as the queue holds it" }
+                @if actionable {
+                    a href=(whole) target="_blank" rel="noopener" { "The whole body, as the queue holds it" }
+                } @else {
+                    "Its handle is too long to name alone: act on it, and read its whole body, through the JSON API or a filter."
+                }
             }
         }
     }
@@ -150,21 +160,8 @@ fn view_of_message(queue: &str, m: &PoisonMessage, csrf: &str, nonces: &Nonces) 
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::forms::Nonces;
     use super::*;
-
-    #[test]
-    fn json_keeps_its_key_order() {
-        let body = br#"{"zeta":1,"alpha":{"y":[1,2],"b":null},"mid":"x"}"#;
-        let pretty = pretty_json(body).expect("JSON");
-        let z = pretty.find("zeta").unwrap_or(usize::MAX);
-        let a = pretty.find("alpha").unwrap_or(0);
-        let y = pretty.find("\"y\"").unwrap_or(usize::MAX);
-        let b = pretty.find("\"b\"").unwrap_or(0);
-        assert!(z < a && y < b, "{pretty}");
-        assert!(pretty.contains("\n  \"alpha\": {"), "{pretty}");
-        assert_eq!(pretty_json(b"{\"a\":1} trailing"), None);
-        assert_eq!(pretty_json(b"not json"), None);
-    }
 
     #[test]
     fn a_cut_keeps_whole_characters_and_counts_escapes() {

@@ -12,6 +12,9 @@
 //!
 //! Each button acts once ([`super::forms`]); each action is recorded with its client and
 //! every message it touched ([`super::records`]).
+//!
+//! Where the operator is and what a page shows are [`place`]'s; the pages are drawn by
+//! `view`, the buttons answered by `actions`.
 
 use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::{StatusCode, header};
@@ -19,12 +22,13 @@ use axum::response::{IntoResponse, Response};
 
 use super::{Shared, failure, html, view as frame};
 use crate::display::neutral;
-use crate::error::{Error, Result};
-use crate::queue::{PoisonFilter, PoisonQuery, Queue};
+use crate::error::Error;
+use crate::queue::Queue;
 
 mod actions;
 mod export;
 mod message;
+mod place;
 pub(super) mod sets;
 mod view;
 
@@ -33,82 +37,8 @@ pub(super) use actions::{
 };
 pub(super) use export::export;
 pub(super) use message::message;
-
-/// How many messages a page lists unless asked.
-pub(super) const DEFAULT_PAGE: usize = 50;
-/// The most messages a page lists.
-pub(super) const MAX_PAGE: usize = 100;
-/// The most bytes of a body a page shows.
-pub(super) const PREVIEW: usize = 800;
-/// The most messages one bulk action takes.
-pub(super) const MAX_SET: usize = 100_000;
-
-/// Where the operator is in a queue's poison messages: the filter, the page and its size.
-/// An action returns to it.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub(super) struct Place {
-    pub(super) filter: PoisonFilter,
-    /// The cursor of the page (`None`: the first).
-    pub(super) after: Option<String>,
-    /// Messages per page.
-    pub(super) limit: usize,
-    /// Newest first rather than oldest first.
-    pub(super) newest_first: bool,
-    /// Read backwards: the page before the cursor `after` of the other order (the last
-    /// page when `after` is `None`).
-    pub(super) backwards: bool,
-}
-
-impl Place {
-    /// The place a form carries in its hidden fields (`kind`, `fid`, `reason`, `body`,
-    /// `after`, `limit`).
-    pub(super) fn of_form(form: &super::forms::Form) -> Self {
-        Place {
-            filter: filter_of(
-                form.get("kind").unwrap_or_default(),
-                form.get("fid").unwrap_or_default(),
-                form.get("reason").unwrap_or_default(),
-                form.get("body").unwrap_or_default(),
-            ),
-            after: form
-                .get("after")
-                .filter(|a| !a.is_empty())
-                .map(str::to_owned),
-            limit: form
-                .get("limit")
-                .and_then(|l| l.parse().ok())
-                .unwrap_or(DEFAULT_PAGE)
-                .clamp(1, MAX_PAGE),
-            newest_first: form.get("order") == Some("newest"),
-            backwards: form.get("back") == Some("1"),
-        }
-        .grouped(
-            form.get("group").unwrap_or_default(),
-            form.get("undecodable") == Some("1"),
-        )
-    }
-
-    /// The place with the reason group (and undecodable-reasons) parts of its filter.
-    fn grouped(mut self, group: &str, undecodable: bool) -> Self {
-        self.filter = self.filter.reason_group(group);
-        if undecodable {
-            self.filter = self.filter.undecodable_reason();
-        }
-        self
-    }
-
-    /// The query of the page this place shows.
-    fn query(&self, preview: usize) -> PoisonQuery {
-        let query = PoisonQuery::new(self.limit, preview)
-            .filter(self.filter.clone())
-            .newest_first(self.newest_first);
-        if self.backwards {
-            query.reversed().after(self.after.clone())
-        } else {
-            query.after(self.after.clone())
-        }
-    }
-}
+pub(super) use place::{DEFAULT_PAGE, MAX_PAGE, PREVIEW, Place, filter_of};
+use place::{PoisonView, checked_queue};
 
 /// A page's query: the filter, the page, and an action's result.
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -146,30 +76,6 @@ impl PageQuery {
         }
         .grouped(&self.group, self.undecodable.as_deref() == Some("1"))
     }
-}
-
-pub(super) fn filter_of(kind: &str, id: &str, reason: &str, body: &str) -> PoisonFilter {
-    PoisonFilter::new()
-        .kind(kind.trim())
-        .id(id)
-        .reason(reason)
-        .body(body)
-}
-
-/// What a poison page shows.
-pub(super) struct PoisonView {
-    queue: String,
-    /// Messages in the poison queue.
-    total: u64,
-    /// Those the filter passes (the reasons' counts added up).
-    matching: u64,
-    place: Place,
-    /// The reasons of the messages the filter passes, grouped with digits and ids masked.
-    groups: Vec<crate::queue::ReasonGroup>,
-    /// The operation kinds present among the messages the rest of the filter passes.
-    kinds: Vec<(Option<String>, u64)>,
-    page: crate::queue::PoisonPage,
-    paused: bool,
 }
 
 pub(super) async fn page(
@@ -295,24 +201,7 @@ pub(super) async fn body(
             message.body,
         )
             .into_response(),
-        Ok(None) => gone(),
+        Ok(None) => message::gone(),
         Err(e) => failure(&e),
     }
-}
-
-/// The page of a message no longer in the poison queue.
-fn gone() -> Response {
-    html(
-        StatusCode::NOT_FOUND,
-        frame::page(
-            "Gone",
-            None,
-            frame::problem("This message is no longer in the poison queue."),
-        ),
-    )
-}
-
-/// Checks a queue named in a path, and that it is not itself a poison queue.
-fn checked_queue(queue: &str) -> Result<()> {
-    crate::queue::check_queue_name(queue)
 }

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 
 use crate::queue::{PoisonAction, PoisonFilter};
 
-use super::super::access::{random_hex, same_secret};
+use super::super::secret::{random_hex, same_secret};
 
 /// How many sets are kept at once (the oldest go first).
 const KEPT: usize = 32;
@@ -36,7 +36,7 @@ pub(in crate::console) struct Bound {
     /// The reasons of the set, counted (a dry run of "all").
     pub(in crate::console) reasons: Vec<(String, u64)>,
     /// The page to go back to, where the operator was.
-    pub(in crate::console) back: super::Place,
+    pub(in crate::console) back: super::place::Place,
 }
 
 struct Kept {
@@ -103,7 +103,7 @@ mod tests {
             verb: "discard".into(),
             scope: "all".into(),
             reasons: Vec::new(),
-            back: super::super::Place::default(),
+            back: super::super::place::Place::default(),
         }
     }
 

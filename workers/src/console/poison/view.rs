@@ -5,11 +5,9 @@
 use chrono::Utc;
 use maud::{Markup, html};
 
-use super::super::forms::Nonces;
-use super::super::view::{Outcome, ago, banner, may_act, thousands, urlencode};
-use super::actions::{one_action, one_target};
+use super::super::view::{IssueNonce, Outcome, ago, banner, may_act, thousands, urlencode};
+use super::place::{DEFAULT_PAGE, PREVIEW, Place, PoisonView};
 use super::sets::Bound;
-use super::{PREVIEW, Place, PoisonView};
 use crate::display::{neutral, neutral_lines};
 use crate::queue::{PoisonAction, PoisonFilter, PoisonMessage};
 
@@ -80,8 +78,42 @@ pub(super) fn clip(text: &str, budget: usize) -> String {
     fit(&neutral(&head), budget)
 }
 
+// What each button's nonce is bound to: the pages render their buttons with these, and
+// the actions check them.
+
+/// The action a nonce of a single message's button is issued for.
+pub(super) fn one_action(verb: &str) -> String {
+    format!("{verb}-one")
+}
+
+/// The target a nonce of a single message's button is bound to.
+pub(super) fn one_target(queue: &str, handle: &str) -> String {
+    format!("{queue}\n{handle}")
+}
+
+/// The target a nonce of a page's "selected" buttons is bound to: the handles it listed.
+pub(super) fn listed_target(queue: &str, listed: &str) -> String {
+    format!("{queue}\n{listed}")
+}
+
+/// The action and target a confirmation's nonce is bound to.
+pub(super) fn confirm_binding(queue: &str, token: &str) -> (String, String) {
+    ("confirm".to_owned(), format!("{queue}\n{token}"))
+}
+
+/// A JSON body pretty-printed with its keys in the order it has them; `None` when the
+/// body is not one JSON text.
+pub(super) fn pretty_json(body: &[u8]) -> Option<String> {
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let mut out = Vec::with_capacity(body.len() * 2);
+    let mut serializer = serde_json::Serializer::pretty(&mut out);
+    serde_transcode::transcode(&mut deserializer, &mut serializer).ok()?;
+    deserializer.end().ok()?;
+    String::from_utf8(out).ok()
+}
+
 /// Whether a handle is short enough to travel in the page's forms.
-fn actionable(handle: &str) -> bool {
+pub(super) fn actionable(handle: &str) -> bool {
     escaped_size(handle) <= MAX_HANDLE
 }
 
@@ -90,7 +122,7 @@ fn actionable(handle: &str) -> bool {
 /// (bytes that are not shown as U+FFFD).
 fn body_text(message: &PoisonMessage) -> String {
     if message.is_whole()
-        && let Some(pretty) = super::message::pretty_json(&message.body)
+        && let Some(pretty) = pretty_json(&message.body)
         && pretty.len() <= PREVIEW * 2
     {
         return pretty;
@@ -147,7 +179,7 @@ pub(super) fn link(queue: &str, place: &Place, result: Option<&str>) -> String {
     if filter.undecodable_reason {
         query.append_pair("undecodable", "1");
     }
-    if place.limit != super::DEFAULT_PAGE && place.limit != 0 {
+    if place.limit != DEFAULT_PAGE && place.limit != 0 {
         query.append_pair("limit", &place.limit.to_string());
     }
     if place.newest_first {
@@ -248,7 +280,7 @@ fn when(at: chrono::DateTime<Utc>, now: chrono::DateTime<Utc>) -> Markup {
 pub(super) fn poison(
     v: &PoisonView,
     csrf: &str,
-    nonces: &Nonces,
+    nonces: &dyn IssueNonce,
     result: Option<&Outcome>,
 ) -> Markup {
     let now = Utc::now();
@@ -266,7 +298,7 @@ pub(super) fn poison(
     let selected_nonce = |verb: &str| {
         nonces.issue(
             &format!("{verb}-selected"),
-            &super::actions::listed_target(&v.queue, &listed),
+            &listed_target(&v.queue, &listed),
         )
     };
     html! {
@@ -564,6 +596,8 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
 
 #[cfg(test)]
 mod tests {
+    use super::super::super::forms::Nonces;
+    use super::super::place::MAX_PAGE;
     use super::*;
     use crate::queue::PoisonPage;
 
@@ -573,7 +607,7 @@ mod tests {
             total: messages.len() as u64,
             matching: messages.len() as u64,
             place: Place {
-                limit: super::super::DEFAULT_PAGE,
+                limit: DEFAULT_PAGE,
                 ..Place::default()
             },
             kinds: vec![(Some("kind<b>".into()), 1), (None, 2)],
@@ -643,7 +677,7 @@ mod tests {
         // id, kind, reason and handle as long as they come and made of the same, and the
         // most reasons.
         let worst: String = "\"\"\"\u{202E}\n".repeat(20_000);
-        let messages: Vec<_> = (0..super::super::MAX_PAGE)
+        let messages: Vec<_> = (0..MAX_PAGE)
             .map(|i| {
                 let mut m = PoisonMessage::new(
                     worst.clone(),
@@ -668,6 +702,20 @@ mod tests {
         assert!(html.len() < 1_000_000, "{} bytes", html.len());
         assert!(html.contains("The whole body"));
         assert!(html.contains("<details"), "the previews are folded");
+    }
+
+    #[test]
+    fn json_keeps_its_key_order() {
+        let body = br#"{"zeta":1,"alpha":{"y":[1,2],"b":null},"mid":"x"}"#;
+        let pretty = pretty_json(body).expect("JSON");
+        let z = pretty.find("zeta").unwrap_or(usize::MAX);
+        let a = pretty.find("alpha").unwrap_or(0);
+        let y = pretty.find("\"y\"").unwrap_or(usize::MAX);
+        let b = pretty.find("\"b\"").unwrap_or(0);
+        assert!(z < a && y < b, "{pretty}");
+        assert!(pretty.contains("\n  \"alpha\": {"), "{pretty}");
+        assert_eq!(pretty_json(b"{\"a\":1} trailing"), None);
+        assert_eq!(pretty_json(b"not json"), None);
     }
 
     #[test]
