@@ -1314,3 +1314,41 @@ async fn two_discards_with_back_between_them_in_chromium() {
     screenshot(client, "actions-back-discard-again").await;
     browser.client.clone().close().await.unwrap();
 }
+
+/// Without `--queue`, the overview shows the queues the SQLite queue's registry lists and
+/// those the workers recorded history for, beside `index` and `archive` — each once, and
+/// never a poison queue.
+#[tokio::test]
+async fn without_named_queues_the_overview_shows_the_declared_and_the_served_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    declare(&queue, "orders-declared").await;
+    let store = AnyStore::connect("memory:").await.unwrap();
+    tablekit_workers::activity::write_sample_minutes(
+        &store,
+        "served-elsewhere",
+        "worker-1",
+        Utc::now(),
+        3,
+        |_| tablekit_workers::activity::Counts {
+            processed: 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .unwrap();
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.refresh = 1;
+    let served = support::console::serve(store, queue, options).await;
+    let (status, html) = get(&format!("{}/", served.url)).await;
+    assert_eq!(status, 200);
+    for name in ["index", "archive", "orders-declared", "served-elsewhere"] {
+        assert_eq!(
+            html.matches(&format!("href=\"/poison/{name}\"")).count(),
+            // The row, and its history chart's caption.
+            2,
+            "{name} once in the queues and once in the history:\n{html}"
+        );
+    }
+    assert!(!html.contains("orders-declared-poison"));
+}

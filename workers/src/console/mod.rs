@@ -92,8 +92,9 @@ pub struct ConsoleOptions {
     /// Whether the console is reached through HTTPS (a proxy that ends TLS): the sign-in
     /// cookie is then marked `Secure`.
     pub behind_tls: bool,
-    /// The queues shown; by default `index`, `archive` and the change queues the
-    /// registered types declare.
+    /// The queues shown; by default `index`, `archive`, the change queues the registered
+    /// types declare, the queues the backend lists as declared (SQLite, Azure; up to 50)
+    /// and those the workers recorded history for.
     pub queues: Vec<String>,
     /// Seconds between two refreshes of the page.
     pub refresh: u64,

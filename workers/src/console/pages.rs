@@ -22,6 +22,9 @@ use crate::error::Result;
 use crate::queue::Queue;
 use maud::{Markup, html};
 
+/// The most queues the overview adds from the backend's list of declared queues.
+const LISTED_DECLARED: usize = 50;
+
 #[derive(serde::Deserialize)]
 pub(super) struct ResultQuery {
     pub(super) result: Option<String>,
@@ -33,7 +36,7 @@ impl Console {
         // The registry read once: the default queues and the job forms both come from it.
         let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
         let queues = if self.options.queues.is_empty() {
-            crate::status::default_queues(&schemas)
+            self.default_queues(&schemas).await
         } else {
             self.options.queues.clone()
         };
@@ -139,13 +142,38 @@ impl Console {
         })
     }
 
-    /// The queues the console shows: those it was given, else the registry's defaults.
+    /// The queues the console shows: those it was given, else [`Self::default_queues`].
     pub(super) async fn shown_queues(&self) -> Result<Vec<String>> {
         if !self.options.queues.is_empty() {
             return Ok(self.options.queues.clone());
         }
         let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
-        Ok(crate::status::default_queues(&schemas))
+        Ok(self.default_queues(&schemas).await)
+    }
+
+    /// The queues shown when none are named: `index`, `archive` and the change queues the
+    /// registered types declare, then the queues the backend lists as declared (the
+    /// SQLite queue's registry, an Azure account's queues; at most [`LISTED_DECLARED`])
+    /// and those the workers recorded history for — each once, in that order. A queue
+    /// that could not be read is left out of the last two (the first are always shown).
+    async fn default_queues(
+        &self,
+        schemas: &[tablekit_patterns::index::SchemaRecord],
+    ) -> Vec<String> {
+        let mut queues = crate::status::default_queues(schemas);
+        let (declared, served) = futures::join!(
+            self.broker.declared_queues(),
+            crate::activity::queues_with_history(&self.store)
+        );
+        if let Ok(Some(declared)) = declared {
+            queues.extend(declared.into_iter().take(LISTED_DECLARED));
+        }
+        if let Ok(served) = served {
+            queues.extend(served);
+        }
+        let mut seen = std::collections::HashSet::new();
+        queues.retain(|q| !crate::queue::is_poison_queue(q) && seen.insert(q.clone()));
+        queues
     }
 }
 
