@@ -614,12 +614,12 @@ async fn a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy(store: An
         unverified.expect("find").is_none(),
         "the copy alone says it expired"
     );
-    #[allow(deprecated)] // the setter of earlier releases still works
-    let verified = deferred.verified_lookups(true);
+    let verified = &deferred;
     let found = verified
         .lookup_named("by_token")
         .keys(&[])
         .keys(&[&"t5"])
+        .verified()
         .get()
         .await
         .expect("find");
@@ -628,6 +628,7 @@ async fn a_verified_lookup_finds_a_renewed_entity_through_a_stale_copy(store: An
         .lookup_named("by_token")
         .keys(&[])
         .keys(&[])
+        .verified()
         .page(10, None)
         .await
         .expect("page");

@@ -1112,13 +1112,12 @@ async fn verified_lookups_never_return_a_stale_hit(store: AnyStore) {
         .await
         .expect("find");
     assert!(stale.is_some(), "the stale copy is still there");
-    #[allow(deprecated)] // the setter of earlier releases still works
-    let verified = employees.clone().verified_lookups(true);
     assert!(
-        verified
+        employees
             .lookup_named("by_email")
             .keys(&[&"Ops"])
             .keys(&[&"ida@x"])
+            .verified()
             .get()
             .await
             .expect("find")

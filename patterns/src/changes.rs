@@ -12,7 +12,7 @@
 //!
 //! The queue sink of `tablekit-workers` publishes change events to the queue they name
 //! (and other work to its own queue); `tablekit_workers::changes::Changes` consumes them
-//! typed. An `InlineSink` has no handler for them: with `with_inline_apply`, events wait
+//! typed. An `InlineSink` has no handler for them: with `inline_apply()`, events wait
 //! in the outbox for a relay that publishes to a queue (`tablekit-worker run --queue
 //! index`).
 

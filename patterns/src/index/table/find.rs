@@ -1,9 +1,10 @@
-//! Index look-ups of [`IndexedTable`]: one hit, pages and streams of hits by key range
-//! or prefix, each copy read back as its primary (checked against it with verified
-//! look-ups; an expired one left out; its blob fields restored).
+//! The reads of index copies that [`IndexedTable`]'s look-ups (`lookup`, `lookup_named`)
+//! are made of: one hit, pages of hits by key range or prefix, counts, each copy read back
+//! as its primary (checked against it with verified look-ups; an expired one left out;
+//! its blob fields restored).
 
-use futures::{Stream, StreamExt, TryStreamExt};
-use tablekit_core::typed::{EntityType, KeyBounds, KeyPart, Stored};
+use futures::{StreamExt, TryStreamExt};
+use tablekit_core::typed::{EntityType, KeyBounds, Stored};
 use tablekit_core::{Entity, Query, TableStore, filter};
 
 use super::super::record::{EntityRef, IndexLayout, as_primary, copy_source};
@@ -77,31 +78,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(matches.then_some(primary))
     }
 
-    /// The entity whose index value is given: `partition` and `row` are the values of
-    /// the fields of the index's PartitionKey and RowKey templates, in template order.
-    /// The hit carries the primary's keys (and, with
-    /// [`verified_lookups`](Self::verified_lookups), its ETag).
-    ///
-    /// # Errors
-    /// [`tablekit_core::Error::Undeclared`] for an unknown index; key errors; the store's
-    /// errors; a copy with a property subset that does not read as `E` (use
-    /// [`find_entities`](Self::find_entities)).
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `lookup(Type::INDEX).key(..)….get()`, or `lookup_named(name)` for an index chosen at run time"
-    )]
-    pub async fn find(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        row: &[&dyn KeyPart],
-    ) -> Result<Option<Stored<E>>> {
-        let layout = self.index(index)?;
-        let pk = layout.partition_key.render_args(partition)?;
-        let rk = layout.row_key.render_args(row)?;
-        self.hit_at(layout, &pk, &rk, self.verify).await
-    }
-
     /// The hit whose copy has the keys `pk` and `rk`, if any.
     pub(super) async fn hit_at(
         &self,
@@ -119,50 +95,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             Some(copy) => self.read_hit(layout, copy, verify).await,
             None => Ok(None),
         }
-    }
-
-    /// The copies of an index in a RowKey range, in index order, as stored entities (the
-    /// declared property subset, tablekit's properties included), collected: for results
-    /// that fit in memory; [`find_entities_page`](Self::find_entities_page) pages.
-    ///
-    /// # Errors
-    /// As [`find`](Self::find).
-    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).entities()`")]
-    #[allow(deprecated)] // the deprecated forms share their pages
-    pub async fn find_entities(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        bounds: &KeyBounds,
-    ) -> Result<Vec<Entity>> {
-        crate::cursor::collect_pages(move |cursor| async move {
-            self.find_entities_page(index, partition, bounds, 1000, cursor.as_ref())
-                .await
-        })
-        .await
-    }
-
-    /// One page of at most `page_size` copies of an index in a RowKey range, in index
-    /// order, and the cursor that resumes the read after it (`None` at the end).
-    ///
-    /// # Errors
-    /// As [`find`](Self::find); [`Error::Unsupported`] for a cursor of another read.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `lookup(Type::INDEX).key(..).entities_page(..)`"
-    )]
-    pub async fn find_entities_page(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        bounds: &KeyBounds,
-        page_size: usize,
-        cursor: Option<&Cursor>,
-    ) -> Result<CursorPage<Entity>> {
-        let layout = self.index(index)?;
-        let pk = layout.partition_key.render_args(partition)?;
-        self.copies_page(layout, &pk, bounds, page_size, cursor, false)
-            .await
     }
 
     /// A page of copies; `keep_expired` keeps the copies whose expiry passed, for
@@ -239,61 +171,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         .await
     }
 
-    /// The entities whose index values lie in a range, in index order: `row_fixed` are
-    /// the values of the RowKey template's leading fields, and the next field lies in
-    /// `lo ..= hi` (emails from `a` to `b`).
-    ///
-    /// # Errors
-    /// As [`find`](Self::find); the range errors of [`KeyTemplate::range`](tablekit_core::typed::KeyTemplate::range).
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `lookup(Type::INDEX).key(..).range(lo, hi).all()`"
-    )]
-    pub async fn find_range(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        row_fixed: &[&dyn KeyPart],
-        lo: &dyn KeyPart,
-        hi: &dyn KeyPart,
-    ) -> Result<Vec<Stored<E>>> {
-        let layout = self.index(index)?;
-        let bounds = layout.row_key.range(row_fixed, lo, hi)?;
-        self.read_hits(layout, partition, &bounds).await
-    }
-
-    /// The entities whose index RowKeys start with the given leading field values, in
-    /// index order.
-    ///
-    /// # Errors
-    /// As [`find_range`](Self::find_range).
-    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).all()`")]
-    pub async fn find_prefix(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        row_fixed: &[&dyn KeyPart],
-    ) -> Result<Vec<Stored<E>>> {
-        let layout = self.index(index)?;
-        let bounds = layout.row_key.prefix(row_fixed)?;
-        self.read_hits(layout, partition, &bounds).await
-    }
-
-    async fn read_hits(
-        &self,
-        layout: &IndexLayout,
-        partition: &[&dyn KeyPart],
-        bounds: &KeyBounds,
-    ) -> Result<Vec<Stored<E>>> {
-        let pk = layout.partition_key.render_args(partition)?;
-        let pk = pk.as_str();
-        crate::cursor::collect_pages(move |cursor| async move {
-            self.read_hits_page(layout, pk, bounds, 1000, cursor.as_ref(), self.verify)
-                .await
-        })
-        .await
-    }
-
     pub(super) async fn read_hits_page(
         &self,
         layout: &IndexLayout,
@@ -314,89 +191,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(CursorPage {
             items: hits.into_iter().flatten().collect(),
             cursor: copies.cursor,
-        })
-    }
-
-    /// One page of [`find_range`](Self::find_range): at most `page_size` entities (fewer
-    /// when a verified hit's primary moved on), in index order, and the cursor that
-    /// resumes the read after it (`None` at the end).
-    ///
-    /// # Errors
-    /// As [`find_range`](Self::find_range); [`Error::Unsupported`] for a cursor of
-    /// another read.
-    #[allow(clippy::too_many_arguments)]
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `lookup(Type::INDEX).key(..).range(lo, hi).page(..)`"
-    )]
-    pub async fn find_range_page(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        row_fixed: &[&dyn KeyPart],
-        lo: &dyn KeyPart,
-        hi: &dyn KeyPart,
-        page_size: usize,
-        cursor: Option<&Cursor>,
-    ) -> Result<CursorPage<Stored<E>>> {
-        let layout = self.index(index)?;
-        let bounds = layout.row_key.range(row_fixed, lo, hi)?;
-        let pk = layout.partition_key.render_args(partition)?;
-        self.read_hits_page(layout, &pk, &bounds, page_size, cursor, self.verify)
-            .await
-    }
-
-    /// One page of [`find_prefix`](Self::find_prefix), as
-    /// [`find_range_page`](Self::find_range_page).
-    ///
-    /// # Errors
-    /// As [`find_range_page`](Self::find_range_page).
-    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).page(..)`")]
-    pub async fn find_prefix_page(
-        &self,
-        index: &str,
-        partition: &[&dyn KeyPart],
-        row_fixed: &[&dyn KeyPart],
-        page_size: usize,
-        cursor: Option<&Cursor>,
-    ) -> Result<CursorPage<Stored<E>>> {
-        let layout = self.index(index)?;
-        let bounds = layout.row_key.prefix(row_fixed)?;
-        let pk = layout.partition_key.render_args(partition)?;
-        self.read_hits_page(layout, &pk, &bounds, page_size, cursor, self.verify)
-            .await
-    }
-
-    /// Every entity of an index's RowKey range, in index order, read a page of
-    /// `page_size` copies at a time (with their primaries' values, as
-    /// [`find_range`](Self::find_range)).
-    #[deprecated(since = "0.2.0", note = "use `lookup(Type::INDEX).key(..).stream(..)`")]
-    pub fn find_stream<'a>(
-        &'a self,
-        index: &'a str,
-        partition: &'a [&'a dyn KeyPart],
-        bounds: KeyBounds,
-        page_size: usize,
-    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
-    where
-        E: Send + Sync,
-        S: Sync,
-    {
-        crate::cursor::stream_pages(move |cursor| {
-            let bounds = bounds.clone();
-            async move {
-                let layout = self.index(index)?;
-                let pk = layout.partition_key.render_args(partition)?;
-                self.read_hits_page(
-                    layout,
-                    &pk,
-                    &bounds,
-                    page_size,
-                    cursor.as_ref(),
-                    self.verify,
-                )
-                .await
-            }
         })
     }
 }

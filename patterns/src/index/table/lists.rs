@@ -1,9 +1,10 @@
-//! Id lists of [`IndexedTable`] (`#[index_entity]`): the ids in a value's list, and the
-//! primaries they name, whole, in pages and as a stream.
+//! The reads of id lists (`#[index_entity]`) that [`IndexedTable`]'s `list` and
+//! `list_named` are made of: the ids in a value's list, and pages of the primaries they
+//! name.
 
-use futures::{Stream, StreamExt, TryStreamExt};
+use futures::{StreamExt, TryStreamExt};
 use tablekit_core::TableStore;
-use tablekit_core::typed::{EntityType, KeyPart, Stored};
+use tablekit_core::typed::{EntityType, Stored};
 
 use super::super::members::{read_blob_members, read_partition_pages, read_table_members};
 use super::super::record::{EntityRef, MemberLayout, MemberStorage};
@@ -24,30 +25,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 what: "index entity",
                 name: name.to_owned(),
             })
-    }
-
-    /// The primaries listed under a value of an index entity (`value` holds the values of
-    /// the fields of its key template). A partition-stored index entity needs the
-    /// partition. These are the ids as the list holds them: a list keeps ids only, so an
-    /// expired member stays listed until the sweeper deletes it;
-    /// [`members`](Self::members), which reads the primaries, leaves it out.
-    ///
-    /// # Errors
-    /// [`tablekit_core::Error::Undeclared`]; [`Error::Unsupported`] when a partition is
-    /// needed and missing; [`Error::NoBlobStore`]; the store's errors.
-    #[deprecated(
-        since = "0.2.0",
-        note = "use `list(Type::LIST).key(..).ids()`, or `list_named(name)`"
-    )]
-    pub async fn member_ids(
-        &self,
-        name: &str,
-        partition_key: Option<&str>,
-        value: &[&dyn KeyPart],
-    ) -> Result<Vec<EntityRef>> {
-        let member = self.list_layout(name)?;
-        let value = member.key.render_args(value)?;
-        self.list_ids(member, partition_key, &value).await
     }
 
     /// The members of the list `member` whose key renders as `value`.
@@ -97,65 +74,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                     .collect())
             }
         }
-    }
-
-    /// The primaries listed under a value of an index entity, read with at most
-    /// `concurrency` point reads at a time; ids whose primary is gone are left out.
-    ///
-    /// # Errors
-    /// As [`member_ids`](Self::member_ids); the reads' errors.
-    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).all()`")]
-    #[allow(deprecated)] // the deprecated forms share their pages
-    pub async fn members(
-        &self,
-        name: &str,
-        partition_key: Option<&str>,
-        value: &[&dyn KeyPart],
-        concurrency: usize,
-    ) -> Result<Vec<Stored<E>>> {
-        crate::cursor::collect_pages(move |cursor| async move {
-            self.members_page(
-                name,
-                partition_key,
-                value,
-                1000,
-                concurrency,
-                cursor.as_ref(),
-            )
-            .await
-        })
-        .await
-    }
-
-    /// One page of [`members`](Self::members): the primaries of at most `page_size` ids
-    /// of the list, in key order of the ids (fewer when a primary is gone), and the cursor
-    /// that resumes after them (`None` at the end). Each page reads the id list (ids
-    /// only) and the page's primaries.
-    ///
-    /// # Errors
-    /// As [`members`](Self::members); [`Error::Unsupported`] for a cursor of another
-    /// read.
-    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).page(..)`")]
-    pub async fn members_page(
-        &self,
-        name: &str,
-        partition_key: Option<&str>,
-        value: &[&dyn KeyPart],
-        page_size: usize,
-        concurrency: usize,
-        cursor: Option<&Cursor>,
-    ) -> Result<CursorPage<Stored<E>>> {
-        let member = self.list_layout(name)?;
-        let value = member.key.render_args(value)?;
-        self.list_page(
-            member,
-            partition_key,
-            &value,
-            page_size,
-            concurrency,
-            cursor,
-        )
-        .await
     }
 
     /// One page of the primaries of the list `member` whose key renders as `value`.
@@ -208,35 +126,6 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         Ok(CursorPage {
             items: found.into_iter().flatten().collect(),
             cursor,
-        })
-    }
-
-    /// Every primary listed under a value of an index entity, in key order of the ids,
-    /// read a page of `page_size` at a time (as [`members_page`](Self::members_page)).
-    #[deprecated(since = "0.2.0", note = "use `list(Type::LIST).key(..).stream(..)`")]
-    #[allow(deprecated)] // the deprecated forms share their pages
-    pub fn members_stream<'a>(
-        &'a self,
-        name: &'a str,
-        partition_key: Option<&'a str>,
-        value: &'a [&'a dyn KeyPart],
-        page_size: usize,
-        concurrency: usize,
-    ) -> impl Stream<Item = Result<Stored<E>>> + Send + 'a
-    where
-        E: Send + Sync,
-        S: Sync,
-    {
-        crate::cursor::stream_pages(move |cursor| async move {
-            self.members_page(
-                name,
-                partition_key,
-                value,
-                page_size,
-                concurrency,
-                cursor.as_ref(),
-            )
-            .await
         })
     }
 }

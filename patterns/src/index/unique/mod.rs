@@ -31,10 +31,10 @@
 //!   record does not list it; the delete is conditional on the ETag read, so a renewal
 //!   between the check and the delete makes the release look again.
 //! - **Lease.** A writer's reservation must outlive the time from its reservation to its
-//!   commit; the lease (30 s by default, [`IndexedTable::unique_lease`]) is renewed when
+//!   commit; the lease (30 s by default, [`IndexedTableOptions::unique_lease`]) is renewed when
 //!   a write is planned again after half of it ran out.
 //!
-//! [`IndexedTable::unique_lease`]: super::IndexedTable::unique_lease
+//! [`IndexedTableOptions::unique_lease`]: super::IndexedTableOptions::unique_lease
 
 mod apply;
 mod audit;
