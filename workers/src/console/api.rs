@@ -9,7 +9,8 @@
 //! - `GET /api/queues/<queue>/waiting?order=&limit=` — its waiting messages, peeked at
 //!   ([`super::waiting`]);
 //! - `GET /api/actions?after=` — the recent actions, newest first;
-//! - `GET /api/poison/<queue>?kind=&id=&reason=&body=&after=&limit=` — a page of poison
+//! - `GET /api/poison/<queue>?kind=&id=&reason=&body=&group=&undecodable=1&order=newest&back=1&after=&limit=`
+//!   — a page of poison (the same query as the poison page's)
 //!   messages (each body's first bytes, as text or base64), with the cursor of the next;
 //! - `GET /api/poison/<queue>/messages/<handle>` — one message whole;
 //! - `POST /api/poison/<queue>/sets` with `{"action": "discard"|"replay"|"moveto",
@@ -39,7 +40,7 @@ use super::poison::{self, Place};
 use super::{Shared, failure_status, waiting};
 use crate::activity::Resolution;
 use crate::error::Error;
-use crate::queue::{PeekQuery, PoisonAction, PoisonQuery, Queue};
+use crate::queue::{PeekQuery, PoisonAction, Queue};
 
 /// An error as JSON, with the status of its kind.
 fn error(status: StatusCode, message: impl Into<String>) -> Response {
@@ -155,25 +156,11 @@ impl From<crate::queue::PoisonMessage> for Message {
     }
 }
 
-#[derive(Deserialize, Default)]
-pub(super) struct PageQuery {
-    after: Option<String>,
-    limit: Option<usize>,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    body: String,
-}
-
 /// `GET /api/poison/<queue>`.
 pub(super) async fn poison_page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(query): UrlQuery<PageQuery>,
+    UrlQuery(query): UrlQuery<poison::PageQuery>,
 ) -> Response {
     #[derive(Serialize)]
     struct Page {
@@ -184,21 +171,9 @@ pub(super) async fn poison_page(
     if let Err(e) = crate::queue::check_queue_name(&queue) {
         return failed(&e);
     }
-    let filter = poison::filter_of(&query.kind, &query.id, &query.reason, &query.body);
-    let page = console
-        .broker
-        .poison_page(
-            &queue,
-            &PoisonQuery::new(
-                query
-                    .limit
-                    .unwrap_or(poison::DEFAULT_PAGE)
-                    .clamp(1, poison::MAX_PAGE),
-                poison::PREVIEW,
-            )
-            .filter(filter)
-            .after(query.after.filter(|a| !a.is_empty())),
-        )
+    let page = query
+        .place()
+        .read(&console.broker, &queue, poison::PREVIEW)
         .await;
     match page {
         Ok(page) => Json(Page {

@@ -40,7 +40,8 @@ pub(super) use message::message;
 pub(super) use place::{DEFAULT_PAGE, MAX_PAGE, PREVIEW, Place, filter_of};
 use place::{PoisonView, checked_queue};
 
-/// A page's query: the filter, the page, and an action's result.
+/// A page's query: the filter, the page, and an action's result (the API's pages read
+/// the same).
 #[derive(Clone, Debug, Default, serde::Deserialize)]
 pub(super) struct PageQuery {
     result: Option<String>,
@@ -66,7 +67,8 @@ pub(super) struct PageQuery {
 }
 
 impl PageQuery {
-    fn place(&self) -> Place {
+    /// Where the query puts the operator.
+    pub(in crate::console) fn place(&self) -> Place {
         Place {
             filter: filter_of(&self.kind, &self.id, &self.reason, &self.body),
             after: self.after.clone().filter(|a| !a.is_empty()),
@@ -96,18 +98,7 @@ pub(super) async fn page(
             .poison_reason_groups(&queue, &place.filter)
             .await?;
         let kinds = console.broker.poison_kinds(&queue, &place.filter).await?;
-        let query = place.query(PREVIEW);
-        let page = if place.backwards && place.after.is_none() {
-            // The last page: one read of the other order's first page.
-            console
-                .broker
-                .poison_last_page(&queue, &query.clone().reversed())
-                .await?
-        } else if place.backwards {
-            console.broker.poison_page(&queue, &query).await?.reversed()
-        } else {
-            console.broker.poison_page(&queue, &query).await?
-        };
+        let page = place.read(&console.broker, &queue, PREVIEW).await?;
         Ok::<_, Error>(PoisonView {
             queue: queue.clone(),
             total,

@@ -4,7 +4,7 @@
 
 use super::super::forms::Form;
 use crate::error::Result;
-use crate::queue::{PoisonFilter, PoisonQuery};
+use crate::queue::{PoisonFilter, PoisonPage, PoisonQuery, Queue};
 
 /// How many messages a page lists unless asked.
 pub(in crate::console) const DEFAULT_PAGE: usize = 50;
@@ -67,6 +67,30 @@ impl Place {
             self.filter = self.filter.undecodable_reason();
         }
         self
+    }
+
+    /// Reads the page this place shows from `queue`'s poison queue, bodies cut to
+    /// `preview` bytes: in its order; read backwards from its cursor, or the last page
+    /// (one read of the other order's first page) when it has none.
+    ///
+    /// # Errors
+    /// The backend's.
+    pub(in crate::console) async fn read(
+        &self,
+        broker: &impl Queue,
+        queue: &str,
+        preview: usize,
+    ) -> Result<PoisonPage> {
+        let query = self.query(preview);
+        if self.backwards && self.after.is_none() {
+            broker
+                .poison_last_page(queue, &query.clone().reversed())
+                .await
+        } else if self.backwards {
+            Ok(broker.poison_page(queue, &query).await?.reversed())
+        } else {
+            broker.poison_page(queue, &query).await
+        }
     }
 
     /// The query of the page this place shows.
