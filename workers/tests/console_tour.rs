@@ -78,6 +78,7 @@ struct TourMember {
 enum Backend {
     Sqlite,
     Rabbit,
+    #[cfg(feature = "azure")]
     Azure,
 }
 
@@ -86,6 +87,7 @@ impl Backend {
         match self {
             Backend::Sqlite => "sqlite",
             Backend::Rabbit => "rabbitmq",
+            #[cfg(feature = "azure")]
             Backend::Azure => "azure",
         }
     }
