@@ -2015,7 +2015,7 @@ async fn concurrent_adds_to_a_table_list_leave_each_id_on_one_page(store: AnySto
             tokio::spawn(async move {
                 for n in 0..20u32 {
                     let source = EntityRef::new("Src", "p", format!("{task}_{n:02}{long}"));
-                    let add = IndexOperation::AddMember(AddMember {
+                    let add = IndexOperation::from(AddMember {
                         source,
                         version: 1,
                         index: "tag".into(),

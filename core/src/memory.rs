@@ -8,10 +8,10 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use crate::apply::{self, Change};
 use crate::error::{Error, Result};
-use crate::limits;
 use crate::model::{ETag, Entity};
+use crate::observe;
 use crate::query::{Page, PageCollector, Query};
-use crate::store::{Batch, TableStore, WriteOp};
+use crate::store::{Batch, Observed, TableStore, WriteOp};
 
 type Rows = BTreeMap<(String, String), Entity>;
 
@@ -87,15 +87,13 @@ impl MemoryStore {
     }
 }
 
+/// This store's calls, observed and checked.
+const OBSERVED: Observed = Observed::new(observe::system::MEMORY);
+
 impl TableStore for MemoryStore {
     async fn create_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "create_table",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
+        OBSERVED
+            .create_table(table, || async move {
                 let mut tables = self.write();
                 let key = table.to_ascii_lowercase();
                 if tables.contains_key(&key) {
@@ -111,35 +109,24 @@ impl TableStore for MemoryStore {
                     },
                 );
                 Ok(())
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "delete_table",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
+        OBSERVED
+            .delete_table(table, || async move {
                 match self.write().remove(&table.to_ascii_lowercase()) {
                     Some(_) => Ok(()),
                     None => Err(Error::table_not_found(table)),
                 }
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "list_tables",
-            prefix,
-            None,
-            async {
+        OBSERVED
+            .list_tables(prefix, || async move {
                 let mut names: Vec<String> = self
                     .read()
                     .values()
@@ -148,9 +135,8 @@ impl TableStore for MemoryStore {
                     .collect();
                 names.sort();
                 Ok(names)
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn get(
@@ -160,13 +146,8 @@ impl TableStore for MemoryStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "get",
-            table,
-            Some(partition_key),
-            async {
-                limits::check_point_read(table, partition_key, row_key, select)?;
+        OBSERVED
+            .get(table, partition_key, row_key, select, || async move {
                 let tables = self.read();
                 let rows = &tables
                     .get(&table.to_ascii_lowercase())
@@ -181,20 +162,13 @@ impl TableStore for MemoryStore {
                         }
                         e
                     }))
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "query",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
-                query.check()?;
+        OBSERVED
+            .query(table, query, || async move {
                 let range = query.key_range();
                 let mut start = match range.partition() {
                     Some(pk) => match &range.rk_start {
@@ -241,43 +215,24 @@ impl TableStore for MemoryStore {
                     }
                 }
                 Ok(collector.finish())
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        let partition_key = op.key().0.to_owned();
-        crate::observe::written(table, Some(&partition_key), 1);
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "execute",
-            table,
-            Some(partition_key.as_str()),
-            async {
-                limits::check_table_name(table)?;
-                op.check()?;
+        OBSERVED
+            .execute(table, op, |op| async move {
                 let mut etags = self.apply_all(table, vec![op], false)?;
                 Ok(etags.pop().flatten())
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
-        let partition_key = batch.partition_key().map(str::to_owned);
-        crate::observe::written(table, partition_key.as_deref(), batch.len());
-        crate::observe::call(
-            crate::observe::system::MEMORY,
-            "submit_batch",
-            table,
-            partition_key.as_deref(),
-            async {
-                limits::check_table_name(table)?;
-                batch.check()?;
+        OBSERVED
+            .submit_batch(table, batch, |batch| async move {
                 self.apply_all(table, batch.into_operations(), true)
-            },
-        )
-        .await
+            })
+            .await
     }
 }

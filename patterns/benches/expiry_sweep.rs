@@ -105,14 +105,14 @@ fn rows_of(invite: &Invite, table: &str) -> (Row, Row, Row) {
     );
     let mut targets = std::collections::BTreeSet::new();
     targets.insert(entry.clone());
-    targets.insert(Target::Unique(UniqueTarget {
+    targets.insert(Target::from(UniqueTarget {
         name: "code".to_owned(),
         at: reservation_at.clone(),
     }));
     IndexRecord { version, targets }
         .write(&mut primary)
         .unwrap();
-    let Target::Copy(CopyTarget { at, .. }) = entry else {
+    let Some(CopyTarget { at, .. }) = entry.get::<CopyTarget>() else {
         unreachable!("an expiry entry is a copy")
     };
     let entry = copy_of(
@@ -120,7 +120,7 @@ fn rows_of(invite: &Invite, table: &str) -> (Row, Row, Row) {
         &source,
         version,
         EXPIRY_INDEX,
-        &at,
+        at,
         Some(&[]),
         Invite::KIND_PROPERTY,
     )

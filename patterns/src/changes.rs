@@ -26,6 +26,7 @@ use crate::index::record::is_hidden;
 /// What a write did to an entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ChangeKind {
     /// The entity was written where none was.
     Insert,

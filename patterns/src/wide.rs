@@ -1,10 +1,14 @@
 //! Wide entities and data series.
 //!
 //! A **wide entity** is one logical entity with more properties than the table service
-//! allows in one (252), stored as several physical entities in one partition: chunk 0
-//! at the logical RowKey (it records how many chunks there are), chunk `n` at
-//! `<RowKey>~<n:03>`. The whole entity is written in one entity group transaction and
-//! read back as one; updating one property touches the one chunk that holds it.
+//! allows in one (252), stored as several physical entities in one partition in the
+//! chunk layout of declared wide types ([`index::wide`](crate::index::wide), cut and
+//! read back by the same functions): chunk 0 at the logical RowKey (it records how many
+//! chunks there are and the version each further one was written at), chunk `n` at
+//! `<RowKey>~<n:03>`, 250 properties a chunk in name order. The whole entity is written
+//! in one entity group transaction and read back as one (read again when a writer moved
+//! it on in between); updating one property touches the one chunk that holds it. Chunks
+//! written before they carried versions read by their RowKeys.
 //!
 //! A **data series** is one entity with a property per period (24 hourly counters, 365
 //! daily ones), updated by merge under its ETag (retried on conflict) and read with one
@@ -31,48 +35,21 @@
 //! ```
 
 use tablekit_core::limits::{self, MAX_BATCH_OPERATIONS};
-use tablekit_core::{
-    Batch, ETag, Entity, IfMatch, Properties, Query, TableStore, Value, WriteOp, filter,
-};
+use tablekit_core::{Batch, ETag, Entity, IfMatch, Properties, TableStore, Value, WriteOp};
 
 use crate::address::EntityRef;
 use crate::consistency::{Engine, Plan, Planner, lost_race};
 use crate::error::{Error, Result};
+use crate::index::record::next_version;
+use crate::index::wide::CHUNKS_PROPERTY;
+use crate::index::wide::read::read_listed;
+use crate::index::wide::split::{
+    FirstChunk, chunk_key, count_of, has_room, is_marker, lists_versions, mark_chunk, mark_chunk0,
+    merge, split, versions_of,
+};
 
-/// The property of chunk 0 holding the number of chunks.
-pub const CHUNKS_PROPERTY: &str = "TablekitChunks";
-/// The most application properties one chunk holds (252, less the chunk count and room
-/// for a kind property).
-pub const PROPERTIES_PER_CHUNK: usize = 250;
-/// The most bytes of properties one chunk holds (under the 1 MiB entity limit).
-const BYTES_PER_CHUNK: usize = 900 * 1024;
-
-fn chunk_key(row_key: &str, n: usize) -> String {
-    if n == 0 {
-        row_key.to_owned()
-    } else {
-        format!("{row_key}~{n:03}")
-    }
-}
-
-struct Chunk {
-    entity: Entity,
-}
-
-impl Chunk {
-    fn user_properties(&self) -> impl Iterator<Item = (&String, &Value)> {
-        self.entity
-            .properties
-            .iter()
-            .filter(|(n, _)| n.as_str() != CHUNKS_PROPERTY)
-    }
-
-    fn has_room(&self, name: &str, value: &Value) -> bool {
-        self.user_properties().count() < PROPERTIES_PER_CHUNK
-            && limits::entity_size(&self.entity) + name.len() * 2 + limits::value_size(value)
-                < BYTES_PER_CHUNK
-    }
-}
+/// The most chunks of one wide entity: they are written in one entity group transaction.
+const MOST_CHUNKS: usize = MAX_BATCH_OPERATIONS - 1;
 
 /// The wide entities (and data series) of a table.
 #[derive(Clone, Debug)]
@@ -92,7 +69,7 @@ impl<S: TableStore + Clone + 'static> WideTable<S> {
 }
 
 impl<S: TableStore> WideTable<S> {
-    /// Refuses names a wide entity cannot take: the chunk count's property, and RowKeys
+    /// Refuses names a wide entity cannot take: the chunk layout's markers, and RowKeys
     /// with `~` (chunk `n` of `x` is `x~00n`).
     fn check(row_key: &str, name: Option<&str>) -> Result<()> {
         if row_key.contains('~') {
@@ -100,57 +77,45 @@ impl<S: TableStore> WideTable<S> {
                 "a wide entity's RowKey cannot hold `~` (`{row_key}`): its chunks use it"
             )));
         }
-        if name == Some(CHUNKS_PROPERTY) {
+        if let Some(name) = name
+            && is_marker(name)
+        {
             return Err(Error::Unsupported(format!(
-                "`{CHUNKS_PROPERTY}` is the chunk count of a wide entity, not a property"
+                "`{name}` marks the chunks of a wide entity, it is not a property"
             )));
         }
         Ok(())
     }
 
-    /// Splits properties into chunks, in name order.
-    fn split(row_key: &str, partition_key: &str, properties: Properties) -> Result<Vec<Entity>> {
+    /// Cuts properties into chunk 0 and the further chunks (unmarked), checking every
+    /// limit before any I/O.
+    fn cut(
+        partition_key: &str,
+        row_key: &str,
+        properties: Properties,
+    ) -> Result<(Entity, Vec<Entity>)> {
         Self::check(row_key, None)?;
-        if properties.contains_key(CHUNKS_PROPERTY) {
-            return Self::check(row_key, Some(CHUNKS_PROPERTY)).map(|()| Vec::new());
+        for (name, value) in &properties {
+            Self::check(row_key, Some(name))?;
+            limits::check_property(name, value).map_err(tablekit_core::Error::from)?;
         }
-        let mut names: Vec<(String, Value)> = properties.into_iter().collect();
-        names.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut chunks = vec![Entity::new(partition_key, row_key)];
-        for (name, value) in names {
-            limits::check_property(&name, &value).map_err(tablekit_core::Error::from)?;
-            let fits = chunks.last().is_some_and(|last| {
-                Chunk {
-                    entity: last.clone(),
-                }
-                .has_room(&name, &value)
-            });
-            if !fits {
-                let n = chunks.len();
-                chunks.push(Entity::new(partition_key, chunk_key(row_key, n)));
-            }
-            if let Some(last) = chunks.last_mut() {
-                last.properties.insert(name, value);
-            }
-        }
-        let bytes: usize = chunks.iter().map(limits::entity_size).sum();
+        let mut entity = Entity::new(partition_key, row_key);
+        entity.properties = properties;
+        let (chunk0, chunks) = split(&entity, FirstChunk::Untyped);
+        let bytes =
+            limits::entity_size(&chunk0) + chunks.iter().map(limits::entity_size).sum::<usize>();
         if bytes > limits::MAX_BATCH_BYTES - 256 * 1024 {
             return Err(Error::Unsupported(format!(
                 "a wide entity of {bytes} bytes does not fit one entity group transaction (4 MiB)"
             )));
         }
-        if chunks.len() > MAX_BATCH_OPERATIONS - 1 {
+        let count = chunks.len() + 1;
+        if count > MOST_CHUNKS {
             return Err(Error::Unsupported(format!(
-                "a wide entity of {} chunks does not fit one entity group transaction (at most {})",
-                chunks.len(),
-                MAX_BATCH_OPERATIONS - 1
+                "a wide entity of {count} chunks does not fit one entity group transaction (at most {MOST_CHUNKS})"
             )));
         }
-        let count = i32::try_from(chunks.len()).unwrap_or(i32::MAX);
-        chunks[0]
-            .properties
-            .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(count));
-        Ok(chunks)
+        Ok((chunk0, chunks))
     }
 
     async fn chunk0(&self, partition_key: &str, row_key: &str) -> Result<Option<Entity>> {
@@ -160,46 +125,17 @@ impl<S: TableStore> WideTable<S> {
             .await
     }
 
-    fn count_of(chunk0: &Entity) -> usize {
-        match chunk0.properties.get(CHUNKS_PROPERTY) {
-            Some(Value::Int32(n)) => usize::try_from(*n)
-                .unwrap_or(1)
-                .clamp(1, MAX_BATCH_OPERATIONS),
-            _ => 1,
-        }
-    }
-
-    /// Every chunk, chunk 0 first: one point get while there is one chunk, one range
-    /// query more otherwise.
-    async fn chunks(&self, partition_key: &str, row_key: &str) -> Result<Option<Vec<Entity>>> {
+    /// Chunk 0 and the chunks it lists, as one read: one point get while there is one
+    /// chunk, one range query more otherwise.
+    async fn chunks(
+        &self,
+        partition_key: &str,
+        row_key: &str,
+    ) -> Result<Option<(Entity, Vec<Entity>)>> {
         let Some(first) = self.chunk0(partition_key, row_key).await? else {
             return Ok(None);
         };
-        let count = Self::count_of(&first);
-        let mut chunks = vec![first];
-        if count > 1 {
-            let start = chunk_key(row_key, 1);
-            let end = chunk_key(row_key, count - 1);
-            let rest = self
-                .engine
-                .store()
-                .query_all(
-                    &self.table,
-                    Query::with_filter(
-                        filter::partition_key().eq(partition_key)
-                            & filter::row_key().ge(start.as_str())
-                            & filter::row_key().le(end.as_str()),
-                    ),
-                )
-                .await?;
-            for n in 1..count {
-                let key = chunk_key(row_key, n);
-                if let Some(chunk) = rest.iter().find(|e| e.row_key == key) {
-                    chunks.push(chunk.clone());
-                }
-            }
-        }
-        Ok(Some(chunks))
+        read_listed(self.engine.store(), &self.table, first, |_: &Entity| false).await
     }
 
     /// Writes a whole wide entity, replacing what is stored, in one entity group
@@ -207,8 +143,9 @@ impl<S: TableStore> WideTable<S> {
     /// wins.
     ///
     /// # Errors
-    /// Limit violations before any I/O; [`Error::Unsupported`] past 99 chunks; the
-    /// store's errors; [`Error::Contention`].
+    /// Limit violations before any I/O; [`Error::Unsupported`] past 99 chunks, or for a
+    /// property named as one of the chunk layout's markers; the store's errors;
+    /// [`Error::Contention`].
     pub async fn write(
         &self,
         partition_key: &str,
@@ -234,11 +171,12 @@ impl<S: TableStore> WideTable<S> {
         properties: Properties,
         if_match: IfMatch,
     ) -> Result<ETag> {
-        let chunks = Self::split(row_key, partition_key, properties)?;
+        let (chunk0, chunks) = Self::cut(partition_key, row_key, properties)?;
         let mut write = WholeWrite {
             wide: self,
             partition_key,
             row_key,
+            chunk0,
             chunks,
             if_match,
         };
@@ -254,34 +192,24 @@ impl<S: TableStore> WideTable<S> {
     /// Reads a wide entity with the ETag a conditional [`write_if`](Self::write_if) takes.
     ///
     /// # Errors
-    /// The store's errors.
+    /// The store's errors; [`Error::Malformed`] when its chunks are not the ones chunk 0
+    /// lists; [`Error::Contention`] when writers keep rewriting it while it is read.
     pub async fn read_with_etag(
         &self,
         partition_key: &str,
         row_key: &str,
     ) -> Result<Option<(Properties, ETag)>> {
-        let Some(chunks) = self.chunks(partition_key, row_key).await? else {
+        let Some((chunk0, chunks)) = self.chunks(partition_key, row_key).await? else {
             return Ok(None);
         };
-        let etag = chunks
-            .first()
-            .and_then(|c| c.etag.clone())
-            .unwrap_or_else(|| ETag::new(""));
-        let mut all = Properties::new();
-        for chunk in chunks {
-            for (name, value) in chunk.properties {
-                if name != CHUNKS_PROPERTY {
-                    all.insert(name, value);
-                }
-            }
-        }
-        Ok(Some((all, etag)))
+        let etag = chunk0.etag.clone().unwrap_or_else(|| ETag::new(""));
+        Ok(Some((merge(chunk0, chunks).properties, etag)))
     }
 
     /// Reads a wide entity back as one set of properties.
     ///
     /// # Errors
-    /// The store's errors.
+    /// As [`read_with_etag`](Self::read_with_etag).
     pub async fn read(&self, partition_key: &str, row_key: &str) -> Result<Option<Properties>> {
         Ok(self
             .read_with_etag(partition_key, row_key)
@@ -300,7 +228,7 @@ impl<S: TableStore> WideTable<S> {
         let mut batch = Batch::new();
         let etag = first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
         batch.delete(partition_key, row_key, etag);
-        for n in 1..Self::count_of(&first) {
+        for n in 1..count_of(&first) {
             batch.delete(partition_key, chunk_key(row_key, n), IfMatch::Any);
         }
         self.engine.store().submit_batch(&self.table, batch).await?;
@@ -395,6 +323,9 @@ struct WholeWrite<'a, S> {
     wide: &'a WideTable<S>,
     partition_key: &'a str,
     row_key: &'a str,
+    /// Chunk 0 of the new value, unmarked.
+    chunk0: Entity,
+    /// The further chunks of the new value, unmarked.
     chunks: Vec<Entity>,
     /// The caller's condition on chunk 0.
     if_match: IfMatch,
@@ -423,20 +354,24 @@ impl<S: TableStore> Planner for WholeWrite<'_, S> {
                 Some(_) => {}
             }
         }
-        let old_count = old.as_ref().map_or(0, WideTable::<S>::count_of);
+        let old_count = old.as_ref().map_or(0, count_of);
+        // Every further chunk is written at a version above any the old value lists, so
+        // a reader holding the old chunk 0 does not take the new chunks for its own.
+        let version = next_version(old.as_ref().and_then(|o| versions_of(o).into_iter().max()));
+        let mut chunk0 = self.chunk0.clone();
+        mark_chunk0(&mut chunk0, &vec![version; self.chunks.len()]);
+        let first = match &old {
+            Some(o) => WriteOp::Replace(chunk0, o.etag.clone().map_or(IfMatch::Any, IfMatch::ETag)),
+            None => WriteOp::Insert(chunk0),
+        };
         let mut plan = Plan::new();
-        for (n, chunk) in self.chunks.iter().enumerate() {
-            let op = match (n, &old) {
-                (0, Some(o)) => {
-                    let etag = o.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-                    WriteOp::Replace(chunk.clone(), etag)
-                }
-                (0, None) => WriteOp::Insert(chunk.clone()),
-                _ => WriteOp::InsertOrReplace(chunk.clone()),
-            };
-            plan.push(op, ());
+        plan.push(first, ());
+        for chunk in &self.chunks {
+            let mut chunk = chunk.clone();
+            mark_chunk(&mut chunk, version);
+            plan.push(WriteOp::InsertOrReplace(chunk), ());
         }
-        for n in self.chunks.len()..old_count {
+        for n in self.chunks.len() + 1..old_count {
             let delete = WriteOp::Delete {
                 partition_key: self.partition_key.to_owned(),
                 row_key: chunk_key(self.row_key, n),
@@ -461,7 +396,7 @@ impl<S: TableStore> Planner for WholeWrite<'_, S> {
 }
 
 /// One property's update: a merge of the chunk holding it (or one with room) under that
-/// chunk's ETag, or a new chunk with chunk 0's count in one transaction.
+/// chunk's ETag, or a new chunk with chunk 0's count (and versions) in one transaction.
 struct PropertyUpdate<'a, S, F> {
     wide: &'a WideTable<S>,
     partition_key: &'a str,
@@ -481,13 +416,14 @@ where
 
     async fn plan(&mut self) -> Result<Option<Plan<()>>> {
         let (partition_key, row_key, name) = (self.partition_key, self.row_key, self.name);
-        let chunks = self
-            .wide
-            .chunks(partition_key, row_key)
-            .await?
-            .unwrap_or_default();
+        let chunks: Vec<Entity> = match self.wide.chunks(partition_key, row_key).await? {
+            Some((chunk0, rest)) => std::iter::once(chunk0).chain(rest).collect(),
+            None => Vec::new(),
+        };
         let holder = chunks.iter().position(|c| c.properties.contains_key(name));
-        let current = holder.and_then(|h| chunks[h].properties.get(name));
+        let current = holder
+            .and_then(|h| chunks.get(h))
+            .and_then(|c| c.properties.get(name));
         self.value = (self.change)(current);
         let Some(value) = self.value.clone() else {
             return Ok(None);
@@ -496,7 +432,8 @@ where
         let room = holder.or_else(|| {
             chunks
                 .iter()
-                .position(|c| Chunk { entity: c.clone() }.has_room(name, &value))
+                .enumerate()
+                .position(|(n, c)| has_room(c, n, FirstChunk::Untyped, name, &value))
         });
         let patch = |n: usize| {
             let mut e = Entity::new(partition_key, chunk_key(row_key, n));
@@ -504,36 +441,39 @@ where
             e
         };
         let mut plan = Plan::new();
-        match (room, chunks.first()) {
-            (Some(n), _) => {
-                let etag: Option<ETag> = chunks[n].etag.clone();
-                plan.push(
-                    WriteOp::Merge(patch(n), etag.map_or(IfMatch::Any, IfMatch::ETag)),
-                    (),
-                );
+        match (room.and_then(|n| Some((n, chunks.get(n)?))), chunks.first()) {
+            (Some((n, chunk)), _) => {
+                let etag = chunk.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                plan.push(WriteOp::Merge(patch(n), etag), ());
             }
             (None, None) => {
-                let mut first = patch(0);
-                first
-                    .properties
-                    .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(1));
-                plan.push(WriteOp::Insert(first), ());
+                plan.push(WriteOp::Insert(patch(0)), ());
             }
             (None, Some(first)) => {
                 let n = chunks.len();
-                if n + 1 > MAX_BATCH_OPERATIONS - 1 {
+                if n + 1 > MOST_CHUNKS {
                     return Err(Error::Unsupported(format!(
                         "wide entity {row_key} is full ({n} chunks)"
                     )));
                 }
                 let mut count = Entity::new(partition_key, row_key);
-                count.properties.insert(
-                    CHUNKS_PROPERTY.to_owned(),
-                    Value::Int32(i32::try_from(n + 1).unwrap_or(i32::MAX)),
-                );
+                let mut chunk = patch(n);
+                if n == 1 || lists_versions(first) {
+                    let mut versions = versions_of(first);
+                    let version = next_version(versions.iter().max().copied());
+                    versions.push(version);
+                    mark_chunk0(&mut count, &versions);
+                    mark_chunk(&mut chunk, version);
+                } else {
+                    // Chunks written before they carried versions stay unmarked.
+                    let chunks = i32::try_from(n + 1).unwrap_or(i32::MAX);
+                    count
+                        .properties
+                        .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(chunks));
+                }
                 let etag = first.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
                 plan.push(WriteOp::Merge(count, etag), ());
-                plan.push(WriteOp::Insert(patch(n)), ());
+                plan.push(WriteOp::Insert(chunk), ());
             }
         }
         Ok(Some(plan))

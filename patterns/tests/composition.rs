@@ -102,7 +102,7 @@ async fn a_copy_written_for_a_primary_that_moved_on_is_taken_back() {
         .insert("Kind".into(), Value::String("Member".into()));
     let copy = copy_of(&primary, &source, 7, "by_city", &target, None, "Kind").expect("copy");
     store.insert("MembersByCity", copy).await.expect("copy");
-    let put = IndexOperation::PutCopy(PutCopy {
+    let put = IndexOperation::from(PutCopy {
         source: source.clone(),
         version: 7,
         index: "by_city".into(),
@@ -413,12 +413,12 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
     IndexRecord {
         version,
         targets: [
-            Target::Copy(CopyTarget {
+            Target::from(CopyTarget {
                 index: "by_code".into(),
                 at: at.clone(),
                 properties: None,
             }),
-            Target::Denormalized(DenormalizedTarget {
+            Target::from(DenormalizedTarget {
                 property: "holder_email".into(),
                 source: member.clone(),
                 source_property: "email".into(),
@@ -442,7 +442,7 @@ async fn a_late_copy_refresh_does_not_leave_the_copy_ahead_of_its_dependent() {
     store.insert("Badges", primary).await.expect("badge");
     store.insert("BadgesByCode", copy).await.expect("copy");
 
-    let sync = IndexOperation::SyncDenormalized(SyncDenormalized {
+    let sync = IndexOperation::from(SyncDenormalized {
         dependent: badge.clone(),
         property: "holder_email".into(),
         source: member.clone(),

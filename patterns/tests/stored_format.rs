@@ -21,28 +21,28 @@ fn at(row_key: &str) -> EntityRef {
 
 fn targets() -> Vec<Target> {
     vec![
-        Target::Copy(CopyTarget {
+        Target::from(CopyTarget {
             index: "by_email".into(),
             at: at("c"),
             properties: None,
         }),
-        Target::Copy(CopyTarget {
+        Target::from(CopyTarget {
             index: "by_city".into(),
             at: at("c2"),
             properties: Some(vec!["city".into()]),
         }),
-        Target::Denormalized(DenormalizedTarget {
+        Target::from(DenormalizedTarget {
             property: "holder_email".into(),
             source: at("s"),
             source_property: "email".into(),
         }),
-        Target::Member(MemberTarget {
+        Target::from(MemberTarget {
             index: "by_city".into(),
             storage: MemberStorage::Table,
             table: "Ids".into(),
             value: "Paris".into(),
         }),
-        Target::Unique(UniqueTarget {
+        Target::from(UniqueTarget {
             name: "email".into(),
             at: at("u"),
         }),
@@ -52,7 +52,7 @@ fn targets() -> Vec<Target> {
 fn operations() -> Vec<IndexOperation> {
     let source = at("s");
     vec![
-        IndexOperation::PutCopy(PutCopy {
+        IndexOperation::from(PutCopy {
             source: source.clone(),
             version: 7,
             index: "by_email".into(),
@@ -60,13 +60,13 @@ fn operations() -> Vec<IndexOperation> {
             properties: Some(vec!["email".into()]),
             kind_property: "EntityKind".into(),
         }),
-        IndexOperation::DeleteCopy(DeleteCopy {
+        IndexOperation::from(DeleteCopy {
             source: source.clone(),
             version: 7,
             index: "by_email".into(),
             target: at("c"),
         }),
-        IndexOperation::AddMember(AddMember {
+        IndexOperation::from(AddMember {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
@@ -74,7 +74,7 @@ fn operations() -> Vec<IndexOperation> {
             table: "ids".into(),
             value: "Paris".into(),
         }),
-        IndexOperation::RemoveMember(RemoveMember {
+        IndexOperation::from(RemoveMember {
             source: source.clone(),
             version: 7,
             index: "by_city".into(),
@@ -82,36 +82,36 @@ fn operations() -> Vec<IndexOperation> {
             table: "T".into(),
             value: "Paris".into(),
         }),
-        IndexOperation::SyncDenormalized(SyncDenormalized {
+        IndexOperation::from(SyncDenormalized {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
         }),
-        IndexOperation::SyncNewDependents(SyncNewDependents {
+        IndexOperation::from(SyncNewDependents {
             source: source.clone(),
             properties: vec!["email".into()],
             seen: vec!["~dep~s~T~p~d~holder_email".into()],
         }),
-        IndexOperation::RemoveLink(RemoveLink {
+        IndexOperation::from(RemoveLink {
             dependent: at("d"),
             property: "holder_email".into(),
             source: source.clone(),
             source_property: "email".into(),
         }),
-        IndexOperation::ReleaseUnique(ReleaseUnique {
+        IndexOperation::from(ReleaseUnique {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
         }),
-        IndexOperation::ClaimUnique(ClaimUnique {
+        IndexOperation::from(ClaimUnique {
             source: source.clone(),
             version: 7,
             name: "email".into(),
             at: at("u"),
         }),
-        IndexOperation::Bury(Bury { source, version: 7 }),
+        IndexOperation::from(Bury { source, version: 7 }),
     ]
 }
 

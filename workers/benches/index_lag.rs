@@ -21,9 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use tablekit_core::SqliteStore;
-use tablekit_patterns::index::{
-    AuditOptions, IndexApplier, IndexOperation, IndexOperations, IndexedTable,
-};
+use tablekit_patterns::index::{AuditOptions, IndexApplier, IndexOperations, IndexedTable};
 use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::rabbit::RabbitQueue;
 use tablekit_workers::{OperationError, Registry, Worker, WorkerConfig};
@@ -67,7 +65,7 @@ fn main() {
                     .map_err(OperationError::from)?;
                 let done = Instant::now();
                 for op in &operations.operations {
-                    if let IndexOperation::PutCopy(PutCopy { source, .. }) = op
+                    if let Some(PutCopy { source, .. }) = op.get::<PutCopy>()
                         && let Some(t0) = started.lock().unwrap().remove(&source.row_key) {
                             lags.lock().unwrap().push(done - t0);
                         }

@@ -1,15 +1,19 @@
 //! [`TableStore`] over the Table service: each call checked against the core's limits
-//! and the access signature's scope, then sent.
+//! (by [`Observed`], as every backend's) and the access signature's scope, then sent.
 
 use reqwest::Method;
 
 use super::table::AzureTableStore;
 use super::writes::{GUARD_RETRIES, is_race};
 use crate::error::{Error, Result};
-use crate::limits;
 use crate::model::{ETag, Entity};
+use crate::observe;
 use crate::query::{Page, Query};
-use crate::store::{Batch, TableStore, WriteOp};
+use crate::store::{Batch, Observed, TableStore, WriteOp};
+
+/// This store's calls, observed and checked (the access signature's scope is checked
+/// after them, in each call's own work).
+const OBSERVED: Observed = Observed::new(observe::system::AZURE_TABLE);
 
 impl TableStore for AzureTableStore {
     fn key_order(&self) -> crate::store::KeyOrder {
@@ -24,12 +28,8 @@ impl TableStore for AzureTableStore {
     /// and retries for up to the store's
     /// [being-deleted wait](AzureTableStore::with_being_deleted_wait).
     async fn create_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "create_table",
-            table,
-            None,
-            async {
+        OBSERVED
+            .create_table(table, || async move {
                 let name = self.service_table(table)?;
                 if let Some(scope) = &self.scope {
                     scope.check_table_operation(table, "creating a table")?;
@@ -62,18 +62,13 @@ impl TableStore for AzureTableStore {
                         |error| matches!(error, Error::TableBeingDeleted { .. }),
                     )
                     .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "delete_table",
-            table,
-            None,
-            async {
+        OBSERVED
+            .delete_table(table, || async move {
                 if let Some(scope) = &self.scope {
                     self.service_table(table)?;
                     scope.check_table_operation(table, "deleting a table")?;
@@ -101,18 +96,13 @@ impl TableStore for AzureTableStore {
                     }
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "list_tables",
-            prefix,
-            None,
-            async {
+        OBSERVED
+            .list_tables(prefix, || async move {
                 if let Some(scope) = &self.scope {
                     scope.check_table_operation("", "listing tables")?;
                 }
@@ -127,9 +117,8 @@ impl TableStore for AzureTableStore {
                     .collect();
                 names.sort();
                 Ok(names)
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn get(
@@ -139,13 +128,8 @@ impl TableStore for AzureTableStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "get",
-            table,
-            Some(partition_key),
-            async {
-                limits::check_point_read(table, partition_key, row_key, select)?;
+        OBSERVED
+            .get(table, partition_key, row_key, select, || async move {
                 if let Some(scope) = &self.scope {
                     scope.check_entity(
                         table,
@@ -160,24 +144,15 @@ impl TableStore for AzureTableStore {
                         .await
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "query",
-            table,
-            None,
-            async {
-                query.check()?;
+        OBSERVED
+            .query(table, query, || async move {
                 let narrowed = match &self.scope {
-                    Some(scope) => {
-                        limits::check_table_name(table)?;
-                        scope.check_query(table, &self.prefixed(table), query)?
-                    }
+                    Some(scope) => scope.check_query(table, &self.prefixed(table), query)?,
                     None => None,
                 };
                 let narrowed = narrowed.as_ref();
@@ -185,23 +160,14 @@ impl TableStore for AzureTableStore {
                     self.query_raw(&name, table, query, narrowed).await
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        let partition_key = op.key().0.to_owned();
-        crate::observe::written(table, Some(&partition_key), 1);
-        crate::observe::call(
-            crate::observe::system::AZURE_TABLE,
-            "execute",
-            table,
-            Some(partition_key.as_str()),
-            async {
-                op.check()?;
+        OBSERVED
+            .execute(table, op, |op| async move {
                 if let Some(scope) = &self.scope {
-                    limits::check_table_name(table)?;
                     scope.check_write(table, &self.prefixed(table), &op)?;
                 }
                 self.on_table(table, |name| {
@@ -220,59 +186,54 @@ impl TableStore for AzureTableStore {
                     }
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
-        let partition_key = batch.partition_key().map(str::to_owned);
-        crate::observe::written(table, partition_key.as_deref(), batch.len());
-        crate::observe::call(crate::observe::system::AZURE_TABLE, "submit_batch", table, partition_key.as_deref(), async {
-            batch.check()?;
-            if let Some(scope) = &self.scope {
-                limits::check_table_name(table)?;
-                for (index, op) in batch.operations().iter().enumerate() {
-                    scope
-                        .check_write(table, &self.prefixed(table), op)
-                        .map_err(|e| e.in_batch(index))?;
-                }
-            }
-            let ops = batch.into_operations();
-            self.on_table(table, |name| {
-                let ops = ops.clone();
-                async move {
-                    let mut tries = 0;
-                    loop {
-                        let mut sent = Vec::with_capacity(ops.len());
-                        let mut guarded = Vec::with_capacity(ops.len());
-                        for (index, op) in ops.iter().enumerate() {
-                            let (op, g) =
-                                self.guard(&name, table, op.clone())
-                                    .await
-                                    .map_err(|e| match e {
-                                        Error::TableNotFound { .. } => e,
-                                        other => other.in_batch(index),
-                                    })?;
-                            sent.push(op);
-                            guarded.push(g);
-                        }
-                        match self.batch_raw(&name, table, &sent).await {
-                            Err(e)
-                                if tries < GUARD_RETRIES
-                                    && e.batch_index()
-                                        .is_some_and(|i| guarded.get(i) == Some(&true))
-                                    && matches!(&e, Error::Batch { source, .. } if is_race(source)) =>
-                            {
-                                tries += 1;
-                            }
-                            other => return other,
-                        }
+        OBSERVED
+            .submit_batch(table, batch, |batch| async move {
+                if let Some(scope) = &self.scope {
+                    for (index, op) in batch.operations().iter().enumerate() {
+                        scope
+                            .check_write(table, &self.prefixed(table), op)
+                            .map_err(|e| e.in_batch(index))?;
                     }
                 }
+                let ops = batch.into_operations();
+                self.on_table(table, |name| {
+                    let ops = ops.clone();
+                    async move {
+                        let mut tries = 0;
+                        loop {
+                            let mut sent = Vec::with_capacity(ops.len());
+                            let mut guarded = Vec::with_capacity(ops.len());
+                            for (index, op) in ops.iter().enumerate() {
+                                let (op, g) = self.guard(&name, table, op.clone()).await.map_err(
+                                    |e| match e {
+                                        Error::TableNotFound { .. } => e,
+                                        other => other.in_batch(index),
+                                    },
+                                )?;
+                                sent.push(op);
+                                guarded.push(g);
+                            }
+                            match self.batch_raw(&name, table, &sent).await {
+                                Err(e)
+                                    if tries < GUARD_RETRIES
+                                        && e.batch_index()
+                                            .is_some_and(|i| guarded.get(i) == Some(&true))
+                                        && matches!(&e, Error::Batch { source, .. } if is_race(source)) =>
+                                {
+                                    tries += 1;
+                                }
+                                other => return other,
+                            }
+                        }
+                    }
+                })
+                .await
             })
             .await
-        })
-        .await
     }
 }

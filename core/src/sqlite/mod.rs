@@ -58,8 +58,9 @@ use rusqlite::{Connection, OpenFlags, TransactionBehavior, params};
 use crate::error::{Error, Result};
 use crate::limits;
 use crate::model::{ETag, Entity};
+use crate::observe;
 use crate::query::{Page, Query};
-use crate::store::{Batch, TableStore, WriteOp};
+use crate::store::{Batch, Observed, TableStore, WriteOp};
 use query::{page_sql, query_page, read_stored};
 use sql::{
     CREATE_CATALOG, DELETE_CATALOG, INSERT_CATALOG, LIST_CATALOG, TableSql, is_constraint,
@@ -341,15 +342,13 @@ impl SqliteStore {
     }
 }
 
+/// This store's calls, observed and checked.
+const OBSERVED: Observed = Observed::new(observe::system::SQLITE);
+
 impl TableStore for SqliteStore {
     async fn create_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "create_table",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
+        OBSERVED
+            .create_table(table, || async move {
                 let (sql, table) = (self.table_sql(table), table.to_owned());
                 self.run_write(move |conn| {
                     let tx = conn
@@ -369,19 +368,13 @@ impl TableStore for SqliteStore {
                     tx.commit().map_err(sqlite_error)
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn delete_table(&self, table: &str) -> Result<()> {
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "delete_table",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
+        OBSERVED
+            .delete_table(table, || async move {
                 let (sql, table) = (self.table_sql(table), table.to_owned());
                 self.run_write(move |conn| {
                     let tx = conn
@@ -397,18 +390,13 @@ impl TableStore for SqliteStore {
                     tx.commit().map_err(sqlite_error)
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn list_tables(&self, prefix: &str) -> Result<Vec<String>> {
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "list_tables",
-            prefix,
-            None,
-            async {
+        OBSERVED
+            .list_tables(prefix, || async move {
                 let prefix = prefix.to_owned();
                 self.run(move |conn| {
                     let mut stmt = conn.prepare_cached(LIST_CATALOG).map_err(sqlite_error)?;
@@ -423,9 +411,8 @@ impl TableStore for SqliteStore {
                         .collect())
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn get(
@@ -435,13 +422,8 @@ impl TableStore for SqliteStore {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> Result<Option<Entity>> {
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "get",
-            table,
-            Some(partition_key),
-            async {
-                limits::check_point_read(table, partition_key, row_key, select)?;
+        OBSERVED
+            .get(table, partition_key, row_key, select, || async move {
                 let sql = self.table_sql(table);
                 let (table, pk, rk) = (
                     table.to_owned(),
@@ -458,39 +440,23 @@ impl TableStore for SqliteStore {
                     Ok(entity)
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn query(&self, table: &str, query: &Query) -> Result<Page> {
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "query",
-            table,
-            None,
-            async {
-                limits::check_table_name(table)?;
-                query.check()?;
+        OBSERVED
+            .query(table, query, || async move {
                 let (sql, table, query) = (self.table_sql(table), table.to_owned(), query.clone());
                 self.run(move |conn| query_page(conn, &sql, &table, &query))
                     .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        let partition_key = op.key().0.to_owned();
-        crate::observe::written(table, Some(&partition_key), 1);
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "execute",
-            table,
-            Some(partition_key.as_str()),
-            async {
-                limits::check_table_name(table)?;
-                op.check()?;
+        OBSERVED
+            .execute(table, op, |op| async move {
                 let (sql, table) = (self.table_sql(table), table.to_owned());
                 self.write(ANSWER_SPIN, move |conn| {
                     if matches!(op, WriteOp::Insert(_) | WriteOp::InsertOrReplace(_)) {
@@ -504,22 +470,13 @@ impl TableStore for SqliteStore {
                     Ok(etag)
                 })
                 .await
-            },
-        )
-        .await
+            })
+            .await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
-        let partition_key = batch.partition_key().map(str::to_owned);
-        crate::observe::written(table, partition_key.as_deref(), batch.len());
-        crate::observe::call(
-            crate::observe::system::SQLITE,
-            "submit_batch",
-            table,
-            partition_key.as_deref(),
-            async {
-                limits::check_table_name(table)?;
-                batch.check()?;
+        OBSERVED
+            .submit_batch(table, batch, |batch| async move {
                 let (sql, table) = (self.table_sql(table), table.to_owned());
                 // The written entities come back with the answer and are freed here, by the
                 // thread that allocated them: freeing them on the writer would hold the write
@@ -528,9 +485,8 @@ impl TableStore for SqliteStore {
                     .run_write(move |conn| write::write_batch(conn, &sql, &table, batch))
                     .await?;
                 Ok(etags)
-            },
-        )
-        .await
+            })
+            .await
     }
 }
 

@@ -2,9 +2,11 @@
 //! group transactions ([`Batch`]).
 
 mod batch;
+mod observed;
 mod write;
 
 pub use batch::{Batch, PlannedBatch, plan_batches};
+pub(crate) use observed::Observed;
 pub use write::WriteOp;
 
 use std::collections::VecDeque;

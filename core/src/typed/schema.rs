@@ -103,6 +103,7 @@ pub enum ExpiryMeta {
 
 /// How a field is stored.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum FieldStorage {
     /// As a typed property.
     Property,
@@ -137,6 +138,7 @@ pub struct FieldMeta {
 
 /// Where an index's copies live relative to the primary entity.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum IndexPlacement {
     /// In the primary's partition: written in the primary's entity group transaction.
     SamePartition,

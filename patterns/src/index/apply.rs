@@ -10,9 +10,9 @@ use super::operation::Bury;
 use super::operation::{Applied, IndexApplier, IndexOperation, IndexOperations, Resource};
 use super::reclaim::Reclaim;
 use super::record::{EntityRef, is_tombstone, version_of};
+use super::registry::{applies, upkeep};
 use super::stored::{delete_unless_changed, get_or_none};
 use super::upkeep::{Applies, Applying};
-use super::write::list::upkeep;
 use crate::consistency::Registry;
 use crate::error::Result;
 
@@ -78,7 +78,7 @@ impl<S: TableStore + Clone + 'static> IndexApplier<S> {
     /// # Errors
     /// The store's errors; [`Error::NoBlobStore`](crate::Error::NoBlobStore); [`Error::Contention`](crate::Error::Contention).
     pub async fn apply(&self, operation: &IndexOperation) -> Result<Applied> {
-        operation.applies::<S>().apply(self).await
+        applies::<S>(operation)?.apply(self).await
     }
 
     /// Removes the tombstone of the delete of `source` at `version`, if it is still

@@ -82,3 +82,21 @@ impl<S: TableStore + Clone + 'static> ReadSteps<S> for Blobs {
         }
     }
 }
+
+impl<S: TableStore + Clone + 'static> super::registry::Declaration<S> for Blobs {
+    fn attribute(&self) -> &'static str {
+        "blob"
+    }
+
+    fn write(&self) -> Option<&dyn WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn read(&self) -> Option<&dyn ReadSteps<S>> {
+        Some(self)
+    }
+
+    fn upkeep(&self) -> Option<&dyn Upkeep<S>> {
+        Some(self)
+    }
+}

@@ -34,3 +34,13 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
         })
     }
 }
+
+impl<S: TableStore + Clone + 'static> super::registry::Declaration<S> for Changes {
+    fn attribute(&self) -> &'static str {
+        "changes"
+    }
+
+    fn write(&self) -> Option<&dyn WriteSteps<S>> {
+        Some(self)
+    }
+}

@@ -23,7 +23,7 @@ pub mod members;
 pub mod operation;
 pub mod reclaim;
 pub mod record;
-pub mod registry;
+pub(crate) mod registry;
 pub mod series;
 mod stored;
 mod table;
@@ -40,7 +40,9 @@ pub use audit::{
 pub use expiry::{SweepReport, Sweeper};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
-pub use registry::SchemaRecord;
+pub use registry::schema::{
+    DenormalizedDecl, IndexDecl, MemberDecl, SCHEMA_TABLE, SchemaRecord, UniqueDecl,
+};
 pub use table::{IndexedTable, IndexedTableOptions, ListLookup, Lookup, Ranged, Readable, Whole};
 pub use write::{IndexedWriteReport, WriteOutcome};
 

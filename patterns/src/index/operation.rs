@@ -18,7 +18,12 @@
 //! `IndexApplier` in its folder: `super::copies::apply`, `super::links::apply`,
 //! `super::members::apply`, `super::unique::apply`); `super::apply` dispatches.
 
-use serde::{Deserialize, Serialize};
+use std::any::Any;
+use std::fmt::Debug;
+use std::sync::Arc;
+
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
@@ -26,40 +31,108 @@ pub use super::copies::record::{DeleteCopy, PutCopy};
 pub use super::links::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
 pub use super::members::record::{AddMember, RemoveMember};
 pub use super::record::Bury;
-use super::record::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
+use super::registry::open::{self, TagKey};
 pub use super::unique::record::{ClaimUnique, ReleaseUnique};
 use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::Result;
 
-/// One step of follow-up work for an indexed write.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(tag = "op", rename_all = "snake_case")]
-pub enum IndexOperation {
-    /// Write the copy of a primary for an index.
-    PutCopy(PutCopy),
-    /// Delete the copy of a primary, unless a newer one is there.
-    DeleteCopy(DeleteCopy),
-    /// Add a primary to the id list of a value.
-    AddMember(AddMember),
-    /// Bring a dependent's copy of a source's property up to date (a denormalised field).
-    SyncDenormalized(SyncDenormalized),
-    /// Bring up to date the dependents of a source whose links its write did not read.
-    SyncNewDependents(SyncNewDependents),
-    /// Delete a denormalisation link that no longer applies, unless the dependent claims
-    /// it again (it was written anew since).
-    RemoveLink(RemoveLink),
-    /// Release the reservation of a unique value a primary's write dropped (see
-    /// [`super::unique::release`]).
-    ReleaseUnique(ReleaseUnique),
-    /// Restore the reservation of a unique value a primary lists (the audit's repair):
-    /// reserved again for it unless another entity holds the value.
-    ClaimUnique(ClaimUnique),
-    /// Remove the tombstone a delete left (see [`super::record::TOMBSTONE_KIND`]), after
-    /// its grace period: unless a later write replaced it.
-    Bury(Bury),
-    /// Remove a primary from the id list of a value.
-    RemoveMember(RemoveMember),
+/// A declaration's operation type: one step of follow-up work it hands the worker.
+pub(crate) trait OperationType:
+    Clone + PartialEq + Debug + Serialize + DeserializeOwned + Send + Sync + 'static
+{
+    /// The tag it is stored under (`op`).
+    const TAG: &'static str;
+
+    /// The resource it writes.
+    fn resource(&self) -> Resource<'_>;
+}
+
+/// The object-safe side of [`OperationType`].
+trait AnyOperation: Any + Debug + Send + Sync {
+    fn tag(&self) -> &'static str;
+    fn any(&self) -> &dyn Any;
+    fn fields(&self) -> &dyn erased_serde::Serialize;
+    fn eq_any(&self, other: &dyn AnyOperation) -> bool;
+    fn resource(&self) -> Resource<'_>;
+}
+
+impl<T: OperationType> AnyOperation for T {
+    fn tag(&self) -> &'static str {
+        T::TAG
+    }
+
+    fn any(&self) -> &dyn Any {
+        self
+    }
+
+    fn fields(&self) -> &dyn erased_serde::Serialize {
+        self
+    }
+
+    fn eq_any(&self, other: &dyn AnyOperation) -> bool {
+        other.any().downcast_ref::<T>() == Some(self)
+    }
+
+    fn resource(&self) -> Resource<'_> {
+        OperationType::resource(self)
+    }
+}
+
+/// One step of follow-up work for an indexed write: an operation of one of the
+/// declarations (a copy put, a member added, a reservation released, …) or the
+/// planner's own ([`Bury`]). Built from the operation's type (`PutCopy::into`), read
+/// back as one with [`IndexOperation::get`]; stored internally tagged by `op`.
+#[derive(Clone)]
+pub struct IndexOperation(Arc<dyn AnyOperation>);
+
+impl IndexOperation {
+    /// The operation, of a declaration's operation type.
+    pub(crate) fn new<T: OperationType>(operation: T) -> Self {
+        IndexOperation(Arc::new(operation))
+    }
+
+    /// The operation as a `T`, if it is one.
+    pub fn get<T: 'static>(&self) -> Option<&T> {
+        self.0.any().downcast_ref()
+    }
+
+    /// The tag the operation is stored under (`put_copy`, `add_member`, …).
+    pub fn tag(&self) -> &'static str {
+        self.0.tag()
+    }
+
+    /// The resource this operation writes.
+    pub(crate) fn resource(&self) -> Resource<'_> {
+        self.0.resource()
+    }
+}
+
+impl Debug for IndexOperation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq for IndexOperation {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.eq_any(other.0.as_ref())
+    }
+}
+
+impl Eq for IndexOperation {}
+
+impl Serialize for IndexOperation {
+    fn serialize<S: Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        open::serialize(TagKey::Operation, self.0.tag(), self.0.fields(), serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for IndexOperation {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
+        let (tag, fields) = open::deserialize(TagKey::Operation, deserializer)?;
+        super::registry::decode_operation(&tag, fields).map_err(serde::de::Error::custom)
+    }
 }
 
 /// What one operation writes: operations on one resource are applied in order, those on
@@ -74,36 +147,6 @@ pub(crate) enum Resource<'a> {
 }
 
 impl IndexOperation {
-    /// The resource this operation writes.
-    pub(crate) fn resource(&self) -> Resource<'_> {
-        match self {
-            IndexOperation::PutCopy(PutCopy { target, .. })
-            | IndexOperation::DeleteCopy(DeleteCopy { target, .. }) => Resource::Entity(target),
-            IndexOperation::ReleaseUnique(ReleaseUnique { at, .. })
-            | IndexOperation::ClaimUnique(ClaimUnique { at, .. }) => Resource::Entity(at),
-            IndexOperation::Bury(Bury { source, .. }) => Resource::Entity(source),
-            IndexOperation::SyncDenormalized(SyncDenormalized { dependent, .. })
-            | IndexOperation::RemoveLink(RemoveLink { dependent, .. }) => {
-                Resource::Entity(dependent)
-            }
-            IndexOperation::SyncNewDependents(SyncNewDependents { source, .. }) => {
-                Resource::Entity(source)
-            }
-            IndexOperation::AddMember(AddMember {
-                index,
-                table,
-                value,
-                ..
-            })
-            | IndexOperation::RemoveMember(RemoveMember {
-                index,
-                table,
-                value,
-                ..
-            }) => Resource::List(index, table, value),
-        }
-    }
-
     /// The burial of the tombstone a delete of `source` at `version` leaves: delayed
     /// work the relay publishes once `grace` has passed.
     ///
@@ -116,7 +159,7 @@ impl IndexOperation {
     ) -> Result<Envelope> {
         let due = tablekit_core::clock::now()
             + chrono::Duration::from_std(grace).unwrap_or(chrono::Duration::MAX);
-        let bury = IndexOperation::Bury(Bury {
+        let bury = IndexOperation::new(Bury {
             source: source.clone(),
             version,
         });
@@ -132,111 +175,7 @@ impl IndexOperation {
         present: bool,
         kind_property: &str,
     ) -> Self {
-        match (target, present) {
-            (
-                Target::Copy(CopyTarget {
-                    index,
-                    at,
-                    properties,
-                }),
-                true,
-            ) => IndexOperation::PutCopy(PutCopy {
-                source: source.clone(),
-                version,
-                index: index.clone(),
-                target: at.clone(),
-                properties: properties.clone(),
-                kind_property: kind_property.to_owned(),
-            }),
-            (Target::Copy(CopyTarget { index, at, .. }), false) => {
-                IndexOperation::DeleteCopy(DeleteCopy {
-                    source: source.clone(),
-                    version,
-                    index: index.clone(),
-                    target: at.clone(),
-                })
-            }
-            (
-                Target::Denormalized(DenormalizedTarget {
-                    property,
-                    source: from,
-                    source_property,
-                }),
-                true,
-            ) => IndexOperation::SyncDenormalized(SyncDenormalized {
-                dependent: source.clone(),
-                property: property.clone(),
-                source: from.clone(),
-                source_property: source_property.clone(),
-            }),
-            (
-                Target::Denormalized(DenormalizedTarget {
-                    property,
-                    source: from,
-                    source_property,
-                }),
-                false,
-            ) => IndexOperation::RemoveLink(RemoveLink {
-                dependent: source.clone(),
-                property: property.clone(),
-                source: from.clone(),
-                source_property: source_property.clone(),
-            }),
-            (Target::Unique(UniqueTarget { name, at }), present) => {
-                let (source, name, at) = (source.clone(), name.clone(), at.clone());
-                if present {
-                    IndexOperation::ClaimUnique(ClaimUnique {
-                        source,
-                        version,
-                        name,
-                        at,
-                    })
-                } else {
-                    IndexOperation::ReleaseUnique(ReleaseUnique {
-                        source,
-                        version,
-                        name,
-                        at,
-                    })
-                }
-            }
-            (
-                Target::Member(MemberTarget {
-                    index,
-                    storage,
-                    table,
-                    value,
-                }),
-                present,
-            ) => {
-                let (source, index, storage, table, value) = (
-                    source.clone(),
-                    index.clone(),
-                    *storage,
-                    table.clone(),
-                    value.clone(),
-                );
-                if present {
-                    IndexOperation::AddMember(AddMember {
-                        source,
-                        version,
-                        index,
-                        storage,
-                        table,
-                        value,
-                    })
-                } else {
-                    IndexOperation::RemoveMember(RemoveMember {
-                        source,
-                        version,
-                        index,
-                        storage,
-                        table,
-                        value,
-                    })
-                }
-            }
-        }
+        target.operation(source, version, present, kind_property)
     }
 }
 
@@ -277,6 +216,7 @@ impl IndexOperations {
 
 /// What applying one operation did.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Applied {
     /// The target changed.
     Changed,

@@ -15,7 +15,6 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
-use super::record::{DenormalizedTarget, UniqueTarget};
 use super::record::{EntityRef, Target};
 use crate::consistency::{Envelope, Operation, outbox};
 use crate::error::Result;
@@ -55,19 +54,7 @@ impl Reclaim {
             blob_nonce: None,
         };
         for target in targets {
-            match target {
-                Target::Unique(UniqueTarget { at, .. }) => reclaim.reservations.push(at.clone()),
-                Target::Denormalized(DenormalizedTarget {
-                    property,
-                    source: from,
-                    source_property,
-                }) if !target.is_atomic(source) => {
-                    reclaim
-                        .links
-                        .push((property.clone(), from.clone(), source_property.clone()));
-                }
-                _ => {}
-            }
+            target.reclaim(source, &mut reclaim);
         }
         reclaim
     }

@@ -196,8 +196,7 @@ async fn apply_target<S: TableStore + Clone + 'static>(
     target: &Target,
     present: bool,
 ) -> Result<Applied> {
-    target
-        .kept::<S>()
+    super::super::registry::kept::<S>(target)?
         .backfill(applier, source, version, present, &layout.kind_property)
         .await
 }

@@ -7,7 +7,7 @@
 use tablekit_core::{Entity, TableStore};
 
 use super::super::record::{EntityRef, IndexRecord, is_tombstone};
-use super::super::write::list::upkeep;
+use super::super::registry::{kept, upkeep};
 use super::auditor::Auditor;
 use super::report::{AuditReport, Drift, Finding};
 use super::scan::Visit;
@@ -68,8 +68,7 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
             }
             for target in &record.targets {
                 report.checked += 1;
-                target
-                    .kept::<S>()
+                kept::<S>(target)?
                     .check(self, &entity, &source, record.version, report)
                     .await?;
             }

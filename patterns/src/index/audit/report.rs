@@ -18,6 +18,7 @@ pub(super) const STATE_PROPERTY: &str = "State";
 /// A kind of drift.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum Drift {
     /// A copy or membership the primary should have is not there.
     Missing,

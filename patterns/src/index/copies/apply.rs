@@ -5,7 +5,7 @@
 use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
 
 use super::super::operation::{Applied, IndexApplier};
-use super::super::record::{EntityRef, IndexRecord, Target, copy_of, copy_source, same_content};
+use super::super::record::{EntityRef, IndexRecord, copy_of, copy_source, same_content};
 use super::super::stored::{delete_unless_changed, get_or_none};
 use super::super::upkeep::{Applies, Applying};
 use super::record::{CopyTarget, DeleteCopy, PutCopy};
@@ -199,7 +199,7 @@ impl<S: TableStore> IndexApplier<S> {
         Ok(match get_or_none(&self.store, primary).await? {
             Some(p) => IndexRecord::read(&p)?.is_some_and(|r| {
                 r.targets.iter().any(
-                    |t| matches!(t, Target::Copy(CopyTarget { index: i, at, .. }) if i == index && at == target),
+                    |t| matches!(t.get::<CopyTarget>(), Some(CopyTarget { index: i, at, .. }) if i == index && at == target),
                 )
             }),
             None => false,

@@ -7,7 +7,7 @@ use tablekit_core::{Entity, TableStore, Value};
 use super::super::audit::{AuditReport, Auditor, Drift, Finding};
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::copy_source;
-use super::super::record::{EntityRef, Target, copy_of, same_content};
+use super::super::record::{EntityRef, copy_of, same_content};
 use super::super::upkeep::{Applying, Kept, Upkeep};
 use super::super::write::declaration::Step;
 use super::record::CopyTarget;
@@ -132,7 +132,7 @@ pub(super) async fn claimed<S: TableStore + Clone>(
     let claimed = record.as_ref().is_some_and(|r| {
         r.targets
             .iter()
-            .any(|t| matches!(t, Target::Copy(CopyTarget { at: a, .. }) if *a == at))
+            .any(|t| matches!(t.get::<CopyTarget>(), Some(CopyTarget { at: a, .. }) if *a == at))
     });
     if claimed {
         return Ok(());

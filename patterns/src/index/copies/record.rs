@@ -1,12 +1,13 @@
 //! What a secondary index stores: its target in a primary's index record (a copy) and
-//! its operations of follow-up work (a copy put, a copy deleted). Held by the shared
-//! [`Target`](super::super::record::Target) and
-//! [`IndexOperation`](super::super::operation::IndexOperation) as newtype variants, so
-//! they are stored as they always were.
+//! its operations of follow-up work (a copy put, a copy deleted), each a type of its own
+//! behind the shared [`Target`](super::super::record::Target) and
+//! [`IndexOperation`](super::super::operation::IndexOperation), stored under its tag as it
+//! always was.
 
 use serde::{Deserialize, Serialize};
 
-use super::super::record::EntityRef;
+use super::super::operation::{IndexOperation, OperationType, Resource};
+use super::super::record::{EntityRef, Target, TargetType};
 
 /// A copy of the primary (a secondary index entry).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -49,4 +50,89 @@ pub struct DeleteCopy {
     pub index: String,
     /// Where the copy lives.
     pub target: EntityRef,
+}
+
+impl TargetType for CopyTarget {
+    const TAG: &'static str = "copy";
+    const RANK: u16 = 0;
+
+    fn name(&self) -> &str {
+        &self.index
+    }
+
+    fn same_slot(&self, other: &Self) -> bool {
+        self.index == other.index && self.at == other.at
+    }
+
+    fn is_atomic(&self, source: &EntityRef) -> bool {
+        self.at.table == source.table && self.at.partition_key == source.partition_key
+    }
+
+    fn carries(&self, property: &str) -> Option<&EntityRef> {
+        let carried = self.properties.as_ref();
+        (carried.is_none_or(|p| p.iter().any(|p| p == property))).then_some(&self.at)
+    }
+
+    fn operation(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        present: bool,
+        kind_property: &str,
+    ) -> IndexOperation {
+        let (source, index, target) = (source.clone(), self.index.clone(), self.at.clone());
+        if present {
+            PutCopy {
+                source,
+                version,
+                index,
+                target,
+                properties: self.properties.clone(),
+                kind_property: kind_property.to_owned(),
+            }
+            .into()
+        } else {
+            DeleteCopy {
+                source,
+                version,
+                index,
+                target,
+            }
+            .into()
+        }
+    }
+}
+
+impl From<CopyTarget> for Target {
+    fn from(target: CopyTarget) -> Self {
+        Target::new(target)
+    }
+}
+
+impl OperationType for PutCopy {
+    const TAG: &'static str = "put_copy";
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::Entity(&self.target)
+    }
+}
+
+impl From<PutCopy> for IndexOperation {
+    fn from(operation: PutCopy) -> Self {
+        IndexOperation::new(operation)
+    }
+}
+
+impl OperationType for DeleteCopy {
+    const TAG: &'static str = "delete_copy";
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::Entity(&self.target)
+    }
+}
+
+impl From<DeleteCopy> for IndexOperation {
+    fn from(operation: DeleteCopy) -> Self {
+        IndexOperation::new(operation)
+    }
 }

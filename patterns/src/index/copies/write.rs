@@ -3,28 +3,35 @@
 //! holds is refused; a delete for a dropped one), as follow-up work for the worker
 //! otherwise.
 
-use std::collections::HashSet;
+use std::any::Any;
 
-use tablekit_core::{ErrorKind, IfMatch, TableStore, WriteOp};
+use tablekit_core::{ErrorKind, TableStore, WriteOp};
 
 use super::super::record::{EntityRef, Target, copy_of};
-use super::super::write::declaration::{Attempt, Role, Step, WriteSteps};
+use super::super::write::declaration::{Attempt, Role, Step, WriteSteps, delete};
 use super::record::CopyTarget;
 use crate::error::{Error, Result};
 
 /// Secondary indexes.
 pub(crate) struct Copies;
 
+/// The attribute that declares them.
+pub(crate) const ATTRIBUTE: &str = "index";
+
+/// A new copy in the transaction (an insert): a refusal means another entity holds its
+/// slot.
+struct NewCopy(String, EntityRef);
+
 impl Copies {
     fn plan_copies<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
         let source = attempt.source;
         let kind_property = &attempt.writer.layout.kind_property;
         for target in attempt.new_targets {
-            let Target::Copy(CopyTarget {
+            let Some(CopyTarget {
                 index,
                 at,
                 properties,
-            }) = target
+            }) = target.get::<CopyTarget>()
             else {
                 continue;
             };
@@ -47,35 +54,26 @@ impl Copies {
             if attempt.kept(target) {
                 attempt
                     .plan
-                    .push(WriteOp::InsertOrReplace(copy), Role::KeptCopy);
+                    .push(WriteOp::InsertOrReplace(copy), Role::of(ATTRIBUTE));
             } else {
                 attempt.plan.push(
                     WriteOp::Insert(copy),
-                    Role::NewCopy(index.clone(), at.clone()),
+                    Role::noted(ATTRIBUTE, NewCopy(index.clone(), at.clone())),
                 );
             }
         }
-        let dropped = attempt.dropped(|t| matches!(t, Target::Copy(..)));
+        let dropped = attempt.dropped(Target::is::<CopyTarget>);
         for target in dropped {
-            let Target::Copy(CopyTarget { at, .. }) = &target else {
+            let Some(CopyTarget { at, .. }) = target.get::<CopyTarget>() else {
                 continue;
             };
             if !target.is_atomic(source) {
                 attempt.hand_on(&target, false);
             } else if !attempt.missing.contains(at) {
-                attempt.plan.push(delete(at), Role::DroppedCopy(at.clone()));
+                attempt.plan.push(delete(at), Role::Dropped(at.clone()));
             }
         }
         Ok(())
-    }
-}
-
-/// The unconditional delete of an entry at `at` (a dropped copy or link).
-pub(crate) fn delete(at: &EntityRef) -> WriteOp {
-    WriteOp::Delete {
-        partition_key: at.partition_key.clone(),
-        row_key: at.row_key.clone(),
-        if_match: IfMatch::Any,
     }
 }
 
@@ -86,26 +84,18 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Copies {
 
     fn refused(
         &self,
-        role: &Role,
+        note: Option<&(dyn Any + Send + Sync)>,
         error: &tablekit_core::Error,
-        missing: &mut HashSet<EntityRef>,
     ) -> Option<Result<()>> {
-        match (role, error.kind()) {
-            // Another entity holds the value in a same-partition index.
-            (Role::NewCopy(index, at), ErrorKind::AlreadyExists) => {
-                Some(Err(Error::IndexValueTaken {
-                    index: index.clone(),
-                    table: at.table.clone(),
-                    partition_key: at.partition_key.clone(),
-                    row_key: at.row_key.clone(),
-                }))
-            }
-            // A dropped copy (or link) already gone: the next plan leaves it out.
-            (Role::DroppedCopy(at), ErrorKind::NotFound) => {
-                missing.insert(at.clone());
-                Some(Ok(()))
-            }
-            _ => None,
-        }
+        let NewCopy(index, at) = note?.downcast_ref::<NewCopy>()?;
+        // Another entity holds the value in a same-partition index.
+        (error.kind() == ErrorKind::AlreadyExists).then(|| {
+            Err(Error::IndexValueTaken {
+                index: index.clone(),
+                table: at.table.clone(),
+                partition_key: at.partition_key.clone(),
+                row_key: at.row_key.clone(),
+            })
+        })
     }
 }

@@ -38,9 +38,29 @@ pub use entry::{
 };
 pub use sweeper::{SweepReport, Sweeper};
 
-use super::record::{EntityRef, Target};
+use super::record::{CopyTarget, EntityRef, Target};
 
-/// The expiry index entry of `source`, which expires at `at` (a copy target).
+/// The expiry index entry of `source`, which expires at `at`: a copy without properties.
 pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
-    Target::expiry_entry(source, at)
+    Target::from(CopyTarget {
+        index: EXPIRY_INDEX.to_owned(),
+        at: entry_at(source, at),
+        properties: Some(Vec::new()),
+    })
+}
+
+impl<S: tablekit_core::TableStore + Clone + 'static> super::registry::Declaration<S>
+    for write::Expiry
+{
+    fn attribute(&self) -> &'static str {
+        "expiry"
+    }
+
+    fn write(&self) -> Option<&dyn super::write::declaration::WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn read(&self) -> Option<&dyn super::write::declaration::ReadSteps<S>> {
+        Some(self)
+    }
 }

@@ -39,8 +39,6 @@ impl<S: TableStore + Clone + 'static> Applies<S> for RemoveLink {
         ))
     }
 }
-use crate::index::record::CopyTarget;
-
 impl<S: TableStore> IndexApplier<S> {
     /// Deletes the link of `dependent`'s `property` to `source`, unless the dependent
     /// claims it (a late or repeated removal never undoes a newer claim).
@@ -71,7 +69,7 @@ impl<S: TableStore> IndexApplier<S> {
         source_property: &str,
         intent: Option<&str>,
     ) -> Result<Applied> {
-        let claim = Target::Denormalized(DenormalizedTarget {
+        let claim = Target::from(DenormalizedTarget {
             property: property.to_owned(),
             source: source.clone(),
             source_property: source_property.to_owned(),
@@ -204,7 +202,7 @@ impl<S: TableStore> IndexApplier<S> {
         source: &EntityRef,
         source_property: &str,
     ) -> Result<Applied> {
-        let claim = Target::Denormalized(DenormalizedTarget {
+        let claim = Target::from(DenormalizedTarget {
             property: property.to_owned(),
             source: source.clone(),
             source_property: source_property.to_owned(),
@@ -339,15 +337,9 @@ impl<S: TableStore> IndexApplier<S> {
             let value = current.properties.get(property);
             let mut wrote = false;
             for target in &record.targets {
-                let Target::Copy(CopyTarget { at, properties, .. }) = target else {
+                let Some(at) = target.carries(property) else {
                     continue;
                 };
-                if properties
-                    .as_ref()
-                    .is_some_and(|p| !p.iter().any(|p| p == property))
-                {
-                    continue;
-                }
                 let Some(copy) = get_or_none(&self.store, at).await? else {
                     continue;
                 };

@@ -131,7 +131,7 @@ pub(super) async fn claimed<S: TableStore + Clone>(
 ) -> Result<()> {
     report.checked += 1;
     let link = super::read_link(table, entity)?;
-    let claim = Target::Denormalized(DenormalizedTarget {
+    let claim = Target::from(DenormalizedTarget {
         property: link.property.clone(),
         source: link.source.clone(),
         source_property: link.source_property.clone(),

@@ -155,3 +155,42 @@ pub async fn links_of<S: TableStore>(store: &S, source: &EntityRef) -> Result<Ve
     }
     Ok(links)
 }
+
+/// What `denormalized` stores: its targets and operations, by tag.
+pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
+    attribute: "denormalized",
+    targets: &[super::registry::target::<record::DenormalizedTarget>()],
+    operations: &[
+        super::registry::operation::<record::SyncDenormalized>(),
+        super::registry::operation::<record::SyncNewDependents>(),
+        super::registry::operation::<record::RemoveLink>(),
+    ],
+};
+
+impl<S: TableStore + Clone + 'static> super::registry::Declaration<S> for write::Denormalized {
+    fn attribute(&self) -> &'static str {
+        write::ATTRIBUTE
+    }
+
+    fn write(&self) -> Option<&dyn super::write::declaration::WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn upkeep(&self) -> Option<&dyn super::upkeep::Upkeep<S>> {
+        Some(self)
+    }
+
+    fn applies<'a>(
+        &self,
+        operation: &'a super::IndexOperation,
+    ) -> Option<&'a dyn super::upkeep::Applies<S>> {
+        let sync = operation.get::<record::SyncDenormalized>();
+        sync.map(|o| o as &dyn super::upkeep::Applies<S>)
+            .or_else(|| operation.get::<record::SyncNewDependents>().map(|o| o as _))
+            .or_else(|| operation.get::<record::RemoveLink>().map(|o| o as _))
+    }
+
+    fn kept<'a>(&self, target: &'a super::Target) -> Option<&'a dyn super::upkeep::Kept<S>> {
+        target.get::<record::DenormalizedTarget>().map(|t| t as _)
+    }
+}

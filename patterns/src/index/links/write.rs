@@ -13,10 +13,9 @@ use std::sync::atomic::Ordering;
 
 use tablekit_core::{Entity, IfMatch, TableStore, WriteOp};
 
-use super::super::copies::write::delete;
 use super::super::operation::{IndexApplier, IndexOperation};
 use super::super::record::{IndexRecord, Target};
-use super::super::write::declaration::{Attempt, Prepared, Role, Step, WriteSteps, Writer};
+use super::super::write::declaration::{Attempt, Prepared, Role, Step, WriteSteps, Writer, delete};
 use super::record::DenormalizedTarget;
 use super::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
 use super::{link_entity, link_ref, links_of};
@@ -24,6 +23,9 @@ use crate::error::Result;
 
 /// Denormalised fields.
 pub(crate) struct Denormalized;
+
+/// The attribute that declares it.
+pub(crate) const ATTRIBUTE: &str = "denormalized";
 
 /// What a write does to the entities that copy one of its properties.
 struct DependentWork {
@@ -46,11 +48,11 @@ impl Denormalized {
         let source = &prepared.source;
         let applier = IndexApplier::new(writer.store().clone());
         for target in &prepared.targets {
-            if let Target::Denormalized(DenormalizedTarget {
+            if let Some(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            }) = target
+            }) = target.get::<DenormalizedTarget>()
                 && !target.is_atomic(source)
             {
                 applier
@@ -76,11 +78,11 @@ impl Denormalized {
             return Ok(());
         };
         for target in attempt.new_targets {
-            let Target::Denormalized(DenormalizedTarget {
+            let Some(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            }) = target
+            }) = target.get::<DenormalizedTarget>()
             else {
                 continue;
             };
@@ -114,11 +116,11 @@ impl Denormalized {
     fn plan_links<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
         let source = attempt.source;
         for target in attempt.new_targets {
-            let Target::Denormalized(DenormalizedTarget {
+            let Some(DenormalizedTarget {
                 property,
                 source: from,
                 source_property,
-            }) = target
+            }) = target.get::<DenormalizedTarget>()
             else {
                 continue;
             };
@@ -130,16 +132,16 @@ impl Denormalized {
                 let link = link_entity(source, property, from, source_property)?;
                 attempt
                     .plan
-                    .push(WriteOp::InsertOrReplace(link), Role::KeptCopy);
+                    .push(WriteOp::InsertOrReplace(link), Role::of(ATTRIBUTE));
             }
         }
-        let dropped = attempt.dropped(|t| matches!(t, Target::Denormalized(..)));
+        let dropped = attempt.dropped(|t| t.is::<DenormalizedTarget>());
         for target in &dropped {
-            let Target::Denormalized(DenormalizedTarget {
+            let Some(DenormalizedTarget {
                 property,
                 source: from,
                 ..
-            }) = target
+            }) = target.get::<DenormalizedTarget>()
             else {
                 continue;
             };
@@ -149,7 +151,7 @@ impl Denormalized {
             }
             let link = link_ref(source, property, from);
             if from != source && !attempt.missing.contains(&link) {
-                attempt.plan.push(delete(&link), Role::DroppedCopy(link));
+                attempt.plan.push(delete(&link), Role::Dropped(link));
             }
         }
         Ok(())
@@ -169,9 +171,10 @@ impl Denormalized {
                 .any(|(op, _)| op.key() == (from.partition_key.as_str(), from.row_key.as_str()));
             if !also_dependent {
                 let guard = Entity::new(from.partition_key, from.row_key);
-                attempt
-                    .plan
-                    .push(WriteOp::Merge(guard, IfMatch::ETag(etag)), Role::Guard);
+                attempt.plan.push(
+                    WriteOp::Merge(guard, IfMatch::ETag(etag)),
+                    Role::of(ATTRIBUTE),
+                );
             }
         }
         let room = tablekit_core::limits::MAX_BATCH_OPERATIONS
@@ -179,7 +182,7 @@ impl Denormalized {
         let in_batch = dependents.ops.len() <= room;
         for (op, fallback) in dependents.ops {
             if in_batch {
-                attempt.plan.push(op, Role::Dependent);
+                attempt.plan.push(op, Role::of(ATTRIBUTE));
             } else {
                 attempt.operations.push(fallback);
             }
@@ -223,7 +226,7 @@ impl Denormalized {
         };
         if !changed.is_empty() {
             work.operations
-                .push(IndexOperation::SyncNewDependents(SyncNewDependents {
+                .push(IndexOperation::from(SyncNewDependents {
                     source: source.clone(),
                     properties: changed,
                     seen: links.iter().map(|l| l.at.row_key.clone()).collect(),
@@ -238,16 +241,15 @@ impl Denormalized {
             let same_partition = link.dependent.table == source.table
                 && link.dependent.partition_key == source.partition_key;
             if !same_partition {
-                work.operations
-                    .push(IndexOperation::SyncDenormalized(SyncDenormalized {
-                        dependent: link.dependent,
-                        property: link.property,
-                        source: source.clone(),
-                        source_property: link.source_property,
-                    }));
+                work.operations.push(IndexOperation::from(SyncDenormalized {
+                    dependent: link.dependent,
+                    property: link.property,
+                    source: source.clone(),
+                    source_property: link.source_property,
+                }));
                 continue;
             }
-            let claim = Target::Denormalized(DenormalizedTarget {
+            let claim = Target::from(DenormalizedTarget {
                 property: link.property.clone(),
                 source: source.clone(),
                 source_property: link.source_property.clone(),
@@ -264,7 +266,7 @@ impl Denormalized {
                 Some(d) => IndexRecord::read(d)?.is_some_and(|r| r.targets.contains(&claim)),
                 None => false,
             };
-            let sync = IndexOperation::SyncDenormalized(SyncDenormalized {
+            let sync = IndexOperation::from(SyncDenormalized {
                 dependent: link.dependent.clone(),
                 property: link.property.clone(),
                 source: source.clone(),
@@ -287,7 +289,7 @@ impl Denormalized {
                     }
                 }
                 _ => {
-                    let remove = IndexOperation::RemoveLink(RemoveLink {
+                    let remove = IndexOperation::from(RemoveLink {
                         dependent: link.dependent.clone(),
                         property: link.property.clone(),
                         source: source.clone(),

@@ -264,7 +264,7 @@ pub(crate) async fn claimed_member<S: TableStore + Clone>(
 ) -> Result<()> {
     report.checked += 1;
     let record = auditor.record_of(source).await?;
-    let wanted = Target::Member(MemberTarget {
+    let wanted = Target::from(MemberTarget {
         index: index.to_owned(),
         storage,
         table: table.to_owned(),

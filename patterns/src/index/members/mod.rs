@@ -667,3 +667,40 @@ pub(crate) enum PageIds {
     /// Members (table storage).
     Members(Vec<Member>),
 }
+
+/// What `index_entity` stores: its targets and operations, by tag.
+pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
+    attribute: "index_entity",
+    targets: &[super::registry::target::<record::MemberTarget>()],
+    operations: &[
+        super::registry::operation::<record::AddMember>(),
+        super::registry::operation::<record::RemoveMember>(),
+    ],
+};
+
+impl<S: TableStore + Clone + 'static> super::registry::Declaration<S> for write::Lists {
+    fn attribute(&self) -> &'static str {
+        write::ATTRIBUTE
+    }
+
+    fn write(&self) -> Option<&dyn super::write::declaration::WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn upkeep(&self) -> Option<&dyn super::upkeep::Upkeep<S>> {
+        Some(self)
+    }
+
+    fn applies<'a>(
+        &self,
+        operation: &'a super::IndexOperation,
+    ) -> Option<&'a dyn super::upkeep::Applies<S>> {
+        let add = operation.get::<record::AddMember>();
+        add.map(|o| o as &dyn super::upkeep::Applies<S>)
+            .or_else(|| operation.get::<record::RemoveMember>().map(|o| o as _))
+    }
+
+    fn kept<'a>(&self, target: &'a super::Target) -> Option<&'a dyn super::upkeep::Kept<S>> {
+        target.get::<record::MemberTarget>().map(|t| t as _)
+    }
+}

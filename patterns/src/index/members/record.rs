@@ -1,17 +1,20 @@
 //! What an index entity (an id list) stores: where its lists are kept, its target in a
 //! primary's index record (a membership) and its operations of follow-up work (a member
-//! added or removed). Held by the shared [`Target`](super::super::record::Target) and
-//! [`IndexOperation`](super::super::operation::IndexOperation) as newtype variants, so
-//! they are stored as they always were.
+//! added or removed), each a type of its own behind the shared
+//! [`Target`](super::super::record::Target) and
+//! [`IndexOperation`](super::super::operation::IndexOperation), stored under its tag as it
+//! always was.
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::typed::IndexEntityStorage;
 
-use super::super::record::EntityRef;
+use super::super::operation::{IndexOperation, OperationType, Resource};
+use super::super::record::{EntityRef, Target, TargetType};
 
 /// Where an id list (an index entity) is kept.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum MemberStorage {
     /// In the primary's partition, in its entity group transaction (option 2).
     Partition,
@@ -77,4 +80,88 @@ pub struct RemoveMember {
     pub table: String,
     /// The indexed value.
     pub value: String,
+}
+
+impl TargetType for MemberTarget {
+    const TAG: &'static str = "member";
+    const RANK: u16 = 2;
+
+    fn name(&self) -> &str {
+        &self.index
+    }
+
+    fn is_atomic(&self, _source: &EntityRef) -> bool {
+        self.storage == MemberStorage::Partition
+    }
+
+    fn operation(
+        &self,
+        source: &EntityRef,
+        version: i64,
+        present: bool,
+        _kind_property: &str,
+    ) -> IndexOperation {
+        let (source, index, storage, table, value) = (
+            source.clone(),
+            self.index.clone(),
+            self.storage,
+            self.table.clone(),
+            self.value.clone(),
+        );
+        if present {
+            AddMember {
+                source,
+                version,
+                index,
+                storage,
+                table,
+                value,
+            }
+            .into()
+        } else {
+            RemoveMember {
+                source,
+                version,
+                index,
+                storage,
+                table,
+                value,
+            }
+            .into()
+        }
+    }
+}
+
+impl From<MemberTarget> for Target {
+    fn from(target: MemberTarget) -> Self {
+        Target::new(target)
+    }
+}
+
+impl OperationType for AddMember {
+    const TAG: &'static str = "add_member";
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::List(&self.index, &self.table, &self.value)
+    }
+}
+
+impl From<AddMember> for IndexOperation {
+    fn from(operation: AddMember) -> Self {
+        IndexOperation::new(operation)
+    }
+}
+
+impl OperationType for RemoveMember {
+    const TAG: &'static str = "remove_member";
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::List(&self.index, &self.table, &self.value)
+    }
+}
+
+impl From<RemoveMember> for IndexOperation {
+    fn from(operation: RemoveMember) -> Self {
+        IndexOperation::new(operation)
+    }
 }

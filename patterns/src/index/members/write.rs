@@ -6,7 +6,7 @@
 
 use tablekit_core::TableStore;
 
-use super::super::record::{MemberStorage, Target};
+use super::super::record::MemberStorage;
 use super::super::write::declaration::{Attempt, Role, Step, WriteSteps};
 use super::record::MemberTarget;
 use super::{pin_partition_page, plan_partition_change, read_partition_pages};
@@ -15,11 +15,14 @@ use crate::error::Result;
 /// Id lists.
 pub(crate) struct Lists;
 
+/// The attribute that declares it.
+pub(crate) const ATTRIBUTE: &str = "index_entity";
+
 impl Lists {
     async fn plan_lists<S: TableStore>(attempt: &mut Attempt<'_, S>) -> Result<()> {
         let source = attempt.source;
         for target in attempt.new_targets {
-            if let Target::Member(MemberTarget { storage, .. }) = target
+            if let Some(MemberTarget { storage, .. }) = target.get::<MemberTarget>()
                 && *storage != MemberStorage::Partition
                 && !attempt.kept(target)
             {
@@ -27,7 +30,7 @@ impl Lists {
             }
         }
         let dropped = attempt.dropped(
-            |t| matches!(t, Target::Member(MemberTarget { storage, .. }) if *storage != MemberStorage::Partition),
+            |t| matches!(t.get::<MemberTarget>(), Some(MemberTarget { storage, .. }) if *storage != MemberStorage::Partition),
         );
         for target in &dropped {
             attempt.hand_on(target, false);
@@ -44,8 +47,8 @@ impl Lists {
             );
         // The pages of every changed list of the partition, read at once.
         let changes: Vec<(&String, &String, bool)> = changes
-            .filter_map(|(target, add)| match target {
-                Target::Member(MemberTarget {
+            .filter_map(|(target, add)| match target.get::<MemberTarget>() {
+                Some(MemberTarget {
                     index,
                     storage: MemberStorage::Partition,
                     value,
@@ -79,7 +82,7 @@ impl Lists {
                 )?);
             }
             for op in ops {
-                attempt.plan.push(op, Role::Page);
+                attempt.plan.push(op, Role::of(ATTRIBUTE));
             }
         }
         Ok(())

@@ -87,6 +87,7 @@ pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
 /// How a type's entities expire, as the layout keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
+#[non_exhaustive]
 pub enum ExpiryLayout {
     /// Each write sets the expiry this many seconds after it.
     Ttl(u64),
@@ -246,7 +247,7 @@ impl Layout {
                 render(&index.partition_key, KeyKind::PartitionKey)?,
                 render(&index.row_key, KeyKind::RowKey)?,
             );
-            targets.insert(Target::Copy(CopyTarget {
+            targets.insert(Target::from(CopyTarget {
                 index: index.name.clone(),
                 at,
                 properties: index.properties.clone(),
@@ -260,7 +261,7 @@ impl Layout {
                 MemberStorage::Partition => source.table.clone(),
                 _ => member.table.clone().unwrap_or_else(|| source.table.clone()),
             };
-            targets.insert(Target::Member(MemberTarget {
+            targets.insert(Target::from(MemberTarget {
                 index: member.name.clone(),
                 storage: member.storage,
                 table,
@@ -271,7 +272,7 @@ impl Layout {
             if only.is_some_and(|o| o != field.property) {
                 continue;
             }
-            targets.insert(Target::Denormalized(DenormalizedTarget {
+            targets.insert(Target::from(DenormalizedTarget {
                 property: field.property.clone(),
                 source: EntityRef::new(
                     field.table.clone().unwrap_or_else(|| source.table.clone()),
@@ -285,7 +286,7 @@ impl Layout {
             if only.is_some_and(|o| o != unique.name) {
                 continue;
             }
-            targets.insert(Target::Unique(UniqueTarget {
+            targets.insert(Target::from(UniqueTarget {
                 name: unique.name.clone(),
                 at: EntityRef::new(
                     unique.table_for(&source.table),
@@ -311,7 +312,7 @@ impl Layout {
     pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
         self.expiry?;
         let at = tablekit_core::typed::expires_at(entity)?;
-        Some(Target::expiry_entry(source, at))
+        Some(super::super::expiry::entry_target(source, at))
     }
 
     /// The declarations whose upkeep is follow-up work outside a write's own entity group

@@ -34,6 +34,7 @@ pub use layout::{
     UniqueLayout,
 };
 pub use target::Target;
+pub(crate) use target::TargetType;
 pub use tombstone::{Bury, TOMBSTONE_KIND, is_tombstone, tombstone};
 
 /// The property holding the version of a primary or of the primary a copy was made from.
@@ -52,6 +53,13 @@ pub fn is_hidden(name: &str) -> bool {
 }
 
 pub use crate::address::EntityRef;
+
+/// The planner's own stored operation: a tombstone's burial.
+pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
+    attribute: "tombstone",
+    targets: &[],
+    operations: &[super::registry::operation::<Bury>()],
+};
 
 /// A primary's index state: its version and its targets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -7,6 +7,7 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::typed::EXPIRES_PROPERTY;
 use tablekit_core::{Entity, Value};
 
+use super::super::operation::{IndexOperation, OperationType, Resource};
 use super::{EntityRef, IndexRecord, MARKER_PROPERTY};
 use crate::error::Result;
 
@@ -21,7 +22,7 @@ use crate::error::Result;
 /// entities out), and its record lists no targets (the worker and the audit see a
 /// primary that holds nothing, at the delete's version). A write replaces it under its
 /// ETag as it would an expired entity; a delete finds nothing. The delete buries it
-/// after the grace period with a delayed [`super::super::IndexOperation::Bury`].
+/// after the grace period with a delayed [`Bury`].
 pub const TOMBSTONE_KIND: &str = "TablekitTombstone";
 
 /// The tombstone a delete at `version` leaves at `source` (see [`TOMBSTONE_KIND`]);
@@ -66,4 +67,18 @@ pub struct Bury {
     pub source: EntityRef,
     /// The version of the delete.
     pub version: i64,
+}
+
+impl OperationType for Bury {
+    const TAG: &'static str = "bury";
+
+    fn resource(&self) -> Resource<'_> {
+        Resource::Entity(&self.source)
+    }
+}
+
+impl From<Bury> for IndexOperation {
+    fn from(operation: Bury) -> Self {
+        IndexOperation::new(operation)
+    }
 }

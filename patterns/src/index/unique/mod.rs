@@ -5,7 +5,7 @@
 //! spans one partition. So each value has a **reservation**, an entity keyed by the value
 //! (PartitionKey the rendered value, RowKey the unique value's name) in a reservation
 //! table (`<table>Unique` unless declared), naming its holder. The primary's index record
-//! lists the reservations it holds ([`Target::Unique`]); a reservation is valid while its
+//! lists the reservations it holds ([`UniqueTarget`]); a reservation is valid while its
 //! holder's record lists it. The steps of a write that takes a new value:
 //!
 //! | step | a crash after it leaves | finished by |
@@ -177,7 +177,7 @@ impl Reservation {
 
 /// The target a reservation stands for in its holder's record.
 fn target_of(at: &EntityRef) -> Target {
-    Target::Unique(UniqueTarget {
+    Target::from(UniqueTarget {
         name: at.row_key.clone(),
         at: at.clone(),
     })
@@ -432,4 +432,42 @@ pub async fn reclaim<S: TableStore>(
     }
     let if_match = found.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
     delete_unless_changed(store, &found.at, if_match).await
+}
+
+/// What `unique` stores: its targets and operations, by tag.
+pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
+    attribute: "unique",
+    targets: &[super::registry::target::<record::UniqueTarget>()],
+    operations: &[
+        super::registry::operation::<record::ReleaseUnique>(),
+        super::registry::operation::<record::ClaimUnique>(),
+    ],
+};
+
+impl<S: TableStore + Clone + 'static> super::registry::Declaration<S> for write::Unique {
+    fn attribute(&self) -> &'static str {
+        "unique"
+    }
+
+    fn write(&self) -> Option<&dyn super::write::declaration::WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn upkeep(&self) -> Option<&dyn super::upkeep::Upkeep<S>> {
+        Some(self)
+    }
+
+    fn applies<'a>(
+        &self,
+        operation: &'a super::IndexOperation,
+    ) -> Option<&'a dyn super::upkeep::Applies<S>> {
+        let release = operation.get::<record::ReleaseUnique>();
+        release
+            .map(|o| o as &dyn super::upkeep::Applies<S>)
+            .or_else(|| operation.get::<record::ClaimUnique>().map(|o| o as _))
+    }
+
+    fn kept<'a>(&self, target: &'a super::Target) -> Option<&'a dyn super::upkeep::Kept<S>> {
+        target.get::<record::UniqueTarget>().map(|t| t as _)
+    }
 }

@@ -21,7 +21,7 @@ impl Unique {
         let new: Vec<&Target> = attempt
             .new_targets
             .iter()
-            .filter(|t| matches!(t, Target::Unique(..)) && !attempt.old_targets.contains(t))
+            .filter(|t| t.is::<UniqueTarget>() && !attempt.old_targets.contains(t))
             .collect();
         if new.is_empty() {
             return Ok(());
@@ -31,7 +31,7 @@ impl Unique {
         attempt.check_not_undone().await?;
         let intent = attempt.intent.map(crate::consistency::Intent::id);
         for target in new {
-            let Target::Unique(UniqueTarget { at, .. }) = target else {
+            let Some(UniqueTarget { at, .. }) = target.get::<UniqueTarget>() else {
                 continue;
             };
             reserve_for(
@@ -52,7 +52,7 @@ impl Unique {
 
     /// The values the new value drops are released after the commit.
     fn release<S: TableStore>(attempt: &mut Attempt<'_, S>) {
-        let dropped = attempt.dropped(|t| matches!(t, Target::Unique(..)));
+        let dropped = attempt.dropped(|t| t.is::<UniqueTarget>());
         for target in &dropped {
             attempt.hand_on(target, false);
         }

@@ -19,9 +19,33 @@
 //! Limits: a primary's chunks fit one transaction (the type's `chunks`, at most 90), and
 //! an index on a wide type that copies whole entities is refused for a primary that needs
 //! more than one chunk (name the copy's `properties`).
+//!
+//! The untyped [`WideTable`](crate::wide::WideTable) stores its entities in the same
+//! layout, cut (`split`), marked and read back (`read`) by the same functions.
 
 pub(crate) mod audit;
-mod split;
+pub(crate) mod read;
+pub(crate) mod split;
 pub(crate) mod write;
 
 pub use split::{CHUNK_OF_PROPERTY, CHUNK_VERSIONS_PROPERTY, CHUNKS_PROPERTY, chunk_key};
+
+impl<S: tablekit_core::TableStore + Clone + 'static> crate::index::registry::Declaration<S>
+    for write::Wide
+{
+    fn attribute(&self) -> &'static str {
+        write::ATTRIBUTE
+    }
+
+    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
+        Some(self)
+    }
+
+    fn read(&self) -> Option<&dyn crate::index::write::declaration::ReadSteps<S>> {
+        Some(self)
+    }
+
+    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
+        Some(self)
+    }
+}

@@ -1,4 +1,12 @@
-//! How a wide primary is cut into chunks and put back together.
+//! The one chunk layout of wide entities, for the declared `#[wide]` path and the untyped
+//! [`WideTable`](crate::wide::WideTable) alike: how an entity is cut into chunks, how
+//! the chunks are marked, and how they are put back together.
+//!
+//! Chunk 0 sits at the entity's RowKey and, when there is more than one chunk, records
+//! their number ([`CHUNKS_PROPERTY`]) and the version each further chunk was written at
+//! ([`CHUNK_VERSIONS_PROPERTY`]); chunk `n` sits at `<RowKey>~<n:03>` and records its
+//! own version ([`CHUNK_OF_PROPERTY`]). A chunk 0 that records a count but no versions
+//! (written by `WideTable` before chunks were marked) is read by RowKeys alone.
 
 use tablekit_core::limits;
 use tablekit_core::typed::{EXPIRES_PROPERTY, FIELDS_PER_CHUNK};
@@ -19,7 +27,13 @@ const BYTES_PER_CHUNK: usize = 900 * 1024;
 /// The table service's properties per entity.
 const PROPERTIES_PER_ENTITY: usize = 252;
 
-/// The RowKey of chunk `n` of the primary at `row_key`.
+/// The properties chunk 0 keeps room for beside the entity's: the count and the versions.
+const CHUNK_ZERO_MARKERS: [&str; 2] = [CHUNKS_PROPERTY, CHUNK_VERSIONS_PROPERTY];
+
+/// The most chunks a chunk 0 is believed to record (one entity group transaction).
+const MOST_CHUNKS: usize = limits::MAX_BATCH_OPERATIONS;
+
+/// The RowKey of chunk `n` of the wide entity at `row_key`.
 pub fn chunk_key(row_key: &str, n: usize) -> String {
     if n == 0 {
         row_key.to_owned()
@@ -35,20 +49,82 @@ pub(crate) fn chunk_of(row_key: &str) -> Option<(&str, usize)> {
     (n > 0).then_some((base, n))
 }
 
-/// Whether a property stays in chunk 0: tablekit's own, the kind and version.
-fn stays(name: &str, kind_property: &str) -> bool {
-    name.starts_with("Tablekit")
-        || name == EXPIRES_PROPERTY
-        || name == kind_property
-        || name == tablekit_core::typed::DEFAULT_VERSION_PROPERTY
+/// Whether a property is one of the chunk layout's markers.
+pub(crate) fn is_marker(name: &str) -> bool {
+    CHUNK_ZERO_MARKERS.contains(&name) || name == CHUNK_OF_PROPERTY
+}
+
+/// What a cut keeps in chunk 0 before any of the application's properties.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum FirstChunk<'a> {
+    /// A typed primary's: tablekit's own properties, its kind, type version and expiry.
+    Typed {
+        /// The property naming the entity's kind.
+        kind_property: &'a str,
+    },
+    /// An untyped wide entity's: every property is the application's.
+    Untyped,
+}
+
+impl FirstChunk<'_> {
+    /// Whether `name` stays in chunk 0 whatever the room.
+    fn keeps(self, name: &str) -> bool {
+        match self {
+            FirstChunk::Typed { kind_property } => {
+                name.starts_with("Tablekit")
+                    || name == EXPIRES_PROPERTY
+                    || name == kind_property
+                    || name == tablekit_core::typed::DEFAULT_VERSION_PROPERTY
+            }
+            FirstChunk::Untyped => false,
+        }
+    }
+}
+
+/// Whether chunk `n` (stored, or being cut) has room for one more application property:
+/// chunk 0 holds 252 properties less the markers' room and what it keeps, each further
+/// chunk 250, and every chunk under 900 KiB.
+pub(crate) fn has_room(
+    chunk: &Entity,
+    n: usize,
+    first: FirstChunk<'_>,
+    name: &str,
+    value: &Value,
+) -> bool {
+    let (held, most) =
+        if n == 0 {
+            let (kept, held) = chunk.properties.keys().filter(|k| !is_marker(k)).fold(
+                (0, 0),
+                |(kept, held), k| {
+                    if first.keeps(k) {
+                        (kept + 1, held)
+                    } else {
+                        (kept, held + 1)
+                    }
+                },
+            );
+            let most = PROPERTIES_PER_ENTITY.saturating_sub(kept + CHUNK_ZERO_MARKERS.len());
+            (held, most)
+        } else {
+            let held = chunk.properties.keys().filter(|k| !is_marker(k)).count();
+            (held, FIELDS_PER_CHUNK)
+        };
+    held < most
+        && limits::entity_size(chunk) + name.len() * 2 + limits::value_size(value) < BYTES_PER_CHUNK
 }
 
 /// The number of chunks chunk 0 records (1 when it records none).
 pub(crate) fn count_of(chunk0: &Entity) -> usize {
     match chunk0.properties.get(CHUNKS_PROPERTY) {
-        Some(Value::Int32(n)) => usize::try_from(*n).unwrap_or(1).clamp(1, 100),
+        Some(Value::Int32(n)) => usize::try_from(*n).unwrap_or(1).clamp(1, MOST_CHUNKS),
         _ => 1,
     }
+}
+
+/// Whether chunk 0 lists its chunks' versions (a layout written before chunks were marked
+/// lists none, and neither does a single chunk).
+pub(crate) fn lists_versions(chunk0: &Entity) -> bool {
+    chunk0.properties.contains_key(CHUNK_VERSIONS_PROPERTY)
 }
 
 /// The versions chunk 0 lists for chunks 1.. (empty when it lists none).
@@ -70,38 +146,61 @@ pub(crate) fn chunk_version(chunk: &Entity) -> Option<i64> {
     }
 }
 
-/// Cuts a primary (as the write path planned it, with its record) into chunk 0 and the
-/// further chunks' properties, in name order: chunk 0 keeps tablekit's properties and as
-/// many of the application's as fit beside them; each further chunk takes up to 250 and
-/// 900 KiB.
-pub(crate) fn split(primary: &Entity, kind_property: &str) -> (Entity, Vec<Entity>) {
-    let mut chunk0 = Entity::new(primary.partition_key.clone(), primary.row_key.clone());
-    chunk0.etag = primary.etag.clone();
+/// Records in chunk 0 the number of chunks and the version of each further one (nothing
+/// when there is no further one).
+pub(crate) fn mark_chunk0(chunk0: &mut Entity, versions: &[i64]) {
+    if versions.is_empty() {
+        return;
+    }
+    let count = i32::try_from(versions.len() + 1).unwrap_or(i32::MAX);
+    chunk0
+        .properties
+        .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(count));
+    let list: Vec<String> = versions.iter().map(i64::to_string).collect();
+    chunk0.properties.insert(
+        CHUNK_VERSIONS_PROPERTY.to_owned(),
+        Value::String(list.join(",")),
+    );
+}
+
+/// Records in a further chunk the version it is written at.
+pub(crate) fn mark_chunk(chunk: &mut Entity, version: i64) {
+    chunk
+        .properties
+        .insert(CHUNK_OF_PROPERTY.to_owned(), Value::Int64(version));
+}
+
+/// Cuts an entity (a typed primary as the write path planned it, with its record, or an
+/// untyped wide entity) into chunk 0 and the further chunks, unmarked, in name order:
+/// chunk 0 keeps what `first` keeps and as many of the application's properties as fit
+/// beside them; each further chunk takes up to 250 and 900 KiB. Markers the entity
+/// carries are dropped: the caller marks the cut.
+pub(crate) fn split(entity: &Entity, first: FirstChunk<'_>) -> (Entity, Vec<Entity>) {
+    let mut chunk0 = Entity::new(entity.partition_key.clone(), entity.row_key.clone());
+    chunk0.etag = entity.etag.clone();
     let mut rest: Vec<(&String, &Value)> = Vec::new();
-    for (name, value) in &primary.properties {
-        if stays(name, kind_property) {
+    for (name, value) in &entity.properties {
+        if is_marker(name) {
+            continue;
+        }
+        if first.keeps(name) {
             chunk0.properties.insert(name.clone(), value.clone());
         } else {
             rest.push((name, value));
         }
     }
     rest.sort_by(|a, b| a.0.cmp(b.0));
-    // Room for the chunk count and the versions beside tablekit's own.
-    let first_room = PROPERTIES_PER_ENTITY.saturating_sub(chunk0.properties.len() + 2);
     let mut chunks: Vec<Entity> = Vec::new();
     for (name, value) in rest {
-        let (current, room) = match chunks.last() {
-            None => (&chunk0, user_count(&chunk0, kind_property) < first_room),
-            Some(chunk) => (chunk, chunk.properties.len() < FIELDS_PER_CHUNK),
+        let fits = match chunks.last() {
+            None => has_room(&chunk0, 0, first, name, value),
+            Some(chunk) => has_room(chunk, chunks.len(), first, name, value),
         };
-        let fits = room
-            && limits::entity_size(current) + name.len() * 2 + limits::value_size(value)
-                < BYTES_PER_CHUNK;
         if !fits {
             let n = chunks.len() + 1;
             chunks.push(Entity::new(
-                primary.partition_key.clone(),
-                chunk_key(&primary.row_key, n),
+                entity.partition_key.clone(),
+                chunk_key(&entity.row_key, n),
             ));
         }
         let target = match chunks.last_mut() {
@@ -111,14 +210,6 @@ pub(crate) fn split(primary: &Entity, kind_property: &str) -> (Entity, Vec<Entit
         target.properties.insert(name.clone(), value.clone());
     }
     (chunk0, chunks)
-}
-
-fn user_count(entity: &Entity, kind_property: &str) -> usize {
-    entity
-        .properties
-        .keys()
-        .filter(|n| !stays(n, kind_property))
-        .count()
 }
 
 /// Whether two chunks hold the same application properties.
@@ -166,10 +257,13 @@ mod tests {
 
     #[test]
     fn a_primary_that_fits_stays_whole_and_a_wide_one_is_cut_within_limits() {
-        let (first, rest) = split(&wide(200), "EntityKind");
+        let typed = FirstChunk::Typed {
+            kind_property: "EntityKind",
+        };
+        let (first, rest) = split(&wide(200), typed);
         assert!(rest.is_empty());
         assert_eq!(first.properties.len(), 202);
-        let (first, rest) = split(&wide(1000), "EntityKind");
+        let (first, rest) = split(&wide(1000), typed);
         assert!(
             first.properties.len() + 2 <= 252,
             "{}",
@@ -177,11 +271,52 @@ mod tests {
         );
         assert!(rest.iter().all(|c| c.properties.len() < 252));
         assert_eq!(rest[0].row_key, "r~001");
-        let total: usize = user_count(&first, "EntityKind")
-            + rest.iter().map(|c| c.properties.len()).sum::<usize>();
+        let total: usize =
+            first.properties.len() - 2 + rest.iter().map(|c| c.properties.len()).sum::<usize>();
         assert_eq!(total, 1000);
         let back = merge(first, rest);
         assert_eq!(back.properties.len(), 1002);
+    }
+
+    #[test]
+    fn an_untyped_entity_fills_each_chunk_with_250_properties_in_name_order() {
+        let mut entity = Entity::new("p", "r");
+        for day in (1..=365).rev() {
+            entity
+                .properties
+                .insert(format!("d{day:03}"), Value::Int64(day));
+        }
+        let (mut first, mut rest) = split(&entity, FirstChunk::Untyped);
+        assert_eq!(first.properties.len(), 250);
+        assert!(first.properties.contains_key("d250"));
+        assert_eq!(rest.len(), 1);
+        assert_eq!(rest[0].row_key, "r~001");
+        assert_eq!(rest[0].properties.len(), 115);
+        assert!(rest[0].properties.contains_key("d251"));
+        // Marked as stored, chunk 0 is full and a further chunk has room for 135 more.
+        mark_chunk0(&mut first, &[7]);
+        mark_chunk(&mut rest[0], 7);
+        assert_eq!(count_of(&first), 2);
+        assert_eq!(versions_of(&first), vec![7]);
+        assert_eq!(chunk_version(&rest[0]), Some(7));
+        let one = Value::Int64(1);
+        assert!(!has_room(&first, 0, FirstChunk::Untyped, "x", &one));
+        assert!(has_room(&rest[0], 1, FirstChunk::Untyped, "x", &one));
+        let back = merge(first, rest);
+        assert_eq!(back.properties.len(), 365);
+        assert!(!back.properties.keys().any(|k| is_marker(k)));
+    }
+
+    #[test]
+    fn a_cut_drops_the_markers_the_entity_carries() {
+        let mut entity = wide(10);
+        entity
+            .properties
+            .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(3));
+        let (first, rest) = split(&entity, FirstChunk::Untyped);
+        assert!(rest.is_empty());
+        assert_eq!(count_of(&first), 1);
+        assert_eq!(first.properties.len(), 12);
     }
 
     #[test]

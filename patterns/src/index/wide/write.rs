@@ -1,23 +1,23 @@
 //! The wide declaration's steps on the write path and the read path.
 
-use tablekit_core::{Entity, IfMatch, Query, TableStore, Value, WriteOp, filter};
+use tablekit_core::{Entity, IfMatch, TableStore, WriteOp};
 
+use super::read::{moved_on, read_chunks, read_listed};
 use super::split::{
-    CHUNK_OF_PROPERTY, CHUNK_VERSIONS_PROPERTY, CHUNKS_PROPERTY, chunk_key, chunk_version,
-    count_of, merge, same_properties, split, versions_of,
+    CHUNK_OF_PROPERTY, CHUNKS_PROPERTY, FirstChunk, chunk_key, chunk_version, count_of, mark_chunk,
+    mark_chunk0, merge, same_properties, split, versions_of,
 };
 use crate::error::{Error, Result};
 use crate::index::write::declaration::{
     Attempt, ReadSteps, Request, Restoring, Role, Step, WriteSteps, Writer, nothing,
 };
 
-/// How many times a read of a wide primary is tried when a writer moves its chunks on
-/// between the read of chunk 0 and the read of the others.
-const READ_ATTEMPTS: usize = 8;
-
 /// Wide primaries: cut into chunks by the last step of a write, put back together on
 /// reads.
 pub(crate) struct Wide;
+
+/// The attribute that declares it.
+pub(crate) const ATTRIBUTE: &str = "wide";
 
 impl<S: TableStore + Clone + 'static> WriteSteps<S> for Wide {
     fn complete(&self, writer: &Writer<S>, request: &mut Request) -> Result<()> {
@@ -33,7 +33,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Wide {
                 request.source.row_key
             )));
         }
-        let (_, rest) = split(entity, &writer.layout.kind_property);
+        let (_, rest) = split(entity, first_chunk(writer));
         let chunks = rest.len() + 1;
         if chunks > most {
             return Err(Error::Unsupported(format!(
@@ -97,7 +97,7 @@ async fn plan<S: TableStore + Clone + 'static>(
         && let Some(WriteOp::Insert(primary) | WriteOp::Replace(primary, _)) =
             attempt.plan.operation_mut(0)
     {
-        let (mut chunk0, rest) = split(primary, &writer.layout.kind_property);
+        let (mut chunk0, rest) = split(primary, first_chunk(writer));
         new_count = rest.len() + 1;
         let mut versions = Vec::with_capacity(rest.len());
         for (i, mut chunk) in rest.into_iter().enumerate() {
@@ -110,25 +110,13 @@ async fn plan<S: TableStore + Clone + 'static>(
             match kept {
                 Some(version) => versions.push(version),
                 None => {
-                    chunk
-                        .properties
-                        .insert(CHUNK_OF_PROPERTY.to_owned(), Value::Int64(attempt.version));
+                    mark_chunk(&mut chunk, attempt.version);
                     versions.push(attempt.version);
                     writes.push(WriteOp::InsertOrReplace(chunk));
                 }
             }
         }
-        if new_count > 1 {
-            let count = i32::try_from(new_count).unwrap_or(i32::MAX);
-            chunk0
-                .properties
-                .insert(CHUNKS_PROPERTY.to_owned(), Value::Int32(count));
-            let list: Vec<String> = versions.iter().map(i64::to_string).collect();
-            chunk0.properties.insert(
-                CHUNK_VERSIONS_PROPERTY.to_owned(),
-                Value::String(list.join(",")),
-            );
-        }
+        mark_chunk0(&mut chunk0, &versions);
         *primary = chunk0;
     }
     for n in new_count..old_count {
@@ -141,51 +129,16 @@ async fn plan<S: TableStore + Clone + 'static>(
         }
     }
     for write in writes {
-        attempt.plan.push(write, Role::Chunk);
+        attempt.plan.push(write, Role::of(ATTRIBUTE));
     }
     Ok(())
 }
 
-/// Chunks 1.. of the primary at `row_key` (one range query).
-async fn read_chunks<S: TableStore>(
-    store: &S,
-    table: &str,
-    partition_key: &str,
-    row_key: &str,
-    count: usize,
-) -> Result<Vec<Entity>> {
-    let start = chunk_key(row_key, 1);
-    let end = chunk_key(row_key, count.saturating_sub(1).max(1));
-    store
-        .query_all(
-            table,
-            Query::with_filter(
-                filter::partition_key().eq(partition_key)
-                    & filter::row_key().ge(start.as_str())
-                    & filter::row_key().le(end.as_str()),
-            ),
-        )
-        .await
-}
-
-/// The chunks chunk 0 lists, in order, each at the version it lists; `None` when one of
-/// them is not among `chunks` (a writer moved on, or one is missing).
-fn listed(chunk0: &Entity, mut chunks: Vec<Entity>) -> Option<Vec<Entity>> {
-    let versions = versions_of(chunk0);
-    if versions.len() + 1 != count_of(chunk0) {
-        return None;
+/// What a typed primary keeps in chunk 0.
+fn first_chunk<S>(writer: &Writer<S>) -> FirstChunk<'_> {
+    FirstChunk::Typed {
+        kind_property: &writer.layout.kind_property,
     }
-    versions
-        .iter()
-        .enumerate()
-        .map(|(i, version)| {
-            let key = chunk_key(&chunk0.row_key, i + 1);
-            let at = chunks
-                .iter()
-                .position(|c| c.row_key == key && chunk_version(c) == Some(*version))?;
-            Some(chunks.swap_remove(at))
-        })
-        .collect()
 }
 
 /// A wide primary with its chunks, read again while a writer moves them on.
@@ -193,46 +146,11 @@ async fn restore<S: TableStore + Clone + 'static>(
     writer: &Writer<S>,
     stored: Entity,
 ) -> Result<Entity> {
-    let mut chunk0 = stored;
-    for _ in 0..READ_ATTEMPTS {
-        let count = count_of(&chunk0);
-        let chunks = read_chunks(
-            writer.store(),
-            &writer.table,
-            &chunk0.partition_key,
-            &chunk0.row_key,
-            count,
-        )
-        .await?;
-        if let Some(chunks) = listed(&chunk0, chunks) {
-            return Ok(merge(chunk0, chunks));
-        }
-        let again = writer
-            .store()
-            .get(&writer.table, &chunk0.partition_key, &chunk0.row_key, None)
-            .await?;
-        match again {
-            // Unchanged, and still not matching its chunks: one is missing or was
-            // changed outside tablekit.
-            Some(again) if again.etag.is_some() && again.etag == chunk0.etag => {
-                return Err(Error::Malformed {
-                    what: format!("wide entity {}/{}", chunk0.partition_key, chunk0.row_key),
-                    reason: "its chunks are not the ones chunk 0 lists (missing, or changed outside tablekit)".to_owned(),
-                });
-            }
-            Some(again) if writer.hidden(&again) => break,
-            Some(again) if count_of(&again) > 1 => chunk0 = again,
-            Some(again) => return Ok(merge(again, Vec::new())),
-            None => break,
-        }
+    let moved = moved_on(&stored.partition_key, &stored.row_key);
+    match read_listed(writer.store(), &writer.table, stored, |e| writer.hidden(e)).await? {
+        Some((chunk0, chunks)) => Ok(merge(chunk0, chunks)),
+        None => Err(moved),
     }
-    Err(Error::Contention {
-        what: format!(
-            "read of wide entity {}/{}: it was rewritten or deleted while its chunks were read",
-            chunk0.partition_key, chunk0.row_key
-        ),
-        attempts: READ_ATTEMPTS,
-    })
 }
 
 impl<S: TableStore + Clone + 'static> ReadSteps<S> for Wide {

@@ -5,6 +5,7 @@
 //! A leaf of the write path: it imports no declaration and not the planner, so every
 //! declaration module imports it without a circle.
 
+use std::any::Any;
 use std::collections::{BTreeSet, HashSet};
 use std::future::Future;
 use std::pin::Pin;
@@ -34,7 +35,7 @@ pub(crate) fn nothing<'a>() -> Step<'a> {
 /// The steps of a write one declaration of an entity type (copies, id lists,
 /// denormalised fields, unique values, expiry, change events, blob fields) takes on the
 /// one write path. Every hook but [`plan`](Self::plan) does nothing by default. The
-/// planner calls every registered declaration (`super::list::write_steps`, in its order)
+/// planner calls every registered declaration (`registry::write_steps`, in its order)
 /// on every write; each acts on the targets of its own kind — the ones the table's layout
 /// names for the new value, and the ones the stored record lists for the old (so a
 /// declaration the type no longer makes is still undone) — and on what the layout
@@ -78,15 +79,14 @@ pub(crate) trait WriteSteps<S: TableStore + Clone + 'static>: Sync {
     /// Adds its operations and follow-up work to the attempt.
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a>;
 
-    /// Reads a refusal of one of its own operations (the planner hands each role to its
-    /// declaration, `Role::steps`): `None` when it has nothing to say (the planner retries
-    /// a lost race, else fails), `Some(Ok(()))` to plan again, `Some(Err(_))` when the
-    /// write fails with that error.
+    /// Reads a refusal of one of its own operations (the planner hands each
+    /// [`Role::Of`] to the declaration it names, with its note): `None` when it has
+    /// nothing to say (the planner retries a lost race, else fails), `Some(Ok(()))` to
+    /// plan again, `Some(Err(_))` when the write fails with that error.
     fn refused(
         &self,
-        _role: &Role,
+        _note: Option<&(dyn Any + Send + Sync)>,
         _error: &tablekit_core::Error,
-        _missing: &mut HashSet<EntityRef>,
     ) -> Option<Result<()>> {
         None
     }
@@ -190,22 +190,49 @@ pub(crate) struct Prepared {
     pub reclaim: Reclaim,
 }
 
-/// The role of each operation of a write's batch, to read a refusal back.
+/// The role of each operation of a write's batch, to read a refusal back: the planner's
+/// own, or a declaration's (named by its attribute, read back by its
+/// [`WriteSteps::refused`]).
 #[derive(Debug)]
 pub(crate) enum Role {
+    /// The primary.
     Primary,
-    NewCopy(String, EntityRef),
-    KeptCopy,
-    DroppedCopy(EntityRef),
-    Page,
-    /// An unchanged source of a denormalised field, under the ETag its value was read at.
-    Guard,
-    /// A dependent's denormalised field, or a stale link.
-    Dependent,
     /// The deletion of the write's intent (its steps outside the transaction).
     Intent,
-    /// A further chunk of a wide entity, written or deleted with its chunk 0.
-    Chunk,
+    /// An entry the write drops (a copy, a link), deleted whatever its state: already
+    /// gone, the next plan leaves it out.
+    Dropped(EntityRef),
+    /// An operation a declaration added: `by` names the declaration, `note` is what it
+    /// left to know the operation by when a refusal comes back.
+    Of {
+        by: &'static str,
+        note: Option<Box<dyn Any + Send + Sync>>,
+    },
+}
+
+impl Role {
+    /// An operation of the declaration `by`, with nothing to know it by.
+    pub(crate) fn of(by: &'static str) -> Self {
+        Role::Of { by, note: None }
+    }
+
+    /// An operation of the declaration `by`, known by `note`.
+    pub(crate) fn noted(by: &'static str, note: impl Any + Send + Sync) -> Self {
+        Role::Of {
+            by,
+            note: Some(Box::new(note)),
+        }
+    }
+}
+
+/// The unconditional delete of an entry at `at` (a dropped copy or link): with
+/// [`Role::Dropped`], one already gone is left out of the next plan.
+pub(crate) fn delete(at: &EntityRef) -> tablekit_core::WriteOp {
+    tablekit_core::WriteOp::Delete {
+        partition_key: at.partition_key.clone(),
+        row_key: at.row_key.clone(),
+        if_match: IfMatch::Any,
+    }
 }
 
 /// One planned attempt of a write, as the declarations add to it.

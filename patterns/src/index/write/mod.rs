@@ -52,7 +52,6 @@
 
 pub(crate) mod batch;
 pub(crate) mod declaration;
-pub(crate) mod list;
 pub(crate) mod outcome;
 pub(crate) mod plan;
 pub(crate) mod prepare;

@@ -13,8 +13,8 @@ use super::super::record::{
     EntityRef, IndexRecord, Target, VERSION_PROPERTY, is_tombstone, next_version, tombstone,
     version_of,
 };
+use super::super::registry::{self, write_steps};
 use super::declaration::{Attempt, Kind, Role, Writer, undone, what};
-use super::list::write_steps;
 use crate::consistency::{Intent, Plan, Planner, lost_race};
 use crate::error::Result;
 
@@ -143,8 +143,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             work: Vec::new(),
             work_operations: 0,
         };
-        let declarations = write_steps::<S>();
-        for declaration in &declarations {
+        for declaration in write_steps::<S>() {
             declaration.shape(&mut attempt).await?;
         }
         // The primary first (a lost answer is read back by its version), with its
@@ -193,7 +192,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
         };
         attempt.plan.push(op, Role::Primary);
         attempt.entity = primary.filter(|_| !deleting);
-        for declaration in &declarations {
+        for declaration in write_steps::<S>() {
             declaration.plan(&mut attempt).await?;
         }
         let Attempt {
@@ -245,11 +244,19 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Planner for IndexWrite<'_, 
             (Some(Role::Intent), ErrorKind::PreconditionFailed | ErrorKind::NotFound) => {
                 Err(undone(&self.source))
             }
+            // A dropped entry already gone: the next plan leaves it out.
+            (Some(Role::Dropped(at)), ErrorKind::NotFound) => {
+                self.missing.insert(at.clone());
+                Ok(())
+            }
             (Some(role), _) => {
-                if let Some(answer) = role
-                    .steps::<S>()
-                    .and_then(|steps| steps.refused(role, &error, &mut self.missing))
-                {
+                let answer = match role {
+                    Role::Of { by, note } => registry::declaration::<S>(by)
+                        .and_then(|d| d.write())
+                        .and_then(|steps| steps.refused(note.as_deref(), &error)),
+                    _ => None,
+                };
+                if let Some(answer) = answer {
                     return answer;
                 }
                 if lost_race(&error) {

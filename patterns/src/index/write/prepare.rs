@@ -13,8 +13,8 @@ use tablekit_core::{Entity, IfMatch};
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
 use super::super::registry::SchemaRecord;
+use super::super::registry::write_steps;
 use super::declaration::{Prepared, Request, Writer};
-use super::list::write_steps;
 use super::outcome::WriteOutcome;
 use super::plan::IndexWrite;
 use crate::consistency::Engine;
@@ -127,8 +127,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
     /// A write that cannot fit one transaction; the store's and blob store's errors (its
     /// steps are undone then).
     pub(crate) async fn prepare(&self, mut request: Request) -> Result<IndexWrite<'_, S>> {
-        let declarations = write_steps::<S>();
-        for declaration in &declarations {
+        for declaration in write_steps::<S>() {
             declaration.complete(self, &mut request)?;
         }
         self.precheck(&request)?;
@@ -167,7 +166,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             targets,
             reclaim,
         };
-        for declaration in &declarations {
+        for declaration in write_steps::<S>() {
             if let Err(e) = declaration.prepare(self, &mut prepared).await {
                 if let Some(intent) = &intent {
                     self.engine.abandon(intent).await;

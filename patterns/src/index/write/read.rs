@@ -8,14 +8,14 @@
 
 use tablekit_core::{Entity, TableStore};
 
+use super::super::registry::read_steps;
 use super::declaration::Writer;
-use super::list::read_steps;
 use crate::error::Result;
 
 impl<S: TableStore + Clone + 'static> Writer<S> {
     /// Whether a reader must not see `stored` (a primary or an index copy of one).
     pub(crate) fn hidden(&self, stored: &Entity) -> bool {
-        read_steps::<S>().iter().any(|d| d.hides(self, stored))
+        read_steps::<S>().any(|d| d.hides(self, stored))
     }
 
     /// `stored` as the reader sees it, whether hidden or not.
