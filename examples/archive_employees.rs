@@ -366,7 +366,9 @@ async fn left_for_later(
 /// How many employees `table` (`Current` or `Archive`) holds: a typed table reads its own
 /// kind only (not the index copies, the departments or tablekit's entities), keys only.
 async fn count_employees(store: &AnyStore, table: &str) -> tablekit::Result<usize> {
-    let employees = Table::<Employee, _>::new(store.clone()).with_name(table);
+    let employees = Table::<Employee, _>::options()
+        .name(table)
+        .build(store.clone());
     match employees.count_scan(Query::new()).await {
         Ok(n) => Ok(usize::try_from(n).unwrap_or(usize::MAX)),
         Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(0),
@@ -628,7 +630,9 @@ async fn archived_photos(
     use futures::TryStreamExt;
     let mut whole = 0;
     // The archived employees as stored (their photos' blob addresses), to restore here.
-    let archive = Table::<Employee, _>::new(store.clone()).with_name("Archive");
+    let archive = Table::<Employee, _>::options()
+        .name("Archive")
+        .build(store.clone());
     let mut rows = std::pin::pin!(archive.stream_entities(Query::new()));
     while let Some(entity) = rows.try_next().await? {
         let entity = tablekit::patterns::large::restore(blobs, "Archive", entity).await?;

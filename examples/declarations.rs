@@ -215,9 +215,10 @@ async fn main() -> tablekit::Result<()> {
     // (expiry entries, eve's reservation) goes to the index worker, and eve's delete is
     // a change event like any other. The index worker writes the expiry entries after
     // the commits, so the sweep waits for them.
-    let sweeper = Sweeper::new(store.clone())
-        .with_sink(sink.clone())
-        .with_clock(clock.shared());
+    let sweeper = Sweeper::options()
+        .sink(sink.clone())
+        .clock(clock.shared())
+        .build(store.clone());
     let (mut deleted, started) = (0, Instant::now());
     while deleted < 2 {
         if started.elapsed() > Duration::from_secs(20) {

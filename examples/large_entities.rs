@@ -27,7 +27,9 @@ async fn main() -> tablekit::Result<()> {
     let store =
         AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     let blobs = BlobStore::local(dir.path().join("blobs"))?;
-    let employees = LargeTable::<Employee, _>::new(store, blobs.clone()).with_inline_cleanup();
+    let employees = LargeTable::<Employee, _>::options()
+        .inline_cleanup()
+        .build(store, blobs.clone());
     employees.open().await?;
     let jun = Employee {
         department: "Sales".into(),

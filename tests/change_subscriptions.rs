@@ -344,8 +344,9 @@ async fn a_killed_writer_loses_no_committed_change(url: &str, dir: &Path) {
     // Restart: the relay publishes the events the kill left in the outbox.
     let sink: Arc<dyn OutboxSink> =
         Arc::new(QueueSink::open(queue.clone(), "index").await.expect("sink"));
-    Relay::new(store.clone(), sink)
+    Relay::options()
         .grace(Duration::ZERO)
+        .build(store.clone(), sink)
         .run_once()
         .await
         .expect("relay");

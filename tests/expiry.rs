@@ -115,10 +115,11 @@ async fn fixture(store: AnyStore) -> Fixture {
         store.clone(),
         Some(blobs.clone()),
     )));
-    let sweeper = Sweeper::new(store)
-        .with_sink(sink)
-        .with_blobs(blobs.clone())
-        .with_clock(clock.shared());
+    let sweeper = Sweeper::options()
+        .sink(sink)
+        .blobs(blobs.clone())
+        .clock(clock.shared())
+        .build(store);
     Fixture {
         clock,
         blobs,
@@ -307,9 +308,10 @@ async fn an_entity_renewed_before_the_sweep_stays(store: AnyStore) {
         store.clone(),
         Some(f.blobs.clone()),
     )));
-    Relay::new(store.clone(), sink)
+    Relay::options()
         .grace(std::time::Duration::ZERO)
         .late(std::time::Duration::ZERO)
+        .build(store.clone(), sink)
         .run_once()
         .await
         .expect("relay");
@@ -330,9 +332,10 @@ async fn an_expiry_field_expires_its_entity_and_none_never_does(store: AnyStore)
         .build(store.clone())
         .expect("options");
     invites.create().await.expect("open");
-    let sweeper = Sweeper::new(store.clone())
-        .with_sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
-        .with_clock(clock.shared());
+    let sweeper = Sweeper::options()
+        .sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
+        .clock(clock.shared())
+        .build(store.clone());
     // Many invites that expire in a month, a few in ten minutes, one never.
     let many = 120;
     for i in 0..many {
@@ -773,7 +776,9 @@ async fn an_entity_kind_enum_leaves_expired_entities_out(store: AnyStore) {
     // The inserts' outbox entries are removed (the table holds the invites alone).
     invites.flush().await;
     clock.advance(Duration::minutes(10));
-    let kinds = Table::<InviteKinds, _>::new(store.clone()).with_clock(clock.shared());
+    let kinds = Table::<InviteKinds, _>::options()
+        .clock(clock.shared())
+        .build(store.clone());
     let all = kinds.query(Query::new()).await.expect("query");
     assert_eq!(all.len(), 1);
     let codes = kinds
@@ -810,10 +815,10 @@ struct Draft {
 /// A large entity past its expiry field reads as absent, with or without its blobs.
 async fn a_large_table_leaves_expired_entities_out(store: AnyStore) {
     let clock = ManualClock::new(start());
-    let drafts =
-        tablekit::patterns::large::LargeTable::<Draft, _>::new(store.clone(), BlobStore::memory())
-            .with_inline_cleanup()
-            .with_clock(clock.shared());
+    let drafts = tablekit::patterns::large::LargeTable::<Draft, _>::options()
+        .inline_cleanup()
+        .clock(clock.shared())
+        .build(store.clone(), BlobStore::memory());
     drafts.open().await.expect("open");
     let draft = Draft {
         team: "red".to_owned(),
@@ -859,9 +864,10 @@ async fn expiry_kill_child() {
         after.parse().expect("a write number"),
     );
     let clock = ManualClock::new(start() + Duration::hours(2));
-    let sweeper = Sweeper::new(store.clone())
-        .with_sink(Arc::new(InlineSink::new(handlers(store, None))))
-        .with_clock(clock.shared());
+    let sweeper = Sweeper::options()
+        .sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
+        .clock(clock.shared())
+        .build(store);
     sweeper.sweep().await.expect("sweep");
     // Reaching here means the kill point lay past the last write.
     std::process::exit(support::kill::FINISHED);
@@ -902,14 +908,16 @@ async fn a_sweeper_killed_between_any_two_steps_leaves_exactly_the_live_entities
         );
 
         let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers(store.clone(), None)));
-        let relay = Relay::new(store.clone(), sink.clone())
+        let relay = Relay::options()
             .grace(std::time::Duration::ZERO)
-            .late(std::time::Duration::ZERO);
+            .late(std::time::Duration::ZERO)
+            .build(store.clone(), sink.clone());
         relay.run_once().await.expect("relay");
         clock.advance(Duration::minutes(30));
-        let sweeper = Sweeper::new(store.clone())
-            .with_sink(sink)
-            .with_clock(clock.shared());
+        let sweeper = Sweeper::options()
+            .sink(sink)
+            .clock(clock.shared())
+            .build(store.clone());
         sweeper.sweep().await.expect("sweep");
         relay.run_once().await.expect("relay");
 

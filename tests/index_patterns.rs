@@ -1000,7 +1000,9 @@ async fn the_outbox_keeps_follow_up_work_until_the_relay_publishes_it(store: Any
 
     let handlers = tablekit::patterns::index::handlers(store.clone(), None);
     let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
-    let relay = Relay::new(store.clone(), sink).grace(std::time::Duration::ZERO);
+    let relay = Relay::options()
+        .grace(std::time::Duration::ZERO)
+        .build(store.clone(), sink);
     let report = relay.run_once().await.expect("relay");
     assert_eq!(report.published, 1);
     assert!(

@@ -51,7 +51,9 @@ async fn blob_count(blobs: &BlobStore) -> usize {
 }
 
 async fn large_entities_round_trip_and_clean_up(store: AnyStore, blobs: BlobStore) {
-    let table = LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_inline_cleanup();
+    let table = LargeTable::<Staff, _>::options()
+        .inline_cleanup()
+        .build(store.clone(), blobs.clone());
     table.open().await.expect("open");
     let ann = staff(1, Some(vec![1u8; 300_000]), "short".into());
     table.insert(&ann).await.expect("insert");
@@ -156,7 +158,9 @@ async fn crashes_leave_blobs_the_relay_and_the_sweep_remove(store: AnyStore, blo
     );
     let handlers = tablekit::patterns::index::handlers(store.clone(), Some(blobs.clone()));
     let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
-    let relay = Relay::new(store.clone(), sink).grace(Duration::ZERO);
+    let relay = Relay::options()
+        .grace(Duration::ZERO)
+        .build(store.clone(), sink);
     assert_eq!(relay.run_once().await.expect("relay").published, 1);
     assert_eq!(blob_count(&blobs).await, 1, "the relay deleted it");
 
@@ -289,11 +293,10 @@ async fn a_large_write_whose_answer_was_lost_answers_ok() {
     let blobs = BlobStore::memory();
     // The entries' removal in the write, so each planned fault falls on the write's own
     // steps.
-    let table = LargeTable::<Staff, _>::new(faulty.clone(), blobs.clone())
-        .with_engine(
-            tablekit::patterns::consistency::Engine::new(faulty.clone()).with_removal_in_line(),
-        )
-        .with_inline_cleanup();
+    let table = LargeTable::<Staff, _>::options()
+        .engine(tablekit::patterns::consistency::Engine::new(faulty.clone()).with_removal_in_line())
+        .inline_cleanup()
+        .build(faulty.clone(), blobs.clone());
     table.open().await.expect("open");
     for (id, photo) in [(1, None), (2, Some(vec![7u8; 2000]))] {
         let value = staff(id, photo, "notes".into());

@@ -102,9 +102,10 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
 
     store.reset_counters();
     let sink = CountingSink::default();
-    let relay = Relay::new(store.clone(), Arc::new(sink.clone()))
+    let relay = Relay::options()
         .grace(Duration::ZERO)
-        .late(Duration::ZERO);
+        .late(Duration::ZERO)
+        .build(store.clone(), Arc::new(sink.clone()));
     let report = relay.run_once().await.expect("relay");
     assert_eq!(
         (
@@ -173,9 +174,10 @@ async fn a_partition_written_often_writes_its_marker_once_per_lease() {
 
     // The lease runs: the relay publishes the work but keeps the marker a writer may
     // still rely on, even with no `late` allowance.
-    let relay = Relay::new(store.clone(), Arc::new(CountingSink::default()))
+    let relay = Relay::options()
         .grace(Duration::ZERO)
-        .late(Duration::ZERO);
+        .late(Duration::ZERO)
+        .build(store.clone(), Arc::new(CountingSink::default()));
     let report = relay.run_once().await.expect("relay");
     assert_eq!((report.published, report.cleared), (10, 0));
     assert_eq!(markers(&store).await.len(), 1, "leased marker kept");
@@ -259,10 +261,11 @@ async fn kill_child() {
         }
         _ => {
             // Under the id its restart uses: the restarted relay finds its shares.
-            Relay::new(store, sink)
-                .with_id("kill-test")
+            Relay::options()
+                .id("kill-test")
                 .grace(Duration::ZERO)
                 .late(Duration::ZERO)
+                .build(store, sink)
                 .run_once()
                 .await
                 .expect("relay");
@@ -293,10 +296,11 @@ async fn finishes_and_leaves_nothing_behind(url: &str, committed: bool) {
     let store = AnyStore::connect(url).await.expect("store");
     let handlers = tablekit::patterns::index::handlers(store.clone(), None);
     // The killed relay restarted under its id: the shares it held are its own again.
-    let relay = Relay::new(store.clone(), Arc::new(InlineSink::new(handlers)))
-        .with_id("kill-test")
+    let relay = Relay::options()
+        .id("kill-test")
         .grace(Duration::ZERO)
-        .late(Duration::ZERO);
+        .late(Duration::ZERO)
+        .build(store.clone(), Arc::new(InlineSink::new(handlers)));
     let first = relay.run_once().await.expect("relay");
     assert!(first.partitions <= 1, "{first:?}");
     let second = relay.run_once().await.expect("relay");

@@ -291,8 +291,9 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
         // and the audit repairs the rest.
         let handlers = tablekit::patterns::index::handlers(store.clone(), None);
         let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
-        Relay::new(store.clone(), sink)
+        Relay::options()
             .grace(Duration::ZERO)
+            .build(store.clone(), sink)
             .run_once()
             .await
             .expect("relay");
@@ -479,9 +480,10 @@ async fn kills_between_every_step(base: &str) {
 
         let handlers = tablekit::patterns::index::handlers(store.clone(), None);
         let sink: Arc<dyn OutboxSink> = Arc::new(InlineSink::new(handlers));
-        Relay::new(store.clone(), sink)
+        Relay::options()
             .grace(Duration::ZERO)
             .late(Duration::ZERO)
+            .build(store.clone(), sink)
             .run_once()
             .await
             .expect("relay");

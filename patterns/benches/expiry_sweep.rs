@@ -215,10 +215,11 @@ impl Subject {
             n - EXPIRED,
             started.elapsed().as_secs_f64()
         );
-        let sweeper = Sweeper::new(store.clone())
-            .with_sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
-            .with_clock(clock.shared())
-            .tables(vec![table.clone()]);
+        let sweeper = Sweeper::options()
+            .sink(Arc::new(InlineSink::new(handlers(store.clone(), None))))
+            .clock(clock.shared())
+            .tables(vec![table.clone()])
+            .build(store.clone());
         Subject {
             n,
             table,

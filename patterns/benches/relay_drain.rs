@@ -35,7 +35,7 @@ use tablekit_core::roundtrip::{Latency, RoundTripStore, RoundTrips};
 use tablekit_core::{Query, SqliteStore, TableStore};
 use tablekit_patterns::consistency::pending::PENDING_TABLE;
 use tablekit_patterns::consistency::relay::RELAYS_TABLE;
-use tablekit_patterns::consistency::{OutboxSink, Relay, RoundTripSink, outbox};
+use tablekit_patterns::consistency::{OutboxSink, Relay, RelayOptions, RoundTripSink, outbox};
 
 #[path = "../tests/support/backlog.rs"]
 mod support;
@@ -54,7 +54,8 @@ fn env_usize(name: &str, default: usize) -> usize {
 struct Case {
     name: &'static str,
     relays: usize,
-    configure: fn(Relay<RoundTripStore<SqliteStore>>) -> Relay<RoundTripStore<SqliteStore>>,
+    configure:
+        fn(RelayOptions<RoundTripStore<SqliteStore>>) -> RelayOptions<RoundTripStore<SqliteStore>>,
 }
 
 struct Outcome {
@@ -82,11 +83,11 @@ async fn run_case(
         Arc::new(RoundTripSink::new(Arc::new(tally.clone()), trips.clone()));
     let relays: Vec<Arc<Relay<_>>> = (0..case.relays)
         .map(|i| {
-            let relay = Relay::new(timed.clone(), sink.clone())
-                .with_id(format!("bench-{i}"))
+            let options = Relay::options()
+                .id(format!("bench-{i}"))
                 .grace(Duration::ZERO)
                 .late(Duration::ZERO);
-            Arc::new((case.configure)(relay))
+            Arc::new((case.configure)(options).build(timed.clone(), sink.clone()))
         })
         .collect();
     // The relays of a deployment are running before the outage ends: announced.

@@ -259,9 +259,10 @@ struct Subject {
 impl Subject {
     async fn open(store: AnyStore, n: usize) -> Self {
         let sink = Arc::new(CountingSink::default());
-        let relay = Relay::new(store.clone(), Arc::clone(&sink) as Arc<dyn OutboxSink>)
+        let relay = Relay::options()
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), Arc::clone(&sink) as Arc<dyn OutboxSink>);
         let table = table_name(n);
         let customers = IndexedTable::<Customer, _>::options()
             .name(&table)

@@ -138,7 +138,9 @@ impl PeriodTables {
         store: &S,
         at: DateTime<Utc>,
     ) -> Result<Table<R, S>> {
-        let table = Table::<R, S>::new(store.clone()).with_name(self.table_for(at));
+        let table = Table::<R, S>::options()
+            .name(self.table_for(at))
+            .build(store.clone());
         table.create().await?;
         Ok(table)
     }
@@ -186,7 +188,9 @@ impl PeriodTables {
         let size = page_size.clamp(1, 1000);
         let mut items: Vec<Stored<R>> = Vec::with_capacity(size);
         for (i, name) in tables.iter().enumerate() {
-            let table = Table::<R, S>::new(store.clone()).with_name(name.clone());
+            let table = Table::<R, S>::options()
+                .name(name.clone())
+                .build(store.clone());
             let mut next = positions[i].resume(query.clone());
             while let Some(page_query) = next.take() {
                 let wanted = size - items.len();

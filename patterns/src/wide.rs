@@ -2,7 +2,7 @@
 //!
 //! A **wide entity** is one logical entity with more properties than the table service
 //! allows in one (252), stored as several physical entities in one partition in the
-//! chunk layout of declared wide types ([`index::wide`](crate::index::wide), cut and
+//! chunk layout of declared wide types ([`index::wide`](crate::index::decl::wide), cut and
 //! read back by the same functions): chunk 0 at the logical RowKey (it records how many
 //! chunks there are and the version each further one was written at), chunk `n` at
 //! `<RowKey>~<n:03>`, 250 properties a chunk in name order. The whole entity is written
@@ -40,13 +40,13 @@ use tablekit_core::{Batch, ETag, Entity, IfMatch, Properties, TableStore, Value,
 use crate::address::EntityRef;
 use crate::consistency::{Engine, Plan, Planner, lost_race};
 use crate::error::{Error, Result};
-use crate::index::record::next_version;
-use crate::index::wide::CHUNKS_PROPERTY;
-use crate::index::wide::read::read_listed;
-use crate::index::wide::split::{
+use crate::index::decl::wide::CHUNKS_PROPERTY;
+use crate::index::decl::wide::read::read_listed;
+use crate::index::decl::wide::split::{
     FirstChunk, chunk_key, count_of, has_room, is_marker, lists_versions, mark_chunk, mark_chunk0,
     merge, split, versions_of,
 };
+use crate::index::record::next_version;
 
 /// The most chunks of one wide entity: they are written in one entity group transaction.
 const MOST_CHUNKS: usize = MAX_BATCH_OPERATIONS - 1;

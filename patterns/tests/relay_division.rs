@@ -62,10 +62,11 @@ fn a_relay_alone_drains_a_page_of_a_partition_in_three_store_calls() {
         backlog(&store, 40, 100).await;
         store.trips().reset();
         let tally = Tally::default();
-        let relay = Relay::new(store.clone(), Arc::new(tally.clone()))
+        let relay = Relay::options()
             .alone()
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), Arc::new(tally.clone()));
         let report = relay.run_once().await.unwrap();
         assert_eq!(
             (report.partitions, report.published, report.cleared),
@@ -99,22 +100,24 @@ fn the_relay_drains_concurrently_so_its_round_trips_in_a_row_follow_partitions_o
 
         // The relay of before: one partition at a time, one publish and one delete per
         // entry: 1 + 40 × (1 + 100 × 2 + 1) round trips in a row.
-        let serial = Relay::new(store.clone(), sink.clone())
+        let serial = Relay::options()
             .alone()
             .concurrency(1)
             .publishes(1)
             .remove_batch(1)
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), sink.clone());
         let started = tokio::time::Instant::now();
         let report = serial.run_once().await.unwrap();
         assert_eq!(report.published, 4_000);
         assert_eq!(in_a_row(started), 1 + 40 * 202);
 
         backlog(&store, 40, 100).await;
-        let relay = Relay::new(store.clone(), sink.clone())
+        let relay = Relay::options()
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), sink.clone());
         let started = tokio::time::Instant::now();
         let report = relay.run_once().await.unwrap();
         assert_eq!(report.published, 4_000);
@@ -142,7 +145,11 @@ fn two_relays_divide_the_partitions_and_publish_each_entry_once() {
         let store = MemoryStore::new();
         backlog(&store, 40, 10).await;
         let tally = Tally::default();
-        let announce = |id: &str| Relay::new(store.clone(), Arc::new(tally.clone())).with_id(id);
+        let announce = |id: &str| {
+            Relay::options()
+                .id(id)
+                .build(store.clone(), Arc::new(tally.clone()))
+        };
         let (a, b) = (announce("a"), announce("b"));
         a.announce().await.unwrap();
         b.announce().await.unwrap();
@@ -153,11 +160,12 @@ fn two_relays_divide_the_partitions_and_publish_each_entry_once() {
         // backlog is gone: each takes its fair part and leaves the other's to it.
         let store = RoundTripStore::new(store.clone(), Latency::millis(1));
         let relay = |id: &str| {
-            Relay::new(store.clone(), Arc::new(tally.clone()))
-                .with_id(id)
+            Relay::options()
+                .id(id)
                 .concurrency(1)
                 .grace(Duration::ZERO)
                 .late(Duration::ZERO)
+                .build(store.clone(), Arc::new(tally.clone()))
         };
         let (a, b) = (relay("a"), relay("b"));
         let (ra, rb) = tokio::join!(a.run_once(), b.run_once());
@@ -204,11 +212,12 @@ fn a_relay_that_stops_renewing_loses_its_shares_to_another_after_the_lease() {
         let store = MemoryStore::new();
         backlog(&store, 8, 5).await;
         let lease = Duration::from_secs(10);
-        let stalled = Relay::new(store.clone(), Arc::new(Stalled::default()))
-            .with_id("stalled")
+        let stalled = Relay::options()
+            .id("stalled")
             .share_lease(lease)
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), Arc::new(Stalled::default()));
         // It takes every share (it is alone) and hangs in its first publish; then its
         // process dies (the task is dropped: no release, no goodbye).
         let task = tokio::spawn(async move {
@@ -221,11 +230,12 @@ fn a_relay_that_stops_renewing_loses_its_shares_to_another_after_the_lease() {
         let _ = task.await;
 
         let tally = Tally::default();
-        let other = Relay::new(store.clone(), Arc::new(tally.clone()))
-            .with_id("other")
+        let other = Relay::options()
+            .id("other")
             .share_lease(lease)
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), Arc::new(tally.clone()));
         let report = other.run_once().await.unwrap();
         assert_eq!((report.published, report.others), (0, 8), "{report:?}");
 
@@ -249,10 +259,11 @@ fn a_relay_that_joins_gets_its_part_from_a_running_one() {
         let failing = Arc::new(tablekit_patterns::consistency::InlineSink::new(
             tablekit_patterns::consistency::Registry::new(),
         ));
-        let first = Relay::new(store.clone(), failing)
-            .with_id("first")
+        let first = Relay::options()
+            .id("first")
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), failing);
         let first = tokio::spawn(async move {
             first
                 .run(Duration::from_secs(1), std::future::pending())
@@ -281,10 +292,11 @@ fn a_relay_that_joins_gets_its_part_from_a_running_one() {
         // A second relay joins: at each of its passes the first gives up what is over its
         // fair part, and the second takes it.
         let tally = Tally::default();
-        let second = Relay::new(store.clone(), Arc::new(tally.clone()))
-            .with_id("second")
+        let second = Relay::options()
+            .id("second")
             .grace(Duration::ZERO)
-            .late(Duration::ZERO);
+            .late(Duration::ZERO)
+            .build(store.clone(), Arc::new(tally.clone()));
         let second = tokio::spawn(async move {
             second
                 .run(Duration::from_secs(1), std::future::pending())

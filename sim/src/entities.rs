@@ -1,7 +1,7 @@
 //! The simulated application's entity types: two indexed ones that between them declare
 //! every feature — a same-partition index, indexes in other tables, id lists in all three
 //! storages, a unique value, a denormalised field, a time to live and an `expires` field,
-//! change events and blob fields — and a large one, written through `LargeTable`. The
+//! change events, blob fields and a count kept without a scan — and a large one, written through `LargeTable`. The
 //! member has two versions: writers of both run at once, and a migrator rewrites the old.
 
 use chrono::{DateTime, Utc};
@@ -53,6 +53,7 @@ macro_rules! member_type {
         )]
         #[index_entity(name = "tag", key = "{tag}", storage = "blob")]
         #[unique(name = "email", key = "{email}")]
+        #[count(name = "per_city", key = "{city}", shards = 2)]
         pub struct $name {
             pub team: String,
             pub id: u32,

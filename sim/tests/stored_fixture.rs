@@ -66,9 +66,10 @@ async fn reads_audits_clean_and_drains(dir: &Path) {
     // The relay and the workers drain what was pending; past the grace period the
     // tombstones are buried.
     let relay = |sink: Arc<dyn OutboxSink>| {
-        Relay::new(opened.store.clone(), sink)
+        Relay::options()
             .grace(Duration::ZERO)
             .late(Duration::ZERO)
+            .build(opened.store.clone(), sink)
     };
     let sink: Arc<dyn OutboxSink> = Arc::new(
         QueueSink::open(opened.queue.clone(), "index")

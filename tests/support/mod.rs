@@ -145,9 +145,10 @@ pub(crate) async fn bury_tombstones(store: &AnyStore) {
     );
     let _clock = tablekit::core::clock::simulate(later.shared());
     let sink = Arc::new(InlineSink::new(handlers(store.clone(), None)));
-    Relay::new(store.clone(), sink)
+    Relay::options()
         .grace(std::time::Duration::ZERO)
         .late(std::time::Duration::ZERO)
+        .build(store.clone(), sink)
         .run_once()
         .await
         .expect("a relay pass burying tombstones");

@@ -349,18 +349,19 @@ where
                         .relay_id
                         .clone()
                         .unwrap_or_else(|| format!("{}-{}", host_name(), std::process::id()));
-                    let relay = Relay::new(store.clone(), sink.clone())
-                        .with_id(relay_id)
+                    let relay = Relay::options()
+                        .id(relay_id)
                         .concurrency(usize::from(args.relay_concurrency))
                         .grace(Duration::from_millis(args.relay_grace_ms))
-                        .late(Duration::from_millis(args.relay_late_ms));
+                        .late(Duration::from_millis(args.relay_late_ms))
+                        .build(store.clone(), sink.clone());
                     let interval = Duration::from_secs(args.relay_interval.max(1));
                     let sweeper = (args.expiry_interval > 0).then(|| {
-                        let sweeper = Sweeper::new(store.clone()).with_sink(sink);
-                        match &blobs {
-                            Some(blobs) => sweeper.with_blobs(blobs.clone()),
-                            None => sweeper,
+                        let mut options = Sweeper::options().sink(sink);
+                        if let Some(blobs) = &blobs {
+                            options = options.blobs(blobs.clone());
                         }
+                        options.build(store.clone())
                     });
                     let expiry_interval = Duration::from_secs(args.expiry_interval.max(1));
                     let mut stopped = stopped;

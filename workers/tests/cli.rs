@@ -1008,7 +1008,9 @@ mod migrations {
         let handlers = tablekit_patterns::index::handlers(store.clone(), None);
         let sink: std::sync::Arc<dyn tablekit_patterns::index::OutboxSink> =
             std::sync::Arc::new(tablekit_patterns::index::InlineSink::new(handlers));
-        let relay = tablekit_patterns::index::Relay::new(store.clone(), sink).grace(Duration::ZERO);
+        let relay = tablekit_patterns::index::Relay::options()
+            .grace(Duration::ZERO)
+            .build(store.clone(), sink);
         relay.run_once().await.unwrap();
         let copies = store
             .query_all("CrewById", tablekit_core::Query::new())

@@ -414,7 +414,9 @@ async fn archiving_a_large_entity_moves_its_blobs_and_refuses_its_own_table() {
     use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive_with_blobs};
     let store = AnyStore::connect("memory:").await.unwrap();
     let blobs = BlobStore::memory();
-    let staff = LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_inline_cleanup();
+    let staff = LargeTable::<Staff, _>::options()
+        .inline_cleanup()
+        .build(store.clone(), blobs.clone());
     staff.open().await.unwrap();
     let ann = Staff {
         team: "t".into(),
@@ -439,8 +441,9 @@ async fn archiving_a_large_entity_moves_its_blobs_and_refuses_its_own_table() {
             .unwrap(),
         ArchiveOutcome::Archived
     );
-    let archived =
-        LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_name("StaffArchive");
+    let archived = LargeTable::<Staff, _>::options()
+        .name("StaffArchive")
+        .build(store.clone(), blobs.clone());
     assert_eq!(
         archived.get("t", "000001").await.unwrap().map(|s| s.value),
         Some(ann)
@@ -482,7 +485,9 @@ async fn a_late_archive_of_an_older_version_leaves_no_blob_behind() {
     };
     let store = AnyStore::connect("memory:").await.unwrap();
     let blobs = BlobStore::memory();
-    let staff = LargeTable::<Staff, _>::new(store.clone(), blobs.clone()).with_inline_cleanup();
+    let staff = LargeTable::<Staff, _>::options()
+        .inline_cleanup()
+        .build(store.clone(), blobs.clone());
     staff.open().await.unwrap();
     let operation = ArchiveOperation {
         source_table: "Staff".into(),
@@ -555,8 +560,9 @@ async fn a_move_that_died_after_copying_its_blobs_leaves_none_behind() {
     };
     let store = FaultyStore::new(AnyStore::connect("memory:").await.unwrap());
     let blobs = BlobStore::memory();
-    let staff =
-        LargeTable::<Staff, _>::new(store.inner().clone(), blobs.clone()).with_inline_cleanup();
+    let staff = LargeTable::<Staff, _>::options()
+        .inline_cleanup()
+        .build(store.inner().clone(), blobs.clone());
     staff.open().await.unwrap();
     store
         .create_table_if_not_exists("StaffArchive")

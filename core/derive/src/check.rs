@@ -186,6 +186,8 @@ pub(crate) struct CheckedEntity<'a> {
     pub(crate) indexes: Vec<CheckedIndex<'a>>,
     pub(crate) index_entities: Vec<CheckedIndexEntity<'a>>,
     pub(crate) uniques: Vec<CheckedUnique<'a>>,
+    /// The declarations described by their attribute alone.
+    pub(crate) open: Vec<crate::internals::open::CheckedOpen>,
     pub(crate) denormalized: Vec<CheckedDenormalized<'a>>,
     pub(crate) expiry: Option<Expiry<'a>>,
     pub(crate) series: Option<CheckedSeries<'a>>,
@@ -304,6 +306,7 @@ pub(crate) fn check_entity<'a>(
     let indexes = index::check(cx, &scope, &mut names, &c.indexes);
     let index_entities = index_entity::check(cx, &scope, &mut names, &c.index_entities);
     let uniques = unique::check(cx, &scope, &mut names, &c.uniques);
+    let open = crate::internals::open::check(cx, &scope, &mut names, &c.open);
     let denormalized = denormalized::check(
         cx,
         fields,
@@ -332,6 +335,7 @@ pub(crate) fn check_entity<'a>(
         indexes,
         index_entities,
         uniques,
+        open,
         denormalized,
         expiry,
         series,

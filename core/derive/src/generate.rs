@@ -140,6 +140,7 @@ pub(crate) fn entity(
     let index_entity_metas = index_entity::metas(&e.index_entities, &mut templates);
     let unique_metas = unique::metas(&e.uniques, &mut templates);
     let denormalized_metas = denormalized::metas(&e.denormalized, &mut templates);
+    let declared_metas = crate::internals::open::metas(&e.open, &mut templates);
 
     let mut assertions = code.assertions.clone();
     let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
@@ -160,6 +161,7 @@ pub(crate) fn entity(
     let (fields_struct, fields_fn) = typed_fields(&input.vis, ident, e, models);
     let mut handles = index::handles(&input.vis, &e.indexes, models);
     handles.extend(index_entity::handles(&input.vis, &e.index_entities, models));
+    handles.extend(crate::internals::open::handles(&input.vis, &e.open, models));
     let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
@@ -209,6 +211,7 @@ pub(crate) fn entity(
                 expiry: #expiry,
                 wide: #wide_meta,
                 series: #series_meta,
+                declared: &[#(#declared_metas),*],
             };
 
             #series_impl

@@ -272,6 +272,29 @@ use syn::{DeriveInput, parse_macro_input};
 /// # Ok::<_, tablekit::Error>(())
 /// ```
 ///
+/// # `#[count(...)]`
+///
+/// For each value of `key` (a template over the fields, rendered with the PartitionKey
+/// rules), the number of entities of the type that have it, kept without a scan by an
+/// `IndexedTable` and its worker: `name` names it among the type's declarations,
+/// `shards` spreads a value over that many partitions (1 to 64, default 1; summed on
+/// read), and `table` names the counts' table (default `<table>Counts`). The derive makes
+/// a typed handle named after it (`by_status` → `BY_STATUS`) for
+/// `IndexedTable::count(..).key(..).get()`.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Orders", partition_key = "{customer}", row_key = "{id}")]
+/// #[count(name = "by_status", key = "{status}", shards = 4)]
+/// struct Order { customer: String, id: String, status: String }
+///
+/// let count = Order::schema().declared("count", "by_status").unwrap();
+/// assert_eq!(count.setting("shards"), Some("4"));
+/// assert_eq!(Order::BY_STATUS.name(), "by_status");
+/// ```
+///
 /// # `#[wide]`
 ///
 /// A type with more properties than one entity holds (252, less the 8 tablekit keeps
@@ -466,7 +489,10 @@ use syn::{DeriveInput, parse_macro_input};
 /// # }).unwrap();
 /// # Ok::<_, tablekit::Error>(())
 /// ```
-#[proc_macro_derive(Entity, attributes(entity, index, index_entity, unique, wide, series))]
+#[proc_macro_derive(
+    Entity,
+    attributes(entity, index, index_entity, unique, wide, series, count)
+)]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);
     entity::expand(&input)

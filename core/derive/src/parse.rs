@@ -69,6 +69,8 @@ pub(crate) struct Container {
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
     pub(crate) uniques: Vec<UniqueAttr>,
+    /// The declarations described by their attribute alone (`decl::OPEN`).
+    pub(crate) open: Vec<crate::internals::open::OpenAttr>,
     pub(crate) wide: Option<WideAttr>,
     pub(crate) series: Option<SeriesAttr>,
 }
@@ -135,6 +137,11 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             wide::parse(cx, attr, &mut c.wide);
         } else if attr.path().is_ident("series") {
             series::parse(cx, attr, &mut c.series);
+        } else if let Some(open) = crate::decl::OPEN
+            .iter()
+            .find(|o| attr.path().is_ident(o.attribute))
+        {
+            c.open.push(crate::internals::open::parse(cx, attr, open));
         }
     }
     c

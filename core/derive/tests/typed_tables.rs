@@ -306,7 +306,9 @@ async fn old_versions_are_upcast_on_read_and_written_back_on_request() {
             .expect("stored");
         assert_eq!(raw.get("EntityVersion"), Some(&Value::Int32(1)));
 
-        let migrating = Table::<Contact, _>::new(store.clone()).write_back_upgrades(true);
+        let migrating = Table::<Contact, _>::options()
+            .write_back_upgrades(true)
+            .build(store.clone());
         let b = migrating.get("c", "b").await?.expect("stored");
         assert_eq!(b.upgraded_from, None, "written back");
         let raw = store

@@ -137,3 +137,51 @@ impl KeyArg<String> for &mut str {
         (*self).to_owned()
     }
 }
+
+/// A declaration of entity type `E` described by its attribute (`#[count]`), whose key
+/// fields are `K` (a chain of [`Row`] ending in [`End`]): the handle a declaration's
+/// own read takes (`orders.count(Order::BY_STATUS)`), which checks the attribute.
+pub struct Declared<E, K> {
+    attribute: &'static str,
+    name: &'static str,
+    key: PhantomData<fn() -> (E, K)>,
+}
+
+impl<E, K> Declared<E, K> {
+    /// The handle of the declaration `name` of `attribute` (the derive makes these).
+    #[doc(hidden)]
+    pub const fn new(attribute: &'static str, name: &'static str) -> Self {
+        Declared {
+            attribute,
+            name,
+            key: PhantomData,
+        }
+    }
+
+    /// The attribute that declares it.
+    pub const fn attribute(&self) -> &'static str {
+        self.attribute
+    }
+
+    /// The declaration's name.
+    pub const fn name(&self) -> &'static str {
+        self.name
+    }
+}
+
+impl<E, K> Clone for Declared<E, K> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<E, K> Copy for Declared<E, K> {}
+
+impl<E, K> std::fmt::Debug for Declared<E, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("Declared")
+            .field(&self.attribute)
+            .field(&self.name)
+            .finish()
+    }
+}

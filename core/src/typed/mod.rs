@@ -28,7 +28,7 @@ pub use field::{
     BlobField, Direction, ExpiresField, FieldError, FieldProblem, FieldValue, json_from_value,
     json_to_value,
 };
-pub use handle::{IdList, Index, KeyArg};
+pub use handle::{Declared, IdList, Index, KeyArg};
 pub use primary::{
     GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, KeyUpdate, PrimaryKey, PrimaryTable,
     Scannable,
@@ -38,10 +38,10 @@ pub use property::{
     Settable, Update,
 };
 pub use schema::{
-    DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta, IndexEntityStorage,
-    IndexMeta, IndexPlacement, Schema, UniqueMeta,
+    DeclaredMeta, DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta,
+    IndexEntityStorage, IndexMeta, IndexPlacement, Schema, UniqueMeta,
 };
-pub use table::{BatchOutcome, Stored, Table, TypedWrite, WriteReport};
+pub use table::{BatchOutcome, Stored, Table, TableOptions, TypedWrite, WriteReport};
 pub use template::{
     KeyBounds, KeyFormat, KeyPart, KeyTemplate, KeyText, PaddedKeyPart, TemplateError,
     TemplatePart, TicksKeyPart, separator_fits,
@@ -622,12 +622,12 @@ pub const fn const_str_eq(a: &str, b: &str) -> bool {
 #[doc(hidden)]
 pub mod __private {
     pub use super::field::{FieldProblem, enum_discriminant};
-    pub use super::handle::{End, IdList, Index, Partition, Row};
+    pub use super::handle::{Declared, End, IdList, Index, Partition, Row};
     pub use super::property::{BlobProperty, KeyField, Property, Settable};
     pub use super::template::{KeyText, separator_fits};
     pub use super::{
-        BlobField, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
-        EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
+        BlobField, DeclaredMeta, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader,
+        EntityType, EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
         IndexEntityStorage, IndexMeta, IndexPlacement, KeyFormat, KeyPart, KeyTemplate,
         PaddedKeyPart, Points, Projection, Record, Schema, SeriesMeta, SeriesType, SpreadField,
         Stored, TemplatePart, TicksKeyPart, UniqueMeta, WideMeta, const_str_eq, kind_filter,

@@ -46,6 +46,37 @@ pub struct Schema {
     pub wide: Option<super::WideMeta>,
     /// The data series the type declares (`#[series(..)]`), if it does.
     pub series: Option<super::SeriesMeta>,
+    /// The declarations described by their attribute alone (`#[count(..)]`): each is
+    /// laid out, written and kept by the declaration its attribute names, found through
+    /// the patterns' registry, so the schema needs no field of its own for it.
+    pub declared: &'static [DeclaredMeta],
+}
+
+/// A declaration of a type, described by its attribute: its name, its key template, its
+/// table and its other settings as written (`#[count(name = "by_status", key =
+/// "{status}", shards = 4)]`). What they mean is its declaration's to say.
+#[derive(Debug)]
+pub struct DeclaredMeta {
+    /// The attribute (`count`).
+    pub attribute: &'static str,
+    /// The name, unique within the type among its declarations.
+    pub name: &'static str,
+    /// The key template, if it has one.
+    pub key: Option<KeyTemplate>,
+    /// The table it keeps its entities in, when declared.
+    pub table: Option<&'static str>,
+    /// Its other settings, as `(key, value)` text.
+    pub settings: &'static [(&'static str, &'static str)],
+}
+
+impl DeclaredMeta {
+    /// A setting by key.
+    pub fn setting(&self, key: &str) -> Option<&'static str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| *k == key)
+            .map(|(_, v)| *v)
+    }
 }
 
 impl Schema {
@@ -67,6 +98,13 @@ impl Schema {
     /// A unique value by name.
     pub fn unique(&self, name: &str) -> Option<&UniqueMeta> {
         self.uniques.iter().find(|u| u.name == name)
+    }
+
+    /// A declaration described by its attribute (`count`), by name.
+    pub fn declared(&self, attribute: &str, name: &str) -> Option<&DeclaredMeta> {
+        self.declared
+            .iter()
+            .find(|d| d.attribute == attribute && d.name == name)
     }
 
     /// The blob fields.

@@ -176,7 +176,7 @@ impl WriteReport {
 /// The typed view of a table: values of `R` in, values of `R` out.
 ///
 /// Queries only return `R`'s kind: for an entity type they add `EntityKind eq '<kind>'`
-/// to the filter (turn it off with [`without_kind_filter`](Self::without_kind_filter) to
+/// to the filter (turn it off with [`TableOptions::without_kind_filter`] to
 /// read entities written without a kind); for an `EntityKind` enum every entity must be of
 /// one of its kinds.
 ///
@@ -184,7 +184,7 @@ impl WriteReport {
 /// properties, under the service's 64 KiB property and 1 MiB entity limits (a larger value
 /// is refused with a `TooLarge` error). To keep them in a blob store, with the entity
 /// holding their addresses, write through `tablekit_patterns::large::LargeTable` or
-/// `tablekit_patterns::index::IndexedTable::with_blobs`.
+/// `tablekit_patterns::index::IndexedTable` given a blob store (its options' `blobs`).
 ///
 pub struct Table<R, S> {
     store: S,
@@ -217,40 +217,68 @@ impl<R, S> std::fmt::Debug for Table<R, S> {
     }
 }
 
-impl<R: Record, S: TableStore> Table<R, S> {
-    /// The table `R` declares, on `store`.
-    pub fn new(store: S) -> Self {
-        Table {
-            store,
-            name: R::TABLE.to_owned(),
-            clock: crate::clock::system(),
+/// The settings of a [`Table`], given in any order, then [`build`](Self::build)t on a
+/// store (no I/O: [`Table::create`] makes the table). Each setter given twice keeps the
+/// last value.
+///
+/// ```
+/// use tablekit_core::MemoryStore;
+/// use tablekit_core::typed::{Record, Table};
+///
+/// /// The archive of `R`: its values in the table `Archive`.
+/// fn archive<R: Record>(store: MemoryStore) -> Table<R, MemoryStore> {
+///     Table::options().name("Archive").build(store)
+/// }
+/// ```
+pub struct TableOptions<R, S> {
+    name: Option<String>,
+    clock: Option<SharedClock>,
+    kind_filter: bool,
+    write_back: bool,
+    table: PhantomData<fn() -> (R, S)>,
+}
+
+impl<R, S> std::fmt::Debug for TableOptions<R, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableOptions")
+            .field("name", &self.name)
+            .field("clock", &self.clock.is_some())
+            .field("kind_filter", &self.kind_filter)
+            .field("write_back", &self.write_back)
+            .finish()
+    }
+}
+
+impl<R, S> Default for TableOptions<R, S> {
+    fn default() -> Self {
+        TableOptions {
+            name: None,
+            clock: None,
             kind_filter: true,
             write_back: false,
-            record: PhantomData,
+            table: PhantomData,
         }
     }
+}
 
-    /// The same view on another table (one table per tenant or per period).
-    pub fn with_name(mut self, name: impl Into<String>) -> Self {
-        self.name = name.into();
+impl<R: Record, S: TableStore> TableOptions<R, S> {
+    /// The defaults: the table `R` declares, the wall clock, queries filtered to `R`'s
+    /// kind, no write-back of upgraded entities.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Another table than `R` declares (one table per tenant or per period).
+    pub fn name(mut self, name: impl Into<String>) -> Self {
+        self.name = Some(name.into());
         self
     }
 
     /// Reads decide with `clock` whether an entity has expired (the wall clock by
     /// default).
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.clock = clock;
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
         self
-    }
-
-    /// The clock reads decide expiry with.
-    pub fn clock(&self) -> &SharedClock {
-        &self.clock
-    }
-
-    /// Whether an entity is still live (not expired) for reads.
-    fn live(&self, entity: &Entity) -> bool {
-        !is_expired(entity, self.clock.now())
     }
 
     /// Queries return every entity, not only those recording `R`'s kind.
@@ -264,6 +292,42 @@ impl<R: Record, S: TableStore> Table<R, S> {
     pub fn write_back_upgrades(mut self, enabled: bool) -> Self {
         self.write_back = enabled;
         self
+    }
+
+    /// The table on `store`, without I/O ([`Table::create`] creates it).
+    pub fn build(self, store: S) -> Table<R, S> {
+        Table {
+            store,
+            name: self.name.unwrap_or_else(|| R::TABLE.to_owned()),
+            clock: self.clock.unwrap_or_else(crate::clock::system),
+            kind_filter: self.kind_filter,
+            write_back: self.write_back,
+            record: PhantomData,
+        }
+    }
+}
+
+impl<R: Record, S: TableStore> Table<R, S> {
+    /// The settings of a table, given in any order, then
+    /// [`build`](TableOptions::build)t on a store.
+    pub fn options() -> TableOptions<R, S> {
+        TableOptions::new()
+    }
+
+    /// The table `R` declares, on `store`, with the default settings: the shortcut for
+    /// `Table::options().build(store)`.
+    pub fn new(store: S) -> Self {
+        Self::options().build(store)
+    }
+
+    /// The clock reads decide expiry with.
+    pub fn clock(&self) -> &SharedClock {
+        &self.clock
+    }
+
+    /// Whether an entity is still live (not expired) for reads.
+    fn live(&self, entity: &Entity) -> bool {
+        !is_expired(entity, self.clock.now())
     }
 
     /// The table's name.

@@ -93,7 +93,7 @@ pub use commit::{
     RetryPolicy, lost_race,
 };
 pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use relay::{Backlog, Relay, RelayReport, RelayStatus, backlog, relays};
+pub use relay::{Backlog, Relay, RelayOptions, RelayReport, RelayStatus, backlog, relays};
 pub use sink::{InlineSink, OutboxSink, RoundTripSink};
 
 /// A boxed future, for the object-safe sink and handlers.

@@ -13,35 +13,29 @@
 
 mod apply;
 pub mod audit;
-mod blobs;
-mod changes;
-mod copies;
-pub mod expiry;
+pub mod decl;
 pub mod generic;
-pub mod links;
-pub mod members;
 pub mod operation;
 pub mod reclaim;
 pub mod record;
 pub(crate) mod registry;
-pub mod series;
 mod stored;
 mod table;
-pub mod unique;
 mod upkeep;
-pub mod wide;
 pub(crate) mod write;
 
-pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayReport};
+pub use decl::{denormalized, expiry, index_entity, series, unique, wide};
+
+pub use crate::consistency::{InlineSink, OutboxSink, Relay, RelayOptions, RelayReport};
 pub use audit::{
     AuditOptions, AuditProgress, AuditReport, AuditResult, Drift, Finding, MigrateReport, audit,
     backfill, migrate,
 };
-pub use expiry::{SweepReport, Sweeper};
+pub use expiry::{SweepReport, Sweeper, SweeperOptions};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
 pub use registry::schema::{
-    DenormalizedDecl, IndexDecl, MemberDecl, SCHEMA_TABLE, SchemaRecord, UniqueDecl,
+    DeclaredDecl, DenormalizedDecl, IndexDecl, MemberDecl, SCHEMA_TABLE, SchemaRecord, UniqueDecl,
 };
 pub use table::{IndexedTable, IndexedTableOptions, ListLookup, Lookup, Ranged, Readable, Whole};
 pub use write::{IndexedWriteReport, WriteOutcome};

@@ -9,14 +9,14 @@
 //!   newer write's own operations bring the copy up to date);
 //! - a copy is only deleted by an operation at least as new as the copy, and only if it
 //!   is the copy of that primary;
-//! - id lists are last-writer-wins sets keyed by primary (see [`super::members`]).
+//! - id lists are last-writer-wins sets keyed by primary (see [`crate::index::decl::index_entity`]).
 //!
 //! So a message delivered twice, late, out of order, or again after a crash between two
 //! steps converges to the state of the primary's last write.
 //!
 //! Each declaration applies its own operations (its `apply` hook, its methods of
-//! `IndexApplier` in its folder: `super::copies::apply`, `super::links::apply`,
-//! `super::members::apply`, `super::unique::apply`); `super::apply` dispatches.
+//! `IndexApplier` in its folder: `crate::index::decl::index::apply`, `crate::index::decl::denormalized::apply`,
+//! `crate::index::decl::index_entity::apply`, `crate::index::decl::unique::apply`); `super::apply` dispatches.
 
 use std::any::Any;
 use std::fmt::Debug;
@@ -27,15 +27,17 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 
-pub use super::copies::record::{DeleteCopy, PutCopy};
-pub use super::links::record::{RemoveLink, SyncDenormalized, SyncNewDependents};
-pub use super::members::record::{AddMember, RemoveMember};
 pub use super::record::Bury;
 use super::record::{EntityRef, Target};
 use super::registry::open::{self, TagKey};
-pub use super::unique::record::{ClaimUnique, ReleaseUnique};
 use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::Result;
+pub use crate::index::decl::denormalized::record::{
+    RemoveLink, SyncDenormalized, SyncNewDependents,
+};
+pub use crate::index::decl::index::record::{DeleteCopy, PutCopy};
+pub use crate::index::decl::index_entity::record::{AddMember, RemoveMember};
+pub use crate::index::decl::unique::record::{ClaimUnique, ReleaseUnique};
 
 /// A declaration's operation type: one step of follow-up work it hands the worker.
 pub(crate) trait OperationType:

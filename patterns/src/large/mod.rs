@@ -34,8 +34,9 @@
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! let blobs = BlobStore::memory();
-//! let employees = LargeTable::<Employee, _>::new(MemoryStore::new(), blobs.clone())
-//!     .with_inline_cleanup();
+//! let employees = LargeTable::<Employee, _>::options()
+//!     .inline_cleanup()
+//!     .build(MemoryStore::new(), blobs.clone());
 //! employees.open().await?;
 //! let jun = Employee { department: "Sales".into(), id: 1, photo: Some(vec![7; 200_000]) };
 //! employees.upsert(&jun).await?;
@@ -52,4 +53,4 @@ pub use blobs::{
     ADDRESS_PREFIX, DeleteBlobs, SweepReport, addresses, blob_folder, blob_root, offload,
     offload_with_nonce, references, restore, sweep_unreferenced, would_offload,
 };
-pub use table::{LargeTable, LazyEntity};
+pub use table::{LargeTable, LargeTableOptions, LazyEntity};

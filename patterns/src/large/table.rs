@@ -18,7 +18,6 @@ use super::blobs::{DeleteBlobs, SweepReport, addresses, restore, sweep_unreferen
 use crate::address::EntityRef;
 use crate::consistency::{Engine, InlineSink, OutboxSink, Registry};
 use crate::error::Result;
-use crate::index::record::Layout;
 use crate::index::write::{Kind, Request, Writer};
 
 /// What a typed write of a large table asks for.
@@ -90,65 +89,167 @@ impl<E: EntityType> LazyEntity<E> {
     }
 }
 
-impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
-    /// The table `E` declares, on `store`, with blobs in `blobs`. Without a sink, blobs a
-    /// write stops referencing wait in the outbox for the relay; see
-    /// [`with_inline_cleanup`](Self::with_inline_cleanup) and [`with_sink`](Self::with_sink).
-    pub fn new(store: S, blobs: BlobStore) -> Self {
-        let blob_fields = E::schema().blob_fields().map(|f| f.property).collect();
-        LargeTable {
-            writer: Writer::unindexed(Engine::new(store), E::TABLE, blobs.clone(), blob_fields),
-            blobs,
+/// Where a large table's deletions of replaced blobs go after each commit.
+#[derive(Clone)]
+enum Cleanup {
+    /// Done in this process, right after the commit.
+    Inline,
+    /// Handed to a sink (a queue).
+    Given(Arc<dyn OutboxSink>),
+}
+
+/// The settings of a [`LargeTable`], given in any order, then [`build`](Self::build)t on a
+/// store and a blob store (no I/O: [`LargeTable::open`] creates the tables). Each setter
+/// given twice keeps the last value.
+///
+/// ```
+/// use tablekit_core::MemoryStore;
+/// use tablekit_core::blob::BlobStore;
+/// use tablekit_derive::Entity;
+/// use tablekit_patterns::large::LargeTable;
+///
+/// #[derive(Entity, Clone, Debug, PartialEq)]
+/// #[entity(table = "Employees", partition_key = "{department}", row_key = "{id:06}",
+///          crate = "tablekit_core")]
+/// struct Employee {
+///     department: String,
+///     id: u32,
+///     #[entity(blob)]
+///     photo: Option<Vec<u8>>,
+/// }
+///
+/// let archive = LargeTable::<Employee, _>::options()
+///     .name("EmployeesArchive")
+///     .inline_cleanup()
+///     .build(MemoryStore::new(), BlobStore::memory());
+/// ```
+pub struct LargeTableOptions<E, S> {
+    name: Option<String>,
+    clock: Option<SharedClock>,
+    engine: Option<Engine<S>>,
+    cleanup: Option<Cleanup>,
+    entity: PhantomData<fn() -> E>,
+}
+
+impl<E, S> std::fmt::Debug for LargeTableOptions<E, S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LargeTableOptions")
+            .field("name", &self.name)
+            .field("clock", &self.clock.is_some())
+            .field("engine", &self.engine.is_some())
+            .field(
+                "cleanup",
+                &match self.cleanup {
+                    None => "none",
+                    Some(Cleanup::Inline) => "inline",
+                    Some(Cleanup::Given(_)) => "given",
+                },
+            )
+            .finish()
+    }
+}
+
+impl<E, S> Default for LargeTableOptions<E, S> {
+    fn default() -> Self {
+        LargeTableOptions {
+            name: None,
+            clock: None,
+            engine: None,
+            cleanup: None,
             entity: PhantomData,
         }
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> LargeTableOptions<E, S> {
+    /// The defaults: the table `E` declares, the wall clock, and no sink: blobs a write
+    /// stops referencing wait in the outbox for the relay; see
+    /// [`inline_cleanup`](Self::inline_cleanup) and [`sink`](Self::sink).
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Another table than `E` declares.
+    pub fn name(mut self, name: &str) -> Self {
+        self.name = Some(name.to_owned());
+        self
     }
 
     /// Decides expiry with `clock` (the wall clock by default): reads leave out an entity
     /// whose expiry (an `#[entity(expires)]` field) passed by its time. Deleting expired
     /// entities is the [`Sweeper`](crate::index::Sweeper)'s work, for entities written
     /// through an [`IndexedTable`](crate::index::IndexedTable) with blobs.
-    pub fn with_clock(mut self, clock: SharedClock) -> Self {
-        self.writer.clock = clock;
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = Some(clock);
         self
     }
 
-    /// The same table under another name.
-    pub fn with_name(mut self, name: &str) -> Self {
-        self.writer.table = name.to_owned();
-        self.writer.layout = Arc::new(Layout::bare(name));
+    /// Deletes replaced blobs in this process, right after the commit. One of
+    /// `inline_cleanup` and [`sink`](Self::sink): the last given is kept.
+    pub fn inline_cleanup(mut self) -> Self {
+        self.cleanup = Some(Cleanup::Inline);
         self
     }
 
-    /// Deletes replaced blobs in this process, right after the commit.
-    pub fn with_inline_cleanup(mut self) -> Self {
-        let registry = DeleteBlobs::register(
-            Registry::new(),
-            self.writer.store().clone(),
-            self.blobs.clone(),
-        );
-        self.writer.engine = self
-            .writer
-            .engine
-            .with_sink(Arc::new(InlineSink::new(registry)));
+    /// Hands the deletion of replaced blobs to `sink` (the worker's queue). One of
+    /// [`inline_cleanup`](Self::inline_cleanup) and `sink`: the last given is kept.
+    pub fn sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+        self.cleanup = Some(Cleanup::Given(sink));
         self
     }
 
-    /// Hands the deletion of replaced blobs to `sink` (the worker's queue).
-    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
-        self.writer.engine = self.writer.engine.with_sink(sink);
+    /// Commits through `engine` (its sink, markers and retry policy) instead of an engine
+    /// of its own on the store. An [`inline_cleanup`](Self::inline_cleanup) or
+    /// [`sink`](Self::sink) given too replaces its sink, whatever the order.
+    pub fn engine(mut self, engine: Engine<S>) -> Self {
+        self.engine = Some(engine);
         self
+    }
+
+    /// The table on `store`, with blobs in `blobs`, without I/O.
+    pub fn build(self, store: S, blobs: BlobStore) -> LargeTable<E, S> {
+        let blob_fields = E::schema().blob_fields().map(|f| f.property).collect();
+        let engine = self.engine.unwrap_or_else(|| Engine::new(store));
+        let engine = match self.cleanup {
+            Some(Cleanup::Inline) => {
+                let store = engine.store().clone();
+                let registry = DeleteBlobs::register(Registry::new(), store, blobs.clone());
+                engine.with_sink(Arc::new(InlineSink::new(registry)))
+            }
+            Some(Cleanup::Given(sink)) => engine.with_sink(sink),
+            None => engine,
+        };
+        let table = self.name.as_deref().unwrap_or(E::TABLE);
+        let mut writer = Writer::unindexed(engine, table, blobs.clone(), blob_fields);
+        if let Some(clock) = self.clock {
+            writer.clock = clock;
+        }
+        LargeTable {
+            writer,
+            blobs,
+            entity: PhantomData,
+        }
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
+    /// The settings of a large table, given in any order, then
+    /// [`build`](LargeTableOptions::build)t on a store and a blob store.
+    pub fn options() -> LargeTableOptions<E, S> {
+        LargeTableOptions::new()
+    }
+
+    /// The table `E` declares, on `store`, with blobs in `blobs` and the default settings:
+    /// the shortcut for `LargeTable::options().build(store, blobs)`. Without a sink, blobs
+    /// a write stops referencing wait in the outbox for the relay.
+    pub fn new(store: S, blobs: BlobStore) -> Self {
+        Self::options().build(store, blobs)
     }
 
     /// Waits until the outbox entries of the writes that returned so far are removed
     /// (see [`Engine::flush`]).
     pub async fn flush(&self) {
         self.writer.engine.flush().await;
-    }
-
-    /// Commits through `engine` (its sink, markers and retry policy) instead.
-    pub fn with_engine(mut self, engine: Engine<S>) -> Self {
-        self.writer.engine = engine;
-        self
     }
 
     /// Creates the table (and the consistency engine's table of pending markers).

@@ -134,9 +134,34 @@ pub(super) async fn check(world: &World) -> Vec<String> {
         Err(e) => found.push(format!("the blobs do not list: {e}")),
     }
 
+    found.extend(counts(&members).await);
+
     found.extend(relays::check(world));
 
     found.extend(migration::converges(&members).await);
+    found
+}
+
+/// Counts kept without a scan: after draining, every count equals the number of live
+/// members with its key.
+async fn counts(members: &IndexedTable<crate::entities::Member, Store>) -> Vec<String> {
+    use crate::entities::{City, Member};
+    let mut found = Vec::new();
+    let live = match members.table().query(Query::new()).await {
+        Ok(live) => live,
+        Err(e) => return vec![format!("the members do not read: {e}")],
+    };
+    for city in [City::Oslo, City::Lima, City::Pune, City::Rome] {
+        let expected = live.iter().filter(|m| m.value.city == city).count();
+        match members.count(Member::PER_CITY).key(city).get().await {
+            Ok(count) if usize::try_from(count.value).ok() == Some(expected) => {}
+            Ok(count) => found.push(format!(
+                "the count per_city of {city:?} is {}, and {expected} live members have it",
+                count.value
+            )),
+            Err(e) => found.push(format!("the count per_city of {city:?} does not read: {e}")),
+        }
+    }
     found
 }
 

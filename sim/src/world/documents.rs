@@ -24,7 +24,9 @@ pub(super) fn documents(
     store: &Store,
     engine: &Engine<Store>,
 ) -> LargeTable<Document, Store> {
-    LargeTable::new(store.clone(), world.blobs.clone()).with_engine(engine.clone())
+    LargeTable::options()
+        .engine(engine.clone())
+        .build(store.clone(), world.blobs.clone())
 }
 
 fn key_of(id: u32) -> String {

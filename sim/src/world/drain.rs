@@ -19,9 +19,10 @@ pub(super) async fn run(world: &World) -> Vec<String> {
     let sweeper = {
         let store = world.chaos.clone();
         let engine = world.engine(&store).await;
-        Sweeper::new(store)
-            .with_engine(engine)
-            .with_blobs(world.blobs.clone())
+        Sweeper::options()
+            .engine(engine)
+            .blobs(world.blobs.clone())
+            .build(store)
     };
     // The drain lasts 400 rounds, and at least as long (in the simulation's time) as an
     // entity written at the end of the workload takes to expire, be swept and have its

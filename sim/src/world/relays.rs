@@ -27,9 +27,10 @@ pub(super) async fn relay(world: Rc<World>, store: Store, n: u32) {
         chance: 0.02,
         longest: Duration::from_secs(25),
     };
-    let relay = Relay::new(store, sink)
-        .with_id(format!("relay{n}"))
-        .share_lease(Duration::from_secs(10));
+    let relay = Relay::options()
+        .id(format!("relay{n}"))
+        .share_lease(Duration::from_secs(10))
+        .build(store, sink);
     while !world.stopping.get() {
         let busy = world.pass("a relay pass").await;
         if let Err(e) = relay.step().await {

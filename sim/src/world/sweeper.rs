@@ -10,9 +10,10 @@ use super::{Store, World};
 
 pub(super) async fn sweeper(world: Rc<World>, store: Store) {
     let engine = world.engine(&store).await;
-    let sweeper = Sweeper::new(store)
-        .with_engine(engine)
-        .with_blobs(world.blobs.clone());
+    let sweeper = Sweeper::options()
+        .engine(engine)
+        .blobs(world.blobs.clone())
+        .build(store);
     while !world.stopping.get() {
         let busy = world.pass("a sweep").await;
         if let Err(e) = sweeper.sweep().await {

@@ -13,6 +13,7 @@
 //! in `lib.rs`.
 
 pub(crate) mod changes;
+pub(crate) mod count;
 pub(crate) mod denormalized;
 pub(crate) mod expiry;
 pub(crate) mod index;
@@ -20,3 +21,7 @@ pub(crate) mod index_entity;
 pub(crate) mod series;
 pub(crate) mod unique;
 pub(crate) mod wide;
+
+/// The declarations described by their attribute alone (`crate::internals::open`): the
+/// derive's parse, check and generate steps reach them only through this list.
+pub(crate) static OPEN: [&crate::internals::open::Open; 1] = [&count::OPEN];

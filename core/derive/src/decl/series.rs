@@ -11,8 +11,8 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::{GenericArgument, Ident, LitStr, PathArguments, Type};
 
-use super::wide::chunks_for;
 use crate::internals::attr::{SpanOf, key_name, record, set_once, string, unknown};
+use crate::internals::budget::chunks_for;
 use crate::internals::ctxt::Ctxt;
 use crate::internals::duration::parse_duration;
 use crate::internals::field::{FieldModel, Storage};

@@ -12,6 +12,7 @@ use quote::{quote, quote_spanned};
 use syn::{Ident, LitInt};
 
 use crate::internals::attr::{SpanOf, integer, key_name, record, set_once, unknown};
+use crate::internals::budget::chunks_for;
 use crate::internals::ctxt::Ctxt;
 use crate::internals::field::{FieldModel, Storage};
 use crate::internals::tokens::SpanOfTokens;
@@ -86,16 +87,6 @@ pub(crate) struct CheckedWide {
     chunks: usize,
 }
 
-/// The chunks `properties` application properties need: 244 in the first, 250 in each
-/// further one.
-pub(crate) fn chunks_for(properties: usize) -> usize {
-    if properties <= FIELDS_PER_ENTITY {
-        1
-    } else {
-        1 + (properties - FIELDS_PER_ENTITY).div_ceil(FIELDS_PER_CHUNK)
-    }
-}
-
 /// Checks the type's budget: stored properties against one entity's, or, for a wide type
 /// (`declared`, a spread field, or `implied` chunks a series needs), against its chunks.
 pub(crate) fn check(
@@ -167,17 +158,4 @@ pub(crate) fn meta(wide: Option<&CheckedWide>) -> TokenStream {
 pub(crate) fn assertion(field: &FieldModel) -> TokenStream {
     let ty = &field.ty;
     quote_spanned!(field.ty.span_of_tokens()=> __tk::assert_spread::<#ty>();)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::chunks_for;
-
-    #[test]
-    fn the_first_chunk_holds_244_and_each_further_250() {
-        assert_eq!(chunks_for(244), 1);
-        assert_eq!(chunks_for(245), 2);
-        assert_eq!(chunks_for(494), 2);
-        assert_eq!(chunks_for(495), 3);
-    }
 }

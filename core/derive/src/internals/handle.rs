@@ -70,13 +70,26 @@ pub(crate) fn constant(
     key: TokenStream,
     doc: &str,
 ) -> TokenStream {
+    constant_with(vis, handle, name, at, key, doc, quote!(#name))
+}
+
+/// As [`constant`], with the handle made by `__tk::<handle>::new(<args>)`.
+pub(crate) fn constant_with(
+    vis: &syn::Visibility,
+    handle: &str,
+    name: &str,
+    at: &LitStr,
+    key: TokenStream,
+    doc: &str,
+    args: TokenStream,
+) -> TokenStream {
     let span: Span = at.span();
     let ident = format_ident!("{}", const_name(name), span = span);
     let handle = format_ident!("{}", handle);
     quote_spanned! {span=>
         #[doc = #doc]
         #[allow(dead_code)]
-        #vis const #ident: __tk::#handle<Self, #key> = __tk::#handle::new(#name);
+        #vis const #ident: __tk::#handle<Self, #key> = __tk::#handle::new(#args);
     }
 }
 

@@ -3,12 +3,14 @@
 //! they all use. Nothing here knows a particular declaration.
 
 pub(crate) mod attr;
+pub(crate) mod budget;
 pub(crate) mod case;
 pub(crate) mod ctxt;
 pub(crate) mod duration;
 pub(crate) mod field;
 pub(crate) mod handle;
 pub(crate) mod names;
+pub(crate) mod open;
 pub(crate) mod scope;
 pub(crate) mod template;
 pub(crate) mod tokens;

@@ -6,10 +6,10 @@
 //! Several relays (one per worker process) divide the work: each partition belongs to a
 //! share, and a relay drains only the partitions of the shares it leases ([`shares`]),
 //! so a partition is drained by one relay at a time and adding processes adds drain rate.
-//! A relay drains its partitions concurrently ([`Relay::concurrency`]), publishes each
-//! partition's entries in a pipeline ([`Relay::publishes`]) and removes the published
-//! entries in entity group transactions ([`Relay::remove_batch`]): on a networked store a
-//! page of a partition costs a few round trips, not two per entry.
+//! A relay drains its partitions concurrently ([`RelayOptions::concurrency`]), publishes
+//! each partition's entries in a pipeline ([`RelayOptions::publishes`]) and removes the
+//! published entries in entity group transactions ([`RelayOptions::remove_batch`]): on a
+//! networked store a page of a partition costs a few round trips, not two per entry.
 //!
 //! A pass's round trips, with `n` partitions pending and `c` the concurrency:
 //!
@@ -22,7 +22,7 @@
 //! | remove the emptied markers (with the partitions) | 1 per partition |
 //!
 //! so a pass costs about `3 + ⌈n / c⌉ × (4 + ⌈entries / publishes⌉)` round trips in a
-//! row. [`Relay::alone`] skips the leases (a deployment with one relay).
+//! row. [`RelayOptions::alone`] skips the leases (a deployment with one relay).
 
 mod backlog;
 mod drain;
@@ -30,6 +30,7 @@ pub mod shares;
 
 use std::collections::BTreeMap;
 use std::future::Future;
+use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -76,7 +77,7 @@ pub struct RelayReport {
     pub malformed: usize,
     /// Markers removed: their partition's outbox was empty and their lease long over.
     pub cleared: usize,
-    /// The shares this relay held for the pass (none for a relay [alone](Relay::alone)).
+    /// The shares this relay held for the pass (none for a relay [alone](RelayOptions::alone)).
     pub shares: usize,
     /// Marked partitions left to other relays (their shares are leased by them).
     pub others: usize,
@@ -121,32 +122,88 @@ impl<S> std::fmt::Debug for Relay<S> {
     }
 }
 
-impl<S: TableStore> Relay<S> {
-    /// A relay over every table's pending markers, publishing to `sink`, for entries
-    /// older than 2 seconds (younger ones are being published by their writers). It
-    /// divides the work with the other relays of the store under a random id (see
-    /// [`with_id`](Self::with_id)), drains [`DEFAULT_CONCURRENCY`] partitions at once
-    /// with [`DEFAULT_PUBLISHES`] publishes in flight each, and removes published entries
-    /// 100 to a transaction.
-    pub fn new(store: S, sink: Arc<dyn OutboxSink>) -> Self {
-        let id = format!(
-            "relay-{}",
-            &tablekit_core::random::uuid().simple().to_string()[..12]
-        );
-        Relay {
-            store,
-            sink,
+/// The settings of a [`Relay`], given in any order, then [`build`](Self::build)t on a
+/// store and a sink. Each setter given twice keeps the last value.
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::time::Duration;
+/// use tablekit_core::MemoryStore;
+/// use tablekit_patterns::index::{InlineSink, Relay, handlers};
+///
+/// let store = MemoryStore::new();
+/// let relay = Relay::options()
+///     .id("worker-1")
+///     .grace(Duration::from_secs(5))
+///     .concurrency(16)
+///     .build(store.clone(), Arc::new(InlineSink::new(handlers(store, None))));
+/// assert_eq!(relay.id(), Some("worker-1"));
+/// ```
+pub struct RelayOptions<S> {
+    id: Option<String>,
+    grace: Duration,
+    late: Duration,
+    tables: Option<Vec<String>>,
+    concurrency: usize,
+    publishes: usize,
+    batch: usize,
+    shares: u32,
+    share_lease: Duration,
+    alone: bool,
+    store: PhantomData<fn() -> S>,
+}
+
+impl<S> std::fmt::Debug for RelayOptions<S> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RelayOptions")
+            .field("id", &self.id)
+            .field("grace", &self.grace)
+            .field("late", &self.late)
+            .field("tables", &self.tables)
+            .field("concurrency", &self.concurrency)
+            .field("publishes", &self.publishes)
+            .field("batch", &self.batch)
+            .field("shares", &self.shares)
+            .field("share_lease", &self.share_lease)
+            .field("alone", &self.alone)
+            .finish()
+    }
+}
+
+impl<S> Default for RelayOptions<S> {
+    fn default() -> Self {
+        RelayOptions {
+            id: None,
             grace: Duration::from_secs(2),
             late: DEFAULT_LATE,
             tables: None,
             concurrency: DEFAULT_CONCURRENCY,
             publishes: DEFAULT_PUBLISHES,
             batch: tablekit_core::limits::MAX_BATCH_OPERATIONS,
-            leases: Some(Leases::new(id, DEFAULT_SHARES, DEFAULT_SHARE_LEASE)),
-            resume: Mutex::default(),
-            published: AtomicU64::new(0),
-            rate: Mutex::new(0.0),
+            shares: DEFAULT_SHARES,
+            share_lease: DEFAULT_SHARE_LEASE,
+            alone: false,
+            store: PhantomData,
         }
+    }
+}
+
+impl<S: TableStore> RelayOptions<S> {
+    /// The defaults: every table's pending markers, entries older than 2 seconds
+    /// (younger ones are being published by their writers), the work divided with the
+    /// other relays of the store under a random id, [`DEFAULT_CONCURRENCY`] partitions
+    /// at once with [`DEFAULT_PUBLISHES`] publishes in flight each, and published entries
+    /// removed 100 to a transaction.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Divides the work under this id (a process's name, say): the id shows in `status`
+    /// and the console, and a relay that restarts under its id finds its shares again.
+    /// A relay [alone](Self::alone) has no id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
     }
 
     /// Entries younger than `grace` are left to their writers.
@@ -189,42 +246,70 @@ impl<S: TableStore> Relay<S> {
         self
     }
 
-    /// Divides the work under this id (a process's name, say): the id shows in `status`
-    /// and the console, and a relay that restarts under its id finds its shares again.
-    pub fn with_id(mut self, id: impl Into<String>) -> Self {
-        match &mut self.leases {
-            Some(leases) => leases.id = id.into(),
-            None => {
-                self.leases = Some(Leases::new(id.into(), DEFAULT_SHARES, DEFAULT_SHARE_LEASE));
-            }
-        }
-        self
-    }
-
-    /// Hashes the partitions into `shares` shares (default [`DEFAULT_SHARES`]; every
-    /// relay of a deployment must use the same number). A relay [alone](Self::alone)
-    /// has none.
+    /// Hashes the partitions into `shares` shares (at least 1; default
+    /// [`DEFAULT_SHARES`]; every relay of a deployment must use the same number). A relay
+    /// [alone](Self::alone) has none.
     pub fn shares(mut self, shares: u32) -> Self {
-        if let Some(leases) = &mut self.leases {
-            leases.shares = shares.max(1);
-        }
+        self.shares = shares.max(1);
         self
     }
 
     /// Leases shares for `lease` (default [`DEFAULT_SHARE_LEASE`]), renewed every pass:
-    /// a relay that stops renewing loses its shares to the others after it.
+    /// a relay that stops renewing loses its shares to the others after it. A relay
+    /// [alone](Self::alone) leases none.
     pub fn share_lease(mut self, lease: Duration) -> Self {
-        if let Some(leases) = &mut self.leases {
-            leases.lease = lease;
-        }
+        self.share_lease = lease;
         self
     }
 
     /// The only relay of its store: it drains every marked partition without leasing
-    /// shares (one process, or a test).
+    /// shares (one process, or a test). It takes precedence over [`id`](Self::id),
+    /// [`shares`](Self::shares) and [`share_lease`](Self::share_lease), whatever the
+    /// order.
     pub fn alone(mut self) -> Self {
-        self.leases = None;
+        self.alone = true;
         self
+    }
+
+    /// The relay over `store`, publishing to `sink`, without I/O.
+    pub fn build(self, store: S, sink: Arc<dyn OutboxSink>) -> Relay<S> {
+        let leases = (!self.alone).then(|| {
+            let id = self.id.unwrap_or_else(|| {
+                format!(
+                    "relay-{}",
+                    &tablekit_core::random::uuid().simple().to_string()[..12]
+                )
+            });
+            Leases::new(id, self.shares, self.share_lease)
+        });
+        Relay {
+            store,
+            sink,
+            grace: self.grace,
+            late: self.late,
+            tables: self.tables,
+            concurrency: self.concurrency,
+            publishes: self.publishes,
+            batch: self.batch,
+            leases,
+            resume: Mutex::default(),
+            published: AtomicU64::new(0),
+            rate: Mutex::new(0.0),
+        }
+    }
+}
+
+impl<S: TableStore> Relay<S> {
+    /// The settings of a relay, given in any order, then
+    /// [`build`](RelayOptions::build) on a store and a sink.
+    pub fn options() -> RelayOptions<S> {
+        RelayOptions::new()
+    }
+
+    /// A relay over `store`, publishing to `sink`, with the default settings (see
+    /// [`RelayOptions::new`]): the shortcut for `Relay::options().build(store, sink)`.
+    pub fn new(store: S, sink: Arc<dyn OutboxSink>) -> Self {
+        Self::options().build(store, sink)
     }
 
     /// The relay's id (`None` for a relay alone).

@@ -33,7 +33,9 @@ pub async fn backfill<S: TableStore + Clone + 'static>(
 ) -> Result<AuditReport> {
     let schemas = SchemaRecord::list(store, Some(table)).await?;
     let Some(schema) = schemas.iter().find(|s| {
-        s.indexes.iter().any(|i| i.name == index) || s.members.iter().any(|m| m.name == index)
+        s.indexes.iter().any(|i| i.name == index)
+            || s.members.iter().any(|m| m.name == index)
+            || s.declared.iter().any(|d| d.name == index)
     }) else {
         return Err(Error::Unsupported(format!(
             "no schema registered for table `{table}` declares an index `{index}`"

@@ -32,11 +32,11 @@ use serde::{Deserialize, Serialize};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 use tracing::Instrument;
 
-use super::members::{claimed_member, list_blob_lists};
 use super::operation::IndexApplier;
 use super::record::MemberStorage;
 use super::registry::SchemaRecord;
 use crate::error::{Error, Result};
+use crate::index::decl::index_entity::{claimed_member, list_blob_lists};
 
 pub(crate) use auditor::Auditor;
 pub use backfill::backfill;

@@ -9,10 +9,11 @@ use tablekit_core::Entity;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
 
-use super::super::expiry::entry::{EXPIRY_INDEX, expiry_table};
+use super::super::registry;
 use super::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::{EntityRef, MemberStorage, Target};
 use crate::error::Result;
+use crate::index::decl::expiry::entry::{EXPIRY_INDEX, expiry_table};
 
 /// One declared secondary index, with its templates parsed.
 #[derive(Clone, Debug)]
@@ -122,12 +123,40 @@ pub struct Layout {
     /// The unique values.
     pub uniques: Vec<UniqueLayout>,
     /// How the primaries expire, if they do: each has an entry in the expiry index
-    /// ([`super::super::expiry`]).
+    /// ([`crate::index::decl::expiry`]).
     pub expiry: Option<ExpiryLayout>,
     /// The queue the type's change events go to, if it publishes them.
     pub changes: Option<String>,
-    /// The most chunks a primary may take, if the type is wide ([`super::super::wide`]).
+    /// The most chunks a primary may take, if the type is wide ([`crate::index::decl::wide`]).
     pub wide: Option<usize>,
+    /// The declarations described by their attribute alone (`#[count]`), laid out by
+    /// the declaration their attribute names, through the registry.
+    pub declared: Vec<DeclaredLayout>,
+}
+
+/// A declaration described by its attribute alone, with its key template parsed.
+#[derive(Clone, Debug)]
+pub struct DeclaredLayout {
+    /// The attribute (`count`).
+    pub attribute: String,
+    /// The name.
+    pub name: String,
+    /// The key template, if it has one.
+    pub key: Option<KeyTemplate>,
+    /// The table it keeps its entities in, when declared.
+    pub table: Option<String>,
+    /// Its other settings, as written.
+    pub settings: Vec<(String, String)>,
+}
+
+impl DeclaredLayout {
+    /// A setting by key.
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
 }
 
 impl Layout {
@@ -188,6 +217,21 @@ impl Layout {
             expiry: schema.expiry.map(ExpiryLayout::from),
             changes: schema.changes.map(str::to_owned),
             wide: schema.wide.map(|w| w.chunks),
+            declared: schema
+                .declared
+                .iter()
+                .map(|d| DeclaredLayout {
+                    attribute: d.attribute.to_owned(),
+                    name: d.name.to_owned(),
+                    key: d.key.clone(),
+                    table: d.table.map(str::to_owned),
+                    settings: d
+                        .settings
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                })
+                .collect(),
         }
     }
 
@@ -205,6 +249,7 @@ impl Layout {
             expiry: None,
             changes: None,
             wide: None,
+            declared: Vec::new(),
         }
     }
 
@@ -216,6 +261,7 @@ impl Layout {
             && self.uniques.is_empty()
             && self.expiry.is_none()
             && self.changes.is_none()
+            && self.declared.is_empty()
     }
 
     /// The same layout on another table name (one table per tenant).
@@ -282,6 +328,13 @@ impl Layout {
                 source_property: field.source_property.clone(),
             }));
         }
+        for declared in &self.declared {
+            if only.is_some_and(|o| o != declared.name) {
+                continue;
+            }
+            let lays_out = registry::lays_out(&declared.attribute)?;
+            targets.extend(lays_out.targets(declared, source, render)?);
+        }
         for unique in &self.uniques {
             if only.is_some_and(|o| o != unique.name) {
                 continue;
@@ -305,6 +358,7 @@ impl Layout {
             || self.denormalized.iter().any(|d| d.property == name)
             || self.uniques.iter().any(|u| u.name == name)
             || (self.expiry.is_some() && name == EXPIRY_INDEX)
+            || self.declared.iter().any(|d| d.name == name)
     }
 
     /// The entry of a primary in the expiry index, when the layout expires its primaries
@@ -312,7 +366,7 @@ impl Layout {
     pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
         self.expiry?;
         let at = tablekit_core::typed::expires_at(entity)?;
-        Some(super::super::expiry::entry_target(source, at))
+        Some(crate::index::decl::expiry::entry_target(source, at))
     }
 
     /// The declarations whose upkeep is follow-up work outside a write's own entity group
@@ -377,6 +431,11 @@ impl Layout {
         if let Some(queue) = &self.changes {
             work.push(format!("change events: queue `{queue}`"));
         }
+        for declared in &self.declared {
+            if let Ok(lays_out) = registry::lays_out(&declared.attribute) {
+                work.extend(lays_out.follow_up(declared, &self.table));
+            }
+        }
         work
     }
 
@@ -393,6 +452,11 @@ impl Layout {
             )
             .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
             .chain(self.expiry.map(|_| expiry_table(&self.table)))
+            .chain(self.declared.iter().flat_map(|d| {
+                registry::lays_out(&d.attribute)
+                    .map(|l| l.tables(d, &self.table))
+                    .unwrap_or_default()
+            }))
             .filter(|t| *t != self.table)
             .collect()
     }

@@ -24,14 +24,14 @@ use tablekit_core::{Entity, Value};
 
 use crate::error::{Error, Result};
 
-pub use super::copies::record::CopyTarget;
-pub use super::links::record::DenormalizedTarget;
-pub use super::members::record::{MemberStorage, MemberTarget};
-pub use super::unique::record::UniqueTarget;
+pub use crate::index::decl::denormalized::record::DenormalizedTarget;
+pub use crate::index::decl::index::record::CopyTarget;
+pub use crate::index::decl::index_entity::record::{MemberStorage, MemberTarget};
+pub use crate::index::decl::unique::record::UniqueTarget;
 pub use copy::{as_primary, copy_of, copy_source, same_content};
 pub use layout::{
-    DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout, RESERVATION_TABLE_SUFFIX,
-    UniqueLayout,
+    DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
+    RESERVATION_TABLE_SUFFIX, UniqueLayout,
 };
 pub use target::Target;
 pub(crate) use target::TargetType;
@@ -58,6 +58,7 @@ pub use crate::address::EntityRef;
 pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
     attribute: "tombstone",
     targets: &[],
+    lays_out: None,
     operations: &[super::registry::operation::<Bury>()],
 };
 

@@ -23,13 +23,16 @@ use tablekit_core::TableStore;
 
 use crate::error::{Error, Result};
 
+use super::decl::{blob, changes, count, denormalized, expiry, index, index_entity, unique, wide};
 use super::operation::{IndexOperation, OperationType};
-use super::record::{Target, TargetType};
+use super::record;
+use super::record::{DeclaredLayout, EntityRef, Target, TargetType};
 use super::upkeep::{Applies, Kept, Upkeep};
 use super::write::declaration::{ReadSteps, WriteSteps};
-use super::{blobs, changes, copies, expiry, links, members, record, unique, wide};
 use open::Codec;
 pub(crate) use schema::SchemaRecord;
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::KeyTemplate;
 
 /// What a declaration stores: the decoders of its targets and its operations.
 pub(crate) struct StoredTypes {
@@ -39,15 +42,59 @@ pub(crate) struct StoredTypes {
     pub targets: &'static [Codec<Target>],
     /// Its operations of follow-up work.
     pub operations: &'static [Codec<IndexOperation>],
+    /// How a declaration described by its attribute alone (`DeclaredLayout`) lays out;
+    /// `None` for the declarations the layout names field by field.
+    pub lays_out: Option<&'static dyn LaysOut>,
+}
+
+/// How a declaration described by its attribute alone lays out from the type's layout:
+/// the targets a primary has under it, the tables it keeps, and its follow-up work.
+pub(crate) trait LaysOut: Sync {
+    /// The targets of the primary at `source` under `declared`; `render` renders a key
+    /// template from the primary's fields.
+    ///
+    /// # Errors
+    /// The rendering's errors; a setting the declaration cannot read.
+    fn targets(
+        &self,
+        declared: &DeclaredLayout,
+        source: &EntityRef,
+        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>>;
+
+    /// The tables it keeps its entities in, for primaries in `table`.
+    fn tables(&self, declared: &DeclaredLayout, table: &str) -> Vec<String>;
+
+    /// Its follow-up work outside a write's transaction, described as
+    /// [`Layout::follow_up`](super::Layout::follow_up) lists it.
+    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String>;
+}
+
+/// How the declaration `attribute` lays out.
+///
+/// # Errors
+/// [`Error::Malformed`] when no registered declaration has that attribute.
+pub(crate) fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
+    STORED
+        .iter()
+        .find(|s| s.attribute == attribute)
+        .and_then(|s| s.lays_out)
+        .ok_or_else(|| {
+            Error::malformed(
+                format!("declaration `#[{attribute}]`"),
+                "no registered declaration has that attribute",
+            )
+        })
 }
 
 /// Every declaration's stored types, and the planner's own (a tombstone's burial).
-pub(crate) static STORED: [&StoredTypes; 5] = [
-    &copies::STORED,
-    &links::STORED,
-    &members::STORED,
+pub(crate) static STORED: [&StoredTypes; 6] = [
+    &index::STORED,
+    &denormalized::STORED,
+    &index_entity::STORED,
     &unique::STORED,
     &record::STORED,
+    &count::STORED,
 ];
 
 /// A stored target, decoded as its declaration's type.
@@ -119,14 +166,15 @@ pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
 /// change event and the blob deletions, then a wide primary cut into chunks (every
 /// other step sees it whole). The read path takes them in the reverse order: a wide
 /// primary put back together before the blobs restore what any chunk offloaded.
-pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn Declaration<S>; 8] {
+pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn Declaration<S>; 9] {
     [
         &expiry::write::Expiry,
-        &blobs::Blobs,
+        &blob::Blobs,
         &unique::write::Unique,
-        &copies::write::Copies,
-        &members::write::Lists,
-        &links::write::Denormalized,
+        &index::write::Copies,
+        &index_entity::write::Lists,
+        &denormalized::write::Denormalized,
+        &count::write::Counts,
         &changes::Changes,
         &wide::write::Wide,
     ]

@@ -9,8 +9,8 @@ use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
 use super::record::{
-    DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout, MemberStorage,
-    UniqueLayout,
+    DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
+    MemberStorage, UniqueLayout,
 };
 use crate::error::{Error, Result};
 
@@ -103,6 +103,27 @@ pub struct SchemaRecord {
     /// The queue the type's change events go to, if it publishes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<String>,
+    /// The declarations described by their attribute alone (`#[count]`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub declared: Vec<DeclaredDecl>,
+}
+
+/// A declaration described by its attribute alone, as registered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeclaredDecl {
+    /// The attribute (`count`).
+    pub attribute: String,
+    /// The name.
+    pub name: String,
+    /// The key template, if it has one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+    /// The table it keeps its entities in, when declared.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// Its other settings, as written.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub settings: Vec<(String, String)>,
 }
 
 impl SchemaRecord {
@@ -164,6 +185,17 @@ impl SchemaRecord {
                 .collect(),
             expiry: layout.expiry,
             changes: layout.changes.clone(),
+            declared: layout
+                .declared
+                .iter()
+                .map(|d| DeclaredDecl {
+                    attribute: d.attribute.clone(),
+                    name: d.name.clone(),
+                    key: d.key.as_ref().map(|k| k.source().to_owned()),
+                    table: d.table.clone(),
+                    settings: d.settings.clone(),
+                })
+                .collect(),
         }
     }
 
@@ -235,6 +267,19 @@ impl SchemaRecord {
             changes: self.changes.clone(),
             // The untyped paths only delete: a wide primary's chunk 0 names its chunks.
             wide: None,
+            declared: self
+                .declared
+                .iter()
+                .map(|d| {
+                    Ok(DeclaredLayout {
+                        attribute: d.attribute.clone(),
+                        name: d.name.clone(),
+                        key: d.key.as_deref().map(parse).transpose()?,
+                        table: d.table.clone(),
+                        settings: d.settings.clone(),
+                    })
+                })
+                .collect::<Result<_>>()?,
         })
     }
 

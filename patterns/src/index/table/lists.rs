@@ -6,11 +6,13 @@ use futures::{StreamExt, TryStreamExt};
 use tablekit_core::TableStore;
 use tablekit_core::typed::{EntityType, Stored};
 
-use super::super::members::{read_blob_members, read_partition_pages, read_table_members};
 use super::super::record::{EntityRef, MemberLayout, MemberStorage};
 use super::IndexedTable;
 use crate::cursor::{Cursor, CursorPage, Position};
 use crate::error::{Error, Result};
+use crate::index::decl::index_entity::{
+    read_blob_members, read_partition_pages, read_table_members,
+};
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// The layout of the id list `name`.

@@ -134,7 +134,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
                 blobs: None,
                 blob_fields: schema.blob_fields().map(|f| f.property).collect(),
                 clock: tablekit_core::clock::system(),
-                unique_lease: super::unique::DEFAULT_LEASE,
+                unique_lease: crate::index::decl::unique::DEFAULT_LEASE,
                 track_dependents: Arc::new(AtomicBool::new(false)),
                 dependents_checked: Arc::default(),
                 indexed: true,
@@ -152,10 +152,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
 
     /// The same table under another name (copies in the primaries' table follow it).
     fn renamed(mut self, name: &str) -> Self {
-        self.table = self.table.with_name(name);
         self.writer.table = name.to_owned();
         self.writer.layout = Arc::new(Layout::of(E::schema()).on_table(name));
+        self.retable();
         self
+    }
+
+    /// The typed table rebuilt from the writer's table name and clock, which it follows.
+    fn retable(&mut self) {
+        self.table = Table::options()
+            .name(self.writer.table.clone())
+            .clock(self.writer.clock.clone())
+            .build(self.table.store().clone());
     }
 
     /// The engine writes commit through.
@@ -617,7 +625,7 @@ const HIDING_PROPERTIES: [&str; 4] = [
     "PartitionKey",
     "RowKey",
     tablekit_core::typed::EXPIRES_PROPERTY,
-    super::wide::CHUNK_OF_PROPERTY,
+    crate::index::decl::wide::CHUNK_OF_PROPERTY,
 ];
 
 impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed::PrimaryTable

@@ -4,8 +4,7 @@
 //! follow-up work outside a write's own transaction must say where that work is done
 //! (a [`sink`](IndexedTableOptions::sink), [`inline_apply`](IndexedTableOptions::inline_apply)
 //! or [`follow_up_elsewhere`](IndexedTableOptions::follow_up_elsewhere)); both refuse it
-//! otherwise. The setters of earlier releases on [`IndexedTable`] stay, deprecated, for one
-//! release.
+//! otherwise.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -335,13 +334,12 @@ fn no_choice<E: EntityType>(declarations: Vec<String>) -> crate::Error {
     }
 }
 
-/// The settings that change more than one field, shared by
-/// [`IndexedTableOptions::build`] and the setters of earlier releases.
+/// The settings that change more than one field, used by [`IndexedTableOptions::build`].
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// Expiry decided by `clock`, in the typed table's reads and in the writer.
     fn clocked(mut self, clock: SharedClock) -> Self {
-        self.table = self.table.with_clock(clock.clone());
         self.writer.clock = clock;
+        self.retable();
         self
     }
 

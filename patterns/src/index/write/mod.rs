@@ -40,15 +40,14 @@
 //! read as the entity type.
 //!
 //! # The declarations
-//! Each lives in its own module under `index/` — its stored target and operation types
-//! in its `record` module, its write steps, its worker steps (`apply`) and its audit —
-//! and registers in `list` with one line per role it takes (and one per variant its
-//! types add to [`Target`](super::Target) and
-//! [`IndexOperation`](super::IndexOperation)):
-//! `copies` (secondary indexes, and the expiry index's entries), `members` (id lists),
-//! `links` (denormalised fields and the entities that copy from this one), `unique`
-//! (unique values), `expiry` (time to live), `blobs` (blob fields and large values) and
-//! `changes` (change events).
+//! Each lives in its own folder under `index/decl/`, named after its attribute — its
+//! stored target and operation types in its `record` module, its write steps, its worker
+//! steps (`apply`) and its audit — and the planner reaches it only through the registry
+//! (`super::registry`), which lists it once for its stored types and once for its roles:
+//! `index` (secondary indexes, and the expiry index's entries), `index_entity` (id
+//! lists), `denormalized` (denormalised fields and the entities that copy from this
+//! one), `unique` (unique values), `expiry` (time to live), `blob` (blob fields and
+//! large values), `changes` (change events) and `wide` (chunks).
 
 pub(crate) mod batch;
 pub(crate) mod declaration;

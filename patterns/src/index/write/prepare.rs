@@ -34,7 +34,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             blobs: None,
             blob_fields: Vec::new(),
             clock: tablekit_core::clock::system(),
-            unique_lease: super::super::unique::DEFAULT_LEASE,
+            unique_lease: crate::index::decl::unique::DEFAULT_LEASE,
             track_dependents: Arc::new(AtomicBool::new(false)),
             dependents_checked: Arc::default(),
             indexed: true,

@@ -1,0 +1,46 @@
+//! The declaration of change events (`#[entity(changes = "…")]`) on the write path: a
+//! type that publishes its changes records each write's event (insert, update or delete,
+//! at the write's version) as follow-up work in the write's transaction, so the event is
+//! sent after the commit, once at least (`crate::changes`).
+
+use tablekit_core::TableStore;
+
+use crate::changes::ChangeEvent;
+use crate::index::write::declaration::{Attempt, Step, WriteSteps, nothing};
+
+/// Change events.
+pub(crate) struct Changes;
+
+impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
+    fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
+        let layout = &attempt.writer.layout;
+        let Some(queue) = layout.changes.as_deref() else {
+            return nothing();
+        };
+        let Some(event) = ChangeEvent::of_write(
+            queue,
+            &layout.kind,
+            &attempt.source.table,
+            attempt.version,
+            attempt.entity.as_ref(),
+            attempt.old.filter(|_| !attempt.old_absent),
+        ) else {
+            return nothing();
+        };
+        Box::pin(async move {
+            attempt.work_operations += 1;
+            attempt.work.push(event.envelope()?);
+            Ok(())
+        })
+    }
+}
+
+impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S> for Changes {
+    fn attribute(&self) -> &'static str {
+        "changes"
+    }
+
+    fn write(&self) -> Option<&dyn WriteSteps<S>> {
+        Some(self)
+    }
+}

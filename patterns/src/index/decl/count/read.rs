@@ -1,0 +1,180 @@
+//! Reading a count: `orders.count(Order::BY_STATUS).key("placed").get()` sums the
+//! counters of the value's shards (one point read each, all at once) and says whether
+//! the count is settled.
+
+use std::marker::PhantomData;
+
+use futures::TryStreamExt;
+use tablekit_core::typed::handle::{End, Row};
+use tablekit_core::typed::{Declared, EntityType, KeyArg, KeyPart};
+use tablekit_core::{ErrorKind, Query, TableStore, filter};
+
+use super::apply::count_of;
+use super::record::SyncCount;
+use super::{ATTRIBUTE, COUNTER_ROW_KEY, count_table, shard_partition, shards};
+use crate::consistency::outbox::{partition_query, read_entry};
+use crate::consistency::pending::PENDING_TABLE;
+use crate::error::{Error, Result};
+use crate::index::IndexedTable;
+use crate::index::operation::IndexOperations;
+use crate::index::record::{DeclaredLayout, EntityRef};
+use crate::index::stored::get_or_none;
+
+/// A count read: the number of entities with the value, and whether it is settled.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Count {
+    /// The number of entities the count holds for the value.
+    pub value: i64,
+    /// Whether no write's work for the value waits in an outbox: every write that
+    /// committed has been handed on. An entry handed over is removed just after, off the
+    /// write's path, so `false` can outlast the work by a moment; work already handed to
+    /// the worker's queue and not yet applied is not seen here (the queue's depth, in
+    /// `tablekit-worker status`, says whether any is left). With an inline sink, settled
+    /// means applied.
+    pub settled: bool,
+}
+
+/// A count read being built: the values of its key fields, in order.
+pub struct Counting<'a, E, S, K> {
+    table: &'a IndexedTable<E, S>,
+    count: &'static str,
+    given: Vec<Box<dyn KeyPart + Send + 'a>>,
+    state: PhantomData<fn() -> K>,
+}
+
+impl<E, S, K> std::fmt::Debug for Counting<'_, E, S, K> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Counting")
+            .field("count", &self.count)
+            .field("given", &self.given.len())
+            .finish()
+    }
+}
+
+impl<E, S> IndexedTable<E, S> {
+    /// A read of the count `count` (`#[count]`): give its key fields with
+    /// [`key`](Counting::key), then [`get`](Counting::get).
+    pub fn count<K>(&self, count: Declared<E, K>) -> Counting<'_, E, S, K> {
+        Counting {
+            table: self,
+            count: count.name(),
+            given: Vec::new(),
+            state: PhantomData,
+        }
+    }
+}
+
+impl<'a, E, S, T: KeyPart + Send + 'a, Rest> Counting<'a, E, S, Row<T, Rest>> {
+    /// The value of the next field of the count's key template.
+    pub fn key(mut self, value: impl KeyArg<T>) -> Counting<'a, E, S, Rest> {
+        self.given.push(Box::new(value.into_key()));
+        Counting {
+            table: self.table,
+            count: self.count,
+            given: self.given,
+            state: PhantomData,
+        }
+    }
+}
+
+impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
+    /// The count of the value given, summed over its shards, and whether it is settled.
+    ///
+    /// # Errors
+    /// [`Error::Undeclared`] for a count the type does not declare; the key's errors;
+    /// the store's errors.
+    pub async fn get(self) -> Result<Count> {
+        let layout = self.table.layout();
+        let declared = layout
+            .declared
+            .iter()
+            .find(|d| d.attribute == ATTRIBUTE && d.name == self.count)
+            .ok_or_else(|| Error::Undeclared {
+                type_name: E::schema().type_name,
+                what: "count",
+                name: self.count.to_owned(),
+            })?;
+        let key = declared.key.as_ref().ok_or_else(|| {
+            Error::malformed(format!("count `{}`", self.count), "no key template")
+        })?;
+        let parts: Vec<&dyn KeyPart> = self.given.iter().map(|p| p.as_ref() as _).collect();
+        let value = key
+            .render_args(&parts)
+            .map_err(tablekit_core::Error::from)?;
+        tablekit_core::limits::check_key(tablekit_core::limits::KeyKind::PartitionKey, &value)
+            .map_err(tablekit_core::Error::from)?;
+        let store = self.table.store();
+        let table = count_table(declared, &layout.table);
+        let partitions: Vec<String> = (0..shards(declared)?)
+            .map(|shard| shard_partition(&declared.name, &value, shard))
+            .collect();
+        let reads = partitions.iter().map(|partition| {
+            let at = EntityRef::new(&table, partition, COUNTER_ROW_KEY);
+            async move { get_or_none(store, &at).await }
+        });
+        let counters = futures::future::try_join_all(reads).await?;
+        let value = counters.iter().flatten().map(count_of).sum();
+        let settled = !pending(store, &layout.table, declared, &table, &partitions).await?;
+        Ok(Count { value, settled })
+    }
+}
+
+/// Whether an outbox of the primaries' table holds count work for one of `partitions`:
+/// the pending markers name the partitions with outbox entries (what is pending, never
+/// the table), and each of those partitions' outbox is read with one range query.
+async fn pending<S: TableStore>(
+    store: &S,
+    primaries: &str,
+    declared: &DeclaredLayout,
+    table: &str,
+    partitions: &[String],
+) -> Result<bool> {
+    let markers = Query::with_filter(filter::partition_key().eq(primaries));
+    let markers: Vec<String> = match store
+        .query_stream(PENDING_TABLE, markers)
+        .map_ok(|m| m.row_key)
+        .try_collect()
+        .await
+    {
+        Ok(markers) => markers,
+        Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
+        Err(e) => return Err(e),
+    };
+    for partition in markers {
+        let entries: Vec<_> = match store
+            .query_stream(primaries, partition_query(&partition))
+            .try_collect()
+            .await
+        {
+            Ok(entries) => entries,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => continue,
+            Err(e) => return Err(e),
+        };
+        for entry in entries {
+            let Ok(envelope) = read_entry(&entry) else {
+                continue;
+            };
+            let Ok(work) = serde_json::from_value::<IndexOperations>(envelope.payload) else {
+                continue;
+            };
+            let ours = work.operations.iter().any(|op| {
+                op.get::<SyncCount>().is_some_and(|sync| {
+                    sync.count == declared.name
+                        && sync.at.table == table
+                        && partitions.contains(&sync.at.partition_key)
+                })
+            });
+            if ours {
+                return Ok(true);
+            }
+        }
+    }
+    Ok(false)
+}
+
+impl From<Count> for i64 {
+    fn from(count: Count) -> Self {
+        count.value
+    }
+}

@@ -1,0 +1,450 @@
+//! `#[count]`: counts kept without a scan — exact once the work is applied, whatever the
+//! order, however often each operation is delivered; spread over shards and summed on
+//! read; checked and repaired by the audit; backfilled for entities stored before the
+//! declaration; on the in-memory store and on a SQLite file.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+use std::sync::{Arc, Mutex};
+
+use futures::future::BoxFuture;
+use tablekit_core::typed::EntityType;
+use tablekit_core::{Entity, MemoryStore, SqliteStore, TableStore, Value};
+use tablekit_derive::Entity;
+use tablekit_patterns::consistency::Envelope;
+use tablekit_patterns::index::decl::count::{COUNT_PROPERTY, COUNTER_ROW_KEY, SyncCount};
+use tablekit_patterns::index::{
+    AuditOptions, Drift, IndexApplier, IndexOperations, IndexedTable, OutboxSink,
+};
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Orders",
+    kind = "Order",
+    partition_key = "{customer}",
+    row_key = "{id:06}",
+    crate = "tablekit_core"
+)]
+#[count(name = "by_status", key = "{status}", shards = 4)]
+struct Order {
+    customer: String,
+    id: u32,
+    status: String,
+}
+
+/// The same entities as [`Order`], declared before the count was.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Orders",
+    kind = "Order",
+    partition_key = "{customer}",
+    row_key = "{id:06}",
+    crate = "tablekit_core"
+)]
+struct OrderBeforeCount {
+    customer: String,
+    id: u32,
+    status: String,
+}
+
+fn order(id: u32, status: &str) -> Order {
+    Order {
+        customer: format!("c{}", id % 3),
+        id,
+        status: status.to_owned(),
+    }
+}
+
+/// A sink that keeps what it is given, like a queue nobody consumes yet.
+#[derive(Default)]
+struct Queue(Mutex<Vec<Envelope>>);
+
+impl OutboxSink for Queue {
+    fn publish<'a>(
+        &'a self,
+        envelope: &'a Envelope,
+    ) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+        self.0.lock().unwrap().push(envelope.clone());
+        Box::pin(async { Ok(()) })
+    }
+}
+
+impl Queue {
+    fn take(&self) -> Vec<IndexOperations> {
+        std::mem::take(&mut *self.0.lock().unwrap())
+            .into_iter()
+            .filter(|e| e.kind == "index")
+            .map(|e| serde_json::from_value(e.payload).unwrap())
+            .collect()
+    }
+}
+
+/// The count of `status`, by scanning every order.
+async fn scanned<S: TableStore + Clone + 'static>(
+    orders: &IndexedTable<Order, S>,
+    status: &str,
+) -> i64 {
+    let all = orders
+        .table()
+        .query(tablekit_core::Query::new())
+        .await
+        .unwrap();
+    i64::try_from(all.iter().filter(|o| o.value.status == status).count()).unwrap()
+}
+
+async fn count<S: TableStore + Clone + 'static>(
+    orders: &IndexedTable<Order, S>,
+    status: &str,
+) -> tablekit_patterns::index::decl::count::Count {
+    orders
+        .count(Order::BY_STATUS)
+        .key(status)
+        .get()
+        .await
+        .unwrap()
+}
+
+async fn counts_follow_inserts_updates_and_deletes<S: TableStore + Clone + 'static>(store: S) {
+    let orders = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(store)
+        .await
+        .unwrap();
+    for id in 0..30 {
+        let status = if id % 3 == 0 { "shipped" } else { "placed" };
+        orders.insert(&order(id, status)).await.unwrap();
+    }
+    assert_eq!(count(&orders, "placed").await.value, 20);
+    assert_eq!(count(&orders, "shipped").await.value, 10);
+    for id in [1, 2, 4] {
+        orders.upsert(&order(id, "shipped")).await.unwrap();
+    }
+    for id in [0, 3] {
+        orders
+            .delete(
+                &order(id, "shipped").customer,
+                &format!("{:06}", id),
+                tablekit_core::IfMatch::Any,
+            )
+            .await
+            .unwrap();
+    }
+    // An update that keeps the value changes nothing.
+    orders.upsert(&order(5, "placed")).await.unwrap();
+    for status in ["placed", "shipped", "returned"] {
+        // Applied inline; an outbox entry handed over is removed off the write's path,
+        // and the count says settled once none is left.
+        let mut read = count(&orders, status).await;
+        for _ in 0..200 {
+            if read.settled {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+            read = count(&orders, status).await;
+        }
+        assert_eq!(read.value, scanned(&orders, status).await, "{status}");
+        assert!(read.settled, "{status}: applied inline");
+    }
+    assert_eq!(count(&orders, "shipped").await.value, 11);
+    assert!(
+        orders
+            .audit(&AuditOptions::default())
+            .await
+            .unwrap()
+            .is_clean()
+    );
+}
+
+#[tokio::test]
+async fn counts_follow_inserts_updates_and_deletes_in_memory() {
+    counts_follow_inserts_updates_and_deletes(MemoryStore::new()).await;
+}
+
+#[tokio::test]
+async fn counts_follow_inserts_updates_and_deletes_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = SqliteStore::open(dir.path().join("counts.db"))
+        .await
+        .unwrap();
+    counts_follow_inserts_updates_and_deletes(store).await;
+}
+
+#[tokio::test]
+async fn every_operation_applied_twice_and_in_reverse_order_counts_once() {
+    let store = MemoryStore::new();
+    let queue = Arc::new(Queue::default());
+    let orders = IndexedTable::<Order, _>::options()
+        .sink(queue.clone())
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..12 {
+        orders.insert(&order(id, "placed")).await.unwrap();
+    }
+    for id in 0..6 {
+        orders.upsert(&order(id, "shipped")).await.unwrap();
+    }
+    orders.upsert(&order(0, "placed")).await.unwrap();
+    orders
+        .delete(
+            &order(11, "placed").customer,
+            &format!("{:06}", 11),
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+    let work = queue.take();
+    let syncs = work
+        .iter()
+        .flat_map(|w| &w.operations)
+        .filter(|op| op.get::<SyncCount>().is_some())
+        .count();
+    assert_eq!(
+        syncs,
+        12 + 6 * 2 + 2 + 1,
+        "one operation per membership a write changed"
+    );
+    // Nothing applied yet: the counts are empty.
+    assert_eq!(count(&orders, "placed").await.value, 0);
+    let applier = IndexApplier::new(store.clone());
+    // Newest first, each twice: a redelivered or late operation does what the primary
+    // says, never counts again.
+    for message in work.iter().rev() {
+        applier.apply_all(message).await.unwrap();
+        applier.apply_all(message).await.unwrap();
+    }
+    for message in &work {
+        applier.apply_all(message).await.unwrap();
+    }
+    assert_eq!(count(&orders, "placed").await.value, 6);
+    assert_eq!(count(&orders, "shipped").await.value, 5);
+    assert_eq!(
+        count(&orders, "placed").await.value,
+        scanned(&orders, "placed").await
+    );
+    assert!(
+        orders
+            .audit(&AuditOptions::default())
+            .await
+            .unwrap()
+            .is_clean()
+    );
+}
+
+#[tokio::test]
+async fn a_hot_value_is_spread_over_its_shards_and_summed() {
+    let store = MemoryStore::new();
+    let orders = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..200 {
+        orders.insert(&order(id, "placed")).await.unwrap();
+    }
+    assert_eq!(count(&orders, "placed").await.value, 200);
+    let mut per_shard = Vec::new();
+    for shard in 0..4 {
+        let counter = store
+            .get(
+                "OrdersCounts",
+                &format!("by_status|placed|{shard:02}"),
+                COUNTER_ROW_KEY,
+                None,
+            )
+            .await
+            .unwrap()
+            .unwrap();
+        match counter.properties.get(COUNT_PROPERTY) {
+            Some(Value::Int64(n)) => per_shard.push(*n),
+            other => panic!("counter of shard {shard}: {other:?}"),
+        }
+    }
+    assert_eq!(per_shard.iter().sum::<i64>(), 200);
+    assert!(
+        per_shard.iter().all(|n| *n > 20),
+        "every shard takes a share: {per_shard:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_count_is_not_settled_while_work_waits_in_an_outbox() {
+    /// A sink whose publishes fail: the work stays in the writers' outboxes.
+    struct Down;
+    impl OutboxSink for Down {
+        fn publish<'a>(&'a self, _: &'a Envelope) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
+            Box::pin(async { Err(tablekit_patterns::Error::Unsupported("down".into())) })
+        }
+    }
+    let store = MemoryStore::new();
+    let orders = IndexedTable::<Order, _>::options()
+        .sink(Arc::new(Down))
+        .open(store.clone())
+        .await
+        .unwrap();
+    orders.insert(&order(1, "placed")).await.unwrap();
+    let read = count(&orders, "placed").await;
+    assert_eq!((read.value, read.settled), (0, false));
+    assert!(
+        count(&orders, "shipped").await.settled,
+        "no work for another value"
+    );
+    // The relay hands the work on; applied, the count is settled.
+    let applied = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(store.clone())
+        .await
+        .unwrap();
+    let registry = tablekit_patterns::index::handlers(store.clone(), None);
+    let relay = tablekit_patterns::index::Relay::options()
+        .grace(std::time::Duration::ZERO)
+        .late(std::time::Duration::ZERO)
+        .build(
+            store.clone(),
+            Arc::new(tablekit_patterns::index::InlineSink::new(registry)),
+        );
+    relay.run_once().await.unwrap();
+    let read = count(&applied, "placed").await;
+    assert_eq!((read.value, read.settled), (1, true));
+}
+
+#[tokio::test]
+async fn the_audit_recounts_and_repairs() {
+    let store = MemoryStore::new();
+    let orders = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..20 {
+        orders.insert(&order(id, "placed")).await.unwrap();
+    }
+    // Drift of every kind: a counter set wrong, a member row taken away (its counter
+    // left), a member row no primary claims (its counter raised with it).
+    let shard = "by_status|placed|00";
+    let mut counter = store
+        .get("OrdersCounts", shard, COUNTER_ROW_KEY, None)
+        .await
+        .unwrap()
+        .unwrap();
+    let right = match counter.properties.get(COUNT_PROPERTY) {
+        Some(Value::Int64(n)) => *n,
+        other => panic!("{other:?}"),
+    };
+    counter
+        .properties
+        .insert(COUNT_PROPERTY.to_owned(), Value::Int64(right + 7));
+    store
+        .insert_or_replace("OrdersCounts", counter)
+        .await
+        .unwrap();
+    let members = store
+        .query_all(
+            "OrdersCounts",
+            tablekit_core::Query::with_filter(
+                tablekit_core::filter::partition_key().eq("by_status|placed|01"),
+            ),
+        )
+        .await
+        .unwrap();
+    let member = members
+        .iter()
+        .find(|m| m.row_key != COUNTER_ROW_KEY)
+        .unwrap();
+    store
+        .delete(
+            "OrdersCounts",
+            &member.partition_key,
+            &member.row_key,
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+    let mut orphan = Entity::new("by_status|placed|02", "Orders,nobody,000999");
+    orphan.properties = member.properties.clone();
+    orphan.properties.insert(
+        "TablekitMemberOf".to_owned(),
+        Value::String(r#"{"table":"Orders","partition_key":"nobody","row_key":"000999"}"#.into()),
+    );
+    store.insert("OrdersCounts", orphan).await.unwrap();
+
+    let found = orders.audit(&AuditOptions::default()).await.unwrap();
+    let drifts: Vec<Drift> = found.findings.iter().map(|f| f.drift).collect();
+    assert!(drifts.contains(&Drift::Stale), "{drifts:?}");
+    assert!(drifts.contains(&Drift::Missing), "{drifts:?}");
+    assert!(drifts.contains(&Drift::Orphaned), "{drifts:?}");
+    assert!(found.findings.iter().all(|f| f.index == "by_status"));
+    let repair = AuditOptions {
+        repair: true,
+        ..AuditOptions::default()
+    };
+    orders.audit(&repair).await.unwrap();
+    // The repair of a member row moves its counter with it: audit once more for a
+    // counter a repair left off by one.
+    orders.audit(&repair).await.unwrap();
+    assert!(
+        orders
+            .audit(&AuditOptions::default())
+            .await
+            .unwrap()
+            .is_clean()
+    );
+    assert_eq!(count(&orders, "placed").await.value, 20);
+}
+
+#[tokio::test]
+async fn a_count_declared_later_is_backfilled() {
+    let store = MemoryStore::new();
+    let before = IndexedTable::<OrderBeforeCount, _>::options()
+        .inline_apply()
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..15 {
+        let status = if id < 9 { "placed" } else { "shipped" };
+        before
+            .insert(&OrderBeforeCount {
+                customer: format!("c{}", id % 3),
+                id,
+                status: status.into(),
+            })
+            .await
+            .unwrap();
+    }
+    let orders = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(store.clone())
+        .await
+        .unwrap();
+    assert_eq!(count(&orders, "placed").await.value, 0);
+    let report = orders
+        .backfill("by_status", &AuditOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(report.repaired, 15, "{report:?}");
+    assert_eq!(count(&orders, "placed").await.value, 9);
+    assert_eq!(count(&orders, "shipped").await.value, 6);
+    // Twice changes nothing.
+    orders
+        .backfill("by_status", &AuditOptions::default())
+        .await
+        .unwrap();
+    assert_eq!(count(&orders, "placed").await.value, 9);
+    assert!(
+        orders
+            .audit(&AuditOptions::default())
+            .await
+            .unwrap()
+            .is_clean()
+    );
+}
+
+#[test]
+fn the_schema_describes_the_count() {
+    let schema = Order::schema();
+    let count = schema.declared("count", "by_status").unwrap();
+    assert_eq!(count.key.as_ref().map(|k| k.source()), Some("{status}"));
+    assert_eq!(count.setting("shards"), Some("4"));
+    assert_eq!(Order::BY_STATUS.name(), "by_status");
+    assert_eq!(Order::BY_STATUS.attribute(), "count");
+}
