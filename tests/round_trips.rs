@@ -547,8 +547,8 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
 
         // The archive worker's move of an entity with an index in another table, by the
         // worker process's archiver (after a first move: it holds the partition's
-        // pending marker and the registry's layouts, as in steady state): the source and
-        // the archive's slot read at once, the copy written, the source deleted (its
+        // pending marker and the registry's layouts, as in steady state): the source
+        // read, the copy inserted (the slot is read only when it is taken), the source deleted (its
         // tombstone and outbox entry in one transaction), its index work applied in
         // process (the copy read, then deleted); the outbox entry's removal follows off
         // the delivery's path.
@@ -608,8 +608,8 @@ fn each_worker_operation_stays_at_its_round_trip_ceiling() {
         // have put it on (3); a link's update reads the source and the dependent at once,
         // merges the dependent, reads the source again beside the dependent (for its
         // copies) (3; 1 when the field is current); a source's write reads its links
-        // again after its commit, beside its dependents' updates (1); a move reads source and slot at once,
-        // writes the copy, deletes the source (its tombstone and outbox entry in one
+        // again after its commit, beside its dependents' updates (1); a move reads the source,
+        // inserts the copy, deletes the source (its tombstone and outbox entry in one
         // transaction), applies the delete's index work (2) (5; the entry's removal
         // follows off the delivery's path).
         let ceilings = [3, 3, 1, 1, 3, 3, 3, 5];

@@ -80,30 +80,37 @@ enum Copied {
 
 /// Writes the archived copy unless the target holds a copy of a newer source version.
 ///
-/// `read` is the target's slot as read with the source, if it was: the first attempt
-/// starts from it.
+/// The first attempt takes the target's slot as empty (the slot is empty on every move
+/// but a repeated one): an insert, which a taken slot refuses. The slot is then read,
+/// with no backoff, and the copy written under its ETag.
 async fn write_copy<S: TableStore>(
     store: &S,
     table: &str,
     copy: Entity,
     source_timestamp: Option<chrono::DateTime<chrono::Utc>>,
-    mut read: Option<Option<Entity>>,
     upload: Option<(&str, &tablekit_core::ETag)>,
     blobs: Option<&BlobStore>,
 ) -> Result<Copied, OperationError> {
     let mut retry = RetryPolicy::default().attempts(MAX_RACES).start();
+    let mut read_slot = false;
+    // Off after the unread insert's refusal: no race was lost, the slot is only taken.
+    let mut backoff = true;
     loop {
-        retry
-            .next(|| {
-                format!(
-                    "the archived copy {table}({}, {})",
-                    copy.partition_key, copy.row_key
-                )
-            })
-            .await?;
-        let existing = match read.take() {
-            Some(existing) => existing,
-            None => match store
+        if std::mem::replace(&mut backoff, true) {
+            retry
+                .next(|| {
+                    format!(
+                        "the archived copy {table}({}, {})",
+                        copy.partition_key, copy.row_key
+                    )
+                })
+                .await?;
+        }
+        let unread = !std::mem::replace(&mut read_slot, true);
+        let existing = if unread {
+            None
+        } else {
+            match store
                 .get(table, &copy.partition_key, &copy.row_key, None)
                 .await
             {
@@ -113,7 +120,7 @@ async fn write_copy<S: TableStore>(
                     None
                 }
                 Err(e) => return Err(e.into()),
-            },
+            }
         };
         // The blobs of the copy this one replaces that it does not reference (another
         // round's, each round's names its own): recorded in the same transaction, to be
@@ -191,6 +198,8 @@ async fn write_copy<S: TableStore>(
         let written = written.map(|_| ());
         match written {
             Ok(()) => return Ok(Copied::Written),
+            // The copy's insert is the unread attempt's only insert.
+            Err(e) if unread && e.kind() == ErrorKind::AlreadyExists => backoff = false,
             Err(e) if e.kind() == ErrorKind::TableNotFound => {
                 store.create_table_if_not_exists(table).await?;
             }
@@ -372,11 +381,11 @@ async fn run<S: TableStore + Clone + 'static>(
                 )
             })
             .await?;
-        // The source and the target's slot, read at once: the copy's write is
-        // conditional on the slot's ETag and the source's delete on the source's, so the
-        // order of the two reads does not matter.
+        // The source. The target's slot is not read with it: the copy's first write
+        // inserts, which a taken slot refuses (see `write_copy`), and the source's delete
+        // is conditional on the source's ETag.
         // The records of uploads left by a delivery that died (or stalled) read beside
-        // them, and settled — by a worker with a blob store: one without uploads nothing
+        // it, and settled — by a worker with a blob store: one without uploads nothing
         // and could settle nothing, so it spares the read.
         let records = async {
             match blobs {
@@ -384,28 +393,22 @@ async fn run<S: TableStore + Clone + 'static>(
                 None => Ok(Vec::new()),
             }
         };
-        let (current, slot, records) = tokio::join!(
+        let (current, records) = tokio::join!(
             store.get_if_table_exists(source_table, partition_key, row_key),
-            store.get_if_table_exists(target_table, partition_key, row_key),
             records
         );
-        let (current, slot, records) = (current?, slot?, records?);
+        let (current, records) = (current?, records?);
         if !records.is_empty() {
             uploads::settle(store, blobs, target_table, records).await?;
         }
         // A delete's tombstone is no entity to archive.
         let current = current.filter(|e| !tablekit_patterns::index::record::is_tombstone(e));
         let Some(current) = current else {
-            // The slot was read beside the source: a move another delivery finished
-            // between the two reads shows only when the target is read after the source.
-            let slot = match slot {
-                Some(slot) => Some(slot),
-                None => {
-                    store
-                        .get_if_table_exists(target_table, partition_key, row_key)
-                        .await?
-                }
-            };
+            // The target read after the source: a move another delivery finished since
+            // this read shows there.
+            let slot = store
+                .get_if_table_exists(target_table, partition_key, row_key)
+                .await?;
             let archived = slot
                 .as_ref()
                 .is_some_and(|e| !tablekit_patterns::index::record::is_tombstone(e));
@@ -508,17 +511,7 @@ async fn run<S: TableStore + Clone + 'static>(
             upload = Some((round, recorded));
         }
         let record = upload.as_ref().map(|(r, e)| (r.row_key.as_str(), e));
-        match write_copy(
-            store,
-            target_table,
-            copy,
-            current.timestamp,
-            Some(slot),
-            record,
-            blobs,
-        )
-        .await?
-        {
+        match write_copy(store, target_table, copy, current.timestamp, record, blobs).await? {
             Copied::Written => {}
             // A newer version is archived already (this delivery is late): the blobs
             // copied for this one are not its; the source delete below then finds the
