@@ -98,9 +98,9 @@ enum Cleanup {
     Given(Arc<dyn OutboxSink>),
 }
 
-/// The settings of a [`LargeTable`], given in any order, then [`build`](Self::build)t on a
-/// store and a blob store (no I/O: [`LargeTable::open`] creates the tables). Each setter
-/// given twice keeps the last value.
+/// The settings of a [`LargeTable`], given in any order, then built on a store and a blob
+/// store with [`build`](Self::build) (no I/O: [`LargeTable::open`] creates the tables).
+/// Each setter given twice keeps the last value.
 ///
 /// ```
 /// use tablekit_core::MemoryStore;
@@ -234,7 +234,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> LargeTableOptions<E, S> {
 
 impl<E: EntityType, S: TableStore + Clone + 'static> LargeTable<E, S> {
     /// The settings of a large table, given in any order, then
-    /// [`build`](LargeTableOptions::build)t on a store and a blob store.
+    /// built on a store and a blob store with [`build`](LargeTableOptions::build).
     pub fn options() -> LargeTableOptions<E, S> {
         LargeTableOptions::new()
     }

@@ -122,8 +122,8 @@ impl<S> std::fmt::Debug for Relay<S> {
     }
 }
 
-/// The settings of a [`Relay`], given in any order, then [`build`](Self::build)t on a
-/// store and a sink. Each setter given twice keeps the last value.
+/// The settings of a [`Relay`], given in any order, then built on a
+/// store and a sink with [`build`](Self::build). Each setter given twice keeps the last value.
 ///
 /// ```
 /// use std::sync::Arc;

@@ -54,8 +54,8 @@ pub struct Sweeper<S> {
     concurrency: usize,
 }
 
-/// The settings of a [`Sweeper`], given in any order, then [`build`](Self::build)t on a
-/// store. Each setter given twice keeps the last value.
+/// The settings of a [`Sweeper`], given in any order, then built on a
+/// store with [`build`](Self::build). Each setter given twice keeps the last value.
 ///
 /// ```
 /// use std::sync::Arc;
@@ -167,7 +167,7 @@ impl<S: TableStore + Clone + 'static> SweeperOptions<S> {
 
 impl<S: TableStore + Clone + 'static> Sweeper<S> {
     /// The settings of a sweeper, given in any order, then
-    /// [`build`](SweeperOptions::build)t on a store.
+    /// built on a store with [`build`](SweeperOptions::build).
     pub fn options() -> SweeperOptions<S> {
         SweeperOptions::new()
     }
