@@ -269,7 +269,7 @@ async fn drive() -> tablekit::Result<bool> {
     // row and the recount's outbox entry in one transaction, then publishes the recount
     // (a crash in between leaves it to the relay of `tablekit-worker run --relay`).
     let sink = QueueSink::open(AnyQueue::connect(&broker).await?, QUEUE).await?;
-    let engine = Engine::new(store.clone()).with_sink(Arc::new(sink));
+    let engine = Engine::options().sink(Arc::new(sink)).build(store.clone());
     engine.open().await?;
     let mut hire = Hire {
         employee: Employee {

@@ -21,7 +21,7 @@ use tablekit::core::blob::BlobStore;
 use tablekit::core::clock::ManualClock;
 use tablekit::core::fault::FaultyStore;
 use tablekit::patterns::consistency::outbox;
-use tablekit::patterns::index::expiry::{EXPIRY_INDEX, expiry_table};
+use tablekit::patterns::index::internals::expiry::{EXPIRY_INDEX, expiry_table};
 use tablekit::patterns::index::record::is_tombstone;
 use tablekit::patterns::index::{AuditOptions, InlineSink, OutboxSink, Relay, Sweeper, handlers};
 use tablekit::prelude::*;

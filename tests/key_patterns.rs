@@ -539,13 +539,14 @@ async fn a_dropped_period_table_is_created_again_once_the_service_finishes_delet
 
     let service = fake_table_service::FakeTableService::start(3).await;
     let store = |wait_ms| {
-        AzureTableStore::connect(&service.connection_string())
-            .expect("a connection string")
-            .with_retry_policy(RetryPolicy {
+        AzureTableStore::options()
+            .retry_policy(RetryPolicy {
                 base: std::time::Duration::from_millis(10),
                 ..RetryPolicy::azure()
             })
-            .with_being_deleted_wait(std::time::Duration::from_millis(wait_ms))
+            .being_deleted_wait(std::time::Duration::from_millis(wait_ms))
+            .connect(&service.connection_string())
+            .expect("a connection string")
     };
     let logs = PeriodTables::new("Logs", Period::Day).expect("periods");
     let day = |d: u32| Utc.with_ymd_and_hms(2026, 11, d, 12, 0, 0).unwrap();

@@ -294,7 +294,11 @@ async fn a_large_write_whose_answer_was_lost_answers_ok() {
     // The entries' removal in the write, so each planned fault falls on the write's own
     // steps.
     let table = LargeTable::<Staff, _>::options()
-        .engine(tablekit::patterns::consistency::Engine::new(faulty.clone()).with_removal_in_line())
+        .engine(
+            tablekit::patterns::consistency::Engine::options()
+                .removal_in_line()
+                .build(faulty.clone()),
+        )
         .inline_cleanup()
         .build(faulty.clone(), blobs.clone());
     table.open().await.expect("open");

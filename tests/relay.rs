@@ -14,7 +14,9 @@ use std::time::Duration;
 use tablekit::core::fault::FaultyStore;
 use tablekit::core::{AnyStore, Batch, ETag, Entity, Query, TableStore, Value};
 use tablekit::patterns::consistency::pending::PENDING_TABLE;
-use tablekit::patterns::consistency::{BoxFuture, Engine, Envelope, InlineSink, outbox};
+use tablekit::patterns::consistency::{
+    BoxFuture, Engine, EngineOptions, Envelope, InlineSink, outbox,
+};
 use tablekit::patterns::index::{AuditOptions, IndexedTable, OutboxSink, Relay};
 use tablekit::prelude::*;
 
@@ -58,10 +60,10 @@ impl OutboxSink for CountingSink {
     }
 }
 
-/// An engine whose writers write their marker at every commit, so a relay with no
-/// `late` allowance may clean it as soon as the outbox is empty.
-fn unleased<S: TableStore + Clone + 'static>(store: S) -> Engine<S> {
-    Engine::new(store).with_marker_lease(Duration::ZERO)
+/// The settings of an engine whose writers write their marker at every commit, so a
+/// relay with no `late` allowance may clean it as soon as the outbox is empty.
+fn unleased<S: TableStore + Clone + 'static>() -> EngineOptions<S> {
+    Engine::options().marker_lease(Duration::ZERO)
 }
 
 async fn markers<S: TableStore>(store: &S) -> Vec<Entity> {
@@ -86,7 +88,7 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
         store.submit_batch("Employees", batch).await.expect("seed");
     }
     let employees = IndexedTable::<Employee, _>::options()
-        .engine(unleased(store.clone()))
+        .engine(unleased().build(store.clone()))
         .follow_up_elsewhere()
         .build(store.clone())
         .expect("options");
@@ -189,7 +191,7 @@ async fn a_partition_written_often_writes_its_marker_once_per_lease() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_marker_renewed_during_a_pass_is_kept() {
     let store = AnyStore::connect("memory:").await.expect("memory");
-    let engine = unleased(store.clone());
+    let engine = unleased().build(store.clone());
     engine.open().await.expect("open");
     tablekit::patterns::consistency::pending::write_marker(
         &store,
@@ -248,7 +250,7 @@ async fn kill_child() {
     match role.as_str() {
         "writer" => {
             let employees = IndexedTable::<Employee, _>::options()
-                .engine(unleased(store.clone()).with_sink(sink))
+                .engine(unleased().sink(sink).build(store.clone()))
                 .build(store.clone())
                 .expect("options");
             employees

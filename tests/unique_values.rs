@@ -18,7 +18,7 @@ use tablekit::core::AnyStore;
 use tablekit::core::fault::FaultyStore;
 use tablekit::core::typed::TypedWrite;
 use tablekit::patterns::Error as PatternError;
-use tablekit::patterns::index::unique::{self, Reservation};
+use tablekit::patterns::index::internals::unique::{self, Reservation};
 use tablekit::patterns::index::{
     AuditOptions, EntityRef, InlineSink, OutboxSink, Relay, WriteOutcome,
 };
@@ -265,8 +265,9 @@ async fn a_write_stopped_between_any_two_steps_leaves_the_value_held_or_free(sto
         // The entries' removal in the write: the stop counts the write's own steps.
         let users = IndexedTable::<User, _>::options()
             .engine(
-                tablekit::patterns::consistency::Engine::new(table_store.clone())
-                    .with_removal_in_line(),
+                tablekit::patterns::consistency::Engine::options()
+                    .removal_in_line()
+                    .build(table_store.clone()),
             )
             .inline_apply()
             .unique_lease(LEASE)

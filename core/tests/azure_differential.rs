@@ -4,6 +4,7 @@
 //! different types across entities, `and`/`or`/`not`, key and timestamp-free ranges.
 
 use chrono::{TimeZone, Utc};
+use tablekit_core::azure::AzureTableStoreOptions;
 use tablekit_core::{AzureTableStore, Entity, Query, SqliteStore, TableStore, Value};
 
 mod support;
@@ -137,14 +138,13 @@ fn summary(entities: &[Entity]) -> Vec<Summary> {
         .collect()
 }
 
-/// A store on Azurite whose tables are named with a fresh prefix starting with `letter`.
-fn azure_store(connection: &str, letter: char) -> AzureTableStore {
-    AzureTableStore::connect(connection)
-        .expect("a connection string")
-        .with_table_prefix(format!(
-            "{letter}{}",
-            &uuid::Uuid::new_v4().simple().to_string()[..10]
-        ))
+/// The settings of a store on Azurite whose tables are named with a fresh prefix
+/// starting with `letter`.
+fn azure_options(letter: char) -> AzureTableStoreOptions {
+    AzureTableStore::options().table_prefix(format!(
+        "{letter}{}",
+        &uuid::Uuid::new_v4().simple().to_string()[..10]
+    ))
 }
 
 /// A SQLite file in `dir`; it and `azure` each get the table `People` holding
@@ -170,7 +170,9 @@ async fn sixty_filters_return_the_same_entities_in_the_same_order_on_sqlite_and_
     assert!(FILTERS.len() >= 50);
     let Some(connection) = azurite() else { return };
     let dir = tempfile::tempdir().expect("a temp dir");
-    let azure = azure_store(&connection, 'd');
+    let azure = azure_options('d')
+        .connect(&connection)
+        .expect("a connection string");
     let sqlite = seeded(dir.path(), &azure).await;
     let mut nonempty = 0;
     for filter in FILTERS {
@@ -278,9 +280,11 @@ const DIALECT: &[(&str, Azurite)] = &[
 async fn the_services_filter_dialect_answers_on_azurite_as_on_sqlite_or_as_documented() {
     let Some(connection) = azurite() else { return };
     let dir = tempfile::tempdir().expect("a temp dir");
-    let azure = azure_store(&connection, 'e')
-        .with_emulator_workarounds(false)
-        .with_result_filtering(false);
+    let azure = azure_options('e')
+        .emulator_workarounds(false)
+        .result_filtering(false)
+        .connect(&connection)
+        .expect("a connection string");
     let sqlite = seeded(dir.path(), &azure).await;
     let mut nonempty = 0;
     for &(filter, expected) in DIALECT {

@@ -158,9 +158,10 @@ async fn a_partition_range_token_reads_and_writes_inside_its_range() {
         return;
     };
     let prefix = prefix();
-    let admin = AzureTableStore::connect(&connection)
-        .expect("a connection string")
-        .with_table_prefix(prefix.clone());
+    let admin = AzureTableStore::options()
+        .table_prefix(prefix.clone())
+        .connect(&connection)
+        .expect("a connection string");
     admin.create_table("Orders").await.expect("create");
     for (pk, rk) in [("tenant41", "b"), ("tenant42", "0"), ("tenant42", "z")] {
         admin
@@ -265,9 +266,10 @@ async fn an_expired_token_fails_with_permission_denied() {
         return;
     };
     let prefix = prefix();
-    let admin = AzureTableStore::connect(&connection)
-        .expect("a connection string")
-        .with_table_prefix(prefix.clone());
+    let admin = AzureTableStore::options()
+        .table_prefix(prefix.clone())
+        .connect(&connection)
+        .expect("a connection string");
     admin.create_table("Orders").await.expect("create");
     let sign = |expiry| {
         admin
@@ -298,9 +300,10 @@ async fn a_token_bound_to_a_stored_policy_works_until_the_policy_is_removed() {
         return;
     };
     let prefix = prefix();
-    let admin = AzureTableStore::connect(&connection)
-        .expect("a connection string")
-        .with_table_prefix(prefix.clone());
+    let admin = AzureTableStore::options()
+        .table_prefix(prefix.clone())
+        .connect(&connection)
+        .expect("a connection string");
     admin.create_table("Orders").await.expect("create");
     let start = Utc::now() - Duration::minutes(5);
     let expiry = Utc::now() + Duration::hours(1);

@@ -14,13 +14,14 @@ mod fake_table_service;
 use fake_table_service::FakeTableService;
 
 fn store(service: &FakeTableService, wait: Duration) -> AzureTableStore {
-    AzureTableStore::connect(&service.connection_string())
-        .expect("a connection string")
-        .with_retry_policy(RetryPolicy {
+    AzureTableStore::options()
+        .retry_policy(RetryPolicy {
             base: Duration::from_millis(10),
             ..RetryPolicy::azure()
         })
-        .with_being_deleted_wait(wait)
+        .being_deleted_wait(wait)
+        .connect(&service.connection_string())
+        .expect("a connection string")
 }
 
 #[tokio::test]

@@ -45,8 +45,9 @@ mod azure {
 
     tablekit_core::conformance_suite!(if connection().is_some(), async {
         let connection = connection().expect("checked above");
-        AzureTableStore::connect(&connection)
+        AzureTableStore::options()
+            .table_prefix(format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..10]))
+            .connect(&connection)
             .expect("a valid connection string")
-            .with_table_prefix(format!("t{}", &uuid::Uuid::new_v4().simple().to_string()[..10]))
     });
 }

@@ -41,7 +41,9 @@ use tablekit_core::typed::{EXPIRES_PROPERTY, EntityType, Record};
 use tablekit_core::{AnyStore, Entity as Row, Query, TableStore, Value, filter};
 use tablekit_derive::Entity;
 use tablekit_patterns::import::bulk_import;
-use tablekit_patterns::index::expiry::{EXPIRY_INDEX, entry_target, expired_query, expiry_table};
+use tablekit_patterns::index::internals::expiry::{
+    EXPIRY_INDEX, entry_target, expired_query, expiry_table,
+};
 use tablekit_patterns::index::record::{CopyTarget, UniqueTarget};
 use tablekit_patterns::index::record::{copy_of, next_version};
 use tablekit_patterns::index::unique::Reservation;

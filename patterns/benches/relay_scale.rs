@@ -266,7 +266,11 @@ impl Subject {
         let table = table_name(n);
         let customers = IndexedTable::<Customer, _>::options()
             .name(&table)
-            .engine(Engine::new(store.clone()).with_marker_lease(Duration::ZERO))
+            .engine(
+                Engine::options()
+                    .marker_lease(Duration::ZERO)
+                    .build(store.clone()),
+            )
             .follow_up_elsewhere()
             .build(store.clone())
             .unwrap();

@@ -8,13 +8,13 @@ use support::{Held, Hold};
 
 use tablekit_core::{Entity, MemoryStore, TableStore, Value};
 use tablekit_patterns::consistency::{Engine, Envelope, outbox};
+use tablekit_patterns::index::internals::unique;
 use tablekit_patterns::index::operation::{
     Applied, IndexApplier, IndexOperation, IndexOperations, PutCopy, SyncDenormalized,
 };
 use tablekit_patterns::index::reclaim::Reclaim;
 use tablekit_patterns::index::record::{CopyTarget, DenormalizedTarget};
 use tablekit_patterns::index::record::{EntityRef, IndexRecord, Target, copy_of};
-use tablekit_patterns::index::unique;
 
 async fn store_with(tables: &[&str]) -> MemoryStore {
     let store = MemoryStore::new();

@@ -12,7 +12,7 @@ use tablekit_core::typed::EntityType;
 use tablekit_core::{Entity, MemoryStore, SqliteStore, TableStore, Value};
 use tablekit_derive::Entity;
 use tablekit_patterns::consistency::Envelope;
-use tablekit_patterns::index::decl::count::{COUNT_PROPERTY, COUNTER_ROW_KEY, SyncCount};
+use tablekit_patterns::index::internals::count::{COUNT_PROPERTY, COUNTER_ROW_KEY, SyncCount};
 use tablekit_patterns::index::{
     AuditOptions, Drift, IndexApplier, IndexOperations, IndexedTable, OutboxSink,
 };
@@ -95,7 +95,7 @@ async fn scanned<S: TableStore + Clone + 'static>(
 async fn count<S: TableStore + Clone + 'static>(
     orders: &IndexedTable<Order, S>,
     status: &str,
-) -> tablekit_patterns::index::decl::count::Count {
+) -> tablekit_patterns::index::internals::count::Count {
     orders
         .count(Order::BY_STATUS)
         .key(status)

@@ -12,7 +12,7 @@ use tablekit_core::{IfMatch, MemoryStore, TableStore};
 use tablekit_derive::Entity;
 use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::index::IndexedTable;
-use tablekit_patterns::index::generic::delete_indexed;
+use tablekit_patterns::index::delete_indexed;
 use tablekit_patterns::index::record::EntityRef;
 
 #[derive(Entity, Clone, Debug, PartialEq)]
@@ -50,9 +50,10 @@ async fn table(
 ) -> IndexedTable<Item, FaultyStore<MemoryStore>> {
     // The entries' removal in the write, so the counted calls and the planned faults
     // fall on the write's own steps.
-    let engine = Engine::new(store.clone())
-        .with_sink(sink)
-        .with_removal_in_line();
+    let engine = Engine::options()
+        .sink(sink)
+        .removal_in_line()
+        .build(store.clone());
     let items = IndexedTable::options()
         .engine(engine)
         .build(store.clone())
@@ -111,7 +112,7 @@ async fn the_untyped_delete_publishes_the_change_event() {
     let sink = Arc::new(Kept::default());
     let items = table(&store, sink.clone()).await;
     items.insert(&item(1, "a")).await.expect("insert");
-    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let engine = Engine::options().sink(sink.clone()).build(store.clone());
     let at = EntityRef::new("Items", "g", "i_001");
     assert!(
         delete_indexed(&engine, &at, IfMatch::Any)
@@ -148,7 +149,7 @@ async fn the_untyped_delete_publishes_the_change_event() {
 async fn an_insert_committed_after_a_delete_of_its_key_outranks_it() {
     let store = Held::new(Hold::Insert("i_001"));
     let sink = Arc::new(Kept::default());
-    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let engine = Engine::options().sink(sink.clone()).build(store.clone());
     let items = IndexedTable::<Item, _>::options()
         .engine(engine)
         .build(store.clone())

@@ -240,7 +240,7 @@ async fn a_table_with_an_index_in_another_table_opens_with_each_choice() {
     assert_eq!(sink.0.load(Ordering::SeqCst), 1);
     // An engine with a sink is the same choice.
     let sink = Arc::new(Counted::default());
-    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let engine = Engine::options().sink(sink.clone()).build(store.clone());
     let employees = IndexedTable::<Employee, _>::options()
         .engine(engine)
         .open(store.clone())

@@ -73,9 +73,10 @@ async fn sensors(
     store: &FaultyStore<MemoryStore>,
     sink: Arc<Kept>,
 ) -> IndexedTable<Sensor, FaultyStore<MemoryStore>> {
-    let engine = Engine::new(store.clone())
-        .with_sink(sink)
-        .with_removal_in_line();
+    let engine = Engine::options()
+        .sink(sink)
+        .removal_in_line()
+        .build(store.clone());
     let table = IndexedTable::options()
         .engine(engine)
         .build(store.clone())
@@ -311,7 +312,7 @@ fn at(day: u32, hour: u32) -> DateTime<Utc> {
 async fn series_points_add_under_the_span_etag_and_read_by_range() {
     let store = FaultyStore::new(MemoryStore::new());
     let sink = Arc::new(Kept::default());
-    let engine = Engine::new(store.clone()).with_sink(sink.clone());
+    let engine = Engine::options().sink(sink.clone()).build(store.clone());
     let views = IndexedTable::<DailyViews, _>::options()
         .engine(engine)
         .build(store.clone())

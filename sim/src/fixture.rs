@@ -131,16 +131,15 @@ pub async fn open(dir: &Path) -> Opened {
 impl Opened {
     /// An engine over the store, publishing to the queue file with `sink`.
     pub async fn engine(&self, sink: bool) -> Engine<AnyStore> {
-        let engine = Engine::new(self.store.clone());
         if !sink {
-            return engine;
+            return Engine::new(self.store.clone());
         }
         let sink: Arc<dyn OutboxSink> = Arc::new(
             QueueSink::open(self.queue.clone(), "index")
                 .await
                 .expect("the queue sink"),
         );
-        engine.with_sink(sink)
+        Engine::options().sink(sink).build(self.store.clone())
     }
 
     /// The members, written through an engine with or without a sink.

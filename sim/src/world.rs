@@ -166,11 +166,12 @@ impl World {
 
     async fn engine(&self, store: &Store) -> Engine<Store> {
         // Tombstones stay past the longest a plan may wait (30 s) plus a request (30 s).
-        let engine = Engine::new(store.clone()).with_tombstone_grace(Duration::from_secs(120));
+        let options = Engine::options().tombstone_grace(Duration::from_secs(120));
         match self.sink().await {
-            Some(sink) => engine.with_sink(sink),
-            None => engine,
+            Some(sink) => options.sink(sink),
+            None => options,
         }
+        .build(store.clone())
     }
 
     /// The queue sink, noting in the trace what it publishes.

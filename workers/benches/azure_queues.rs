@@ -34,9 +34,10 @@ fn unique() -> String {
 
 /// A fresh set of Azurite tables, seeded with the N entities to archive.
 async fn seeded_tables(n: usize) -> AzureTableStore {
-    let store = AzureTableStore::connect("UseDevelopmentStorage=true")
-        .unwrap()
-        .with_table_prefix(format!("b{}", unique()));
+    let store = AzureTableStore::options()
+        .table_prefix(format!("b{}", unique()))
+        .connect("UseDevelopmentStorage=true")
+        .unwrap();
     seed(&store, n).await;
     store
 }

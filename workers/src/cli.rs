@@ -19,6 +19,7 @@ use crate::queue::{AnyQueue, PoisonAction, Queue};
 use crate::runtime::{Worker, WorkerConfig, WorkerReport, install_prometheus, shutdown_signal};
 
 mod args;
+mod connections;
 mod process;
 mod serve;
 pub use crate::status::{AuditStatus, QueueStatus, Status, status, status_text};
@@ -27,6 +28,7 @@ pub use args::{
     ExportPeriodArgs, ImportArgs, LogFormat, MigrateArgs, PeriodArg, PoisonCommand, QueueArgs,
     RunArgs, StatusArgs, features,
 };
+pub use connections::{Connections, ConnectionsOptions};
 pub use process::{DEFAULT_LOG_FILTER, init_logging, main, main_from, main_with};
 
 /// Exit code: a setting or argument was invalid.
@@ -87,54 +89,6 @@ pub fn registry_with_events(
         }
     });
     crate::index::register(registry, store, blobs)
-}
-
-/// What a worker process connected to before it builds its registry: the table store of
-/// `--store` and, with `--blobs`, the blob store. Handlers clone what they need.
-#[derive(Clone)]
-#[non_exhaustive]
-pub struct Connections {
-    /// The table store (`--store`).
-    pub store: AnyStore,
-    /// The blob store (`--blobs`), if any.
-    pub blobs: Option<BlobStore>,
-    migrations: crate::migrate::Migrations,
-    /// Where the archive's change events go (the process's queue), if anywhere.
-    events: Option<Arc<dyn OutboxSink>>,
-}
-
-impl std::fmt::Debug for Connections {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connections")
-            .field("store", &self.store)
-            .field("blobs", &self.blobs)
-            .field("events", &self.events.is_some())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Connections {
-    /// The connections to `store` and, optionally, `blobs`.
-    pub fn new(store: AnyStore, blobs: Option<BlobStore>) -> Self {
-        Connections {
-            store,
-            blobs,
-            migrations: crate::migrate::Migrations::new(),
-            events: None,
-        }
-    }
-
-    /// Hands the archive's change events to `events` (the process's queue sink).
-    pub fn with_events(mut self, events: Arc<dyn OutboxSink>) -> Self {
-        self.events = Some(events);
-        self
-    }
-
-    /// The entity types this worker binary can migrate (`migrate`, the console's migrate
-    /// job): register the application's types here, beside its operations.
-    pub fn migrations(&self) -> &crate::migrate::Migrations {
-        &self.migrations
-    }
 }
 
 /// The operations a worker process handles: the built-in ones of
@@ -322,7 +276,9 @@ where
             let events: Arc<dyn OutboxSink> = Arc::new(crate::index::QueueSink::changes(
                 AnyQueue::connect(&args.broker).await?,
             ));
-            let connections = Connections::new(store.clone(), blobs.clone()).with_events(events);
+            let connections = Connections::options()
+                .events(events)
+                .build(store.clone(), blobs.clone());
             let registry = registry_with_operations(&connections, operations);
             let queues = serve::served_queues(&args.queues, &registry)?;
             tracing::info!(queues = %queues.join(", "), kinds = ?registry.kinds(), "serving");

@@ -52,4 +52,4 @@ pub mod status;
 
 pub use error::{Error, Result};
 pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use runtime::{Worker, WorkerConfig, WorkerReport, handle_delivery};
+pub use runtime::{Worker, WorkerConfig, WorkerOptions, WorkerReport, handle_delivery};

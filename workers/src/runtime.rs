@@ -16,7 +16,7 @@
 //! and the hot partitions of the process's writes
 //! (`tablekit_hot_partition_writes_per_second`, the top 10 over each interval).
 //!
-//! With an [`Activity`] ([`Worker::with_activity`]) the worker's deliveries are also
+//! With an [`Activity`] ([`WorkerOptions::activity`]) the worker's deliveries are also
 //! counted per queue and minute in the store, beside a heartbeat of the process
 //! ([`crate::activity`]): the history and consumers the console shows.
 //!
@@ -39,7 +39,14 @@ use crate::error::{Error, Result};
 use crate::operation::{Envelope, OperationError, Registry};
 use crate::queue::{ConsumeOptions, Consumer, Delivery, Queue, QueueOptions};
 
-/// How a worker runs.
+mod options;
+
+pub use options::WorkerOptions;
+
+/// How a worker handles its queue's deliveries: a plain value (the fields are the
+/// settings, [`new`](Self::new) gives their defaults), given to
+/// [`WorkerOptions::build`] and to [`handle_delivery`], and the source of the queue's
+/// declaration ([`queue_options`](Self::queue_options)).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WorkerConfig {
     /// The queue to consume.
@@ -171,22 +178,17 @@ pub struct Worker<Q> {
 }
 
 impl<Q: Queue + Clone> Worker<Q> {
-    /// A worker of `config.queue` on `queue`, running the handlers of `registry`.
-    pub fn new(queue: Q, registry: Registry, config: WorkerConfig) -> Self {
-        Worker {
-            queue,
-            registry,
-            config,
-            activity: None,
-        }
+    /// The settings of a worker, given in any order, then
+    /// [`build`](WorkerOptions::build) on a queue, a registry and a [`WorkerConfig`].
+    pub fn options() -> WorkerOptions<Q> {
+        WorkerOptions::new()
     }
 
-    /// Counts the worker's deliveries in the process's `activity` (the history and the
-    /// heartbeat the console shows); while the worker runs, the activity's task writes
-    /// them to its store. A store error there is logged and never stops the worker.
-    pub fn with_activity(mut self, activity: Activity) -> Self {
-        self.activity = Some(activity);
-        self
+    /// A worker of `config.queue` on `queue`, running the handlers of `registry`, with the
+    /// default settings (see [`WorkerOptions::new`]): the shortcut for
+    /// `Worker::options().build(queue, registry, config)`.
+    pub fn new(queue: Q, registry: Registry, config: WorkerConfig) -> Self {
+        Self::options().build(queue, registry, config)
     }
 
     /// Declares the queue, then handles deliveries until `shutdown` completes; then stops

@@ -71,7 +71,7 @@ fn total(points: &[Point]) -> Counts {
 #[tokio::test]
 async fn counts_land_in_the_minute_they_were_counted_in() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let activity = Activity::new(store.clone()).with_process_id("p1");
+    let activity = Activity::options().process_id("p1").build(store.clone());
     let queue = activity.queue("archive");
     let t0 = tablekit_workers_minute(Utc::now() - minutes(10)) + chrono::Duration::seconds(5);
 
@@ -136,7 +136,7 @@ async fn counts_land_in_the_minute_they_were_counted_in() {
 #[tokio::test]
 async fn a_flush_without_new_counts_writes_nothing_and_an_idle_queue_has_no_rows() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let activity = Activity::new(store.clone()).with_process_id("p1");
+    let activity = Activity::options().process_id("p1").build(store.clone());
     let busy = activity.queue("busy");
     let _idle = activity.queue("idle");
     let t0 = tablekit_workers_minute(Utc::now() - minutes(3));
@@ -159,8 +159,8 @@ async fn a_flush_without_new_counts_writes_nothing_and_an_idle_queue_has_no_rows
 #[tokio::test]
 async fn two_processes_write_their_own_rows_and_the_history_sums_them() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let one = Activity::new(store.clone()).with_process_id("one");
-    let two = Activity::new(store.clone()).with_process_id("two");
+    let one = Activity::options().process_id("one").build(store.clone());
+    let two = Activity::options().process_id("two").build(store.clone());
     let t0 = tablekit_workers_minute(Utc::now() - minutes(30));
     one.queue("index").add(processed(5));
     two.queue("index").add(Counts {
@@ -198,7 +198,7 @@ async fn two_processes_write_their_own_rows_and_the_history_sums_them() {
 #[tokio::test]
 async fn queue_names_a_key_cannot_hold_are_kept_and_listed() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let activity = Activity::new(store.clone()).with_process_id("p");
+    let activity = Activity::options().process_id("p").build(store.clone());
     activity.queue("orders/eu#1?x").add(processed(1));
     activity.flush_at(Utc::now()).await.unwrap();
     assert_eq!(
@@ -467,9 +467,11 @@ async fn a_queue_marked_recently_is_kept_while_its_rows_age() {
 #[tokio::test]
 async fn a_heartbeat_older_than_three_intervals_reads_as_silent_and_is_forgotten_after_a_day() {
     let store = AnyStore::Memory(MemoryStore::new());
-    let live = Activity::new(store.clone()).with_process_id("live");
-    let gone = Activity::new(store.clone()).with_process_id("gone");
-    let stopped = Activity::new(store.clone()).with_process_id("stopped");
+    let live = Activity::options().process_id("live").build(store.clone());
+    let gone = Activity::options().process_id("gone").build(store.clone());
+    let stopped = Activity::options()
+        .process_id("stopped")
+        .build(store.clone());
     let now = Utc::now();
     live.heartbeat_at(now).await.unwrap();
     gone.heartbeat_at(now - chrono::Duration::seconds(31))
@@ -585,20 +587,20 @@ async fn a_worker_counts_what_it_settled_and_reports_itself_while_it_runs() {
         ..WorkerConfig::new(name)
     };
     queue.declare(name, &config.queue_options()).await.unwrap();
-    let activity = Activity::new(store.clone())
-        .with_process_id("worker-under-test")
-        .with_intervals(
-            Duration::from_millis(50),
-            Duration::from_millis(50),
-            Duration::from_secs(3600),
-        );
+    let activity = Activity::options()
+        .process_id("worker-under-test")
+        .flush_interval(Duration::from_millis(50))
+        .heartbeat_interval(Duration::from_millis(50))
+        .roll_up_interval(Duration::from_secs(3600))
+        .build(store.clone());
     let gate = Arc::new(tokio::sync::Semaphore::new(0));
     // Held in flight until the test has seen it in the heartbeat.
     send(&queue, name, job("held", 0, false, true)).await;
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(
-        Worker::new(queue.clone(), registry(gate.clone()), config)
-            .with_activity(activity.clone())
+        Worker::options()
+            .activity(activity.clone())
+            .build(queue.clone(), registry(gate.clone()), config)
             .run(async move {
                 let _ = stopped.await;
             }),
@@ -687,22 +689,23 @@ async fn store_errors_while_sampling_never_stop_the_worker() {
         ..WorkerConfig::new(name)
     };
     queue.declare(name, &config.queue_options()).await.unwrap();
-    let activity = Activity::new(store.clone()).with_intervals(
-        Duration::from_millis(20),
-        Duration::from_millis(20),
-        Duration::from_millis(20),
-    );
+    let activity = Activity::options()
+        .flush_interval(Duration::from_millis(20))
+        .heartbeat_interval(Duration::from_millis(20))
+        .roll_up_interval(Duration::from_millis(20))
+        .build(store.clone());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let worker = tokio::spawn(
-        Worker::new(
-            queue.clone(),
-            registry(Arc::new(tokio::sync::Semaphore::new(0))),
-            config,
-        )
-        .with_activity(activity)
-        .run(async move {
-            let _ = stopped.await;
-        }),
+        Worker::options()
+            .activity(activity)
+            .build(
+                queue.clone(),
+                registry(Arc::new(tokio::sync::Semaphore::new(0))),
+                config,
+            )
+            .run(async move {
+                let _ = stopped.await;
+            }),
     );
     for i in 0..5 {
         send(&queue, name, job(&format!("j{i}"), 0, false, false)).await;

@@ -220,7 +220,9 @@ async fn a_hundred_thousand_poison_messages_and_a_day_of_history() {
         .unwrap();
         assert_eq!(written, 1440);
     }
-    let activity = Activity::new(store.clone()).with_process_id("worker-a");
+    let activity = Activity::options()
+        .process_id("worker-a")
+        .build(store.clone());
     activity.queue(QUEUE);
     activity.heartbeat_at(now).await.unwrap();
 

@@ -293,7 +293,7 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
         .await
         .unwrap();
     assert_eq!(written, 1440);
-    let worker = Activity::new(store.clone()).with_process_id(WORKER);
+    let worker = Activity::options().process_id(WORKER).build(store.clone());
     worker.queue(name).add(Counts {
         processed: 3,
         ..Counts::default()

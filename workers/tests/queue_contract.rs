@@ -1833,12 +1833,17 @@ mod azure_only {
 
     #[tokio::test]
     async fn a_stale_ack_after_the_lease_ran_out_is_refused() {
-        let Some((queue, _)) = connect() else { return };
+        let Some((queue, connection)) = connect() else {
+            return;
+        };
         let name = support::azure_name("stale-ack");
         queue.declare(&name, &options()).await.unwrap();
         queue.send(&name, "s1", b"x").await.unwrap();
         // Without renewal, a handler slower than its lease loses it.
-        let unrenewed = queue.clone().with_lease_renewal(false);
+        let unrenewed = AzureQueue::options()
+            .lease_renewal(false)
+            .connect(&connection)
+            .unwrap();
         let short = ConsumeOptions {
             prefetch: 1,
             lease: Duration::from_secs(1),
@@ -1925,9 +1930,14 @@ mod azure_only {
 
     #[tokio::test]
     async fn messages_never_expire_unless_a_time_to_live_is_set() {
-        let Some((queue, _)) = connect() else { return };
+        let Some((queue, connection)) = connect() else {
+            return;
+        };
         let name = support::azure_name("ttl");
-        let short = queue.clone().with_message_ttl(Some(Duration::from_secs(1)));
+        let short = AzureQueue::options()
+            .message_ttl(Duration::from_secs(1))
+            .connect(&connection)
+            .unwrap();
         queue.declare(&name, &options()).await.unwrap();
         short.send(&name, "brief", b"x").await.unwrap();
         queue.send(&name, "kept", b"y").await.unwrap();
@@ -2041,11 +2051,10 @@ mod azure_only {
     #[tokio::test]
     async fn names_invalid_on_azure_are_refused_before_any_request() {
         // A closed port: any request would fail with Unavailable, not InvalidQueueName.
-        let queue = AzureQueue::connect(
-            "UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:9/devstoreaccount1",
-        )
-        .unwrap()
-        .with_reconnect_within(Duration::ZERO);
+        let queue = AzureQueue::options()
+            .reconnect_within(Duration::ZERO)
+            .connect("UseDevelopmentStorage=true;QueueEndpoint=http://127.0.0.1:9/devstoreaccount1")
+            .unwrap();
         for name in ["Upper", "under_score", "dot.ted", "ab", &"a".repeat(57)] {
             let error = queue.send(name, "x", b"x").await.expect_err(name);
             assert!(matches!(error, Error::InvalidQueueName { .. }), "{error}");
@@ -2108,11 +2117,12 @@ mod azure_access_signatures {
     use tablekit_workers::queue::azure::{AzureQueue, DEVELOPMENT_QUEUE_ENDPOINT};
 
     fn with_token(endpoint: &str, token: &str) -> AzureQueue {
-        AzureQueue::connect(&format!(
-            "QueueEndpoint={endpoint};SharedAccessSignature={token}"
-        ))
-        .unwrap()
-        .with_reconnect_within(Duration::ZERO)
+        AzureQueue::options()
+            .reconnect_within(Duration::ZERO)
+            .connect(&format!(
+                "QueueEndpoint={endpoint};SharedAccessSignature={token}"
+            ))
+            .unwrap()
     }
 
     fn sign(queue: &str, permissions: &str, hours_from_now: i64) -> String {

@@ -106,6 +106,62 @@ mod tests {
         assert!(err.contains("may not appear in a key"), "{err}");
     }
 
+    /// The messages of an expansion that fails, in the order reported.
+    fn errors(input: TokenStream) -> Vec<String> {
+        let input: DeriveInput = syn::parse2(input).expect("a derive input");
+        let err = super::expand(&input).expect_err("invalid");
+        err.into_iter()
+            .filter_map(|token| match token {
+                proc_macro2::TokenTree::Group(group) => syn::parse2::<syn::LitStr>(group.stream())
+                    .ok()
+                    .map(|lit| lit.value()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn keyed_declarations_report_each_mistake_on_its_key() {
+        let errors = errors(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
+            #[index(name = "by-name", name = "again", tabel = "X", row_key = "{nope}",
+                    properties = ["secret", "missing", name], when = 4)]
+            #[index(name = "email", partition_key = "{p}", row_key = "e_{name}", properties = 4)]
+            #[index_entity(name = "email", kee = "k", table = "Thing", storage = "disk")]
+            #[index_entity(key = "{secret}", table = "Ids")]
+            #[unique(name = "u", table = "no-such table", stray = 1)]
+            struct Thing {
+                p: String,
+                id: String,
+                name: String,
+                #[entity(skip)] secret: String,
+            }
+        });
+        let expected = [
+            "duplicate `index` attribute `name`",
+            "unknown `index` attribute `tabel`, expected one of `name`, `partition_key`, `row_key`, `table`, `properties` or `when`",
+            "expected a path: `when = path::to::item` or `when = \"path::to::item\"`",
+            "expected square brackets",
+            "expected `,`",
+            "unknown `index_entity` attribute `kee`, expected one of `name`, `key`, `table` or `storage`",
+            "unknown `unique` attribute `stray`, expected one of `name`, `key` or `table`",
+            "index names are letters, digits and `_`, got `by-name`",
+            "missing `partition_key`: #[index(partition_key = \"{department}\", …)]",
+            "unknown field `nope` in key template, expected one of `p`, `id`, `name` or `secret`",
+            "field `secret` is skipped, so an index copy cannot carry it",
+            "unknown field `missing` in `properties`, expected one of `p`, `id`, `name` or `secret`",
+            "duplicate index name `email`: index, index entity and unique value names are unique within a type",
+            "missing `key`: #[index_entity(key = \"{last_name}\", …)]",
+            "unknown index entity storage `disk`, expected one of `partition`, `table` or `blob`",
+            "missing `name`: #[index_entity(name = \"last_name\", …)]",
+            "field `secret` cannot be part of a key: it is skipped (not stored)",
+            "`table` applies to `storage = \"table\"`; index entities with `storage = \"partition\"` do not live in a table of their own",
+            "missing `key`: #[unique(key = \"{email}\", …)]",
+            "invalid table name `no-such table`: a table name has only ASCII letters and digits",
+        ];
+        assert_eq!(errors, expected, "{errors:#?}");
+    }
+
     #[test]
     fn same_partition_indexes_need_their_own_row_key_namespace() {
         let err = expand(quote! {

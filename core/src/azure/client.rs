@@ -113,15 +113,77 @@ pub struct ServiceClient {
     default_headers: Vec<(&'static str, &'static str)>,
 }
 
-impl ServiceClient {
-    /// A client of `service` of `account`, retrying under [`RetryPolicy::azure`].
+/// The settings of a [`ServiceClient`], given in any order, then built for an account's
+/// service with [`build`](Self::build) or for an endpoint with
+/// [`for_endpoint`](Self::for_endpoint). Each setter given twice keeps the last value.
+///
+/// ```
+/// use std::time::Duration;
+/// use tablekit_core::azure::{RetryPolicy, Service, ServiceClient, StorageAccount};
+///
+/// # fn main() -> tablekit_core::Result<()> {
+/// let account = StorageAccount::from_connection_string("UseDevelopmentStorage=true")?;
+/// let client = ServiceClient::options()
+///     .retry_policy(RetryPolicy::azure().attempts(3))
+///     .retry_within(Duration::from_secs(10))
+///     .build(&account, Service::Queue)?;
+/// assert_eq!(client.retry_policy().max_attempts, 3);
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct ServiceClientOptions {
+    retry: RetryPolicy,
+    retry_within: Option<Duration>,
+    default_headers: Vec<(&'static str, &'static str)>,
+}
+
+impl Default for ServiceClientOptions {
+    fn default() -> Self {
+        ServiceClientOptions {
+            retry: RetryPolicy::azure(),
+            retry_within: None,
+            default_headers: Vec::new(),
+        }
+    }
+}
+
+impl ServiceClientOptions {
+    /// The defaults: retries under [`RetryPolicy::azure`] for as many attempts as it
+    /// allows, whatever the time they take, and no headers of the client's own.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How requests are retried (default [`RetryPolicy::azure`]).
+    #[must_use]
+    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// How long a request's retries may go on, whatever attempts the policy has left
+    /// (default: no bound but the policy's attempts).
+    #[must_use]
+    pub fn retry_within(mut self, within: Duration) -> Self {
+        self.retry_within = Some(within);
+        self
+    }
+
+    /// Headers every request carries (default none; the Table client's OData ones).
+    #[must_use]
+    pub fn default_headers(mut self, headers: Vec<(&'static str, &'static str)>) -> Self {
+        self.default_headers = headers;
+        self
+    }
+
+    /// The client of `service` of `account`.
     ///
     /// # Errors
     /// [`Error::InvalidConnection`](crate::Error::InvalidConnection) when the account has
     /// no endpoint for the service; [`Error::Backend`](crate::Error::Backend) when the
     /// HTTP client cannot be built.
-    pub fn new(account: &StorageAccount, service: Service) -> crate::Result<Self> {
-        Self::for_endpoint(
+    pub fn build(self, account: &StorageAccount, service: Service) -> crate::Result<ServiceClient> {
+        self.for_endpoint(
             service,
             account.name(),
             account.endpoint(service)?,
@@ -129,16 +191,17 @@ impl ServiceClient {
         )
     }
 
-    /// A client of `service` at `endpoint` (without a trailing slash) of `account`.
+    /// The client of `service` at `endpoint` (without a trailing slash) of `account`.
     ///
     /// # Errors
     /// [`Error::Backend`](crate::Error::Backend) when the HTTP client cannot be built.
     pub fn for_endpoint(
+        self,
         service: Service,
         account: &str,
         endpoint: &str,
         credential: Credential,
-    ) -> crate::Result<Self> {
+    ) -> crate::Result<ServiceClient> {
         let http = reqwest::Client::builder()
             .timeout(Duration::from_secs(30))
             .pool_idle_timeout(Duration::from_secs(60))
@@ -152,31 +215,46 @@ impl ServiceClient {
             account: account.to_owned(),
             endpoint: endpoint.trim_end_matches('/').to_owned(),
             credential,
-            retry: RetryPolicy::azure(),
-            retry_within: None,
-            default_headers: Vec::new(),
+            retry: self.retry,
+            retry_within: self.retry_within,
+            default_headers: self.default_headers,
         })
     }
+}
 
-    /// How requests are retried.
-    #[must_use]
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.retry = retry;
-        self
+impl ServiceClient {
+    /// The settings of a client, given in any order, then
+    /// [`build`](ServiceClientOptions::build) for an account's service or
+    /// [`for_endpoint`](ServiceClientOptions::for_endpoint).
+    pub fn options() -> ServiceClientOptions {
+        ServiceClientOptions::new()
     }
 
-    /// How long a request's retries may go on (`None`: as many as the policy's attempts).
-    #[must_use]
-    pub fn with_retry_within(mut self, within: Option<Duration>) -> Self {
-        self.retry_within = within;
-        self
+    /// A client of `service` of `account` with the default settings (see
+    /// [`ServiceClientOptions::new`]): the shortcut for
+    /// `ServiceClient::options().build(account, service)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`](crate::Error::InvalidConnection) when the account has
+    /// no endpoint for the service; [`Error::Backend`](crate::Error::Backend) when the
+    /// HTTP client cannot be built.
+    pub fn new(account: &StorageAccount, service: Service) -> crate::Result<Self> {
+        Self::options().build(account, service)
     }
 
-    /// Headers every request carries.
-    #[must_use]
-    pub fn with_default_headers(mut self, headers: Vec<(&'static str, &'static str)>) -> Self {
-        self.default_headers = headers;
-        self
+    /// A client of `service` at `endpoint` (without a trailing slash) of `account`, with
+    /// the default settings: the shortcut for
+    /// `ServiceClient::options().for_endpoint(service, account, endpoint, credential)`.
+    ///
+    /// # Errors
+    /// [`Error::Backend`](crate::Error::Backend) when the HTTP client cannot be built.
+    pub fn for_endpoint(
+        service: Service,
+        account: &str,
+        endpoint: &str,
+        credential: Credential,
+    ) -> crate::Result<Self> {
+        Self::options().for_endpoint(service, account, endpoint, credential)
     }
 
     /// The retry policy.
@@ -389,18 +467,19 @@ mod tests {
     }
 
     fn client(endpoint: &str) -> ServiceClient {
-        ServiceClient::for_endpoint(
-            Service::Queue,
-            "devstoreaccount1",
-            endpoint,
-            Credential::SharedKey(b"key".to_vec()),
-        )
-        .expect("a client")
-        .with_retry_policy(RetryPolicy {
-            max_attempts: 4,
-            base: Duration::from_millis(1),
-            cap: Duration::from_millis(5),
-        })
+        ServiceClient::options()
+            .retry_policy(RetryPolicy {
+                max_attempts: 4,
+                base: Duration::from_millis(1),
+                cap: Duration::from_millis(5),
+            })
+            .for_endpoint(
+                Service::Queue,
+                "devstoreaccount1",
+                endpoint,
+                Credential::SharedKey(b"key".to_vec()),
+            )
+            .expect("a client")
     }
 
     #[tokio::test]

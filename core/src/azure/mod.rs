@@ -28,7 +28,7 @@
 //! Service errors map onto the core's error kinds. Transient failures (5xx, server busy,
 //! timeouts, lost connections) are retried under the one [`RetryPolicy`]; creating a
 //! table the service is still deleting (`TableBeingDeleted`) is retried for up to the
-//! store's [being-deleted wait](AzureTableStore::with_being_deleted_wait).
+//! store's [being-deleted wait](AzureTableStoreOptions::being_deleted_wait).
 //!
 //! The core's limits are checked before every request, because the emulator does not
 //! enforce all of them and behaviour must match Azure. So is the scope of a shared access
@@ -60,11 +60,11 @@ pub use account::{
 };
 pub use acl::{MAX_SIGNED_IDENTIFIERS, SignedIdentifier};
 pub use blob::{create_blob_container, create_container};
-pub use client::{MAX_BEING_DELETED_PAUSE, SendError, ServiceClient};
+pub use client::{MAX_BEING_DELETED_PAUSE, SendError, ServiceClient, ServiceClientOptions};
 pub use connection::AzureConfig;
 pub use sas::{SAS_CLOCK_SKEW, account_sas};
 pub use signer::{http_date, sign};
-pub use table::{AzureTableStore, TABLE_BEING_DELETED_WAIT};
+pub use table::{AzureTableStore, AzureTableStoreOptions, TABLE_BEING_DELETED_WAIT};
 
 /// The one retry policy, as the Azure clients take it ([`RetryPolicy::azure`] by default).
 pub use crate::retry::RetryPolicy;

@@ -26,7 +26,7 @@ impl TableStore for AzureTableStore {
 
     /// Creates a table; while the service is still deleting a table of that name, waits
     /// and retries for up to the store's
-    /// [being-deleted wait](AzureTableStore::with_being_deleted_wait).
+    /// [being-deleted wait](super::AzureTableStoreOptions::being_deleted_wait).
     async fn create_table(&self, table: &str) -> Result<()> {
         OBSERVED
             .create_table(table, || async move {

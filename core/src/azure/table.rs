@@ -55,93 +55,99 @@ pub(super) fn quote(key: &str) -> String {
     key.replace('\'', "''")
 }
 
-impl AzureTableStore {
-    /// A store for a storage connection string (see
-    /// [`AzureConfig::from_connection_string`]).
-    ///
-    /// # Errors
-    /// [`Error::InvalidConnection`].
-    pub fn connect(connection_string: &str) -> Result<Self> {
-        Self::new(AzureConfig::from_connection_string(connection_string)?)
-    }
+/// The settings of an [`AzureTableStore`], given in any order, then opened on a
+/// connection string with [`connect`](Self::connect) or on a configuration with
+/// [`build`](Self::build) (no request is sent). Each setter given twice keeps the last
+/// value.
+///
+/// ```
+/// use std::time::Duration;
+/// use tablekit_core::azure::{AzureTableStore, RetryPolicy};
+///
+/// # fn main() -> tablekit_core::Result<()> {
+/// let store = AzureTableStore::options()
+///     .table_prefix("tenant1")
+///     .retry_policy(RetryPolicy::azure().attempts(3))
+///     .being_deleted_wait(Duration::ZERO)
+///     .connect("UseDevelopmentStorage=true")?;
+/// assert_eq!(store.config().table_prefix, "tenant1");
+/// # Ok(()) }
+/// ```
+#[derive(Clone, Debug)]
+pub struct AzureTableStoreOptions {
+    table_prefix: Option<String>,
+    retry: RetryPolicy,
+    being_deleted_wait: Duration,
+    emulator: Option<bool>,
+    refilter: bool,
+}
 
-    /// A store for a configuration. With a shared access signature, every operation is
-    /// checked against the token's scope before it is sent.
-    ///
-    /// # Errors
-    /// [`Error::Backend`] when the HTTP client cannot be built;
-    /// [`Error::InvalidSas`] when the token's times or keys do not read.
-    pub fn new(config: AzureConfig) -> Result<Self> {
-        let scope = match &config.credential {
-            Credential::Sas(token) => Some(std::sync::Arc::new(scope::SasScope::parse(token)?)),
-            Credential::SharedKey(_) => None,
-        };
-        let client = std::sync::Arc::new(
-            ServiceClient::for_endpoint(
-                Service::Table,
-                &config.account,
-                &config.endpoint,
-                config.credential.clone(),
-            )?
-            .with_default_headers(vec![
-                ("Accept", ACCEPT_JSON),
-                ("DataServiceVersion", "3.0;NetFx"),
-                ("MaxDataServiceVersion", "3.0;NetFx"),
-            ]),
-        );
-        let emulator = config.account == DEVELOPMENT_ACCOUNT;
-        Ok(AzureTableStore {
-            client,
-            table_prefix: config.table_prefix.clone(),
-            config,
+impl Default for AzureTableStoreOptions {
+    fn default() -> Self {
+        AzureTableStoreOptions {
+            table_prefix: None,
+            retry: RetryPolicy::azure(),
             being_deleted_wait: TABLE_BEING_DELETED_WAIT,
-            emulator,
+            emulator: None,
             refilter: true,
-            spellings: Default::default(),
-            scope,
-        })
+        }
+    }
+}
+
+impl AzureTableStoreOptions {
+    /// The defaults: the configuration's table prefix, retries under
+    /// [`RetryPolicy::azure`], [`TABLE_BEING_DELETED_WAIT`] for a table being deleted,
+    /// the emulator's workarounds for the development account only, and query results
+    /// filtered again by the core's rules.
+    pub fn new() -> Self {
+        Self::default()
     }
 
-    /// Whether to work around the emulator's differences from the service (on by default
-    /// for the development account): Azurite does not enforce the property and size
-    /// limits on merges, compares table names with case, matches `ne` and `not` over
-    /// absent properties, and fails on some typed comparisons. With the workarounds on,
-    /// merges read the stored entity to check the merged result first, server filters are
-    /// loosened where Azurite is wrong (results are always filtered again by the core's
-    /// rules), and table names are matched without case.
-    pub fn with_emulator_workarounds(mut self, enabled: bool) -> Self {
-        self.emulator = enabled;
+    /// Whether to work around the emulator's differences from the service (default: on
+    /// for the development account, off for any other): Azurite does not enforce the
+    /// property and size limits on merges, compares table names with case, matches `ne`
+    /// and `not` over absent properties, and fails on some typed comparisons. With the
+    /// workarounds on, merges read the stored entity to check the merged result first,
+    /// server filters are loosened where Azurite is wrong (results are always filtered
+    /// again by the core's rules), and table names are matched without case.
+    #[must_use]
+    pub fn emulator_workarounds(mut self, enabled: bool) -> Self {
+        self.emulator = Some(enabled);
         self
     }
 
-    /// Whether query results are filtered again here by [`Filter::matches`] (on by
-    /// default), which makes every query answer by the core's filter rules whatever the
+    /// Whether query results are filtered again here by [`Filter::matches`] (default
+    /// on), which makes every query answer by the core's filter rules whatever the
     /// service or emulator decides.
     ///
     /// Off, a query returns what the service answered to its `$filter`, sent as
     /// [`Display`](std::fmt::Display) writes it and never loosened for the emulator: use
     /// it to compare the service's own answers with the core's (the differential test
-    /// also turns [`with_emulator_workarounds`](Self::with_emulator_workarounds) off).
-    /// Keys are still scoped to a shared access signature's range.
+    /// also turns the [emulator workarounds](Self::emulator_workarounds) off). Keys are
+    /// still scoped to a shared access signature's range.
     ///
     /// [`Filter::matches`]: crate::filter::Filter::matches
-    pub fn with_result_filtering(mut self, enabled: bool) -> Self {
+    #[must_use]
+    pub fn result_filtering(mut self, enabled: bool) -> Self {
         self.refilter = enabled;
         self
     }
 
-    /// Every table name gets this prefix on the service (letters and digits): tenants, or
-    /// tests sharing one account, each see only their own tables. No prefix may begin
-    /// another (`ab` and `abc`): the service cannot tell their tables apart.
-    pub fn with_table_prefix(mut self, prefix: impl Into<String>) -> Self {
-        self.table_prefix = prefix.into();
+    /// Every table name gets this prefix on the service (letters and digits), instead of
+    /// the configuration's (`TablePrefix=`, default none): tenants, or tests sharing one
+    /// account, each see only their own tables. No prefix may begin another (`ab` and
+    /// `abc`): the service cannot tell their tables apart.
+    #[must_use]
+    pub fn table_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.table_prefix = Some(prefix.into());
         self
     }
 
-    /// How transient failures are retried (by default [`RetryPolicy::azure`]); the same
+    /// How transient failures are retried (default [`RetryPolicy::azure`]); the same
     /// policy paces the wait for a table being deleted.
-    pub fn with_retry_policy(mut self, retry: RetryPolicy) -> Self {
-        self.client = std::sync::Arc::new((*self.client).clone().with_retry_policy(retry));
+    #[must_use]
+    pub fn retry_policy(mut self, retry: RetryPolicy) -> Self {
+        self.retry = retry;
         self
     }
 
@@ -151,9 +157,94 @@ impl AzureTableStore {
     /// [`MAX_BEING_DELETED_PAUSE`](super::MAX_BEING_DELETED_PAUSE); then
     /// [`Error::TableBeingDeleted`]. Zero does not wait; the default is
     /// [`TABLE_BEING_DELETED_WAIT`].
-    pub fn with_being_deleted_wait(mut self, wait: Duration) -> Self {
+    #[must_use]
+    pub fn being_deleted_wait(mut self, wait: Duration) -> Self {
         self.being_deleted_wait = wait;
         self
+    }
+
+    /// The store for a storage connection string (see
+    /// [`AzureConfig::from_connection_string`]).
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`]; then as [`build`](Self::build).
+    pub fn connect(self, connection_string: &str) -> Result<AzureTableStore> {
+        self.build(AzureConfig::from_connection_string(connection_string)?)
+    }
+
+    /// The store for a configuration. With a shared access signature, every operation is
+    /// checked against the token's scope before it is sent.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when the HTTP client cannot be built;
+    /// [`Error::InvalidSas`] when the token's times or keys do not read.
+    pub fn build(self, mut config: AzureConfig) -> Result<AzureTableStore> {
+        let scope = match &config.credential {
+            Credential::Sas(token) => Some(std::sync::Arc::new(scope::SasScope::parse(token)?)),
+            Credential::SharedKey(_) => None,
+        };
+        let client = std::sync::Arc::new(
+            ServiceClient::options()
+                .retry_policy(self.retry)
+                .default_headers(vec![
+                    ("Accept", ACCEPT_JSON),
+                    ("DataServiceVersion", "3.0;NetFx"),
+                    ("MaxDataServiceVersion", "3.0;NetFx"),
+                ])
+                .for_endpoint(
+                    Service::Table,
+                    &config.account,
+                    &config.endpoint,
+                    config.credential.clone(),
+                )?,
+        );
+        if let Some(prefix) = self.table_prefix {
+            config.table_prefix = prefix;
+        }
+        let emulator = self
+            .emulator
+            .unwrap_or(config.account == DEVELOPMENT_ACCOUNT);
+        Ok(AzureTableStore {
+            client,
+            table_prefix: config.table_prefix.clone(),
+            config,
+            being_deleted_wait: self.being_deleted_wait,
+            emulator,
+            refilter: self.refilter,
+            spellings: Default::default(),
+            scope,
+        })
+    }
+}
+
+impl AzureTableStore {
+    /// The settings of a store, given in any order, then
+    /// [`connect`](AzureTableStoreOptions::connect) on a connection string or
+    /// [`build`](AzureTableStoreOptions::build) on a configuration.
+    pub fn options() -> AzureTableStoreOptions {
+        AzureTableStoreOptions::new()
+    }
+
+    /// A store for a storage connection string (see
+    /// [`AzureConfig::from_connection_string`]) with the default settings (see
+    /// [`AzureTableStoreOptions::new`]): the shortcut for
+    /// `AzureTableStore::options().connect(connection_string)`.
+    ///
+    /// # Errors
+    /// [`Error::InvalidConnection`]; then as [`new`](Self::new).
+    pub fn connect(connection_string: &str) -> Result<Self> {
+        Self::options().connect(connection_string)
+    }
+
+    /// A store for a configuration with the default settings: the shortcut for
+    /// `AzureTableStore::options().build(config)`. With a shared access signature, every
+    /// operation is checked against the token's scope before it is sent.
+    ///
+    /// # Errors
+    /// [`Error::Backend`] when the HTTP client cannot be built;
+    /// [`Error::InvalidSas`] when the token's times or keys do not read.
+    pub fn new(config: AzureConfig) -> Result<Self> {
+        Self::options().build(config)
     }
 
     /// The configuration.

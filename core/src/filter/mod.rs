@@ -107,8 +107,8 @@
 //!
 //! The emulator's own `$filter` answers differ from the service's in these cases (the
 //! Azure backend filters every result again by the rules above, so they show only with
-//! its `with_result_filtering(false)`; `core/tests/azure_differential.rs` asserts those
-//! it can send):
+//! `AzureTableStore::options().result_filtering(false)`; `core/tests/azure_differential.rs`
+//! asserts those it can send):
 //!
 //! - numbers: Int32 and Double values compare with each other both ways (`Age gt 40.5`
 //!   holds for the Int32 `41`); an Int32 literal never *equals* an Int64 value, but

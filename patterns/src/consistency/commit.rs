@@ -21,6 +21,10 @@ use super::removal::{Removal, Remover};
 use super::sink::OutboxSink;
 use crate::error::Result;
 
+mod options;
+
+pub use options::EngineOptions;
+
 /// The one retry policy of the workspace, in the core: the patterns' optimistic loops
 /// follow it, and its [`Exhausted`](tablekit_core::retry::Exhausted) becomes
 /// [`Error::Contention`](crate::Error::Contention).
@@ -267,11 +271,11 @@ pub struct Engine<S> {
     /// Starts the remover over a clone of the store.
     start_remover: Arc<dyn Fn() -> Option<Remover> + Send + Sync>,
     /// Whether a writer waits for its published entries' removal (see
-    /// [`Engine::with_removal_in_line`]).
+    /// [`EngineOptions::removal_in_line`]).
     removal_in_line: bool,
 }
 
-/// How long a delete's tombstone stays by default (see [`Engine::tombstone_grace`]).
+/// How long a delete's tombstone stays by default (see [`EngineOptions::tombstone_grace`]).
 pub const DEFAULT_TOMBSTONE_GRACE: Duration = Duration::from_secs(5 * 60);
 
 /// The oldest a plan may be when its batch is sent: an older one is planned again. With
@@ -292,33 +296,21 @@ impl<S> std::fmt::Debug for Engine<S> {
 }
 
 impl<S: TableStore + Clone + 'static> Engine<S> {
-    /// An engine over `store` without a sink: follow-up work waits in the outbox for
-    /// the relay.
+    /// The settings of an engine, given in any order, then
+    /// [`build`](EngineOptions::build) on a store.
+    pub fn options() -> EngineOptions<S> {
+        EngineOptions::new()
+    }
+
+    /// An engine over `store` with the default settings (see [`EngineOptions::new`]),
+    /// without a sink: follow-up work waits in the outbox for the relay. The shortcut for
+    /// `Engine::options().build(store)`.
     pub fn new(store: S) -> Self {
-        let remover_store = store.clone();
-        Engine {
-            store,
-            sink: None,
-            markers: Arc::default(),
-            retry: RetryPolicy::default(),
-            tombstone_grace: DEFAULT_TOMBSTONE_GRACE,
-            remover: Arc::default(),
-            start_remover: Arc::new(move || Remover::start(remover_store.clone())),
-            removal_in_line: false,
-        }
+        Self::options().build(store)
     }
 }
 
 impl<S: TableStore> Engine<S> {
-    /// Makes each writer remove its published outbox entries before its write returns
-    /// (one more round trip per write with follow-up work), instead of handing them to
-    /// the engine's remover task: for a process that may stop without [`flush`](Self::flush)
-    /// and must not leave entries for the relay to publish again.
-    pub fn with_removal_in_line(mut self) -> Self {
-        self.removal_in_line = true;
-        self
-    }
-
     /// Waits until the published outbox entries handed to the remover so far are removed
     /// (or left to the relay after a failure). A process calls it before it stops;
     /// otherwise the relay publishes what was left again after its grace period.
@@ -328,41 +320,23 @@ impl<S: TableStore> Engine<S> {
         }
     }
 
-    /// Keeps a delete's tombstone for `grace` (default [`DEFAULT_TOMBSTONE_GRACE`]): a
-    /// write planned before the delete lands within [`MAX_PLAN_AGE`] plus the store's
-    /// bound on a request, so the grace must outlast both, with the writers' clock skew.
-    /// The relay keeps visiting the partition until the tombstone is buried.
-    pub fn with_tombstone_grace(mut self, grace: Duration) -> Self {
-        self.tombstone_grace = grace;
-        self
-    }
-
     /// How long a delete's tombstone stays (see [`crate::index::record::TOMBSTONE_KIND`]).
     pub fn tombstone_grace(&self) -> Duration {
         self.tombstone_grace
     }
 
-    /// Hands follow-up work to `sink` after each commit.
-    pub fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
+    /// This engine handing follow-up work to `sink` after each commit, for the tables
+    /// that take an engine from their caller and set its sink from their own settings
+    /// ([`EngineOptions::sink`] is the public way).
+    pub(crate) fn with_sink(mut self, sink: Arc<dyn OutboxSink>) -> Self {
         self.sink = Some(sink);
         self
     }
 
-    /// Leaves follow-up work to the relay.
-    pub fn without_sink(mut self) -> Self {
-        self.sink = None;
-        self
-    }
-
-    /// Relies on a pending marker for `lease` after writing it (zero: every commit with
-    /// follow-up work writes its marker).
-    pub fn with_marker_lease(mut self, lease: Duration) -> Self {
-        self.markers = Arc::new(Markers::new(lease));
-        self
-    }
-
-    /// Retries under `policy`.
-    pub fn with_retry(mut self, policy: RetryPolicy) -> Self {
+    /// This engine retrying under `policy`, for the tables that take an engine from
+    /// their caller and bound its attempts from their own settings
+    /// ([`EngineOptions::retry`] is the public way).
+    pub(crate) fn with_retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
         self
     }

@@ -69,7 +69,9 @@
 //!         Ok(())
 //!     }
 //! });
-//! let engine = Engine::new(store.clone()).with_sink(Arc::new(InlineSink::new(registry)));
+//! let engine = Engine::options()
+//!     .sink(Arc::new(InlineSink::new(registry)))
+//!     .build(store.clone());
 //! let committed = engine.commit("Visits", "visits", &mut Visit).await?.expect("planned");
 //! assert!(committed.published);
 //! assert!(store.get("Counts", "pages", "home", None).await?.is_some());
@@ -77,23 +79,34 @@
 //! # }).unwrap();
 //! ```
 
+// The mechanisms, hidden: not part of the API. What users call is re-exported below;
+// tablekit's own tests, tools and worker crate reach the rest by these paths.
+#[doc(hidden)]
 pub mod commit;
+#[doc(hidden)]
 pub mod operation;
+#[doc(hidden)]
 pub mod outbox;
+#[doc(hidden)]
 pub mod pending;
+#[doc(hidden)]
 pub mod relay;
 mod removal;
+#[doc(hidden)]
 pub mod sink;
 
 use std::future::Future;
 use std::pin::Pin;
 
 pub use commit::{
-    Committed, DEFAULT_TOMBSTONE_GRACE, Engine, Intent, MAX_PLAN_AGE, Plan, Planner, Retry,
-    RetryPolicy, lost_race,
+    Committed, DEFAULT_TOMBSTONE_GRACE, Engine, EngineOptions, Intent, MAX_PLAN_AGE, Plan, Planner,
+    Retry, RetryPolicy, lost_race,
 };
-pub use operation::{Envelope, Operation, OperationError, Registry};
-pub use relay::{Backlog, Relay, RelayOptions, RelayReport, RelayStatus, backlog, relays};
+pub use operation::{DEFAULT_QUEUE, Envelope, Operation, OperationError, Registry};
+pub use pending::PENDING_TABLE;
+pub use relay::{
+    Backlog, RELAYS_TABLE, Relay, RelayOptions, RelayReport, RelayStatus, backlog, relays,
+};
 pub use sink::{InlineSink, OutboxSink, RoundTripSink};
 
 /// A boxed future, for the object-safe sink and handlers.

@@ -13,7 +13,7 @@ use tablekit_core::{ErrorKind, IfMatch, TableStore};
 use tokio::time::Instant;
 
 use super::record::{EntityRef, IndexRecord, Layout, is_tombstone};
-use super::registry::SchemaRecord;
+use super::registry::schema::SchemaRecord;
 use super::write::Writer;
 use crate::consistency::Engine;
 use crate::error::Result;

@@ -29,7 +29,7 @@ use tablekit_core::blob::BlobStore;
 
 pub use super::record::Bury;
 use super::record::{EntityRef, Target};
-use super::registry::open::{self, TagKey};
+use super::registry::open::{self, Codec, TagKey};
 use crate::consistency::{Envelope, Operation, RetryPolicy};
 use crate::error::Result;
 pub use crate::index::decl::denormalized::record::{
@@ -133,7 +133,33 @@ impl Serialize for IndexOperation {
 impl<'de> Deserialize<'de> for IndexOperation {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> std::result::Result<Self, D::Error> {
         let (tag, fields) = open::deserialize(TagKey::Operation, deserializer)?;
-        super::registry::decode_operation(&tag, fields).map_err(serde::de::Error::custom)
+        open::decode_by_tag(
+            "operation",
+            &tag,
+            fields,
+            inventory::iter::<Codec<IndexOperation>>.into_iter(),
+        )
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+inventory::collect!(Codec<IndexOperation>);
+
+// The planner's own stored operation: a tombstone's burial.
+inventory::submit! { IndexOperation::codec::<Bury>("tombstone") }
+
+impl IndexOperation {
+    /// The codec of the operation type `T` of the declaration `attribute`, for its folder
+    /// to submit (`inventory::submit! { IndexOperation::codec::<T>(ATTRIBUTE) }`).
+    pub(crate) const fn codec<T: OperationType>(attribute: &'static str) -> Codec<IndexOperation>
+    where
+        IndexOperation: From<T>,
+    {
+        Codec {
+            attribute,
+            tag: T::TAG,
+            decode: open::decode::<T, IndexOperation>,
+        }
     }
 }
 

@@ -19,7 +19,8 @@ use std::pin::Pin;
 
 use tablekit_core::{Entity, TableStore};
 
-use super::audit::{AuditReport, Auditor};
+use super::audit::auditor::Auditor;
+use super::audit::report::AuditReport;
 use super::operation::{Applied, IndexApplier};
 use super::reclaim::Reclaim;
 use super::record::EntityRef;
@@ -73,6 +74,16 @@ pub(crate) trait Upkeep<S: TableStore + Clone + 'static>: Sync {
         _report: &'a mut AuditReport,
     ) -> Option<Step<'a>> {
         None
+    }
+
+    /// After the audit's scan of the tables: checks what it keeps outside them (the id
+    /// lists in blobs), recording (and repairing) what no primary claims.
+    fn beyond_tables<'a>(
+        &'a self,
+        _auditor: &'a mut Auditor<'_, S>,
+        _report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        nothing()
     }
 
     /// Undoes its part of what a write that never committed did outside its transaction

@@ -2,7 +2,7 @@
 //! deliveries processed, sent back for a retry (failed), poisoned and redelivered, and a
 //! heartbeat record per worker process (its host, queues, deliveries in flight and rate).
 //!
-//! A worker counts through an [`Activity`] handle ([`crate::Worker::with_activity`]); a
+//! A worker counts through an [`Activity`] handle ([`crate::WorkerOptions::activity`]); a
 //! task of the process writes the counts of the current minute every
 //! [`FLUSH_INTERVAL`] and when the minute closes, its heartbeat every
 //! [`HEARTBEAT_INTERVAL`], and runs the [`roll_up`] pass every [`ROLL_UP_INTERVAL`]. A
@@ -50,7 +50,7 @@ use crate::error::Result;
 pub use history::{history, queues_with_history};
 pub use process::{WorkerProcess, forget_workers, workers};
 pub use rollup::{RollUpReport, roll_up};
-pub use sampler::{Activity, InFlight, QueueActivity};
+pub use sampler::{Activity, ActivityOptions, InFlight, QueueActivity};
 
 /// The table of the activity records.
 pub const ACTIVITY_TABLE: &str = "TablekitActivity";

@@ -25,7 +25,7 @@ const ROLL_UP_STOP_WAIT: Duration = Duration::from_secs(5);
 
 /// A worker process's activity: the running totals of each queue it serves, written to
 /// the store (table [`super::ACTIVITY_TABLE`]) as minute rows and a heartbeat record by a
-/// task that runs while a worker uses the handle ([`crate::Worker::with_activity`]).
+/// task that runs while a worker uses the handle ([`crate::WorkerOptions::activity`]).
 /// Cheap to clone: clones share the totals; one handle serves every worker of a process.
 ///
 /// ```no_run
@@ -36,10 +36,11 @@ const ROLL_UP_STOP_WAIT: Duration = Duration::from_secs(5);
 ///
 /// # async fn demo() -> tablekit_workers::Result<()> {
 /// let store = AnyStore::connect("sqlite:app.db").await?;
-/// let activity = Activity::new(store);
+/// let activity = Activity::options().process_id("web-1").build(store);
 /// let queue = SqliteQueue::open("queue.db").await?;
-/// Worker::new(queue, Registry::new(), WorkerConfig::new("archive"))
-///     .with_activity(activity)
+/// Worker::options()
+///     .activity(activity)
+///     .build(queue, Registry::new(), WorkerConfig::new("archive"))
 ///     .run(tablekit_workers::runtime::shutdown_signal())
 ///     .await?;
 /// # Ok(()) }
@@ -74,15 +75,15 @@ struct Inner {
 }
 
 impl Inner {
-    fn new(store: AnyStore, process: String) -> Self {
+    fn new(store: AnyStore, process: String, options: ActivityOptions) -> Self {
         Inner {
             store,
             process,
             host: host_name(),
             started_at: Utc::now(),
-            flush_interval: FLUSH_INTERVAL,
-            heartbeat_interval: HEARTBEAT_INTERVAL,
-            roll_up_interval: ROLL_UP_INTERVAL,
+            flush_interval: options.flush_interval,
+            heartbeat_interval: options.heartbeat_interval,
+            roll_up_interval: options.roll_up_interval,
             queues: Mutex::default(),
             sampler: Mutex::default(),
             state: tokio::sync::Mutex::default(),
@@ -132,57 +133,110 @@ struct Warnings {
     suppressed: u64,
 }
 
+/// The shortest interval of the sampling task.
+const LEAST_INTERVAL: Duration = Duration::from_millis(10);
+
+/// The settings of an [`Activity`], given in any order, then built on a store with
+/// [`build`](Self::build) (no I/O: the first worker to use the handle starts its task).
+/// Each setter given twice keeps the last value.
+///
+/// ```
+/// use std::time::Duration;
+/// use tablekit_core::{AnyStore, MemoryStore};
+/// use tablekit_workers::activity::Activity;
+///
+/// let activity = Activity::options()
+///     .process_id("web-1")
+///     .heartbeat_interval(Duration::from_secs(5))
+///     .build(AnyStore::Memory(MemoryStore::new()));
+/// assert_eq!(activity.process_id(), "web-1");
+/// ```
+#[derive(Clone, Debug)]
+pub struct ActivityOptions {
+    process_id: Option<String>,
+    flush_interval: Duration,
+    heartbeat_interval: Duration,
+    roll_up_interval: Duration,
+}
+
+impl Default for ActivityOptions {
+    fn default() -> Self {
+        ActivityOptions {
+            process_id: None,
+            flush_interval: FLUSH_INTERVAL,
+            heartbeat_interval: HEARTBEAT_INTERVAL,
+            roll_up_interval: ROLL_UP_INTERVAL,
+        }
+    }
+}
+
+impl ActivityOptions {
+    /// The defaults: a fresh process id, the current minute written every
+    /// [`FLUSH_INTERVAL`], the heartbeat every [`HEARTBEAT_INTERVAL`] and the roll-up
+    /// pass every [`ROLL_UP_INTERVAL`].
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Names the process `id` (default: the host name, the process id and a random
+    /// suffix, `web-1-4242-3fa9c1`). The characters a key cannot hold, and `,`, become
+    /// `_`; at most 128 characters. Two running processes must not share a name.
+    pub fn process_id(mut self, id: impl Into<String>) -> Self {
+        self.process_id = Some(id.into());
+        self
+    }
+
+    /// Writes the current minute every `flush` (default [`FLUSH_INTERVAL`]; at least
+    /// 10 ms), and when the minute closes.
+    pub fn flush_interval(mut self, flush: Duration) -> Self {
+        self.flush_interval = flush.max(LEAST_INTERVAL);
+        self
+    }
+
+    /// Writes the process's heartbeat every `heartbeat` (default [`HEARTBEAT_INTERVAL`];
+    /// at least 10 ms).
+    pub fn heartbeat_interval(mut self, heartbeat: Duration) -> Self {
+        self.heartbeat_interval = heartbeat.max(LEAST_INTERVAL);
+        self
+    }
+
+    /// Runs the [roll-up pass](super::roll_up) every `roll_up` (default
+    /// [`ROLL_UP_INTERVAL`]; at least 10 ms).
+    pub fn roll_up_interval(mut self, roll_up: Duration) -> Self {
+        self.roll_up_interval = roll_up.max(LEAST_INTERVAL);
+        self
+    }
+
+    /// The activity of this process over `store`, without I/O.
+    pub fn build(mut self, store: AnyStore) -> Activity {
+        let id = self.process_id.take().unwrap_or_else(|| {
+            let suffix = tablekit_core::random::uuid().simple().to_string();
+            format!(
+                "{}-{}-{}",
+                host_name(),
+                std::process::id(),
+                suffix.get(..6).unwrap_or_default()
+            )
+        });
+        Activity {
+            inner: Arc::new(Inner::new(store, keys::process_id(&id), self)),
+        }
+    }
+}
+
 impl Activity {
-    /// The activity of this process over `store`, under a fresh process id: the host name,
-    /// the process id and a random suffix (`web-1-4242-3fa9c1`).
+    /// The settings of a process's activity, given in any order, then
+    /// [`build`](ActivityOptions::build) on a store.
+    pub fn options() -> ActivityOptions {
+        ActivityOptions::new()
+    }
+
+    /// The activity of this process over `store`, under a fresh process id (the host
+    /// name, the process id and a random suffix, `web-1-4242-3fa9c1`), with the default
+    /// settings (see [`ActivityOptions::new`]): the shortcut for
+    /// `Activity::options().build(store)`.
     pub fn new(store: AnyStore) -> Self {
-        let suffix = tablekit_core::random::uuid().simple().to_string();
-        let id = format!(
-            "{}-{}-{}",
-            host_name(),
-            std::process::id(),
-            suffix.get(..6).unwrap_or_default()
-        );
-        Activity {
-            inner: Arc::new(Inner::new(store, keys::process_id(&id))),
-        }
-    }
-
-    /// Names the process `id` instead (the characters a key cannot hold, and `,`, become
-    /// `_`; at most 128 characters). Two running processes must not share a name. Set
-    /// before the handle is cloned or used: a shared handle is replaced by a fresh one.
-    pub fn with_process_id(self, id: &str) -> Self {
-        let id = keys::process_id(id);
-        self.rebuild(|inner| inner.process = id)
-    }
-
-    /// Writes the current minute every `flush`, the heartbeat every `heartbeat` and runs
-    /// the roll-up pass every `roll_up` (defaults [`FLUSH_INTERVAL`],
-    /// [`HEARTBEAT_INTERVAL`], [`ROLL_UP_INTERVAL`]; each at least 10 ms). Set before the
-    /// handle is cloned or used, as [`with_process_id`](Self::with_process_id).
-    pub fn with_intervals(self, flush: Duration, heartbeat: Duration, roll_up: Duration) -> Self {
-        let least = Duration::from_millis(10);
-        self.rebuild(|inner| {
-            inner.flush_interval = flush.max(least);
-            inner.heartbeat_interval = heartbeat.max(least);
-            inner.roll_up_interval = roll_up.max(least);
-        })
-    }
-
-    fn rebuild(mut self, change: impl FnOnce(&mut Inner)) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            change(inner);
-            return self;
-        }
-        let old = &self.inner;
-        let mut inner = Inner::new(old.store.clone(), old.process.clone());
-        inner.flush_interval = old.flush_interval;
-        inner.heartbeat_interval = old.heartbeat_interval;
-        inner.roll_up_interval = old.roll_up_interval;
-        change(&mut inner);
-        Activity {
-            inner: Arc::new(inner),
-        }
+        Self::options().build(store)
     }
 
     /// This process's id: its heartbeat record's RowKey, the process part of its rows.

@@ -29,7 +29,7 @@ use tablekit_patterns::changes::ChangeEvent;
 use tablekit_patterns::consistency::{
     BoxFuture, Engine, Envelope, InlineSink, OutboxSink, RetryPolicy,
 };
-use tablekit_patterns::index::generic::GenericDeleter;
+use tablekit_patterns::index::GenericDeleter;
 use tablekit_patterns::index::record::{EntityRef, is_hidden};
 
 use crate::operation::{Operation, OperationError};
@@ -300,7 +300,7 @@ impl<S: TableStore + Clone + 'static> Archiver<S> {
             inline: InlineSink::new(registry),
             events,
         };
-        Archiver::new(Engine::new(store).with_sink(Arc::new(sink)), blobs)
+        Archiver::new(Engine::options().sink(Arc::new(sink)).build(store), blobs)
     }
 
     /// The engine the source deletes commit through.

@@ -56,11 +56,11 @@ pub(super) async fn serve(
             ..config.clone()
         };
         let mut stopped = stopped.clone();
-        let worker = Worker::new(broker.clone(), registry.clone(), config);
-        let worker = match &activity {
-            Some(activity) => worker.with_activity(activity.clone()),
-            None => worker,
+        let options = match &activity {
+            Some(activity) => Worker::options().activity(activity.clone()),
+            None => Worker::options(),
         };
+        let worker = options.build(broker.clone(), registry.clone(), config);
         workers.spawn(worker.run(async move {
             let _ = stopped.wait_for(|s| *s).await;
         }));

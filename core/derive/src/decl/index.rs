@@ -7,26 +7,14 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::LitStr;
 
-use crate::internals::attr::{
-    SpanOf, index_span, key_name, path, record, required, set_once, string, string_list, unknown,
-};
-use crate::internals::ctxt::{Ctxt, one_of};
-use crate::internals::field::{FieldModel, Storage};
+use crate::internals::attr::{Slot, SpanOf, read_keys};
+use crate::internals::ctxt::Ctxt;
+use crate::internals::field::{FieldModel, Storage, named};
 use crate::internals::handle;
-use crate::internals::names::{check_name, check_table};
+use crate::internals::keyed::Keyed;
 use crate::internals::scope::Scope;
-use crate::internals::template::{CheckedTemplate, checked_template, may_collide, template_tokens};
+use crate::internals::template::{CheckedTemplate, may_collide, template_tokens};
 use crate::internals::tokens::option_str;
-
-/// The `#[index(...)]` keys.
-pub(crate) const INDEX_KEYS: &[&str] = &[
-    "name",
-    "partition_key",
-    "row_key",
-    "table",
-    "properties",
-    "when",
-];
 
 /// One `#[index(...)]`.
 pub(crate) struct IndexAttr {
@@ -50,23 +38,19 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute) -> IndexAttr {
         properties: None,
         when: None,
     };
-    let result = attr.parse_nested_meta(|meta| {
-        let parsed = match key_name(&meta).as_str() {
-            "name" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.name, v)),
-            "partition_key" => {
-                string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.partition_key, v))
-            }
-            "row_key" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.row_key, v)),
-            "table" => string(&meta).map(|v| set_once(cx, &meta, "index", &mut index.table, v)),
-            "properties" => {
-                string_list(&meta).map(|v| set_once(cx, &meta, "index", &mut index.properties, v))
-            }
-            "when" => path(&meta).map(|v| set_once(cx, &meta, "index", &mut index.when, v)),
-            _ => return unknown(cx, &meta, "index", INDEX_KEYS),
-        };
-        record(cx, parsed)
-    });
-    record(cx, result).ok();
+    read_keys(
+        cx,
+        attr,
+        "index",
+        &mut [
+            ("name", Slot::Str(&mut index.name)),
+            ("partition_key", Slot::Str(&mut index.partition_key)),
+            ("row_key", Slot::Str(&mut index.row_key)),
+            ("table", Slot::Str(&mut index.table)),
+            ("properties", Slot::StrList(&mut index.properties)),
+            ("when", Slot::Path(&mut index.when)),
+        ],
+    );
     index
 }
 
@@ -90,62 +74,30 @@ pub(crate) fn check<'a>(
     let fields = scope.fields;
     let mut indexes = Vec::new();
     for index in declared {
-        let name = required(
-            cx,
-            index.name.as_ref(),
-            index_span(index.span),
-            "name",
-            "#[index(name = \"email\", …)]",
-        );
-        if let Some(name) = name {
-            check_name(cx, name, names, "index");
-        }
-        let ipk = required(
-            cx,
-            index.partition_key.as_ref(),
-            index_span(index.span),
+        let keyed = Keyed::new(cx, fields, "index", index.span);
+        let name = keyed.name(index.name.as_ref(), "email", "index", names);
+        let ipk = keyed.template(
             "partition_key",
-            "#[index(partition_key = \"{department}\", …)]",
-        )
-        .and_then(|lit| checked_template(cx, lit, fields));
-        let irk = required(
-            cx,
-            index.row_key.as_ref(),
-            index_span(index.span),
-            "row_key",
-            "#[index(row_key = \"email_{email}\", …)]",
-        )
-        .and_then(|lit| checked_template(cx, lit, fields));
-        if let Some(table) = &index.table {
-            check_table(cx, table);
-        }
+            index.partition_key.as_ref(),
+            "{department}",
+        );
+        let irk = keyed.template("row_key", index.row_key.as_ref(), "email_{email}");
+        keyed.table(index.table.as_ref());
         let properties = index.properties.as_ref().map(|list| {
             list.iter()
                 .filter_map(|lit| {
                     let wanted = lit.value();
-                    match fields.iter().find(|f| f.name == wanted) {
-                        Some(f) if f.storage == Storage::Skipped => {
-                            cx.error_spanned(
-                                lit,
-                                format!(
-                                    "field `{wanted}` is skipped, so an index copy cannot carry it"
-                                ),
-                            );
-                            None
-                        }
-                        Some(f) => Some(f.property.clone()),
-                        None => {
-                            let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-                            cx.error_spanned(
-                                lit,
-                                format!(
-                                    "unknown field `{wanted}` in `properties`, expected one of {}",
-                                    one_of(&names)
-                                ),
-                            );
-                            None
-                        }
+                    let field = named(cx, fields, &wanted, lit, "`properties`")?;
+                    if field.storage == Storage::Skipped {
+                        cx.error_spanned(
+                            lit,
+                            format!(
+                                "field `{wanted}` is skipped, so an index copy cannot carry it"
+                            ),
+                        );
+                        return None;
                     }
+                    Some(field.property.clone())
                 })
                 .collect::<Vec<_>>()
         });

@@ -7,19 +7,15 @@ use proc_macro2::{Span, TokenStream};
 use quote::{format_ident, quote};
 use syn::LitStr;
 
-use crate::internals::attr::{
-    SpanOf, index_span, key_name, record, required, set_once, string, unknown,
-};
+use crate::internals::attr::{Slot, SpanOf, read_keys};
 use crate::internals::ctxt::{Ctxt, one_of};
 use crate::internals::field::FieldModel;
 use crate::internals::handle;
-use crate::internals::names::{check_name, check_table};
+use crate::internals::keyed::Keyed;
 use crate::internals::scope::Scope;
-use crate::internals::template::{CheckedTemplate, checked_template, template_tokens};
+use crate::internals::template::{CheckedTemplate, template_tokens};
 use crate::internals::tokens::option_str;
 
-/// The `#[index_entity(...)]` keys.
-pub(crate) const INDEX_ENTITY_KEYS: &[&str] = &["name", "key", "table", "storage"];
 /// The index entity storages.
 pub(crate) const STORAGES: &[&str] = &["partition", "table", "blob"];
 
@@ -41,23 +37,17 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute) -> IndexEntityAttr {
         table: None,
         storage: None,
     };
-    let result = attr.parse_nested_meta(|meta| {
-        let parsed = match key_name(&meta).as_str() {
-            "name" => {
-                string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.name, v))
-            }
-            "key" => string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.key, v)),
-            "table" => {
-                string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.table, v))
-            }
-            "storage" => {
-                string(&meta).map(|v| set_once(cx, &meta, "index_entity", &mut index.storage, v))
-            }
-            _ => return unknown(cx, &meta, "index_entity", INDEX_ENTITY_KEYS),
-        };
-        record(cx, parsed)
-    });
-    record(cx, result).ok();
+    read_keys(
+        cx,
+        attr,
+        "index_entity",
+        &mut [
+            ("name", Slot::Str(&mut index.name)),
+            ("key", Slot::Str(&mut index.key)),
+            ("table", Slot::Str(&mut index.table)),
+            ("storage", Slot::Str(&mut index.storage)),
+        ],
+    );
     index
 }
 
@@ -77,27 +67,10 @@ pub(crate) fn check<'a>(
 ) -> Vec<CheckedIndexEntity<'a>> {
     let mut index_entities = Vec::new();
     for index in declared {
-        let name = required(
-            cx,
-            index.name.as_ref(),
-            index_span(index.span),
-            "name",
-            "#[index_entity(name = \"last_name\", …)]",
-        );
-        if let Some(name) = name {
-            check_name(cx, name, names, "index entity");
-        }
-        let key = required(
-            cx,
-            index.key.as_ref(),
-            index_span(index.span),
-            "key",
-            "#[index_entity(key = \"{last_name}\", …)]",
-        )
-        .and_then(|lit| checked_template(cx, lit, scope.fields));
-        if let Some(table) = &index.table {
-            check_table(cx, table);
-        }
+        let keyed = Keyed::new(cx, scope.fields, "index_entity", index.span);
+        let name = keyed.name(index.name.as_ref(), "last_name", "index entity", names);
+        let key = keyed.template("key", index.key.as_ref(), "{last_name}");
+        keyed.table(index.table.as_ref());
         let storage = match &index.storage {
             None => Some("partition"),
             Some(lit) => match STORAGES.iter().find(|s| **s == lit.value()) {

@@ -7,17 +7,12 @@ use proc_macro2::{Span, TokenStream};
 use quote::quote;
 use syn::LitStr;
 
-use crate::internals::attr::{
-    SpanOf, index_span, key_name, record, required, set_once, string, unknown,
-};
+use crate::internals::attr::{Slot, SpanOf, read_keys};
 use crate::internals::ctxt::Ctxt;
-use crate::internals::names::{check_name, check_table};
+use crate::internals::keyed::Keyed;
 use crate::internals::scope::Scope;
-use crate::internals::template::{CheckedTemplate, checked_template, template_tokens};
+use crate::internals::template::{CheckedTemplate, template_tokens};
 use crate::internals::tokens::option_str;
-
-/// The `#[unique(...)]` keys.
-pub(crate) const UNIQUE_KEYS: &[&str] = &["name", "key", "table"];
 
 /// One `#[unique(...)]`.
 pub(crate) struct UniqueAttr {
@@ -35,16 +30,16 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute) -> UniqueAttr {
         key: None,
         table: None,
     };
-    let result = attr.parse_nested_meta(|meta| {
-        let parsed = match key_name(&meta).as_str() {
-            "name" => string(&meta).map(|v| set_once(cx, &meta, "unique", &mut unique.name, v)),
-            "key" => string(&meta).map(|v| set_once(cx, &meta, "unique", &mut unique.key, v)),
-            "table" => string(&meta).map(|v| set_once(cx, &meta, "unique", &mut unique.table, v)),
-            _ => return unknown(cx, &meta, "unique", UNIQUE_KEYS),
-        };
-        record(cx, parsed)
-    });
-    record(cx, result).ok();
+    read_keys(
+        cx,
+        attr,
+        "unique",
+        &mut [
+            ("name", Slot::Str(&mut unique.name)),
+            ("key", Slot::Str(&mut unique.key)),
+            ("table", Slot::Str(&mut unique.table)),
+        ],
+    );
     unique
 }
 
@@ -63,27 +58,10 @@ pub(crate) fn check<'a>(
 ) -> Vec<CheckedUnique<'a>> {
     let mut uniques = Vec::new();
     for unique in declared {
-        let name = required(
-            cx,
-            unique.name.as_ref(),
-            index_span(unique.span),
-            "name",
-            "#[unique(name = \"email\", …)]",
-        );
-        if let Some(name) = name {
-            check_name(cx, name, names, "unique value");
-        }
-        let key = required(
-            cx,
-            unique.key.as_ref(),
-            index_span(unique.span),
-            "key",
-            "#[unique(key = \"{email}\", …)]",
-        )
-        .and_then(|lit| checked_template(cx, lit, scope.fields));
-        if let Some(table) = &unique.table {
-            check_table(cx, table);
-        }
+        let keyed = Keyed::new(cx, scope.fields, "unique", unique.span);
+        let name = keyed.name(unique.name.as_ref(), "email", "unique value", names);
+        let key = keyed.template("key", unique.key.as_ref(), "{email}");
+        keyed.table(unique.table.as_ref());
         if let (Some(name), Some(key)) = (name, key) {
             uniques.push(CheckedUnique {
                 name: name.value(),

@@ -129,6 +129,43 @@ pub(crate) fn string_list(meta: &ParseNestedMeta<'_>) -> syn::Result<Vec<LitStr>
         .collect()
 }
 
+/// Where the value of one key of an attribute is read to, by the form it takes.
+pub(crate) enum Slot<'a> {
+    /// `key = "…"`.
+    Str(&'a mut Option<LitStr>),
+    /// `key = ["…", …]`.
+    StrList(&'a mut Option<Vec<LitStr>>),
+    /// `key = path` or `key = "path"`.
+    Path(&'a mut Option<Path>),
+}
+
+/// Reads `#[attribute(key = value, …)]` into the slot of each key, each set once. A value
+/// of the wrong form, a repeated key or a key without a slot (unknown: the error names the
+/// slots' keys in their order) is recorded and reading carries on.
+pub(crate) fn read_keys(
+    cx: &Ctxt,
+    attr: &syn::Attribute,
+    attribute: &str,
+    slots: &mut [(&str, Slot<'_>)],
+) {
+    let keys: Vec<&str> = slots.iter().map(|(key, _)| *key).collect();
+    let result = attr.parse_nested_meta(|meta| {
+        let key = key_name(&meta);
+        let Some((_, slot)) = slots.iter_mut().find(|(known, _)| *known == key) else {
+            return unknown(cx, &meta, attribute, &keys);
+        };
+        let parsed = match slot {
+            Slot::Str(slot) => string(&meta).map(|v| set_once(cx, &meta, attribute, *slot, v)),
+            Slot::StrList(slot) => {
+                string_list(&meta).map(|v| set_once(cx, &meta, attribute, *slot, v))
+            }
+            Slot::Path(slot) => path(&meta).map(|v| set_once(cx, &meta, attribute, *slot, v)),
+        };
+        record(cx, parsed)
+    });
+    record(cx, result).ok();
+}
+
 pub(crate) trait SpanOf {
     fn span_of(&self) -> Span;
 }

@@ -1,6 +1,7 @@
 //! The model every part of the derive shares: error collection, reading attribute values,
-//! the fields as stored, key templates, the naming rules and the pieces of generated code
-//! they all use. Nothing here knows a particular declaration.
+//! the fields as stored, key templates, the naming rules, what the keyed declarations check
+//! alike and the pieces of generated code they all use. Nothing here knows a particular
+//! declaration.
 
 pub(crate) mod attr;
 pub(crate) mod budget;
@@ -9,6 +10,7 @@ pub(crate) mod ctxt;
 pub(crate) mod duration;
 pub(crate) mod field;
 pub(crate) mod handle;
+pub(crate) mod keyed;
 pub(crate) mod names;
 pub(crate) mod open;
 pub(crate) mod scope;

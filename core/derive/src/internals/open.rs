@@ -2,8 +2,8 @@
 //! their module lists, checked by their module, and generated the same way for all — a
 //! `DeclaredMeta` in the schema and a typed `Declared` handle named after the
 //! declaration. A declaration of this kind is its module and one line in
-//! `decl::OPEN`; the derive's parse, check and generate steps reach it only through
-//! that list.
+//! `open_declarations!` (`decl/mod.rs`), which lists it in `decl::OPEN`; the derive's
+//! parse, check and generate steps reach it only through that list.
 
 use std::collections::HashMap;
 

@@ -6,8 +6,8 @@ use quote::{ToTokens, quote, quote_spanned};
 use syn::LitStr;
 use tablekit_core::typed::{KeyFormat, KeyTemplate, TemplatePart};
 
-use crate::internals::ctxt::{Ctxt, one_of};
-use crate::internals::field::{FieldModel, Storage};
+use crate::internals::ctxt::Ctxt;
+use crate::internals::field::{FieldModel, Storage, named};
 
 /// A key template checked against the fields.
 pub(crate) struct CheckedTemplate {
@@ -52,18 +52,8 @@ pub(crate) fn checked_template(
     };
     let mut ok = true;
     for name in template.fields() {
-        match fields.iter().find(|f| f.name == name) {
-            None => {
-                let names: Vec<&str> = fields.iter().map(|f| f.name.as_str()).collect();
-                cx.error_spanned(
-                    lit,
-                    format!(
-                        "unknown field `{name}` in key template, expected one of {}",
-                        one_of(&names)
-                    ),
-                );
-                ok = false;
-            }
+        match named(cx, fields, name, lit, "key template") {
+            None => ok = false,
             Some(field) if field.storage != Storage::Property => {
                 let why = match field.storage {
                     Storage::Skipped => "is skipped (not stored)",

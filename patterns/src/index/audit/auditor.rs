@@ -9,7 +9,7 @@ use tablekit_core::{Entity, TableStore, Value};
 
 use super::super::operation::IndexApplier;
 use super::super::record::{EntityRef, IndexRecord, Layout, MARKER_PROPERTY, MemberStorage};
-use super::super::registry::SchemaRecord;
+use super::super::registry::schema::SchemaRecord;
 use super::super::stored::get_or_none;
 use crate::error::Result;
 
@@ -65,6 +65,28 @@ impl<S: TableStore + Clone> Auditor<'_, S> {
         if report.findings.len() < self.options.max_findings {
             report.findings.push(finding);
         }
+    }
+
+    /// Repairs the drift of `finding` with `repair` when the audit repairs, then records
+    /// it, `repaired` when `repair` says it changed something (`Ok(false)`: something else
+    /// holds the target, or brought it in line meanwhile). `repair` is not called when the
+    /// audit only reports.
+    ///
+    /// # Errors
+    /// The error of `repair`, with nothing recorded.
+    pub(crate) async fn repair_and_record<'s, F, Fut>(
+        &'s self,
+        report: &mut AuditReport,
+        mut finding: Finding,
+        repair: F,
+    ) -> Result<()>
+    where
+        F: FnOnce(&'s Self) -> Fut,
+        Fut: Future<Output = Result<bool>>,
+    {
+        finding.repaired = self.options.repair && repair(self).await?;
+        self.record(report, finding);
+        Ok(())
     }
 
     /// The first key template of a primary's layout that its stored values render

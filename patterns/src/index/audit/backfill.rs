@@ -10,7 +10,7 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use super::super::operation::{Applied, IndexApplier};
 use super::super::record::{EntityRef, IndexRecord, Layout, Target};
-use super::super::registry::SchemaRecord;
+use super::super::registry::schema::SchemaRecord;
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
 

@@ -22,15 +22,10 @@ impl<S: TableStore + Clone + 'static> Visit for Auditor<'_, S> {
         let at = EntityRef::of(table, &entity);
         match self.visit_entity(table, entity, report).await {
             Err(Error::Malformed { what, reason }) => {
+                let target = format!("{what}: {reason}");
                 self.record(
                     report,
-                    Finding {
-                        drift: Drift::Unreadable,
-                        index: String::new(),
-                        source: Some(at),
-                        target: format!("{what}: {reason}"),
-                        repaired: false,
-                    },
+                    Finding::new(Drift::Unreadable, "", Some(at), target),
                 );
                 Ok(())
             }
@@ -55,16 +50,8 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
             report.primaries += 1;
             let source = EntityRef::of(table, &entity);
             if let Some(why) = self.ambiguous_key(&entity) {
-                self.record(
-                    report,
-                    Finding {
-                        drift: Drift::Ambiguous,
-                        index: String::new(),
-                        source: Some(source.clone()),
-                        target: why,
-                        repaired: false,
-                    },
-                );
+                let finding = Finding::new(Drift::Ambiguous, "", Some(source.clone()), why);
+                self.record(report, finding);
             }
             for target in &record.targets {
                 report.checked += 1;

@@ -18,11 +18,11 @@
 //!
 //! [`IndexedTable::backfill`]: super::IndexedTable::backfill
 
-mod auditor;
+pub(crate) mod auditor;
 mod backfill;
 mod check;
 mod migrate;
-mod report;
+pub(crate) mod report;
 mod scan;
 
 use std::collections::HashMap;
@@ -33,10 +33,8 @@ use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 use tracing::Instrument;
 
 use super::operation::IndexApplier;
-use super::record::MemberStorage;
-use super::registry::SchemaRecord;
+use super::registry::{self, schema::SchemaRecord};
 use crate::error::{Error, Result};
-use crate::index::decl::index_entity::{claimed_member, list_blob_lists};
 
 pub(crate) use auditor::Auditor;
 pub use backfill::backfill;
@@ -188,42 +186,9 @@ async fn audit_table<S: TableStore + Clone + 'static>(
     };
     let (mut report, finished) = scan.run(&tables, &mut auditor).await?;
     if finished {
-        // Blob-stored id lists: every member must be claimed by its primary.
-        let blob_lists: Vec<(String, String)> = auditor
-            .layouts
-            .iter()
-            .flat_map(|l| {
-                l.members
-                    .iter()
-                    .filter(|m| m.storage == MemberStorage::Blob)
-                    .map(|m| {
-                        (
-                            m.table.clone().unwrap_or_else(|| l.table.clone()),
-                            m.name.clone(),
-                        )
-                    })
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        for (list_table, index) in blob_lists {
-            let blobs = options.blobs.clone().ok_or_else(|| Error::NoBlobStore {
-                index: index.clone(),
-            })?;
-            for (value, members) in list_blob_lists(&blobs, &list_table, &index).await? {
-                for member in members.into_iter().filter(|m| m.present) {
-                    report.scanned += 1;
-                    claimed_member(
-                        &mut auditor,
-                        &member.source,
-                        &index,
-                        MemberStorage::Blob,
-                        &list_table,
-                        &value,
-                        &mut report,
-                    )
-                    .await?;
-                }
-            }
+        // What the declarations keep outside the tables (the id lists in blobs).
+        for upkeep in registry::upkeep::<S>() {
+            upkeep.beyond_tables(&mut auditor, &mut report).await?;
         }
     }
     Ok((report, finished))

@@ -52,6 +52,24 @@ pub struct Finding {
     pub repaired: bool,
 }
 
+impl Finding {
+    /// A drift found, not (yet) repaired.
+    pub(crate) fn new(
+        drift: Drift,
+        index: impl Into<String>,
+        source: Option<EntityRef>,
+        target: impl Into<String>,
+    ) -> Self {
+        Finding {
+            drift,
+            index: index.into(),
+            source,
+            target: target.into(),
+            repaired: false,
+        }
+    }
+}
+
 /// What an audit or backfill found and did.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct AuditReport {

@@ -20,13 +20,45 @@
 //! - [`wide`]: entities stored in chunks (`#[wide]`);
 //! - [`series`]: data series (`#[series]`), ordinary writes of a wide or narrow entity.
 
-pub(crate) mod blob;
-pub(crate) mod changes;
-pub mod count;
-pub mod denormalized;
-pub mod expiry;
-pub mod index;
-pub mod index_entity;
-pub mod series;
-pub mod unique;
-pub mod wide;
+use tablekit_core::TableStore;
+
+use super::registry::roles::Declaration;
+
+/// Declares each declaration's folder and lists its roles in the write path's order:
+/// one line per declaration, `<visibility> <folder>::<path to its roles>`.
+macro_rules! declarations {
+    ($($vis:vis $folder:ident $(:: $path:ident)+),* $(,)?) => {
+        $($vis mod $folder;)*
+
+        /// How many declarations there are.
+        const DECLARATIONS: usize = [$(stringify!($folder)),*].len();
+
+        /// Every declaration, in the write path's order (see [`declarations!`]'s list).
+        pub(crate) fn declarations<S: TableStore + Clone + 'static>()
+        -> [&'static dyn Declaration<S>; DECLARATIONS] {
+            [$(&$folder $(:: $path)+),*]
+        }
+    };
+}
+
+// The write path's order: the expiry time first (it adds a target), the blobs before the
+// links (a blob field is offloaded before the links are put), unique values reserved
+// before a denormalised source is read, copies and id lists before the dependents (which
+// take the room the transaction has left), the change event and the blob deletions, then
+// a wide primary cut into chunks (every other step sees it whole). The read path takes
+// them in the reverse order: a wide primary put back together before the blobs restore
+// what any chunk offloaded.
+declarations! {
+    pub expiry::write::Expiry,
+    pub(crate) blob::Blobs,
+    pub unique::write::Unique,
+    pub(crate) index::write::Copies,
+    pub index_entity::write::Lists,
+    pub denormalized::write::Denormalized,
+    pub count::write::Counts,
+    pub(crate) changes::Changes,
+    pub wide::write::Wide,
+}
+
+/// Data series: ordinary writes of a wide or narrow entity, no roles of their own.
+pub(crate) mod series;

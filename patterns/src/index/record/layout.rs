@@ -9,7 +9,6 @@ use tablekit_core::Entity;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
 
-use super::super::registry;
 use super::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
 use super::{EntityRef, MemberStorage, Target};
 use crate::error::Result;
@@ -132,6 +131,57 @@ pub struct Layout {
     /// The declarations described by their attribute alone (`#[count]`), laid out by
     /// the declaration their attribute names, through the registry.
     pub declared: Vec<DeclaredLayout>,
+}
+
+/// How a declaration described by its attribute alone lays out from the type's layout:
+/// the targets a primary has under it, the tables it keeps, and its follow-up work. Its
+/// folder submits it as a [`LaidOut`].
+pub(crate) trait LaysOut: Sync {
+    /// The targets of the primary at `source` under `declared`; `render` renders a key
+    /// template from the primary's fields.
+    ///
+    /// # Errors
+    /// The rendering's errors; a setting the declaration cannot read.
+    fn targets(
+        &self,
+        declared: &DeclaredLayout,
+        source: &EntityRef,
+        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>>;
+
+    /// The tables it keeps its entities in, for primaries in `table`.
+    fn tables(&self, declared: &DeclaredLayout, table: &str) -> Vec<String>;
+
+    /// Its follow-up work outside a write's transaction, described as
+    /// [`Layout::follow_up`] lists it.
+    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String>;
+}
+
+/// A declaration's [`LaysOut`], submitted by its folder (`inventory::submit!`).
+pub(crate) struct LaidOut {
+    /// The attribute that declares it.
+    pub attribute: &'static str,
+    /// How it lays out.
+    pub lays_out: &'static dyn LaysOut,
+}
+
+inventory::collect!(LaidOut);
+
+/// How the declaration `attribute` lays out.
+///
+/// # Errors
+/// [`crate::Error::Malformed`] when no declaration with that attribute submitted one.
+fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
+    inventory::iter::<LaidOut>
+        .into_iter()
+        .find(|l| l.attribute == attribute)
+        .map(|l| l.lays_out)
+        .ok_or_else(|| {
+            crate::Error::malformed(
+                format!("declaration `#[{attribute}]`"),
+                "no registered declaration has that attribute",
+            )
+        })
 }
 
 /// A declaration described by its attribute alone, with its key template parsed.
@@ -332,7 +382,7 @@ impl Layout {
             if only.is_some_and(|o| o != declared.name) {
                 continue;
             }
-            let lays_out = registry::lays_out(&declared.attribute)?;
+            let lays_out = lays_out(&declared.attribute)?;
             targets.extend(lays_out.targets(declared, source, render)?);
         }
         for unique in &self.uniques {
@@ -432,7 +482,7 @@ impl Layout {
             work.push(format!("change events: queue `{queue}`"));
         }
         for declared in &self.declared {
-            if let Ok(lays_out) = registry::lays_out(&declared.attribute) {
+            if let Ok(lays_out) = lays_out(&declared.attribute) {
                 work.extend(lays_out.follow_up(declared, &self.table));
             }
         }
@@ -453,7 +503,7 @@ impl Layout {
             .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
             .chain(self.expiry.map(|_| expiry_table(&self.table)))
             .chain(self.declared.iter().flat_map(|d| {
-                registry::lays_out(&d.attribute)
+                lays_out(&d.attribute)
                     .map(|l| l.tables(d, &self.table))
                     .unwrap_or_default()
             }))

@@ -33,6 +33,7 @@ pub use layout::{
     DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
     RESERVATION_TABLE_SUFFIX, UniqueLayout,
 };
+pub(crate) use layout::{LaidOut, LaysOut};
 pub use target::Target;
 pub(crate) use target::TargetType;
 pub use tombstone::{Bury, TOMBSTONE_KIND, is_tombstone, tombstone};
@@ -53,14 +54,6 @@ pub fn is_hidden(name: &str) -> bool {
 }
 
 pub use crate::address::EntityRef;
-
-/// The planner's own stored operation: a tombstone's burial.
-pub(crate) static STORED: super::registry::StoredTypes = super::registry::StoredTypes {
-    attribute: "tombstone",
-    targets: &[],
-    lays_out: None,
-    operations: &[super::registry::operation::<Bury>()],
-};
 
 /// A primary's index state: its version and its targets.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

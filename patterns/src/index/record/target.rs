@@ -1,8 +1,9 @@
 //! The targets a primary's index record lists: what it keeps in step with itself. Each
 //! is a type of the declaration it belongs to ([`TargetType`], in the declaration's
 //! folder); [`Target`] holds any of them and is stored internally tagged by `t`, as it
-//! always was. The registry ([`super::super::registry`]) decodes a stored target by its
-//! tag, so no list here names the declarations.
+//! always was. Each declaration's folder submits the codecs of its target types
+//! ([`Target::codec`]) and a stored target is decoded by its tag among them, so no list
+//! here names the declarations.
 
 use std::any::Any;
 use std::cmp::Ordering;
@@ -15,7 +16,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::super::operation::IndexOperation;
 use super::super::reclaim::Reclaim;
-use super::super::registry::open::{self, TagKey};
+use super::super::registry::open::{self, Codec, TagKey};
 use super::EntityRef;
 
 /// A declaration's target type: what a primary's record lists for it.
@@ -263,6 +264,29 @@ impl Serialize for Target {
 impl<'de> Deserialize<'de> for Target {
     fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
         let (tag, fields) = open::deserialize(TagKey::Target, deserializer)?;
-        super::super::registry::decode_target(&tag, fields).map_err(serde::de::Error::custom)
+        open::decode_by_tag(
+            "target",
+            &tag,
+            fields,
+            inventory::iter::<Codec<Target>>.into_iter(),
+        )
+        .map_err(serde::de::Error::custom)
+    }
+}
+
+inventory::collect!(Codec<Target>);
+
+impl Target {
+    /// The codec of the target type `T` of the declaration `attribute`, for its folder to
+    /// submit (`inventory::submit! { Target::codec::<T>(ATTRIBUTE) }`).
+    pub(crate) const fn codec<T: TargetType>(attribute: &'static str) -> Codec<Target>
+    where
+        Target: From<T>,
+    {
+        Codec {
+            attribute,
+            tag: T::TAG,
+            decode: open::decode::<T, Target>,
+        }
     }
 }

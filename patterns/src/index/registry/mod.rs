@@ -3,182 +3,37 @@
 //! `#[wide]`) described once, by its own folder, and reached by the write path, the
 //! worker, the audit, the reclaim and the backfill only through this registry.
 //!
-//! A declaration's folder exports two things:
-//! - its stored types ([`StoredTypes`]): the tag and decoder of each target a primary's
-//!   record lists for it and each operation of follow-up work it hands the worker, so a
-//!   stored [`Target`] or [`IndexOperation`] is read back as the declaration's own type;
+//! A declaration's folder describes itself in two ways:
+//! - its stored types: it submits (`inventory::submit!`) the codec of each target a
+//!   primary's record lists for it ([`Target::codec`]) and of each operation of
+//!   follow-up work it hands the worker ([`IndexOperation::codec`]), so a stored
+//!   [`Target`] or [`IndexOperation`] is read back as the declaration's own type, and,
+//!   for a declaration described by its attribute alone, how it lays out
+//!   (`record::LaidOut`);
 //! - its roles ([`Declaration`]): the write steps it takes, what it does on the read
 //!   path, the upkeep of what it keeps outside a write's transaction, and how its
-//!   operations apply and its targets are checked.
+//!   operations apply and its targets are checked. The folders are listed, with their
+//!   roles, in the write path's order by one line each in `decl/mod.rs`
+//!   ([`super::decl::declarations`]).
 //!
-//! Adding a declaration is one line in [`STORED`] and one in [`declarations`] (and the
-//! derive's attribute). The schema registry — what each entity type of a table
-//! declares, stored in `TablekitSchemas` — is [`schema`].
+//! The schema registry — what each entity type of a table declares, stored in
+//! `TablekitSchemas` — is [`schema`].
 
 pub(crate) mod open;
+pub(crate) mod roles;
 pub(crate) mod schema;
 
-use serde_json::Value;
 use tablekit_core::TableStore;
 
 use crate::error::{Error, Result};
 
-use super::decl::{blob, changes, count, denormalized, expiry, index, index_entity, unique, wide};
-use super::operation::{IndexOperation, OperationType};
+use super::decl::declarations;
+use super::operation::IndexOperation;
 use super::record;
-use super::record::{DeclaredLayout, EntityRef, Target, TargetType};
+use super::record::Target;
 use super::upkeep::{Applies, Kept, Upkeep};
 use super::write::declaration::{ReadSteps, WriteSteps};
-use open::Codec;
-pub(crate) use schema::SchemaRecord;
-use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::KeyTemplate;
-
-/// What a declaration stores: the decoders of its targets and its operations.
-pub(crate) struct StoredTypes {
-    /// The attribute that declares it.
-    pub attribute: &'static str,
-    /// Its targets in a primary's record.
-    pub targets: &'static [Codec<Target>],
-    /// Its operations of follow-up work.
-    pub operations: &'static [Codec<IndexOperation>],
-    /// How a declaration described by its attribute alone (`DeclaredLayout`) lays out;
-    /// `None` for the declarations the layout names field by field.
-    pub lays_out: Option<&'static dyn LaysOut>,
-}
-
-/// How a declaration described by its attribute alone lays out from the type's layout:
-/// the targets a primary has under it, the tables it keeps, and its follow-up work.
-pub(crate) trait LaysOut: Sync {
-    /// The targets of the primary at `source` under `declared`; `render` renders a key
-    /// template from the primary's fields.
-    ///
-    /// # Errors
-    /// The rendering's errors; a setting the declaration cannot read.
-    fn targets(
-        &self,
-        declared: &DeclaredLayout,
-        source: &EntityRef,
-        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>>;
-
-    /// The tables it keeps its entities in, for primaries in `table`.
-    fn tables(&self, declared: &DeclaredLayout, table: &str) -> Vec<String>;
-
-    /// Its follow-up work outside a write's transaction, described as
-    /// [`Layout::follow_up`](super::Layout::follow_up) lists it.
-    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String>;
-}
-
-/// How the declaration `attribute` lays out.
-///
-/// # Errors
-/// [`Error::Malformed`] when no registered declaration has that attribute.
-pub(crate) fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
-    STORED
-        .iter()
-        .find(|s| s.attribute == attribute)
-        .and_then(|s| s.lays_out)
-        .ok_or_else(|| {
-            Error::malformed(
-                format!("declaration `#[{attribute}]`"),
-                "no registered declaration has that attribute",
-            )
-        })
-}
-
-/// Every declaration's stored types, and the planner's own (a tombstone's burial).
-pub(crate) static STORED: [&StoredTypes; 6] = [
-    &index::STORED,
-    &denormalized::STORED,
-    &index_entity::STORED,
-    &unique::STORED,
-    &record::STORED,
-    &count::STORED,
-];
-
-/// A stored target, decoded as its declaration's type.
-///
-/// # Errors
-/// An unknown tag, or fields its type does not read.
-pub(crate) fn decode_target(tag: &str, fields: Value) -> Result<Target, String> {
-    open::decode_by_tag(
-        "target",
-        tag,
-        fields,
-        STORED
-            .iter()
-            .flat_map(|s| s.targets.iter().map(|c| (s.attribute, c))),
-    )
-}
-
-/// A stored operation, decoded as its declaration's type.
-///
-/// # Errors
-/// An unknown tag, or fields its type does not read.
-pub(crate) fn decode_operation(tag: &str, fields: Value) -> Result<IndexOperation, String> {
-    open::decode_by_tag(
-        "operation",
-        tag,
-        fields,
-        STORED
-            .iter()
-            .flat_map(|s| s.operations.iter().map(|c| (s.attribute, c))),
-    )
-}
-
-/// A declaration's roles. Each hook has nothing by default.
-pub(crate) trait Declaration<S: TableStore + Clone + 'static>: Sync {
-    /// The attribute that declares it (`index`, `index_entity`, …): how a role of a
-    /// write's batch names the declaration that reads its refusal.
-    fn attribute(&self) -> &'static str;
-
-    /// Its steps on the write path.
-    fn write(&self) -> Option<&dyn WriteSteps<S>> {
-        None
-    }
-
-    /// What it does to an entity on its way to the reader.
-    fn read(&self) -> Option<&dyn ReadSteps<S>> {
-        None
-    }
-
-    /// The upkeep of what it keeps that no target names.
-    fn upkeep(&self) -> Option<&dyn Upkeep<S>> {
-        None
-    }
-
-    /// `operation`, if it is one of its own, as it applies.
-    fn applies<'a>(&self, _operation: &'a IndexOperation) -> Option<&'a dyn Applies<S>> {
-        None
-    }
-
-    /// `target`, if it is one of its own, as the audit and a backfill keep it.
-    fn kept<'a>(&self, _target: &'a Target) -> Option<&'a dyn Kept<S>> {
-        None
-    }
-}
-
-/// Every declaration, in the write path's order: the expiry time first (it adds a
-/// target), the blobs before the links (a blob field is offloaded before the links are
-/// put), unique values reserved before a denormalised source is read, copies and id
-/// lists before the dependents (which take the room the transaction has left), the
-/// change event and the blob deletions, then a wide primary cut into chunks (every
-/// other step sees it whole). The read path takes them in the reverse order: a wide
-/// primary put back together before the blobs restore what any chunk offloaded.
-pub(crate) fn declarations<S: TableStore + Clone + 'static>() -> [&'static dyn Declaration<S>; 9] {
-    [
-        &expiry::write::Expiry,
-        &blob::Blobs,
-        &unique::write::Unique,
-        &index::write::Copies,
-        &index_entity::write::Lists,
-        &denormalized::write::Denormalized,
-        &count::write::Counts,
-        &changes::Changes,
-        &wide::write::Wide,
-    ]
-}
+pub(crate) use roles::Declaration;
 
 /// The declaration an attribute names.
 pub(crate) fn declaration<S: TableStore + Clone + 'static>(
@@ -208,28 +63,6 @@ pub(crate) fn read_steps<S: TableStore + Clone + 'static>()
 pub(crate) fn upkeep<S: TableStore + Clone + 'static>()
 -> impl Iterator<Item = &'static dyn Upkeep<S>> {
     declarations::<S>().into_iter().filter_map(|d| d.upkeep())
-}
-
-/// The codec of a declaration's target type.
-pub(crate) const fn target<T: TargetType>() -> Codec<Target>
-where
-    Target: From<T>,
-{
-    Codec {
-        tag: T::TAG,
-        decode: open::decode::<T, Target>,
-    }
-}
-
-/// The codec of a declaration's operation type.
-pub(crate) const fn operation<T: OperationType>() -> Codec<IndexOperation>
-where
-    IndexOperation: From<T>,
-{
-    Codec {
-        tag: T::TAG,
-        decode: open::decode::<T, IndexOperation>,
-    }
 }
 
 /// `operation` as its declaration applies it (or the planner, a burial).
@@ -262,4 +95,50 @@ fn no_declaration(what: &str, tag: &str) -> Error {
         format!("{what} `{tag}`"),
         "no registered declaration takes it",
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use tablekit_core::MemoryStore;
+
+    use super::open::Codec;
+    use super::*;
+    use crate::index::record::LaidOut;
+
+    #[test]
+    fn every_stored_tag_and_attribute_is_registered_once() {
+        let targets: Vec<&str> = inventory::iter::<Codec<Target>>
+            .into_iter()
+            .map(|c| c.tag)
+            .collect();
+        let operations: Vec<&str> = inventory::iter::<Codec<IndexOperation>>
+            .into_iter()
+            .map(|c| c.tag)
+            .collect();
+        let laid_out: Vec<&str> = inventory::iter::<LaidOut>
+            .into_iter()
+            .map(|l| l.attribute)
+            .collect();
+        let attributes: Vec<&str> = declarations::<MemoryStore>()
+            .iter()
+            .map(|d| d.attribute())
+            .collect();
+        for (what, tags, at_least) in [
+            ("target", &targets, 5),
+            ("operation", &operations, 11),
+            ("lays out", &laid_out, 1),
+            ("declaration", &attributes, 9),
+        ] {
+            let unique: BTreeSet<&&str> = tags.iter().collect();
+            assert_eq!(
+                unique.len(),
+                tags.len(),
+                "a {what} registered twice: {tags:?}"
+            );
+            assert!(tags.len() >= at_least, "{what}s missing: {tags:?}");
+        }
+        assert!(laid_out.iter().all(|a| attributes.contains(a)));
+    }
 }

@@ -1,8 +1,9 @@
 //! Open tagged values: a stored value of one of the declarations' own types (a target a
 //! primary's record lists, an operation of follow-up work), held behind a trait object
 //! and stored internally tagged — `{"t":"copy",…}`, `{"op":"put_copy",…}` — byte for byte
-//! as the closed enums they replace stored it. A declaration's folder defines its types;
-//! the registry ([`super`]) decodes a stored value by its tag. Written here because serde
+//! as the closed enums they replace stored it. A declaration's folder defines its types
+//! and submits their codecs ([`Codec`], collected with `inventory`); a stored value is
+//! decoded by its tag among them, so nothing below the declarations lists them. Written here because serde
 //! derives only closed enums; the field serialisation of a trait object is
 //! `erased-serde`'s.
 
@@ -68,8 +69,11 @@ pub(crate) fn deserialize<'de, D: Deserializer<'de>>(
     }
 }
 
-/// How a stored value of one type is decoded: its tag and its decoder.
-pub(crate) struct Codec<T> {
+/// How a stored value of one type is decoded: its tag and its decoder. A declaration's
+/// folder submits one per type it stores (`inventory::submit!`).
+pub(crate) struct Codec<T: 'static> {
+    /// The attribute of the declaration that stores it.
+    pub attribute: &'static str,
     /// The tag.
     pub tag: &'static str,
     /// Decodes the fields (the tag taken out).
@@ -81,16 +85,16 @@ pub(crate) fn decode<V: DeserializeOwned, T: From<V>>(fields: Value) -> serde_js
     serde_json::from_value::<V>(fields).map(T::from)
 }
 
-/// Finds the codec of `tag` among the declarations' `codecs` (each with the attribute
-/// that declares it) and decodes `fields` with it.
+/// Finds the codec of `tag` among the declarations' submitted `codecs` and decodes
+/// `fields` with it.
 pub(crate) fn decode_by_tag<'a, T: 'static>(
     what: &str,
     tag: &str,
     fields: Value,
-    mut codecs: impl Iterator<Item = (&'static str, &'a Codec<T>)>,
+    mut codecs: impl Iterator<Item = &'a Codec<T>>,
 ) -> Result<T, String> {
-    let (attribute, codec) = codecs
-        .find(|(_, c)| c.tag == tag)
+    let codec = codecs
+        .find(|c| c.tag == tag)
         .ok_or_else(|| format!("unknown {what} `{tag}`: no registered declaration stores it"))?;
-    (codec.decode)(fields).map_err(|e| format!("{what} `{tag}` of `{attribute}`: {e}"))
+    (codec.decode)(fields).map_err(|e| format!("{what} `{tag}` of `{}`: {e}", codec.attribute))
 }

@@ -29,7 +29,7 @@ use tracing::Instrument;
 
 use super::audit::{AuditOptions, AuditReport};
 use super::record::{EntityRef, Layout};
-use super::registry::SchemaRecord;
+use super::registry::schema::SchemaRecord;
 use super::write::{IndexedWriteReport, Kind, Request, WriteOutcome, Writer};
 use crate::consistency::Engine;
 use crate::error::Result;

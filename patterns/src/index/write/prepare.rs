@@ -12,7 +12,7 @@ use tablekit_core::{Entity, IfMatch};
 
 use super::super::reclaim::Reclaim;
 use super::super::record::{EntityRef, Layout};
-use super::super::registry::SchemaRecord;
+use super::super::registry::schema::SchemaRecord;
 use super::super::registry::write_steps;
 use super::declaration::{Prepared, Request, Writer};
 use super::outcome::WriteOutcome;

@@ -14,7 +14,7 @@
 //!   [`poison_replay`](Queue::poison_replay) sends it back as a new message.
 //! - A paused queue carries the metadata `tablekitpaused=true`
 //!   ([`set_paused`](Queue::set_paused)); one metadata read tells it.
-//! - Messages never expire unless asked ([`AzureQueue::with_message_ttl`]), so nothing is
+//! - Messages never expire unless asked ([`AzureQueueOptions::message_ttl`]), so nothing is
 //!   dropped silently.
 //! - A message whose text would pass the service's 64 KiB is stored in the blob store and
 //!   the queue carries its address (claim check); the blob is deleted after the ack.
@@ -42,6 +42,7 @@ mod access;
 mod consumer;
 mod listing;
 mod messages;
+mod options;
 mod poison;
 mod wire;
 
@@ -53,12 +54,12 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD;
 use chrono::Utc;
 use reqwest::{Method, StatusCode};
-use tablekit_core::azure::{SendError, Service, ServiceClient, StorageAccount};
+use tablekit_core::azure::{SendError, ServiceClient, StorageAccount};
 use tablekit_core::blob::BlobStore;
-use tablekit_core::retry::RetryPolicy;
 use tokio::sync::{OnceCell, Semaphore};
 
 pub use consumer::{AzureConsumer, AzureDelivery};
+pub use options::AzureQueueOptions;
 /// The emulator's queue endpoint.
 pub use tablekit_core::azure::DEVELOPMENT_QUEUE_ENDPOINT;
 
@@ -122,7 +123,7 @@ pub struct AzureQueue {
     inner: Arc<Inner>,
 }
 
-#[derive(Clone, Debug)]
+#[derive(Debug)]
 struct Inner {
     /// The queue service of the account, retrying unreachable or busy calls for
     /// `reconnect_within`.
@@ -173,14 +174,16 @@ fn unanswered(e: SendError) -> Error {
 }
 
 impl AzureQueue {
-    /// Connects to the queue service of a storage connection string (read by the core's
-    /// [account reader](tablekit_core::azure::account)):
-    /// `UseDevelopmentStorage=true` (Azurite, queues on port 10001),
-    /// `DefaultEndpointsProtocol=https;AccountName=…;AccountKey=…`, any of them with
-    /// `QueueEndpoint=…`, or `QueueEndpoint=…;SharedAccessSignature=…`. tablekit's own keys:
-    /// `ClaimContainer=NAME` (the blob container for bodies over 64 KiB, default
-    /// `tablekit-queue-claims`, on the same account's blob endpoint; needs an account key)
-    /// and `MessageTimeToLive=SECONDS` (default: never expire).
+    /// The settings of a queue backend, given in any order, then
+    /// [`connect`](AzureQueueOptions::connect) to a connection string.
+    pub fn options() -> AzureQueueOptions {
+        AzureQueueOptions::new()
+    }
+
+    /// Connects to the queue service of a storage connection string with the default
+    /// settings (see [`AzureQueueOptions::new`] and, for the connection string's forms,
+    /// [`AzureQueueOptions::connect`]): the shortcut for
+    /// `AzureQueue::options().connect(connection)`.
     ///
     /// Nothing is sent until the first call.
     ///
@@ -188,93 +191,7 @@ impl AzureQueue {
     /// [`Error::InvalidBroker`] naming what is missing or malformed (never the key),
     /// including a shared access signature whose times do not read.
     pub fn connect(connection: &str) -> Result<Self> {
-        let account =
-            StorageAccount::from_connection_string(connection).map_err(invalid_connection)?;
-        let reconnect_within = Duration::from_secs(120);
-        let client = ServiceClient::new(&account, Service::Queue)
-            .map_err(invalid_connection)?
-            .with_retry_policy(RetryPolicy::azure().attempts(usize::MAX))
-            .with_retry_within(Some(reconnect_within));
-        let access = match account.credential() {
-            tablekit_core::azure::Credential::Sas(token) => {
-                Some(QueueAccess::parse(token).map_err(invalid_connection)?)
-            }
-            tablekit_core::azure::Credential::SharedKey(_) => None,
-        };
-        let message_ttl = match account.setting("messagetimetolive") {
-            None => None,
-            Some(v) => {
-                Some(Duration::from_secs(v.parse::<u64>().map_err(|_| {
-                    invalid("MessageTimeToLive is a number of seconds")
-                })?))
-            }
-        };
-        let container = account
-            .setting("claimcontainer")
-            .unwrap_or(DEFAULT_CLAIM_CONTAINER)
-            .to_owned();
-        let claims = match account.key() {
-            Some(_) => BlobStore::azure_container(&account, &container)
-                .ok()
-                .map(|store| (store, Some(container))),
-            None => None,
-        };
-        Ok(AzureQueue {
-            inner: Arc::new(Inner {
-                client,
-                account,
-                access,
-                message_ttl,
-                max_poll_interval: Duration::from_secs(1),
-                claims,
-                claims_ready: OnceCell::new(),
-                reconnect_within,
-                renew_leases: true,
-            }),
-        })
-    }
-
-    fn with_inner(mut self, change: impl FnOnce(&mut Inner)) -> Self {
-        change(Arc::make_mut(&mut self.inner));
-        self
-    }
-
-    /// How long a sent message lives in the queue (`None`, the default: until received and
-    /// acknowledged, never dropped by the service).
-    #[must_use]
-    pub fn with_message_ttl(self, ttl: Option<Duration>) -> Self {
-        self.with_inner(|inner| inner.message_ttl = ttl)
-    }
-
-    /// The longest pause between two receives of an idle consumer (default 1 s). Each
-    /// receive is a billed transaction: a longer pause costs less and adds latency.
-    #[must_use]
-    pub fn with_max_poll_interval(self, interval: Duration) -> Self {
-        self.with_inner(|inner| inner.max_poll_interval = interval.max(Duration::from_millis(1)))
-    }
-
-    /// The blob store for bodies over 64 KiB, instead of the connection's account.
-    #[must_use]
-    pub fn with_claim_store(self, store: BlobStore) -> Self {
-        self.with_inner(|inner| inner.claims = Some((store, None)))
-    }
-
-    /// How long calls keep retrying an unreachable service before they report
-    /// [`Error::Unavailable`] (default 120 s).
-    #[must_use]
-    pub fn with_reconnect_within(self, within: Duration) -> Self {
-        self.with_inner(|inner| {
-            inner.reconnect_within = within;
-            inner.client = inner.client.clone().with_retry_within(Some(within));
-        })
-    }
-
-    /// Whether a delivery held longer than its lease has the lease renewed (default
-    /// `true`). Without renewal, a handler slower than the consumer's lease loses the
-    /// message to another consumer and its ack is refused.
-    #[must_use]
-    pub fn with_lease_renewal(self, renew: bool) -> Self {
-        self.with_inner(|inner| inner.renew_leases = renew)
+        Self::options().connect(connection)
     }
 
     /// Puts a message text on a queue as another producer would (no tablekit wire form):
@@ -397,7 +314,7 @@ impl AzureQueue {
     async fn claims(&self) -> Result<&BlobStore> {
         let Some((store, origin)) = &self.inner.claims else {
             return Err(Error::Config(
-                "a message over 64 KiB needs a blob store for its body: connect with an account key, or give one with AzureQueue::with_claim_store".into(),
+                "a message over 64 KiB needs a blob store for its body: connect with an account key, or give one with AzureQueueOptions::claim_store".into(),
             ));
         };
         if let Some(container) = origin {
@@ -676,6 +593,7 @@ impl Queue for AzureQueue {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tablekit_core::azure::Service;
 
     #[test]
     fn names_follow_the_service_rules_with_room_for_the_poison_queue() {

@@ -83,20 +83,11 @@ impl<S: TableStore + Clone + 'static> ReadSteps<S> for Blobs {
     }
 }
 
-impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S> for Blobs {
-    fn attribute(&self) -> &'static str {
-        "blob"
-    }
-
-    fn write(&self) -> Option<&dyn WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn read(&self) -> Option<&dyn ReadSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn Upkeep<S>> {
-        Some(self)
+crate::index::registry::roles::declaration! {
+    Blobs {
+        attribute: "blob",
+        steps: [write, read, upkeep],
+        targets: [],
+        operations: [],
     }
 }

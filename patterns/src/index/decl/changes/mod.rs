@@ -35,12 +35,11 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
     }
 }
 
-impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S> for Changes {
-    fn attribute(&self) -> &'static str {
-        "changes"
-    }
-
-    fn write(&self) -> Option<&dyn WriteSteps<S>> {
-        Some(self)
+crate::index::registry::roles::declaration! {
+    Changes {
+        attribute: "changes",
+        steps: [write],
+        targets: [],
+        operations: [],
     }
 }

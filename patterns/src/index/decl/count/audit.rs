@@ -12,7 +12,8 @@ use super::record::CountTarget;
 use super::write::Counts;
 use super::{COUNTER_KIND, COUNTER_ROW_KEY, MEMBER_KIND, MEMBER_OF_PROPERTY};
 use crate::error::Result;
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::operation::{Applied, IndexApplier};
 use crate::index::record::{EntityRef, MARKER_PROPERTY};
 use crate::index::upkeep::{Applying, Kept, Upkeep};
@@ -31,23 +32,21 @@ impl<S: TableStore + Clone + 'static> Kept<S> for CountTarget {
             if auditor.get(&self.at).await?.is_some() {
                 return Ok(());
             }
-            let repaired = auditor.options.repair
-                && auditor
-                    .applier
-                    .sync_count(source, &self.count, &self.at)
-                    .await?
-                    == Applied::Changed;
-            auditor.record(
-                report,
-                Finding {
-                    drift: Drift::Missing,
-                    index: self.count.clone(),
-                    source: Some(source.clone()),
-                    target: self.at.to_string(),
-                    repaired,
-                },
+            let finding = Finding::new(
+                Drift::Missing,
+                self.count.clone(),
+                Some(source.clone()),
+                self.at.to_string(),
             );
-            Ok(())
+            auditor
+                .repair_and_record(report, finding, |auditor| async move {
+                    let synced = auditor
+                        .applier
+                        .sync_count(source, &self.count, &self.at)
+                        .await?;
+                    Ok(synced == Applied::Changed)
+                })
+                .await
         })
     }
 
@@ -110,13 +109,7 @@ async fn member<S: TableStore + Clone>(
     let Some(source) = source else {
         auditor.record(
             report,
-            Finding {
-                drift: Drift::Unreadable,
-                index: count,
-                source: None,
-                target: at.to_string(),
-                repaired: false,
-            },
+            Finding::new(Drift::Unreadable, count, None, at.to_string()),
         );
         return Ok(());
     };
@@ -130,19 +123,17 @@ async fn member<S: TableStore + Clone>(
     if claimed {
         return Ok(());
     }
-    let repaired = auditor.options.repair
-        && auditor.applier.sync_count(&source, &count, &at).await? == Applied::Changed;
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index: count,
-            source: Some(source),
-            target: at.to_string(),
-            repaired,
-        },
+    let finding = Finding::new(
+        Drift::Orphaned,
+        count.clone(),
+        Some(source.clone()),
+        at.to_string(),
     );
-    Ok(())
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            Ok(auditor.applier.sync_count(&source, &count, &at).await? == Applied::Changed)
+        })
+        .await
 }
 
 /// Recounts the member rows of a counter's partition (their keys only); a counter that
@@ -167,33 +158,30 @@ async fn counter<S: TableStore + Clone>(
     if members == count_of(stored) {
         return Ok(());
     }
-    let repaired = auditor.options.repair && {
-        let if_match = stored.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        let fixed = counter_row(&stored.partition_key, members);
-        // A worker that changed the shard meanwhile kept it consistent: leave it.
-        match auditor
-            .store()
-            .execute(table, tablekit_core::WriteOp::Replace(fixed, if_match))
-            .await
-        {
-            Ok(_) => true,
-            Err(e) if e.kind() == tablekit_core::ErrorKind::PreconditionFailed => false,
-            Err(e) => return Err(e),
-        }
-    };
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Stale,
-            index: count_name(&stored.partition_key).to_owned(),
-            source: None,
-            target: format!(
-                "{}: counter {} for {members} member rows",
-                EntityRef::of(table, stored),
-                count_of(stored)
-            ),
-            repaired,
-        },
+    let finding = Finding::new(
+        Drift::Stale,
+        count_name(&stored.partition_key),
+        None,
+        format!(
+            "{}: counter {} for {members} member rows",
+            EntityRef::of(table, stored),
+            count_of(stored)
+        ),
     );
-    Ok(())
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            let if_match = stored.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            let fixed = counter_row(&stored.partition_key, members);
+            // A worker that changed the shard meanwhile kept it consistent: leave it.
+            match auditor
+                .store()
+                .execute(table, tablekit_core::WriteOp::Replace(fixed, if_match))
+                .await
+            {
+                Ok(_) => Ok(true),
+                Err(e) if e.kind() == tablekit_core::ErrorKind::PreconditionFailed => Ok(false),
+                Err(e) => Err(e),
+            }
+        })
+        .await
 }

@@ -45,7 +45,6 @@ pub(crate) mod record;
 pub(crate) mod write;
 
 use percent_encoding::utf8_percent_encode;
-use tablekit_core::TableStore;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::KeyTemplate;
 
@@ -54,8 +53,8 @@ pub use record::{CountTarget, SyncCount};
 
 use crate::address::BLOB_NAME_SET;
 use crate::error::{Error, Result};
+use crate::index::record::LaysOut;
 use crate::index::record::{DeclaredLayout, EntityRef, Target};
-use crate::index::registry::{self, LaysOut, StoredTypes};
 
 /// The attribute.
 pub(crate) const ATTRIBUTE: &str = "count";
@@ -168,36 +167,13 @@ impl LaysOut for Layout {
     }
 }
 
-/// What `count` stores, and how it lays out.
-pub(crate) static STORED: StoredTypes = StoredTypes {
-    attribute: ATTRIBUTE,
-    targets: &[registry::target::<CountTarget>()],
-    lays_out: Some(&Layout),
-    operations: &[registry::operation::<SyncCount>()],
-};
-
-impl<S: TableStore + Clone + 'static> registry::Declaration<S> for write::Counts {
-    fn attribute(&self) -> &'static str {
-        ATTRIBUTE
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
-        Some(self)
-    }
-
-    fn applies<'a>(
-        &self,
-        operation: &'a crate::index::IndexOperation,
-    ) -> Option<&'a dyn crate::index::upkeep::Applies<S>> {
-        operation.get::<SyncCount>().map(|o| o as _)
-    }
-
-    fn kept<'a>(&self, target: &'a Target) -> Option<&'a dyn crate::index::upkeep::Kept<S>> {
-        target.get::<CountTarget>().map(|t| t as _)
+crate::index::registry::roles::declaration! {
+    write::Counts {
+        attribute: ATTRIBUTE,
+        steps: [write, upkeep],
+        targets: [CountTarget],
+        operations: [SyncCount],
+        lays_out: Layout,
     }
 }
 

@@ -122,7 +122,9 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
 
 /// Whether an outbox of the primaries' table holds count work for one of `partitions`:
 /// the pending markers name the partitions with outbox entries (what is pending, never
-/// the table), and each of those partitions' outbox is read with one range query.
+/// the table), and each of those partitions' outbox is read with one range query. Both
+/// are streamed page by page and the read stops at the first entry found, so memory
+/// stays bounded however much work is pending.
 async fn pending<S: TableStore>(
     store: &S,
     primaries: &str,
@@ -131,46 +133,51 @@ async fn pending<S: TableStore>(
     partitions: &[String],
 ) -> Result<bool> {
     let markers = Query::with_filter(filter::partition_key().eq(primaries));
-    let markers: Vec<String> = match store
-        .query_stream(PENDING_TABLE, markers)
-        .map_ok(|m| m.row_key)
-        .try_collect()
-        .await
-    {
-        Ok(markers) => markers,
-        Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
-        Err(e) => return Err(e),
-    };
-    for partition in markers {
-        let entries: Vec<_> = match store
-            .query_stream(primaries, partition_query(&partition))
-            .try_collect()
-            .await
-        {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => continue,
+    let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, markers));
+    loop {
+        let marker = match markers.try_next().await {
+            Ok(Some(marker)) => marker,
+            Ok(None) => return Ok(false),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
             Err(e) => return Err(e),
         };
-        for entry in entries {
-            let Ok(envelope) = read_entry(&entry) else {
-                continue;
+        let entries = store.query_stream(primaries, partition_query(&marker.row_key));
+        let mut entries = std::pin::pin!(entries);
+        loop {
+            let entry = match entries.try_next().await {
+                Ok(Some(entry)) => entry,
+                Ok(None) => break,
+                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
+                Err(e) => return Err(e),
             };
-            let Ok(work) = serde_json::from_value::<IndexOperations>(envelope.payload) else {
-                continue;
-            };
-            let ours = work.operations.iter().any(|op| {
-                op.get::<SyncCount>().is_some_and(|sync| {
-                    sync.count == declared.name
-                        && sync.at.table == table
-                        && partitions.contains(&sync.at.partition_key)
-                })
-            });
-            if ours {
+            if holds_count_work(&entry, declared, table, partitions) {
                 return Ok(true);
             }
         }
     }
-    Ok(false)
+}
+
+/// Whether the outbox entry `entry` holds count work of `declared` for one of
+/// `partitions` of `table`.
+fn holds_count_work(
+    entry: &tablekit_core::Entity,
+    declared: &DeclaredLayout,
+    table: &str,
+    partitions: &[String],
+) -> bool {
+    let Ok(envelope) = read_entry(entry) else {
+        return false;
+    };
+    let Ok(work) = serde_json::from_value::<IndexOperations>(envelope.payload) else {
+        return false;
+    };
+    work.operations.iter().any(|op| {
+        op.get::<SyncCount>().is_some_and(|sync| {
+            sync.count == declared.name
+                && sync.at.table == table
+                && partitions.contains(&sync.at.partition_key)
+        })
+    })
 }
 
 impl From<Count> for i64 {

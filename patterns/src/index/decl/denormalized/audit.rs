@@ -8,7 +8,8 @@ use tablekit_core::{Entity, IfMatch, TableStore};
 use super::record::DenormalizedTarget;
 use super::write::Denormalized;
 use crate::error::Result;
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::operation::{Applied, IndexApplier};
 use crate::index::reclaim::Reclaim;
 use crate::index::record::{EntityRef, Target};
@@ -103,23 +104,14 @@ pub(super) async fn check<S: TableStore + Clone>(
         (false, _) => Drift::Missing,
         (true, false) => Drift::Stale,
     };
-    let repaired = if auditor.options.repair {
-        put(&auditor.applier, source, property, from, source_property).await?;
-        true
-    } else {
-        false
-    };
-    auditor.record(
-        report,
-        Finding {
-            drift,
-            index: property.to_owned(),
-            source: Some(source.clone()),
-            target: format!("`{property}` copied from {from}"),
-            repaired,
-        },
-    );
-    Ok(())
+    let target = format!("`{property}` copied from {from}");
+    let finding = Finding::new(drift, property, Some(source.clone()), target);
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            put(&auditor.applier, source, property, from, source_property).await?;
+            Ok(true)
+        })
+        .await
 }
 
 /// Checks that the dependent of a link found in `table` claims it.
@@ -143,21 +135,18 @@ pub(super) async fn claimed<S: TableStore + Clone>(
     {
         return Ok(());
     }
-    let repaired = auditor.options.repair && {
-        let if_match = link.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-        delete_unless_changed(auditor.store(), &link.at, if_match).await?
-    };
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index: link.property.clone(),
-            source: Some(link.dependent.clone()),
-            target: format!("link at {}", link.at),
-            repaired,
-        },
+    let finding = Finding::new(
+        Drift::Orphaned,
+        link.property.clone(),
+        Some(link.dependent.clone()),
+        format!("link at {}", link.at),
     );
-    Ok(())
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            let if_match = link.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            delete_unless_changed(auditor.store(), &link.at, if_match).await
+        })
+        .await
 }
 
 /// Puts the link of `source`'s `property` and copies its value again.

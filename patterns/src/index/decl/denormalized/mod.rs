@@ -156,48 +156,11 @@ pub async fn links_of<S: TableStore>(store: &S, source: &EntityRef) -> Result<Ve
     Ok(links)
 }
 
-/// What `denormalized` stores: its targets and operations, by tag.
-pub(crate) static STORED: crate::index::registry::StoredTypes =
-    crate::index::registry::StoredTypes {
-        attribute: "denormalized",
-        targets: &[crate::index::registry::target::<record::DenormalizedTarget>()],
-        lays_out: None,
-        operations: &[
-            crate::index::registry::operation::<record::SyncDenormalized>(),
-            crate::index::registry::operation::<record::SyncNewDependents>(),
-            crate::index::registry::operation::<record::RemoveLink>(),
-        ],
-    };
-
-impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S>
-    for write::Denormalized
-{
-    fn attribute(&self) -> &'static str {
-        write::ATTRIBUTE
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
-        Some(self)
-    }
-
-    fn applies<'a>(
-        &self,
-        operation: &'a crate::index::IndexOperation,
-    ) -> Option<&'a dyn crate::index::upkeep::Applies<S>> {
-        let sync = operation.get::<record::SyncDenormalized>();
-        sync.map(|o| o as &dyn crate::index::upkeep::Applies<S>)
-            .or_else(|| operation.get::<record::SyncNewDependents>().map(|o| o as _))
-            .or_else(|| operation.get::<record::RemoveLink>().map(|o| o as _))
-    }
-
-    fn kept<'a>(
-        &self,
-        target: &'a crate::index::Target,
-    ) -> Option<&'a dyn crate::index::upkeep::Kept<S>> {
-        target.get::<record::DenormalizedTarget>().map(|t| t as _)
+crate::index::registry::roles::declaration! {
+    write::Denormalized {
+        attribute: write::ATTRIBUTE,
+        steps: [write, upkeep],
+        targets: [record::DenormalizedTarget],
+        operations: [record::SyncDenormalized, record::SyncNewDependents, record::RemoveLink],
     }
 }

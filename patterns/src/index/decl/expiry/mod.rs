@@ -49,18 +49,11 @@ pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
     })
 }
 
-impl<S: tablekit_core::TableStore + Clone + 'static> crate::index::registry::Declaration<S>
-    for write::Expiry
-{
-    fn attribute(&self) -> &'static str {
-        "expiry"
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn read(&self) -> Option<&dyn crate::index::write::declaration::ReadSteps<S>> {
-        Some(self)
+crate::index::registry::roles::declaration! {
+    write::Expiry {
+        attribute: "expiry",
+        steps: [write, read],
+        targets: [],
+        operations: [],
     }
 }

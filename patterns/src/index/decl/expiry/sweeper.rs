@@ -15,7 +15,7 @@ use super::entry::{expired_query, expiry_table};
 use crate::consistency::{Engine, OutboxSink};
 use crate::error::{Error, Result};
 use crate::index::record::{Layout, copy_source};
-use crate::index::registry::SchemaRecord;
+use crate::index::registry::schema::SchemaRecord;
 use crate::index::write::Writer;
 
 /// The entries a pass deletes at once, by default.

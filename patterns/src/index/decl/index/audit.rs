@@ -7,7 +7,8 @@ use tablekit_core::{Entity, TableStore, Value};
 use super::record::CopyTarget;
 use super::write::Copies;
 use crate::error::Result;
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::operation::{Applied, IndexApplier};
 use crate::index::record::copy_source;
 use crate::index::record::{EntityRef, copy_of, same_content};
@@ -99,23 +100,16 @@ pub(super) async fn check<S: TableStore + Clone>(
         Some(copy) if same_content(&copy, &expected) => return Ok(()),
         Some(_) => Drift::Stale,
     };
-    let repaired = auditor.options.repair
-        && auditor
-            .applier
-            .put_copy(source, version, index, at, properties, &kind_property, true)
-            .await?
-            == Applied::Changed;
-    auditor.record(
-        report,
-        Finding {
-            drift,
-            index: index.to_owned(),
-            source: Some(source.clone()),
-            target: at.to_string(),
-            repaired,
-        },
-    );
-    Ok(())
+    let finding = Finding::new(drift, index, Some(source.clone()), at.to_string());
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            let put = auditor
+                .applier
+                .put_copy(source, version, index, at, properties, &kind_property, true)
+                .await?;
+            Ok(put == Applied::Changed)
+        })
+        .await
 }
 
 /// Checks that the primary of a copy found in `table` claims it.
@@ -141,19 +135,12 @@ pub(super) async fn claimed<S: TableStore + Clone>(
         Some(Value::String(kind)) => kind.rsplit_once('#').map_or("", |(_, i)| i).to_owned(),
         _ => String::new(),
     };
-    let repaired = auditor.options.repair
-        && auditor.applier.delete_copy(source, None, &at).await? == Applied::Changed;
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index,
-            source: Some(source.clone()),
-            target: at.to_string(),
-            repaired,
-        },
-    );
-    Ok(())
+    let finding = Finding::new(Drift::Orphaned, index, Some(source.clone()), at.to_string());
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            Ok(auditor.applier.delete_copy(source, None, &at).await? == Applied::Changed)
+        })
+        .await
 }
 
 /// Writes the copy of `source` at `version` (`present`), or deletes it.

@@ -7,9 +7,12 @@ use tablekit_core::{Entity, TableStore, Value};
 
 use super::record::MemberTarget;
 use super::write::Lists;
-use super::{PageIds, read_blob_members, read_partition_pages, read_table_members};
+use super::{
+    PageIds, list_blob_lists, read_blob_members, read_partition_pages, read_table_members,
+};
 use crate::error::{Error, Result};
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::operation::{Applied, IndexApplier};
 use crate::index::record::{EntityRef, MemberStorage, Target};
 use crate::index::record::{INDEX_ENTITY_KIND, MARKER_PROPERTY};
@@ -72,6 +75,63 @@ impl<S: TableStore + Clone + 'static> Upkeep<S> for Lists {
         let page = matches!(stored.properties.get(MARKER_PROPERTY), Some(Value::String(k)) if k == INDEX_ENTITY_KIND);
         page.then(|| Box::pin(claimed(auditor, table, stored, report)) as Step<'a>)
     }
+
+    fn beyond_tables<'a>(
+        &'a self,
+        auditor: &'a mut Auditor<'_, S>,
+        report: &'a mut AuditReport,
+    ) -> Step<'a> {
+        Box::pin(blob_lists(auditor, report))
+    }
+}
+
+/// The id lists kept in blobs, which the scan of the tables does not see: every member
+/// must be claimed by its primary.
+async fn blob_lists<S: TableStore + Clone>(
+    auditor: &mut Auditor<'_, S>,
+    report: &mut AuditReport,
+) -> Result<()> {
+    let lists: Vec<(String, String)> = auditor
+        .layouts
+        .iter()
+        .flat_map(|l| {
+            l.members
+                .iter()
+                .filter(|m| m.storage == MemberStorage::Blob)
+                .map(|m| {
+                    (
+                        m.table.clone().unwrap_or_else(|| l.table.clone()),
+                        m.name.clone(),
+                    )
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    for (list_table, index) in lists {
+        let blobs = auditor
+            .options
+            .blobs
+            .clone()
+            .ok_or_else(|| Error::NoBlobStore {
+                index: index.clone(),
+            })?;
+        for (value, members) in list_blob_lists(&blobs, &list_table, &index).await? {
+            for member in members.into_iter().filter(|m| m.present) {
+                report.scanned += 1;
+                claimed_member(
+                    auditor,
+                    &member.source,
+                    &index,
+                    MemberStorage::Blob,
+                    &list_table,
+                    &value,
+                    report,
+                )
+                .await?;
+            }
+        }
+    }
+    Ok(())
 }
 
 /// Checks that `source` (at `version`) is a member of `list`.
@@ -95,9 +155,9 @@ pub(super) async fn check<S: TableStore + Clone>(
     settle(auditor, source, version, list, Drift::Missing, report).await
 }
 
-/// Records the drift of `source`'s membership in `list` and, when the audit repairs,
-/// brings it in line at `version` (added when missing, removed when orphaned); the
-/// cached list is read again afterwards.
+/// Records the drift of `source`'s membership in `list`, brought in line at `version`
+/// first when the audit repairs (added when missing, removed when orphaned); the cached
+/// list is read again afterwards.
 async fn settle<S: TableStore + Clone>(
     auditor: &mut Auditor<'_, S>,
     source: &EntityRef,
@@ -113,23 +173,18 @@ async fn settle<S: TableStore + Clone>(
         value,
     } = list;
     let add = matches!(drift, Drift::Missing);
-    let repaired = auditor.options.repair
-        && auditor
-            .applier
-            .change_member(source, version, index, storage, table, value, add, true)
-            .await?
-            == Applied::Changed;
+    let target = format!("id list `{value}` ({storage:?}) in {table}");
+    let finding = Finding::new(drift, index, Some(source.clone()), target);
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            let changed = auditor
+                .applier
+                .change_member(source, version, index, storage, table, value, add, true)
+                .await?;
+            Ok(changed == Applied::Changed)
+        })
+        .await?;
     forget(auditor, storage, table, &source.partition_key, index, value);
-    auditor.record(
-        report,
-        Finding {
-            drift,
-            index: index.to_owned(),
-            source: Some(source.clone()),
-            target: format!("id list `{value}` ({storage:?}) in {table}"),
-            repaired,
-        },
-    );
     Ok(())
 }
 
@@ -253,7 +308,7 @@ async fn member_version<S: TableStore + Clone>(
         .map_or(0, |m| m.version))
 }
 
-pub(crate) async fn claimed_member<S: TableStore + Clone>(
+async fn claimed_member<S: TableStore + Clone>(
     auditor: &mut Auditor<'_, S>,
     source: &EntityRef,
     index: &str,

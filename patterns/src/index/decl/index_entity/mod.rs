@@ -17,7 +17,6 @@
 
 mod apply;
 mod audit;
-pub(crate) use audit::claimed_member;
 pub(crate) mod record;
 pub(crate) mod write;
 
@@ -668,44 +667,11 @@ pub(crate) enum PageIds {
     Members(Vec<Member>),
 }
 
-/// What `index_entity` stores: its targets and operations, by tag.
-pub(crate) static STORED: crate::index::registry::StoredTypes =
-    crate::index::registry::StoredTypes {
-        attribute: "index_entity",
-        targets: &[crate::index::registry::target::<record::MemberTarget>()],
-        lays_out: None,
-        operations: &[
-            crate::index::registry::operation::<record::AddMember>(),
-            crate::index::registry::operation::<record::RemoveMember>(),
-        ],
-    };
-
-impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S> for write::Lists {
-    fn attribute(&self) -> &'static str {
-        write::ATTRIBUTE
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
-        Some(self)
-    }
-
-    fn applies<'a>(
-        &self,
-        operation: &'a crate::index::IndexOperation,
-    ) -> Option<&'a dyn crate::index::upkeep::Applies<S>> {
-        let add = operation.get::<record::AddMember>();
-        add.map(|o| o as &dyn crate::index::upkeep::Applies<S>)
-            .or_else(|| operation.get::<record::RemoveMember>().map(|o| o as _))
-    }
-
-    fn kept<'a>(
-        &self,
-        target: &'a crate::index::Target,
-    ) -> Option<&'a dyn crate::index::upkeep::Kept<S>> {
-        target.get::<record::MemberTarget>().map(|t| t as _)
+crate::index::registry::roles::declaration! {
+    write::Lists {
+        attribute: write::ATTRIBUTE,
+        steps: [write, upkeep],
+        targets: [record::MemberTarget],
+        operations: [record::AddMember, record::RemoveMember],
     }
 }

@@ -8,7 +8,8 @@ use super::record::UniqueTarget;
 use super::write::Unique;
 use super::{Reservation, holder_lists, read, reclaim};
 use crate::error::Result;
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::operation::{Applied, IndexApplier};
 use crate::index::reclaim::Reclaim;
 use crate::index::record::{EntityRef, MARKER_PROPERTY};
@@ -87,23 +88,15 @@ pub(super) async fn check<S: TableStore + Clone>(
     {
         return Ok(());
     }
-    // Another entity holding the value is reported, not repaired.
-    let repaired = auditor.options.repair
-        && matches!(
-            auditor.applier.claim_unique(source, version, at).await,
-            Ok(Applied::Changed)
-        );
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Missing,
-            index: name.to_owned(),
-            source: Some(source.clone()),
-            target: format!("reservation of `{}` in {}", at.partition_key, at.table),
-            repaired,
-        },
-    );
-    Ok(())
+    let target = format!("reservation of `{}` in {}", at.partition_key, at.table);
+    let finding = Finding::new(Drift::Missing, name, Some(source.clone()), target);
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            // Another entity holding the value is reported, not repaired.
+            let claimed = auditor.applier.claim_unique(source, version, at).await;
+            Ok(matches!(claimed, Ok(Applied::Changed)))
+        })
+        .await
 }
 
 /// A reservation of a unique value: an orphan when its holder does not list it and its
@@ -122,16 +115,15 @@ pub(super) async fn claimed<S: TableStore + Clone>(
     if found.leased(now) || holder_lists(auditor.store(), &found.holder, &found.at).await? {
         return Ok(());
     }
-    let repaired = auditor.options.repair && reclaim(auditor.store(), &found, now).await?;
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index: found.name.clone(),
-            source: Some(found.holder.clone()),
-            target: format!("reservation of `{}` in {table}", found.value()),
-            repaired,
-        },
+    let finding = Finding::new(
+        Drift::Orphaned,
+        found.name.clone(),
+        Some(found.holder.clone()),
+        format!("reservation of `{}` in {table}", found.value()),
     );
-    Ok(())
+    auditor
+        .repair_and_record(report, finding, |auditor| {
+            reclaim(auditor.store(), &found, now)
+        })
+        .await
 }

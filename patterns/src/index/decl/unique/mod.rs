@@ -434,45 +434,11 @@ pub async fn reclaim<S: TableStore>(
     delete_unless_changed(store, &found.at, if_match).await
 }
 
-/// What `unique` stores: its targets and operations, by tag.
-pub(crate) static STORED: crate::index::registry::StoredTypes =
-    crate::index::registry::StoredTypes {
+crate::index::registry::roles::declaration! {
+    write::Unique {
         attribute: "unique",
-        targets: &[crate::index::registry::target::<record::UniqueTarget>()],
-        lays_out: None,
-        operations: &[
-            crate::index::registry::operation::<record::ReleaseUnique>(),
-            crate::index::registry::operation::<record::ClaimUnique>(),
-        ],
-    };
-
-impl<S: TableStore + Clone + 'static> crate::index::registry::Declaration<S> for write::Unique {
-    fn attribute(&self) -> &'static str {
-        "unique"
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
-        Some(self)
-    }
-
-    fn applies<'a>(
-        &self,
-        operation: &'a crate::index::IndexOperation,
-    ) -> Option<&'a dyn crate::index::upkeep::Applies<S>> {
-        let release = operation.get::<record::ReleaseUnique>();
-        release
-            .map(|o| o as &dyn crate::index::upkeep::Applies<S>)
-            .or_else(|| operation.get::<record::ClaimUnique>().map(|o| o as _))
-    }
-
-    fn kept<'a>(
-        &self,
-        target: &'a crate::index::Target,
-    ) -> Option<&'a dyn crate::index::upkeep::Kept<S>> {
-        target.get::<record::UniqueTarget>().map(|t| t as _)
+        steps: [write, upkeep],
+        targets: [record::UniqueTarget],
+        operations: [record::ReleaseUnique, record::ClaimUnique],
     }
 }

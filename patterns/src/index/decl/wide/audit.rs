@@ -8,7 +8,8 @@ use tablekit_core::{Entity, IfMatch, TableStore};
 use super::split::{CHUNK_OF_PROPERTY, chunk_of, chunk_version, count_of, versions_of};
 use super::write::Wide;
 use crate::error::Result;
-use crate::index::audit::{AuditReport, Auditor, Drift, Finding};
+use crate::index::audit::auditor::Auditor;
+use crate::index::audit::report::{AuditReport, Drift, Finding};
 use crate::index::record::{EntityRef, is_tombstone};
 use crate::index::stored::delete_unless_changed;
 use crate::index::upkeep::Upkeep;
@@ -50,22 +51,11 @@ async fn claimed<S: TableStore + Clone>(
     if claimed {
         return Ok(());
     }
-    let repaired = auditor.options.repair
-        && delete_unless_changed(
-            auditor.store(),
-            &at,
-            chunk.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
-        )
-        .await?;
-    auditor.record(
-        report,
-        Finding {
-            drift: Drift::Orphaned,
-            index: "wide".to_owned(),
-            source: Some(source),
-            target: at.to_string(),
-            repaired,
-        },
-    );
-    Ok(())
+    let finding = Finding::new(Drift::Orphaned, "wide", Some(source), at.to_string());
+    auditor
+        .repair_and_record(report, finding, |auditor| async move {
+            let if_match = chunk.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+            delete_unless_changed(auditor.store(), &at, if_match).await
+        })
+        .await
 }

@@ -30,22 +30,11 @@ pub(crate) mod write;
 
 pub use split::{CHUNK_OF_PROPERTY, CHUNK_VERSIONS_PROPERTY, CHUNKS_PROPERTY, chunk_key};
 
-impl<S: tablekit_core::TableStore + Clone + 'static> crate::index::registry::Declaration<S>
-    for write::Wide
-{
-    fn attribute(&self) -> &'static str {
-        write::ATTRIBUTE
-    }
-
-    fn write(&self) -> Option<&dyn crate::index::write::declaration::WriteSteps<S>> {
-        Some(self)
-    }
-
-    fn read(&self) -> Option<&dyn crate::index::write::declaration::ReadSteps<S>> {
-        Some(self)
-    }
-
-    fn upkeep(&self) -> Option<&dyn crate::index::upkeep::Upkeep<S>> {
-        Some(self)
+crate::index::registry::roles::declaration! {
+    write::Wide {
+        attribute: write::ATTRIBUTE,
+        steps: [write, read, upkeep],
+        targets: [],
+        operations: [],
     }
 }
