@@ -360,9 +360,9 @@ async fn the_refusal_names_every_declaration_that_needs_follow_up_work() {
             "index `by_plan`: copies in other partitions of `Accounts`",
             "index entity `by_city`: id lists in table `AccountCities`",
             "index entity `by_tag`: id lists in blobs",
-            "unique value `login`: reservations in table `AccountsUnique`, released after the write",
             "expiry: entries in table `AccountsExpiry`",
             "change events: queue `account-changes`",
+            "unique value `login`: reservations in table `AccountsUnique`, released after the write",
             "a blob store: the blobs a write stops referencing are deleted after it",
         ]
     );

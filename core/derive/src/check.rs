@@ -15,7 +15,6 @@ use crate::decl::expiry::{self, Expiry};
 use crate::decl::index::{self, CheckedIndex};
 use crate::decl::index_entity::{self, CheckedIndexEntity};
 use crate::decl::series::{self, CheckedSeries};
-use crate::decl::unique::{self, CheckedUnique};
 use crate::decl::wide::{self, CheckedWide};
 use crate::internals::attr::required;
 use crate::internals::ctxt::{Ctxt, one_of};
@@ -185,7 +184,6 @@ pub(crate) struct CheckedEntity<'a> {
     pub(crate) row_key: CheckedTemplate,
     pub(crate) indexes: Vec<CheckedIndex<'a>>,
     pub(crate) index_entities: Vec<CheckedIndexEntity<'a>>,
-    pub(crate) uniques: Vec<CheckedUnique<'a>>,
     /// The declarations described by their attribute alone.
     pub(crate) open: Vec<crate::internals::open::CheckedOpen>,
     pub(crate) denormalized: Vec<CheckedDenormalized<'a>>,
@@ -305,7 +303,6 @@ pub(crate) fn check_entity<'a>(
     let mut names: HashMap<String, Span> = HashMap::new();
     let indexes = index::check(cx, &scope, &mut names, &c.indexes);
     let index_entities = index_entity::check(cx, &scope, &mut names, &c.index_entities);
-    let uniques = unique::check(cx, &scope, &mut names, &c.uniques);
     let open = crate::internals::open::check(cx, &scope, &mut names, &c.open);
     let denormalized = denormalized::check(
         cx,
@@ -334,7 +331,6 @@ pub(crate) fn check_entity<'a>(
         row_key: rk?,
         indexes,
         index_entities,
-        uniques,
         open,
         denormalized,
         expiry,

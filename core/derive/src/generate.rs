@@ -10,7 +10,7 @@ use syn::ext::IdentExt;
 
 use crate::check::CheckedEntity;
 use crate::decl::expiry::{self, ExpiryCode};
-use crate::decl::{changes, denormalized, index, index_entity, series, unique, wide};
+use crate::decl::{changes, denormalized, index, index_entity, series, wide};
 use crate::internals::field::{DefaultAttr, FieldModel, Storage, is_option};
 use crate::internals::handle;
 use crate::internals::template::{CheckedTemplate, template_assertions, template_tokens};
@@ -138,7 +138,6 @@ pub(crate) fn entity(
     let mut templates: Vec<&CheckedTemplate> = vec![&e.partition_key, &e.row_key];
     let index_metas = index::metas(&e.indexes, &mut templates);
     let index_entity_metas = index_entity::metas(&e.index_entities, &mut templates);
-    let unique_metas = unique::metas(&e.uniques, &mut templates);
     let denormalized_metas = denormalized::metas(&e.denormalized, &mut templates);
     let declared_metas = crate::internals::open::metas(&e.open, &mut templates);
 
@@ -206,7 +205,6 @@ pub(crate) fn entity(
                 indexes: &[#(#index_metas),*],
                 index_entities: &[#(#index_entity_metas),*],
                 denormalized: &[#(#denormalized_metas),*],
-                uniques: &[#(#unique_metas),*],
                 changes: #changes,
                 expiry: #expiry,
                 wide: #wide_meta,

@@ -268,7 +268,7 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// let user = User { team: "a".into(), id: "1".into(), email: "ada@example.com".into() };
 /// assert_eq!(user.unique_key("email")?, "ada@example.com");
-/// assert_eq!(User::schema().unique("email").unwrap().table, None);
+/// assert_eq!(User::schema().declared("unique", "email").unwrap().table, None);
 /// # Ok::<_, tablekit::Error>(())
 /// ```
 ///

@@ -10,7 +10,6 @@ use crate::decl::denormalized::{self, DenormalizedAttr};
 use crate::decl::index::{self, IndexAttr};
 use crate::decl::index_entity::{self, IndexEntityAttr};
 use crate::decl::series::{self, SeriesAttr};
-use crate::decl::unique::{self, UniqueAttr};
 use crate::decl::wide::{self, WideAttr};
 use crate::internals::attr::{SpanOf, integer, key_name, path, record, set_once, string, unknown};
 use crate::internals::case::RenameRule;
@@ -68,7 +67,6 @@ pub(crate) struct Container {
     pub(crate) ttl: Option<LitStr>,
     pub(crate) indexes: Vec<IndexAttr>,
     pub(crate) index_entities: Vec<IndexEntityAttr>,
-    pub(crate) uniques: Vec<UniqueAttr>,
     /// The declarations described by their attribute alone (`decl::OPEN`).
     pub(crate) open: Vec<crate::internals::open::OpenAttr>,
     pub(crate) wide: Option<WideAttr>,
@@ -131,8 +129,6 @@ pub(crate) fn container(cx: &Ctxt, attrs: &[syn::Attribute]) -> Container {
             c.indexes.push(index::parse(cx, attr));
         } else if attr.path().is_ident("index_entity") {
             c.index_entities.push(index_entity::parse(cx, attr));
-        } else if attr.path().is_ident("unique") {
-            c.uniques.push(unique::parse(cx, attr));
         } else if attr.path().is_ident("wide") {
             wide::parse(cx, attr, &mut c.wide);
         } else if attr.path().is_ident("series") {

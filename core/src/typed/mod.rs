@@ -39,7 +39,7 @@ pub use property::{
 };
 pub use schema::{
     DeclaredMeta, DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta,
-    IndexEntityStorage, IndexMeta, IndexPlacement, Schema, UniqueMeta,
+    IndexEntityStorage, IndexMeta, IndexPlacement, Schema,
 };
 pub use table::{BatchOutcome, Stored, Table, TableOptions, TypedWrite, WriteReport};
 pub use template::{
@@ -186,10 +186,11 @@ pub trait EntityType: Record {
     /// # Errors
     /// As [`index_keys`](Self::index_keys).
     fn unique_key(&self, name: &str) -> Result<String> {
-        let meta = Self::schema()
-            .unique(name)
+        let key = Self::schema()
+            .declared("unique", name)
+            .and_then(|meta| meta.key.as_ref())
             .ok_or_else(|| unknown_name::<Self>("unique value", name))?;
-        render_key(self, &meta.key, KeyKind::PartitionKey)
+        render_key(self, key, KeyKind::PartitionKey)
     }
 }
 
@@ -630,8 +631,8 @@ pub mod __private {
         EntityType, EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
         IndexEntityStorage, IndexMeta, IndexPlacement, KeyFormat, KeyPart, KeyTemplate,
         PaddedKeyPart, Points, Projection, Record, Schema, SeriesMeta, SeriesType, SpreadField,
-        Stored, TemplatePart, TicksKeyPart, UniqueMeta, WideMeta, const_str_eq, kind_filter,
-        render_key, stored_kind, unknown_kind,
+        Stored, TemplatePart, TicksKeyPart, WideMeta, const_str_eq, kind_filter, render_key,
+        stored_kind, unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;

@@ -33,8 +33,6 @@ pub struct Schema {
     pub index_entities: &'static [IndexEntityMeta],
     /// The declared denormalised fields.
     pub denormalized: &'static [DenormalizedMeta],
-    /// The declared unique values.
-    pub uniques: &'static [UniqueMeta],
     /// The queue every committed change of the type is published to
     /// (`#[entity(changes = "queue")]`).
     pub changes: Option<&'static str>,
@@ -46,7 +44,7 @@ pub struct Schema {
     pub wide: Option<super::WideMeta>,
     /// The data series the type declares (`#[series(..)]`), if it does.
     pub series: Option<super::SeriesMeta>,
-    /// The declarations described by their attribute alone (`#[count(..)]`): each is
+    /// The declarations described by their attribute alone (`#[unique(..)]`, `#[count(..)]`): each is
     /// laid out, written and kept by the declaration its attribute names, found through
     /// the patterns' registry, so the schema needs no field of its own for it.
     pub declared: &'static [DeclaredMeta],
@@ -57,7 +55,7 @@ pub struct Schema {
 /// "{status}", shards = 4)]`). What they mean is its declaration's to say.
 #[derive(Debug)]
 pub struct DeclaredMeta {
-    /// The attribute (`count`).
+    /// The attribute (`unique`, `count`).
     pub attribute: &'static str,
     /// The name, unique within the type among its declarations.
     pub name: &'static str,
@@ -95,12 +93,7 @@ impl Schema {
         self.index_entities.iter().find(|i| i.name == name)
     }
 
-    /// A unique value by name.
-    pub fn unique(&self, name: &str) -> Option<&UniqueMeta> {
-        self.uniques.iter().find(|u| u.name == name)
-    }
-
-    /// A declaration described by its attribute (`count`), by name.
+    /// A declaration described by its attribute (`unique`, `count`), by name.
     pub fn declared(&self, attribute: &str, name: &str) -> Option<&DeclaredMeta> {
         self.declared
             .iter()
@@ -234,19 +227,6 @@ pub struct IndexEntityMeta {
     pub table: Option<&'static str>,
     /// Where the index entities live.
     pub storage: IndexEntityStorage,
-}
-
-/// A value no two entities of the type may hold at once, across partitions
-/// (`#[unique(name = "email", key = "{email}")]`): each holder reserves it in a
-/// reservation table before its own write.
-#[derive(Debug)]
-pub struct UniqueMeta {
-    /// The name, unique within the type among indexes, index entities and unique values.
-    pub name: &'static str,
-    /// The template of the value (`"{email}"`), rendered with the PartitionKey rules.
-    pub key: KeyTemplate,
-    /// The reservation table, when not `<table>Unique`.
-    pub table: Option<&'static str>,
 }
 
 /// A denormalised field (`#[entity(denormalized(...))]`): a copy of a property of another

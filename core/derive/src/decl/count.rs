@@ -23,6 +23,7 @@ pub(crate) const OPEN: Open = Open {
     attribute: "count",
     keys: &["name", "key", "shards", "table"],
     check,
+    handle: true,
 };
 
 fn check(
@@ -64,7 +65,7 @@ fn check(
     }
     let name_at = name?;
     Some(CheckedOpen {
-        attribute: OPEN.attribute,
+        declaration: &OPEN,
         name: name_at.value(),
         name_at,
         key: Some(key?),

@@ -21,7 +21,6 @@ pub(crate) mod expiry;
 pub(crate) mod index;
 pub(crate) mod index_entity;
 pub(crate) mod series;
-pub(crate) mod unique;
 pub(crate) mod wide;
 
 /// Declares the module of each open declaration named and lists its description (the
@@ -37,5 +36,6 @@ macro_rules! open_declarations {
 }
 
 open_declarations! {
+    unique,
     count,
 }

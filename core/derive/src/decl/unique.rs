@@ -1,97 +1,49 @@
-//! `#[unique(...)]`: a value no two entities of the type may hold at once, across
-//! partitions, reserved in a table of its own before the entity is written.
+//! `#[unique(name = "email", key = "{email}", table = "UserEmails")]`: a value no two
+//! entities of the type may hold at once, across partitions, reserved in a table of its
+//! own before the entity is written (the patterns' `index::decl::unique`). An open
+//! declaration: the schema carries it as a `DeclaredMeta`; it has no handle (a unique
+//! value is read through the entity's `unique_key`).
 
 use std::collections::HashMap;
 
-use proc_macro2::{Span, TokenStream};
-use quote::quote;
-use syn::LitStr;
+use proc_macro2::Span;
 
-use crate::internals::attr::{Slot, SpanOf, read_keys};
 use crate::internals::ctxt::Ctxt;
 use crate::internals::keyed::Keyed;
+use crate::internals::open::{CheckedOpen, Open, OpenAttr};
 use crate::internals::scope::Scope;
-use crate::internals::template::{CheckedTemplate, template_tokens};
-use crate::internals::tokens::option_str;
 
-/// One `#[unique(...)]`.
-pub(crate) struct UniqueAttr {
-    pub(crate) span: Span,
-    pub(crate) name: Option<LitStr>,
-    pub(crate) key: Option<LitStr>,
-    pub(crate) table: Option<LitStr>,
-}
+/// `#[unique]`, for the derive.
+pub(crate) const OPEN: Open = Open {
+    attribute: "unique",
+    keys: &["name", "key", "table"],
+    check,
+    handle: false,
+};
 
-/// Parses one `#[unique(...)]`.
-pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute) -> UniqueAttr {
-    let mut unique = UniqueAttr {
-        span: attr.path().span_of(),
-        name: None,
-        key: None,
-        table: None,
-    };
-    read_keys(
-        cx,
-        attr,
-        "unique",
-        &mut [
-            ("name", Slot::Str(&mut unique.name)),
-            ("key", Slot::Str(&mut unique.key)),
-            ("table", Slot::Str(&mut unique.table)),
-        ],
-    );
-    unique
-}
-
-pub(crate) struct CheckedUnique<'a> {
-    name: String,
-    key: CheckedTemplate,
-    table: Option<&'a LitStr>,
-}
-
-/// Checks the unique values: their names, keys and tables.
-pub(crate) fn check<'a>(
+/// Checks one unique value: its name, key and table.
+fn check(
     cx: &Ctxt,
     scope: &Scope<'_>,
     names: &mut HashMap<String, Span>,
-    declared: &'a [UniqueAttr],
-) -> Vec<CheckedUnique<'a>> {
-    let mut uniques = Vec::new();
-    for unique in declared {
-        let keyed = Keyed::new(cx, scope.fields, "unique", unique.span);
-        let name = keyed.name(unique.name.as_ref(), "email", "unique value", names);
-        let key = keyed.template("key", unique.key.as_ref(), "{email}");
-        keyed.table(unique.table.as_ref());
-        if let (Some(name), Some(key)) = (name, key) {
-            uniques.push(CheckedUnique {
-                name: name.value(),
-                key,
-                table: unique.table.as_ref(),
-            });
-        }
-    }
-    uniques
-}
-
-/// The `UniqueMeta` of each unique value, with its key added to `templates`.
-pub(crate) fn metas<'a>(
-    uniques: &'a [CheckedUnique<'_>],
-    templates: &mut Vec<&'a CheckedTemplate>,
-) -> Vec<TokenStream> {
-    uniques
-        .iter()
-        .map(|unique| {
-            templates.push(&unique.key);
-            let name = &unique.name;
-            let key = template_tokens(&unique.key);
-            let table = option_str(unique.table);
-            quote! {
-                __tk::UniqueMeta {
-                    name: #name,
-                    key: #key,
-                    table: #table,
-                }
-            }
-        })
-        .collect()
+    attr: &OpenAttr,
+) -> Option<CheckedOpen> {
+    let (name, key, table) = (
+        attr.string(cx, "name"),
+        attr.string(cx, "key"),
+        attr.string(cx, "table"),
+    );
+    let keyed = Keyed::new(cx, scope.fields, "unique", attr.span);
+    let name = keyed.name(name.as_ref(), "email", "unique value", names);
+    let key = keyed.template("key", key.as_ref(), "{email}");
+    keyed.table(table.as_ref());
+    let name_at = name?.clone();
+    Some(CheckedOpen {
+        declaration: &OPEN,
+        name: name_at.value(),
+        name_at,
+        key: Some(key?),
+        table,
+        settings: Vec::new(),
+    })
 }

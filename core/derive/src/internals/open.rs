@@ -28,6 +28,9 @@ pub(crate) struct Open {
     /// Checks one of its attributes against the entity.
     pub(crate) check:
         fn(&Ctxt, &Scope<'_>, &mut HashMap<String, Span>, &OpenAttr) -> Option<CheckedOpen>,
+    /// Whether each declaration gets a typed `Declared` handle named after it (`#[count]`
+    /// is read through one; a unique value is not read by name).
+    pub(crate) handle: bool,
 }
 
 /// One attribute of an open declaration, as written: each key's value as a string or
@@ -58,7 +61,7 @@ impl OpenAttr {
 
 /// A checked open declaration, ready to generate.
 pub(crate) struct CheckedOpen {
-    pub(crate) attribute: &'static str,
+    pub(crate) declaration: &'static Open,
     pub(crate) name: String,
     pub(crate) name_at: LitStr,
     pub(crate) key: Option<CheckedTemplate>,
@@ -124,7 +127,7 @@ pub(crate) fn metas<'a>(
     declared
         .iter()
         .map(|d| {
-            let (attribute, name) = (d.attribute, &d.name);
+            let (attribute, name) = (d.declaration.attribute, &d.name);
             let key = match &d.key {
                 Some(key) => {
                     templates.push(key);
@@ -156,6 +159,7 @@ pub(crate) fn handles(
 ) -> Vec<TokenStream> {
     declared
         .iter()
+        .filter(|d| d.declaration.handle)
         .map(|d| {
             let key = match &d.key {
                 Some(key) => handle::key_type(None, key, models),
@@ -163,9 +167,9 @@ pub(crate) fn handles(
             };
             let doc = format!(
                 "The `#[{}]` declaration `{}`: read it through the table's `{}` handle.",
-                d.attribute, d.name, d.attribute
+                d.declaration.attribute, d.name, d.declaration.attribute
             );
-            let (attribute, name) = (d.attribute, &d.name);
+            let (attribute, name) = (d.declaration.attribute, &d.name);
             handle::constant_with(
                 vis,
                 "Declared",

@@ -9,7 +9,7 @@ use tablekit_core::Entity;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
 
-use super::{CopyTarget, DenormalizedTarget, MemberTarget, UniqueTarget};
+use super::{CopyTarget, DenormalizedTarget, MemberTarget};
 use super::{EntityRef, MemberStorage, Target};
 use crate::error::Result;
 use crate::index::decl::expiry::entry::{EXPIRY_INDEX, expiry_table};
@@ -61,29 +61,6 @@ pub struct DenormalizedLayout {
     pub source_property: String,
 }
 
-/// One declared unique value, with its template parsed.
-#[derive(Clone, Debug)]
-pub struct UniqueLayout {
-    /// The name.
-    pub name: String,
-    /// The template of the value (PartitionKey rules).
-    pub key: KeyTemplate,
-    /// The reservation table; `<primaries' table>Unique` when `None`.
-    pub table: Option<String>,
-}
-
-impl UniqueLayout {
-    /// The reservation table for primaries in `table`.
-    pub fn table_for(&self, table: &str) -> String {
-        self.table
-            .clone()
-            .unwrap_or_else(|| format!("{table}{RESERVATION_TABLE_SUFFIX}"))
-    }
-}
-
-/// What names a type's default reservation table after its primaries' table.
-pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
-
 /// How a type's entities expire, as the layout keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -119,8 +96,6 @@ pub struct Layout {
     pub members: Vec<MemberLayout>,
     /// The denormalised fields.
     pub denormalized: Vec<DenormalizedLayout>,
-    /// The unique values.
-    pub uniques: Vec<UniqueLayout>,
     /// How the primaries expire, if they do: each has an entry in the expiry index
     /// ([`crate::index::decl::expiry`]).
     pub expiry: Option<ExpiryLayout>,
@@ -128,7 +103,7 @@ pub struct Layout {
     pub changes: Option<String>,
     /// The most chunks a primary may take, if the type is wide ([`crate::index::decl::wide`]).
     pub wide: Option<usize>,
-    /// The declarations described by their attribute alone (`#[count]`), laid out by
+    /// The declarations described by their attribute alone (`#[unique]`, `#[count]`), laid out by
     /// the declaration their attribute names, through the registry.
     pub declared: Vec<DeclaredLayout>,
 }
@@ -187,7 +162,7 @@ fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
 /// A declaration described by its attribute alone, with its key template parsed.
 #[derive(Clone, Debug)]
 pub struct DeclaredLayout {
-    /// The attribute (`count`).
+    /// The attribute (`unique`, `count`).
     pub attribute: String,
     /// The name.
     pub name: String,
@@ -255,15 +230,6 @@ impl Layout {
                     source_property: d.source_property.to_owned(),
                 })
                 .collect(),
-            uniques: schema
-                .uniques
-                .iter()
-                .map(|u| UniqueLayout {
-                    name: u.name.to_owned(),
-                    key: u.key.clone(),
-                    table: u.table.map(str::to_owned),
-                })
-                .collect(),
             expiry: schema.expiry.map(ExpiryLayout::from),
             changes: schema.changes.map(str::to_owned),
             wide: schema.wide.map(|w| w.chunks),
@@ -295,7 +261,6 @@ impl Layout {
             indexes: Vec::new(),
             members: Vec::new(),
             denormalized: Vec::new(),
-            uniques: Vec::new(),
             expiry: None,
             changes: None,
             wide: None,
@@ -308,7 +273,6 @@ impl Layout {
         self.indexes.is_empty()
             && self.members.is_empty()
             && self.denormalized.is_empty()
-            && self.uniques.is_empty()
             && self.expiry.is_none()
             && self.changes.is_none()
             && self.declared.is_empty()
@@ -385,19 +349,6 @@ impl Layout {
             let lays_out = lays_out(&declared.attribute)?;
             targets.extend(lays_out.targets(declared, source, render)?);
         }
-        for unique in &self.uniques {
-            if only.is_some_and(|o| o != unique.name) {
-                continue;
-            }
-            targets.insert(Target::from(UniqueTarget {
-                name: unique.name.clone(),
-                at: EntityRef::new(
-                    unique.table_for(&source.table),
-                    render(&unique.key, KeyKind::PartitionKey)?,
-                    unique.name.clone(),
-                ),
-            }));
-        }
         Ok(targets)
     }
 
@@ -406,7 +357,6 @@ impl Layout {
         self.indexes.iter().any(|i| i.name == name)
             || self.members.iter().any(|m| m.name == name)
             || self.denormalized.iter().any(|d| d.property == name)
-            || self.uniques.iter().any(|u| u.name == name)
             || (self.expiry.is_some() && name == EXPIRY_INDEX)
             || self.declared.iter().any(|d| d.name == name)
     }
@@ -465,13 +415,6 @@ impl Layout {
                 ));
             }
         }
-        for unique in &self.uniques {
-            work.push(format!(
-                "unique value `{}`: reservations in table `{}`, released after the write",
-                unique.name,
-                unique.table_for(&self.table)
-            ));
-        }
         if self.expiry.is_some() {
             work.push(format!(
                 "expiry: entries in table `{}`",
@@ -500,7 +443,6 @@ impl Layout {
                     .filter(|m| m.storage == MemberStorage::Table)
                     .filter_map(|m| m.table.clone()),
             )
-            .chain(self.uniques.iter().map(|u| u.table_for(&self.table)))
             .chain(self.expiry.map(|_| expiry_table(&self.table)))
             .chain(self.declared.iter().flat_map(|d| {
                 lays_out(&d.attribute)

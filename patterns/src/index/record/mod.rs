@@ -31,7 +31,6 @@ pub use crate::index::decl::unique::record::UniqueTarget;
 pub use copy::{as_primary, copy_of, copy_source, same_content};
 pub use layout::{
     DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
-    RESERVATION_TABLE_SUFFIX, UniqueLayout,
 };
 pub(crate) use layout::{LaidOut, LaysOut};
 pub use target::Target;

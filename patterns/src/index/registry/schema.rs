@@ -10,7 +10,7 @@ use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
 use super::record::{
     DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
-    MemberStorage, UniqueLayout,
+    MemberStorage,
 };
 use crate::error::{Error, Result};
 
@@ -65,19 +65,9 @@ pub struct DenormalizedDecl {
     pub source_property: String,
 }
 
-/// A registered unique value.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct UniqueDecl {
-    /// The name.
-    pub name: String,
-    /// The template of the value.
-    pub key: String,
-    /// The reservation table, when not `<table>Unique`.
-    pub table: Option<String>,
-}
-
 /// What one entity type of a table declares.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "StoredSchemaRecord")]
 pub struct SchemaRecord {
     /// The primaries' table.
     pub table: String,
@@ -94,24 +84,76 @@ pub struct SchemaRecord {
     /// The denormalised fields.
     #[serde(default)]
     pub denormalized: Vec<DenormalizedDecl>,
-    /// The unique values.
-    #[serde(default)]
-    pub uniques: Vec<UniqueDecl>,
     /// How the primaries expire, if they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiry: Option<ExpiryLayout>,
     /// The queue the type's change events go to, if it publishes them.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub changes: Option<String>,
-    /// The declarations described by their attribute alone (`#[count]`).
+    /// The declarations described by their attribute alone (`#[unique]`, `#[count]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<DeclaredDecl>,
+}
+
+/// A schema record as stored by any version: the unique values of a record written
+/// before they were declarations described by their attribute alone are read from their
+/// own field (`uniques`) into `declared`.
+#[derive(Deserialize)]
+struct StoredSchemaRecord {
+    table: String,
+    kind: String,
+    kind_property: String,
+    fields: Vec<(String, String)>,
+    indexes: Vec<IndexDecl>,
+    members: Vec<MemberDecl>,
+    #[serde(default)]
+    denormalized: Vec<DenormalizedDecl>,
+    #[serde(default)]
+    uniques: Vec<StoredUnique>,
+    #[serde(default)]
+    expiry: Option<ExpiryLayout>,
+    #[serde(default)]
+    changes: Option<String>,
+    #[serde(default)]
+    declared: Vec<DeclaredDecl>,
+}
+
+/// A unique value as records stored it in their own field.
+#[derive(Deserialize)]
+struct StoredUnique {
+    name: String,
+    key: String,
+    table: Option<String>,
+}
+
+impl From<StoredSchemaRecord> for SchemaRecord {
+    fn from(stored: StoredSchemaRecord) -> Self {
+        let uniques = stored.uniques.into_iter().map(|u| DeclaredDecl {
+            attribute: "unique".to_owned(),
+            name: u.name,
+            key: Some(u.key),
+            table: u.table,
+            settings: Vec::new(),
+        });
+        SchemaRecord {
+            table: stored.table,
+            kind: stored.kind,
+            kind_property: stored.kind_property,
+            fields: stored.fields,
+            indexes: stored.indexes,
+            members: stored.members,
+            denormalized: stored.denormalized,
+            expiry: stored.expiry,
+            changes: stored.changes,
+            declared: uniques.chain(stored.declared).collect(),
+        }
+    }
 }
 
 /// A declaration described by its attribute alone, as registered.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeclaredDecl {
-    /// The attribute (`count`).
+    /// The attribute (`unique`, `count`).
     pub attribute: String,
     /// The name.
     pub name: String,
@@ -172,15 +214,6 @@ impl SchemaRecord {
                     partition_key: d.partition_key.source().to_owned(),
                     row_key: d.row_key.source().to_owned(),
                     source_property: d.source_property.clone(),
-                })
-                .collect(),
-            uniques: layout
-                .uniques
-                .iter()
-                .map(|u| UniqueDecl {
-                    name: u.name.clone(),
-                    key: u.key.source().to_owned(),
-                    table: u.table.clone(),
                 })
                 .collect(),
             expiry: layout.expiry,
@@ -249,17 +282,6 @@ impl SchemaRecord {
                         partition_key: parse(&d.partition_key)?,
                         row_key: parse(&d.row_key)?,
                         source_property: d.source_property.clone(),
-                    })
-                })
-                .collect::<Result<_>>()?,
-            uniques: self
-                .uniques
-                .iter()
-                .map(|u| {
-                    Ok(UniqueLayout {
-                        name: u.name.clone(),
-                        key: parse(&u.key)?,
-                        table: u.table.clone(),
                     })
                 })
                 .collect::<Result<_>>()?,
@@ -349,5 +371,59 @@ impl SchemaRecord {
                 )),
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::record::EntityRef;
+
+    /// A record as stored before unique values were declarations described by their
+    /// attribute alone: `uniques` in a field of its own.
+    const STORED_WITH_UNIQUES: &str = r#"{"table":"Users","kind":"User","kind_property":"Kind","fields":[["team","Team"],["id","Id"],["email","Email"]],"indexes":[],"members":[],"denormalized":[],"uniques":[{"name":"email","key":"{email}","table":null}]}"#;
+
+    #[test]
+    fn a_record_stored_with_its_own_uniques_reads_them_as_declarations() {
+        let record: SchemaRecord = serde_json::from_str(STORED_WITH_UNIQUES).expect("reads");
+        assert_eq!(
+            record.declared,
+            [DeclaredDecl {
+                attribute: "unique".into(),
+                name: "email".into(),
+                key: Some("{email}".into()),
+                table: None,
+                settings: Vec::new(),
+            }]
+        );
+        let written = serde_json::to_string(&record).expect("writes");
+        assert!(!written.contains("uniques"), "{written}");
+        assert_eq!(
+            serde_json::from_str::<SchemaRecord>(&written).expect("reads again"),
+            record
+        );
+
+        let layout = record.layout().expect("lays out");
+        assert!(layout.declares("email"));
+        assert_eq!(
+            layout.other_tables().into_iter().collect::<Vec<_>>(),
+            ["UsersUnique"]
+        );
+        let mut user = Entity::new("t", "1");
+        user.properties
+            .insert("Email".into(), Value::String("ada@example.com".into()));
+        let render = |template: &KeyTemplate, kind| record.render(&user, template, kind);
+        let targets = layout
+            .targets(&EntityRef::new("Users", "t", "1"), &render, &|_| true, None)
+            .expect("targets");
+        let target = targets.iter().next().expect("one target");
+        let unique = target
+            .get::<crate::index::decl::unique::record::UniqueTarget>()
+            .expect("a reservation");
+        assert_eq!(
+            unique.at,
+            EntityRef::new("UsersUnique", "ada@example.com", "email")
+        );
+        assert_eq!(targets.len(), 1, "{targets:?}");
     }
 }

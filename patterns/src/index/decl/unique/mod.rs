@@ -44,11 +44,13 @@ pub(crate) mod write;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::KeyTemplate;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
-use crate::index::record::{EntityRef, IndexRecord, Target};
+use crate::index::record::{DeclaredLayout, EntityRef, IndexRecord, LaysOut, Target};
 use crate::index::stored::delete_unless_changed;
 use record::UniqueTarget;
 
@@ -434,11 +436,60 @@ pub async fn reclaim<S: TableStore>(
     delete_unless_changed(store, &found.at, if_match).await
 }
 
+/// What names a type's default reservation table after its primaries' table.
+pub const RESERVATION_TABLE_SUFFIX: &str = "Unique";
+
+/// The reservation table of the unique value `declared` for primaries in `table`:
+/// `<table>Unique` unless it names its own.
+fn reservation_table(declared: &DeclaredLayout, table: &str) -> String {
+    declared
+        .table
+        .clone()
+        .unwrap_or_else(|| format!("{table}{RESERVATION_TABLE_SUFFIX}"))
+}
+
+/// How `#[unique]` lays out: a primary reserves its value in the reservation table.
+struct Reservations;
+
+impl LaysOut for Reservations {
+    fn targets(
+        &self,
+        declared: &DeclaredLayout,
+        source: &EntityRef,
+        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>> {
+        let key = declared.key.as_ref().ok_or_else(|| {
+            Error::malformed(format!("unique value `{}`", declared.name), "no key template")
+        })?;
+        Ok(vec![Target::from(UniqueTarget {
+            name: declared.name.clone(),
+            at: EntityRef::new(
+                reservation_table(declared, &source.table),
+                render(key, KeyKind::PartitionKey)?,
+                declared.name.clone(),
+            ),
+        })])
+    }
+
+    fn tables(&self, declared: &DeclaredLayout, table: &str) -> Vec<String> {
+        vec![reservation_table(declared, table)]
+    }
+
+    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String> {
+        Some(format!(
+            "unique value `{}`: reservations in table `{}`, released after the write",
+            declared.name,
+            reservation_table(declared, table)
+        ))
+    }
+}
+
 crate::index::registry::roles::declaration! {
     write::Unique {
         attribute: "unique",
         steps: [write, upkeep],
         targets: [record::UniqueTarget],
         operations: [record::ReleaseUnique, record::ClaimUnique],
+        lays_out: Reservations,
     }
 }
