@@ -98,7 +98,7 @@ impl<E: EntityType> Changes<E> {
     {
         let handler = std::sync::Arc::new(handler);
         let queue = E::schema()
-            .changes
+            .changes()
             .unwrap_or(tablekit_patterns::consistency::operation::DEFAULT_QUEUE);
         Registry::new().register_on(queue, move |event: ChangeEvent| {
             let handler = handler.clone();
@@ -117,7 +117,7 @@ impl<E: EntityType> Changes<E> {
         F: Fn(Change<E>) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = std::result::Result<(), OperationError>> + Send + 'static,
     {
-        let name = E::schema().changes.ok_or_else(|| {
+        let name = E::schema().changes().ok_or_else(|| {
             Error::Config(format!(
                 "`{}` declares no change queue: add #[entity(changes = \"…\")]",
                 E::schema().type_name

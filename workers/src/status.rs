@@ -126,7 +126,11 @@ pub fn default_queues(schemas: &[tablekit_patterns::index::SchemaRecord]) -> Vec
     ]
     .into_iter()
     .map(str::to_owned)
-    .chain(schemas.iter().filter_map(|s| s.changes.clone()))
+    .chain(
+        schemas
+            .iter()
+            .filter_map(|s| s.changes().map(str::to_owned)),
+    )
     .collect()
 }
 

@@ -139,7 +139,9 @@ pub(crate) fn entity(
     let index_metas = index::metas(&e.indexes, &mut templates);
     let index_entity_metas = index_entity::metas(&e.index_entities, &mut templates);
     let denormalized_metas = denormalized::metas(&e.denormalized, &mut templates);
-    let declared_metas = crate::internals::open::metas(&e.open, &mut templates);
+    let mut declared_metas: Vec<TokenStream> =
+        changes::meta(c.changes.as_ref()).into_iter().collect();
+    declared_metas.extend(crate::internals::open::metas(&e.open, &mut templates));
 
     let mut assertions = code.assertions.clone();
     let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
@@ -164,7 +166,6 @@ pub(crate) fn entity(
     let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
-    let changes = changes::meta(c.changes.as_ref());
     let ExpiryCode {
         meta: expiry,
         expires,
@@ -205,7 +206,6 @@ pub(crate) fn entity(
                 indexes: &[#(#index_metas),*],
                 index_entities: &[#(#index_entity_metas),*],
                 denormalized: &[#(#denormalized_metas),*],
-                changes: #changes,
                 expiry: #expiry,
                 wide: #wide_meta,
                 series: #series_meta,

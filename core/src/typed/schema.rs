@@ -33,9 +33,6 @@ pub struct Schema {
     pub index_entities: &'static [IndexEntityMeta],
     /// The declared denormalised fields.
     pub denormalized: &'static [DenormalizedMeta],
-    /// The queue every committed change of the type is published to
-    /// (`#[entity(changes = "queue")]`).
-    pub changes: Option<&'static str>,
     /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
     /// `#[entity(expires)]` field), if they do.
     pub expiry: Option<ExpiryMeta>,
@@ -91,6 +88,14 @@ impl Schema {
     /// An index entity by name.
     pub fn index_entity(&self, name: &str) -> Option<&IndexEntityMeta> {
         self.index_entities.iter().find(|i| i.name == name)
+    }
+
+    /// The queue every committed change of the type is published to
+    /// (`#[entity(changes = "queue")]`, a declaration described by its attribute alone:
+    /// `changes`).
+    pub fn changes(&self) -> Option<&'static str> {
+        self.declared("changes", "changes")
+            .and_then(|d| d.setting("queue"))
     }
 
     /// A declaration described by its attribute (`unique`, `count`), by name.

@@ -108,6 +108,6 @@ pub(super) async fn change_consumer<E: Written>(world: Rc<World>, _store: Store)
         }
         async { Ok(()) }
     });
-    let queue = E::schema().changes.unwrap_or_default();
+    let queue = E::schema().changes().unwrap_or_default();
     consume(&world, queue, &registry).await;
 }

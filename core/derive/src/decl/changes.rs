@@ -2,10 +2,10 @@
 //! inserts, updates and deletes to, as change events.
 
 use proc_macro2::TokenStream;
+use quote::quote;
 use syn::LitStr;
 
 use crate::internals::ctxt::Ctxt;
-use crate::internals::tokens::option_str;
 
 /// A queue name as every queue backend takes it (the workers' `check_queue_name`).
 pub(crate) fn check(cx: &Ctxt, changes: Option<&LitStr>) {
@@ -29,7 +29,17 @@ pub(crate) fn check(cx: &Ctxt, changes: Option<&LitStr>) {
     }
 }
 
-/// The schema's `changes`: the queue, if any.
-pub(crate) fn meta(changes: Option<&LitStr>) -> TokenStream {
-    option_str(changes)
+/// The schema's declaration of change events, if the type publishes them: a
+/// `DeclaredMeta` of attribute and name `changes` with its queue as a setting.
+pub(crate) fn meta(changes: Option<&LitStr>) -> Option<TokenStream> {
+    let queue = changes?;
+    Some(quote! {
+        __tk::DeclaredMeta {
+            attribute: "changes",
+            name: "changes",
+            key: __tk::None,
+            table: __tk::None,
+            settings: &[("queue", #queue)],
+        }
+    })
 }

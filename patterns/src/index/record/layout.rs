@@ -99,8 +99,6 @@ pub struct Layout {
     /// How the primaries expire, if they do: each has an entry in the expiry index
     /// ([`crate::index::decl::expiry`]).
     pub expiry: Option<ExpiryLayout>,
-    /// The queue the type's change events go to, if it publishes them.
-    pub changes: Option<String>,
     /// The most chunks a primary may take, if the type is wide ([`crate::index::decl::wide`]).
     pub wide: Option<usize>,
     /// The declarations described by their attribute alone (`#[unique]`, `#[count]`), laid out by
@@ -231,7 +229,6 @@ impl Layout {
                 })
                 .collect(),
             expiry: schema.expiry.map(ExpiryLayout::from),
-            changes: schema.changes.map(str::to_owned),
             wide: schema.wide.map(|w| w.chunks),
             declared: schema
                 .declared
@@ -262,7 +259,6 @@ impl Layout {
             members: Vec::new(),
             denormalized: Vec::new(),
             expiry: None,
-            changes: None,
             wide: None,
             declared: Vec::new(),
         }
@@ -274,7 +270,6 @@ impl Layout {
             && self.members.is_empty()
             && self.denormalized.is_empty()
             && self.expiry.is_none()
-            && self.changes.is_none()
             && self.declared.is_empty()
     }
 
@@ -352,6 +347,15 @@ impl Layout {
         Ok(targets)
     }
 
+    /// The queue the type's change events go to, if it publishes them (the declaration
+    /// `changes`).
+    pub fn changes(&self) -> Option<&str> {
+        self.declared
+            .iter()
+            .find(|d| d.attribute == "changes")
+            .and_then(|d| d.setting("queue"))
+    }
+
     /// Whether the layout declares an index or index entity of that name.
     pub fn declares(&self, name: &str) -> bool {
         self.indexes.iter().any(|i| i.name == name)
@@ -420,9 +424,6 @@ impl Layout {
                 "expiry: entries in table `{}`",
                 expiry_table(&self.table)
             ));
-        }
-        if let Some(queue) = &self.changes {
-            work.push(format!("change events: queue `{queue}`"));
         }
         for declared in &self.declared {
             if let Ok(lays_out) = lays_out(&declared.attribute) {

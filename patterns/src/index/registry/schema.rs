@@ -87,17 +87,14 @@ pub struct SchemaRecord {
     /// How the primaries expire, if they do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expiry: Option<ExpiryLayout>,
-    /// The queue the type's change events go to, if it publishes them.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub changes: Option<String>,
     /// The declarations described by their attribute alone (`#[unique]`, `#[count]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<DeclaredDecl>,
 }
 
-/// A schema record as stored by any version: the unique values of a record written
-/// before they were declarations described by their attribute alone are read from their
-/// own field (`uniques`) into `declared`.
+/// A schema record as stored by any version: the unique values and the change events'
+/// queue of a record written before they were declarations described by their attribute
+/// alone are read from their own fields (`uniques`, `changes`) into `declared`.
 #[derive(Deserialize)]
 struct StoredSchemaRecord {
     table: String,
@@ -135,6 +132,13 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             table: u.table,
             settings: Vec::new(),
         });
+        let changes = stored.changes.map(|queue| DeclaredDecl {
+            attribute: "changes".to_owned(),
+            name: "changes".to_owned(),
+            key: None,
+            table: None,
+            settings: vec![("queue".to_owned(), queue)],
+        });
         SchemaRecord {
             table: stored.table,
             kind: stored.kind,
@@ -144,8 +148,11 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             members: stored.members,
             denormalized: stored.denormalized,
             expiry: stored.expiry,
-            changes: stored.changes,
-            declared: uniques.chain(stored.declared).collect(),
+            declared: changes
+                .into_iter()
+                .chain(uniques)
+                .chain(stored.declared)
+                .collect(),
         }
     }
 }
@@ -217,7 +224,6 @@ impl SchemaRecord {
                 })
                 .collect(),
             expiry: layout.expiry,
-            changes: layout.changes.clone(),
             declared: layout
                 .declared
                 .iter()
@@ -230,6 +236,16 @@ impl SchemaRecord {
                 })
                 .collect(),
         }
+    }
+
+    /// The queue the type's change events go to, if it publishes them (the declaration
+    /// `changes`).
+    pub fn changes(&self) -> Option<&str> {
+        self.declared
+            .iter()
+            .find(|d| d.attribute == "changes")
+            .and_then(|d| d.settings.iter().find(|(k, _)| k == "queue"))
+            .map(|(_, queue)| queue.as_str())
     }
 
     /// The layout, with the templates parsed.
@@ -286,7 +302,6 @@ impl SchemaRecord {
                 })
                 .collect::<Result<_>>()?,
             expiry: self.expiry,
-            changes: self.changes.clone(),
             // The untyped paths only delete: a wide primary's chunk 0 names its chunks.
             wide: None,
             declared: self
@@ -379,15 +394,16 @@ mod tests {
     use super::*;
     use crate::index::record::EntityRef;
 
-    /// A record as stored before unique values were declarations described by their
-    /// attribute alone: `uniques` in a field of its own.
-    const STORED_WITH_UNIQUES: &str = r#"{"table":"Users","kind":"User","kind_property":"Kind","fields":[["team","Team"],["id","Id"],["email","Email"]],"indexes":[],"members":[],"denormalized":[],"uniques":[{"name":"email","key":"{email}","table":null}]}"#;
+    /// A record as stored before unique values and change events were declarations
+    /// described by their attribute alone: `uniques` and `changes` in fields of their own.
+    const STORED_WITH_UNIQUES: &str = r#"{"table":"Users","kind":"User","kind_property":"Kind","fields":[["team","Team"],["id","Id"],["email","Email"]],"indexes":[],"members":[],"denormalized":[],"uniques":[{"name":"email","key":"{email}","table":null}],"changes":"user-changes"}"#;
 
     #[test]
-    fn a_record_stored_with_its_own_uniques_reads_them_as_declarations() {
+    fn a_record_stored_with_its_own_uniques_and_changes_reads_them_as_declarations() {
         let record: SchemaRecord = serde_json::from_str(STORED_WITH_UNIQUES).expect("reads");
+        assert_eq!(record.changes(), Some("user-changes"));
         assert_eq!(
-            record.declared,
+            record.declared[1..],
             [DeclaredDecl {
                 attribute: "unique".into(),
                 name: "email".into(),
@@ -398,12 +414,19 @@ mod tests {
         );
         let written = serde_json::to_string(&record).expect("writes");
         assert!(!written.contains("uniques"), "{written}");
+        assert!(!written.contains(r#""changes":"#), "{written}");
         assert_eq!(
             serde_json::from_str::<SchemaRecord>(&written).expect("reads again"),
             record
         );
 
         let layout = record.layout().expect("lays out");
+        assert_eq!(layout.changes(), Some("user-changes"));
+        assert!(
+            layout
+                .follow_up(&KeyTemplate::parse("{team}").expect("a template"))
+                .contains(&"change events: queue `user-changes`".to_owned())
+        );
         assert!(layout.declares("email"));
         assert_eq!(
             layout.other_tables().into_iter().collect::<Vec<_>>(),

@@ -5,7 +5,12 @@
 
 use tablekit_core::TableStore;
 
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::KeyTemplate;
+
 use crate::changes::ChangeEvent;
+use crate::error::Result;
+use crate::index::record::{DeclaredLayout, EntityRef, LaysOut, Target};
 use crate::index::write::declaration::{Attempt, Step, WriteSteps, nothing};
 
 /// Change events.
@@ -14,7 +19,7 @@ pub(crate) struct Changes;
 impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         let layout = &attempt.writer.layout;
-        let Some(queue) = layout.changes.as_deref() else {
+        let Some(queue) = layout.changes() else {
             return nothing();
         };
         let Some(event) = ChangeEvent::of_write(
@@ -35,11 +40,36 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
     }
 }
 
+/// How `changes` lays out: no target and no table of its own, its events handed to a
+/// queue.
+struct Queue;
+
+impl LaysOut for Queue {
+    fn targets(
+        &self,
+        _declared: &DeclaredLayout,
+        _source: &EntityRef,
+        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>> {
+        Ok(Vec::new())
+    }
+
+    fn tables(&self, _declared: &DeclaredLayout, _table: &str) -> Vec<String> {
+        Vec::new()
+    }
+
+    fn follow_up(&self, declared: &DeclaredLayout, _table: &str) -> Option<String> {
+        let queue = declared.setting("queue")?;
+        Some(format!("change events: queue `{queue}`"))
+    }
+}
+
 crate::index::registry::roles::declaration! {
     Changes {
         attribute: "changes",
         steps: [write],
         targets: [],
         operations: [],
+        lays_out: Queue,
     }
 }
