@@ -33,9 +33,6 @@ pub struct Schema {
     pub index_entities: &'static [IndexEntityMeta],
     /// The declared denormalised fields.
     pub denormalized: &'static [DenormalizedMeta],
-    /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
-    /// `#[entity(expires)]` field), if they do.
-    pub expiry: Option<ExpiryMeta>,
     /// How the type is stored in chunks, if it is wide (`#[wide]`, or a series that
     /// spills to chunks).
     pub wide: Option<super::WideMeta>,
@@ -88,6 +85,18 @@ impl Schema {
     /// An index entity by name.
     pub fn index_entity(&self, name: &str) -> Option<&IndexEntityMeta> {
         self.index_entities.iter().find(|i| i.name == name)
+    }
+
+    /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
+    /// `#[entity(expires)]` field), if they do: a declaration described by its attribute
+    /// alone (`expiry`, with the setting `ttl` in seconds or `field`).
+    pub fn expiry(&self) -> Option<ExpiryMeta> {
+        let declared = self.declared("expiry", "expiry")?;
+        match (declared.setting("ttl"), declared.setting("field")) {
+            (Some(seconds), _) => seconds.parse().ok().map(ExpiryMeta::Ttl),
+            (None, Some(field)) => Some(ExpiryMeta::Field(field)),
+            (None, None) => None,
+        }
     }
 
     /// The queue every committed change of the type is published to

@@ -84,19 +84,33 @@ pub(crate) fn check<'a>(
 
 /// What expiry adds to the generated code.
 pub(crate) struct ExpiryCode {
-    /// The schema's `expiry`.
-    pub(crate) meta: TokenStream,
+    /// The schema's declaration `expiry`, if the type's entities expire.
+    pub(crate) meta: Option<TokenStream>,
     /// What `Record::expires` answers.
     pub(crate) expires: bool,
     /// The writer's statement for an `expires` field, after the fields are written.
     pub(crate) write: TokenStream,
 }
 
+/// The schema's declaration `expiry`: a `DeclaredMeta` with one setting, `ttl` (seconds)
+/// or `field` (the field's name).
+fn declared_meta(setting: &str, value: &str) -> TokenStream {
+    quote! {
+        __tk::DeclaredMeta {
+            attribute: "expiry",
+            name: "expiry",
+            key: __tk::None,
+            table: __tk::None,
+            settings: &[(#setting, #value)],
+        }
+    }
+}
+
 pub(crate) fn generate(expiry: Option<&Expiry<'_>>) -> ExpiryCode {
     let (meta, expires, write) = match expiry {
-        None => (quote!(__tk::None), false, quote!()),
+        None => (None, false, quote!()),
         Some(Expiry::Ttl(seconds)) => (
-            quote!(__tk::Some(__tk::ExpiryMeta::Ttl(#seconds))),
+            Some(declared_meta("ttl", &seconds.to_string())),
             true,
             quote!(),
         ),
@@ -107,7 +121,7 @@ pub(crate) fn generate(expiry: Option<&Expiry<'_>>) -> ExpiryCode {
             // Spanned on the field's type: a type that cannot say when is reported there.
             let span = ty.span_of_tokens();
             (
-                quote!(__tk::Some(__tk::ExpiryMeta::Field(#name))),
+                Some(declared_meta("field", name)),
                 true,
                 quote_spanned!(span=> writer.expires(&self.#ident);),
             )

@@ -12,7 +12,7 @@ use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
 use super::{CopyTarget, DenormalizedTarget, MemberTarget};
 use super::{EntityRef, MemberStorage, Target};
 use crate::error::Result;
-use crate::index::decl::expiry::entry::{EXPIRY_INDEX, expiry_table};
+use crate::index::decl::expiry::entry::EXPIRY_INDEX;
 
 /// One declared secondary index, with its templates parsed.
 #[derive(Clone, Debug)]
@@ -96,9 +96,6 @@ pub struct Layout {
     pub members: Vec<MemberLayout>,
     /// The denormalised fields.
     pub denormalized: Vec<DenormalizedLayout>,
-    /// How the primaries expire, if they do: each has an entry in the expiry index
-    /// ([`crate::index::decl::expiry`]).
-    pub expiry: Option<ExpiryLayout>,
     /// The most chunks a primary may take, if the type is wide ([`crate::index::decl::wide`]).
     pub wide: Option<usize>,
     /// The declarations described by their attribute alone (`#[unique]`, `#[count]`), laid out by
@@ -228,7 +225,6 @@ impl Layout {
                     source_property: d.source_property.to_owned(),
                 })
                 .collect(),
-            expiry: schema.expiry.map(ExpiryLayout::from),
             wide: schema.wide.map(|w| w.chunks),
             declared: schema
                 .declared
@@ -258,7 +254,6 @@ impl Layout {
             indexes: Vec::new(),
             members: Vec::new(),
             denormalized: Vec::new(),
-            expiry: None,
             wide: None,
             declared: Vec::new(),
         }
@@ -269,7 +264,6 @@ impl Layout {
         self.indexes.is_empty()
             && self.members.is_empty()
             && self.denormalized.is_empty()
-            && self.expiry.is_none()
             && self.declared.is_empty()
     }
 
@@ -347,6 +341,17 @@ impl Layout {
         Ok(targets)
     }
 
+    /// How the primaries expire, if they do (the declaration `expiry`, with the setting
+    /// `ttl` in seconds or `field`): each has an entry in the expiry index.
+    pub fn expiry(&self) -> Option<ExpiryLayout> {
+        let declared = self.declared.iter().find(|d| d.attribute == "expiry")?;
+        match (declared.setting("ttl"), declared.setting("field")) {
+            (Some(seconds), _) => seconds.parse().ok().map(ExpiryLayout::Ttl),
+            (None, Some(_)) => Some(ExpiryLayout::Field),
+            (None, None) => None,
+        }
+    }
+
     /// The queue the type's change events go to, if it publishes them (the declaration
     /// `changes`).
     pub fn changes(&self) -> Option<&str> {
@@ -361,14 +366,14 @@ impl Layout {
         self.indexes.iter().any(|i| i.name == name)
             || self.members.iter().any(|m| m.name == name)
             || self.denormalized.iter().any(|d| d.property == name)
-            || (self.expiry.is_some() && name == EXPIRY_INDEX)
+            || (self.expiry().is_some() && name == EXPIRY_INDEX)
             || self.declared.iter().any(|d| d.name == name)
     }
 
     /// The entry of a primary in the expiry index, when the layout expires its primaries
     /// and the primary (`entity`, as it is written) has an expiry time.
     pub fn expiry_target(&self, source: &EntityRef, entity: &Entity) -> Option<Target> {
-        self.expiry?;
+        self.expiry()?;
         let at = tablekit_core::typed::expires_at(entity)?;
         Some(crate::index::decl::expiry::entry_target(source, at))
     }
@@ -419,12 +424,6 @@ impl Layout {
                 ));
             }
         }
-        if self.expiry.is_some() {
-            work.push(format!(
-                "expiry: entries in table `{}`",
-                expiry_table(&self.table)
-            ));
-        }
         for declared in &self.declared {
             if let Ok(lays_out) = lays_out(&declared.attribute) {
                 work.extend(lays_out.follow_up(declared, &self.table));
@@ -444,7 +443,6 @@ impl Layout {
                     .filter(|m| m.storage == MemberStorage::Table)
                     .filter_map(|m| m.table.clone()),
             )
-            .chain(self.expiry.map(|_| expiry_table(&self.table)))
             .chain(self.declared.iter().flat_map(|d| {
                 lays_out(&d.attribute)
                     .map(|l| l.tables(d, &self.table))

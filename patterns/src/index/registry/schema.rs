@@ -84,17 +84,15 @@ pub struct SchemaRecord {
     /// The denormalised fields.
     #[serde(default)]
     pub denormalized: Vec<DenormalizedDecl>,
-    /// How the primaries expire, if they do.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub expiry: Option<ExpiryLayout>,
     /// The declarations described by their attribute alone (`#[unique]`, `#[count]`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<DeclaredDecl>,
 }
 
-/// A schema record as stored by any version: the unique values and the change events'
-/// queue of a record written before they were declarations described by their attribute
-/// alone are read from their own fields (`uniques`, `changes`) into `declared`.
+/// A schema record as stored by any version: the expiry, the change events' queue and the
+/// unique values of a record written before they were declarations described by their
+/// attribute alone are read from their own fields (`expiry`, `changes`, `uniques`) into
+/// `declared`.
 #[derive(Deserialize)]
 struct StoredSchemaRecord {
     table: String,
@@ -132,6 +130,16 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             table: u.table,
             settings: Vec::new(),
         });
+        let expiry = stored.expiry.map(|expiry| DeclaredDecl {
+            attribute: "expiry".to_owned(),
+            name: "expiry".to_owned(),
+            key: None,
+            table: None,
+            settings: vec![match expiry {
+                ExpiryLayout::Ttl(seconds) => ("ttl".to_owned(), seconds.to_string()),
+                ExpiryLayout::Field => ("field".to_owned(), String::new()),
+            }],
+        });
         let changes = stored.changes.map(|queue| DeclaredDecl {
             attribute: "changes".to_owned(),
             name: "changes".to_owned(),
@@ -147,9 +155,9 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             indexes: stored.indexes,
             members: stored.members,
             denormalized: stored.denormalized,
-            expiry: stored.expiry,
-            declared: changes
+            declared: expiry
                 .into_iter()
+                .chain(changes)
                 .chain(uniques)
                 .chain(stored.declared)
                 .collect(),
@@ -223,7 +231,6 @@ impl SchemaRecord {
                     source_property: d.source_property.clone(),
                 })
                 .collect(),
-            expiry: layout.expiry,
             declared: layout
                 .declared
                 .iter()
@@ -236,6 +243,11 @@ impl SchemaRecord {
                 })
                 .collect(),
         }
+    }
+
+    /// Whether the primaries expire (the declaration `expiry`).
+    pub fn expires(&self) -> bool {
+        self.declared.iter().any(|d| d.attribute == "expiry")
     }
 
     /// The queue the type's change events go to, if it publishes them (the declaration
@@ -301,7 +313,6 @@ impl SchemaRecord {
                     })
                 })
                 .collect::<Result<_>>()?,
-            expiry: self.expiry,
             // The untyped paths only delete: a wide primary's chunk 0 names its chunks.
             wide: None,
             declared: self
@@ -394,16 +405,18 @@ mod tests {
     use super::*;
     use crate::index::record::EntityRef;
 
-    /// A record as stored before unique values and change events were declarations
-    /// described by their attribute alone: `uniques` and `changes` in fields of their own.
-    const STORED_WITH_UNIQUES: &str = r#"{"table":"Users","kind":"User","kind_property":"Kind","fields":[["team","Team"],["id","Id"],["email","Email"]],"indexes":[],"members":[],"denormalized":[],"uniques":[{"name":"email","key":"{email}","table":null}],"changes":"user-changes"}"#;
+    /// A record as stored before unique values, change events and expiry were
+    /// declarations described by their attribute alone: `uniques`, `changes` and `expiry`
+    /// in fields of their own.
+    const STORED_WITH_UNIQUES: &str = r#"{"table":"Users","kind":"User","kind_property":"Kind","fields":[["team","Team"],["id","Id"],["email","Email"]],"indexes":[],"members":[],"denormalized":[],"uniques":[{"name":"email","key":"{email}","table":null}],"expiry":{"ttl":3600},"changes":"user-changes"}"#;
 
     #[test]
-    fn a_record_stored_with_its_own_uniques_and_changes_reads_them_as_declarations() {
+    fn a_record_stored_with_its_own_uniques_changes_and_expiry_reads_them_as_declarations() {
         let record: SchemaRecord = serde_json::from_str(STORED_WITH_UNIQUES).expect("reads");
         assert_eq!(record.changes(), Some("user-changes"));
+        assert!(record.expires());
         assert_eq!(
-            record.declared[1..],
+            record.declared[2..],
             [DeclaredDecl {
                 attribute: "unique".into(),
                 name: "email".into(),
@@ -415,6 +428,7 @@ mod tests {
         let written = serde_json::to_string(&record).expect("writes");
         assert!(!written.contains("uniques"), "{written}");
         assert!(!written.contains(r#""changes":"#), "{written}");
+        assert!(!written.contains(r#""expiry":"#), "{written}");
         assert_eq!(
             serde_json::from_str::<SchemaRecord>(&written).expect("reads again"),
             record
@@ -422,6 +436,7 @@ mod tests {
 
         let layout = record.layout().expect("lays out");
         assert_eq!(layout.changes(), Some("user-changes"));
+        assert_eq!(layout.expiry(), Some(ExpiryLayout::Ttl(3600)));
         assert!(
             layout
                 .follow_up(&KeyTemplate::parse("{team}").expect("a template"))
@@ -430,7 +445,7 @@ mod tests {
         assert!(layout.declares("email"));
         assert_eq!(
             layout.other_tables().into_iter().collect::<Vec<_>>(),
-            ["UsersUnique"]
+            ["UsersExpiry", "UsersUnique"]
         );
         let mut user = Entity::new("t", "1");
         user.properties

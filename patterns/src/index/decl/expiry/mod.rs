@@ -32,13 +32,17 @@ mod sweeper;
 pub(crate) mod write;
 
 use chrono::{DateTime, Utc};
+use tablekit_core::limits::KeyKind;
+use tablekit_core::typed::KeyTemplate;
+
+use crate::error::Result;
 
 pub use entry::{
     EXPIRY_INDEX, EXPIRY_TABLE_SUFFIX, entry_at, expired_query, expiry_table, ttl_end,
 };
 pub use sweeper::{SweepReport, Sweeper, SweeperOptions};
 
-use crate::index::record::{CopyTarget, EntityRef, Target};
+use crate::index::record::{CopyTarget, DeclaredLayout, EntityRef, LaysOut, Target};
 
 /// The expiry index entry of `source`, which expires at `at`: a copy without properties.
 pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
@@ -49,11 +53,36 @@ pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
     })
 }
 
+/// How expiry lays out: a primary's entry in the expiry index is its target once it has
+/// an expiry time (`Layout::expiry_target`, from the entity as written), so nothing here
+/// renders one; the entries live in the type's expiry table.
+struct Entries;
+
+impl LaysOut for Entries {
+    fn targets(
+        &self,
+        _declared: &DeclaredLayout,
+        _source: &EntityRef,
+        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>> {
+        Ok(Vec::new())
+    }
+
+    fn tables(&self, _declared: &DeclaredLayout, table: &str) -> Vec<String> {
+        vec![expiry_table(table)]
+    }
+
+    fn follow_up(&self, _declared: &DeclaredLayout, table: &str) -> Option<String> {
+        Some(format!("expiry: entries in table `{}`", expiry_table(table)))
+    }
+}
+
 crate::index::registry::roles::declaration! {
     write::Expiry {
         attribute: "expiry",
         steps: [write, read],
         targets: [],
         operations: [],
+        lays_out: Entries,
     }
 }

@@ -191,7 +191,7 @@ impl<S: TableStore + Clone + 'static> Sweeper<S> {
         // Every registered expiring type, by its primaries' table.
         let mut kinds: Vec<(String, Kind<S>)> = Vec::new();
         for schema in SchemaRecord::list(&self.store, None).await? {
-            if schema.expiry.is_none()
+            if !schema.expires()
                 || self
                     .tables
                     .as_ref()

@@ -23,7 +23,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Expiry {
         let Some(entity) = request.entity.as_mut() else {
             return Ok(());
         };
-        if let Some(ExpiryLayout::Ttl(seconds)) = writer.layout.expiry {
+        if let Some(ExpiryLayout::Ttl(seconds)) = writer.layout.expiry() {
             let at = ttl_end(writer.clock.now(), seconds);
             entity
                 .properties
