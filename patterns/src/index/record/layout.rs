@@ -108,19 +108,23 @@ pub struct Layout {
 /// folder submits it as a [`LaidOut`].
 pub(crate) trait LaysOut: Sync {
     /// The targets of the primary at `source` under `declared`; `render` renders a key
-    /// template from the primary's fields.
+    /// template from the primary's fields. None by default.
     ///
     /// # Errors
     /// The rendering's errors; a setting the declaration cannot read.
     fn targets(
         &self,
-        declared: &DeclaredLayout,
-        source: &EntityRef,
-        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>>;
+        _declared: &DeclaredLayout,
+        _source: &EntityRef,
+        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    ) -> Result<Vec<Target>> {
+        Ok(Vec::new())
+    }
 
-    /// The tables it keeps its entities in, for primaries in `table`.
-    fn tables(&self, declared: &DeclaredLayout, table: &str) -> Vec<String>;
+    /// The tables it keeps its entities in, for primaries in `table`. None by default.
+    fn tables(&self, _declared: &DeclaredLayout, _table: &str) -> Vec<String> {
+        Vec::new()
+    }
 
     /// Its follow-up work outside a write's transaction, described as
     /// [`Layout::follow_up`] lists it.

@@ -5,12 +5,8 @@
 
 use tablekit_core::TableStore;
 
-use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::KeyTemplate;
-
 use crate::changes::ChangeEvent;
-use crate::error::Result;
-use crate::index::record::{DeclaredLayout, EntityRef, LaysOut, Target};
+use crate::index::record::{DeclaredLayout, LaysOut};
 use crate::index::write::declaration::{Attempt, Step, WriteSteps, nothing};
 
 /// Change events.
@@ -45,19 +41,6 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
 struct Queue;
 
 impl LaysOut for Queue {
-    fn targets(
-        &self,
-        _declared: &DeclaredLayout,
-        _source: &EntityRef,
-        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>> {
-        Ok(Vec::new())
-    }
-
-    fn tables(&self, _declared: &DeclaredLayout, _table: &str) -> Vec<String> {
-        Vec::new()
-    }
-
     fn follow_up(&self, declared: &DeclaredLayout, _table: &str) -> Option<String> {
         let queue = declared.setting("queue")?;
         Some(format!("change events: queue `{queue}`"))

@@ -32,10 +32,6 @@ mod sweeper;
 pub(crate) mod write;
 
 use chrono::{DateTime, Utc};
-use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::KeyTemplate;
-
-use crate::error::Result;
 
 pub use entry::{
     EXPIRY_INDEX, EXPIRY_TABLE_SUFFIX, entry_at, expired_query, expiry_table, ttl_end,
@@ -59,15 +55,6 @@ pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
 struct Entries;
 
 impl LaysOut for Entries {
-    fn targets(
-        &self,
-        _declared: &DeclaredLayout,
-        _source: &EntityRef,
-        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>> {
-        Ok(Vec::new())
-    }
-
     fn tables(&self, _declared: &DeclaredLayout, table: &str) -> Vec<String> {
         vec![expiry_table(table)]
     }
