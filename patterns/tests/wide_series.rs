@@ -14,7 +14,7 @@ use tablekit_core::{Entity, IfMatch, MemoryStore, Query, TableStore, filter};
 use tablekit_derive::Entity;
 use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::index::wide::{CHUNK_OF_PROPERTY, CHUNKS_PROPERTY};
-use tablekit_patterns::index::{AuditOptions, Drift, IndexedTable};
+use tablekit_patterns::index::{AuditOptions, Drift, IndexedTable, Layout, SchemaRecord};
 
 mod support;
 use support::{Held, Hold, Kept};
@@ -87,7 +87,15 @@ async fn sensors(
 
 #[tokio::test]
 async fn a_wide_entity_is_stored_in_chunks_and_read_back_whole() {
-    assert_eq!(Sensor::schema().wide.map(|w| w.chunks), Some(8));
+    assert_eq!(Sensor::schema().wide().map(|w| w.chunks), Some(8));
+    assert_eq!(Layout::of(Sensor::schema()).wide(), Some(8));
+    let record = SchemaRecord::of(Sensor::schema(), "Sensors");
+    assert!(
+        record.declared.iter().all(|d| d.attribute != "wide"),
+        "the registry does not record a type's chunks: {:?}",
+        record.declared
+    );
+    assert_eq!(record.layout().expect("lays out").wide(), None);
     let store = FaultyStore::new(MemoryStore::new());
     let sink = Arc::new(Kept::default());
     let table = sensors(&store, sink.clone()).await;
@@ -361,7 +369,7 @@ async fn a_series_that_spills_to_chunks_touches_the_chunk_of_its_point() {
         <MonthlyUse as tablekit_core::typed::SeriesType>::POINTS,
         720
     );
-    assert!(MonthlyUse::schema().wide.is_some());
+    assert!(MonthlyUse::schema().wide().is_some());
     let store = FaultyStore::new(MemoryStore::new());
     let meters = IndexedTable::<MonthlyUse, _>::options()
         .build(store.clone())

@@ -146,6 +146,7 @@ pub(crate) fn entity(
     } = expiry::generate(e.expiry.as_ref());
     let mut declared_metas: Vec<TokenStream> = expiry.into_iter().collect();
     declared_metas.extend(changes::meta(c.changes.as_ref()));
+    declared_metas.extend(wide::meta(e.wide.as_ref()));
     declared_metas.extend(crate::internals::open::metas(&e.open, &mut templates));
 
     let mut assertions = code.assertions.clone();
@@ -171,7 +172,6 @@ pub(crate) fn entity(
     let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
-    let wide_meta = wide::meta(e.wide.as_ref());
     let series_meta = series::meta(e.series.as_ref());
     let series_impl = series::generate(ident, e.series.as_ref());
     let upcast = match &c.upcast {
@@ -206,7 +206,6 @@ pub(crate) fn entity(
                 indexes: &[#(#index_metas),*],
                 index_entities: &[#(#index_entity_metas),*],
                 denormalized: &[#(#denormalized_metas),*],
-                wide: #wide_meta,
                 series: #series_meta,
                 declared: &[#(#declared_metas),*],
             };

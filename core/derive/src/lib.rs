@@ -339,7 +339,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// };
 /// let entity = sensor.to_entity()?;
 /// assert_eq!(entity.get("readings_temp"), Some(&Value::Double(20.5)));
-/// assert_eq!(Sensor::schema().wide.map(|w| w.chunks), Some(8));
+/// assert_eq!(Sensor::schema().wide().map(|w| w.chunks), Some(8));
 /// assert_eq!(Sensor::from_entity(entity)?.value, sensor);
 /// # Ok::<_, tablekit::Error>(())
 /// ```

@@ -33,9 +33,6 @@ pub struct Schema {
     pub index_entities: &'static [IndexEntityMeta],
     /// The declared denormalised fields.
     pub denormalized: &'static [DenormalizedMeta],
-    /// How the type is stored in chunks, if it is wide (`#[wide]`, or a series that
-    /// spills to chunks).
-    pub wide: Option<super::WideMeta>,
     /// The data series the type declares (`#[series(..)]`), if it does.
     pub series: Option<super::SeriesMeta>,
     /// The declarations described by their attribute alone (`#[unique(..)]`, `#[count(..)]`): each is
@@ -97,6 +94,14 @@ impl Schema {
             (None, Some(field)) => Some(ExpiryMeta::Field(field)),
             (None, None) => None,
         }
+    }
+
+    /// How the type is stored in chunks, if it is wide (`#[wide]`, or a series that
+    /// spills to chunks): a declaration described by its attribute alone (`wide`, with
+    /// the setting `chunks`).
+    pub fn wide(&self) -> Option<super::WideMeta> {
+        let chunks = self.declared("wide", "wide")?.setting("chunks")?;
+        chunks.parse().ok().map(|chunks| super::WideMeta { chunks })
     }
 
     /// The queue every committed change of the type is published to

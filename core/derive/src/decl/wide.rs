@@ -143,15 +143,19 @@ pub(crate) fn check(
     })
 }
 
-/// The schema's `wide`.
-pub(crate) fn meta(wide: Option<&CheckedWide>) -> TokenStream {
-    match wide {
-        Some(w) => {
-            let chunks = w.chunks;
-            quote!(__tk::Some(__tk::WideMeta { chunks: #chunks }))
+/// The schema's declaration `wide`, if the type is wide: a `DeclaredMeta` with the most
+/// chunks an entity may take as its setting `chunks`.
+pub(crate) fn meta(wide: Option<&CheckedWide>) -> Option<TokenStream> {
+    let chunks = wide?.chunks.to_string();
+    Some(quote! {
+        __tk::DeclaredMeta {
+            attribute: "wide",
+            name: "wide",
+            key: __tk::None,
+            table: __tk::None,
+            settings: &[("chunks", #chunks)],
         }
-        None => quote!(__tk::None),
-    }
+    })
 }
 
 /// The compile-time check that a spread field's type can be spread.

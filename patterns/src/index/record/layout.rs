@@ -96,8 +96,6 @@ pub struct Layout {
     pub members: Vec<MemberLayout>,
     /// The denormalised fields.
     pub denormalized: Vec<DenormalizedLayout>,
-    /// The most chunks a primary may take, if the type is wide ([`crate::index::decl::wide`]).
-    pub wide: Option<usize>,
     /// The declarations described by their attribute alone (`#[unique]`, `#[count]`), laid out by
     /// the declaration their attribute names, through the registry.
     pub declared: Vec<DeclaredLayout>,
@@ -129,6 +127,12 @@ pub(crate) trait LaysOut: Sync {
     /// Its follow-up work outside a write's transaction, described as
     /// [`Layout::follow_up`] lists it.
     fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String>;
+
+    /// Whether the schema registry records it (true by default): a declaration only the
+    /// typed paths act on stays out of the record the untyped paths read.
+    fn recorded(&self) -> bool {
+        true
+    }
 }
 
 /// A declaration's [`LaysOut`], submitted by its folder (`inventory::submit!`).
@@ -145,7 +149,7 @@ inventory::collect!(LaidOut);
 ///
 /// # Errors
 /// [`crate::Error::Malformed`] when no declaration with that attribute submitted one.
-fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
+pub(crate) fn lays_out(attribute: &str) -> Result<&'static dyn LaysOut> {
     inventory::iter::<LaidOut>
         .into_iter()
         .find(|l| l.attribute == attribute)
@@ -229,7 +233,6 @@ impl Layout {
                     source_property: d.source_property.to_owned(),
                 })
                 .collect(),
-            wide: schema.wide.map(|w| w.chunks),
             declared: schema
                 .declared
                 .iter()
@@ -258,17 +261,20 @@ impl Layout {
             indexes: Vec::new(),
             members: Vec::new(),
             denormalized: Vec::new(),
-            wide: None,
             declared: Vec::new(),
         }
     }
 
-    /// Whether the layout declares nothing.
+    /// Whether the layout declares nothing the schema registry records (a wide type's
+    /// chunks are its own entity's).
     pub fn is_bare(&self) -> bool {
         self.indexes.is_empty()
             && self.members.is_empty()
             && self.denormalized.is_empty()
-            && self.declared.is_empty()
+            && self
+                .declared
+                .iter()
+                .all(|d| !lays_out(&d.attribute).is_ok_and(|l| l.recorded()))
     }
 
     /// The same layout on another table name (one table per tenant).
@@ -343,6 +349,17 @@ impl Layout {
             targets.extend(lays_out.targets(declared, source, render)?);
         }
         Ok(targets)
+    }
+
+    /// The most chunks a primary may take, if the type is wide (the declaration `wide`,
+    /// with the setting `chunks`).
+    pub fn wide(&self) -> Option<usize> {
+        self.declared
+            .iter()
+            .find(|d| d.attribute == "wide")?
+            .setting("chunks")?
+            .parse()
+            .ok()
     }
 
     /// How the primaries expire, if they do (the declaration `expiry`, with the setting

@@ -32,7 +32,7 @@ pub use copy::{as_primary, copy_of, copy_source, same_content};
 pub use layout::{
     DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
 };
-pub(crate) use layout::{LaidOut, LaysOut};
+pub(crate) use layout::{LaidOut, LaysOut, lays_out};
 pub use target::Target;
 pub(crate) use target::TargetType;
 pub use tombstone::{Bury, TOMBSTONE_KIND, is_tombstone, tombstone};

@@ -13,6 +13,7 @@ use super::record::{
     MemberStorage,
 };
 use crate::error::{Error, Result};
+use crate::index::record::lays_out;
 
 /// The table holding the registry.
 pub const SCHEMA_TABLE: &str = "TablekitSchemas";
@@ -234,6 +235,7 @@ impl SchemaRecord {
             declared: layout
                 .declared
                 .iter()
+                .filter(|d| lays_out(&d.attribute).is_ok_and(|l| l.recorded()))
                 .map(|d| DeclaredDecl {
                     attribute: d.attribute.clone(),
                     name: d.name.clone(),
@@ -313,8 +315,6 @@ impl SchemaRecord {
                     })
                 })
                 .collect::<Result<_>>()?,
-            // The untyped paths only delete: a wide primary's chunk 0 names its chunks.
-            wide: None,
             declared: self
                 .declared
                 .iter()

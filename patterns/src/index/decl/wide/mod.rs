@@ -30,11 +30,29 @@ pub(crate) mod write;
 
 pub use split::{CHUNK_OF_PROPERTY, CHUNK_VERSIONS_PROPERTY, CHUNKS_PROPERTY, chunk_key};
 
+use crate::index::record::{DeclaredLayout, LaysOut};
+
+/// How `#[wide]` lays out: chunks of the primary itself, in its own partition, so no
+/// target, table or follow-up work of its own. The schema registry does not record it:
+/// the untyped paths only delete, and a wide primary's chunk 0 names its chunks.
+struct Chunks;
+
+impl LaysOut for Chunks {
+    fn follow_up(&self, _declared: &DeclaredLayout, _table: &str) -> Option<String> {
+        None
+    }
+
+    fn recorded(&self) -> bool {
+        false
+    }
+}
+
 crate::index::registry::roles::declaration! {
     write::Wide {
         attribute: write::ATTRIBUTE,
         steps: [write, read, upkeep],
         targets: [],
         operations: [],
+        lays_out: Chunks,
     }
 }

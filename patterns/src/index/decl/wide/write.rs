@@ -21,7 +21,7 @@ pub(crate) const ATTRIBUTE: &str = "wide";
 
 impl<S: TableStore + Clone + 'static> WriteSteps<S> for Wide {
     fn complete(&self, writer: &Writer<S>, request: &mut Request) -> Result<()> {
-        let Some(most) = writer.layout.wide else {
+        let Some(most) = writer.layout.wide() else {
             return Ok(());
         };
         let Some(entity) = &request.entity else {
@@ -58,7 +58,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Wide {
 
     fn plan<'a>(&'a self, attempt: &'a mut Attempt<'_, S>) -> Step<'a> {
         let old_count = attempt.old.map_or(1, count_of);
-        if attempt.writer.layout.wide.is_none() && old_count <= 1 {
+        if attempt.writer.layout.wide().is_none() && old_count <= 1 {
             return nothing();
         }
         Box::pin(plan(attempt, old_count))
@@ -92,7 +92,7 @@ async fn plan<S: TableStore + Clone + 'static>(
     };
     let mut writes = Vec::new();
     let mut new_count = 1;
-    let wide = writer.layout.wide.is_some() && attempt.entity.is_some();
+    let wide = writer.layout.wide().is_some() && attempt.entity.is_some();
     if wide
         && let Some(WriteOp::Insert(primary) | WriteOp::Replace(primary, _)) =
             attempt.plan.operation_mut(0)
