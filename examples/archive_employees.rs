@@ -747,27 +747,22 @@ async fn drive(
     bar.set_message("indexing");
     loop {
         let stats = queue.stats(index_queue).await?;
-        // Delayed work (a deleted entity's tombstone, buried after a grace period) is
-        // not the worker's yet.
-        let mut outbox = tablekit::patterns::consistency::outbox::scan(store, "Current").await?;
-        outbox.retain(|entry| !tablekit::patterns::consistency::outbox::waiting(entry));
+        // The relay's backlog, read from the pending markers: what is left in the
+        // outboxes. Delayed work (a deleted entity's tombstone, buried after a grace
+        // period) is not the worker's yet and is not counted.
+        let backlog = tablekit::patterns::consistency::backlog(store).await?;
+        let left = backlog.tables.get("Current").copied().unwrap_or(0);
         // Every early kill asked for is made before the run ends.
-        if stats.waiting == 0
-            && stats.leased == 0
-            && outbox.is_empty()
-            && workers.early_kills_left == 0
-        {
+        if stats.waiting == 0 && stats.leased == 0 && left == 0 && workers.early_kills_left == 0 {
             break;
         }
         if Instant::now() > deadline {
             bar.abandon();
-            let partitions: std::collections::BTreeSet<&str> =
-                outbox.iter().map(|e| e.partition_key.as_str()).collect();
             return Err(std::io::Error::new(
                 std::io::ErrorKind::TimedOut,
                 format!(
-                    "timed out waiting for the index worker: {stats:?}, {} outbox entries left in {partitions:?}",
-                    outbox.len()
+                    "timed out waiting for the index worker: {stats:?}, {left} outbox entries left in `Current` ({} partitions with entries)",
+                    backlog.partitions
                 ),
             )
             .into());
