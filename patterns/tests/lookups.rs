@@ -183,7 +183,7 @@ fn the_derive_names_one_handle_per_index_and_id_list() {
     assert_eq!(Employee::BY_ID.name(), "by_id");
     assert_eq!(Employee::LAST_NAME.name(), "last_name");
     assert_eq!(Employee::BY_LEVEL.name(), "byLevel");
-    let declared: Vec<&str> = Employee::schema().indexes.iter().map(|i| i.name).collect();
+    let declared: Vec<&str> = Employee::schema().indexes().map(|i| i.name).collect();
     assert_eq!(declared, ["email", "by_id"]);
 }
 

@@ -66,9 +66,13 @@ mod tests {
         assert!(out.contains("impl __tk :: Record for Employee"), "{out}");
         assert!(out.contains("const VERSION : u32 = 2u32"), "{out}");
         assert!(out.contains("__tk :: KeyFormat :: Pad (6u8)"), "{out}");
-        assert!(out.contains("IndexPlacement :: SamePartition"), "{out}");
-        assert!(out.contains("IndexPlacement :: OtherTable"), "{out}");
-        assert!(out.contains("IndexEntityStorage :: Partition"), "{out}");
+        assert!(out.contains("attribute : \"index\""), "{out}");
+        assert!(
+            out.contains("table : __tk :: Some (\"EmployeesByEmail\")"),
+            "{out}"
+        );
+        assert!(out.contains("attribute : \"index_entity\""), "{out}");
+        assert!(out.contains("(\"storage\" , \"partition\")"), "{out}");
         assert!(out.contains("FieldStorage :: Blob"), "{out}");
         assert!(
             out.contains("use :: tablekit :: typed :: __private as __tk"),
@@ -181,7 +185,7 @@ mod tests {
     }
 
     #[test]
-    fn placement_follows_the_table_and_the_partition_template() {
+    fn an_index_in_the_entitys_own_table_declares_no_table() {
         let out = expand(quote! {
             #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
             #[index(name = "other", partition_key = "x_{name}", row_key = "{id}")]
@@ -189,7 +193,72 @@ mod tests {
             struct Thing { p: String, id: String, name: String }
         })
         .expect("expands");
-        assert!(out.contains("IndexPlacement :: OtherPartition"), "{out}");
-        assert!(out.contains("IndexPlacement :: SamePartition"), "{out}");
+        assert!(!out.contains("Some (\"Things\")"), "{out}");
+        // Naming the entity's own table keeps the copies in its partition, where their
+        // RowKeys must not collide with the entity's; in another table they may.
+        let err = expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
+            #[index(name = "here", table = "Things", partition_key = "{p}", row_key = "{name}")]
+            struct Thing { p: String, id: String, name: String }
+        })
+        .expect_err("collides");
+        assert!(err.contains("may collide"), "{err}");
+        let out = expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
+            #[index(name = "there", table = "Others", partition_key = "{p}", row_key = "{name}")]
+            struct Thing { p: String, id: String, name: String }
+        })
+        .expect("another table");
+        assert!(out.contains("table : __tk :: Some (\"Others\")"), "{out}");
+    }
+
+    #[test]
+    fn declarations_carry_their_templates_and_settings() {
+        let out = expand(quote! {
+            #[entity(table = "Things", partition_key = "{p}", row_key = "t_{id}")]
+            #[index(name = "named", partition_key = "{p}", row_key = "n_{name}",
+                    properties = ["name", "id"], when = keep)]
+            #[index(name = "empty", partition_key = "{p}", row_key = "e_{name}", properties = [])]
+            #[index_entity(name = "names", key = "{name}", storage = "blob")]
+            struct Thing {
+                p: String,
+                id: String,
+                #[entity(rename = "Name")]
+                name: String,
+                #[entity(denormalized(from = "Owner", partition_key = "{p}", row_key = "o_{id}",
+                                      property = "Email", table = "Owners"))]
+                owner_email: String,
+            }
+        })
+        .expect("expands");
+        for expected in [
+            "templates : & [(\"partition_key\" ,",
+            "(\"row_key\" ,",
+            "settings : & [(\"properties\" , \"Name,id\") , (\"sparse\" , \"true\")]",
+            "settings : & [(\"properties\" , \"\")]",
+            "(\"storage\" , \"blob\")",
+            "attribute : \"denormalized\" , name : \"owner_email\"",
+            "table : __tk :: Some (\"Owners\")",
+            "settings : & [(\"field\" , \"owner_email\") , (\"from\" , \"Owner\") , (\"property\" , \"Email\")]",
+        ] {
+            assert!(out.contains(expected), "{expected} in {out}");
+        }
+    }
+
+    #[test]
+    fn a_series_is_declared_last_with_its_step_and_span_in_seconds() {
+        let out = expand(quote! {
+            #[entity(table = "Views", partition_key = "{page}", row_key = "{day}")]
+            #[series(start = "day", points = "views", every = "1h", span = "1d")]
+            #[index_entity(name = "pages", key = "{page}")]
+            struct Views { page: String, day: DateTime<Utc>, views: Points<i64> }
+        })
+        .expect("expands");
+        let expected = "attribute : \"series\" , name : \"series\" , key : __tk :: None , templates : & [] , table : __tk :: None , settings : & [(\"start\" , \"day\") , (\"points\" , \"views\") , (\"every\" , \"3600\") , (\"span\" , \"86400\")";
+        let series = out
+            .find(expected)
+            .unwrap_or_else(|| panic!("{expected} in {out}"));
+        let index_entity = out.find("attribute : \"index_entity\"").expect("declared");
+        assert!(index_entity < series, "{out}");
     }
 }

@@ -144,10 +144,16 @@ pub(crate) fn entity(
         expires,
         write: expiry_write,
     } = expiry::generate(e.expiry.as_ref());
-    let mut declared_metas: Vec<TokenStream> = expiry.into_iter().collect();
+    // What the type declares, in order: indexes, index entities, denormalised fields,
+    // expiry, change events, wideness, the open declarations, then the series.
+    let mut declared_metas: Vec<TokenStream> = index_metas;
+    declared_metas.extend(index_entity_metas);
+    declared_metas.extend(denormalized_metas);
+    declared_metas.extend(expiry);
     declared_metas.extend(changes::meta(c.changes.as_ref()));
     declared_metas.extend(wide::meta(e.wide.as_ref()));
     declared_metas.extend(crate::internals::open::metas(&e.open, &mut templates));
+    declared_metas.extend(series::meta(e.series.as_ref()));
 
     let mut assertions = code.assertions.clone();
     let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
@@ -172,7 +178,6 @@ pub(crate) fn entity(
     let primary_key = handle::key_type(Some(&e.partition_key), &e.row_key, models);
     let pk = template_tokens(&e.partition_key);
     let rk = template_tokens(&e.row_key);
-    let series_meta = series::meta(e.series.as_ref());
     let series_impl = series::generate(ident, e.series.as_ref());
     let upcast = match &c.upcast {
         Some(path) => quote! {
@@ -203,10 +208,6 @@ pub(crate) fn entity(
                 partition_key: #pk,
                 row_key: #rk,
                 fields: &[#(#metas),*],
-                indexes: &[#(#index_metas),*],
-                index_entities: &[#(#index_entity_metas),*],
-                denormalized: &[#(#denormalized_metas),*],
-                series: #series_meta,
                 declared: &[#(#declared_metas),*],
             };
 

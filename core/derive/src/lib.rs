@@ -187,7 +187,8 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// let meta = Department::schema();
 /// assert_eq!(meta.field("manager_id").unwrap().property, "Mgr");
-/// assert_eq!(meta.denormalized[0].source_property, "email");
+/// let copy = meta.denormalized().next().unwrap();
+/// assert_eq!((copy.name, copy.setting("property")), ("manager_email", Some("email")));
 /// # Ok::<_, tablekit::Error>(())
 /// ```
 ///
@@ -209,7 +210,6 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// ```
 /// use tablekit::prelude::*;
-/// use tablekit::typed::IndexPlacement;
 ///
 /// fn is_manager(e: &Staff) -> bool { e.grade >= 7 }
 ///
@@ -219,8 +219,10 @@ use syn::{DeriveInput, parse_macro_input};
 /// struct Staff { department: String, id: u32, grade: u8 }
 ///
 /// let index = Staff::schema().index("managers").unwrap();
-/// assert_eq!(index.placement, IndexPlacement::SamePartition);
-/// assert!(index.sparse);
+/// assert_eq!(index.table, None); // the entity's own table (and partition)
+/// assert_eq!(index.template("row_key").map(|t| t.source()), Some("mgr_{id:06}"));
+/// assert_eq!(index.setting("properties"), Some("id"));
+/// assert!(index.flag("sparse"));
 /// let clerk = Staff { department: "Ops".into(), id: 1, grade: 3 };
 /// assert_eq!(clerk.index_keys("managers")?, None);
 /// assert_eq!(Staff::MANAGERS.name(), "managers");
@@ -238,7 +240,6 @@ use syn::{DeriveInput, parse_macro_input};
 ///
 /// ```
 /// use tablekit::prelude::*;
-/// use tablekit::typed::IndexEntityStorage;
 ///
 /// #[derive(Entity)]
 /// #[entity(table = "People", partition_key = "{team}", row_key = "p_{id}")]
@@ -246,7 +247,8 @@ use syn::{DeriveInput, parse_macro_input};
 /// struct Person { team: String, id: String, last_name: String }
 ///
 /// let meta = Person::schema().index_entity("last_name").unwrap();
-/// assert_eq!(meta.storage, IndexEntityStorage::Table);
+/// assert_eq!(meta.setting("storage"), Some("table"));
+/// assert_eq!(meta.table, Some("PeopleByLastName"));
 /// assert_eq!(Person::LAST_NAME.name(), "last_name");
 /// ```
 ///
@@ -379,7 +381,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// }
 ///
 /// assert_eq!(DailyViews::POINTS, 24);
-/// assert_eq!(DailyViews::schema().series.map(|s| s.every_seconds), Some(3600));
+/// assert_eq!(DailyViews::schema().series().map(|s| s.every_seconds), Some(3600));
 ///
 /// let mut day = DailyViews {
 ///     page: "home".into(),

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use tablekit::core::keys;
 use tablekit::core::sqlite::codec;
 use tablekit::prelude::*;
-use tablekit::typed::{FieldStorage, IndexEntityStorage, IndexPlacement};
+use tablekit::typed::FieldStorage;
 use uuid::Uuid;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
@@ -409,46 +409,90 @@ fn schema_describes_fields_indexes_index_entities_and_denormalised_fields() {
     assert_eq!(schema.kind, "Person");
     assert_eq!(schema.version, 1);
     assert_eq!(schema.partition_key.source(), "{team}");
-    let placements: Vec<(&str, IndexPlacement, bool)> = schema
-        .indexes
-        .iter()
-        .map(|i| (i.name, i.placement, i.sparse))
+    // Each index: its name, its copies' table (only when it is another table), whether it
+    // is sparse, and its templates.
+    let indexes: Vec<(&str, Option<&str>, bool)> = schema
+        .indexes()
+        .map(|i| (i.name, i.table, i.flag("sparse")))
         .collect();
     assert_eq!(
-        placements,
+        indexes,
         [
-            ("email", IndexPlacement::SamePartition, false),
-            ("adults", IndexPlacement::SamePartition, true),
-            ("by_email", IndexPlacement::OtherPartition, false),
-            ("elsewhere", IndexPlacement::OtherTable, false),
+            ("email", None, false),
+            ("adults", None, true),
+            ("by_email", None, false),
+            ("elsewhere", Some("PeopleByAge"), false),
         ]
     );
+    let by_email = schema.index("by_email").expect("declared");
+    assert_eq!(by_email.key.as_ref().map(|k| k.source()), None);
     assert_eq!(
-        schema.index("email").and_then(|i| i.properties),
-        Some(&["id", "email"][..])
+        by_email.template("partition_key").map(|t| t.source()),
+        Some("email")
     );
-    let storages: Vec<IndexEntityStorage> =
-        schema.index_entities.iter().map(|i| i.storage).collect();
+    assert_eq!(
+        by_email.template("row_key").map(|t| t.source()),
+        Some("{email}")
+    );
+    assert_eq!(
+        schema.index("email").and_then(|i| i.setting("properties")),
+        Some("id,email")
+    );
+    assert_eq!(
+        schema.index("email").map(|i| i.settings),
+        Some(&[("properties", "id,email")][..])
+    );
+    assert_eq!(schema.index("elsewhere").map(|i| i.settings), Some(&[][..]));
+    let storages: Vec<(&str, Option<&str>)> = schema
+        .index_entities()
+        .map(|i| (i.name, i.setting("storage")))
+        .collect();
     assert_eq!(
         storages,
         [
-            IndexEntityStorage::Partition,
-            IndexEntityStorage::Table,
-            IndexEntityStorage::Blob
+            ("last_name", Some("partition")),
+            ("city", Some("table")),
+            ("age", Some("blob"))
         ]
     );
     assert_eq!(
         schema.index_entity("city").and_then(|i| i.table),
         Some("PeopleByCity")
     );
-    let denormalized = &schema.denormalized[0];
     assert_eq!(
-        (
-            denormalized.field,
-            denormalized.from_kind,
-            denormalized.source_property
-        ),
-        ("manager_email", "Person", "email")
+        schema
+            .index_entity("age")
+            .and_then(|i| i.key.as_ref())
+            .map(|k| k.source()),
+        Some("{age:03}")
+    );
+    let denormalized = schema.denormalized().next().expect("declared");
+    assert_eq!(denormalized.name, "manager_email");
+    assert_eq!(
+        denormalized.settings,
+        [
+            ("field", "manager_email"),
+            ("from", "Person"),
+            ("property", "email")
+        ]
+    );
+    // What the type declares, in order: indexes, index entities, then denormalised fields.
+    assert_eq!(
+        schema
+            .declared
+            .iter()
+            .map(|d| (d.attribute, d.name))
+            .collect::<Vec<_>>(),
+        [
+            ("index", "email"),
+            ("index", "adults"),
+            ("index", "by_email"),
+            ("index", "elsewhere"),
+            ("index_entity", "last_name"),
+            ("index_entity", "city"),
+            ("index_entity", "age"),
+            ("denormalized", "manager_email"),
+        ]
     );
     assert!(schema.field("manager_email").is_some_and(|f| f.optional));
     assert_eq!(
@@ -501,8 +545,12 @@ fn index_keys_follow_the_declared_templates_and_sparse_predicates() {
         "{error}"
     );
     // The denormalised source is addressed from this entity's fields.
-    let d = &Person::schema().denormalized[0];
-    let rk = d.row_key.render(|f| person.key_part(f)).expect("renders");
+    let d = Person::schema().denormalized().next().expect("declared");
+    let rk = d
+        .template("row_key")
+        .expect("a row_key template")
+        .render(|f| person.key_part(f))
+        .expect("renders");
     assert_eq!(rk, "p_000007");
 }
 

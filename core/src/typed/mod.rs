@@ -37,10 +37,7 @@ pub use property::{
     BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set,
     Settable, Update,
 };
-pub use schema::{
-    DeclaredMeta, DenormalizedMeta, ExpiryMeta, FieldMeta, FieldStorage, IndexEntityMeta,
-    IndexEntityStorage, IndexMeta, IndexPlacement, Schema,
-};
+pub use schema::{DeclaredMeta, ExpiryMeta, FieldMeta, FieldStorage, Schema};
 pub use table::{BatchOutcome, Stored, Table, TableOptions, TypedWrite, WriteReport};
 pub use template::{
     KeyBounds, KeyFormat, KeyPart, KeyTemplate, KeyText, PaddedKeyPart, TemplateError,
@@ -162,8 +159,12 @@ pub trait EntityType: Record {
         if !self.in_index(index) {
             return Ok(None);
         }
-        let pk = render_key(self, &meta.partition_key, KeyKind::PartitionKey)?;
-        let rk = render_key(self, &meta.row_key, KeyKind::RowKey)?;
+        let template = |name: &str| {
+            meta.template(name)
+                .ok_or_else(|| unknown_name::<Self>("index", index))
+        };
+        let pk = render_key(self, template("partition_key")?, KeyKind::PartitionKey)?;
+        let rk = render_key(self, template("row_key")?, KeyKind::RowKey)?;
         Ok(Some((pk, rk)))
     }
 
@@ -173,10 +174,11 @@ pub trait EntityType: Record {
     /// # Errors
     /// As [`index_keys`](Self::index_keys).
     fn index_entity_key(&self, name: &str) -> Result<String> {
-        let meta = Self::schema()
+        let key = Self::schema()
             .index_entity(name)
+            .and_then(|meta| meta.key.as_ref())
             .ok_or_else(|| unknown_name::<Self>("index entity", name))?;
-        render_key(self, &meta.key, KeyKind::RowKey)
+        render_key(self, key, KeyKind::RowKey)
     }
 
     /// The value this entity holds for the named unique value (`"ada@example.com"` for
@@ -627,12 +629,11 @@ pub mod __private {
     pub use super::property::{BlobProperty, KeyField, Property, Settable};
     pub use super::template::{KeyText, separator_fits};
     pub use super::{
-        BlobField, DeclaredMeta, DenormalizedMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader,
-        EntityType, EntityWriter, ExpiryMeta, FieldMeta, FieldStorage, FieldValue, IndexEntityMeta,
-        IndexEntityStorage, IndexMeta, IndexPlacement, KeyFormat, KeyPart, KeyTemplate,
-        PaddedKeyPart, Points, Projection, Record, Schema, SeriesMeta, SeriesType, SpreadField,
-        Stored, TemplatePart, TicksKeyPart, WideMeta, const_str_eq, kind_filter, render_key,
-        stored_kind, unknown_kind,
+        BlobField, DeclaredMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
+        EntityWriter, FieldMeta, FieldStorage, FieldValue, KeyFormat, KeyPart, KeyTemplate,
+        PaddedKeyPart, Points, Projection, Record, Schema, SeriesType, SpreadField, Stored,
+        TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key, stored_kind,
+        unknown_kind,
     };
     pub use crate::error::{Error, Result};
     pub use crate::filter::Filter;

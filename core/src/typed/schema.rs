@@ -27,17 +27,13 @@ pub struct Schema {
     pub row_key: KeyTemplate,
     /// The fields, in declaration order.
     pub fields: &'static [FieldMeta],
-    /// The declared secondary indexes.
-    pub indexes: &'static [IndexMeta],
-    /// The declared index entities.
-    pub index_entities: &'static [IndexEntityMeta],
-    /// The declared denormalised fields.
-    pub denormalized: &'static [DenormalizedMeta],
-    /// The data series the type declares (`#[series(..)]`), if it does.
-    pub series: Option<super::SeriesMeta>,
-    /// The declarations described by their attribute alone (`#[unique(..)]`, `#[count(..)]`): each is
-    /// laid out, written and kept by the declaration its attribute names, found through
-    /// the patterns' registry, so the schema needs no field of its own for it.
+    /// What the type declares beyond its own keys and fields (`#[index(..)]`,
+    /// `#[index_entity(..)]`, `denormalized(..)`, `#[unique(..)]`, `#[count(..)]`,
+    /// `#[wide]`, `#[series(..)]`, expiry, change events), each described by its
+    /// attribute: it is laid out, written and kept by the declaration its attribute names,
+    /// found through the patterns' registry, so the schema has no field of its own for
+    /// any of them. [`index`](Self::index), [`series`](Self::series) and the like read
+    /// them back.
     pub declared: &'static [DeclaredMeta],
 }
 
@@ -52,6 +48,8 @@ pub struct DeclaredMeta {
     pub name: &'static str,
     /// The key template, if it has one.
     pub key: Option<KeyTemplate>,
+    /// Its other key templates, by name (an index's `partition_key` and `row_key`).
+    pub templates: &'static [(&'static str, KeyTemplate)],
     /// The table it keeps its entities in, when declared.
     pub table: Option<&'static str>,
     /// Its other settings, as `(key, value)` text.
@@ -59,6 +57,24 @@ pub struct DeclaredMeta {
 }
 
 impl DeclaredMeta {
+    /// A key template by name: `key` is the key template, any other name one of
+    /// [`templates`](Self::templates).
+    pub fn template(&self, name: &str) -> Option<&KeyTemplate> {
+        match name {
+            "key" => self.key.as_ref(),
+            _ => self
+                .templates
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map(|(_, t)| t),
+        }
+    }
+
+    /// Whether a setting is present (a flag such as an index's `sparse`).
+    pub fn flag(&self, key: &str) -> bool {
+        self.setting(key).is_some()
+    }
+
     /// A setting by key.
     pub fn setting(&self, key: &str) -> Option<&'static str> {
         self.settings
@@ -74,14 +90,50 @@ impl Schema {
         self.fields.iter().find(|f| f.name == name)
     }
 
-    /// An index by name.
-    pub fn index(&self, name: &str) -> Option<&IndexMeta> {
-        self.indexes.iter().find(|i| i.name == name)
+    /// A secondary index by name (`#[index(..)]`, a declaration described by its
+    /// attribute: `index`, with the templates `partition_key` and `row_key`, its copies'
+    /// `table` when they live in another table, and the settings `properties` (the
+    /// properties a copy carries, comma-separated) and `sparse`).
+    pub fn index(&self, name: &str) -> Option<&DeclaredMeta> {
+        self.declared("index", name)
     }
 
-    /// An index entity by name.
-    pub fn index_entity(&self, name: &str) -> Option<&IndexEntityMeta> {
-        self.index_entities.iter().find(|i| i.name == name)
+    /// The secondary indexes, in declaration order.
+    pub fn indexes(&self) -> impl Iterator<Item = &DeclaredMeta> {
+        self.declared_as("index")
+    }
+
+    /// An index entity by name (`#[index_entity(..)]`, a declaration described by its
+    /// attribute: `index_entity`, with its `key` template, its `table` and the setting
+    /// `storage`: `partition`, `table` or `blob`).
+    pub fn index_entity(&self, name: &str) -> Option<&DeclaredMeta> {
+        self.declared("index_entity", name)
+    }
+
+    /// The index entities, in declaration order.
+    pub fn index_entities(&self) -> impl Iterator<Item = &DeclaredMeta> {
+        self.declared_as("index_entity")
+    }
+
+    /// The denormalised fields (`denormalized(..)`, declarations described by their
+    /// attribute: `denormalized`, named after the property holding the copy, with the
+    /// source's `partition_key` and `row_key` templates, its `table`, and the settings
+    /// `field`, `from` (the source's kind) and `property` (the source's property)).
+    pub fn denormalized(&self) -> impl Iterator<Item = &DeclaredMeta> {
+        self.declared_as("denormalized")
+    }
+
+    /// The data series the type declares (`#[series(..)]`, a declaration described by
+    /// its attribute: `series`, with the settings `start`, `points`, `every` and `span`,
+    /// the last two in seconds), if it does.
+    pub fn series(&self) -> Option<super::SeriesMeta> {
+        let declared = self.declared("series", "series")?;
+        Some(super::SeriesMeta {
+            start: declared.setting("start")?,
+            points: declared.setting("points")?,
+            every_seconds: declared.setting("every")?.parse().ok()?,
+            span_seconds: declared.setting("span")?.parse().ok()?,
+        })
     }
 
     /// How entities of the type expire (`#[entity(ttl = "30d")]` or an
@@ -117,6 +169,13 @@ impl Schema {
         self.declared
             .iter()
             .find(|d| d.attribute == attribute && d.name == name)
+    }
+
+    /// The declarations of one attribute, in declaration order.
+    pub fn declared_as<'a>(&'a self, attribute: &'a str) -> impl Iterator<Item = &'a DeclaredMeta> {
+        self.declared
+            .iter()
+            .filter(move |d| d.attribute == attribute)
     }
 
     /// The blob fields.
@@ -184,86 +243,4 @@ pub struct FieldMeta {
     pub optional: bool,
     /// Whether a missing property reads as a default (`#[entity(default)]`).
     pub has_default: bool,
-}
-
-/// Where an index's copies live relative to the primary entity.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum IndexPlacement {
-    /// In the primary's partition: written in the primary's entity group transaction.
-    SamePartition,
-    /// In another partition of the primary's table: kept eventually consistent.
-    OtherPartition,
-    /// In another table: kept eventually consistent.
-    OtherTable,
-}
-
-impl IndexPlacement {
-    /// Whether copies are written atomically with the primary.
-    pub fn is_atomic(self) -> bool {
-        self == IndexPlacement::SamePartition
-    }
-}
-
-/// A declared secondary index (`#[index(...)]`): a copy of the entity under other keys.
-#[derive(Debug)]
-pub struct IndexMeta {
-    /// The index name, unique within the type.
-    pub name: &'static str,
-    /// The table of the copies, when not the primary's.
-    pub table: Option<&'static str>,
-    /// The copies' PartitionKey template.
-    pub partition_key: KeyTemplate,
-    /// The copies' RowKey template.
-    pub row_key: KeyTemplate,
-    /// The properties a copy carries (property names), or `None` for all of them.
-    pub properties: Option<&'static [&'static str]>,
-    /// Whether some entities have no copy (`when = ...`).
-    pub sparse: bool,
-    /// Where the copies live.
-    pub placement: IndexPlacement,
-}
-
-/// Where an index entity (a value → list of ids) is stored.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum IndexEntityStorage {
-    /// In the primary's partition, updated in its entity group transaction.
-    Partition,
-    /// In another partition or table, kept eventually consistent by the worker.
-    Table,
-    /// One blob per value in the blob store, kept by the worker.
-    Blob,
-}
-
-/// A declared index entity (`#[index_entity(...)]`).
-#[derive(Debug)]
-pub struct IndexEntityMeta {
-    /// The index name, unique within the type.
-    pub name: &'static str,
-    /// The template of the indexed value (`"{last_name}"`).
-    pub key: KeyTemplate,
-    /// The table of the index entities, when not the primary's.
-    pub table: Option<&'static str>,
-    /// Where the index entities live.
-    pub storage: IndexEntityStorage,
-}
-
-/// A denormalised field (`#[entity(denormalized(...))]`): a copy of a property of another
-/// entity, found by keys computed from this entity's fields.
-#[derive(Debug)]
-pub struct DenormalizedMeta {
-    /// The field holding the copy.
-    pub field: &'static str,
-    /// Its property.
-    pub property: &'static str,
-    /// The kind of the source entity.
-    pub from_kind: &'static str,
-    /// The source's table, when not this type's.
-    pub table: Option<&'static str>,
-    /// The source's PartitionKey, from this entity's fields.
-    pub partition_key: KeyTemplate,
-    /// The source's RowKey, from this entity's fields.
-    pub row_key: KeyTemplate,
-    /// The property copied from the source.
-    pub source_property: &'static str,
 }

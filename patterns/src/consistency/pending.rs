@@ -28,6 +28,21 @@ use tablekit_core::{Entity, ErrorKind, TableStore, Value};
 use super::outbox::{MARKER_PROPERTY, after};
 use crate::error::Result;
 
+/// The next entity of a store's stream, with a table that does not exist read as the
+/// end: the markers' table, and a partition's table, appear with their first write.
+///
+/// # Errors
+/// The store's other errors.
+pub(crate) async fn next_or_end<St>(stream: &mut St) -> Result<Option<Entity>>
+where
+    St: futures::Stream<Item = Result<Entity>> + Unpin,
+{
+    match futures::TryStreamExt::try_next(stream).await {
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Ok(None),
+        next => next,
+    }
+}
+
 /// The table of pending markers.
 pub const PENDING_TABLE: &str = "TablekitPending";
 /// The marker of a pending marker entity.

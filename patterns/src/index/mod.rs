@@ -89,9 +89,7 @@ pub use audit::{
 pub use expiry::{SweepReport, Sweeper, SweeperOptions};
 pub use operation::{Applied, IndexApplier, IndexOperation, IndexOperations};
 pub use record::{EntityRef, IndexRecord, Layout, MemberStorage, Target};
-pub use registry::schema::{
-    DeclaredDecl, DenormalizedDecl, IndexDecl, MemberDecl, SCHEMA_TABLE, SchemaRecord,
-};
+pub use registry::schema::{DeclaredDecl, SCHEMA_TABLE, SchemaRecord};
 pub use table::{IndexedTable, IndexedTableOptions, ListLookup, Lookup, Ranged, Readable, Whole};
 pub use write::{IndexedWriteReport, WriteOutcome};
 

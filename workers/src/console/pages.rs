@@ -86,10 +86,10 @@ impl Console {
         let mut tables: Vec<(String, Vec<String>)> = Vec::new();
         for schema in schemas {
             let names = schema
-                .indexes
+                .declared
                 .iter()
-                .map(|i| i.name.clone())
-                .chain(schema.members.iter().map(|m| m.name.clone()));
+                .filter(|d| matches!(d.attribute.as_str(), "index" | "index_entity"))
+                .map(|d| d.name.clone());
             match tables.iter_mut().find(|(t, _)| *t == schema.table) {
                 Some((_, indexes)) => indexes.extend(names),
                 None => tables.push((schema.table.clone(), names.collect())),

@@ -38,6 +38,7 @@ pub(crate) fn meta(changes: Option<&LitStr>) -> Option<TokenStream> {
             attribute: "changes",
             name: "changes",
             key: __tk::None,
+            templates: &[],
             table: __tk::None,
             settings: &[("queue", #queue)],
         }

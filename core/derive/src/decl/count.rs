@@ -64,12 +64,11 @@ fn check(
         None => {}
     }
     let name_at = name?;
-    Some(CheckedOpen {
-        declaration: &OPEN,
-        name: name_at.value(),
+    Some(CheckedOpen::new(
+        &OPEN,
         name_at,
-        key: Some(key?),
+        Some(key?),
         table,
         settings,
-    })
+    ))
 }

@@ -112,8 +112,11 @@ pub(crate) fn check<'a>(
     denormalized
 }
 
-/// The `DenormalizedMeta` of each denormalised field, with its templates added to
-/// `templates`.
+/// The schema's declaration of each denormalised field, with its templates added to
+/// `templates`: a `DeclaredMeta` of attribute `denormalized` named after the property
+/// holding the copy, with the source's `partition_key` and `row_key` templates, its
+/// `table`, and the settings `field` (the Rust field), `from` (the source's kind) and
+/// `property` (the source's property).
 pub(crate) fn metas<'a>(
     denormalized: &'a [CheckedDenormalized<'_>],
     templates: &mut Vec<&'a CheckedTemplate>,
@@ -131,14 +134,13 @@ pub(crate) fn metas<'a>(
             let rk = template_tokens(&d.row_key);
             let source = &d.property;
             quote! {
-                __tk::DenormalizedMeta {
-                    field: #field,
-                    property: #property,
-                    from_kind: #from,
+                __tk::DeclaredMeta {
+                    attribute: "denormalized",
+                    name: #property,
+                    key: __tk::None,
+                    templates: &[("partition_key", #pk), ("row_key", #rk)],
                     table: #table,
-                    partition_key: #pk,
-                    row_key: #rk,
-                    source_property: #source,
+                    settings: &[("field", #field), ("from", #from), ("property", #source)],
                 }
             }
         })

@@ -100,6 +100,7 @@ fn declared_meta(setting: &str, value: &str) -> TokenStream {
             attribute: "expiry",
             name: "expiry",
             key: __tk::None,
+            templates: &[],
             table: __tk::None,
             settings: &[(#setting, #value)],
         }

@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::LitStr;
 
 use crate::internals::attr::{Slot, SpanOf, read_keys};
@@ -151,7 +151,11 @@ pub(crate) fn check<'a>(
     indexes
 }
 
-/// The `IndexMeta` of each index, with its templates added to `templates`.
+/// The schema's declaration of each index, with its templates added to `templates`: a
+/// `DeclaredMeta` of attribute `index` with the templates `partition_key` and `row_key`,
+/// its copies' `table` only when they live in another table than the entity's, and the
+/// settings `properties` (the properties a copy carries, comma-separated, when given) and
+/// `sparse` (when `when` is given).
 pub(crate) fn metas<'a>(
     indexes: &'a [CheckedIndex<'_>],
     templates: &mut Vec<&'a CheckedTemplate>,
@@ -162,24 +166,28 @@ pub(crate) fn metas<'a>(
             templates.push(&index.partition_key);
             templates.push(&index.row_key);
             let name = &index.name;
-            let table = option_str(index.attr.table.as_ref());
+            let table = match index.placement {
+                "OtherTable" => option_str(index.attr.table.as_ref()),
+                _ => quote!(__tk::None),
+            };
             let pk = template_tokens(&index.partition_key);
             let rk = template_tokens(&index.row_key);
-            let properties = match &index.properties {
-                Some(list) => quote!(__tk::Some(&[#(#list),*])),
-                None => quote!(__tk::None),
-            };
-            let sparse = index.attr.when.is_some();
-            let placement = format_ident!("{}", index.placement);
+            let mut settings = Vec::new();
+            if let Some(list) = &index.properties {
+                let properties = list.join(",");
+                settings.push(quote!(("properties", #properties)));
+            }
+            if index.attr.when.is_some() {
+                settings.push(quote!(("sparse", "true")));
+            }
             quote! {
-                __tk::IndexMeta {
+                __tk::DeclaredMeta {
+                    attribute: "index",
                     name: #name,
+                    key: __tk::None,
+                    templates: &[("partition_key", #pk), ("row_key", #rk)],
                     table: #table,
-                    partition_key: #pk,
-                    row_key: #rk,
-                    properties: #properties,
-                    sparse: #sparse,
-                    placement: __tk::IndexPlacement::#placement,
+                    settings: &[#(#settings),*],
                 }
             }
         })

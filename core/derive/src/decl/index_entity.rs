@@ -4,7 +4,7 @@
 use std::collections::HashMap;
 
 use proc_macro2::{Span, TokenStream};
-use quote::{format_ident, quote};
+use quote::quote;
 use syn::LitStr;
 
 use crate::internals::attr::{Slot, SpanOf, read_keys};
@@ -106,7 +106,9 @@ pub(crate) fn check<'a>(
     index_entities
 }
 
-/// The `IndexEntityMeta` of each index entity, with its key added to `templates`.
+/// The schema's declaration of each index entity, with its key added to `templates`: a
+/// `DeclaredMeta` of attribute `index_entity` with its `key` template, its `table` and the
+/// setting `storage` (`partition`, `table` or `blob`).
 pub(crate) fn metas<'a>(
     index_entities: &'a [CheckedIndexEntity<'_>],
     templates: &mut Vec<&'a CheckedTemplate>,
@@ -118,20 +120,15 @@ pub(crate) fn metas<'a>(
             let name = &index.name;
             let key = template_tokens(&index.key);
             let table = option_str(index.table);
-            let storage = format_ident!(
-                "{}",
-                match index.storage {
-                    "table" => "Table",
-                    "blob" => "Blob",
-                    _ => "Partition",
-                }
-            );
+            let storage = index.storage;
             quote! {
-                __tk::IndexEntityMeta {
+                __tk::DeclaredMeta {
+                    attribute: "index_entity",
                     name: #name,
-                    key: #key,
+                    key: __tk::Some(#key),
+                    templates: &[],
                     table: #table,
-                    storage: __tk::IndexEntityStorage::#storage,
+                    settings: &[("storage", #storage)],
                 }
             }
         })

@@ -2,7 +2,8 @@
 //! secondary indexes, index entities, unique values, denormalised fields, change events,
 //! expiry, wide storage, data series and counts. Each module holds its attribute's model and
 //! reads it (`parse`), checks it against the entity (`check`) and generates its part of the
-//! schema (`metas`, `meta` or `generate`); an open declaration's module (`count`) holds its
+//! schema (`metas`, `meta` or `generate`: each declaration a `DeclaredMeta` of its attribute
+//! in the schema's `declared`, and the handles and impls it adds); an open declaration's module (`count`) holds its
 //! description instead (`OPEN`), and `internals::open` reads and generates it. The modules
 //! build on `internals` alone, never on each other nor on the derive that runs them.
 //!

@@ -347,21 +347,28 @@ pub(crate) fn check<'a>(
     })
 }
 
-/// The schema's `series`.
-pub(crate) fn meta(series: Option<&CheckedSeries<'_>>) -> TokenStream {
-    match series {
-        Some(s) => {
-            let (start, points) = (&s.start.name, &s.points.name);
-            let (every, span) = (s.every as i64, s.span as i64);
-            quote!(__tk::Some(__tk::SeriesMeta {
-                start: #start,
-                points: #points,
-                every_seconds: #every,
-                span_seconds: #span,
-            }))
+/// The schema's declaration `series`, if the type declares one: a `DeclaredMeta` of
+/// attribute and name `series` with the settings `start` and `points` (the fields' names),
+/// `every` and `span` (in seconds).
+pub(crate) fn meta(series: Option<&CheckedSeries<'_>>) -> Option<TokenStream> {
+    let s = series?;
+    let (start, points) = (&s.start.name, &s.points.name);
+    let (every, span) = (s.every.to_string(), s.span.to_string());
+    Some(quote! {
+        __tk::DeclaredMeta {
+            attribute: "series",
+            name: "series",
+            key: __tk::None,
+            templates: &[],
+            table: __tk::None,
+            settings: &[
+                ("start", #start),
+                ("points", #points),
+                ("every", #every),
+                ("span", #span),
+            ],
         }
-        None => quote!(__tk::None),
-    }
+    })
 }
 
 /// The `SeriesType` impl.

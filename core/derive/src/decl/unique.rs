@@ -38,12 +38,11 @@ fn check(
     let key = keyed.template("key", key.as_ref(), "{email}");
     keyed.table(table.as_ref());
     let name_at = name?.clone();
-    Some(CheckedOpen {
-        declaration: &OPEN,
-        name: name_at.value(),
+    Some(CheckedOpen::new(
+        &OPEN,
         name_at,
-        key: Some(key?),
+        Some(key?),
         table,
-        settings: Vec::new(),
-    })
+        Vec::new(),
+    ))
 }

@@ -152,6 +152,7 @@ pub(crate) fn meta(wide: Option<&CheckedWide>) -> Option<TokenStream> {
             attribute: "wide",
             name: "wide",
             key: __tk::None,
+            templates: &[],
             table: __tk::None,
             settings: &[("chunks", #chunks)],
         }

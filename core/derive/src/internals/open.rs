@@ -69,6 +69,26 @@ pub(crate) struct CheckedOpen {
     pub(crate) settings: Vec<(String, String)>,
 }
 
+impl CheckedOpen {
+    /// A checked declaration of `declaration` named by `name_at`.
+    pub(crate) fn new(
+        declaration: &'static Open,
+        name_at: LitStr,
+        key: Option<CheckedTemplate>,
+        table: Option<LitStr>,
+        settings: Vec<(String, String)>,
+    ) -> Self {
+        CheckedOpen {
+            declaration,
+            name: name_at.value(),
+            name_at,
+            key,
+            table,
+            settings,
+        }
+    }
+}
+
 /// Reads one attribute of the open declaration `declaration`.
 pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute, declaration: &'static Open) -> OpenAttr {
     let mut open = OpenAttr {
@@ -143,6 +163,7 @@ pub(crate) fn metas<'a>(
                     attribute: #attribute,
                     name: #name,
                     key: #key,
+                    templates: &[],
                     table: #table,
                     settings: &[#(#settings),*],
                 }

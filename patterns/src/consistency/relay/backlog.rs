@@ -1,11 +1,10 @@
 //! What the relay has left to publish, read-only (for `status` and the console).
 
 use chrono::Utc;
-use futures::TryStreamExt;
-use tablekit_core::{ErrorKind, Query, TableStore};
+use tablekit_core::{Query, TableStore};
 
 use super::super::outbox;
-use super::super::pending::PENDING_TABLE;
+use super::super::pending::{PENDING_TABLE, next_or_end};
 use crate::error::Result;
 
 /// What the relay has left to publish: read-only, through the pending markers (its cost
@@ -44,25 +43,13 @@ pub struct Backlog {
 pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
     let mut backlog = Backlog::default();
     let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, Query::new()));
-    loop {
-        let marker = match markers.try_next().await {
-            Ok(Some(marker)) => marker,
-            Ok(None) => break,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-            Err(e) => return Err(e),
-        };
+    while let Some(marker) = next_or_end(&mut markers).await? {
         backlog.markers += 1;
         let (table, partition_key) = (&marker.partition_key, &marker.row_key);
         let before = backlog.entries;
         let mut entries =
             std::pin::pin!(store.query_stream(table, outbox::partition_query(partition_key)));
-        loop {
-            let entry = match entries.try_next().await {
-                Ok(Some(entry)) => entry,
-                Ok(None) => break,
-                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e),
-            };
+        while let Some(entry) = next_or_end(&mut entries).await? {
             if outbox::waiting(&entry) {
                 backlog.delayed += 1;
                 if let Some(due) = outbox::not_before(&entry) {

@@ -32,16 +32,19 @@ pub async fn backfill<S: TableStore + Clone + 'static>(
     options: &AuditOptions,
 ) -> Result<AuditReport> {
     let schemas = SchemaRecord::list(store, Some(table)).await?;
-    let Some(schema) = schemas.iter().find(|s| {
-        s.indexes.iter().any(|i| i.name == index)
-            || s.members.iter().any(|m| m.name == index)
-            || s.declared.iter().any(|d| d.name == index)
-    }) else {
+    let Some(schema) = schemas
+        .iter()
+        .find(|s| s.declared.iter().any(|d| d.name == index))
+    else {
         return Err(Error::Unsupported(format!(
             "no schema registered for table `{table}` declares an index `{index}`"
         )));
     };
-    if schema.indexes.iter().any(|i| i.name == index && i.sparse) {
+    if schema
+        .declared
+        .iter()
+        .any(|d| d.name == index && d.settings.iter().any(|(k, _)| k == "sparse"))
+    {
         return Err(Error::Unsupported(format!(
             "index `{index}` is sparse (`when = …`): only the entity type can tell which entities it holds; backfill it with IndexedTable::backfill"
         )));

@@ -45,7 +45,8 @@ macro_rules! declarations {
 // links (a blob field is offloaded before the links are put), unique values reserved
 // before a denormalised source is read, copies and id lists before the dependents (which
 // take the room the transaction has left), the change event and the blob deletions, then
-// a wide primary cut into chunks (every other step sees it whole). The read path takes
+// a wide primary cut into chunks (every other step sees it whole); data series take no
+// step of their own. The read path takes
 // them in the reverse order: a wide primary put back together before the blobs restore
 // what any chunk offloaded.
 declarations! {
@@ -58,7 +59,5 @@ declarations! {
     pub count::write::Counts,
     pub(crate) changes::Changes,
     pub wide::write::Wide,
+    pub(crate) series::Spans,
 }
-
-/// Data series: ordinary writes of a wide or narrow entity, no roles of their own.
-pub(crate) mod series;

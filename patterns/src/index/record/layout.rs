@@ -1,65 +1,19 @@
-//! A type's layout: the indexes, index entities, denormalised fields, unique values,
-//! expiry and change events it declares, with their templates parsed, and the targets a
-//! primary has under them.
+//! A type's layout: what it declares (indexes, index entities, denormalised fields,
+//! unique values, counts, expiry, change events, wide storage, data series), each
+//! described by its attribute with its templates parsed and laid out by the declaration
+//! the attribute names (`LaysOut`, found through the registry), and the targets a primary
+//! has under them.
 
 use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::Entity;
 use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::{ExpiryMeta, IndexPlacement, KeyTemplate, Schema};
+use tablekit_core::typed::{ExpiryMeta, KeyTemplate, Schema};
 
-use super::{CopyTarget, DenormalizedTarget, MemberTarget};
-use super::{EntityRef, MemberStorage, Target};
-use crate::error::Result;
+use super::{EntityRef, Target};
+use crate::error::{Error, Result};
 use crate::index::decl::expiry::entry::EXPIRY_INDEX;
-
-/// One declared secondary index, with its templates parsed.
-#[derive(Clone, Debug)]
-pub struct IndexLayout {
-    /// The name.
-    pub name: String,
-    /// The copies' table; the primary's when `None`.
-    pub table: Option<String>,
-    /// The copies' PartitionKey template.
-    pub partition_key: KeyTemplate,
-    /// The copies' RowKey template.
-    pub row_key: KeyTemplate,
-    /// The properties a copy carries.
-    pub properties: Option<Vec<String>>,
-    /// Whether some entities have no copy.
-    pub sparse: bool,
-}
-
-/// One declared index entity, with its template parsed.
-#[derive(Clone, Debug)]
-pub struct MemberLayout {
-    /// The name.
-    pub name: String,
-    /// The template of the indexed value.
-    pub key: KeyTemplate,
-    /// The id lists' table; the primary's when `None`.
-    pub table: Option<String>,
-    /// Where the id lists live.
-    pub storage: MemberStorage,
-}
-
-/// One declared denormalised field, with its templates parsed.
-#[derive(Clone, Debug)]
-pub struct DenormalizedLayout {
-    /// The property holding the copy.
-    pub property: String,
-    /// The kind of the source.
-    pub from_kind: String,
-    /// The source's table; the primary's when `None`.
-    pub table: Option<String>,
-    /// The source's PartitionKey, from the primary's fields.
-    pub partition_key: KeyTemplate,
-    /// The source's RowKey, from the primary's fields.
-    pub row_key: KeyTemplate,
-    /// The source's property.
-    pub source_property: String,
-}
 
 /// How a type's entities expire, as the layout keeps it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -90,32 +44,42 @@ pub struct Layout {
     pub kind: String,
     /// The property holding the kind.
     pub kind_property: String,
-    /// The secondary indexes.
-    pub indexes: Vec<IndexLayout>,
-    /// The index entities.
-    pub members: Vec<MemberLayout>,
-    /// The denormalised fields.
-    pub denormalized: Vec<DenormalizedLayout>,
-    /// The declarations described by their attribute alone (`#[unique]`, `#[count]`), laid out by
-    /// the declaration their attribute names, through the registry.
+    /// What the type declares, each described by its attribute and laid out by the
+    /// declaration the attribute names, through the registry.
     pub declared: Vec<DeclaredLayout>,
+}
+
+/// What a declaration's targets are worked out from: the primary at `source`, `render`
+/// rendering a key template from its fields (PartitionKey or RowKey rules), and
+/// `in_index` saying whether a sparse declaration holds it.
+pub(crate) struct Primary<'a> {
+    /// Where the primary is.
+    pub source: &'a EntityRef,
+    /// Renders a template from the primary's fields.
+    pub render: &'a dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
+    /// Whether a sparse declaration, by name, holds the primary.
+    pub in_index: &'a dyn Fn(&str) -> bool,
 }
 
 /// How a declaration described by its attribute alone lays out from the type's layout:
 /// the targets a primary has under it, the tables it keeps, and its follow-up work. Its
 /// folder submits it as a [`LaidOut`].
 pub(crate) trait LaysOut: Sync {
-    /// The targets of the primary at `source` under `declared`; `render` renders a key
-    /// template from the primary's fields. None by default.
+    /// Checks that `declared` has the templates and settings the declaration reads, so
+    /// that a layout read back from the schema registry is whole or refused. Nothing to
+    /// check by default.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] naming what is missing or does not parse.
+    fn check(&self, _declared: &DeclaredLayout) -> Result<()> {
+        Ok(())
+    }
+
+    /// The targets of `primary` under `declared`. None by default.
     ///
     /// # Errors
     /// The rendering's errors; a setting the declaration cannot read.
-    fn targets(
-        &self,
-        _declared: &DeclaredLayout,
-        _source: &EntityRef,
-        _render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>> {
+    fn targets(&self, _declared: &DeclaredLayout, _primary: &Primary<'_>) -> Result<Vec<Target>> {
         Ok(Vec::new())
     }
 
@@ -125,8 +89,15 @@ pub(crate) trait LaysOut: Sync {
     }
 
     /// Its follow-up work outside a write's transaction, described as
-    /// [`Layout::follow_up`] lists it.
-    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String>;
+    /// [`Layout::follow_up`] lists it; `at` says where a template's entities are when
+    /// they are not in the primary's partition.
+    fn follow_up(&self, declared: &DeclaredLayout, at: &Elsewhere<'_>) -> Option<String>;
+
+    /// Whether it copies whole primaries (an index that names no properties), which a
+    /// primary stored in more than one chunk cannot give. No by default.
+    fn copies_whole(&self, _declared: &DeclaredLayout) -> bool {
+        false
+    }
 
     /// Whether the schema registry records it (true by default): a declaration only the
     /// typed paths act on stays out of the record the untyped paths read.
@@ -171,6 +142,8 @@ pub struct DeclaredLayout {
     pub name: String,
     /// The key template, if it has one.
     pub key: Option<KeyTemplate>,
+    /// Its other key templates, by name (an index's `partition_key` and `row_key`).
+    pub templates: Vec<(String, KeyTemplate)>,
     /// The table it keeps its entities in, when declared.
     pub table: Option<String>,
     /// Its other settings, as written.
@@ -185,6 +158,74 @@ impl DeclaredLayout {
             .find(|(k, _)| k == key)
             .map(|(_, v)| v.as_str())
     }
+
+    /// A key template by name: `key` is the key template, any other name one of
+    /// [`templates`](Self::templates).
+    pub fn template(&self, name: &str) -> Option<&KeyTemplate> {
+        match name {
+            "key" => self.key.as_ref(),
+            _ => self
+                .templates
+                .iter()
+                .find(|(n, _)| n == name)
+                .map(|(_, t)| t),
+        }
+    }
+
+    /// A key template the declaration needs.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] when it has none of that name.
+    pub(crate) fn needs_template(&self, name: &str) -> Result<&KeyTemplate> {
+        self.template(name)
+            .ok_or_else(|| self.malformed(format!("has no `{name}` template")))
+    }
+
+    /// A setting the declaration needs, parsed.
+    ///
+    /// # Errors
+    /// [`Error::Malformed`] when it is missing or does not parse.
+    pub(crate) fn needs<T: std::str::FromStr>(&self, key: &str) -> Result<T>
+    where
+        T::Err: std::fmt::Display,
+    {
+        let text = self
+            .setting(key)
+            .ok_or_else(|| self.malformed(format!("has no `{key}` setting")))?;
+        text.parse()
+            .map_err(|e| self.malformed(format!("setting `{key}` = `{text}`: {e}")))
+    }
+
+    /// The error for this declaration being malformed.
+    pub(crate) fn malformed(&self, why: impl std::fmt::Display) -> Error {
+        Error::malformed(
+            format!("declaration `#[{}]` `{}`", self.attribute, self.name),
+            why.to_string(),
+        )
+    }
+}
+
+/// Where a declaration's entities are, when not in the primary's partition: in another
+/// table, or in other partitions of the primaries' table (a template whose parts differ
+/// from the primaries' PartitionKey template).
+pub(crate) struct Elsewhere<'a> {
+    /// The primaries' table.
+    pub table: &'a str,
+    /// The primaries' PartitionKey template.
+    pub partition_key: &'a KeyTemplate,
+}
+
+impl Elsewhere<'_> {
+    /// Where entities in `table` (the primaries' when `None`) at PartitionKeys from
+    /// `template` are, when that is not the primary's partition.
+    pub(crate) fn of(&self, table: Option<&str>, template: &KeyTemplate) -> Option<String> {
+        if let Some(table) = table.filter(|t| *t != self.table) {
+            Some(format!("table `{table}`"))
+        } else {
+            (template.parts() != self.partition_key.parts())
+                .then(|| format!("other partitions of `{}`", self.table))
+        }
+    }
 }
 
 impl Layout {
@@ -194,45 +235,6 @@ impl Layout {
             table: schema.table.to_owned(),
             kind: schema.kind.to_owned(),
             kind_property: schema.kind_property.to_owned(),
-            indexes: schema
-                .indexes
-                .iter()
-                .map(|i| IndexLayout {
-                    name: i.name.to_owned(),
-                    table: match i.placement {
-                        IndexPlacement::OtherTable => i.table.map(str::to_owned),
-                        _ => None,
-                    },
-                    partition_key: i.partition_key.clone(),
-                    row_key: i.row_key.clone(),
-                    properties: i
-                        .properties
-                        .map(|p| p.iter().map(|s| (*s).to_owned()).collect()),
-                    sparse: i.sparse,
-                })
-                .collect(),
-            members: schema
-                .index_entities
-                .iter()
-                .map(|m| MemberLayout {
-                    name: m.name.to_owned(),
-                    key: m.key.clone(),
-                    table: m.table.map(str::to_owned),
-                    storage: m.storage.into(),
-                })
-                .collect(),
-            denormalized: schema
-                .denormalized
-                .iter()
-                .map(|d| DenormalizedLayout {
-                    property: d.property.to_owned(),
-                    from_kind: d.from_kind.to_owned(),
-                    table: d.table.map(str::to_owned),
-                    partition_key: d.partition_key.clone(),
-                    row_key: d.row_key.clone(),
-                    source_property: d.source_property.to_owned(),
-                })
-                .collect(),
             declared: schema
                 .declared
                 .iter()
@@ -240,6 +242,11 @@ impl Layout {
                     attribute: d.attribute.to_owned(),
                     name: d.name.to_owned(),
                     key: d.key.clone(),
+                    templates: d
+                        .templates
+                        .iter()
+                        .map(|(n, t)| ((*n).to_owned(), t.clone()))
+                        .collect(),
                     table: d.table.map(str::to_owned),
                     settings: d
                         .settings
@@ -258,9 +265,6 @@ impl Layout {
             table: table.to_owned(),
             kind: String::new(),
             kind_property: tablekit_core::typed::DEFAULT_KIND_PROPERTY.to_owned(),
-            indexes: Vec::new(),
-            members: Vec::new(),
-            denormalized: Vec::new(),
             declared: Vec::new(),
         }
     }
@@ -268,13 +272,9 @@ impl Layout {
     /// Whether the layout declares nothing the schema registry records (a wide type's
     /// chunks are its own entity's).
     pub fn is_bare(&self) -> bool {
-        self.indexes.is_empty()
-            && self.members.is_empty()
-            && self.denormalized.is_empty()
-            && self
-                .declared
-                .iter()
-                .all(|d| !lays_out(&d.attribute).is_ok_and(|l| l.recorded()))
+        self.declared
+            .iter()
+            .all(|d| !lays_out(&d.attribute).is_ok_and(|l| l.recorded()))
     }
 
     /// The same layout on another table name (one table per tenant).
@@ -297,68 +297,30 @@ impl Layout {
         only: Option<&str>,
     ) -> Result<BTreeSet<Target>> {
         let mut targets = BTreeSet::new();
-        for index in &self.indexes {
-            if only.is_some_and(|o| o != index.name) || (index.sparse && !in_index(&index.name)) {
-                continue;
-            }
-            let at = EntityRef::new(
-                index.table.clone().unwrap_or_else(|| source.table.clone()),
-                render(&index.partition_key, KeyKind::PartitionKey)?,
-                render(&index.row_key, KeyKind::RowKey)?,
-            );
-            targets.insert(Target::from(CopyTarget {
-                index: index.name.clone(),
-                at,
-                properties: index.properties.clone(),
-            }));
-        }
-        for member in &self.members {
-            if only.is_some_and(|o| o != member.name) {
-                continue;
-            }
-            let table = match member.storage {
-                MemberStorage::Partition => source.table.clone(),
-                _ => member.table.clone().unwrap_or_else(|| source.table.clone()),
-            };
-            targets.insert(Target::from(MemberTarget {
-                index: member.name.clone(),
-                storage: member.storage,
-                table,
-                value: render(&member.key, KeyKind::RowKey)?,
-            }));
-        }
-        for field in &self.denormalized {
-            if only.is_some_and(|o| o != field.property) {
-                continue;
-            }
-            targets.insert(Target::from(DenormalizedTarget {
-                property: field.property.clone(),
-                source: EntityRef::new(
-                    field.table.clone().unwrap_or_else(|| source.table.clone()),
-                    render(&field.partition_key, KeyKind::PartitionKey)?,
-                    render(&field.row_key, KeyKind::RowKey)?,
-                ),
-                source_property: field.source_property.clone(),
-            }));
-        }
+        let primary = Primary {
+            source,
+            render,
+            in_index,
+        };
         for declared in &self.declared {
             if only.is_some_and(|o| o != declared.name) {
                 continue;
             }
             let lays_out = lays_out(&declared.attribute)?;
-            targets.extend(lays_out.targets(declared, source, render)?);
+            targets.extend(lays_out.targets(declared, &primary)?);
         }
         Ok(targets)
     }
 
     /// The most chunks a primary may take, if the type is wide (the declaration `wide`,
     /// with the setting `chunks`).
+    /// A layout read back from the schema registry has had its settings checked, so a
+    /// setting that does not parse here (a layout built by hand) reads as none.
     pub fn wide(&self) -> Option<usize> {
         self.declared
             .iter()
             .find(|d| d.attribute == "wide")?
-            .setting("chunks")?
-            .parse()
+            .needs("chunks")
             .ok()
     }
 
@@ -367,7 +329,7 @@ impl Layout {
     pub fn expiry(&self) -> Option<ExpiryLayout> {
         let declared = self.declared.iter().find(|d| d.attribute == "expiry")?;
         match (declared.setting("ttl"), declared.setting("field")) {
-            (Some(seconds), _) => seconds.parse().ok().map(ExpiryLayout::Ttl),
+            (Some(_), _) => declared.needs("ttl").ok().map(ExpiryLayout::Ttl),
             (None, Some(_)) => Some(ExpiryLayout::Field),
             (None, None) => None,
         }
@@ -382,12 +344,20 @@ impl Layout {
             .and_then(|d| d.setting("queue"))
     }
 
-    /// Whether the layout declares an index or index entity of that name.
+    /// The declarations of one attribute, in declaration order.
+    pub fn declared_as<'a>(
+        &'a self,
+        attribute: &'a str,
+    ) -> impl Iterator<Item = &'a DeclaredLayout> {
+        self.declared
+            .iter()
+            .filter(move |d| d.attribute == attribute)
+    }
+
+    /// Whether the layout declares an index, index entity or other declaration of that
+    /// name.
     pub fn declares(&self, name: &str) -> bool {
-        self.indexes.iter().any(|i| i.name == name)
-            || self.members.iter().any(|m| m.name == name)
-            || self.denormalized.iter().any(|d| d.property == name)
-            || (self.expiry().is_some() && name == EXPIRY_INDEX)
+        (self.expiry().is_some() && name == EXPIRY_INDEX)
             || self.declared.iter().any(|d| d.name == name)
     }
 
@@ -410,44 +380,14 @@ impl Layout {
     /// transaction. Same-partition copies, id lists and sources, and a wide entity's
     /// chunks, need none.
     pub fn follow_up(&self, partition_key: &KeyTemplate) -> Vec<String> {
-        let elsewhere = |table: Option<&String>, template: &KeyTemplate| {
-            if let Some(table) = table.filter(|t| **t != self.table) {
-                Some(format!("table `{table}`"))
-            } else {
-                (template.parts() != partition_key.parts())
-                    .then(|| format!("other partitions of `{}`", self.table))
-            }
+        let at = Elsewhere {
+            table: &self.table,
+            partition_key,
         };
         let mut work = Vec::new();
-        for index in &self.indexes {
-            if let Some(at) = elsewhere(index.table.as_ref(), &index.partition_key) {
-                work.push(format!("index `{}`: copies in {at}", index.name));
-            }
-        }
-        for member in &self.members {
-            match member.storage {
-                MemberStorage::Partition => {}
-                MemberStorage::Table => work.push(format!(
-                    "index entity `{}`: id lists in table `{}`",
-                    member.name,
-                    member.table.as_deref().unwrap_or(&self.table)
-                )),
-                MemberStorage::Blob => {
-                    work.push(format!("index entity `{}`: id lists in blobs", member.name));
-                }
-            }
-        }
-        for field in &self.denormalized {
-            if let Some(at) = elsewhere(field.table.as_ref(), &field.partition_key) {
-                work.push(format!(
-                    "denormalized `{}` from `{}`: its source in {at}",
-                    field.property, field.from_kind
-                ));
-            }
-        }
         for declared in &self.declared {
             if let Ok(lays_out) = lays_out(&declared.attribute) {
-                work.extend(lays_out.follow_up(declared, &self.table));
+                work.extend(lays_out.follow_up(declared, &at));
             }
         }
         work
@@ -455,20 +395,13 @@ impl Layout {
 
     /// The tables other than the primaries' that hold copies, id lists or reservations.
     pub fn other_tables(&self) -> BTreeSet<String> {
-        self.indexes
+        self.declared
             .iter()
-            .filter_map(|i| i.table.clone())
-            .chain(
-                self.members
-                    .iter()
-                    .filter(|m| m.storage == MemberStorage::Table)
-                    .filter_map(|m| m.table.clone()),
-            )
-            .chain(self.declared.iter().flat_map(|d| {
+            .flat_map(|d| {
                 lays_out(&d.attribute)
                     .map(|l| l.tables(d, &self.table))
                     .unwrap_or_default()
-            }))
+            })
             .filter(|t| *t != self.table)
             .collect()
     }

@@ -24,15 +24,16 @@ use tablekit_core::{Entity, Value};
 
 use crate::error::{Error, Result};
 
+pub use crate::index::decl::denormalized::layout::DenormalizedLayout;
 pub use crate::index::decl::denormalized::record::DenormalizedTarget;
+pub use crate::index::decl::index::layout::IndexLayout;
 pub use crate::index::decl::index::record::CopyTarget;
+pub use crate::index::decl::index_entity::layout::MemberLayout;
 pub use crate::index::decl::index_entity::record::{MemberStorage, MemberTarget};
 pub use crate::index::decl::unique::record::UniqueTarget;
 pub use copy::{as_primary, copy_of, copy_source, same_content};
-pub use layout::{
-    DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
-};
-pub(crate) use layout::{LaidOut, LaysOut, lays_out};
+pub use layout::{DeclaredLayout, ExpiryLayout, Layout};
+pub(crate) use layout::{Elsewhere, LaidOut, LaysOut, Primary, lays_out};
 pub use target::Target;
 pub(crate) use target::TargetType;
 pub use tombstone::{Bury, TOMBSTONE_KIND, is_tombstone, tombstone};

@@ -1,5 +1,6 @@
-//! The schema registry: each indexed table records, in the `TablekitSchemas` table, the
-//! indexes and index entities its entity types declare (templates as text). The audit
+//! The schema registry: each indexed table records, in the `TablekitSchemas` table, what
+//! its entity types declare (each declaration described by its attribute, templates as
+//! text). The audit
 //! and backfill read it to work on a table without the application's entity types, and
 //! writers read it to find the types that copy their properties.
 
@@ -8,63 +9,13 @@ use tablekit_core::limits::{self, KeyKind};
 use tablekit_core::typed::{FieldStorage, KeyPart, KeyTemplate, Schema};
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, Value, filter};
 
-use super::record::{
-    DeclaredLayout, DenormalizedLayout, ExpiryLayout, IndexLayout, Layout, MemberLayout,
-    MemberStorage,
-};
+use super::record::{DeclaredLayout, ExpiryLayout, Layout, MemberStorage};
 use crate::error::{Error, Result};
 use crate::index::record::lays_out;
 
 /// The table holding the registry.
 pub const SCHEMA_TABLE: &str = "TablekitSchemas";
 const SCHEMA_PROPERTY: &str = "Schema";
-
-/// A declared secondary index, as registered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct IndexDecl {
-    /// The name.
-    pub name: String,
-    /// The copies' table, when not the primaries'.
-    pub table: Option<String>,
-    /// The PartitionKey template.
-    pub partition_key: String,
-    /// The RowKey template.
-    pub row_key: String,
-    /// The properties a copy carries.
-    pub properties: Option<Vec<String>>,
-    /// Whether the index is sparse (`when = …`: only the entity type can tell).
-    pub sparse: bool,
-}
-
-/// A declared index entity, as registered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct MemberDecl {
-    /// The name.
-    pub name: String,
-    /// The template of the value.
-    pub key: String,
-    /// The id lists' table, when not the primaries'.
-    pub table: Option<String>,
-    /// Where the id lists live.
-    pub storage: MemberStorage,
-}
-
-/// A declared denormalised field, as registered.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct DenormalizedDecl {
-    /// The property holding the copy.
-    pub property: String,
-    /// The kind of the source.
-    pub from_kind: String,
-    /// The source's table, when not the primaries'.
-    pub table: Option<String>,
-    /// The source's PartitionKey template.
-    pub partition_key: String,
-    /// The source's RowKey template.
-    pub row_key: String,
-    /// The source's property.
-    pub source_property: String,
-}
 
 /// What one entity type of a table declares.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -78,32 +29,29 @@ pub struct SchemaRecord {
     pub kind_property: String,
     /// Each stored field: (field name, property name).
     pub fields: Vec<(String, String)>,
-    /// The secondary indexes.
-    pub indexes: Vec<IndexDecl>,
-    /// The index entities.
-    pub members: Vec<MemberDecl>,
-    /// The denormalised fields.
-    #[serde(default)]
-    pub denormalized: Vec<DenormalizedDecl>,
-    /// The declarations described by their attribute alone (`#[unique]`, `#[count]`).
+    /// What the type declares, each described by its attribute (`index`,
+    /// `index_entity`, `denormalized`, `unique`, `count`, `expiry`, `changes`).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub declared: Vec<DeclaredDecl>,
 }
 
-/// A schema record as stored by any version: the expiry, the change events' queue and the
-/// unique values of a record written before they were declarations described by their
-/// attribute alone are read from their own fields (`expiry`, `changes`, `uniques`) into
-/// `declared`.
+/// A schema record as stored by any version: the indexes, index entities, denormalised
+/// fields, expiry, change events' queue and unique values of a record written before
+/// they were declarations described by their attribute are read from their own fields
+/// (`indexes`, `members`, `denormalized`, `expiry`, `changes`, `uniques`) into
+/// `declared`, in that order.
 #[derive(Deserialize)]
 struct StoredSchemaRecord {
     table: String,
     kind: String,
     kind_property: String,
     fields: Vec<(String, String)>,
-    indexes: Vec<IndexDecl>,
-    members: Vec<MemberDecl>,
     #[serde(default)]
-    denormalized: Vec<DenormalizedDecl>,
+    indexes: Vec<StoredIndex>,
+    #[serde(default)]
+    members: Vec<StoredMember>,
+    #[serde(default)]
+    denormalized: Vec<StoredDenormalized>,
     #[serde(default)]
     uniques: Vec<StoredUnique>,
     #[serde(default)]
@@ -122,12 +70,100 @@ struct StoredUnique {
     table: Option<String>,
 }
 
+/// A secondary index as records stored it in their own field.
+#[derive(Deserialize)]
+struct StoredIndex {
+    name: String,
+    table: Option<String>,
+    partition_key: String,
+    row_key: String,
+    properties: Option<Vec<String>>,
+    sparse: bool,
+}
+
+/// An index entity as records stored it in their own field.
+#[derive(Deserialize)]
+struct StoredMember {
+    name: String,
+    key: String,
+    table: Option<String>,
+    storage: MemberStorage,
+}
+
+/// A denormalised field as records stored it in their own field.
+#[derive(Deserialize)]
+struct StoredDenormalized {
+    property: String,
+    from_kind: String,
+    table: Option<String>,
+    partition_key: String,
+    row_key: String,
+    source_property: String,
+}
+
+impl StoredIndex {
+    fn declared(self) -> DeclaredDecl {
+        let mut settings = Vec::new();
+        if let Some(properties) = self.properties {
+            settings.push(("properties".to_owned(), properties.join(",")));
+        }
+        if self.sparse {
+            settings.push(("sparse".to_owned(), "true".to_owned()));
+        }
+        DeclaredDecl {
+            attribute: "index".to_owned(),
+            name: self.name,
+            key: None,
+            templates: vec![
+                ("partition_key".to_owned(), self.partition_key),
+                ("row_key".to_owned(), self.row_key),
+            ],
+            table: self.table,
+            settings,
+        }
+    }
+}
+
+impl StoredMember {
+    fn declared(self) -> DeclaredDecl {
+        DeclaredDecl {
+            attribute: "index_entity".to_owned(),
+            name: self.name,
+            key: Some(self.key),
+            templates: Vec::new(),
+            table: self.table,
+            settings: vec![("storage".to_owned(), self.storage.setting().to_owned())],
+        }
+    }
+}
+
+impl StoredDenormalized {
+    fn declared(self) -> DeclaredDecl {
+        DeclaredDecl {
+            attribute: "denormalized".to_owned(),
+            name: self.property.clone(),
+            key: None,
+            templates: vec![
+                ("partition_key".to_owned(), self.partition_key),
+                ("row_key".to_owned(), self.row_key),
+            ],
+            table: self.table,
+            settings: vec![
+                ("field".to_owned(), self.property),
+                ("from".to_owned(), self.from_kind),
+                ("property".to_owned(), self.source_property),
+            ],
+        }
+    }
+}
+
 impl From<StoredSchemaRecord> for SchemaRecord {
     fn from(stored: StoredSchemaRecord) -> Self {
         let uniques = stored.uniques.into_iter().map(|u| DeclaredDecl {
             attribute: "unique".to_owned(),
             name: u.name,
             key: Some(u.key),
+            templates: Vec::new(),
             table: u.table,
             settings: Vec::new(),
         });
@@ -135,6 +171,7 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             attribute: "expiry".to_owned(),
             name: "expiry".to_owned(),
             key: None,
+            templates: Vec::new(),
             table: None,
             settings: vec![match expiry {
                 ExpiryLayout::Ttl(seconds) => ("ttl".to_owned(), seconds.to_string()),
@@ -145,6 +182,7 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             attribute: "changes".to_owned(),
             name: "changes".to_owned(),
             key: None,
+            templates: Vec::new(),
             table: None,
             settings: vec![("queue".to_owned(), queue)],
         });
@@ -153,11 +191,15 @@ impl From<StoredSchemaRecord> for SchemaRecord {
             kind: stored.kind,
             kind_property: stored.kind_property,
             fields: stored.fields,
-            indexes: stored.indexes,
-            members: stored.members,
-            denormalized: stored.denormalized,
-            declared: expiry
-                .into_iter()
+            declared: (stored.indexes.into_iter().map(StoredIndex::declared))
+                .chain(stored.members.into_iter().map(StoredMember::declared))
+                .chain(
+                    stored
+                        .denormalized
+                        .into_iter()
+                        .map(StoredDenormalized::declared),
+                )
+                .chain(expiry)
                 .chain(changes)
                 .chain(uniques)
                 .chain(stored.declared)
@@ -176,6 +218,9 @@ pub struct DeclaredDecl {
     /// The key template, if it has one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub key: Option<String>,
+    /// Its other key templates, by name.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub templates: Vec<(String, String)>,
     /// The table it keeps its entities in, when declared.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
@@ -198,40 +243,6 @@ impl SchemaRecord {
                 .filter(|f| f.storage != FieldStorage::Skipped)
                 .map(|f| (f.name.to_owned(), f.property.to_owned()))
                 .collect(),
-            indexes: layout
-                .indexes
-                .iter()
-                .map(|i| IndexDecl {
-                    name: i.name.clone(),
-                    table: i.table.clone(),
-                    partition_key: i.partition_key.source().to_owned(),
-                    row_key: i.row_key.source().to_owned(),
-                    properties: i.properties.clone(),
-                    sparse: i.sparse,
-                })
-                .collect(),
-            members: layout
-                .members
-                .iter()
-                .map(|m| MemberDecl {
-                    name: m.name.clone(),
-                    key: m.key.source().to_owned(),
-                    table: m.table.clone(),
-                    storage: m.storage,
-                })
-                .collect(),
-            denormalized: layout
-                .denormalized
-                .iter()
-                .map(|d| DenormalizedDecl {
-                    property: d.property.clone(),
-                    from_kind: d.from_kind.clone(),
-                    table: d.table.clone(),
-                    partition_key: d.partition_key.source().to_owned(),
-                    row_key: d.row_key.source().to_owned(),
-                    source_property: d.source_property.clone(),
-                })
-                .collect(),
             declared: layout
                 .declared
                 .iter()
@@ -240,6 +251,11 @@ impl SchemaRecord {
                     attribute: d.attribute.clone(),
                     name: d.name.clone(),
                     key: d.key.as_ref().map(|k| k.source().to_owned()),
+                    templates: d
+                        .templates
+                        .iter()
+                        .map(|(n, t)| (n.clone(), t.source().to_owned()))
+                        .collect(),
                     table: d.table.clone(),
                     settings: d.settings.clone(),
                 })
@@ -262,10 +278,13 @@ impl SchemaRecord {
             .map(|(_, queue)| queue.as_str())
     }
 
-    /// The layout, with the templates parsed.
+    /// The layout, with the templates parsed and each declaration checked by the
+    /// declaration its attribute names.
     ///
     /// # Errors
-    /// [`Error::Malformed`] for a template that does not parse.
+    /// [`Error::Malformed`] for a template that does not parse, a declaration no
+    /// registered declaration has the attribute of, or one missing a template or
+    /// setting its declaration reads (or holding one that does not parse).
     pub fn layout(&self) -> Result<Layout> {
         let parse = |source: &str| {
             KeyTemplate::parse(source)
@@ -275,57 +294,24 @@ impl SchemaRecord {
             table: self.table.clone(),
             kind: self.kind.clone(),
             kind_property: self.kind_property.clone(),
-            indexes: self
-                .indexes
-                .iter()
-                .map(|i| {
-                    Ok(IndexLayout {
-                        name: i.name.clone(),
-                        table: i.table.clone(),
-                        partition_key: parse(&i.partition_key)?,
-                        row_key: parse(&i.row_key)?,
-                        properties: i.properties.clone(),
-                        sparse: i.sparse,
-                    })
-                })
-                .collect::<Result<_>>()?,
-            members: self
-                .members
-                .iter()
-                .map(|m| {
-                    Ok(MemberLayout {
-                        name: m.name.clone(),
-                        key: parse(&m.key)?,
-                        table: m.table.clone(),
-                        storage: m.storage,
-                    })
-                })
-                .collect::<Result<_>>()?,
-            denormalized: self
-                .denormalized
-                .iter()
-                .map(|d| {
-                    Ok(DenormalizedLayout {
-                        property: d.property.clone(),
-                        from_kind: d.from_kind.clone(),
-                        table: d.table.clone(),
-                        partition_key: parse(&d.partition_key)?,
-                        row_key: parse(&d.row_key)?,
-                        source_property: d.source_property.clone(),
-                    })
-                })
-                .collect::<Result<_>>()?,
             declared: self
                 .declared
                 .iter()
                 .map(|d| {
-                    Ok(DeclaredLayout {
+                    let declared = DeclaredLayout {
                         attribute: d.attribute.clone(),
                         name: d.name.clone(),
                         key: d.key.as_deref().map(parse).transpose()?,
+                        templates: d
+                            .templates
+                            .iter()
+                            .map(|(n, t)| Ok((n.clone(), parse(t)?)))
+                            .collect::<Result<_>>()?,
                         table: d.table.clone(),
                         settings: d.settings.clone(),
-                    })
+                    };
+                    lays_out(&declared.attribute)?.check(&declared)?;
+                    Ok(declared)
                 })
                 .collect::<Result<_>>()?,
         })
@@ -421,6 +407,7 @@ mod tests {
                 attribute: "unique".into(),
                 name: "email".into(),
                 key: Some("{email}".into()),
+                templates: Vec::new(),
                 table: None,
                 settings: Vec::new(),
             }]
@@ -463,5 +450,135 @@ mod tests {
             EntityRef::new("UsersUnique", "ada@example.com", "email")
         );
         assert_eq!(targets.len(), 1, "{targets:?}");
+    }
+
+    /// A record as stored before indexes, index entities and denormalised fields were
+    /// declarations described by their attribute: in fields of their own.
+    const STORED_WITH_INDEXES: &str = r#"{"table":"Orders","kind":"Order","kind_property":"Kind","fields":[["customer","Customer"],["id","Id"],["status","Status"],["city","City"],["shop","Shop"]],"indexes":[{"name":"by_status","table":null,"partition_key":"s_{status}","row_key":"{id}","properties":["Status"],"sparse":true},{"name":"by_id","table":null,"partition_key":"{customer}","row_key":"id_{id}","properties":null,"sparse":false}],"members":[{"name":"city","key":"{city}","table":"OrderCities","storage":"table"}],"denormalized":[{"property":"ShopName","from_kind":"Shop","table":"Shops","partition_key":"{shop}","row_key":"shop","source_property":"Name"}]}"#;
+
+    #[test]
+    fn a_record_stored_with_its_own_indexes_members_and_denormalized_reads_them_as_declarations() {
+        let record: SchemaRecord = serde_json::from_str(STORED_WITH_INDEXES).expect("reads");
+        let attributes: Vec<&str> = record
+            .declared
+            .iter()
+            .map(|d| d.attribute.as_str())
+            .collect();
+        assert_eq!(
+            attributes,
+            ["index", "index", "index_entity", "denormalized"]
+        );
+        let written = serde_json::to_string(&record).expect("writes");
+        assert!(!written.contains(r#""indexes":"#), "{written}");
+        assert!(!written.contains(r#""members":"#), "{written}");
+        assert_eq!(
+            serde_json::from_str::<SchemaRecord>(&written).expect("reads again"),
+            record
+        );
+
+        let layout = record.layout().expect("lays out");
+        let index = crate::index::record::IndexLayout::named(&layout, "by_status")
+            .expect("reads")
+            .expect("declared");
+        assert_eq!(index.partition_key.source(), "s_{status}");
+        assert_eq!(index.properties, Some(vec!["Status".to_owned()]));
+        assert!(index.sparse);
+        let whole = crate::index::record::IndexLayout::named(&layout, "by_id")
+            .expect("reads")
+            .expect("declared");
+        assert_eq!((whole.properties, whole.sparse), (None, false));
+        assert_eq!(
+            layout.follow_up(&KeyTemplate::parse("{customer}").expect("a template")),
+            [
+                "index `by_status`: copies in other partitions of `Orders`",
+                "index entity `city`: id lists in table `OrderCities`",
+                "denormalized `ShopName` from `Shop`: its source in table `Shops`",
+            ]
+        );
+        assert_eq!(
+            layout.other_tables().into_iter().collect::<Vec<_>>(),
+            ["OrderCities"]
+        );
+
+        let order = Entity::new("c1", "7")
+            .with("Status", "placed")
+            .with("City", "Oslo")
+            .with("Shop", "s9")
+            .with("Id", "7")
+            .with("Customer", "c1");
+        let render = |template: &KeyTemplate, kind| record.render(&order, template, kind);
+        let source = EntityRef::new("Orders", "c1", "7");
+        let all = layout
+            .targets(&source, &render, &|_| true, None)
+            .expect("targets");
+        assert_eq!(all.len(), 4, "{all:?}");
+        let sparse_out = layout
+            .targets(&source, &render, &|index| index != "by_status", None)
+            .expect("targets");
+        assert_eq!(
+            sparse_out.len(),
+            3,
+            "a sparse index leaves it out: {sparse_out:?}"
+        );
+        let only = layout
+            .targets(&source, &render, &|_| true, Some("city"))
+            .expect("targets");
+        let member = only
+            .iter()
+            .next()
+            .and_then(|t| t.get::<crate::index::record::MemberTarget>())
+            .expect("the id list's membership");
+        assert_eq!(
+            (member.table.as_str(), member.value.as_str(), member.storage),
+            ("OrderCities", "Oslo", MemberStorage::Table)
+        );
+    }
+
+    #[test]
+    fn a_declaration_whose_setting_does_not_parse_is_refused_when_laid_out() {
+        for (attribute, settings) in [
+            ("expiry", vec![("ttl", "abc")]),
+            ("wide", vec![("chunks", "many")]),
+            ("index_entity", vec![("storage", "drawer")]),
+            ("count", vec![("shards", "0")]),
+        ] {
+            let record = SchemaRecord {
+                table: "T".into(),
+                kind: "K".into(),
+                kind_property: "Kind".into(),
+                fields: Vec::new(),
+                declared: vec![DeclaredDecl {
+                    attribute: attribute.into(),
+                    name: "n".into(),
+                    key: Some("{id}".into()),
+                    templates: Vec::new(),
+                    table: None,
+                    settings: settings
+                        .iter()
+                        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+                        .collect(),
+                }],
+            };
+            let error = record.layout().expect_err(attribute);
+            assert!(
+                matches!(error, Error::Malformed { .. }),
+                "{attribute}: {error:?}"
+            );
+        }
+        let unknown = SchemaRecord {
+            table: "T".into(),
+            kind: "K".into(),
+            kind_property: "Kind".into(),
+            fields: Vec::new(),
+            declared: vec![DeclaredDecl {
+                attribute: "index".into(),
+                name: "no_templates".into(),
+                key: None,
+                templates: Vec::new(),
+                table: None,
+                settings: Vec::new(),
+            }],
+        };
+        assert!(matches!(unknown.layout(), Err(Error::Malformed { .. })));
     }
 }

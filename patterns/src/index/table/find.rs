@@ -14,8 +14,7 @@ use crate::error::{Error, Result};
 
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     pub(super) fn index(&self, name: &str) -> Result<&IndexLayout> {
-        self.writer
-            .layout
+        self.reads
             .indexes
             .iter()
             .find(|i| i.name == name)

@@ -17,9 +17,8 @@ use crate::index::decl::index_entity::{
 impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// The layout of the id list `name`.
     pub(super) fn list_layout(&self, name: &str) -> Result<&MemberLayout> {
-        self.writer
-            .layout
-            .members
+        self.reads
+            .lists
             .iter()
             .find(|m| m.name == name)
             .ok_or_else(|| tablekit_core::Error::Undeclared {

@@ -28,7 +28,7 @@ use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 use tracing::Instrument;
 
 use super::audit::{AuditOptions, AuditReport};
-use super::record::{EntityRef, Layout};
+use super::record::{EntityRef, IndexLayout, Layout, MemberLayout};
 use super::registry::schema::SchemaRecord;
 use super::write::{IndexedWriteReport, Kind, Request, WriteOutcome, Writer};
 use crate::consistency::Engine;
@@ -88,8 +88,16 @@ pub struct IndexedTable<E, S> {
     table: Table<E, S>,
     /// The one write path, with the layout, engine, blob store and clock it writes with.
     writer: Writer<S>,
+    /// The indexes and id lists its look-ups read, laid out once when it is built.
+    reads: Arc<Reads>,
     verify: bool,
     lookup_concurrency: usize,
+}
+
+/// The indexes and id lists of a type, as its look-ups read them.
+struct Reads {
+    indexes: Vec<IndexLayout>,
+    lists: Vec<MemberLayout>,
 }
 
 impl<E, S: Clone> Clone for IndexedTable<E, S> {
@@ -97,6 +105,7 @@ impl<E, S: Clone> Clone for IndexedTable<E, S> {
         IndexedTable {
             table: self.table.clone(),
             writer: self.writer.clone(),
+            reads: Arc::clone(&self.reads),
             verify: self.verify,
             lookup_concurrency: self.lookup_concurrency,
         }
@@ -107,8 +116,8 @@ impl<E, S> std::fmt::Debug for IndexedTable<E, S> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("IndexedTable")
             .field("table", &self.writer.layout.table)
-            .field("indexes", &self.writer.layout.indexes.len())
-            .field("index_entities", &self.writer.layout.members.len())
+            .field("indexes", &self.reads.indexes.len())
+            .field("index_entities", &self.reads.lists.len())
             .finish()
     }
 }
@@ -124,12 +133,22 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
     /// what [`IndexedTableOptions::build`] starts from, before it checks that a type
     /// needing follow-up work says where it is done. Without a sink, follow-up work
     /// outside the partition waits in its partition for the relay.
-    fn new(store: S) -> Self {
+    ///
+    /// # Errors
+    /// [`crate::Error::Malformed`] for an index or index entity its declaration does not
+    /// describe whole.
+    fn new(store: S) -> Result<Self> {
         let schema = E::schema();
-        IndexedTable {
+        let layout = Layout::of(schema);
+        let reads = Reads {
+            indexes: IndexLayout::all(&layout).collect::<Result<_>>()?,
+            lists: MemberLayout::all(&layout).collect::<Result<_>>()?,
+        };
+        Ok(IndexedTable {
+            reads: Arc::new(reads),
             writer: Writer {
                 table: schema.table.to_owned(),
-                layout: Arc::new(Layout::of(schema)),
+                layout: Arc::new(layout),
                 engine: Engine::new(store.clone()),
                 blobs: None,
                 blob_fields: schema.blob_fields().map(|f| f.property).collect(),
@@ -142,7 +161,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
             table: Table::new(store),
             verify: false,
             lookup_concurrency: DEFAULT_LOOKUP_CONCURRENCY,
-        }
+        })
     }
 
     /// The clock of expiry.

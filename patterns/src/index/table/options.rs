@@ -262,7 +262,7 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTableOptions<E, S> {
                 return Err(no_choice::<E>(declarations));
             }
         }
-        let mut table = IndexedTable::new(store);
+        let mut table = IndexedTable::new(store)?;
         if let Some(name) = &self.name {
             table = table.renamed(name);
         }

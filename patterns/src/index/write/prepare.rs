@@ -19,6 +19,7 @@ use super::outcome::WriteOutcome;
 use super::plan::IndexWrite;
 use crate::consistency::Engine;
 use crate::error::{Error, Result};
+use crate::index::decl::denormalized::write::ATTRIBUTE as DENORMALIZED;
 
 /// How often a table that no registered type copies from asks the registry again.
 const DEPENDENTS_RECHECK: Duration = Duration::from_secs(30);
@@ -222,9 +223,12 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             .await?
             .iter()
             .any(|s| {
-                s.denormalized
-                    .iter()
-                    .any(|d| d.from_kind == self.layout.kind)
+                s.declared.iter().any(|d| {
+                    d.attribute == DENORMALIZED
+                        && d.settings
+                            .iter()
+                            .any(|(k, v)| k == "from" && *v == self.layout.kind)
+                })
             });
         if copied {
             self.track_dependents.store(true, Ordering::Relaxed);

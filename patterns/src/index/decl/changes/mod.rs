@@ -6,7 +6,8 @@
 use tablekit_core::TableStore;
 
 use crate::changes::ChangeEvent;
-use crate::index::record::{DeclaredLayout, LaysOut};
+use crate::error::Result;
+use crate::index::record::{DeclaredLayout, Elsewhere, LaysOut};
 use crate::index::write::declaration::{Attempt, Step, WriteSteps, nothing};
 
 /// Change events.
@@ -41,7 +42,11 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
 struct Queue;
 
 impl LaysOut for Queue {
-    fn follow_up(&self, declared: &DeclaredLayout, _table: &str) -> Option<String> {
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        declared.needs::<String>("queue").map(drop)
+    }
+
+    fn follow_up(&self, declared: &DeclaredLayout, _at: &Elsewhere<'_>) -> Option<String> {
         let queue = declared.setting("queue")?;
         Some(format!("change events: queue `{queue}`"))
     }

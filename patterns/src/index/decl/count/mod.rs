@@ -46,14 +46,13 @@ pub(crate) mod write;
 
 use percent_encoding::utf8_percent_encode;
 use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::KeyTemplate;
 
 pub use read::{Count, Counting};
 pub use record::{CountTarget, SyncCount};
 
 use crate::address::BLOB_NAME_SET;
 use crate::error::{Error, Result};
-use crate::index::record::LaysOut;
+use crate::index::record::{Elsewhere, LaysOut, Primary};
 use crate::index::record::{DeclaredLayout, EntityRef, Target};
 
 /// The attribute.
@@ -132,16 +131,15 @@ pub fn member_row_key(source: &EntityRef) -> String {
 struct Layout;
 
 impl LaysOut for Layout {
-    fn targets(
-        &self,
-        declared: &DeclaredLayout,
-        source: &EntityRef,
-        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>> {
-        let key = declared.key.as_ref().ok_or_else(|| {
-            Error::malformed(format!("count `{}`", declared.name), "no key template")
-        })?;
-        let value = render(key, KeyKind::PartitionKey)?;
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        declared.needs_template("key")?;
+        shards(declared).map(drop)
+    }
+
+    fn targets(&self, declared: &DeclaredLayout, primary: &Primary<'_>) -> Result<Vec<Target>> {
+        let source = primary.source;
+        let key = declared.needs_template("key")?;
+        let value = (primary.render)(key, KeyKind::PartitionKey)?;
         let shard = shard_of(source, shards(declared)?);
         let at = EntityRef::new(
             count_table(declared, &source.table),
@@ -158,11 +156,11 @@ impl LaysOut for Layout {
         vec![count_table(declared, table)]
     }
 
-    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String> {
+    fn follow_up(&self, declared: &DeclaredLayout, at: &Elsewhere<'_>) -> Option<String> {
         Some(format!(
             "count `{}`: members and counters in table `{}`",
             declared.name,
-            count_table(declared, table)
+            count_table(declared, at.table)
         ))
     }
 }

@@ -4,16 +4,15 @@
 
 use std::marker::PhantomData;
 
-use futures::TryStreamExt;
 use tablekit_core::typed::handle::{End, Row};
 use tablekit_core::typed::{Declared, EntityType, KeyArg, KeyPart};
-use tablekit_core::{ErrorKind, Query, TableStore, filter};
+use tablekit_core::{Query, TableStore, filter};
 
 use super::apply::count_of;
 use super::record::SyncCount;
 use super::{ATTRIBUTE, COUNTER_ROW_KEY, count_table, shard_partition, shards};
 use crate::consistency::outbox::{partition_query, read_entry};
-use crate::consistency::pending::PENDING_TABLE;
+use crate::consistency::pending::{PENDING_TABLE, next_or_end};
 use crate::error::{Error, Result};
 use crate::index::IndexedTable;
 use crate::index::operation::IndexOperations;
@@ -134,27 +133,16 @@ async fn pending<S: TableStore>(
 ) -> Result<bool> {
     let markers = Query::with_filter(filter::partition_key().eq(primaries));
     let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, markers));
-    loop {
-        let marker = match markers.try_next().await {
-            Ok(Some(marker)) => marker,
-            Ok(None) => return Ok(false),
-            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(false),
-            Err(e) => return Err(e),
-        };
+    while let Some(marker) = next_or_end(&mut markers).await? {
         let entries = store.query_stream(primaries, partition_query(&marker.row_key));
         let mut entries = std::pin::pin!(entries);
-        loop {
-            let entry = match entries.try_next().await {
-                Ok(Some(entry)) => entry,
-                Ok(None) => break,
-                Err(e) if e.kind() == ErrorKind::TableNotFound => break,
-                Err(e) => return Err(e),
-            };
+        while let Some(entry) = next_or_end(&mut entries).await? {
             if holds_count_work(&entry, declared, table, partitions) {
                 return Ok(true);
             }
         }
     }
+    Ok(false)
 }
 
 /// Whether the outbox entry `entry` holds count work of `declared` for one of

@@ -8,6 +8,7 @@
 
 mod apply;
 mod audit;
+pub(crate) mod layout;
 pub(crate) mod record;
 pub(crate) mod write;
 
@@ -162,5 +163,6 @@ crate::index::registry::roles::declaration! {
         steps: [write, upkeep],
         targets: [record::DenormalizedTarget],
         operations: [record::SyncDenormalized, record::SyncNewDependents, record::RemoveLink],
+        lays_out: layout::Links,
     }
 }

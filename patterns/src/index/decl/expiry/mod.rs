@@ -38,7 +38,8 @@ pub use entry::{
 };
 pub use sweeper::{SweepReport, Sweeper, SweeperOptions};
 
-use crate::index::record::{CopyTarget, DeclaredLayout, EntityRef, LaysOut, Target};
+use crate::error::Result;
+use crate::index::record::{CopyTarget, DeclaredLayout, Elsewhere, EntityRef, LaysOut, Target};
 
 /// The expiry index entry of `source`, which expires at `at`: a copy without properties.
 pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
@@ -55,12 +56,19 @@ pub fn entry_target(source: &EntityRef, at: DateTime<Utc>) -> Target {
 struct Entries;
 
 impl LaysOut for Entries {
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        match declared.setting("ttl") {
+            Some(_) => declared.needs::<u64>("ttl").map(drop),
+            None => declared.needs::<String>("field").map(drop),
+        }
+    }
+
     fn tables(&self, _declared: &DeclaredLayout, table: &str) -> Vec<String> {
         vec![expiry_table(table)]
     }
 
-    fn follow_up(&self, _declared: &DeclaredLayout, table: &str) -> Option<String> {
-        Some(format!("expiry: entries in table `{}`", expiry_table(table)))
+    fn follow_up(&self, _declared: &DeclaredLayout, at: &Elsewhere<'_>) -> Option<String> {
+        Some(format!("expiry: entries in table `{}`", expiry_table(at.table)))
     }
 }
 

@@ -7,6 +7,7 @@
 
 mod apply;
 mod audit;
+pub(crate) mod layout;
 pub(crate) mod record;
 pub(crate) mod write;
 
@@ -16,5 +17,6 @@ crate::index::registry::roles::declaration! {
         steps: [write, upkeep],
         targets: [record::CopyTarget],
         operations: [record::PutCopy, record::DeleteCopy],
+        lays_out: layout::Copies,
     }
 }

@@ -5,6 +5,7 @@
 
 use tablekit_core::{Entity, TableStore, Value};
 
+use super::layout::MemberLayout;
 use super::record::MemberTarget;
 use super::write::Lists;
 use super::{
@@ -95,18 +96,15 @@ async fn blob_lists<S: TableStore + Clone>(
         .layouts
         .iter()
         .flat_map(|l| {
-            l.members
-                .iter()
-                .filter(|m| m.storage == MemberStorage::Blob)
-                .map(|m| {
-                    (
-                        m.table.clone().unwrap_or_else(|| l.table.clone()),
-                        m.name.clone(),
-                    )
+            MemberLayout::all(l)
+                .filter_map(|m| match m {
+                    Ok(m) if m.storage != MemberStorage::Blob => None,
+                    Ok(m) => Some(Ok((m.table_for(&l.table), m.name))),
+                    Err(e) => Some(Err(e)),
                 })
                 .collect::<Vec<_>>()
         })
-        .collect();
+        .collect::<Result<_>>()?;
     for (list_table, index) in lists {
         let blobs = auditor
             .options

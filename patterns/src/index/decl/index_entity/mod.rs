@@ -17,6 +17,7 @@
 
 mod apply;
 mod audit;
+pub(crate) mod layout;
 pub(crate) mod record;
 pub(crate) mod write;
 
@@ -673,5 +674,6 @@ crate::index::registry::roles::declaration! {
         steps: [write, upkeep],
         targets: [record::MemberTarget],
         operations: [record::AddMember, record::RemoveMember],
+        lays_out: layout::Lists,
     }
 }

@@ -6,7 +6,6 @@
 //! always was.
 
 use serde::{Deserialize, Serialize};
-use tablekit_core::typed::IndexEntityStorage;
 
 use crate::index::operation::{IndexOperation, OperationType, Resource};
 use crate::index::record::{EntityRef, Target, TargetType};
@@ -24,12 +23,24 @@ pub enum MemberStorage {
     Blob,
 }
 
-impl From<IndexEntityStorage> for MemberStorage {
-    fn from(storage: IndexEntityStorage) -> Self {
-        match storage {
-            IndexEntityStorage::Partition => MemberStorage::Partition,
-            IndexEntityStorage::Table => MemberStorage::Table,
-            IndexEntityStorage::Blob => MemberStorage::Blob,
+impl MemberStorage {
+    /// The storage a declaration's `storage` setting names (`partition`, `table`,
+    /// `blob`).
+    pub fn from_setting(setting: &str) -> Option<Self> {
+        match setting {
+            "partition" => Some(MemberStorage::Partition),
+            "table" => Some(MemberStorage::Table),
+            "blob" => Some(MemberStorage::Blob),
+            _ => None,
+        }
+    }
+
+    /// The name the `storage` setting gives it.
+    pub fn setting(self) -> &'static str {
+        match self {
+            MemberStorage::Partition => "partition",
+            MemberStorage::Table => "table",
+            MemberStorage::Blob => "blob",
         }
     }
 }

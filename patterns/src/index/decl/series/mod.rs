@@ -46,7 +46,40 @@ use tablekit_core::typed::{Points, SeriesType, SeriesValue as _, Stored};
 use tablekit_core::{ErrorKind, IfMatch, TableStore};
 
 use crate::error::{Error, Result};
+use crate::index::record::{DeclaredLayout, Elsewhere, LaysOut};
 use crate::index::table::IndexedTable;
+
+/// `#[series]`: ordinary writes of the span's entity (spread over chunks by `wide` when
+/// it spills), so no step, target, table or follow-up work of its own; only the typed
+/// paths act on it, so the schema registry does not record it.
+pub(crate) struct Spans;
+
+impl LaysOut for Spans {
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        declared.needs::<String>("start")?;
+        declared.needs::<String>("points")?;
+        declared.needs::<i64>("every")?;
+        declared.needs::<i64>("span").map(drop)
+    }
+
+    fn follow_up(&self, _declared: &DeclaredLayout, _at: &Elsewhere<'_>) -> Option<String> {
+        None
+    }
+
+    fn recorded(&self) -> bool {
+        false
+    }
+}
+
+crate::index::registry::roles::declaration! {
+    Spans {
+        attribute: "series",
+        steps: [],
+        targets: [],
+        operations: [],
+        lays_out: Spans,
+    }
+}
 
 /// The start of the span holding `at`.
 fn span_start<E: SeriesType>(at: DateTime<Utc>) -> Result<DateTime<Utc>> {

@@ -45,12 +45,13 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 use tablekit_core::limits::KeyKind;
-use tablekit_core::typed::KeyTemplate;
 use tablekit_core::{Entity, ErrorKind, IfMatch, TableStore, Value};
 
 use crate::consistency::RetryPolicy;
 use crate::error::{Error, Result};
-use crate::index::record::{DeclaredLayout, EntityRef, IndexRecord, LaysOut, Target};
+use crate::index::record::{
+    DeclaredLayout, Elsewhere, EntityRef, IndexRecord, LaysOut, Primary, Target,
+};
 use crate::index::stored::delete_unless_changed;
 use record::UniqueTarget;
 
@@ -452,20 +453,17 @@ fn reservation_table(declared: &DeclaredLayout, table: &str) -> String {
 struct Reservations;
 
 impl LaysOut for Reservations {
-    fn targets(
-        &self,
-        declared: &DeclaredLayout,
-        source: &EntityRef,
-        render: &dyn Fn(&KeyTemplate, KeyKind) -> Result<String>,
-    ) -> Result<Vec<Target>> {
-        let key = declared.key.as_ref().ok_or_else(|| {
-            Error::malformed(format!("unique value `{}`", declared.name), "no key template")
-        })?;
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        declared.needs_template("key").map(drop)
+    }
+
+    fn targets(&self, declared: &DeclaredLayout, primary: &Primary<'_>) -> Result<Vec<Target>> {
+        let key = declared.needs_template("key")?;
         Ok(vec![Target::from(UniqueTarget {
             name: declared.name.clone(),
             at: EntityRef::new(
-                reservation_table(declared, &source.table),
-                render(key, KeyKind::PartitionKey)?,
+                reservation_table(declared, &primary.source.table),
+                (primary.render)(key, KeyKind::PartitionKey)?,
                 declared.name.clone(),
             ),
         })])
@@ -475,11 +473,11 @@ impl LaysOut for Reservations {
         vec![reservation_table(declared, table)]
     }
 
-    fn follow_up(&self, declared: &DeclaredLayout, table: &str) -> Option<String> {
+    fn follow_up(&self, declared: &DeclaredLayout, at: &Elsewhere<'_>) -> Option<String> {
         Some(format!(
             "unique value `{}`: reservations in table `{}`, released after the write",
             declared.name,
-            reservation_table(declared, table)
+            reservation_table(declared, at.table)
         ))
     }
 }

@@ -30,7 +30,8 @@ pub(crate) mod write;
 
 pub use split::{CHUNK_OF_PROPERTY, CHUNK_VERSIONS_PROPERTY, CHUNKS_PROPERTY, chunk_key};
 
-use crate::index::record::{DeclaredLayout, LaysOut};
+use crate::error::Result;
+use crate::index::record::{DeclaredLayout, Elsewhere, LaysOut};
 
 /// How `#[wide]` lays out: chunks of the primary itself, in its own partition, so no
 /// target, table or follow-up work of its own. The schema registry does not record it:
@@ -38,7 +39,11 @@ use crate::index::record::{DeclaredLayout, LaysOut};
 struct Chunks;
 
 impl LaysOut for Chunks {
-    fn follow_up(&self, _declared: &DeclaredLayout, _table: &str) -> Option<String> {
+    fn check(&self, declared: &DeclaredLayout) -> Result<()> {
+        declared.needs::<usize>("chunks").map(drop)
+    }
+
+    fn follow_up(&self, _declared: &DeclaredLayout, _at: &Elsewhere<'_>) -> Option<String> {
         None
     }
 

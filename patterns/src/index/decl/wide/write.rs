@@ -42,15 +42,13 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Wide {
             )));
         }
         if chunks > 1
-            && let Some(index) = writer
-                .layout
-                .indexes
-                .iter()
-                .find(|i| i.properties.is_none())
+            && let Some(copier) = writer.layout.declared.iter().find(|d| {
+                crate::index::record::lays_out(&d.attribute).is_ok_and(|l| l.copies_whole(d))
+            })
         {
             return Err(Error::Unsupported(format!(
-                "{} needs {chunks} chunks, and index `{}` copies whole entities: name the properties its copies carry",
-                request.source, index.name
+                "{} needs {chunks} chunks, and {} `{}` copies whole entities: name the properties its copies carry",
+                request.source, copier.attribute, copier.name
             )));
         }
         Ok(())
