@@ -8,6 +8,7 @@
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use tablekit_core::fault::{FaultyStore, Timing};
 use tablekit_core::typed::EntityType;
 use tablekit_core::{Entity, MemoryStore, SqliteStore, TableStore, Value};
 use tablekit_derive::Entity;
@@ -229,6 +230,105 @@ async fn every_operation_applied_twice_and_in_reverse_order_counts_once() {
             .unwrap()
             .is_clean()
     );
+}
+
+/// What a crash does to one step of the work's application.
+#[derive(Clone, Copy, Debug)]
+enum Crash {
+    /// The process dies at that write: it and every call after it fail until redelivery.
+    Dies,
+    /// That write fails without landing.
+    Refused,
+    /// That write lands and its answer is lost.
+    AnswerLost,
+}
+
+/// The writes of `counts_after_a_crash_at_every_write`: inserts, updates that move a
+/// membership, an update back, a delete; their work taken from the sink, unapplied.
+async fn orders_with_pending_work(
+    store: &FaultyStore<MemoryStore>,
+) -> (
+    IndexedTable<Order, FaultyStore<MemoryStore>>,
+    Vec<IndexOperations>,
+) {
+    let queue = Arc::new(Queue::default());
+    let orders = IndexedTable::<Order, _>::options()
+        .sink(queue.clone())
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..4 {
+        orders.insert(&order(id, "placed")).await.unwrap();
+    }
+    orders.upsert(&order(0, "shipped")).await.unwrap();
+    orders.upsert(&order(1, "shipped")).await.unwrap();
+    orders.upsert(&order(1, "placed")).await.unwrap();
+    orders
+        .delete(
+            &order(3, "placed").customer,
+            &format!("{:06}", 3),
+            tablekit_core::IfMatch::Any,
+        )
+        .await
+        .unwrap();
+    (orders, queue.take())
+}
+
+/// A crash at each write the worker makes while applying the count work, in turn (the
+/// process dying there, the write refused, the write landed with its answer lost), then
+/// the message delivered again: every count equals the number of live orders with its
+/// value and the audit finds nothing, at every step.
+#[tokio::test]
+async fn counts_after_a_crash_at_every_write_of_the_work_and_a_redelivery() {
+    // The writes the work makes without a fault: one per membership that ends up
+    // changed (an operation whose primary moved on agrees with it, and writes nothing).
+    let store = FaultyStore::new(MemoryStore::new());
+    let (_, work) = orders_with_pending_work(&store).await;
+    let applier = IndexApplier::new(store.clone());
+    let before = store.writes();
+    for message in &work {
+        applier.apply_all(message).await.unwrap();
+    }
+    let steps = store.writes() - before;
+    assert!(
+        steps >= 3,
+        "the work writes the memberships it changes ({steps})"
+    );
+
+    for crash in [Crash::Dies, Crash::Refused, Crash::AnswerLost] {
+        for step in 0..steps {
+            let store = FaultyStore::new(MemoryStore::new());
+            let (orders, work) = orders_with_pending_work(&store).await;
+            let applier = IndexApplier::new(store.clone());
+            match crash {
+                Crash::Dies => store.crash_after_writes(step),
+                Crash::Refused => store.fail_write(step, Timing::BeforeWrite),
+                Crash::AnswerLost => store.fail_write(step, Timing::AfterWrite),
+            }
+            let mut struck = 0;
+            for message in &work {
+                if applier.apply_all(message).await.is_err() {
+                    struck += 1;
+                    store.recover();
+                    applier.apply_all(message).await.unwrap();
+                }
+            }
+            assert_eq!(struck, 1, "{crash:?} at write {step} strikes once");
+            for status in ["placed", "shipped"] {
+                assert_eq!(
+                    count(&orders, status).await.value,
+                    scanned(&orders, status).await,
+                    "{status} after {crash:?} at write {step}"
+                );
+            }
+            let audit = orders.audit(&AuditOptions::default()).await.unwrap();
+            assert!(
+                audit.is_clean(),
+                "{crash:?} at write {step}: {:?}",
+                audit.findings
+            );
+        }
+    }
 }
 
 #[tokio::test]
