@@ -344,6 +344,13 @@ impl Layout {
             .and_then(|d| d.setting("queue"))
     }
 
+    /// The declaration of `attribute` named `name`, if the layout has it.
+    pub fn declared(&self, attribute: &str, name: &str) -> Option<&DeclaredLayout> {
+        self.declared
+            .iter()
+            .find(|d| d.attribute == attribute && d.name == name)
+    }
+
     /// The declarations of one attribute, in declaration order.
     pub fn declared_as<'a>(
         &'a self,

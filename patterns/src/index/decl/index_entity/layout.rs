@@ -48,8 +48,7 @@ impl MemberLayout {
     /// As [`of`](Self::of).
     pub fn named(layout: &Layout, name: &str) -> Result<Option<Self>> {
         layout
-            .declared_as(super::write::ATTRIBUTE)
-            .find(|d| d.name == name)
+            .declared(super::write::ATTRIBUTE, name)
             .map(Self::of)
             .transpose()
     }
