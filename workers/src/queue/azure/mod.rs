@@ -623,6 +623,30 @@ mod tests {
     }
 
     #[test]
+    fn a_time_to_live_chosen_in_the_options_overrides_the_connection_strings() {
+        let connection = "UseDevelopmentStorage=true;MessageTimeToLive=60";
+        let ttl = |options: AzureQueueOptions| {
+            options
+                .connect(connection)
+                .expect("valid")
+                .inner
+                .message_ttl
+        };
+        assert_eq!(ttl(AzureQueueOptions::new()), Some(Duration::from_secs(60)));
+        assert_eq!(
+            ttl(AzureQueueOptions::new().message_ttl(Duration::from_secs(5))),
+            Some(Duration::from_secs(5))
+        );
+        assert_eq!(ttl(AzureQueueOptions::new().no_message_ttl()), None);
+        let never = AzureQueueOptions::new()
+            .message_ttl(Duration::from_secs(5))
+            .no_message_ttl()
+            .connect("UseDevelopmentStorage=true")
+            .expect("valid");
+        assert_eq!(never.inner.message_ttl, None);
+    }
+
+    #[test]
     fn connection_strings_find_the_queue_endpoint_without_echoing_keys() {
         let queue = AzureQueue::connect("UseDevelopmentStorage=true").expect("valid");
         assert_eq!(queue.inner.client.endpoint(), DEVELOPMENT_QUEUE_ENDPOINT);

@@ -33,7 +33,9 @@ const RECONNECT_WITHIN: Duration = Duration::from_secs(120);
 /// ```
 #[derive(Clone, Debug)]
 pub struct AzureQueueOptions {
-    message_ttl: Option<Duration>,
+    /// The time to live chosen here (`Some(None)`: never expire), overriding the
+    /// connection string's; `None` leaves it to the connection string.
+    message_ttl: Option<Option<Duration>>,
     max_poll_interval: Duration,
     claim_store: Option<BlobStore>,
     reconnect_within: Duration,
@@ -66,7 +68,15 @@ impl AzureQueueOptions {
     /// acknowledged, never dropped by the service).
     #[must_use]
     pub fn message_ttl(mut self, ttl: Duration) -> Self {
-        self.message_ttl = Some(ttl);
+        self.message_ttl = Some(Some(ttl));
+        self
+    }
+
+    /// Sent messages never expire (they live until received and acknowledged), whatever
+    /// the connection string's `MessageTimeToLive=` says.
+    #[must_use]
+    pub fn no_message_ttl(mut self) -> Self {
+        self.message_ttl = Some(None);
         self
     }
 
@@ -149,7 +159,7 @@ impl AzureQueueOptions {
                 client,
                 account,
                 access,
-                message_ttl: self.message_ttl.or(connection_ttl),
+                message_ttl: self.message_ttl.unwrap_or(connection_ttl),
                 max_poll_interval: self.max_poll_interval,
                 claims,
                 claims_ready: OnceCell::new(),
