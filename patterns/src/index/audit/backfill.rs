@@ -43,7 +43,7 @@ pub async fn backfill<S: TableStore + Clone + 'static>(
     if schema
         .declared
         .iter()
-        .any(|d| d.name == index && d.settings.iter().any(|(k, _)| k == "sparse"))
+        .any(|d| d.name == index && d.setting("sparse").is_some())
     {
         return Err(Error::Unsupported(format!(
             "index `{index}` is sparse (`when = …`): only the entity type can tell which entities it holds; backfill it with IndexedTable::backfill"

@@ -229,6 +229,16 @@ pub struct DeclaredDecl {
     pub settings: Vec<(String, String)>,
 }
 
+impl DeclaredDecl {
+    /// A setting by key.
+    pub fn setting(&self, key: &str) -> Option<&str> {
+        self.settings
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+}
+
 impl SchemaRecord {
     /// The record of a derived entity type, on `table`.
     pub fn of(schema: &Schema, table: &str) -> Self {
@@ -274,8 +284,7 @@ impl SchemaRecord {
         self.declared
             .iter()
             .find(|d| d.attribute == "changes")
-            .and_then(|d| d.settings.iter().find(|(k, _)| k == "queue"))
-            .map(|(_, queue)| queue.as_str())
+            .and_then(|d| d.setting("queue"))
     }
 
     /// The layout, with the templates parsed and each declaration checked by the
@@ -477,15 +486,15 @@ mod tests {
         );
 
         let layout = record.layout().expect("lays out");
-        let index = crate::index::record::IndexLayout::named(&layout, "by_status")
-            .expect("reads")
-            .expect("declared");
+        let index_named = |name| {
+            let declared = layout.declared("index", name).expect("declared");
+            crate::index::record::IndexLayout::of(declared).expect("reads")
+        };
+        let index = index_named("by_status");
         assert_eq!(index.partition_key.source(), "s_{status}");
         assert_eq!(index.properties, Some(vec!["Status".to_owned()]));
         assert!(index.sparse);
-        let whole = crate::index::record::IndexLayout::named(&layout, "by_id")
-            .expect("reads")
-            .expect("declared");
+        let whole = index_named("by_id");
         assert_eq!((whole.properties, whole.sparse), (None, false));
         assert_eq!(
             layout.follow_up(&KeyTemplate::parse("{customer}").expect("a template")),

@@ -225,9 +225,7 @@ impl<S: tablekit_core::TableStore + Clone + 'static> Writer<S> {
             .any(|s| {
                 s.declared.iter().any(|d| {
                     d.attribute == DENORMALIZED
-                        && d.settings
-                            .iter()
-                            .any(|(k, v)| k == "from" && *v == self.layout.kind)
+                        && d.setting("from") == Some(self.layout.kind.as_str())
                 })
             });
         if copied {

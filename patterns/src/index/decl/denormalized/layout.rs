@@ -9,7 +9,7 @@ use tablekit_core::typed::KeyTemplate;
 use super::record::DenormalizedTarget;
 use crate::error::Result;
 use crate::index::record::{
-    DeclaredLayout, Elsewhere, EntityRef, LaysOut, Layout, Primary, Target,
+    DeclaredLayout, Elsewhere, EntityRef, LaysOut, Primary, Target,
 };
 
 /// One declared denormalised field, with its templates parsed.
@@ -46,10 +46,6 @@ impl DenormalizedLayout {
         })
     }
 
-    /// Every denormalised field `layout` declares.
-    pub fn all(layout: &Layout) -> impl Iterator<Item = Result<Self>> + '_ {
-        layout.declared_as(super::write::ATTRIBUTE).map(Self::of)
-    }
 }
 
 /// How `denormalized(..)` lays out: the primary's link to the source it copies from.

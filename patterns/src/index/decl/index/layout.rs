@@ -50,17 +50,6 @@ impl IndexLayout {
         })
     }
 
-    /// The index of that name in `layout`, if it declares one.
-    ///
-    /// # Errors
-    /// As [`of`](Self::of).
-    pub fn named(layout: &Layout, name: &str) -> Result<Option<Self>> {
-        layout
-            .declared(super::write::ATTRIBUTE, name)
-            .map(Self::of)
-            .transpose()
-    }
-
     /// Every index `layout` declares.
     pub fn all(layout: &Layout) -> impl Iterator<Item = Result<Self>> + '_ {
         layout.declared_as(super::write::ATTRIBUTE).map(Self::of)

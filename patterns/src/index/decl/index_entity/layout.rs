@@ -42,17 +42,6 @@ impl MemberLayout {
         })
     }
 
-    /// The index entity of that name in `layout`, if it declares one.
-    ///
-    /// # Errors
-    /// As [`of`](Self::of).
-    pub fn named(layout: &Layout, name: &str) -> Result<Option<Self>> {
-        layout
-            .declared(super::write::ATTRIBUTE, name)
-            .map(Self::of)
-            .transpose()
-    }
-
     /// Every index entity `layout` declares.
     pub fn all(layout: &Layout) -> impl Iterator<Item = Result<Self>> + '_ {
         layout.declared_as(super::write::ATTRIBUTE).map(Self::of)
