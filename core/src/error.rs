@@ -297,6 +297,22 @@ pub enum Error {
         /// with where its work goes (`index `by_email`: copies in table …`).
         declarations: Vec<String>,
     },
+    /// A change feed was asked for changes it no longer keeps: the position is older than
+    /// the feed's retention (or the log was trimmed past it). Nothing is skipped silently:
+    /// read from `oldest`, or from the beginning for a snapshot of the table.
+    #[error(
+        "position {position} of the change feed of `{table}` (share {share}) is no longer kept: the oldest readable position is {oldest}"
+    )]
+    PositionExpired {
+        /// The primaries' table.
+        table: String,
+        /// The share of the feed.
+        share: u32,
+        /// The sequence number asked for.
+        position: u64,
+        /// The lowest sequence number the share still keeps.
+        oldest: u64,
+    },
     /// The sink could not publish follow-up work; its outbox entry stays for the relay.
     #[error("publishing follow-up work failed: {0}")]
     Publish(#[source] BoxError),
@@ -420,6 +436,7 @@ impl Error {
             | Error::Encode { .. }
             | Error::InvalidQueueName { .. }
             | Error::InvalidBroker { .. }
+            | Error::PositionExpired { .. }
             | Error::Config(_) => ErrorKind::InvalidInput,
             Error::NotDeclared { .. } => ErrorKind::NotFound,
             Error::QueuePermissionDenied { .. } => ErrorKind::PermissionDenied,

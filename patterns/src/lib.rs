@@ -75,6 +75,7 @@ pub mod changes;
 pub mod consistency;
 pub mod cursor;
 mod error;
+pub mod feed;
 pub mod import;
 pub mod index;
 pub mod large;

@@ -493,7 +493,7 @@ use syn::{DeriveInput, parse_macro_input};
 /// ```
 #[proc_macro_derive(
     Entity,
-    attributes(entity, index, index_entity, unique, wide, series, count)
+    attributes(entity, index, index_entity, unique, wide, series, count, feed)
 )]
 pub fn derive_entity(input: TokenStream) -> TokenStream {
     let input = parse_macro_input!(input as DeriveInput);

@@ -37,6 +37,7 @@ pub struct Plan<R> {
     batch: Batch,
     roles: Vec<R>,
     work: Vec<Envelope>,
+    pending: bool,
 }
 
 impl<R> Default for Plan<R> {
@@ -45,6 +46,7 @@ impl<R> Default for Plan<R> {
             batch: Batch::new(),
             roles: Vec::new(),
             work: Vec::new(),
+            pending: false,
         }
     }
 }
@@ -66,6 +68,20 @@ impl<R> Plan<R> {
     pub fn follow_up(&mut self, envelope: Envelope) -> &mut Self {
         self.work.push(envelope);
         self
+    }
+
+    /// Marks the plan as writing entries the relay takes from the partition besides
+    /// outbox entries (a feed's changes, `crate::feed`): the partition's pending marker is
+    /// leased before the commit, as for follow-up work.
+    pub fn keep_pending(&mut self) -> &mut Self {
+        self.pending = true;
+        self
+    }
+
+    /// Whether the commit leases the partition's pending marker: the plan has follow-up
+    /// work, or [`keep_pending`](Self::keep_pending) was called.
+    pub fn keeps_pending(&self) -> bool {
+        self.pending || !self.work.is_empty()
     }
 
     /// The writes planned so far.
@@ -409,6 +425,7 @@ impl<S: TableStore> Engine<S> {
                 mut batch,
                 roles,
                 work,
+                pending,
             }) = planner.plan().await?
             else {
                 return Ok(None);
@@ -418,7 +435,7 @@ impl<S: TableStore> Engine<S> {
                 batch.insert(outbox::entry(partition_key, envelope)?);
             }
             batch.check().map_err(tablekit_core::Error::from)?;
-            let lease = if work.is_empty() {
+            let lease = if work.is_empty() && !pending {
                 None
             } else {
                 Some(

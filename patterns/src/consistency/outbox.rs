@@ -250,6 +250,19 @@ pub fn partition_query(partition_key: &str) -> Query {
     )
 }
 
+/// The relay's query of one partition: its outbox entries and the feed's changes waiting
+/// to be sequenced (`crate::feed::log`, keyed just above the entries), one RowKey range.
+pub(crate) fn relay_query(partition_key: &str) -> Query {
+    Query::with_filter(
+        filter::partition_key().eq(partition_key)
+            & filter::row_key().ge(OUTBOX_PREFIX)
+            & filter::row_key().lt(RELAY_END),
+    )
+}
+
+/// A RowKey above every outbox entry's and every waiting change's.
+const RELAY_END: &str = "~outbox~~feed~~";
+
 /// Every outbox entry of a table, by scanning it whole: for tests, tools and
 /// [`pending::adopt`](super::pending::adopt); the relay itself never scans.
 ///

@@ -39,4 +39,5 @@ macro_rules! open_declarations {
 open_declarations! {
     unique,
     count,
+    feed,
 }

@@ -97,6 +97,10 @@ pub(crate) fn parse(cx: &Ctxt, attr: &syn::Attribute, declaration: &'static Open
         values: Vec::new(),
     };
     let name = declaration.attribute;
+    // A bare attribute (`#[feed]`) takes every default.
+    if matches!(attr.meta, syn::Meta::Path(_)) {
+        return open;
+    }
     let result = attr.parse_nested_meta(|meta| {
         let key = key_name(&meta);
         let Some(&known) = declaration.keys.iter().find(|k| **k == key) else {

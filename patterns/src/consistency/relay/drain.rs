@@ -28,6 +28,8 @@ pub(crate) struct Drained {
     pub(crate) malformed: usize,
     /// Entries left in the partition (deferred, malformed, or not reached).
     pub(crate) left: usize,
+    /// Feed changes sequenced.
+    pub(crate) sequenced: usize,
 }
 
 /// One entry ready to publish: its envelope, row key and the ETag to remove it under.

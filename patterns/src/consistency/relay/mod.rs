@@ -81,6 +81,8 @@ pub struct RelayReport {
     pub shares: usize,
     /// Marked partitions left to other relays (their shares are leased by them).
     pub others: usize,
+    /// Changes of a feed moved into their share's log (`crate::feed`).
+    pub sequenced: usize,
 }
 
 impl RelayReport {
@@ -89,6 +91,7 @@ impl RelayReport {
         self.published += partition.published;
         self.deferred += partition.deferred;
         self.malformed += partition.malformed;
+        self.sequenced += partition.sequenced;
     }
 }
 
@@ -554,7 +557,8 @@ impl<S: TableStore> Relay<S> {
             fence,
         };
         let mut drained = Drained::default();
-        let mut query = Some(outbox::partition_query(partition_key));
+        let mut query = Some(outbox::relay_query(partition_key));
+        let mut waiting = Vec::new();
         let mut complete = true;
         // When the first page was read: an entry written after it is not in the pages,
         // so the marker may go only if its lease ended long before this instant (not
@@ -575,7 +579,29 @@ impl<S: TableStore> Relay<S> {
             if page.continuation.is_some() {
                 query = Some(current.continue_from(page.continuation));
             }
-            drain::drain_page(&partition, page.entities, &mut drained).await?;
+            let (changes, entries): (Vec<Entity>, Vec<Entity>) = page
+                .entities
+                .into_iter()
+                .partition(crate::feed::log::is_waiting);
+            waiting.extend(changes);
+            drain::drain_page(&partition, entries, &mut drained).await?;
+        }
+        // The feed's changes, in version order, into their share's log.
+        if !waiting.is_empty() {
+            let count = waiting.len();
+            let held = || partition.held();
+            match crate::feed::sequence::sequence(&self.store, table, partition_key, waiting, &held)
+                .await
+            {
+                Ok(sequenced) => {
+                    drained.sequenced += sequenced.appended;
+                    drained.left += sequenced.left;
+                }
+                Err(e) => {
+                    tracing::warn!(table, partition_key, error = %e, "sequencing the feed's changes failed; the next pass goes on");
+                    drained.left += count;
+                }
+            }
         }
         let mut cleared = false;
         if complete && drained.left == 0 && after(pending::until(marker), self.late) < first_read {
@@ -608,9 +634,10 @@ impl<S: TableStore> Relay<S> {
         let mut shutdown = std::pin::pin!(shutdown);
         loop {
             let busy = match self.pass_with_span(true).await {
-                Ok(report) if report.published > 0 => {
+                Ok(report) if report.published > 0 || report.sequenced > 0 => {
                     tracing::info!(
                         published = report.published,
+                        sequenced = report.sequenced,
                         partitions = report.partitions,
                         shares = report.shares,
                         "relayed outbox entries"

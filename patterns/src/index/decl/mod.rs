@@ -14,6 +14,7 @@
 //! - [`unique`]: values no two entities share (`#[unique]`);
 //! - [`expiry`]: entities that expire (`ttl`, `expires`), and the sweeper;
 //! - `changes`: an event per committed write to a queue (`changes = "queue"`);
+//! - `feed`: the change feed, each write's change recorded in its transaction (`#[feed]`);
 //! - `blob`: properties kept in the blob store (`#[entity(blob)]`);
 //! - [`count`]: the number of entities per value of a key, kept without a scan
 //!   (`#[count]`);
@@ -44,7 +45,7 @@ macro_rules! declarations {
 // The write path's order: the expiry time first (it adds a target), the blobs before the
 // links (a blob field is offloaded before the links are put), unique values reserved
 // before a denormalised source is read, copies and id lists before the dependents (which
-// take the room the transaction has left), the change event and the blob deletions, then
+// take the room the transaction has left), the change event, the feed's change and the blob deletions, then
 // a wide primary cut into chunks (every other step sees it whole); data series take no
 // step of their own. The read path takes
 // them in the reverse order: a wide primary put back together before the blobs restore
@@ -58,6 +59,7 @@ declarations! {
     pub denormalized::write::Denormalized,
     pub count::write::Counts,
     pub(crate) changes::Changes,
+    pub(crate) feed::Feed,
     pub wide::write::Wide,
     pub(crate) series::Spans,
 }

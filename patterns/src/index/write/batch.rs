@@ -180,6 +180,9 @@ impl<S: TableStore + Clone + 'static> BatchWrite<'_, S> {
             }
             ops += own_ops;
             bytes += own_bytes;
+            if own.keeps_pending() {
+                plan.keep_pending();
+            }
             let (writes, roles, work) = own.into_parts();
             for (op, role) in writes.into_iter().zip(roles) {
                 keys.insert(op.key().1.to_owned());

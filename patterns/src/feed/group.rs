@@ -1,0 +1,628 @@
+//! Groups of consumers: the members of one named group divide a feed's shares by leases
+//! and each checkpoints the shares it holds; groups read one log independently.
+//!
+//! A group's rows share one partition of [`FEED_TABLE`] (`group~<table>~<group>`):
+//! - `share~<share:05>`: `Owner` (the member holding it, empty when released), `Until`
+//!   (when its lease ends) and `Checkpoint` (the last sequence number the group handled
+//!   in the share; 0: none). Taking, renewing, releasing and checkpointing are each a
+//!   write under the ETag the member read or wrote last, so two members never both hold
+//!   a share, and a member that lost a share cannot move its checkpoint.
+//! - `member~<id>`: `Until`, the member's heartbeat: the live members decide each
+//!   member's fair part (the shares over the live members, rounded up).
+//!
+//! A member reads a held share only while more than a quarter of its lease is left by
+//! its own monotonic clock, measured from before the write that took or renewed it (the
+//! relay's fence); past that the next balance renews it or another member takes it over
+//! from its checkpoint. Duplicates therefore come only after a crash or a lost lease, and
+//! only of changes after the last checkpoint.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use futures::TryStreamExt;
+use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+use tokio::time::Instant;
+
+use super::log::{self, FEED_TABLE};
+use super::{FeedChange, Position};
+use crate::error::{Error, Result};
+
+/// How long a member's lease on a share lasts unless said.
+pub const DEFAULT_GROUP_LEASE: Duration = Duration::from_secs(30);
+/// How many changes one read of a share returns at most unless said.
+pub const DEFAULT_READ: usize = 1_000;
+
+const OWNER: &str = "Owner";
+const UNTIL: &str = "Until";
+const CHECKPOINT: &str = "Checkpoint";
+
+/// The PartitionKey of a group's rows.
+pub fn group_partition(table: &str, group: &str) -> String {
+    format!("group~{table}~{group}")
+}
+
+fn share_row(share: u32) -> String {
+    format!("share~{share:05}")
+}
+
+fn member_row(id: &str) -> String {
+    format!("member~{id}")
+}
+
+/// Checks a group's or a member's name: letters, digits, `-`, `_` and `.`, 1 to 63.
+fn check_name(what: &str, name: &str) -> Result<()> {
+    if name.is_empty()
+        || name.len() > 63
+        || !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    {
+        return Err(Error::Config(format!(
+            "invalid {what} name `{}`: use 1 to 63 letters, digits, `-`, `_` or `.`",
+            name.escape_debug()
+        )));
+    }
+    Ok(())
+}
+
+/// A share this member holds.
+#[derive(Clone, Debug)]
+struct Held {
+    etag: Option<ETag>,
+    /// The last sequence number checkpointed.
+    checkpoint: u64,
+    /// The next sequence number to read (past what was handed out, not yet checkpointed).
+    next: u64,
+    /// When this member stops reading it (a quarter of the lease before it ends).
+    fence: Instant,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    held: BTreeMap<u32, Held>,
+    balanced: Option<Instant>,
+}
+
+/// One member of a named group of consumers of a table's feed (see the module docs).
+///
+/// The pull form: [`poll`](Self::poll) returns the changes after each held share's read
+/// position, [`checkpoint`](Self::checkpoint) records what was handled;
+/// [`consume`](Self::consume) runs a handler over them until shut down.
+#[derive(Debug)]
+pub struct Group<S> {
+    store: S,
+    table: String,
+    group: String,
+    member: String,
+    shares: u32,
+    lease: Duration,
+    from: Position,
+    read: usize,
+    state: Mutex<State>,
+}
+
+/// What a [`Group::checkpoint`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Checkpointed {
+    /// The shares whose checkpoint moved, and where to.
+    pub moved: BTreeMap<u32, u64>,
+    /// The shares lost meanwhile (their lease taken by another member): their changes
+    /// after the last checkpoint will be delivered again, to whoever holds them.
+    pub lost: Vec<u32>,
+}
+
+impl<S: TableStore> Group<S> {
+    /// A member (a random id) of `group` reading the feed of `table`, divided into
+    /// `shares` (the type's `#[feed(shares = …)]`), from `Position::Beginning` for shares
+    /// the group has never read.
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a group name that is not letters, digits, `-`, `_` or `.`.
+    pub fn new(store: S, table: &str, group: &str, shares: u32) -> Result<Self> {
+        check_name("group", group)?;
+        Ok(Group {
+            store,
+            table: table.to_owned(),
+            group: group.to_owned(),
+            member: tablekit_core::random::uuid().simple().to_string(),
+            shares: shares.max(1),
+            lease: DEFAULT_GROUP_LEASE,
+            from: Position::Beginning,
+            read: DEFAULT_READ,
+            state: Mutex::new(State::default()),
+        })
+    }
+
+    /// Names this member (default: a random id).
+    ///
+    /// # Errors
+    /// [`Error::Config`] for a name that is not letters, digits, `-`, `_` or `.`.
+    pub fn member(mut self, id: &str) -> Result<Self> {
+        check_name("member", id)?;
+        self.member = id.to_owned();
+        Ok(self)
+    }
+
+    /// Where the group starts reading a share it has never read (default
+    /// [`Position::Beginning`]); a share with a checkpoint goes on from it.
+    pub fn from(mut self, position: Position) -> Self {
+        self.from = position;
+        self
+    }
+
+    /// How long a lease on a share lasts (default 30 s).
+    pub fn lease(mut self, lease: Duration) -> Self {
+        self.lease = lease.max(Duration::from_millis(10));
+        self
+    }
+
+    /// How many changes one read of a share returns at most (default 1,000).
+    pub fn read_size(mut self, changes: usize) -> Self {
+        self.read = changes.clamp(1, 1_000);
+        self
+    }
+
+    /// The member's id.
+    pub fn id(&self) -> &str {
+        &self.member
+    }
+
+    /// The group's name.
+    pub fn name(&self) -> &str {
+        &self.group
+    }
+
+    /// The shares this member holds now.
+    pub fn held(&self) -> Vec<u32> {
+        self.lock().held.keys().copied().collect()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The group's rows (a missing table reads as none).
+    async fn rows(&self) -> Result<Vec<Entity>> {
+        let query = Query::with_filter(
+            filter::partition_key().eq(group_partition(&self.table, &self.group)),
+        );
+        match self
+            .store
+            .query_stream(FEED_TABLE, query)
+            .try_collect()
+            .await
+        {
+            Ok(rows) => Ok(rows),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                self.store.create_table_if_not_exists(FEED_TABLE).await?;
+                Ok(Vec::new())
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Renews this member's heartbeat, keeps its fair part of the shares, releases the
+    /// rest and takes free ones. Runs from [`poll`](Self::poll) every third of a lease.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::PositionExpired`] when the group's start position is
+    /// older than what a share still keeps.
+    pub async fn balance(&self) -> Result<()> {
+        let started = Instant::now();
+        let rows = self.rows().await?;
+        let now = tablekit_core::clock::now();
+        let until = now + chrono::Duration::from_std(self.lease).unwrap_or_default();
+        let partition = group_partition(&self.table, &self.group);
+        // The heartbeat first: the others count this member from now on.
+        let heartbeat = Entity::new(&partition, member_row(&self.member)).with(UNTIL, until);
+        self.store
+            .execute(
+                FEED_TABLE,
+                tablekit_core::WriteOp::InsertOrReplace(heartbeat),
+            )
+            .await?;
+        let mut live = vec![self.member.clone()];
+        let mut shares: HashMap<u32, &Entity> = HashMap::new();
+        for row in &rows {
+            if let Some(id) = row.row_key.strip_prefix("member~") {
+                if id != self.member && until_of(row) > now {
+                    live.push(id.to_owned());
+                }
+            } else if let Some(share) = row.row_key.strip_prefix("share~")
+                && let Ok(share) = share.parse::<u32>()
+                && share < self.shares
+            {
+                shares.insert(share, row);
+            }
+        }
+        let fair = (self.shares as usize).div_ceil(live.len());
+        let me = self.member.as_str();
+        let mine = |s: u32| {
+            shares
+                .get(&s)
+                .is_some_and(|r| owner_of(r) == me && until_of(r) > now)
+        };
+        let free = |s: u32| {
+            shares
+                .get(&s)
+                .is_none_or(|r| owner_of(r).is_empty() || until_of(r) <= now || owner_of(r) == me)
+        };
+        // Rendezvous order: each share's home is the live member that weighs it most, so
+        // members that see the same group take disjoint shares first.
+        let weight = |member: &str, share: u32| {
+            crate::consistency::relay::share_of(member, &share.to_string(), u32::MAX)
+        };
+        let home = |share: u32| {
+            live.iter()
+                .max_by_key(|m| weight(m, share))
+                .map(String::as_str)
+                .unwrap_or(me)
+        };
+        let mut keep: Vec<u32> = (0..self.shares).filter(|s| mine(*s)).collect();
+        // Keep home shares first.
+        keep.sort_by_key(|s| (home(*s) != me, *s));
+        let release: Vec<u32> = keep.split_off(keep.len().min(fair));
+        let mut take: Vec<u32> = (0..self.shares).filter(|s| !mine(*s) && free(*s)).collect();
+        take.sort_by_key(|s| (home(*s) != me, weight(me, *s)));
+        // Take another's home share only when free of its home (a member of a group that
+        // sees others joining lets them take their homes).
+        take.truncate(fair.saturating_sub(keep.len()));
+
+        let mut writes: Vec<(u32, tablekit_core::WriteOp, Option<u64>)> = Vec::new();
+        for share in &keep {
+            let row = shares[share];
+            let checkpoint = checkpoint_of(row);
+            let entity = self.share_entity(*share, me, until, checkpoint);
+            let op = tablekit_core::WriteOp::Replace(entity, if_match(row));
+            writes.push((*share, op, Some(checkpoint)));
+        }
+        for share in &release {
+            let row = shares[share];
+            let entity = self.share_entity(*share, "", now, checkpoint_of(row));
+            writes.push((
+                *share,
+                tablekit_core::WriteOp::Replace(entity, if_match(row)),
+                None,
+            ));
+        }
+        for share in &take {
+            let (checkpoint, op) = match shares.get(share) {
+                Some(row) if row.get(CHECKPOINT).is_some() => {
+                    let checkpoint = checkpoint_of(row);
+                    let entity = self.share_entity(*share, me, until, checkpoint);
+                    (
+                        checkpoint,
+                        tablekit_core::WriteOp::Replace(entity, if_match(row)),
+                    )
+                }
+                found => {
+                    let checkpoint = self.start(*share).await?;
+                    let entity = self.share_entity(*share, me, until, checkpoint);
+                    let op = match found {
+                        Some(row) => tablekit_core::WriteOp::Replace(entity, if_match(row)),
+                        None => tablekit_core::WriteOp::Insert(entity),
+                    };
+                    (checkpoint, op)
+                }
+            };
+            writes.push((*share, op, Some(checkpoint)));
+        }
+        let fence = started + self.lease.mul_f64(0.75);
+        let mut held = BTreeMap::new();
+        for chunk in writes.chunks(100) {
+            let mut batch = Batch::new();
+            for (_, op, _) in chunk {
+                batch.push(op.clone());
+            }
+            let etags = match self.store.submit_batch(FEED_TABLE, batch).await {
+                Ok(etags) => etags,
+                // Another member wrote one of them: nothing of this chunk is held; the
+                // next balance reads again.
+                Err(e) if crate::consistency::lost_race(&e) => continue,
+                Err(e) => return Err(e),
+            };
+            for ((share, _, checkpoint), etag) in chunk.iter().zip(etags) {
+                if let Some(checkpoint) = checkpoint {
+                    held.insert(*share, (etag, *checkpoint));
+                }
+            }
+        }
+        let mut state = self.lock();
+        let before = std::mem::take(&mut state.held);
+        for (share, (etag, checkpoint)) in held {
+            // A share kept keeps its read position (past what was handed out).
+            let next = before
+                .get(&share)
+                .filter(|h| h.checkpoint == checkpoint)
+                .map_or(checkpoint + 1, |h| h.next);
+            state.held.insert(
+                share,
+                Held {
+                    etag,
+                    checkpoint,
+                    next,
+                    fence,
+                },
+            );
+        }
+        state.balanced = Some(started);
+        Ok(())
+    }
+
+    fn share_entity(
+        &self,
+        share: u32,
+        owner: &str,
+        until: DateTime<Utc>,
+        checkpoint: u64,
+    ) -> Entity {
+        Entity::new(group_partition(&self.table, &self.group), share_row(share))
+            .with(OWNER, owner)
+            .with(UNTIL, until)
+            .with(CHECKPOINT, Value::Int64(checkpoint as i64))
+    }
+
+    /// Where the group starts in a share it has never read: the last sequence number
+    /// counted as handled.
+    async fn start(&self, share: u32) -> Result<u64> {
+        let head = log::head(&self.store, &self.table, share).await?;
+        let expired = |position: u64| Error::PositionExpired {
+            table: self.table.clone(),
+            share,
+            position,
+            oldest: head.oldest,
+        };
+        match &self.from {
+            Position::Beginning if head.oldest > 1 => Err(expired(1)),
+            Position::Beginning => Ok(0),
+            Position::Now => Ok(head.next - 1),
+            Position::Checkpoint(checkpoint) => {
+                let last = checkpoint.shares.get(&share).copied().unwrap_or(0);
+                if last + 1 < head.oldest {
+                    return Err(expired(last + 1));
+                }
+                Ok(last.min(head.next - 1))
+            }
+            Position::At(at) => {
+                let since = *at - chrono::Duration::from_std(super::CLOCK_SKEW).unwrap_or_default();
+                let first =
+                    super::first_since(&self.store, &self.table, share, since, &head).await?;
+                match first {
+                    Some(seq) if seq == head.oldest && head.oldest > 1 => {
+                        // Everything kept is after `since`: were trimmed changes too?
+                        Err(expired(head.oldest - 1))
+                    }
+                    Some(seq) => Ok(seq - 1),
+                    None => Ok(head.next - 1),
+                }
+            }
+        }
+    }
+
+    /// The changes after each held share's read position, up to the read size per share,
+    /// in sequence order per share (so per entity in version order). Balances first when
+    /// a third of the lease has passed since the last balance.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::PositionExpired`] when a held share's log was
+    /// trimmed past the group's checkpoint (nothing is skipped); a log row that does not
+    /// read is [`Error::Malformed`].
+    pub async fn poll(&self) -> Result<Vec<FeedChange>> {
+        let due = self
+            .lock()
+            .balanced
+            .is_none_or(|at| at.elapsed() >= self.lease / 3);
+        if due {
+            self.balance().await?;
+        }
+        let reads: Vec<(u32, u64)> = {
+            let state = self.lock();
+            let now = Instant::now();
+            state
+                .held
+                .iter()
+                .filter(|(_, h)| now < h.fence)
+                .map(|(s, h)| (*s, h.next))
+                .collect()
+        };
+        let pages = reads.into_iter().map(|(share, next)| async move {
+            let changes = self.read_share(share, next).await?;
+            Ok::<_, Error>((share, changes))
+        });
+        let mut out = Vec::new();
+        for page in futures::future::join_all(pages).await {
+            let (share, changes) = page?;
+            if let Some(last) = changes.last() {
+                let mut state = self.lock();
+                if let Some(held) = state.held.get_mut(&share) {
+                    held.next = held.next.max(last.seq + 1);
+                }
+            }
+            out.extend(changes);
+        }
+        Ok(out)
+    }
+
+    /// The changes of `share` from `next` on (up to the read size).
+    async fn read_share(&self, share: u32, next: u64) -> Result<Vec<FeedChange>> {
+        let partition = log::log_partition(&self.table, share);
+        let query = Query::with_filter(
+            filter::partition_key().eq(partition.as_str())
+                & filter::row_key().ge(log::seq_row_key(next))
+                & filter::row_key().lt("~"),
+        )
+        .top(self.read);
+        let page = match self.store.query(FEED_TABLE, &query).await {
+            Ok(page) => page,
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(Vec::new()),
+            Err(e) => return Err(e),
+        };
+        let mut changes = Vec::with_capacity(page.entities.len());
+        let mut expect = next;
+        for row in page.entities.iter().take(self.read) {
+            let (seq, at, event) = log::read_row(row)?;
+            if seq != expect {
+                // Rows before `seq` are gone: trimmed by retention past the checkpoint.
+                let head = log::head(&self.store, &self.table, share).await?;
+                return Err(Error::PositionExpired {
+                    table: self.table.clone(),
+                    share,
+                    position: expect,
+                    oldest: head.oldest,
+                });
+            }
+            expect += 1;
+            changes.push(FeedChange {
+                share,
+                seq,
+                at,
+                event,
+            });
+        }
+        if changes.is_empty() {
+            // Nothing to read: was the position trimmed away (an idle group past
+            // retention)? One head read only when the share looks empty.
+            let head = log::head(&self.store, &self.table, share).await?;
+            if next < head.oldest {
+                return Err(Error::PositionExpired {
+                    table: self.table.clone(),
+                    share,
+                    position: next,
+                    oldest: head.oldest,
+                });
+            }
+        }
+        Ok(changes)
+    }
+
+    /// Records `handled` (changes [`poll`](Self::poll) returned, handled in order) as
+    /// the group's checkpoint of their shares: per share, the highest sequence number,
+    /// under the share's ETag. A share lost meanwhile is dropped from the held ones.
+    ///
+    /// # Errors
+    /// The store's errors other than a lost lease.
+    pub async fn checkpoint(&self, handled: &[FeedChange]) -> Result<Checkpointed> {
+        let mut through: BTreeMap<u32, u64> = BTreeMap::new();
+        for change in handled {
+            let last = through.entry(change.share).or_default();
+            *last = (*last).max(change.seq);
+        }
+        let mut done = Checkpointed::default();
+        let now = tablekit_core::clock::now();
+        let until = now + chrono::Duration::from_std(self.lease).unwrap_or_default();
+        let started = Instant::now();
+        let writes: Vec<(u32, u64, Option<ETag>)> = {
+            let state = self.lock();
+            through
+                .iter()
+                .filter_map(|(share, seq)| {
+                    let held = state.held.get(share)?;
+                    (*seq > held.checkpoint).then(|| (*share, *seq, held.etag.clone()))
+                })
+                .collect()
+        };
+        for share in through.keys() {
+            if !self.lock().held.contains_key(share) {
+                done.lost.push(*share);
+            }
+        }
+        let puts = writes.into_iter().map(|(share, seq, etag)| {
+            let entity = self.share_entity(share, &self.member, until, seq);
+            let op =
+                tablekit_core::WriteOp::Replace(entity, etag.map_or(IfMatch::Any, IfMatch::ETag));
+            async move { (share, seq, self.store.execute(FEED_TABLE, op).await) }
+        });
+        for (share, seq, answer) in futures::future::join_all(puts).await {
+            let mut state = self.lock();
+            match answer {
+                Ok(etag) => {
+                    if let Some(held) = state.held.get_mut(&share) {
+                        held.etag = etag;
+                        held.checkpoint = seq;
+                        held.fence = started + self.lease.mul_f64(0.75);
+                    }
+                    done.moved.insert(share, seq);
+                }
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                    ) =>
+                {
+                    state.held.remove(&share);
+                    done.lost.push(share);
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        done.lost.sort_unstable();
+        done.lost.dedup();
+        Ok(done)
+    }
+
+    /// Gives back every share this member holds (each keeps its checkpoint) and removes
+    /// its heartbeat, so the others take over at once.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn leave(&self) -> Result<()> {
+        let held: Vec<(u32, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
+        let now = tablekit_core::clock::now();
+        for (share, held) in held {
+            let entity = self.share_entity(share, "", now, held.checkpoint);
+            let op = tablekit_core::WriteOp::Replace(
+                entity,
+                held.etag.map_or(IfMatch::Any, IfMatch::ETag),
+            );
+            match self.store.execute(FEED_TABLE, op).await {
+                Ok(_) => {}
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed | ErrorKind::NotFound
+                    ) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        let partition = group_partition(&self.table, &self.group);
+        match self
+            .store
+            .delete(
+                FEED_TABLE,
+                &partition,
+                &member_row(&self.member),
+                IfMatch::Any,
+            )
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(e) if matches!(e.kind(), ErrorKind::NotFound | ErrorKind::TableNotFound) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+}
+
+fn owner_of(row: &Entity) -> &str {
+    row.get(OWNER).and_then(Value::as_str).unwrap_or("")
+}
+
+fn until_of(row: &Entity) -> DateTime<Utc> {
+    row.get(UNTIL)
+        .and_then(Value::as_datetime)
+        .unwrap_or(DateTime::<Utc>::MIN_UTC)
+}
+
+fn checkpoint_of(row: &Entity) -> u64 {
+    row.get(CHECKPOINT)
+        .and_then(Value::as_i64)
+        .and_then(|n| u64::try_from(n).ok())
+        .unwrap_or(0)
+}
+
+fn if_match(row: &Entity) -> IfMatch {
+    row.etag.clone().map_or(IfMatch::Any, IfMatch::ETag)
+}

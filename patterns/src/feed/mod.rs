@@ -1,0 +1,127 @@
+//! The change feed: a log of every committed change of a type that declares `#[feed]`,
+//! kept for its retention and read again by named groups of consumers from the
+//! beginning, a time or a checkpoint.
+//!
+//! # How a change travels
+//! 1. **With the write.** The write's own entity group transaction inserts the change
+//!    (kind, keys, version, the entity as written or as last stored, the write's time)
+//!    beside the entity, in its partition (`log`): a refused write records nothing, a
+//!    write whose answer was lost records exactly one change (the engine recognises the
+//!    landed attempt by its version), and no write gains a round trip — the partition's
+//!    pending marker is leased as for follow-up work (one marker write per partition per
+//!    30 s, not per write).
+//! 2. **Sequenced.** The relay, which already visits every partition with a pending
+//!    marker, moves the partition's waiting changes in version order into the log of the
+//!    partition's *share* (a hash of table and PartitionKey), numbering them from 1 with
+//!    no gap (`sequence`). Changes of one entity are in one share, in version order.
+//! 3. **Read by groups.** The members of a [`Group`] lease the shares, read each from
+//!    its checkpoint and checkpoint what they handled under the share's ETag.
+//!
+//! # Guarantees
+//! - Every committed change is in the log once, and in version order per entity; a
+//!   refused write's change never is.
+//! - A group reads each share in sequence order with no gap; a member sees a change twice
+//!   only after a crash or a lost lease between handling it and checkpointing it, and
+//!   then only changes after the last checkpoint.
+//! - A position the log no longer keeps is [`Error::PositionExpired`] naming the oldest
+//!   one it keeps, never a silent skip.
+//! - [`Position::At`] delivers every change committed at or after the time, provided the
+//!   writers' and the relay's clocks differ by less than [`CLOCK_SKEW`] (it starts that
+//!   much earlier, so it may deliver a few changes from before).
+
+pub mod group;
+pub mod log;
+pub(crate) mod sequence;
+pub mod trim;
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tablekit_core::{Query, TableStore, filter};
+
+use crate::changes::ChangeEvent;
+use crate::error::Result;
+
+pub use group::{Checkpointed, DEFAULT_GROUP_LEASE, Group};
+pub use log::{FEED_TABLE, Head, head, share_of};
+pub use trim::{Trimmed, trim};
+
+/// How far apart the writers' and the relay's clocks may be for [`Position::At`] to
+/// deliver every change committed at or after its time.
+pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
+/// A feed's shares unless the declaration says.
+pub const DEFAULT_SHARES: u32 = 16;
+/// How long a feed keeps changes unless the declaration says.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
+
+/// Where a group starts reading a share it has never read.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub enum Position {
+    /// The first change ever recorded; [`Error::PositionExpired`](crate::Error::PositionExpired)
+    /// once retention trimmed it.
+    Beginning,
+    /// Every change committed at or after this time (within [`CLOCK_SKEW`]).
+    At(DateTime<Utc>),
+    /// After a checkpoint saved earlier ([`Group::checkpoint`] returns what moved).
+    Checkpoint(Checkpoint),
+    /// Only changes sequenced from now on.
+    Now,
+}
+
+/// A saved position: per share, the last sequence number handled.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    /// Per share, the last sequence number handled (a share not named starts at the
+    /// beginning).
+    pub shares: BTreeMap<u32, u64>,
+}
+
+/// One change as a group reads it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct FeedChange {
+    /// The share it was sequenced in.
+    pub share: u32,
+    /// Its sequence number in the share (from 1, no gap).
+    pub seq: u64,
+    /// When it was sequenced.
+    pub at: DateTime<Utc>,
+    /// The change: kind, keys, version, what the write did, the entity.
+    pub event: ChangeEvent,
+}
+
+impl FeedChange {
+    /// When its write was planned (its version is the writer's clock, in microseconds,
+    /// above the entity's previous version).
+    pub fn committed(&self) -> DateTime<Utc> {
+        DateTime::from_timestamp_micros(self.event.version).unwrap_or(self.at)
+    }
+}
+
+/// The first sequence number of `share` sequenced at or after `since` (`None`: none is).
+/// Reads the log rows from the oldest with a filter on their time (the store reads the
+/// share's kept rows, not the table).
+pub(crate) async fn first_since<S: TableStore>(
+    store: &S,
+    table: &str,
+    share: u32,
+    since: DateTime<Utc>,
+    head: &Head,
+) -> Result<Option<u64>> {
+    if head.is_empty() {
+        return Ok(None);
+    }
+    let query = Query::with_filter(
+        filter::partition_key().eq(log::log_partition(table, share))
+            & filter::row_key().ge(log::seq_row_key(head.oldest))
+            & filter::row_key().lt("~")
+            & filter::property_named(log::AT).ge(since),
+    )
+    .top(1);
+    let mut rows = std::pin::pin!(store.query_stream(log::FEED_TABLE, query));
+    match crate::consistency::pending::next_or_end(&mut rows).await? {
+        Some(row) => Ok(log::seq_of(&row)),
+        None => Ok(None),
+    }
+}

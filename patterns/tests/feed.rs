@@ -1,0 +1,380 @@
+//! The change feed: each write's change recorded in its own transaction, sequenced by the
+//! relay into its share's log, read by groups from a position, checkpointed under ETags,
+//! divided by leases, trimmed by retention (never skipped silently).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use tablekit_core::fault::{FaultyStore, Timing};
+use tablekit_core::{IfMatch, MemoryStore, Query, TableStore, filter};
+use tablekit_derive::Entity;
+use tablekit_patterns::changes::ChangeKind;
+use tablekit_patterns::feed::{self, FeedChange, Group, Position};
+use tablekit_patterns::index::{IndexedTable, InlineSink, Relay, handlers};
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Orders",
+    kind = "Order",
+    partition_key = "{customer}",
+    row_key = "{id:04}",
+    crate = "tablekit_core"
+)]
+#[feed(retention = "1h", shares = 4)]
+struct Order {
+    customer: String,
+    id: u32,
+    total: i64,
+}
+
+fn order(customer: &str, id: u32, total: i64) -> Order {
+    Order {
+        customer: customer.into(),
+        id,
+        total,
+    }
+}
+
+async fn orders<S: TableStore + Clone + 'static>(store: &S) -> IndexedTable<Order, S> {
+    let orders = IndexedTable::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
+    orders.create().await.expect("create");
+    orders
+}
+
+fn relay<S: TableStore + Clone + 'static>(store: &S) -> Relay<S> {
+    Relay::options().alone().build(
+        store.clone(),
+        Arc::new(InlineSink::new(handlers(store.clone(), None))),
+    )
+}
+
+/// The changes still waiting in the primaries' table (not yet sequenced).
+async fn waiting<S: TableStore>(store: &S) -> usize {
+    let query = Query::with_filter(
+        filter::row_key().ge(feed::log::WAITING_PREFIX) & filter::row_key().lt("~outbox~~feed~~"),
+    );
+    store.query_all("Orders", query).await.expect("scan").len()
+}
+
+fn summary(changes: &[FeedChange]) -> Vec<(String, String, ChangeKind, i64)> {
+    changes
+        .iter()
+        .map(|c| {
+            let total = c
+                .event
+                .entity
+                .get("total")
+                .and_then(|v| v.as_i64())
+                .unwrap_or(-1);
+            (
+                c.event.partition_key.clone(),
+                c.event.row_key.clone(),
+                c.event.change,
+                total,
+            )
+        })
+        .collect()
+}
+
+/// Polls a group until it returns nothing, checkpointing each batch.
+async fn drain<S: TableStore>(group: &Group<S>) -> Vec<FeedChange> {
+    let mut all = Vec::new();
+    loop {
+        let changes = group.poll().await.expect("poll");
+        if changes.is_empty() {
+            return all;
+        }
+        group.checkpoint(&changes).await.expect("checkpoint");
+        all.extend(changes);
+    }
+}
+
+#[tokio::test]
+async fn every_committed_change_reaches_a_group_once_in_version_order() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 10)).await.expect("insert");
+    orders
+        .replace(&order("ada", 1, 11), IfMatch::Any)
+        .await
+        .expect("replace");
+    orders.insert(&order("bob", 2, 20)).await.expect("insert");
+    orders
+        .delete("ada", "0001", IfMatch::Any)
+        .await
+        .expect("delete");
+    assert_eq!(
+        waiting(&store).await,
+        4,
+        "each write recorded its change beside it"
+    );
+    let report = relay(&store).run_once().await.expect("relay");
+    assert_eq!(report.sequenced, 4);
+    assert_eq!(
+        waiting(&store).await,
+        0,
+        "sequenced changes leave their partition"
+    );
+
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    let changes = drain(&group).await;
+    let mut ada: Vec<_> = summary(&changes)
+        .into_iter()
+        .filter(|c| c.0 == "ada")
+        .collect();
+    assert_eq!(
+        ada.drain(..).map(|c| (c.2, c.3)).collect::<Vec<_>>(),
+        vec![
+            (ChangeKind::Insert, 10),
+            (ChangeKind::Update, 11),
+            (ChangeKind::Delete, 11)
+        ]
+    );
+    assert_eq!(changes.len(), 4);
+    // Per share, numbers from 1 with no gap; per entity, versions grow.
+    let mut per_share: std::collections::BTreeMap<u32, Vec<u64>> = Default::default();
+    for c in &changes {
+        per_share.entry(c.share).or_default().push(c.seq);
+    }
+    for seqs in per_share.values() {
+        assert_eq!(*seqs, (1..=seqs.len() as u64).collect::<Vec<_>>());
+    }
+    let versions: Vec<i64> = changes
+        .iter()
+        .filter(|c| c.event.partition_key == "ada")
+        .map(|c| c.event.version)
+        .collect();
+    assert!(versions.windows(2).all(|w| w[0] < w[1]), "{versions:?}");
+    // Read again: nothing new. Another group reads it all again, independently.
+    assert!(group.poll().await.expect("poll").is_empty());
+    let audit = Group::new(store.clone(), "Orders", "audit", 4).expect("group");
+    assert_eq!(drain(&audit).await.len(), 4);
+}
+
+#[tokio::test]
+async fn a_refused_write_records_nothing_and_a_lost_answer_records_exactly_one() {
+    let store = FaultyStore::new(MemoryStore::new());
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 10)).await.expect("insert");
+    // Refused: the key is taken.
+    orders
+        .insert(&order("ada", 1, 99))
+        .await
+        .expect_err("taken");
+    assert_eq!(
+        waiting(&store).await,
+        1,
+        "the refused insert recorded nothing"
+    );
+    // Landed, its answer lost: recognised, and one change.
+    store.fail_write(0, Timing::AfterWrite);
+    orders.insert(&order("ada", 2, 20)).await.expect("landed");
+    assert_eq!(waiting(&store).await, 2);
+    // Never reached the store: nothing.
+    store.fail_write(0, Timing::BeforeWrite);
+    orders
+        .insert(&order("ada", 3, 30))
+        .await
+        .expect_err("not landed");
+    assert_eq!(waiting(&store).await, 2);
+    relay(&store).run_once().await.expect("relay");
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    let changes = drain(&group).await;
+    assert_eq!(
+        summary(&changes)
+            .into_iter()
+            .map(|c| c.3)
+            .collect::<Vec<_>>(),
+        vec![10, 20]
+    );
+}
+
+#[tokio::test]
+async fn a_group_restarted_goes_on_after_its_checkpoint_and_redelivers_only_what_came_after() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..6 {
+        orders
+            .insert(&order("ada", id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let first = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .lease(Duration::from_millis(200));
+    let changes = first.poll().await.expect("poll");
+    assert_eq!(changes.len(), 6);
+    // Handled the first four and checkpointed them; then the process dies.
+    first.checkpoint(&changes[..4]).await.expect("checkpoint");
+    drop(first);
+    // Another member of the group takes the share once the lease lapses, from the
+    // checkpoint: the two unhandled changes again, nothing before.
+    tokio::time::sleep(Duration::from_millis(250)).await;
+    let second = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("two")
+        .expect("member");
+    let again = drain(&second).await;
+    assert_eq!(
+        again.iter().map(|c| c.seq).collect::<Vec<_>>(),
+        vec![5, 6],
+        "only what came after the checkpoint"
+    );
+}
+
+#[tokio::test]
+async fn members_divide_the_shares_and_take_over_when_one_leaves() {
+    let store = MemoryStore::new();
+    let one = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member");
+    one.balance().await.expect("balance");
+    assert_eq!(one.held().len(), 4, "alone, it holds every share");
+    let two = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("two")
+        .expect("member");
+    two.balance().await.expect("balance");
+    assert!(two.held().is_empty(), "every share is held");
+    // The first sees the second and gives up half; the second takes them.
+    one.balance().await.expect("balance");
+    two.balance().await.expect("balance");
+    assert_eq!(one.held().len(), 2);
+    assert_eq!(two.held().len(), 2);
+    let mut all: Vec<u32> = one.held().into_iter().chain(two.held()).collect();
+    all.sort_unstable();
+    assert_eq!(all, vec![0, 1, 2, 3]);
+    // One leaves: the other takes everything on its next balance.
+    one.leave().await.expect("leave");
+    two.balance().await.expect("balance");
+    assert_eq!(two.held().len(), 4);
+}
+
+#[tokio::test]
+async fn a_checkpoint_after_the_share_was_taken_is_refused() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    let one = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .lease(Duration::from_millis(100));
+    let changes = one.poll().await.expect("poll");
+    assert_eq!(changes.len(), 1);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let two = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("two")
+        .expect("member");
+    assert_eq!(
+        drain(&two).await.len(),
+        1,
+        "the lapsed lease was taken over"
+    );
+    let done = one.checkpoint(&changes).await.expect("checkpoint");
+    assert_eq!(done.lost, vec![changes[0].share], "{done:?}");
+    assert!(done.moved.is_empty());
+}
+
+#[tokio::test]
+async fn a_position_retention_trimmed_is_an_error_naming_the_oldest_kept() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    orders.insert(&order("ada", 2, 2)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    let share = feed::share_of("Orders", "ada", 4);
+    // A group that read one change, then everything older than nothing is trimmed.
+    let slow = Group::new(store.clone(), "Orders", "slow", 4).expect("group");
+    let first = slow.poll().await.expect("poll");
+    slow.checkpoint(&first[..1]).await.expect("checkpoint");
+    let trimmed = feed::trim(&store, "Orders", 4, Duration::ZERO)
+        .await
+        .expect("trim");
+    assert_eq!(trimmed.deleted, 2);
+    let head = feed::head(&store, "Orders", share).await.expect("head");
+    assert_eq!((head.oldest, head.next), (3, 3));
+    // The slow group, restarted from its checkpoint (1): position 2 is gone.
+    slow.leave().await.expect("leave");
+    let slow = Group::new(store.clone(), "Orders", "slow", 4).expect("group");
+    let err = drain_err(&slow).await;
+    assert!(
+        matches!(
+            err,
+            tablekit_core::Error::PositionExpired {
+                position: 2,
+                oldest: 3,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    // A new group from the beginning: the beginning is gone too.
+    let late = Group::new(store.clone(), "Orders", "late", 4).expect("group");
+    let err = drain_err(&late).await;
+    assert!(
+        matches!(err, tablekit_core::Error::PositionExpired { oldest: 3, .. }),
+        "{err}"
+    );
+    // From now on is fine, and gets what comes next.
+    let now = Group::new(store.clone(), "Orders", "now", 4)
+        .expect("group")
+        .from(Position::Now);
+    assert!(now.poll().await.expect("poll").is_empty());
+    orders.insert(&order("ada", 3, 3)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    assert_eq!(
+        summary(&drain(&now).await)
+            .into_iter()
+            .map(|c| c.3)
+            .collect::<Vec<_>>(),
+        vec![3]
+    );
+}
+
+async fn drain_err<S: TableStore>(group: &Group<S>) -> tablekit_core::Error {
+    loop {
+        match group.poll().await {
+            Ok(changes) if changes.is_empty() => panic!("no error"),
+            Ok(changes) => {
+                group.checkpoint(&changes).await.expect("checkpoint");
+            }
+            Err(e) => return e,
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_group_from_a_time_gets_every_change_since_then() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    let since = tablekit_core::clock::now();
+    orders.insert(&order("ada", 2, 2)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    // Within the clock-skew bound, the earlier change comes too; everything after the
+    // time does.
+    let group = Group::new(store.clone(), "Orders", "since", 4)
+        .expect("group")
+        .from(Position::At(since));
+    let totals: Vec<i64> = summary(&drain(&group).await)
+        .into_iter()
+        .map(|c| c.3)
+        .collect();
+    assert!(totals.ends_with(&[2]), "{totals:?}");
+    // From a time later than every change: nothing.
+    let later = Group::new(store.clone(), "Orders", "later", 4)
+        .expect("group")
+        .from(Position::At(since + chrono::Duration::hours(1)));
+    assert!(drain(&later).await.is_empty());
+}
