@@ -43,6 +43,7 @@ pub mod cli;
 pub mod console;
 mod display;
 mod error;
+pub mod feed;
 pub mod index;
 pub mod migrate;
 pub mod operation;

@@ -174,6 +174,16 @@ impl<S: TableStore> Group<S> {
         &self.group
     }
 
+    /// The store it reads.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The primaries' table whose feed it reads.
+    pub fn table(&self) -> &str {
+        &self.table
+    }
+
     /// The shares this member holds now.
     pub fn held(&self) -> Vec<u32> {
         self.lock().held.keys().copied().collect()
@@ -462,8 +472,7 @@ impl<S: TableStore> Group<S> {
             Err(e) => return Err(e),
         };
         let mut changes = Vec::with_capacity(page.entities.len());
-        let mut expect = next;
-        for row in page.entities.iter().take(self.read) {
+        for (expect, row) in (next..).zip(page.entities.iter().take(self.read)) {
             let (seq, at, event) = log::read_row(row)?;
             if seq != expect {
                 // Rows before `seq` are gone: trimmed by retention past the checkpoint.
@@ -475,7 +484,6 @@ impl<S: TableStore> Group<S> {
                     oldest: head.oldest,
                 });
             }
-            expect += 1;
             changes.push(FeedChange {
                 share,
                 seq,

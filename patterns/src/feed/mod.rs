@@ -31,6 +31,7 @@
 
 pub mod group;
 pub mod log;
+pub mod parked;
 pub(crate) mod sequence;
 pub mod trim;
 
@@ -45,6 +46,7 @@ use crate::error::Result;
 
 pub use group::{Checkpointed, DEFAULT_GROUP_LEASE, Group};
 pub use log::{FEED_TABLE, Head, head, share_of};
+pub use parked::{Parked, park, parked};
 pub use trim::{Trimmed, trim};
 
 /// How far apart the writers' and the relay's clocks may be for [`Position::At`] to

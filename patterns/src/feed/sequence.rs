@@ -75,6 +75,22 @@ fn lost(e: &tablekit_core::Error) -> bool {
     crate::consistency::lost_race(e)
 }
 
+/// One lock per share log in this process: the relay drains partitions concurrently, and
+/// partitions of one share would otherwise race for its head (correct under its ETag, but
+/// a lost race leaves changes for the next pass).
+fn share_lock(table: &str, share: u32) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+    static LOCKS: std::sync::LazyLock<
+        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+    > = std::sync::LazyLock::new(Default::default);
+    let mut locks = LOCKS
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    locks
+        .entry(log::log_partition(table, share))
+        .or_default()
+        .clone()
+}
+
 async fn sequence_share<S: TableStore>(
     store: &S,
     table: &str,
@@ -83,6 +99,8 @@ async fn sequence_share<S: TableStore>(
     entries: Vec<Entity>,
     held: &(dyn Fn() -> bool + Sync),
 ) -> Result<usize> {
+    let lock = share_lock(table, share);
+    let _serialized = lock.lock().await;
     let mut head = log::head(store, table, share).await?;
     let log_partition = log::log_partition(table, share);
     // Marked before: appended already (remove them) or not (number them again).
@@ -120,7 +138,7 @@ async fn sequence_share<S: TableStore>(
         if !held() {
             break;
         }
-        let mut chunk = Vec::new();
+        let mut chunk: Vec<Entity> = Vec::new();
         let mut bytes = 0;
         while let Some(next) = rest.peek() {
             let size = WriteOp::Insert(next.clone()).payload_size();
@@ -130,53 +148,65 @@ async fn sequence_share<S: TableStore>(
             bytes += size;
             chunk.extend(rest.next());
         }
-        // 1. Mark each with its number.
-        let mut marks = Batch::new();
-        for (i, entry) in chunk.iter().enumerate() {
-            let seq = head.next + i as u64;
-            let mark =
-                Entity::new(partition_key, &entry.row_key).with(log::SEQ, Value::Int64(seq as i64));
-            marks.merge(mark, entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag));
-        }
-        let etags = match store.submit_batch(table, marks).await {
-            Ok(etags) => etags,
-            Err(e) if lost(&e) => return Ok(done),
-            Err(e) => return Err(e),
-        };
-        // 2. Append the rows and move the head.
-        let at = tablekit_core::clock::now();
-        let mut rows = Batch::new();
-        for (i, entry) in chunk.iter().enumerate() {
-            rows.insert(log::log_row(table, share, head.next + i as u64, entry, at));
-        }
-        let moved = Head {
-            next: head.next + chunk.len() as u64,
-            oldest: head.oldest,
-            etag: head.etag.clone(),
-        };
-        rows.push(moved.write(table, share));
-        let answer = match store.submit_batch(FEED_TABLE, rows.clone()).await {
-            Err(e) if e.kind() == ErrorKind::TableNotFound => {
-                store.create_table_if_not_exists(FEED_TABLE).await?;
-                store.submit_batch(FEED_TABLE, rows).await
+        // Steps 1 and 2, again (a few times) when another process's relay moved the head
+        // between them: the marks are given again under the ETags they returned.
+        let mut attempts = 0;
+        let chunk = loop {
+            attempts += 1;
+            // 1. Mark each with its number.
+            let mut marks = Batch::new();
+            for (i, entry) in chunk.iter().enumerate() {
+                let seq = head.next + i as u64;
+                let mark = Entity::new(partition_key, &entry.row_key)
+                    .with(log::SEQ, Value::Int64(seq as i64));
+                marks.merge(mark, entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag));
             }
-            answer => answer,
-        };
-        let head_etag = match answer {
-            Ok(etags) => etags.last().cloned().flatten(),
-            Err(e) if lost(&e) => return Ok(done),
-            Err(e) => return Err(e),
-        };
-        head = Head {
-            etag: head_etag,
-            ..moved
+            let etags = match store.submit_batch(table, marks).await {
+                Ok(etags) => etags,
+                Err(e) if lost(&e) => return Ok(done),
+                Err(e) => return Err(e),
+            };
+            chunk = chunk
+                .into_iter()
+                .zip(etags)
+                .map(|(entry, etag)| Entity { etag, ..entry })
+                .collect();
+            // 2. Append the rows and move the head.
+            let at = tablekit_core::clock::now();
+            let mut rows = Batch::new();
+            for (i, entry) in chunk.iter().enumerate() {
+                rows.insert(log::log_row(table, share, head.next + i as u64, entry, at));
+            }
+            let moved = Head {
+                next: head.next + chunk.len() as u64,
+                oldest: head.oldest,
+                etag: head.etag.clone(),
+            };
+            rows.push(moved.write(table, share));
+            let answer = match store.submit_batch(FEED_TABLE, rows.clone()).await {
+                Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                    store.create_table_if_not_exists(FEED_TABLE).await?;
+                    store.submit_batch(FEED_TABLE, rows).await
+                }
+                answer => answer,
+            };
+            match answer {
+                Ok(etags) => {
+                    head = Head {
+                        etag: etags.last().cloned().flatten(),
+                        ..moved
+                    };
+                    break chunk;
+                }
+                Err(e) if lost(&e) && attempts < 3 && held() => {
+                    head = log::head(store, table, share).await?;
+                }
+                Err(e) if lost(&e) => return Ok(done),
+                Err(e) => return Err(e),
+            }
         };
         // 3. Remove them from the partition, each under the ETag its mark returned.
-        let marked: Vec<Entity> = chunk
-            .into_iter()
-            .zip(etags)
-            .map(|(entry, etag)| Entity { etag, ..entry })
-            .collect();
+        let marked = chunk;
         done += marked.len();
         remove(store, table, partition_key, marked).await?;
     }

@@ -1,0 +1,280 @@
+//! Typed consumers of a change feed on a SQLite file: a handler's passing failure is
+//! retried, a permanent one parks the change and the group goes on; a member stopped and
+//! started again goes on after its checkpoint; two members of one group divide the work
+//! and together handle every change once; a second group reads everything again.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tablekit_core::{IfMatch, SqliteStore};
+use tablekit_derive::Entity;
+use tablekit_patterns::feed::{self, Position};
+use tablekit_patterns::index::{IndexedTable, InlineSink, Relay, handlers};
+use tablekit_workers::OperationError;
+use tablekit_workers::changes::Change;
+use tablekit_workers::feed::Feed;
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Staff",
+    kind = "Staff",
+    partition_key = "{department}",
+    row_key = "{id:05}",
+    crate = "tablekit_core"
+)]
+#[feed(shares = 8)]
+struct Staff {
+    department: String,
+    id: u32,
+    name: String,
+}
+
+async fn setup(dir: &tempfile::TempDir) -> (SqliteStore, IndexedTable<Staff, SqliteStore>) {
+    let store = SqliteStore::open(dir.path().join("feed.db"))
+        .await
+        .expect("open");
+    let staff = IndexedTable::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .expect("options");
+    staff.create().await.expect("create");
+    (store, staff)
+}
+
+async fn sequence(store: &SqliteStore) {
+    let relay = Relay::options().alone().build(
+        store.clone(),
+        Arc::new(InlineSink::new(handlers(store.clone(), None))),
+    );
+    relay.run_once().await.expect("relay");
+}
+
+type Seen = Arc<Mutex<Vec<(String, u32, i64)>>>;
+
+/// Runs a member until it has seen `until` changes in all (or a few seconds pass).
+async fn run_until<F, Fut>(
+    worker: &tablekit_workers::feed::FeedWorker<Staff, SqliteStore, F>,
+    seen: &Seen,
+    until: usize,
+) -> tablekit_workers::feed::FeedReport
+where
+    F: Fn(Change<Staff>) -> Fut + Send + Sync,
+    Fut: std::future::Future<Output = Result<(), OperationError>> + Send,
+{
+    let seen = seen.clone();
+    let done = async move {
+        for _ in 0..300 {
+            if seen.lock().expect("seen").len() >= until {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    };
+    worker.run(done).await.expect("run")
+}
+
+#[tokio::test]
+async fn a_handler_failure_is_retried_or_parked_and_a_restart_goes_on_after_the_checkpoint() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, staff) = setup(&dir).await;
+    for id in 0..20 {
+        let department = ["sales", "ops", "it"][id as usize % 3];
+        staff
+            .insert(&Staff {
+                department: department.into(),
+                id,
+                name: format!("n{id}"),
+            })
+            .await
+            .expect("insert");
+    }
+    sequence(&store).await;
+    let seen: Seen = Arc::default();
+    let failed_once = Arc::new(Mutex::new(false));
+    let consumer = Feed::<Staff>::group(store.clone(), "headcount")
+        .expect("group")
+        .retry(tablekit_core::retry::RetryPolicy {
+            max_attempts: 3,
+            base: Duration::from_millis(1),
+            cap: Duration::from_millis(2),
+        })
+        .idle(Duration::from_millis(5));
+    let worker = consumer.consume(|change: Change<Staff>| {
+        let (seen, failed_once) = (seen.clone(), failed_once.clone());
+        async move {
+            if change.value.id == 7 {
+                return Err(OperationError::Permanent("id 7 is refused".into()));
+            }
+            if change.value.id == 3
+                && !std::mem::replace(&mut *failed_once.lock().expect("lock"), true)
+            {
+                return Err(OperationError::Retryable("busy".into()));
+            }
+            seen.lock().expect("seen").push((
+                change.value.department,
+                change.value.id,
+                change.version,
+            ));
+            Ok(())
+        }
+    });
+    let report = run_until(&worker, &seen, 19).await;
+    assert_eq!(
+        (report.handled, report.parked, report.retried),
+        (19, 1, 1),
+        "{report:?}"
+    );
+    let parked = feed::parked(&store, "Staff", "headcount")
+        .await
+        .expect("parked");
+    assert_eq!(parked.len(), 1);
+    assert!(parked[0].reason.contains("id 7"), "{parked:?}");
+
+    // More writes while nobody reads; a new member of the group goes on after the
+    // checkpoint: only the new changes.
+    staff
+        .replace(
+            &Staff {
+                department: "ops".into(),
+                id: 1,
+                name: "renamed".into(),
+            },
+            IfMatch::Any,
+        )
+        .await
+        .expect("replace");
+    staff
+        .delete("sales", "00000", IfMatch::Any)
+        .await
+        .expect("delete");
+    sequence(&store).await;
+    let again: Seen = Arc::default();
+    let worker = Feed::<Staff>::group(store.clone(), "headcount")
+        .expect("group")
+        .idle(Duration::from_millis(5))
+        .consume(|change: Change<Staff>| {
+            let again = again.clone();
+            async move {
+                again.lock().expect("again").push((
+                    change.value.department,
+                    change.value.id,
+                    change.version,
+                ));
+                Ok(())
+            }
+        });
+    let report = run_until(&worker, &again, 2).await;
+    assert_eq!(
+        report.handled,
+        2,
+        "only what came after the checkpoint: {:?}",
+        again.lock().expect("again")
+    );
+    let ids: Vec<u32> = again.lock().expect("again").iter().map(|c| c.1).collect();
+    assert_eq!(ids.len(), 2);
+    assert!(ids.contains(&1) && ids.contains(&0), "{ids:?}");
+}
+
+#[tokio::test]
+async fn two_members_divide_the_shares_and_handle_every_change_once() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, staff) = setup(&dir).await;
+    for id in 0..60 {
+        staff
+            .insert(&Staff {
+                department: format!("d{}", id % 12),
+                id,
+                name: format!("n{id}"),
+            })
+            .await
+            .expect("insert");
+    }
+    sequence(&store).await;
+    let seen: Seen = Arc::default();
+    let handler = |seen: Seen| {
+        move |change: Change<Staff>| {
+            let seen = seen.clone();
+            async move {
+                seen.lock().expect("seen").push((
+                    change.value.department,
+                    change.value.id,
+                    change.version,
+                ));
+                Ok::<(), OperationError>(())
+            }
+        }
+    };
+    let one = Feed::<Staff>::group(store.clone(), "pair")
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .idle(Duration::from_millis(5));
+    let two = Feed::<Staff>::group(store.clone(), "pair")
+        .expect("group")
+        .member("two")
+        .expect("member")
+        .idle(Duration::from_millis(5));
+    // Both join before either reads: each takes its part.
+    one.group().balance().await.expect("balance");
+    two.group().balance().await.expect("balance");
+    one.group().balance().await.expect("balance");
+    two.group().balance().await.expect("balance");
+    assert_eq!(one.group().held().len() + two.group().held().len(), 8);
+    assert!(!one.group().held().is_empty() && !two.group().held().is_empty());
+    let (w1, w2) = (
+        one.consume(handler(seen.clone())),
+        two.consume(handler(seen.clone())),
+    );
+    let (r1, r2) = tokio::join!(run_until(&w1, &seen, 60), run_until(&w2, &seen, 60));
+    assert_eq!(r1.handled + r2.handled, 60, "{r1:?} {r2:?}");
+    assert!(r1.handled > 0 && r2.handled > 0, "{r1:?} {r2:?}");
+    let mut ids: Vec<u32> = seen.lock().expect("seen").iter().map(|c| c.1).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, (0..60).collect::<Vec<_>>(), "every change once");
+
+    // Another group reads it all again, independently, and folds the same state.
+    let state: Arc<Mutex<BTreeMap<u32, String>>> = Arc::default();
+    let count: Seen = Arc::default();
+    let worker = Feed::<Staff>::group(store.clone(), "rebuild")
+        .expect("group")
+        .from(Position::Beginning)
+        .idle(Duration::from_millis(5))
+        .consume(|change: Change<Staff>| {
+            let (state, count) = (state.clone(), count.clone());
+            async move {
+                state
+                    .lock()
+                    .expect("state")
+                    .insert(change.value.id, change.value.department.clone());
+                count.lock().expect("count").push((
+                    change.value.department,
+                    change.value.id,
+                    change.version,
+                ));
+                Ok(())
+            }
+        });
+    run_until(&worker, &count, 60).await;
+    assert_eq!(state.lock().expect("state").len(), 60);
+}
+
+#[tokio::test]
+async fn a_type_without_a_feed_is_refused_with_the_fix() {
+    #[derive(Entity, Clone, Debug, PartialEq)]
+    #[entity(
+        table = "Plain",
+        partition_key = "{a}",
+        row_key = "{b}",
+        crate = "tablekit_core"
+    )]
+    struct Plain {
+        a: String,
+        b: String,
+    }
+    let err = Feed::<Plain>::group(tablekit_core::MemoryStore::new(), "g").expect_err("no feed");
+    assert!(err.to_string().contains("#[feed]"), "{err}");
+    let err =
+        Feed::<Staff>::group(tablekit_core::MemoryStore::new(), "bad name").expect_err("bad name");
+    assert!(err.to_string().contains("invalid group name"), "{err}");
+}
