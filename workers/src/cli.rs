@@ -25,8 +25,8 @@ mod serve;
 pub use crate::status::{AuditStatus, QueueStatus, Status, status, status_text};
 pub use args::{
     AdoptArgs, AuditArgs, BackfillArgs, Cli, Command, ConsoleArgs, DeclareArgs, EnqueueCommand,
-    ExportPeriodArgs, ImportArgs, LogFormat, MigrateArgs, PeriodArg, PoisonCommand, QueueArgs,
-    RunArgs, StatusArgs, features,
+    ExportPeriodArgs, FeedCommand, FeedTailArgs, ImportArgs, LogFormat, MigrateArgs, PeriodArg,
+    PoisonCommand, QueueArgs, RunArgs, StatusArgs, features,
 };
 pub use connections::{Connections, ConnectionsOptions};
 pub use process::{DEFAULT_LOG_FILTER, init_logging, main, main_from, main_with};
@@ -320,6 +320,7 @@ where
                         options.build(store.clone())
                     });
                     let expiry_interval = Duration::from_secs(args.expiry_interval.max(1));
+                    let feed_store = store.clone();
                     let mut stopped = stopped;
                     Some(tokio::spawn(async move {
                         let mut sweeper_stopped = stopped.clone();
@@ -332,10 +333,14 @@ where
                                     .await;
                             }
                         };
+                        let mut feeds_stopped = stopped.clone();
+                        let feeds = crate::feed::upkeep(feed_store, expiry_interval, async move {
+                            let _ = feeds_stopped.wait_for(|s| *s).await;
+                        });
                         let relay = relay.run(interval, async move {
                             let _ = stopped.wait_for(|s| *s).await;
                         });
-                        tokio::join!(relay, sweep);
+                        tokio::join!(relay, sweep, feeds);
                     }))
                 }
                 None => None,
@@ -695,6 +700,37 @@ where
                 status_text(&status, Duration::from_secs(args.unconsumed_after))
             };
             write(out, text)
+        }
+        Command::Feed {
+            command: FeedCommand::Tail(args),
+        } => {
+            let store = AnyStore::connect(&args.store).await?;
+            crate::feed::tail(&store, &args, out, shutdown_signal()).await
+        }
+        Command::Feed {
+            command:
+                FeedCommand::Parked {
+                    store,
+                    table,
+                    group,
+                },
+        } => {
+            let store = AnyStore::connect(&store).await?;
+            let parked = tablekit_patterns::feed::parked(&store, &table, &group).await?;
+            for p in &parked {
+                write(
+                    out,
+                    format!(
+                        "share {} seq {}\t{}\t{}\t{}",
+                        p.share,
+                        p.seq,
+                        p.parked_at.to_rfc3339(),
+                        neutral(&p.reason),
+                        neutral(&p.change)
+                    ),
+                )?;
+            }
+            write(out, format!("{} parked changes", parked.len()))
         }
         Command::Stats(queue) => {
             let broker = AnyQueue::connect(&queue.broker).await?;

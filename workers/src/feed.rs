@@ -347,3 +347,163 @@ where
         Ok(())
     }
 }
+
+/// How often [`upkeep`] samples the feeds' lag for the metrics.
+pub const LAG_SAMPLE: Duration = Duration::from_secs(5);
+
+/// The feeds' upkeep beside the relay, until `shutdown`: every `trim_every` it trims each
+/// declared feed to its retention (a cost that follows what it trims), and every
+/// [`LAG_SAMPLE`] it sets the gauges `tablekit_feed_behind` (changes after the
+/// checkpoints) and `tablekit_feed_lag_seconds` (the age of the oldest unhandled change)
+/// per table and group, and `tablekit_feed_kept` per table.
+pub async fn upkeep<S: TableStore>(
+    store: S,
+    trim_every: Duration,
+    shutdown: impl Future<Output = ()>,
+) {
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut last_trim: Option<tokio::time::Instant> = None;
+    loop {
+        if last_trim.is_none_or(|at| at.elapsed() >= trim_every) {
+            last_trim = Some(tokio::time::Instant::now());
+            match tablekit_patterns::feed::trim_declared(&store).await {
+                Ok(trimmed) if trimmed.deleted > 0 => {
+                    tracing::info!(
+                        deleted = trimmed.deleted,
+                        shares = trimmed.shares,
+                        "trimmed the feeds to their retention"
+                    );
+                    metrics::counter!("tablekit_feed_trimmed_total").increment(trimmed.deleted);
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(error = %e, "trimming the feeds failed; the next pass tries again")
+                }
+            }
+        }
+        match crate::status::feeds(&store).await {
+            Ok(feeds) => {
+                let now = chrono::Utc::now();
+                for feed in feeds {
+                    metrics::gauge!("tablekit_feed_kept", "table" => feed.table.clone())
+                        .set(feed.kept as f64);
+                    for group in feed.groups {
+                        let labels = [
+                            ("table", feed.table.clone()),
+                            ("group", group.group.clone()),
+                        ];
+                        metrics::gauge!("tablekit_feed_behind", &labels).set(group.behind() as f64);
+                        let age = group.oldest_unread().map_or(0.0, |at| {
+                            (now - at).num_milliseconds().max(0) as f64 / 1000.0
+                        });
+                        metrics::gauge!("tablekit_feed_lag_seconds", &labels).set(age);
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "sampling the feeds' lag failed"),
+        }
+        tokio::select! {
+            () = &mut shutdown => return,
+            () = tokio::time::sleep(LAG_SAMPLE.min(trim_every)) => {}
+        }
+    }
+}
+
+/// `tablekit-worker feed tail`: prints `args.table`'s changes from `args.from`, then as
+/// they come, until `shutdown` (or caught up with `--once`, or `--limit` printed).
+///
+/// # Errors
+/// [`Error::Config`] for a table whose feed is not registered or a `--from` that does not
+/// read; [`tablekit_core::Error::PositionExpired`]; the store's errors.
+#[cfg(feature = "cli")]
+pub async fn tail<S: TableStore + Clone>(
+    store: &S,
+    args: &crate::cli::FeedTailArgs,
+    out: &mut (dyn std::io::Write + Send),
+    shutdown: impl Future<Output = ()>,
+) -> Result<()> {
+    let feeds = tablekit_patterns::feed::declared(store).await?;
+    let Some(feed) = feeds.iter().find(|f| f.table == args.table) else {
+        let known: Vec<&str> = feeds.iter().map(|f| f.table.as_str()).collect();
+        return Err(Error::Config(format!(
+            "no registered type of table `{}` declares a feed (#[feed]); tables with a feed: {}",
+            crate::display::neutral(&args.table),
+            if known.is_empty() {
+                "none".to_owned()
+            } else {
+                known.join(", ")
+            }
+        )));
+    };
+    let from = match args.from.as_str() {
+        "beginning" => Position::Beginning,
+        "now" => Position::Now,
+        time => Position::At(
+            chrono::DateTime::parse_from_rfc3339(time)
+                .map_err(|e| {
+                    Error::Config(format!(
+                        "--from `{}` is not `beginning`, `now` or an RFC 3339 time (2026-11-01T00:00:00Z): {e}",
+                        crate::display::neutral(time)
+                    ))
+                })?
+                .with_timezone(&chrono::Utc),
+        ),
+    };
+    let mut tail =
+        tablekit_patterns::feed::Tail::new(store.clone(), &feed.table, feed.shares, from);
+    let mut shutdown = std::pin::pin!(shutdown);
+    let mut printed = 0u64;
+    let write = |out: &mut (dyn std::io::Write + Send), text: String| {
+        writeln!(out, "{text}")
+            .and_then(|()| out.flush())
+            .map_err(|e| Error::Config(format!("writing output: {e}")))
+    };
+    loop {
+        let changes = tokio::select! {
+            biased;
+            () = &mut shutdown => return Ok(()),
+            changes = tail.next() => changes?,
+        };
+        let caught_up = changes.is_empty();
+        for change in changes {
+            let line = if args.json {
+                serde_json::json!({
+                    "share": change.share,
+                    "seq": change.seq,
+                    "at": change.at,
+                    "change": change.event.change,
+                    "partition_key": change.event.partition_key,
+                    "row_key": change.event.row_key,
+                    "version": change.event.version,
+                    "entity": change.event.entity,
+                })
+                .to_string()
+            } else {
+                format!(
+                    "{}  {}/{}  {:?}  {}/{}  v{}",
+                    change.at.to_rfc3339(),
+                    change.share,
+                    change.seq,
+                    change.event.change,
+                    crate::display::neutral(&change.event.partition_key),
+                    crate::display::neutral(&change.event.row_key),
+                    change.event.version
+                )
+            };
+            write(out, line)?;
+            printed += 1;
+            if args.limit.is_some_and(|limit| printed >= limit) {
+                return Ok(());
+            }
+        }
+        if caught_up {
+            if args.once {
+                return Ok(());
+            }
+            tokio::select! {
+                () = &mut shutdown => return Ok(()),
+                () = tokio::time::sleep(Duration::from_millis(args.interval_ms.max(10))) => {}
+            }
+        }
+    }
+}

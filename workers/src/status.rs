@@ -22,6 +22,47 @@ pub struct Status {
     pub relays: Vec<tablekit_patterns::consistency::RelayStatus>,
     /// The last audit of each audited table.
     pub audits: Vec<AuditStatus>,
+    /// Each declared change feed, with its groups' lag.
+    #[serde(default)]
+    pub feeds: Vec<FeedStatus>,
+}
+
+/// A change feed (`#[feed]`) and the groups reading it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct FeedStatus {
+    /// The primaries' table.
+    pub table: String,
+    /// Its shares.
+    pub shares: u32,
+    /// How long it keeps changes, in seconds.
+    pub retention_secs: u64,
+    /// The changes its logs keep now.
+    pub kept: u64,
+    /// Each group, with its members, shares, checkpoints and lag.
+    pub groups: Vec<tablekit_patterns::feed::GroupLag>,
+}
+
+/// Each declared feed with its groups' lag.
+///
+/// # Errors
+/// The store's errors.
+pub async fn feeds<S: TableStore>(store: &S) -> Result<Vec<FeedStatus>> {
+    let mut feeds = Vec::new();
+    for feed in tablekit_patterns::feed::declared(store).await? {
+        let heads = futures::future::try_join_all(
+            (0..feed.shares).map(|share| tablekit_patterns::feed::head(store, &feed.table, share)),
+        )
+        .await?;
+        let groups = tablekit_patterns::feed::groups(store, &feed.table, feed.shares).await?;
+        feeds.push(FeedStatus {
+            kept: heads.iter().map(tablekit_patterns::feed::Head::len).sum(),
+            shares: feed.shares,
+            retention_secs: feed.retention.as_secs(),
+            table: feed.table,
+            groups,
+        });
+    }
+    Ok(feeds)
 }
 
 /// One queue's state.
@@ -173,11 +214,13 @@ pub async fn status<S: TableStore, Q: Queue>(
             repaired: result.report.repaired,
         })
         .collect();
+    let feeds = feeds(store).await?;
     Ok(Status {
         queues: statuses,
         relay,
         relays,
         audits,
+        feeds,
     })
 }
 
@@ -445,6 +488,39 @@ pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> St
             r.rate
         );
     }
+    for feed in &status.feeds {
+        let _ = writeln!(
+            text,
+            "feed {}: {} changes kept in {} shares, for {} h",
+            feed.table,
+            feed.kept,
+            feed.shares,
+            feed.retention_secs as f64 / 3600.0
+        );
+        if feed.groups.is_empty() {
+            let _ = writeln!(text, "  no group reads it yet");
+        }
+        for group in &feed.groups {
+            let age = group
+                .oldest_unread()
+                .map(|at| (chrono::Utc::now() - at).num_milliseconds().max(0) as f64 / 1000.0);
+            let expired = group.shares.iter().filter(|s| s.expired).count();
+            let _ = writeln!(
+                text,
+                "  group {:<22} {} members  {} shares read  behind {:>8}  oldest unread {}{}",
+                group.group,
+                group.members.len(),
+                group.shares.len(),
+                group.behind(),
+                age.map_or_else(|| "-".to_owned(), |s| format!("{s:.1} s ago")),
+                if expired == 0 {
+                    String::new()
+                } else {
+                    format!("  WARNING: {expired} shares past retention (PositionExpired)")
+                }
+            );
+        }
+    }
     text.push_str("last audits\n");
     if status.audits.is_empty() {
         text.push_str("  none yet (tablekit-worker audit --table …)\n");
@@ -486,6 +562,7 @@ mod tests {
                 rate: 0.0,
             }],
             audits: Vec::new(),
+            feeds: Vec::new(),
         }
     }
 

@@ -278,3 +278,105 @@ async fn a_type_without_a_feed_is_refused_with_the_fix() {
         Feed::<Staff>::group(tablekit_core::MemoryStore::new(), "bad name").expect_err("bad name");
     assert!(err.to_string().contains("invalid group name"), "{err}");
 }
+
+#[cfg(feature = "cli")]
+#[tokio::test]
+async fn feed_tail_prints_the_changes_and_status_shows_each_group_lag() {
+    use clap::Parser;
+    use tablekit_workers::cli;
+
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, staff) = setup(&dir).await;
+    for id in 0..3 {
+        staff
+            .insert(&Staff {
+                department: "ops".into(),
+                id,
+                name: format!("n{id}"),
+            })
+            .await
+            .expect("insert");
+    }
+    sequence(&store).await;
+    let path = format!("sqlite:{}", dir.path().join("feed.db").display());
+    let run = |args: Vec<String>| async move {
+        let cli = cli::Cli::parse_from(std::iter::once("tablekit-worker".to_owned()).chain(args));
+        let mut out = Vec::new();
+        let result = cli::run(cli, &mut out).await;
+        (result, String::from_utf8(out).expect("utf-8"))
+    };
+    let args = |extra: &[&str]| {
+        [
+            "feed",
+            "tail",
+            "--store",
+            path.as_str(),
+            "--table",
+            "Staff",
+            "--once",
+        ]
+        .iter()
+        .chain(extra)
+        .map(|s| (*s).to_owned())
+        .collect::<Vec<_>>()
+    };
+    let (result, out) = run(args(&["--from", "beginning", "--json"])).await;
+    result.expect("tail");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("json"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out}");
+    assert!(
+        lines
+            .iter()
+            .all(|l| l["change"] == "insert" && l["partition_key"] == "ops"),
+        "{out}"
+    );
+    // From now: nothing yet. From a time in the future: nothing.
+    let (result, out) = run(args(&[])).await;
+    result.expect("tail");
+    assert!(out.trim().is_empty(), "{out}");
+    // A bad position and an unknown table say what to write instead.
+    let (result, _) = run(args(&["--from", "yesterday"])).await;
+    assert!(
+        result
+            .expect_err("bad from")
+            .to_string()
+            .contains("RFC 3339")
+    );
+    let cli = cli::Cli::parse_from([
+        "tablekit-worker",
+        "feed",
+        "tail",
+        "--store",
+        &path,
+        "--table",
+        "Nope",
+        "--once",
+    ]);
+    let err = cli::run(cli, &mut Vec::new())
+        .await
+        .expect_err("unknown table");
+    assert!(
+        err.to_string().contains("tables with a feed: Staff"),
+        "{err}"
+    );
+
+    // A group that read two of three: status shows it one behind.
+    let group = feed::Group::new(store.clone(), "Staff", "billing", 8).expect("group");
+    let mut polled = Vec::new();
+    for _ in 0..3 {
+        polled.extend(group.poll().await.expect("poll"));
+    }
+    assert_eq!(polled.len(), 3);
+    group.checkpoint(&polled[..2]).await.expect("checkpoint");
+    let feeds = tablekit_workers::status::feeds(&store)
+        .await
+        .expect("feeds");
+    assert_eq!(feeds.len(), 1);
+    assert_eq!(feeds[0].kept, 3);
+    let billing = &feeds[0].groups[0];
+    assert_eq!((billing.group.as_str(), billing.behind()), ("billing", 1));
+    assert!(billing.oldest_unread().is_some());
+}

@@ -25,7 +25,7 @@ use futures::TryStreamExt;
 use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
 use tokio::time::Instant;
 
-use super::log::{self, FEED_TABLE};
+use super::log::FEED_TABLE;
 use super::{FeedChange, Position};
 use crate::error::{Error, Result};
 
@@ -379,38 +379,7 @@ impl<S: TableStore> Group<S> {
     /// Where the group starts in a share it has never read: the last sequence number
     /// counted as handled.
     async fn start(&self, share: u32) -> Result<u64> {
-        let head = log::head(&self.store, &self.table, share).await?;
-        let expired = |position: u64| Error::PositionExpired {
-            table: self.table.clone(),
-            share,
-            position,
-            oldest: head.oldest,
-        };
-        match &self.from {
-            Position::Beginning if head.oldest > 1 => Err(expired(1)),
-            Position::Beginning => Ok(0),
-            Position::Now => Ok(head.next - 1),
-            Position::Checkpoint(checkpoint) => {
-                let last = checkpoint.shares.get(&share).copied().unwrap_or(0);
-                if last + 1 < head.oldest {
-                    return Err(expired(last + 1));
-                }
-                Ok(last.min(head.next - 1))
-            }
-            Position::At(at) => {
-                let since = *at - chrono::Duration::from_std(super::CLOCK_SKEW).unwrap_or_default();
-                let first =
-                    super::first_since(&self.store, &self.table, share, since, &head).await?;
-                match first {
-                    Some(seq) if seq == head.oldest && head.oldest > 1 => {
-                        // Everything kept is after `since`: were trimmed changes too?
-                        Err(expired(head.oldest - 1))
-                    }
-                    Some(seq) => Ok(seq - 1),
-                    None => Ok(head.next - 1),
-                }
-            }
-        }
+        super::start(&self.store, &self.table, share, &self.from).await
     }
 
     /// The changes after each held share's read position, up to the read size per share,
@@ -459,52 +428,7 @@ impl<S: TableStore> Group<S> {
 
     /// The changes of `share` from `next` on (up to the read size).
     async fn read_share(&self, share: u32, next: u64) -> Result<Vec<FeedChange>> {
-        let partition = log::log_partition(&self.table, share);
-        let query = Query::with_filter(
-            filter::partition_key().eq(partition.as_str())
-                & filter::row_key().ge(log::seq_row_key(next))
-                & filter::row_key().lt("~"),
-        )
-        .top(self.read);
-        let page = match self.store.query(FEED_TABLE, &query).await {
-            Ok(page) => page,
-            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(Vec::new()),
-            Err(e) => return Err(e),
-        };
-        let mut changes = Vec::with_capacity(page.entities.len());
-        for (expect, row) in (next..).zip(page.entities.iter().take(self.read)) {
-            let (seq, at, event) = log::read_row(row)?;
-            if seq != expect {
-                // Rows before `seq` are gone: trimmed by retention past the checkpoint.
-                let head = log::head(&self.store, &self.table, share).await?;
-                return Err(Error::PositionExpired {
-                    table: self.table.clone(),
-                    share,
-                    position: expect,
-                    oldest: head.oldest,
-                });
-            }
-            changes.push(FeedChange {
-                share,
-                seq,
-                at,
-                event,
-            });
-        }
-        if changes.is_empty() {
-            // Nothing to read: was the position trimmed away (an idle group past
-            // retention)? One head read only when the share looks empty.
-            let head = log::head(&self.store, &self.table, share).await?;
-            if next < head.oldest {
-                return Err(Error::PositionExpired {
-                    table: self.table.clone(),
-                    share,
-                    position: next,
-                    oldest: head.oldest,
-                });
-            }
-        }
-        Ok(changes)
+        super::read(&self.store, &self.table, share, next, self.read).await
     }
 
     /// Records `handled` (changes [`poll`](Self::poll) returned, handled in order) as

@@ -30,9 +30,11 @@
 //!   much earlier, so it may deliver a few changes from before).
 
 pub mod group;
+pub mod lag;
 pub mod log;
 pub mod parked;
 pub(crate) mod sequence;
+pub mod tail;
 pub mod trim;
 
 use std::collections::BTreeMap;
@@ -45,8 +47,10 @@ use crate::changes::ChangeEvent;
 use crate::error::Result;
 
 pub use group::{Checkpointed, DEFAULT_GROUP_LEASE, Group};
+pub use lag::{Declared, GroupLag, ShareLag, declared, groups, trim_declared};
 pub use log::{FEED_TABLE, Head, head, share_of};
 pub use parked::{Parked, park, parked};
+pub use tail::Tail;
 pub use trim::{Trimmed, trim};
 
 /// How far apart the writers' and the relay's clocks may be for [`Position::At`] to
@@ -126,4 +130,102 @@ pub(crate) async fn first_since<S: TableStore>(
         Some(row) => Ok(log::seq_of(&row)),
         None => Ok(None),
     }
+}
+
+/// Where a reader starting at `position` begins in `share`: the last sequence number
+/// counted as read.
+///
+/// # Errors
+/// The store's errors; [`Error::PositionExpired`](crate::Error::PositionExpired) when the
+/// position is older than what the share keeps.
+pub(crate) async fn start<S: TableStore>(
+    store: &S,
+    table: &str,
+    share: u32,
+    position: &Position,
+) -> Result<u64> {
+    let head = log::head(store, table, share).await?;
+    let expired = |position: u64| crate::Error::PositionExpired {
+        table: table.to_owned(),
+        share,
+        position,
+        oldest: head.oldest,
+    };
+    match position {
+        Position::Beginning if head.oldest > 1 => Err(expired(1)),
+        Position::Beginning => Ok(0),
+        Position::Now => Ok(head.next - 1),
+        Position::Checkpoint(checkpoint) => {
+            let last = checkpoint.shares.get(&share).copied().unwrap_or(0);
+            if last + 1 < head.oldest {
+                return Err(expired(last + 1));
+            }
+            Ok(last.min(head.next - 1))
+        }
+        Position::At(at) => {
+            let since = *at - chrono::Duration::from_std(CLOCK_SKEW).unwrap_or_default();
+            match first_since(store, table, share, since, &head).await? {
+                // Everything kept is after `since`: trimmed changes may have been too.
+                Some(seq) if seq == head.oldest && head.oldest > 1 => Err(expired(head.oldest - 1)),
+                Some(seq) => Ok(seq - 1),
+                None => Ok(head.next - 1),
+            }
+        }
+    }
+}
+
+/// Up to `max` changes of `share` from `next` on, in order with no gap.
+///
+/// # Errors
+/// The store's errors; [`Error::PositionExpired`](crate::Error::PositionExpired) when the
+/// rows from `next` were trimmed (nothing is skipped); a row that does not read is
+/// [`Error::Malformed`](crate::Error::Malformed).
+pub(crate) async fn read<S: TableStore>(
+    store: &S,
+    table: &str,
+    share: u32,
+    next: u64,
+    max: usize,
+) -> Result<Vec<FeedChange>> {
+    let expired = |position: u64, oldest: u64| crate::Error::PositionExpired {
+        table: table.to_owned(),
+        share,
+        position,
+        oldest,
+    };
+    let query = Query::with_filter(
+        filter::partition_key().eq(log::log_partition(table, share))
+            & filter::row_key().ge(log::seq_row_key(next))
+            & filter::row_key().lt("~"),
+    )
+    .top(max);
+    let page = match store.query(FEED_TABLE, &query).await {
+        Ok(page) => page,
+        Err(e) if e.kind() == tablekit_core::ErrorKind::TableNotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut changes = Vec::with_capacity(page.entities.len());
+    for (expect, row) in (next..).zip(page.entities.iter().take(max)) {
+        let (seq, at, event) = log::read_row(row)?;
+        if seq != expect {
+            // The rows before `seq` are gone: trimmed by retention past the position.
+            let head = log::head(store, table, share).await?;
+            return Err(expired(expect, head.oldest));
+        }
+        changes.push(FeedChange {
+            share,
+            seq,
+            at,
+            event,
+        });
+    }
+    if changes.is_empty() {
+        // Nothing to read: was the position trimmed away (an idle reader past
+        // retention)? One head read only when the share looks empty.
+        let head = log::head(store, table, share).await?;
+        if next < head.oldest {
+            return Err(expired(next, head.oldest));
+        }
+    }
+    Ok(changes)
 }

@@ -86,6 +86,13 @@ pub enum Command {
     /// One screen for an operator: each queue's depth, leased and poison messages, the
     /// relay's backlog, and the last audit of every audited table (`--json` for scripts).
     Status(StatusArgs),
+    /// Change feeds (`#[feed]`): print a table's changes as they come (`tail`), or a
+    /// group's parked changes (`parked`).
+    Feed {
+        /// What to do.
+        #[command(subcommand)]
+        command: FeedCommand,
+    },
     /// Serve the operator's console, a web page: queues, poison messages (replay,
     /// discard), the relay's backlog, audits and background jobs. Loopback only unless
     /// given a token.
@@ -484,6 +491,53 @@ pub struct RunArgs {
     /// (and its `--console` on its page); 0 turns the worker's look off.
     #[arg(long, env = "TABLEKIT_UNCONSUMED_AFTER", default_value_t = UNCONSUMED_AFTER_SECS)]
     pub unconsumed_after: u64,
+}
+
+/// The feed commands.
+#[derive(Debug, Subcommand)]
+pub enum FeedCommand {
+    /// Print a table's changes from a position, then as they come, until stopped
+    /// (read-only: no group, lease or checkpoint is written).
+    Tail(FeedTailArgs),
+    /// List the changes a group's handler could not take, with their reasons.
+    Parked {
+        /// The table store (as `status --store`).
+        #[arg(long, env = "TABLEKIT_STORE")]
+        store: String,
+        /// The table whose feed the group reads.
+        #[arg(long)]
+        table: String,
+        /// The group.
+        #[arg(long)]
+        group: String,
+    },
+}
+
+/// `feed tail`.
+#[derive(Debug, clap::Args)]
+pub struct FeedTailArgs {
+    /// The table store (as `status --store`).
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: String,
+    /// The table whose feed to print (its type declares `#[feed]` and is registered).
+    #[arg(long)]
+    pub table: String,
+    /// Where to start: `beginning`, `now`, or a time (RFC 3339, e.g.
+    /// `2026-11-01T00:00:00Z`: every change committed at or after it).
+    #[arg(long, default_value = "now")]
+    pub from: String,
+    /// Stop once caught up instead of waiting for more.
+    #[arg(long)]
+    pub once: bool,
+    /// Stop after this many changes.
+    #[arg(long)]
+    pub limit: Option<u64>,
+    /// Print one JSON object per line.
+    #[arg(long)]
+    pub json: bool,
+    /// Milliseconds between two reads once caught up.
+    #[arg(long, default_value_t = 500)]
+    pub interval_ms: u64,
 }
 
 /// The poison commands.

@@ -58,6 +58,10 @@ impl LaysOut for Log {
         declared.needs::<u64>("retention").map(drop)
     }
 
+    fn tables(&self, _declared: &DeclaredLayout, _table: &str) -> Vec<String> {
+        vec![crate::feed::FEED_TABLE.to_owned()]
+    }
+
     fn follow_up(&self, _declared: &DeclaredLayout, _at: &Elsewhere<'_>) -> Option<String> {
         Some(format!(
             "feed: changes sequenced into table `{}` by the relay",
