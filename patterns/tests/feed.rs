@@ -378,3 +378,63 @@ async fn a_group_from_a_time_gets_every_change_since_then() {
         .from(Position::At(since + chrono::Duration::hours(1)));
     assert!(drain(&later).await.is_empty());
 }
+
+#[tokio::test]
+async fn consume_once_checkpoints_what_was_handled_and_reads_again_from_a_failed_change() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..4 {
+        orders
+            .insert(&order("ada", id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    // The handler fails on the third change: the first two are checkpointed.
+    let mut seen = Vec::new();
+    let err = group
+        .consume_once(|change| {
+            seen.push(change.seq);
+            let fail = change.seq == 3;
+            async move {
+                if fail {
+                    Err(tablekit_core::Error::Transient {
+                        message: "the handler failed".into(),
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await
+        .expect_err("the handler's error");
+    assert!(
+        matches!(err, tablekit_core::Error::Transient { .. }),
+        "{err}"
+    );
+    assert_eq!(seen, vec![1, 2, 3]);
+    // The next round reads again from the change it failed on.
+    let mut again = Vec::new();
+    let done = group
+        .consume_once(|change| {
+            again.push(change.seq);
+            async { Ok(()) }
+        })
+        .await
+        .expect("consume");
+    assert_eq!(again, vec![3, 4]);
+    assert_eq!(done.handled, 2);
+    assert_eq!(
+        done.checkpointed
+            .moved
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![4]
+    );
+    // Another member goes on after the checkpoint: nothing is left.
+    group.leave().await.expect("leave");
+    let other = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    assert!(drain(&other).await.is_empty());
+}

@@ -103,6 +103,15 @@ pub struct Group<S> {
     state: Mutex<State>,
 }
 
+/// What a [`Group::consume_once`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Consumed {
+    /// The changes the handler handled.
+    pub handled: usize,
+    /// What checkpointing them did.
+    pub checkpointed: Checkpointed,
+}
+
 /// What a [`Group::checkpoint`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Checkpointed {
@@ -562,6 +571,54 @@ impl<S: TableStore> Group<S> {
         done.lost.sort_unstable();
         done.lost.dedup();
         Ok(done)
+    }
+
+    /// One round of the push form: polls, hands each change to `handle` in order, then
+    /// checkpoints what it handled — after handling, never before, so a crash between
+    /// the two delivers again what came after the checkpoint rather than losing it.
+    ///
+    /// # Errors
+    /// The errors of [`poll`](Self::poll) and [`checkpoint`](Self::checkpoint); a
+    /// handler's error stops the round: what was handled before it is checkpointed, the
+    /// changes from the one it failed on are read again by the next round, and the
+    /// handler's error is returned.
+    pub async fn consume_once<F, Fut>(&self, mut handle: F) -> Result<Consumed>
+    where
+        F: FnMut(FeedChange) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let changes = self.poll().await?;
+        let mut handled = 0;
+        let mut failed = None;
+        for change in &changes {
+            if let Err(e) = handle(change.clone()).await {
+                failed = Some(e);
+                break;
+            }
+            handled += 1;
+        }
+        let (done, rest) = changes.split_at(handled);
+        if !rest.is_empty() {
+            self.rewind(rest);
+        }
+        let checkpointed = self.checkpoint(done).await?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Consumed {
+                handled,
+                checkpointed,
+            }),
+        }
+    }
+
+    /// Moves the read position of each share back to the first of `unhandled` in it.
+    fn rewind(&self, unhandled: &[FeedChange]) {
+        let mut state = self.lock();
+        for change in unhandled {
+            if let Some(held) = state.held.get_mut(&change.share) {
+                held.next = held.next.min(change.seq);
+            }
+        }
     }
 
     /// Gives back every share this member holds (each keeps its checkpoint) and removes
