@@ -419,7 +419,8 @@ impl<S: TableStore> Group<S> {
     /// # Errors
     /// The store's errors; [`Error::PositionExpired`] when a held share's log was
     /// trimmed past the group's checkpoint (nothing is skipped); a log row that does not
-    /// read is [`Error::Malformed`].
+    /// read is [`Error::Malformed`]. When the read of one share fails, nothing is handed
+    /// out and no read position moves.
     pub async fn poll(&self) -> Result<Vec<FeedChange>> {
         let due = self
             .lock()
@@ -442,14 +443,19 @@ impl<S: TableStore> Group<S> {
             let changes = self.read_share(share, next).await?;
             Ok::<_, Error>((share, changes))
         });
+        // Every read first: a failed one hands out nothing, so no read position moves past
+        // changes that were never returned.
+        let pages = futures::future::join_all(pages)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::new();
-        for page in futures::future::join_all(pages).await {
-            let (share, changes) = page?;
-            if let Some(last) = changes.last() {
-                let mut state = self.lock();
-                if let Some(held) = state.held.get_mut(&share) {
-                    held.next = held.next.max(last.seq + 1);
-                }
+        let mut state = self.lock();
+        for (share, changes) in pages {
+            if let Some(last) = changes.last()
+                && let Some(held) = state.held.get_mut(&share)
+            {
+                held.next = held.next.max(last.seq + 1);
             }
             out.extend(changes);
         }
