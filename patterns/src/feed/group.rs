@@ -477,8 +477,7 @@ impl<S: TableStore> Group<S> {
             Err(e) => return Err(e),
         };
         let mut changes = Vec::with_capacity(page.entities.len());
-        let mut expect = next;
-        for row in page.entities.iter().take(self.read) {
+        for (expect, row) in (next..).zip(page.entities.iter().take(self.read)) {
             let (seq, at, event) = log::read_row(row)?;
             if seq != expect {
                 // Rows before `seq` are gone: trimmed by retention past the checkpoint.
@@ -490,7 +489,6 @@ impl<S: TableStore> Group<S> {
                     oldest: head.oldest,
                 });
             }
-            expect += 1;
             changes.push(FeedChange {
                 share,
                 seq,
