@@ -378,3 +378,159 @@ async fn a_group_from_a_time_gets_every_change_since_then() {
         .from(Position::At(since + chrono::Duration::hours(1)));
     assert!(drain(&later).await.is_empty());
 }
+
+#[tokio::test]
+async fn consume_once_checkpoints_what_was_handled_and_reads_again_from_a_failed_change() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..4 {
+        orders
+            .insert(&order("ada", id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    // The handler fails on the third change: the first two are checkpointed.
+    let mut seen = Vec::new();
+    let err = group
+        .consume_once(|change| {
+            seen.push(change.seq);
+            let fail = change.seq == 3;
+            async move {
+                if fail {
+                    Err(tablekit_core::Error::Transient {
+                        message: "the handler failed".into(),
+                    })
+                } else {
+                    Ok(())
+                }
+            }
+        })
+        .await
+        .expect_err("the handler's error");
+    assert!(
+        matches!(err, tablekit_core::Error::Transient { .. }),
+        "{err}"
+    );
+    assert_eq!(seen, vec![1, 2, 3]);
+    // The next round reads again from the change it failed on.
+    let mut again = Vec::new();
+    let done = group
+        .consume_once(|change| {
+            again.push(change.seq);
+            async { Ok(()) }
+        })
+        .await
+        .expect("consume");
+    assert_eq!(again, vec![3, 4]);
+    assert_eq!(done.handled, 2);
+    assert_eq!(
+        done.checkpointed
+            .moved
+            .values()
+            .copied()
+            .collect::<Vec<_>>(),
+        vec![4]
+    );
+    // Another member goes on after the checkpoint: nothing is left.
+    group.leave().await.expect("leave");
+    let other = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    assert!(drain(&other).await.is_empty());
+}
+
+/// A store whose `n`-th query of the feed's table from now on fails (once).
+#[derive(Clone)]
+struct FailingQuery {
+    inner: MemoryStore,
+    left: Arc<std::sync::atomic::AtomicI64>,
+}
+
+impl FailingQuery {
+    fn fail_query(&self, n: i64) {
+        self.left.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl TableStore for FailingQuery {
+    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.create_table(table).await
+    }
+    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
+        self.inner.delete_table(table).await
+    }
+    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
+        self.inner.list_tables(prefix).await
+    }
+    async fn get(
+        &self,
+        table: &str,
+        partition_key: &str,
+        row_key: &str,
+        select: Option<&[&str]>,
+    ) -> tablekit_core::Result<Option<tablekit_core::Entity>> {
+        self.inner.get(table, partition_key, row_key, select).await
+    }
+    async fn query(
+        &self,
+        table: &str,
+        query: &Query,
+    ) -> tablekit_core::Result<tablekit_core::Page> {
+        if table == feed::FEED_TABLE
+            && self.left.fetch_sub(1, std::sync::atomic::Ordering::SeqCst) == 1
+        {
+            return Err(tablekit_core::Error::Transient {
+                message: "read failed".into(),
+            });
+        }
+        self.inner.query(table, query).await
+    }
+    async fn execute(
+        &self,
+        table: &str,
+        op: tablekit_core::WriteOp,
+    ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
+        self.inner.execute(table, op).await
+    }
+    async fn submit_batch(
+        &self,
+        table: &str,
+        batch: tablekit_core::Batch,
+    ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
+        self.inner.submit_batch(table, batch).await
+    }
+}
+
+#[tokio::test]
+async fn a_poll_whose_read_of_one_share_fails_hands_out_nothing_and_skips_nothing() {
+    let store = FailingQuery {
+        inner: MemoryStore::new(),
+        left: Arc::default(),
+    };
+    let orders = orders(&store).await;
+    // Two customers in two shares.
+    let customers: Vec<String> = (0..100).map(|n| format!("c{n}")).collect();
+    let first = &customers[0];
+    let share = |c: &str| feed::share_of("Orders", c, 4);
+    let Some(second) = customers.iter().find(|c| share(c) != share(first)) else {
+        panic!("two shares");
+    };
+    for (customer, id) in [(first, 1), (second, 2), (first, 3), (second, 4)] {
+        orders
+            .insert(&order(customer, id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    group.balance().await.expect("balance");
+    assert_eq!(group.held().len(), 4);
+    // The poll reads the shares in order: the read of the later of the two fails.
+    let later = share(first).max(share(second));
+    store.fail_query(i64::from(later) + 1);
+    group.poll().await.expect_err("a read failed");
+    let changes = drain(&group).await;
+    let mut ids: Vec<i64> = summary(&changes).into_iter().map(|c| c.3).collect();
+    ids.sort_unstable();
+    assert_eq!(ids, vec![1, 2, 3, 4], "every change, none skipped");
+}

@@ -103,6 +103,15 @@ pub struct Group<S> {
     state: Mutex<State>,
 }
 
+/// What a [`Group::consume_once`] did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Consumed {
+    /// The changes the handler handled.
+    pub handled: usize,
+    /// What checkpointing them did.
+    pub checkpointed: Checkpointed,
+}
+
 /// What a [`Group::checkpoint`] did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Checkpointed {
@@ -389,7 +398,8 @@ impl<S: TableStore> Group<S> {
     /// # Errors
     /// The store's errors; [`Error::PositionExpired`] when a held share's log was
     /// trimmed past the group's checkpoint (nothing is skipped); a log row that does not
-    /// read is [`Error::Malformed`].
+    /// read is [`Error::Malformed`]. When the read of one share fails, nothing is handed
+    /// out and no read position moves.
     pub async fn poll(&self) -> Result<Vec<FeedChange>> {
         let due = self
             .lock()
@@ -412,14 +422,19 @@ impl<S: TableStore> Group<S> {
             let changes = self.read_share(share, next).await?;
             Ok::<_, Error>((share, changes))
         });
+        // Every read first: a failed one hands out nothing, so no read position moves past
+        // changes that were never returned.
+        let pages = futures::future::join_all(pages)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::new();
-        for page in futures::future::join_all(pages).await {
-            let (share, changes) = page?;
-            if let Some(last) = changes.last() {
-                let mut state = self.lock();
-                if let Some(held) = state.held.get_mut(&share) {
-                    held.next = held.next.max(last.seq + 1);
-                }
+        let mut state = self.lock();
+        for (share, changes) in pages {
+            if let Some(last) = changes.last()
+                && let Some(held) = state.held.get_mut(&share)
+            {
+                held.next = held.next.max(last.seq + 1);
             }
             out.extend(changes);
         }
@@ -494,6 +509,54 @@ impl<S: TableStore> Group<S> {
         done.lost.sort_unstable();
         done.lost.dedup();
         Ok(done)
+    }
+
+    /// One round of the push form: polls, hands each change to `handle` in order, then
+    /// checkpoints what it handled — after handling, never before, so a crash between
+    /// the two delivers again what came after the checkpoint rather than losing it.
+    ///
+    /// # Errors
+    /// The errors of [`poll`](Self::poll) and [`checkpoint`](Self::checkpoint); a
+    /// handler's error stops the round: what was handled before it is checkpointed, the
+    /// changes from the one it failed on are read again by the next round, and the
+    /// handler's error is returned.
+    pub async fn consume_once<F, Fut>(&self, mut handle: F) -> Result<Consumed>
+    where
+        F: FnMut(FeedChange) -> Fut,
+        Fut: std::future::Future<Output = Result<()>>,
+    {
+        let changes = self.poll().await?;
+        let mut handled = 0;
+        let mut failed = None;
+        for change in &changes {
+            if let Err(e) = handle(change.clone()).await {
+                failed = Some(e);
+                break;
+            }
+            handled += 1;
+        }
+        let (done, rest) = changes.split_at(handled);
+        if !rest.is_empty() {
+            self.rewind(rest);
+        }
+        let checkpointed = self.checkpoint(done).await?;
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(Consumed {
+                handled,
+                checkpointed,
+            }),
+        }
+    }
+
+    /// Moves the read position of each share back to the first of `unhandled` in it.
+    fn rewind(&self, unhandled: &[FeedChange]) {
+        let mut state = self.lock();
+        for change in unhandled {
+            if let Some(held) = state.held.get_mut(&change.share) {
+                held.next = held.next.min(change.seq);
+            }
+        }
     }
 
     /// Gives back every share this member holds (each keeps its checkpoint) and removes
