@@ -34,6 +34,10 @@ pub enum ChangeKind {
     Update,
     /// The entity was deleted.
     Delete,
+    /// The entity as stored when a change feed's snapshot read it: a group that starts
+    /// from the beginning after retention trimmed the log reads the table first
+    /// (`crate::feed`); never published to a change queue.
+    Snapshot,
 }
 
 /// One committed change of an entity, as published to its type's change queue.

@@ -318,11 +318,33 @@ async fn a_position_retention_trimmed_is_an_error_naming_the_oldest_kept() {
         ),
         "{err}"
     );
-    // A new group from the beginning: the beginning is gone too.
+    // A new group from the beginning: the beginning is gone too, so it reads a snapshot
+    // of the table (never a silent start at the oldest kept).
     let late = Group::new(store.clone(), "Orders", "late", 4).expect("group");
-    let err = drain_err(&late).await;
+    let read = drain(&late).await;
+    assert_eq!(
+        summary(&read)
+            .into_iter()
+            .map(|c| (c.2, c.3))
+            .collect::<Vec<_>>(),
+        vec![(ChangeKind::Snapshot, 1), (ChangeKind::Snapshot, 2)]
+    );
+    // From a checkpoint older than what is kept: an error naming the oldest.
+    let mut old = feed::Checkpoint::default();
+    old.shares.insert(share, 1);
+    let stale = Group::new(store.clone(), "Orders", "stale", 4)
+        .expect("group")
+        .from(Position::Checkpoint(old));
+    let err = drain_err(&stale).await;
     assert!(
-        matches!(err, tablekit_core::Error::PositionExpired { oldest: 3, .. }),
+        matches!(
+            err,
+            tablekit_core::Error::PositionExpired {
+                position: 2,
+                oldest: 3,
+                ..
+            }
+        ),
         "{err}"
     );
     // From now on is fine, and gets what comes next.
@@ -533,4 +555,158 @@ async fn a_poll_whose_read_of_one_share_fails_hands_out_nothing_and_skips_nothin
     let mut ids: Vec<i64> = summary(&changes).into_iter().map(|c| c.3).collect();
     ids.sort_unstable();
     assert_eq!(ids, vec![1, 2, 3, 4], "every change, none skipped");
+}
+
+#[tokio::test]
+async fn a_group_from_the_beginning_after_a_trim_reads_a_snapshot_then_the_log_and_ends_equal_to_the_table()
+ {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..40 {
+        let customer = format!("c{}", id % 7);
+        orders
+            .insert(&order(&customer, id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    orders
+        .delete("c1", "0001", IfMatch::Any)
+        .await
+        .expect("delete");
+    orders
+        .replace(&order("c2", 2, 200), IfMatch::Any)
+        .await
+        .expect("replace");
+    relay(&store).run_once().await.expect("relay");
+    feed::trim(&store, "Orders", 4, Duration::ZERO)
+        .await
+        .expect("trim");
+    // Changes after the trim: in the log.
+    orders
+        .replace(&order("c3", 3, 300), IfMatch::Any)
+        .await
+        .expect("replace");
+    orders.insert(&order("c9", 99, 9)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+
+    // A newcomer from the beginning: no error, a snapshot, and a state equal to the table.
+    let group = Group::new(store.clone(), "Orders", "newcomer", 4).expect("group");
+    let mut state: std::collections::BTreeMap<(String, String), (i64, i64)> = Default::default();
+    let mut snapshot_rows = 0;
+    loop {
+        let changes = group.poll().await.expect("poll");
+        if changes.is_empty() {
+            break;
+        }
+        for c in &changes {
+            let key = (c.event.partition_key.clone(), c.event.row_key.clone());
+            if let Some((version, _)) = state.get(&key) {
+                assert!(
+                    c.event.version >= *version,
+                    "no older change after a newer: {c:?}"
+                );
+            }
+            if c.event.change == ChangeKind::Snapshot {
+                snapshot_rows += 1;
+            }
+            if c.event.change == ChangeKind::Delete {
+                state.remove(&key);
+            } else {
+                let total = c
+                    .event
+                    .entity
+                    .get("total")
+                    .and_then(|v| v.as_i64())
+                    .unwrap_or(-1);
+                state.insert(key, (c.event.version, total));
+            }
+        }
+        group.checkpoint(&changes).await.expect("checkpoint");
+    }
+    assert!(snapshot_rows >= 39, "{snapshot_rows}");
+    let mut table: std::collections::BTreeMap<(String, String), i64> = Default::default();
+    for id in (0..40).chain([99]) {
+        let customer = if id == 99 {
+            "c9".to_owned()
+        } else {
+            format!("c{}", id % 7)
+        };
+        let row_key = format!("{id:04}");
+        if let Some(stored) = orders.get(&customer, &row_key).await.expect("get") {
+            table.insert((customer, row_key), stored.value.total);
+        }
+    }
+    assert_eq!(table.len(), 40);
+    let folded: std::collections::BTreeMap<(String, String), i64> = state
+        .into_iter()
+        .map(|(k, (_, total))| (k, total))
+        .collect();
+    assert_eq!(folded, table);
+    assert_eq!(
+        folded.get(&("c3".to_owned(), "0003".to_owned())),
+        Some(&300)
+    );
+    // Done: the shares read on from the log alone.
+    orders.insert(&order("c9", 100, 1)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    let next = drain(&group).await;
+    assert_eq!(
+        summary(&next).into_iter().map(|c| c.3).collect::<Vec<_>>(),
+        vec![1]
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_killed_midway_goes_on_from_its_last_checkpointed_chunk() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    let rows: Vec<Order> = (0..1_500)
+        .map(|id| order("one", id, i64::from(id)))
+        .collect();
+    for chunk in rows.chunks(50) {
+        let report = orders
+            .write_all(
+                chunk
+                    .iter()
+                    .cloned()
+                    .map(tablekit_core::typed::TypedWrite::Upsert),
+            )
+            .await
+            .expect("write");
+        assert!(report.refused.is_empty());
+    }
+    relay(&store).run_once().await.expect("relay");
+    feed::trim(&store, "Orders", 4, Duration::ZERO)
+        .await
+        .expect("trim");
+    let first = Group::new(store.clone(), "Orders", "rebuild", 4)
+        .expect("group")
+        .member("first")
+        .expect("member")
+        .lease(Duration::from_millis(100));
+    // One step of the snapshot handled and checkpointed, the next handed out, then the
+    // member dies.
+    let one = first.poll().await.expect("poll");
+    assert!(!one.is_empty() && one.len() < 1_500, "{}", one.len());
+    first.checkpoint(&one).await.expect("checkpoint");
+    let lost = first.poll().await.expect("poll");
+    assert!(!lost.is_empty());
+    drop(first);
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let second = Group::new(store.clone(), "Orders", "rebuild", 4)
+        .expect("group")
+        .member("second")
+        .expect("member");
+    let rest = drain(&second).await;
+    let mut ids: Vec<i64> = summary(&one)
+        .into_iter()
+        .chain(summary(&rest))
+        .map(|c| c.3)
+        .collect();
+    ids.sort_unstable();
+    assert_eq!(
+        ids,
+        (0..1_500).collect::<Vec<i64>>(),
+        "every entity once, none from the dead member's step twice"
+    );
 }

@@ -25,7 +25,8 @@ use futures::TryStreamExt;
 use tablekit_core::{Batch, ETag, Entity, ErrorKind, IfMatch, Query, TableStore, Value, filter};
 use tokio::time::Instant;
 
-use super::log::FEED_TABLE;
+use super::log::{self, FEED_TABLE};
+use super::snapshot::{self, Cursor};
 use super::{FeedChange, Position};
 use crate::error::{Error, Result};
 
@@ -77,6 +78,20 @@ struct Held {
     next: u64,
     /// When this member stops reading it (a quarter of the lease before it ends).
     fence: Instant,
+    /// Where the group's snapshot of the table goes on, while one runs (see
+    /// `super::snapshot`): checkpointed with the share.
+    snapshot: Option<Cursor>,
+    /// The snapshot step handed out and not yet checkpointed.
+    pending: Option<Pending>,
+}
+
+/// A snapshot step handed out: its high watermark, its rows, and where the snapshot goes
+/// on once all of them are handled (`None`: done).
+#[derive(Clone, Debug)]
+struct Pending {
+    through: u64,
+    rows: usize,
+    after: Option<Cursor>,
 }
 
 #[derive(Debug, Default)]
@@ -291,17 +306,19 @@ impl<S: TableStore> Group<S> {
         // sees others joining lets them take their homes).
         take.truncate(fair.saturating_sub(keep.len()));
 
-        let mut writes: Vec<(u32, tablekit_core::WriteOp, Option<u64>)> = Vec::new();
+        type Write = (u32, tablekit_core::WriteOp, Option<(u64, Option<Cursor>)>);
+        let mut writes: Vec<Write> = Vec::new();
         for share in &keep {
             let row = shares[share];
-            let checkpoint = checkpoint_of(row);
-            let entity = self.share_entity(*share, me, until, checkpoint);
+            let (checkpoint, cursor) = (checkpoint_of(row), Cursor::of(row));
+            let entity = self.share_entity(*share, me, until, checkpoint, cursor.as_ref());
             let op = tablekit_core::WriteOp::Replace(entity, if_match(row));
-            writes.push((*share, op, Some(checkpoint)));
+            writes.push((*share, op, Some((checkpoint, cursor))));
         }
         for share in &release {
             let row = shares[share];
-            let entity = self.share_entity(*share, "", now, checkpoint_of(row));
+            let cursor = Cursor::of(row);
+            let entity = self.share_entity(*share, "", now, checkpoint_of(row), cursor.as_ref());
             writes.push((
                 *share,
                 tablekit_core::WriteOp::Replace(entity, if_match(row)),
@@ -309,26 +326,26 @@ impl<S: TableStore> Group<S> {
             ));
         }
         for share in &take {
-            let (checkpoint, op) = match shares.get(share) {
+            let (start, op) = match shares.get(share) {
                 Some(row) if row.get(CHECKPOINT).is_some() => {
-                    let checkpoint = checkpoint_of(row);
-                    let entity = self.share_entity(*share, me, until, checkpoint);
+                    let (checkpoint, cursor) = (checkpoint_of(row), Cursor::of(row));
+                    let entity = self.share_entity(*share, me, until, checkpoint, cursor.as_ref());
                     (
-                        checkpoint,
+                        (checkpoint, cursor),
                         tablekit_core::WriteOp::Replace(entity, if_match(row)),
                     )
                 }
                 found => {
-                    let checkpoint = self.start(*share).await?;
-                    let entity = self.share_entity(*share, me, until, checkpoint);
+                    let (checkpoint, cursor) = self.start(*share).await?;
+                    let entity = self.share_entity(*share, me, until, checkpoint, cursor.as_ref());
                     let op = match found {
                         Some(row) => tablekit_core::WriteOp::Replace(entity, if_match(row)),
                         None => tablekit_core::WriteOp::Insert(entity),
                     };
-                    (checkpoint, op)
+                    ((checkpoint, cursor), op)
                 }
             };
-            writes.push((*share, op, Some(checkpoint)));
+            writes.push((*share, op, Some(start)));
         }
         let fence = started + self.lease.mul_f64(0.75);
         let mut held = BTreeMap::new();
@@ -344,27 +361,28 @@ impl<S: TableStore> Group<S> {
                 Err(e) if crate::consistency::lost_race(&e) => continue,
                 Err(e) => return Err(e),
             };
-            for ((share, _, checkpoint), etag) in chunk.iter().zip(etags) {
-                if let Some(checkpoint) = checkpoint {
-                    held.insert(*share, (etag, *checkpoint));
+            for ((share, _, start), etag) in chunk.iter().zip(etags) {
+                if let Some((checkpoint, cursor)) = start {
+                    held.insert(*share, (etag, *checkpoint, cursor.clone()));
                 }
             }
         }
         let mut state = self.lock();
         let before = std::mem::take(&mut state.held);
-        for (share, (etag, checkpoint)) in held {
+        for (share, (etag, checkpoint, snapshot)) in held {
             // A share kept keeps its read position (past what was handed out).
-            let next = before
-                .get(&share)
-                .filter(|h| h.checkpoint == checkpoint)
-                .map_or(checkpoint + 1, |h| h.next);
+            // (Its snapshot cursor too: it runs ahead of the row's over chunks that held
+            // nothing to hand out.)
+            let kept = before.get(&share).filter(|h| h.checkpoint == checkpoint);
             state.held.insert(
                 share,
                 Held {
                     etag,
                     checkpoint,
-                    next,
+                    next: kept.map_or(checkpoint + 1, |h| h.next),
                     fence,
+                    pending: kept.and_then(|h| h.pending.clone()),
+                    snapshot: kept.map_or(snapshot, |h| h.snapshot.clone()),
                 },
             );
         }
@@ -378,17 +396,30 @@ impl<S: TableStore> Group<S> {
         owner: &str,
         until: DateTime<Utc>,
         checkpoint: u64,
+        snapshot: Option<&Cursor>,
     ) -> Entity {
-        Entity::new(group_partition(&self.table, &self.group), share_row(share))
+        let mut row = Entity::new(group_partition(&self.table, &self.group), share_row(share))
             .with(OWNER, owner)
             .with(UNTIL, until)
-            .with(CHECKPOINT, Value::Int64(checkpoint as i64))
+            .with(CHECKPOINT, Value::Int64(checkpoint as i64));
+        if let Some(cursor) = snapshot {
+            cursor.write(&mut row);
+        }
+        row
     }
 
     /// Where the group starts in a share it has never read: the last sequence number
-    /// counted as handled.
-    async fn start(&self, share: u32) -> Result<u64> {
-        super::start(&self.store, &self.table, share, &self.from).await
+    /// counted as handled, and a snapshot to read first when the group starts from the
+    /// beginning and retention trimmed it (the log from its end, the table before it).
+    async fn start(&self, share: u32) -> Result<(u64, Option<Cursor>)> {
+        if self.from == Position::Beginning {
+            let head = log::head(&self.store, &self.table, share).await?;
+            if head.oldest > 1 {
+                return Ok((head.next - 1, Some(Cursor::default())));
+            }
+        }
+        let last = super::start(&self.store, &self.table, share, &self.from).await?;
+        Ok((last, None))
     }
 
     /// The changes after each held share's read position, up to the read size per share,
@@ -408,19 +439,41 @@ impl<S: TableStore> Group<S> {
         if due {
             self.balance().await?;
         }
-        let reads: Vec<(u32, u64)> = {
+        let reads: Vec<(u32, u64, Option<Cursor>)> = {
             let state = self.lock();
             let now = Instant::now();
             state
                 .held
                 .iter()
                 .filter(|(_, h)| now < h.fence)
-                .map(|(s, h)| (*s, h.next))
+                .map(|(s, h)| (*s, h.next, h.snapshot.clone()))
                 .collect()
         };
-        let pages = reads.into_iter().map(|(share, next)| async move {
-            let changes = self.read_share(share, next).await?;
-            Ok::<_, Error>((share, changes))
+        let pages = reads.into_iter().map(|(share, next, snapshot)| async move {
+            let Some(cursor) = snapshot else {
+                let changes = self.read_share(share, next).await?;
+                return Ok::<_, Error>((share, changes, None));
+            };
+            // Chunks holding nothing of this share are passed over (up to a bound per
+            // poll), so an empty answer means the snapshot and the log are read.
+            let mut cursor = cursor;
+            let mut step;
+            let mut steps = 0;
+            loop {
+                step = snapshot::step(&self.store, &self.table, share, self.shares, &cursor, next)
+                    .await?;
+                steps += 1;
+                match &step.after {
+                    Some(after) if step.changes.is_empty() && steps < 64 => cursor = after.clone(),
+                    _ => break,
+                }
+            }
+            let pending = Pending {
+                through: step.through,
+                rows: step.rows,
+                after: step.after,
+            };
+            Ok((share, step.changes, Some(pending)))
         });
         // Every read first: a failed one hands out nothing, so no read position moves past
         // changes that were never returned.
@@ -430,11 +483,22 @@ impl<S: TableStore> Group<S> {
             .collect::<Result<Vec<_>>>()?;
         let mut out = Vec::new();
         let mut state = self.lock();
-        for (share, changes) in pages {
-            if let Some(last) = changes.last()
-                && let Some(held) = state.held.get_mut(&share)
-            {
-                held.next = held.next.max(last.seq + 1);
+        for (share, changes, pending) in pages {
+            if let Some(held) = state.held.get_mut(&share) {
+                if let Some(last) = changes.last() {
+                    held.next = held.next.max(last.seq + 1);
+                }
+                if let Some(pending) = pending {
+                    held.next = held.next.max(pending.through + 1);
+                    if changes.is_empty() {
+                        // Nothing to hand out: the snapshot moves on in memory (its
+                        // cursor is written with the next checkpoint).
+                        held.snapshot = pending.after;
+                        held.pending = None;
+                    } else {
+                        held.pending = Some(pending);
+                    }
+                }
             }
             out.extend(changes);
         }
@@ -454,21 +518,43 @@ impl<S: TableStore> Group<S> {
     /// The store's errors other than a lost lease.
     pub async fn checkpoint(&self, handled: &[FeedChange]) -> Result<Checkpointed> {
         let mut through: BTreeMap<u32, u64> = BTreeMap::new();
+        let mut snapshot_rows: BTreeMap<u32, usize> = BTreeMap::new();
         for change in handled {
             let last = through.entry(change.share).or_default();
             *last = (*last).max(change.seq);
+            if change.event.change == crate::changes::ChangeKind::Snapshot {
+                *snapshot_rows.entry(change.share).or_default() += 1;
+            }
         }
         let mut done = Checkpointed::default();
         let now = tablekit_core::clock::now();
         let until = now + chrono::Duration::from_std(self.lease).unwrap_or_default();
         let started = Instant::now();
-        let writes: Vec<(u32, u64, Option<ETag>)> = {
+        type Write = (u32, u64, Option<ETag>, Option<Cursor>);
+        let writes: Vec<Write> = {
             let state = self.lock();
             through
                 .iter()
                 .filter_map(|(share, seq)| {
                     let held = state.held.get(share)?;
-                    (*seq > held.checkpoint).then(|| (*share, *seq, held.etag.clone()))
+                    // A snapshot's cursor moves once every row of its step was handled.
+                    let cursor = match (&held.snapshot, &held.pending) {
+                        (Some(_), Some(p))
+                            if *seq >= p.through
+                                && snapshot_rows.get(share).copied().unwrap_or(0) == p.rows =>
+                        {
+                            p.after.clone()
+                        }
+                        (snapshot, _) => snapshot.clone(),
+                    };
+                    (*seq > held.checkpoint || cursor != held.snapshot).then(|| {
+                        (
+                            *share,
+                            (*seq).max(held.checkpoint),
+                            held.etag.clone(),
+                            cursor,
+                        )
+                    })
                 })
                 .collect()
         };
@@ -477,13 +563,13 @@ impl<S: TableStore> Group<S> {
                 done.lost.push(*share);
             }
         }
-        let puts = writes.into_iter().map(|(share, seq, etag)| {
-            let entity = self.share_entity(share, &self.member, until, seq);
+        let puts = writes.into_iter().map(|(share, seq, etag, cursor)| {
+            let entity = self.share_entity(share, &self.member, until, seq, cursor.as_ref());
             let op =
                 tablekit_core::WriteOp::Replace(entity, etag.map_or(IfMatch::Any, IfMatch::ETag));
-            async move { (share, seq, self.store.execute(FEED_TABLE, op).await) }
+            async move { (share, seq, cursor, self.store.execute(FEED_TABLE, op).await) }
         });
-        for (share, seq, answer) in futures::future::join_all(puts).await {
+        for (share, seq, cursor, answer) in futures::future::join_all(puts).await {
             let mut state = self.lock();
             match answer {
                 Ok(etag) => {
@@ -491,6 +577,10 @@ impl<S: TableStore> Group<S> {
                         held.etag = etag;
                         held.checkpoint = seq;
                         held.fence = started + self.lease.mul_f64(0.75);
+                        if held.snapshot != cursor {
+                            held.pending = None;
+                        }
+                        held.snapshot = cursor;
                     }
                     done.moved.insert(share, seq);
                 }
@@ -555,6 +645,11 @@ impl<S: TableStore> Group<S> {
         for change in unhandled {
             if let Some(held) = state.held.get_mut(&change.share) {
                 held.next = held.next.min(change.seq);
+                // A snapshot step not wholly handled is read again.
+                if held.pending.is_some() {
+                    held.next = held.next.min(held.checkpoint + 1);
+                    held.pending = None;
+                }
             }
         }
     }
@@ -568,7 +663,7 @@ impl<S: TableStore> Group<S> {
         let held: Vec<(u32, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
         let now = tablekit_core::clock::now();
         for (share, held) in held {
-            let entity = self.share_entity(share, "", now, held.checkpoint);
+            let entity = self.share_entity(share, "", now, held.checkpoint, held.snapshot.as_ref());
             let op = tablekit_core::WriteOp::Replace(
                 entity,
                 held.etag.map_or(IfMatch::Any, IfMatch::ETag),

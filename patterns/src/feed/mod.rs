@@ -34,6 +34,7 @@ pub mod lag;
 pub mod log;
 pub mod parked;
 pub(crate) mod sequence;
+pub(crate) mod snapshot;
 pub mod tail;
 pub mod trim;
 
