@@ -90,6 +90,9 @@ pub mod guide {
     pub mod streaming {
         #![doc = include_str!("../docs/streaming.md")]
     }
+    pub mod feed {
+        #![doc = include_str!("../docs/feed.md")]
+    }
     pub mod large_entities {
         #![doc = include_str!("../docs/large_entities.md")]
     }

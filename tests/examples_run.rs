@@ -20,6 +20,7 @@ const EXAMPLES: &[&str] = &[
     "bulk_import",
     "custom_operation",
     "declarations",
+    "change_feed",
 ];
 
 fn example(name: &str) -> PathBuf {

@@ -297,6 +297,28 @@ use syn::{DeriveInput, parse_macro_input};
 /// assert_eq!(Order::BY_STATUS.name(), "by_status");
 /// ```
 ///
+/// # `#[feed]`
+///
+/// A change feed: every committed write of the type through an `IndexedTable` records its
+/// change in its own transaction, the relay orders the changes into a log kept for
+/// `retention` (default `"7d"`), divided into `shares` (1 to 1024, default 16), and named
+/// groups of consumers read it from the beginning, a time or a checkpoint
+/// (`tablekit::patterns::feed`, `tablekit::workers::feed::Feed`). `#[feed]` alone takes
+/// the defaults.
+///
+/// ```
+/// use tablekit::prelude::*;
+///
+/// #[derive(Entity)]
+/// #[entity(table = "Orders", partition_key = "{customer}", row_key = "{id}")]
+/// #[feed(retention = "30d", shares = 8)]
+/// struct Order { customer: String, id: String, total: i64 }
+///
+/// let feed = Order::schema().declared("feed", "feed").unwrap();
+/// assert_eq!(feed.setting("retention"), Some("2592000"));
+/// assert_eq!(feed.setting("shares"), Some("8"));
+/// ```
+///
 /// # `#[wide]`
 ///
 /// A type with more properties than one entity holds (252, less the 8 tablekit keeps
