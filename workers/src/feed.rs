@@ -76,6 +76,7 @@ impl<E: EntityType> Feed<E> {
                 cap: Duration::from_secs(5),
             },
             idle: Duration::from_millis(100),
+            activity: None,
             entity: PhantomData,
         })
     }
@@ -100,7 +101,14 @@ pub struct FeedConsumer<E, S> {
     group: Group<S>,
     retry: RetryPolicy,
     idle: Duration,
+    activity: Option<crate::activity::Activity>,
     entity: PhantomData<fn() -> E>,
+}
+
+/// The name a group's deliveries are recorded under in the activity history (as a
+/// queue's are): `feed~<table>~<group>`.
+pub fn history_series(table: &str, group: &str) -> String {
+    format!("feed~{table}~{group}")
 }
 
 impl<E: EntityType, S: TableStore> FeedConsumer<E, S> {
@@ -129,6 +137,14 @@ impl<E: EntityType, S: TableStore> FeedConsumer<E, S> {
     /// attempts, backoff from 100 ms to 5 s).
     pub fn retry(mut self, policy: RetryPolicy) -> Self {
         self.retry = policy;
+        self
+    }
+
+    /// Records the member's deliveries per minute in `activity` (handled as processed,
+    /// retried as failed, parked as poisoned) under [`history_series`], for the console's
+    /// history of the group.
+    pub fn activity(mut self, activity: crate::activity::Activity) -> Self {
+        self.activity = Some(activity);
         self
     }
 
@@ -229,6 +245,19 @@ where
         let mut report = FeedReport::default();
         let group = &self.consumer.group;
         let (table, name) = (E::schema().table, group.name().to_owned());
+        let series = history_series(table, &name);
+        let attachment = self
+            .consumer
+            .activity
+            .as_ref()
+            .map(|a| a.attach(&series, 1));
+        let counted = |report: &FeedReport| crate::activity::Counts {
+            processed: report.handled,
+            failed: report.retried,
+            poisoned: report.parked,
+            redelivered: 0,
+        };
+        let mut recorded = crate::activity::Counts::default();
         loop {
             let changes = tokio::select! {
                 biased;
@@ -276,6 +305,11 @@ where
             }
             metrics::counter!("tablekit_feed_delivered_total", "table" => table, "group" => name.clone())
                 .increment(handled.len() as u64);
+            if let Some(attachment) = &attachment {
+                let now = counted(&report);
+                attachment.counters().add(now.since(&recorded));
+                recorded = now;
+            }
             if let Err(e) = group.checkpoint(&handled).await {
                 tracing::warn!(table, group = %name, error = %e, "checkpointing failed; the changes may be delivered again");
             }
@@ -284,6 +318,9 @@ where
             }
         }
         group.leave().await?;
+        if let Some(attachment) = attachment {
+            attachment.finish().await;
+        }
         Ok(report)
     }
 

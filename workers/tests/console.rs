@@ -1555,3 +1555,101 @@ async fn an_action_is_logged_with_its_client_and_message_ids() {
         "a forged line:\n{logs}"
     );
 }
+
+/// A type with a change feed, for the feeds' pages.
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "FeedShown",
+    kind = "FeedShown",
+    partition_key = "{team}",
+    row_key = "{id:04}",
+    crate = "tablekit_core"
+)]
+#[feed(shares = 2)]
+struct FeedShown {
+    team: String,
+    id: u32,
+    note: String,
+}
+
+#[tokio::test]
+async fn the_feeds_pages_show_each_group_its_shares_lag_and_parked_changes_escaped() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("t.db").display()))
+        .await
+        .unwrap();
+    let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    let table = IndexedTable::<FeedShown, _>::options()
+        .follow_up_elsewhere()
+        .build(store.clone())
+        .unwrap();
+    table.create().await.unwrap();
+    for id in 0..5 {
+        let note = if id == 3 {
+            "<script>alert(1)</script>".to_owned()
+        } else {
+            format!("n{id}")
+        };
+        table
+            .insert(&FeedShown {
+                team: "a".into(),
+                id,
+                note,
+            })
+            .await
+            .unwrap();
+    }
+    let relay = tablekit_patterns::index::Relay::options().alone().build(
+        store.clone(),
+        std::sync::Arc::new(tablekit_patterns::index::InlineSink::new(
+            tablekit_patterns::index::handlers(store.clone(), None),
+        )),
+    );
+    relay.run_once().await.unwrap();
+    // The group handles four, parks the hostile one.
+    let group =
+        tablekit_patterns::feed::Group::new(store.clone(), "FeedShown", "billing", 2).unwrap();
+    let changes = group.poll().await.unwrap();
+    assert_eq!(changes.len(), 5);
+    for change in &changes {
+        if change.event.entity.get("note").and_then(|v| v.as_str())
+            == Some("<script>alert(1)</script>")
+        {
+            tablekit_patterns::feed::park(&store, "FeedShown", "billing", change, "<b>refused</b>")
+                .await
+                .unwrap();
+        }
+    }
+    group.checkpoint(&changes[..4]).await.unwrap();
+
+    let running = serve(
+        store,
+        queue,
+        ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None),
+    )
+    .await;
+    let base = running.url.as_str();
+    let (status, html) = get(&format!("{base}/feeds")).await;
+    assert_eq!(status, 200);
+    assert!(
+        html.contains("FeedShown") && html.contains("billing"),
+        "{html}"
+    );
+    assert!(html.contains("/feeds/FeedShown/billing"));
+    let (status, html) = get(&format!("{base}/feeds/FeedShown/billing")).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Parked changes"));
+    assert!(
+        !html.contains("<script>alert(1)") && !html.contains("<b>refused"),
+        "escaped"
+    );
+    assert!(html.contains("&lt;b&gt;refused&lt;/b&gt;"));
+    // One share holds the four handled changes' checkpoint; one change is behind.
+    assert!(html.contains("1 changes behind"), "{html}");
+    let (status, _) = get(&format!("{base}/feeds/FeedShown/nobody")).await;
+    assert_eq!(status, 404);
+    let (status, _) = get(&format!("{base}/feeds/Nothing/billing")).await;
+    assert_eq!(status, 404);
+}

@@ -49,6 +49,7 @@ mod access;
 mod activity;
 mod api;
 mod chart;
+mod feeds;
 mod forms;
 mod guard;
 pub mod jobs;
@@ -309,6 +310,8 @@ fn router(console: Shared) -> Router {
         )
         .route("/actions", get(pages::actions))
         .route("/workers", get(activity::workers_page))
+        .route("/feeds", get(feeds::list))
+        .route("/feeds/{table}/{group}", get(feeds::group))
         .route("/queues/{queue}/waiting", get(waiting::page))
         .route("/api/queues/{queue}/waiting", get(api::waiting_messages))
         .route("/api/status", get(api::status))

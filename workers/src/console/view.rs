@@ -95,6 +95,7 @@ pub(super) fn page(title: &str, refresh: Option<u64>, body: Markup) -> Markup {
                     nav {
                         a href="/" { "Overview" }
                         a href="/workers" { "Workers" }
+                        a href="/feeds" { "Feeds" }
                         a href="/actions" { "Actions" }
                     }
                     @if let Some(viewer) = &viewer {
