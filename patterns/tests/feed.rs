@@ -710,3 +710,22 @@ async fn a_snapshot_killed_midway_goes_on_from_its_last_checkpointed_chunk() {
         "every entity once, none from the dead member's step twice"
     );
 }
+
+#[tokio::test]
+async fn changes_whose_pending_marker_was_lost_are_found_again_by_adopt() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    // The markers are gone (an operator cleared the table): the relay sees nothing.
+    store
+        .delete_table(tablekit_patterns::consistency::PENDING_TABLE)
+        .await
+        .expect("drop");
+    assert_eq!(relay(&store).run_once().await.expect("relay").sequenced, 0);
+    assert_eq!(waiting(&store).await, 1);
+    let marked = tablekit_patterns::consistency::pending::adopt(&store, "Orders")
+        .await
+        .expect("adopt");
+    assert_eq!(marked, 1);
+    assert_eq!(relay(&store).run_once().await.expect("relay").sequenced, 1);
+}

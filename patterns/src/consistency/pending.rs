@@ -99,7 +99,8 @@ pub async fn write_marker<S: TableStore>(
     }
 }
 
-/// Marks every partition of `table` that holds outbox entries, by scanning the table
+/// Marks every partition of `table` that holds outbox entries or feed changes waiting to
+/// be sequenced (`crate::feed`), by scanning the table
 /// once: for entries written before pending markers existed (an upgrade), which the relay
 /// would not find otherwise. Returns the partitions marked.
 ///
@@ -108,7 +109,9 @@ pub async fn write_marker<S: TableStore>(
 pub async fn adopt<S: TableStore>(store: &S, table: &str) -> Result<usize> {
     use futures::TryStreamExt;
     let query = tablekit_core::Query::with_filter(
-        tablekit_core::filter::property_named(MARKER_PROPERTY).eq(super::outbox::OUTBOX_KIND),
+        tablekit_core::filter::property_named(MARKER_PROPERTY).eq(super::outbox::OUTBOX_KIND)
+            | tablekit_core::filter::property_named(MARKER_PROPERTY)
+                .eq(crate::feed::log::WAITING_KIND),
     );
     let mut entries = std::pin::pin!(store.query_stream(table, query));
     let mut last: Option<String> = None;
