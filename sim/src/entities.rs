@@ -54,6 +54,7 @@ macro_rules! member_type {
         #[index_entity(name = "tag", key = "{tag}", storage = "blob")]
         #[unique(name = "email", key = "{email}")]
         #[count(name = "per_city", key = "{city}", shards = 2)]
+        #[feed(retention = "1h", shares = 4)]
         pub struct $name {
             pub team: String,
             pub id: u32,

@@ -23,6 +23,7 @@ mod checks;
 mod clock;
 mod documents;
 mod drain;
+mod feed;
 mod fence;
 mod migration;
 mod options;
@@ -109,6 +110,10 @@ struct World {
     unfenced: Arc<std::sync::Mutex<Vec<String>>>,
     /// How often the relays published each entry (by its operation's id).
     relay_published: Arc<std::sync::Mutex<std::collections::HashMap<String, u64>>>,
+    /// What the feed's groups delivered (see [`feed`]).
+    feed: RefCell<feed::Record>,
+    /// What the store applied to the feed's table, below the faults.
+    observed: Arc<std::sync::Mutex<feed::Observed>>,
 }
 
 /// A background pass or delivery under way (see [`World::busy`]); a crash drops it.
@@ -260,8 +265,9 @@ async fn run(options: Options) -> Report {
             }
         },
     };
+    let observed: Arc<std::sync::Mutex<feed::Observed>> = Arc::default();
     let world = Rc::new(World {
-        chaos: ChaosStore::new(backing::Backing(base, clock.clone())),
+        chaos: ChaosStore::new(backing::Backing(base, clock.clone(), observed.clone())),
         blobs: BlobStore::memory(),
         queue: SimQueue::default(),
         clock,
@@ -280,6 +286,8 @@ async fn run(options: Options) -> Report {
         events: Arc::default(),
         unfenced: Arc::default(),
         relay_published: Arc::default(),
+        feed: RefCell::default(),
+        observed,
     });
     let mut violations = Vec::new();
     CHECKED.with(|c| c.take());
@@ -439,6 +447,7 @@ async fn direct(world: &Rc<World>, spawner: &Spawner) -> Vec<String> {
             process(world, move |w, s, _| relay(w, s, n)),
         );
     }
+    feed::spawn(world, spawner);
     spawner.spawn_process("sweeper", process(world, |w, s, _| sweeper(w, s)));
     spawner.spawn_process("auditor", process(world, |w, s, _| auditor(w, s)));
     spawner.spawn_process(

@@ -9,11 +9,17 @@ use tablekit_core::clock::SharedClock;
 use tablekit_core::{
     AnyStore, Batch, ETag, Entity, Error, KeyOrder, Page, Query, Result, TableStore, WriteOp,
 };
+use tablekit_patterns::feed::FEED_TABLE;
 
 /// The world's store: the memory store as it is, SQLite through blocking tasks (under
 /// the world's clock: the store stamps each write's Timestamp with it).
+/// What the store applied to the feed's table is noted in the third field.
 #[derive(Clone)]
-pub(crate) struct Backing(pub(crate) AnyStore, pub(crate) SharedClock);
+pub(crate) struct Backing(
+    pub(crate) AnyStore,
+    pub(crate) SharedClock,
+    pub(crate) std::sync::Arc<std::sync::Mutex<super::feed::Observed>>,
+);
 
 impl std::fmt::Debug for Backing {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -122,6 +128,41 @@ impl TableStore for Backing {
     }
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
+        let seen = (table == FEED_TABLE).then(|| op.clone());
+        let answer = self.execute_here(table, op).await;
+        if let (Ok(_), Some(op)) = (&answer, seen) {
+            self.observe(std::slice::from_ref(&op));
+        }
+        answer
+    }
+
+    async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
+        let seen = (table == FEED_TABLE).then(|| batch.operations().to_vec());
+        let answer = self.submit_batch_here(table, batch).await;
+        if let (Ok(_), Some(ops)) = (&answer, seen) {
+            self.observe(&ops);
+        }
+        answer
+    }
+
+    fn key_order(&self) -> KeyOrder {
+        self.0.key_order()
+    }
+
+    fn preserves_negative_zero(&self) -> bool {
+        self.0.preserves_negative_zero()
+    }
+}
+
+impl Backing {
+    fn observe(&self, ops: &[WriteOp]) {
+        let mut observed = self.2.lock().unwrap_or_else(|e| e.into_inner());
+        for op in ops {
+            observed.applied(op);
+        }
+    }
+
+    async fn execute_here(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         if self.direct() {
             return self.0.execute(table, op).await;
         }
@@ -132,7 +173,7 @@ impl TableStore for Backing {
         .await
     }
 
-    async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
+    async fn submit_batch_here(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         if self.direct() {
             return self.0.submit_batch(table, batch).await;
         }
@@ -141,14 +182,6 @@ impl TableStore for Backing {
             futures::executor::block_on(store.submit_batch(&table, batch))
         })
         .await
-    }
-
-    fn key_order(&self) -> KeyOrder {
-        self.0.key_order()
-    }
-
-    fn preserves_negative_zero(&self) -> bool {
-        self.0.preserves_negative_zero()
     }
 }
 

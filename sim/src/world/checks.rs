@@ -10,7 +10,7 @@ use tablekit_patterns::index::unique::Reservation;
 
 use super::written::Written;
 use super::{
-    ARCHIVE, Event, IDS, Store, TEAMS, World, archive, audit, badges, documents, members,
+    ARCHIVE, Event, IDS, Store, TEAMS, World, archive, audit, badges, documents, feed, members,
     migration, relays, tallies,
 };
 use crate::model::{Key, Model};
@@ -137,6 +137,8 @@ pub(super) async fn check(world: &World) -> Vec<String> {
     found.extend(counts(&members).await);
 
     found.extend(relays::check(world));
+    let model = world.model.borrow().clone();
+    found.extend(feed::check(world, &model).await);
 
     found.extend(migration::converges(&members).await);
     found

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tablekit_patterns::index::Sweeper;
 
-use super::{World, documents};
+use super::{World, documents, feed};
 
 /// Stops the faults, drains, and stops the processes; what it finds is a drain that did
 /// not end.
@@ -40,6 +40,7 @@ pub(super) async fn run(world: &World) -> Vec<String> {
         let swept_at = world.now();
         let swept = sweeper.sweep().await.map(|r| r.deleted);
         let orphans = documents::sweep(world, &world.chaos).await;
+        let caught_up = feed::caught_up(world).await;
         let backlog = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
         // Read last, with no await after it: no pass or delivery is under way when the
         // drain ends and the processes stop.
@@ -52,6 +53,7 @@ pub(super) async fn run(world: &World) -> Vec<String> {
             };
         let mut idle = swept.as_ref().is_ok_and(|deleted| *deleted == 0)
             && orphans.as_ref().is_ok_and(|deleted| *deleted == 0)
+            && caught_up
             && workless(&backlog);
         if idle && world.busy.get() > 0 {
             // Nothing to do, but a periodic pass is under way (over SQLite a pass spans
@@ -64,12 +66,13 @@ pub(super) async fn run(world: &World) -> Vec<String> {
                 }
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
+            let caught_up = feed::caught_up(world).await;
             let again = tablekit_patterns::consistency::backlog(world.chaos.inner()).await;
             // Time passed while the passes ended (a stalled relay's pass lasts up to 25
             // s): what expired meanwhile is the next round's to sweep.
             let waited =
                 world.busy.get() > 0 || world.now() > swept_at + chrono::Duration::seconds(1);
-            idle = workless(&again) && !waited;
+            idle = caught_up && workless(&again) && !waited;
         }
         // Read last, with no await after it: no pass or delivery is under way when the
         // drain ends and the processes stop.

@@ -115,6 +115,7 @@ async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n:
     world.log(format!("{what}: start"));
     // An unknown outcome is retried, as the error asks, up to twice.
     let mut answer = Answer::Pending;
+    let mut unknown = false;
     for attempt in 0..3 {
         let result = match choice {
             0..=19 => table.insert(&value).await,
@@ -131,6 +132,14 @@ async fn write_one<E: Written>(world: &World, table: &IndexedTable<E, Store>, n:
             break;
         }
         world.log(format!("{what}: unknown outcome, retried"));
+        unknown = true;
+    }
+    // A retry refused after an unknown outcome (an insert finding the entity, a
+    // conditional write its ETag moved) may be refused because the first attempt landed.
+    if let (true, Answer::Refused(why)) = (unknown, &answer) {
+        answer = Answer::Unknown(format!(
+            "refused when retried after an unknown outcome: {why}"
+        ));
     }
     world.log(format!("{what}: {answer:?}"));
     world.model.borrow_mut().end(at, answer, world.now());
