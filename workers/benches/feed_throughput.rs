@@ -21,11 +21,13 @@
 //!    handled.
 //! 4. **Lag at a sustained write rate**: 8 writers insert `BENCH_RATE` orders per second
 //!    (default 1,000) for `BENCH_SECONDS` (default 10) on their own SQLite file, while the
-//!    relay runs continuously (a pass every 5 ms when idle, at once after a busy one) and
-//!    one group member polls continuously (5 ms apart when a poll was empty). The lag of
+//!    relay runs continuously (`Relay::step` in the loop `Relay::run` makes: a pass every
+//!    5 ms when idle, at once after a busy one; each pass timed) and one group member
+//!    polls continuously (5 ms apart when a poll was empty). The lag of
 //!    a change runs from the start of its insert call to the poll that delivered it;
 //!    p50, p99 and the maximum (target p99 under 1 s), the write rate achieved, and the
-//!    lag split at the time the relay sequenced the change (wall clocks of one machine).
+//!    lag split at the time the relay sequenced the change (wall clocks of one machine),
+//!    and the relay's pass times.
 //!
 //! `cargo bench -p tablekit-workers --bench feed_throughput`. `BENCH_PARTS` picks the
 //! figures (default `1234`; `24` runs figures 2 and 4 only; figure 2 reads figure 1's
@@ -47,7 +49,7 @@ use tablekit_core::roundtrip::{Latency, RoundTripStore, RoundTrips};
 use tablekit_core::typed::TypedWrite;
 use tablekit_core::{SqliteStore, TableStore};
 use tablekit_derive::Entity;
-use tablekit_patterns::feed::{FeedChange, Group};
+use tablekit_patterns::feed::Group;
 use tablekit_patterns::index::{IndexedTable, InlineSink, Relay, handlers};
 use tablekit_workers::changes::Change;
 use tablekit_workers::feed::Feed;
@@ -365,9 +367,11 @@ async fn scale(dir: &std::path::Path, total: u32) {
         .zip(&handled)
         .map(|(shares, n)| format!("{} shares/{n} changes", shares.len()))
         .collect();
+    let busiest = handled.iter().copied().max().unwrap_or(total).max(1);
     println!(
-        "   the four members: {}; changes per share {:?}",
+        "   the four members: {} (at most {:.2}x with the busiest member's part); changes per share {:?}",
         loads.join(", "),
+        total as f64 / busiest as f64,
         per_share.values().collect::<Vec<_>>()
     );
     for member in one.iter().chain(&four) {
@@ -384,14 +388,25 @@ async fn lag(dir: &std::path::Path, rate_per_s: u64, seconds: u64) {
         store.clone(),
         Arc::new(InlineSink::new(handlers(store.clone(), None))),
     );
-    let (stop_relay, relay_stopped) = tokio::sync::oneshot::channel::<()>();
-    let relay = tokio::spawn(async move {
-        relay
-            .run(Duration::from_millis(5), async move {
-                let _ = relay_stopped.await;
-            })
-            .await;
-    });
+    // The relay's loop as `Relay::run` makes it (a pass at once after a busy one, else
+    // every 5 ms), timing each pass.
+    let relay_stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let relay = {
+        let stop = Arc::clone(&relay_stop);
+        tokio::spawn(async move {
+            let mut passes: Vec<(Duration, usize, usize)> = Vec::new();
+            while !stop.load(Ordering::Relaxed) {
+                let t = Instant::now();
+                let report = relay.step().await.unwrap();
+                passes.push((t.elapsed(), report.partitions, report.sequenced));
+                if report.sequenced == 0 && report.published == 0 {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
+            relay.leave().await;
+            passes
+        })
+    };
 
     let started: Arc<Mutex<HashMap<String, Instant>>> = Arc::default();
     // Per change: (insert start -> delivered, committed -> sequenced, sequenced -> delivered).
@@ -473,8 +488,8 @@ async fn lag(dir: &std::path::Path, rate_per_s: u64, seconds: u64) {
     let caught_up = run_started.elapsed().as_secs_f64();
     stop.store(true, Ordering::Relaxed);
     let polls = consumer.await.unwrap();
-    let _ = stop_relay.send(());
-    relay.await.unwrap();
+    relay_stop.store(true, Ordering::Relaxed);
+    let passes = relay.await.unwrap();
 
     let lags = std::mem::take(&mut *lags.lock().unwrap());
     let sorted = |pick: fn(&(Duration, Duration, Duration)) -> Duration| {
@@ -501,6 +516,21 @@ async fn lag(dir: &std::path::Path, rate_per_s: u64, seconds: u64) {
         ms(percentile(&read, 0.50)),
         ms(percentile(&read, 0.99)),
     );
+    let busy: Vec<&(Duration, usize, usize)> = passes.iter().filter(|p| p.2 > 0).collect();
+    let mut times: Vec<Duration> = busy.iter().map(|p| p.0).collect();
+    times.sort();
+    if !times.is_empty() {
+        println!(
+            "   relay: {} passes, {} of them sequencing (about {:.0} changes and {:.0} partitions each): p50 {:.1} ms, p99 {:.1} ms, max {:.1} ms a pass",
+            passes.len(),
+            busy.len(),
+            busy.iter().map(|p| p.2).sum::<usize>() as f64 / busy.len() as f64,
+            busy.iter().map(|p| p.1).sum::<usize>() as f64 / busy.len() as f64,
+            ms(percentile(&times, 0.50)),
+            ms(percentile(&times, 0.99)),
+            ms(*times.last().unwrap()),
+        );
+    }
 }
 
 fn main() {
