@@ -273,7 +273,21 @@ impl<S: TableStore> Group<S> {
                 shares.insert(share, row);
             }
         }
-        let fair = (self.shares as usize).div_ceil(live.len());
+        // Each share weighs its backlog plus one (an idle share still needs a reader):
+        // members aim at an equal part of the weight, so a share far behind is not left
+        // with one member while others idle. One head read per share, all at once.
+        let heads = futures::future::try_join_all(
+            (0..self.shares).map(|share| log::head(&self.store, &self.table, share)),
+        )
+        .await?;
+        let load: Vec<u64> = (0..self.shares)
+            .map(|share| {
+                let last = heads[share as usize].next - 1;
+                let read = shares.get(&share).map_or(0, |row| checkpoint_of(row));
+                last.saturating_sub(read) + 1
+            })
+            .collect();
+        let fair = load.iter().sum::<u64>().div_ceil(live.len() as u64);
         let me = self.member.as_str();
         let mine = |s: u32| {
             shares
@@ -297,14 +311,31 @@ impl<S: TableStore> Group<S> {
                 .unwrap_or(me)
         };
         let mut keep: Vec<u32> = (0..self.shares).filter(|s| mine(*s)).collect();
-        // Keep home shares first.
+        // Keep home shares first, up to the fair part of the weight.
         keep.sort_by_key(|s| (home(*s) != me, *s));
-        let release: Vec<u32> = keep.split_off(keep.len().min(fair));
+        let mut part = 0;
+        let kept = keep
+            .iter()
+            .take_while(|s| {
+                let under = part < fair;
+                part += load[**s as usize];
+                under
+            })
+            .count();
+        let release: Vec<u32> = keep.split_off(kept);
+        part = keep.iter().map(|s| load[*s as usize]).sum();
+        // Then free shares, home ones first, until the part is reached.
         let mut take: Vec<u32> = (0..self.shares).filter(|s| !mine(*s) && free(*s)).collect();
         take.sort_by_key(|s| (home(*s) != me, weight(me, *s)));
-        // Take another's home share only when free of its home (a member of a group that
-        // sees others joining lets them take their homes).
-        take.truncate(fair.saturating_sub(keep.len()));
+        let taken = take
+            .iter()
+            .take_while(|s| {
+                let under = part < fair;
+                part += load[**s as usize];
+                under
+            })
+            .count();
+        take.truncate(taken);
 
         type Write = (u32, tablekit_core::WriteOp, Option<(u64, Option<Cursor>)>);
         let mut writes: Vec<Write> = Vec::new();
