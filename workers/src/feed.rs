@@ -26,7 +26,7 @@
 //!
 //! [`FeedConsumer::consume`] runs the handler over each change in turn: a failure that
 //! may pass is retried with backoff; a permanent one, or retries spent, parks the change
-//! with its reason ([`tablekit_patterns::feed::parked`]) and the group goes on. After
+//! with its reason ([`tablekit_patterns::feed::parked()`]) and the group goes on. After
 //! each read the handled changes are checkpointed; at shutdown the member finishes the
 //! change in hand, checkpoints and gives its shares back. A change is handled again only
 //! after a crash (or a lost lease) between handling it and its checkpoint.

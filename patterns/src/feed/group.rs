@@ -104,7 +104,7 @@ struct State {
 ///
 /// The pull form: [`poll`](Self::poll) returns the changes after each held share's read
 /// position, [`checkpoint`](Self::checkpoint) records what was handled;
-/// [`consume`](Self::consume) runs a handler over them until shut down.
+/// [`consume_once`](Self::consume_once) runs a handler over one read.
 #[derive(Debug)]
 pub struct Group<S> {
     store: S,

@@ -58,7 +58,7 @@ pub async fn declared<S: TableStore>(store: &S) -> Result<Vec<Declared>> {
     Ok(feeds)
 }
 
-/// Trims every declared feed to its retention (see [`super::trim`]).
+/// Trims every declared feed to its retention (see [`super::trim()`]).
 ///
 /// # Errors
 /// The store's errors.

@@ -5,7 +5,7 @@
 //!   `~outbox~~feed~<version:020>~<hash of the RowKey:016x>` — inside the outbox's key
 //!   range, so the relay's one range query per pending partition reads them with the
 //!   outbox entries, and in version order. They hold the change as an outbox envelope
-//!   (kind [`ChangeEvent::KIND`]) and the feed's `Shares`.
+//!   (kind `change`) and the feed's `Shares`.
 //! - **The log of each share**, in [`FEED_TABLE`], PartitionKey `<table>~<share:05>`:
 //!   one row per change, RowKey its sequence number (`<seq:020>`, from 1, no gap), and
 //!   the head (RowKey [`HEAD_ROW`]): `Next`, the next number, and `Oldest`, the lowest

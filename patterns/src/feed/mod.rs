@@ -23,7 +23,7 @@
 //! - A group reads each share in sequence order with no gap; a member sees a change twice
 //!   only after a crash or a lost lease between handling it and checkpointing it, and
 //!   then only changes after the last checkpoint.
-//! - A position the log no longer keeps is [`Error::PositionExpired`] naming the oldest
+//! - A position the log no longer keeps is [`Error::PositionExpired`](crate::Error::PositionExpired) naming the oldest
 //!   one it keeps, never a silent skip.
 //! - [`Position::At`] delivers every change committed at or after the time, provided the
 //!   writers' and the relay's clocks differ by less than [`CLOCK_SKEW`] (it starts that
