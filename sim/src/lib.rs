@@ -7,10 +7,11 @@
 //! system under test runs unchanged: typed writes and batches through
 //! [`IndexedTable`](tablekit_patterns::index::IndexedTable), the relay, the index and
 //! archive workers (the workers' own delivery handling), the expiry sweeper, change
-//! consumers and audits. After the faults stop and everything drains, a small
+//! consumers, the change feed's groups of consumers and its retention, and audits. After the faults stop and everything drains, a small
 //! reference model ([`model`]) checks the invariants of the design: acknowledged writes
 //! visible, refused writes absent, audits clean, unique values held exactly once,
-//! nothing expired readable, the last change event equal to the state, every archive
+//! nothing expired readable, the last change event equal to the state, every committed
+//! change in the feed's log once and delivered to every group with no gap, every archive
 //! exactly once with its blobs, nothing left in outboxes, nothing poisoned by accident.
 //!
 //! `TABLEKIT_SIM_SEED=<n>` replays one seed; `scripts/simulate.sh` runs many.

@@ -173,6 +173,15 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "a move that died after copying its blobs leaves none behind",
         &[17907, 16522],
     ),
+    // A poll whose read of one share failed moved the others' read positions past
+    // changes it never handed out: the next checkpoint skipped them (the feed's groups).
+    ("a group of the feed skips nothing", &[10]),
+    // An insert whose answer was lost landed, was superseded, and its retry was refused:
+    // the model took it for refused, and the feed's log holds its change.
+    (
+        "a write refused when retried after an unknown outcome",
+        &[1787],
+    ),
 ];
 
 #[test]

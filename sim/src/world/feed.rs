@@ -6,11 +6,11 @@
 //!   crash at store calls (their leases lapse), leave and join again, under the store's
 //!   faults; a failed round checkpoints what it handled on the next one.
 //! - **The slow reader**: one member of `slow<n>` reads one change a share every ten to
-//!   thirty seconds, so retention overtakes it: it must hear [`Error::PositionExpired`], then
+//!   thirty seconds, so retention overtakes it: it must hear `PositionExpired`, then
 //!   goes on as `slow<n+1>` from the oldest position kept.
 //! - **The trimmer**: trims with the shortest retention that keeps every change the
 //!   groups have not checkpointed (at least ten seconds).
-//! - **The store's record** ([`Observed`], kept under the faults by the backing store):
+//! - **The store's record** ([`Observed`], kept below the faults by the backing store):
 //!   every log row appended and every checkpoint stored, trims or not.
 //!
 //! After the drain (the groups caught up with every share's head) [`check`] holds the
