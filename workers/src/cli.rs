@@ -705,7 +705,15 @@ where
             command: FeedCommand::Tail(args),
         } => {
             let store = AnyStore::connect(&args.store).await?;
-            crate::feed::tail(&store, &args, out, shutdown_signal()).await
+            let options = crate::feed::TailOptions {
+                table: args.table,
+                from: args.from,
+                once: args.once,
+                limit: args.limit,
+                json: args.json,
+                interval_ms: args.interval_ms,
+            };
+            crate::feed::tail(&store, &options, out, shutdown_signal()).await
         }
         Command::Feed {
             command:

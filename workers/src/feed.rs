@@ -446,16 +446,32 @@ pub async fn upkeep<S: TableStore>(
     }
 }
 
+/// What `tablekit-worker feed tail` prints, and until when.
+#[derive(Clone, Debug)]
+pub struct TailOptions {
+    /// The table whose feed to print.
+    pub table: String,
+    /// `beginning`, `now` or an RFC 3339 time.
+    pub from: String,
+    /// Stop once caught up.
+    pub once: bool,
+    /// Stop after this many changes.
+    pub limit: Option<u64>,
+    /// One JSON object per line.
+    pub json: bool,
+    /// Milliseconds between two reads once caught up.
+    pub interval_ms: u64,
+}
+
 /// `tablekit-worker feed tail`: prints `args.table`'s changes from `args.from`, then as
 /// they come, until `shutdown` (or caught up with `--once`, or `--limit` printed).
 ///
 /// # Errors
 /// [`Error::Config`] for a table whose feed is not registered or a `--from` that does not
 /// read; [`tablekit_core::Error::PositionExpired`]; the store's errors.
-#[cfg(feature = "cli")]
 pub async fn tail<S: TableStore + Clone>(
     store: &S,
-    args: &crate::cli::FeedTailArgs,
+    args: &TailOptions,
     out: &mut (dyn std::io::Write + Send),
     shutdown: impl Future<Output = ()>,
 ) -> Result<()> {

@@ -263,6 +263,17 @@ pub(crate) fn relay_query(partition_key: &str) -> Query {
 /// A RowKey above every outbox entry's and every waiting change's.
 const RELAY_END: &str = "~outbox~~feed~~";
 
+/// The RowKey prefix of a change feed's changes waiting in their partition to be
+/// sequenced (`crate::feed`): just above the outbox entries, inside the relay's range.
+pub const WAITING_PREFIX: &str = "~outbox~~feed~";
+/// The marker of a change waiting to be sequenced.
+pub(crate) const WAITING_KIND: &str = "TablekitFeedChange";
+
+/// Whether an entity of a partition's relay range is a change waiting to be sequenced.
+pub fn is_waiting(entity: &Entity) -> bool {
+    entity.row_key.starts_with(WAITING_PREFIX)
+}
+
 /// Every outbox entry of a table, by scanning it whole: for tests, tools and
 /// [`pending::adopt`](super::pending::adopt); the relay itself never scans.
 ///

@@ -111,7 +111,7 @@ pub async fn adopt<S: TableStore>(store: &S, table: &str) -> Result<usize> {
     let query = tablekit_core::Query::with_filter(
         tablekit_core::filter::property_named(MARKER_PROPERTY).eq(super::outbox::OUTBOX_KIND)
             | tablekit_core::filter::property_named(MARKER_PROPERTY)
-                .eq(crate::feed::log::WAITING_KIND),
+                .eq(super::outbox::WAITING_KIND),
     );
     let mut entries = std::pin::pin!(store.query_stream(table, query));
     let mut last: Option<String> = None;

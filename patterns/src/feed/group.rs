@@ -32,8 +32,6 @@ use crate::error::{Error, Result};
 
 /// How long a member's lease on a share lasts unless said.
 pub const DEFAULT_GROUP_LEASE: Duration = Duration::from_secs(30);
-/// How many changes one read of a share returns at most unless said.
-pub const DEFAULT_READ: usize = 1_000;
 
 const OWNER: &str = "Owner";
 const UNTIL: &str = "Until";
@@ -154,7 +152,7 @@ impl<S: TableStore> Group<S> {
             shares: shares.max(1),
             lease: DEFAULT_GROUP_LEASE,
             from: Position::Beginning,
-            read: DEFAULT_READ,
+            read: super::DEFAULT_READ,
             state: Mutex::new(State::default()),
         })
     }

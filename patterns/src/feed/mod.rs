@@ -33,7 +33,6 @@ pub mod group;
 pub mod lag;
 pub mod log;
 pub mod parked;
-pub(crate) mod sequence;
 pub(crate) mod snapshot;
 pub mod tail;
 pub mod trim;
@@ -57,6 +56,8 @@ pub use trim::{Trimmed, trim};
 /// How far apart the writers' and the relay's clocks may be for [`Position::At`] to
 /// deliver every change committed at or after its time.
 pub const CLOCK_SKEW: Duration = Duration::from_secs(5);
+/// How many changes one read of a share returns at most unless said.
+pub const DEFAULT_READ: usize = 1_000;
 /// A feed's shares unless the declaration says.
 pub const DEFAULT_SHARES: u32 = 16;
 /// How long a feed keeps changes unless the declaration says.

@@ -165,7 +165,7 @@ pub(crate) async fn step<S: TableStore>(
     let mut changes = Vec::new();
     let mut at = next;
     while at <= high {
-        let page = super::read(store, table, share, at, super::group::DEFAULT_READ).await?;
+        let page = super::read(store, table, share, at, super::DEFAULT_READ).await?;
         let Some(last) = page.last() else { break };
         at = last.seq + 1;
         changes.extend(page.into_iter().filter(|c| c.seq <= high));

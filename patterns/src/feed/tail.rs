@@ -29,7 +29,7 @@ impl<S: TableStore> Tail<S> {
             shares: shares.max(1),
             from,
             next: BTreeMap::new(),
-            read: super::group::DEFAULT_READ,
+            read: super::DEFAULT_READ,
         }
     }
 

@@ -26,6 +26,8 @@
 
 mod backlog;
 mod drain;
+pub(crate) mod feed_log;
+mod sequence;
 pub mod shares;
 
 use std::collections::BTreeMap;
@@ -579,10 +581,8 @@ impl<S: TableStore> Relay<S> {
             if page.continuation.is_some() {
                 query = Some(current.continue_from(page.continuation));
             }
-            let (changes, entries): (Vec<Entity>, Vec<Entity>) = page
-                .entities
-                .into_iter()
-                .partition(crate::feed::log::is_waiting);
+            let (changes, entries): (Vec<Entity>, Vec<Entity>) =
+                page.entities.into_iter().partition(outbox::is_waiting);
             waiting.extend(changes);
             drain::drain_page(&partition, entries, &mut drained).await?;
         }
@@ -590,9 +590,7 @@ impl<S: TableStore> Relay<S> {
         if !waiting.is_empty() {
             let count = waiting.len();
             let held = || partition.held();
-            match crate::feed::sequence::sequence(&self.store, table, partition_key, waiting, &held)
-                .await
-            {
+            match sequence::sequence(&self.store, table, partition_key, waiting, &held).await {
                 Ok(sequenced) => {
                     drained.sequenced += sequenced.appended;
                     drained.left += sequenced.left;

@@ -17,7 +17,7 @@
 
 use tablekit_core::{Batch, Entity, ErrorKind, IfMatch, TableStore, Value, WriteOp};
 
-use super::log::{self, FEED_TABLE, Head};
+use super::feed_log::{self as log, FEED_TABLE, Head};
 use crate::error::Result;
 
 /// The most changes one step of sequencing moves (a log transaction holds them and the
@@ -72,7 +72,7 @@ pub(crate) async fn sequence<S: TableStore>(
 
 /// A refusal that means another relay acted first: the next pass sees what it did.
 fn lost(e: &tablekit_core::Error) -> bool {
-    crate::consistency::lost_race(e)
+    super::super::lost_race(e)
 }
 
 /// One lock per share log in this process: the relay drains partitions concurrently, and
@@ -236,7 +236,7 @@ async fn remove<S: TableStore>(
             Err(e) if lost(&e) => {
                 for entry in chunk {
                     let if_match = entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-                    crate::consistency::outbox::remove_entry(
+                    super::super::outbox::remove_entry(
                         store,
                         table,
                         partition_key,
