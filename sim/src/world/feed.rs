@@ -861,10 +861,10 @@ async fn live(world: &World) -> tablekit_patterns::Result<BTreeMap<(String, Stri
 
 /// A group new to the feed, from the beginning, read to its end on the drained store: the
 /// state it folds (snapshot rows and changes) equals the table's.
-async fn newcomer<S: TableStore>(store: &S, state: &BTreeMap<(String, String), i64>) -> Vec<String>
-where
-    S: Clone,
-{
+async fn newcomer<S: TableStore + Clone>(
+    store: &S,
+    state: &BTreeMap<(String, String), i64>,
+) -> Vec<String> {
     let Some(group) = Group::new(store.clone(), TABLE, "newcomer", SHARES).ok() else {
         return vec!["the newcomer group cannot be made".to_owned()];
     };
