@@ -127,22 +127,17 @@ impl TableStore for Backing {
         .await
     }
 
+    // The feed's writes are noted where they are applied (on the blocking thread for a
+    // SQLite file): a crash that drops the caller's future after the store applied one
+    // must not hide it from the record.
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
-        let seen = (table == FEED_TABLE).then(|| op.clone());
-        let answer = self.execute_here(table, op).await;
-        if let (Ok(_), Some(op)) = (&answer, seen) {
-            self.observe(std::slice::from_ref(&op));
-        }
-        answer
+        let seen = (table == FEED_TABLE).then(|| vec![op.clone()]);
+        self.execute_here(table, op, seen).await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         let seen = (table == FEED_TABLE).then(|| batch.operations().to_vec());
-        let answer = self.submit_batch_here(table, batch).await;
-        if let (Ok(_), Some(ops)) = (&answer, seen) {
-            self.observe(&ops);
-        }
-        answer
+        self.submit_batch_here(table, batch, seen).await
     }
 
     fn key_order(&self) -> KeyOrder {
@@ -154,32 +149,62 @@ impl TableStore for Backing {
     }
 }
 
-impl Backing {
-    fn observe(&self, ops: &[WriteOp]) {
-        let mut observed = self.2.lock().unwrap_or_else(|e| e.into_inner());
-        for op in ops {
-            observed.applied(op);
-        }
-    }
+type Observer = std::sync::Arc<std::sync::Mutex<super::feed::Observed>>;
 
-    async fn execute_here(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
+fn observe(observer: &Observer, ops: &[WriteOp]) {
+    let mut observed = observer.lock().unwrap_or_else(|e| e.into_inner());
+    for op in ops {
+        observed.applied(op);
+    }
+}
+
+impl Backing {
+    async fn execute_here(
+        &self,
+        table: &str,
+        op: WriteOp,
+        seen: Option<Vec<WriteOp>>,
+    ) -> Result<Option<ETag>> {
+        let observer = self.2.clone();
         if self.direct() {
-            return self.0.execute(table, op).await;
+            let answer = self.0.execute(table, op).await;
+            if let (Ok(_), Some(ops)) = (&answer, seen) {
+                observe(&observer, &ops);
+            }
+            return answer;
         }
         let (store, table) = (self.0.clone(), table.to_owned());
         blocking(self.1.clone(), move || {
-            futures::executor::block_on(store.execute(&table, op))
+            let answer = futures::executor::block_on(store.execute(&table, op));
+            if let (Ok(_), Some(ops)) = (&answer, seen) {
+                observe(&observer, &ops);
+            }
+            answer
         })
         .await
     }
 
-    async fn submit_batch_here(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
+    async fn submit_batch_here(
+        &self,
+        table: &str,
+        batch: Batch,
+        seen: Option<Vec<WriteOp>>,
+    ) -> Result<Vec<Option<ETag>>> {
+        let observer = self.2.clone();
         if self.direct() {
-            return self.0.submit_batch(table, batch).await;
+            let answer = self.0.submit_batch(table, batch).await;
+            if let (Ok(_), Some(ops)) = (&answer, seen) {
+                observe(&observer, &ops);
+            }
+            return answer;
         }
         let (store, table) = (self.0.clone(), table.to_owned());
         blocking(self.1.clone(), move || {
-            futures::executor::block_on(store.submit_batch(&table, batch))
+            let answer = futures::executor::block_on(store.submit_batch(&table, batch));
+            if let (Ok(_), Some(ops)) = (&answer, seen) {
+                observe(&observer, &ops);
+            }
+            answer
         })
         .await
     }
