@@ -121,10 +121,7 @@ pub(crate) async fn first_since<S: TableStore>(
         return Ok(None);
     }
     let query = Query::with_filter(
-        filter::partition_key().eq(log::log_partition(table, share))
-            & filter::row_key().ge(log::seq_row_key(head.oldest))
-            & filter::row_key().lt("~")
-            & filter::property_named(log::AT).ge(since),
+        log::rows_from(table, share, head.oldest) & filter::property_named(log::AT).ge(since),
     )
     .top(1);
     let mut rows = std::pin::pin!(store.query_stream(log::FEED_TABLE, query));
@@ -195,12 +192,7 @@ pub(crate) async fn read<S: TableStore>(
         position,
         oldest,
     };
-    let query = Query::with_filter(
-        filter::partition_key().eq(log::log_partition(table, share))
-            & filter::row_key().ge(log::seq_row_key(next))
-            & filter::row_key().lt("~"),
-    )
-    .top(max);
+    let query = Query::with_filter(log::rows_from(table, share, next)).top(max);
     let page = match store.query(FEED_TABLE, &query).await {
         Ok(page) => page,
         Err(e) if e.kind() == tablekit_core::ErrorKind::TableNotFound => return Ok(Vec::new()),

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use tablekit_core::{Batch, ErrorKind, IfMatch, Query, TableStore, Value, filter};
+use tablekit_core::{Batch, ErrorKind, IfMatch, Query, TableStore, Value};
 
 use super::log::{self, FEED_TABLE, Head};
 use crate::error::Result;
@@ -55,12 +55,7 @@ async fn trim_share<S: TableStore>(
             return Ok(deleted);
         }
         let partition = log::log_partition(table, share);
-        let query = Query::with_filter(
-            filter::partition_key().eq(partition.as_str())
-                & filter::row_key().ge(log::seq_row_key(head.oldest))
-                & filter::row_key().lt("~"),
-        )
-        .top(99);
+        let query = Query::with_filter(log::rows_from(table, share, head.oldest)).top(99);
         let page = match store.query(FEED_TABLE, &query).await {
             Ok(page) => page,
             Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(deleted),

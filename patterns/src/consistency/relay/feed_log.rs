@@ -37,6 +37,14 @@ pub fn log_partition(table: &str, share: u32) -> String {
     format!("{table}~{share:05}")
 }
 
+/// The filter of a share's log rows from number `from` on (the head, keyed above every
+/// number, left out).
+pub fn rows_from(table: &str, share: u32, from: u64) -> tablekit_core::Filter {
+    tablekit_core::filter::partition_key().eq(log_partition(table, share))
+        & tablekit_core::filter::row_key().ge(seq_row_key(from))
+        & tablekit_core::filter::row_key().lt("~")
+}
+
 /// The RowKey of a log row.
 pub fn seq_row_key(seq: u64) -> String {
     format!("{seq:020}")

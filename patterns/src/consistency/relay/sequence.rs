@@ -131,7 +131,7 @@ async fn sequence_share<S: TableStore>(
         }
     }
     let mut done = appended_before.len();
-    remove(store, table, partition_key, appended_before).await?;
+    remove(store, table, partition_key, appended_before).await;
     todo.sort_by(|a, b| a.row_key.cmp(&b.row_key));
     let mut rest = todo.into_iter().peekable();
     while rest.peek().is_some() {
@@ -208,46 +208,23 @@ async fn sequence_share<S: TableStore>(
         // 3. Remove them from the partition, each under the ETag its mark returned.
         let marked = chunk;
         done += marked.len();
-        remove(store, table, partition_key, marked).await?;
+        remove(store, table, partition_key, marked).await;
     }
     Ok(done)
 }
 
-/// Deletes appended changes from their partition (a lost race leaves them: the next pass
-/// finds them appended and removes them).
-async fn remove<S: TableStore>(
-    store: &S,
-    table: &str,
-    partition_key: &str,
-    entries: Vec<Entity>,
-) -> Result<()> {
+/// Deletes appended changes from their partition, in transactions of up to 100, through
+/// the outbox's removal (a change that is gone or changed drops out; one a store failure
+/// leaves is found appended by the next pass and removed then).
+async fn remove<S: TableStore>(store: &S, table: &str, partition_key: &str, entries: Vec<Entity>) {
     for chunk in entries.chunks(100) {
-        let mut batch = Batch::new();
-        for entry in chunk {
-            batch.delete(
-                partition_key,
-                &entry.row_key,
-                entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
-            );
-        }
-        match store.submit_batch(table, batch).await {
-            Ok(_) => {}
-            // One was changed or removed meanwhile: the others one by one.
-            Err(e) if lost(&e) => {
-                for entry in chunk {
-                    let if_match = entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-                    super::super::outbox::remove_entry(
-                        store,
-                        table,
-                        partition_key,
-                        &entry.row_key,
-                        if_match,
-                    )
-                    .await?;
-                }
-            }
-            Err(e) => return Err(e),
-        }
+        let conditions = chunk
+            .iter()
+            .map(|entry| {
+                let if_match = entry.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                (entry.row_key.clone(), if_match)
+            })
+            .collect();
+        super::super::outbox::remove_entries(store, table, partition_key, conditions).await;
     }
-    Ok(())
 }
