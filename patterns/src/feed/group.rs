@@ -308,42 +308,31 @@ impl<S: TableStore> Group<S> {
                 .map(String::as_str)
                 .unwrap_or(me)
         };
+        // Shares taken while the part is under `fair`, counting from `part`.
+        let up_to_fair = |shares: &mut Vec<u32>, part: &mut u64| {
+            let within = shares
+                .iter()
+                .take_while(|s| {
+                    let under = *part < fair;
+                    *part += load[**s as usize];
+                    under
+                })
+                .count();
+            shares.split_off(within)
+        };
         let mut keep: Vec<u32> = (0..self.shares).filter(|s| mine(*s)).collect();
         // Keep home shares first, up to the fair part of the weight.
         keep.sort_by_key(|s| (home(*s) != me, *s));
         let mut part = 0;
-        let kept = keep
-            .iter()
-            .take_while(|s| {
-                let under = part < fair;
-                part += load[**s as usize];
-                under
-            })
-            .count();
-        let release: Vec<u32> = keep.split_off(kept);
+        let release = up_to_fair(&mut keep, &mut part);
         part = keep.iter().map(|s| load[*s as usize]).sum();
         // Then free shares, home ones first, until the part is reached.
         let mut take: Vec<u32> = (0..self.shares).filter(|s| !mine(*s) && free(*s)).collect();
         take.sort_by_key(|s| (home(*s) != me, weight(me, *s)));
-        let taken = take
-            .iter()
-            .take_while(|s| {
-                let under = part < fair;
-                part += load[**s as usize];
-                under
-            })
-            .count();
-        take.truncate(taken);
+        up_to_fair(&mut take, &mut part);
 
         type Write = (u32, tablekit_core::WriteOp, Option<(u64, Option<Cursor>)>);
         let mut writes: Vec<Write> = Vec::new();
-        for share in &keep {
-            let row = shares[share];
-            let (checkpoint, cursor) = (checkpoint_of(row), Cursor::of(row));
-            let entity = self.share_entity(*share, me, until, checkpoint, cursor.as_ref());
-            let op = tablekit_core::WriteOp::Replace(entity, if_match(row));
-            writes.push((*share, op, Some((checkpoint, cursor))));
-        }
         for share in &release {
             let row = shares[share];
             let cursor = Cursor::of(row);
@@ -354,7 +343,9 @@ impl<S: TableStore> Group<S> {
                 None,
             ));
         }
-        for share in &take {
+        // Each share kept or taken, from its checkpoint (a share never read from the
+        // group's start position), under the ETag read.
+        for share in keep.iter().chain(&take) {
             let (start, op) = match shares.get(share) {
                 Some(row) if row.get(CHECKPOINT).is_some() => {
                     let (checkpoint, cursor) = (checkpoint_of(row), Cursor::of(row));
@@ -365,7 +356,7 @@ impl<S: TableStore> Group<S> {
                     )
                 }
                 found => {
-                    let (checkpoint, cursor) = self.start(*share).await?;
+                    let (checkpoint, cursor) = self.start(*share, &heads[*share as usize]).await?;
                     let entity = self.share_entity(*share, me, until, checkpoint, cursor.as_ref());
                     let op = match found {
                         Some(row) => tablekit_core::WriteOp::Replace(entity, if_match(row)),
@@ -440,14 +431,11 @@ impl<S: TableStore> Group<S> {
     /// Where the group starts in a share it has never read: the last sequence number
     /// counted as handled, and a snapshot to read first when the group starts from the
     /// beginning and retention trimmed it (the log from its end, the table before it).
-    async fn start(&self, share: u32) -> Result<(u64, Option<Cursor>)> {
-        if self.from == Position::Beginning {
-            let head = log::head(&self.store, &self.table, share).await?;
-            if head.oldest > 1 {
-                return Ok((head.next - 1, Some(Cursor::default())));
-            }
+    async fn start(&self, share: u32, head: &log::Head) -> Result<(u64, Option<Cursor>)> {
+        if self.from == Position::Beginning && head.oldest > 1 {
+            return Ok((head.next - 1, Some(Cursor::default())));
         }
-        let last = super::start(&self.store, &self.table, share, &self.from).await?;
+        let last = super::start(&self.store, &self.table, share, &self.from, head).await?;
         Ok((last, None))
     }
 

@@ -67,8 +67,9 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 86_400);
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum Position {
-    /// The first change ever recorded; [`Error::PositionExpired`](crate::Error::PositionExpired)
-    /// once retention trimmed it.
+    /// The first change ever recorded. Once retention trimmed it, a [`Group`] new to a
+    /// share reads a snapshot of the table first; a [`Tail`] is told
+    /// [`Error::PositionExpired`](crate::Error::PositionExpired).
     Beginning,
     /// Every change committed at or after this time (within [`CLOCK_SKEW`]).
     At(DateTime<Utc>),
@@ -131,8 +132,8 @@ pub(crate) async fn first_since<S: TableStore>(
     }
 }
 
-/// Where a reader starting at `position` begins in `share`: the last sequence number
-/// counted as read.
+/// Where a reader starting at `position` begins in `share` (whose head is `head`): the
+/// last sequence number counted as read.
 ///
 /// # Errors
 /// The store's errors; [`Error::PositionExpired`](crate::Error::PositionExpired) when the
@@ -142,8 +143,8 @@ pub(crate) async fn start<S: TableStore>(
     table: &str,
     share: u32,
     position: &Position,
+    head: &Head,
 ) -> Result<u64> {
-    let head = log::head(store, table, share).await?;
     let expired = |position: u64| crate::Error::PositionExpired {
         table: table.to_owned(),
         share,
@@ -163,7 +164,7 @@ pub(crate) async fn start<S: TableStore>(
         }
         Position::At(at) => {
             let since = *at - chrono::Duration::from_std(CLOCK_SKEW).unwrap_or_default();
-            match first_since(store, table, share, since, &head).await? {
+            match first_since(store, table, share, since, head).await? {
                 // Everything kept is after `since`: trimmed changes may have been too.
                 Some(seq) if seq == head.oldest && head.oldest > 1 => Err(expired(head.oldest - 1)),
                 Some(seq) => Ok(seq - 1),

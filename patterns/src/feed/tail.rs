@@ -45,7 +45,9 @@ impl<S: TableStore> Tail<S> {
             let next = match self.next.get(&share) {
                 Some(next) => *next,
                 None => {
-                    let last = super::start(&self.store, &self.table, share, &self.from).await?;
+                    let head = super::head(&self.store, &self.table, share).await?;
+                    let last =
+                        super::start(&self.store, &self.table, share, &self.from, &head).await?;
                     self.next.insert(share, last + 1);
                     last + 1
                 }
