@@ -49,17 +49,13 @@ pub struct FeedStatus {
 pub async fn feeds<S: TableStore>(store: &S) -> Result<Vec<FeedStatus>> {
     let mut feeds = Vec::new();
     for feed in tablekit_patterns::feed::declared(store).await? {
-        let heads = futures::future::try_join_all(
-            (0..feed.shares).map(|share| tablekit_patterns::feed::head(store, &feed.table, share)),
-        )
-        .await?;
-        let groups = tablekit_patterns::feed::groups(store, &feed.table, feed.shares).await?;
+        let lag = tablekit_patterns::feed::lag(store, &feed.table, feed.shares).await?;
         feeds.push(FeedStatus {
-            kept: heads.iter().map(tablekit_patterns::feed::Head::len).sum(),
+            kept: lag.kept,
             shares: feed.shares,
             retention_secs: feed.retention.as_secs(),
             table: feed.table,
-            groups,
+            groups: lag.groups,
         });
     }
     Ok(feeds)

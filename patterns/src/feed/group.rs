@@ -473,12 +473,13 @@ impl<S: TableStore> Group<S> {
             };
             // Chunks holding nothing of this share are passed over (up to a bound per
             // poll), so an empty answer means the snapshot and the log are read.
+            let record = snapshot::feed_type(&self.store, &self.table).await?;
             let mut cursor = cursor;
             let mut step;
             let mut steps = 0;
             loop {
-                step = snapshot::step(&self.store, &self.table, share, self.shares, &cursor, next)
-                    .await?;
+                step =
+                    snapshot::step(&self.store, &record, share, self.shares, &cursor, next).await?;
                 steps += 1;
                 match &step.after {
                     Some(after) if step.changes.is_empty() && steps < 64 => cursor = after.clone(),

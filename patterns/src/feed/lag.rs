@@ -121,11 +121,26 @@ impl GroupLag {
     }
 }
 
-/// Every group of `table`'s feed (divided into `shares`), with its lag.
+/// A feed's log and the groups reading it.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct FeedLag {
+    /// The changes its logs keep now.
+    pub kept: u64,
+    /// Each group, with its members, shares, checkpoints and lag.
+    pub groups: Vec<GroupLag>,
+}
+
+/// `table`'s feed (divided into `shares`): what its logs keep and every group with its
+/// lag. One head read per share serves both.
 ///
 /// # Errors
 /// The store's errors.
-pub async fn groups<S: TableStore>(store: &S, table: &str, shares: u32) -> Result<Vec<GroupLag>> {
+pub async fn lag<S: TableStore>(store: &S, table: &str, shares: u32) -> Result<FeedLag> {
+    let heads = futures::future::try_join_all(
+        (0..shares.max(1)).map(|share| log::head(store, table, share)),
+    )
+    .await?;
+    let kept = heads.iter().map(super::Head::len).sum();
     let prefix = format!("group~{table}~");
     let query = Query::with_filter(
         filter::partition_key().ge(prefix.as_str())
@@ -133,13 +148,9 @@ pub async fn groups<S: TableStore>(store: &S, table: &str, shares: u32) -> Resul
     );
     let rows: Vec<Entity> = match store.query_stream(FEED_TABLE, query).try_collect().await {
         Ok(rows) => rows,
-        Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == ErrorKind::TableNotFound => Vec::new(),
         Err(e) => return Err(e),
     };
-    let heads = futures::future::try_join_all(
-        (0..shares.max(1)).map(|share| log::head(store, table, share)),
-    )
-    .await?;
     let now = tablekit_core::clock::now();
     let mut groups: Vec<GroupLag> = Vec::new();
     for row in &rows {
@@ -193,7 +204,7 @@ pub async fn groups<S: TableStore>(store: &S, table: &str, shares: u32) -> Resul
             });
         }
     }
-    Ok(groups)
+    Ok(FeedLag { kept, groups })
 }
 
 /// When the change `seq` of a share was sequenced.

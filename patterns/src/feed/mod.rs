@@ -47,7 +47,7 @@ use crate::changes::ChangeEvent;
 use crate::error::Result;
 
 pub use group::{Checkpointed, Consumed, DEFAULT_GROUP_LEASE, Group};
-pub use lag::{Declared, GroupLag, ShareLag, declared, groups, trim_declared};
+pub use lag::{Declared, FeedLag, GroupLag, ShareLag, declared, lag, trim_declared};
 pub use log::{FEED_TABLE, Head, head, share_of};
 pub use parked::{Parked, park, parked};
 pub use tail::Tail;

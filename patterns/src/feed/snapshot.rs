@@ -78,19 +78,13 @@ pub(crate) struct Step {
     pub(crate) after: Option<Cursor>,
 }
 
-/// One step of the snapshot of `share` (see the module docs), the log read from `next`.
+/// The registered type whose feed a snapshot of `table` reads (read once per poll, not
+/// per step).
 ///
 /// # Errors
 /// The store's errors; [`Error::Unsupported`] for a table no registered type declares a
 /// feed on, or a wide type (its entities are read whole by their table, not here).
-pub(crate) async fn step<S: TableStore>(
-    store: &S,
-    table: &str,
-    share: u32,
-    shares: u32,
-    cursor: &Cursor,
-    next: u64,
-) -> Result<Step> {
+pub(crate) async fn feed_type<S: TableStore>(store: &S, table: &str) -> Result<SchemaRecord> {
     let record = SchemaRecord::list(store, Some(table))
         .await?
         .into_iter()
@@ -105,6 +99,23 @@ pub(crate) async fn step<S: TableStore>(
             "a snapshot of `{table}`: wide types are not read by a snapshot yet; start the group from a time or a checkpoint"
         )));
     }
+    Ok(record)
+}
+
+/// One step of the snapshot of `share` of `record`'s table (see the module docs), the log
+/// read from `next`.
+///
+/// # Errors
+/// The store's errors.
+pub(crate) async fn step<S: TableStore>(
+    store: &S,
+    record: &SchemaRecord,
+    share: u32,
+    shares: u32,
+    cursor: &Cursor,
+    next: u64,
+) -> Result<Step> {
+    let table = record.table.as_str();
     // 1. The low watermark.
     let low = log::head(store, table, share).await?.next - 1;
     // 2. A chunk of the table.

@@ -355,22 +355,28 @@ async fn round(
     }
 }
 
+impl Delivery {
+    fn of(member: &str, change: &FeedChange, checkpoint: u64) -> Self {
+        let event = &change.event;
+        Delivery {
+            member: member.to_owned(),
+            share: change.share,
+            seq: change.seq,
+            key: (event.partition_key.clone(), event.row_key.clone()),
+            version: event.version,
+            change: event.change,
+            rev: event.entity.get("rev").and_then(Value::as_i64),
+            checkpoint,
+        }
+    }
+}
+
 impl Record {
     fn delivered(&mut self, group: &str, member: &str, change: &FeedChange, checkpoint: u64) {
-        let event = &change.event;
         self.deliveries
             .entry(group.to_owned())
             .or_default()
-            .push(Delivery {
-                member: member.to_owned(),
-                share: change.share,
-                seq: change.seq,
-                key: (event.partition_key.clone(), event.row_key.clone()),
-                version: event.version,
-                change: event.change,
-                rev: event.entity.get("rev").and_then(Value::as_i64),
-                checkpoint,
-            });
+            .push(Delivery::of(member, change, checkpoint));
     }
 }
 
@@ -877,19 +883,7 @@ async fn newcomer<S: TableStore + Clone>(
         if changes.is_empty() {
             return fold("newcomer", &deliveries, state);
         }
-        for change in &changes {
-            let event = &change.event;
-            deliveries.push(Delivery {
-                member: "newcomer".to_owned(),
-                share: change.share,
-                seq: change.seq,
-                key: (event.partition_key.clone(), event.row_key.clone()),
-                version: event.version,
-                change: event.change,
-                rev: event.entity.get("rev").and_then(Value::as_i64),
-                checkpoint: 0,
-            });
-        }
+        deliveries.extend(changes.iter().map(|c| Delivery::of("newcomer", c, 0)));
         if let Err(e) = group.checkpoint(&changes).await {
             return vec![format!("newcomer: {e}")];
         }

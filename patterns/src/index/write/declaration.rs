@@ -278,6 +278,19 @@ impl<S: TableStore> Attempt<'_, S> {
         )
     }
 
+    /// The change this attempt's write makes, as an event for `queue` (the change events'
+    /// queue; the feed names none): `None` for a delete of nothing.
+    pub(crate) fn change_event(&self, queue: &str) -> Option<crate::changes::ChangeEvent> {
+        crate::changes::ChangeEvent::of_write(
+            queue,
+            &self.writer.layout.kind,
+            &self.source.table,
+            self.version,
+            self.entity.as_ref(),
+            self.old.filter(|_| !self.old_absent),
+        )
+    }
+
     /// Hands `target` to the worker as follow-up work: adding it (`add`) or removing it.
     pub(crate) fn hand_on(&mut self, target: &Target, add: bool) {
         let operation = self.follow_up(target, add);

@@ -5,7 +5,6 @@
 
 use tablekit_core::TableStore;
 
-use crate::changes::ChangeEvent;
 use crate::error::Result;
 use crate::index::record::{DeclaredLayout, Elsewhere, LaysOut};
 use crate::index::write::declaration::{Attempt, Step, WriteSteps, nothing};
@@ -19,14 +18,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Changes {
         let Some(queue) = layout.changes() else {
             return nothing();
         };
-        let Some(event) = ChangeEvent::of_write(
-            queue,
-            &layout.kind,
-            &attempt.source.table,
-            attempt.version,
-            attempt.entity.as_ref(),
-            attempt.old.filter(|_| !attempt.old_absent),
-        ) else {
+        let Some(event) = attempt.change_event(queue) else {
             return nothing();
         };
         Box::pin(async move {

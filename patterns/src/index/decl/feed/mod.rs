@@ -5,7 +5,6 @@
 
 use tablekit_core::{TableStore, WriteOp};
 
-use crate::changes::ChangeEvent;
 use crate::error::Result;
 use crate::feed::log::waiting_entry;
 use crate::index::record::{DeclaredLayout, Elsewhere, LaysOut};
@@ -29,14 +28,7 @@ impl<S: TableStore + Clone + 'static> WriteSteps<S> for Feed {
             Ok(shares) => shares.max(1),
             Err(e) => return Box::pin(std::future::ready(Err(e))),
         };
-        let Some(event) = ChangeEvent::of_write(
-            "",
-            &layout.kind,
-            &attempt.source.table,
-            attempt.version,
-            attempt.entity.as_ref(),
-            attempt.old.filter(|_| !attempt.old_absent),
-        ) else {
+        let Some(event) = attempt.change_event("") else {
             return nothing();
         };
         Box::pin(async move {
