@@ -461,16 +461,35 @@ async fn consume_once_checkpoints_what_was_handled_and_reads_again_from_a_failed
     assert!(drain(&other).await.is_empty());
 }
 
-/// A store whose `n`-th query of the feed's table from now on fails (once).
-#[derive(Clone)]
+/// A store whose `n`-th query of the feed's table from now on fails (once), and whose
+/// deletes of waiting changes fail while `removals` is set.
+#[derive(Clone, Default)]
 struct FailingQuery {
     inner: MemoryStore,
     left: Arc<std::sync::atomic::AtomicI64>,
+    removals: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl FailingQuery {
     fn fail_query(&self, n: i64) {
         self.left.store(n, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn fail_removals(&self, fail: bool) {
+        self.removals
+            .store(fail, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn refuses(&self, op: &tablekit_core::WriteOp) -> bool {
+        self.removals.load(std::sync::atomic::Ordering::SeqCst)
+            && matches!(op, tablekit_core::WriteOp::Delete { row_key, .. }
+                if row_key.starts_with(feed::log::WAITING_PREFIX))
+    }
+}
+
+fn removal_failed() -> tablekit_core::Error {
+    tablekit_core::Error::Transient {
+        message: "delete failed".into(),
     }
 }
 
@@ -512,6 +531,9 @@ impl TableStore for FailingQuery {
         table: &str,
         op: tablekit_core::WriteOp,
     ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
+        if self.refuses(&op) {
+            return Err(removal_failed());
+        }
         self.inner.execute(table, op).await
     }
     async fn submit_batch(
@@ -519,16 +541,93 @@ impl TableStore for FailingQuery {
         table: &str,
         batch: tablekit_core::Batch,
     ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
+        if batch.operations().iter().any(|op| self.refuses(op)) {
+            return Err(removal_failed());
+        }
         self.inner.submit_batch(table, batch).await
     }
 }
 
 #[tokio::test]
-async fn a_poll_whose_read_of_one_share_fails_hands_out_nothing_and_skips_nothing() {
-    let store = FailingQuery {
-        inner: MemoryStore::new(),
-        left: Arc::default(),
+async fn a_sequenced_change_whose_removal_fails_keeps_its_partition_marked_for_the_next_pass() {
+    let clock = tablekit_core::clock::ManualClock::new(chrono::Utc::now());
+    let _clock = tablekit_core::clock::simulate(clock.shared());
+    let store = FailingQuery::default();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 10)).await.expect("insert");
+    // The marker's lease lapsed: a pass that found nothing left would clear it.
+    clock.advance(chrono::Duration::minutes(5));
+    let relay = || {
+        Relay::options().alone().late(Duration::ZERO).build(
+            store.clone(),
+            Arc::new(InlineSink::new(handlers(store.clone(), None))),
+        )
     };
+    store.fail_removals(true);
+    let report = relay().run_once().await.expect("relay");
+    assert_eq!(report.sequenced, 1, "appended: {report:?}");
+    assert_eq!(waiting(&store).await, 1, "its removal failed");
+    store.fail_removals(false);
+    relay().run_once().await.expect("relay");
+    assert_eq!(
+        waiting(&store).await,
+        0,
+        "the partition stayed marked: the next pass found the change appended and removed it"
+    );
+    let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    let changes = drain(&group).await;
+    assert_eq!(
+        summary(&changes)
+            .into_iter()
+            .map(|c| c.3)
+            .collect::<Vec<_>>(),
+        vec![10],
+        "once"
+    );
+}
+
+#[tokio::test]
+async fn a_snapshot_counts_a_change_appended_before_it_whose_removal_is_not_done_as_its_row() {
+    let clock = tablekit_core::clock::ManualClock::new(chrono::Utc::now());
+    let _clock = tablekit_core::clock::simulate(clock.shared());
+    let store = FailingQuery::default();
+    let orders = orders(&store).await;
+    let relay = || {
+        Relay::options().alone().late(Duration::ZERO).build(
+            store.clone(),
+            Arc::new(InlineSink::new(handlers(store.clone(), None))),
+        )
+    };
+    // A first change, sequenced and then trimmed: a group from the beginning snapshots.
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    relay().run_once().await.expect("relay");
+    clock.advance(chrono::Duration::hours(2));
+    feed::trim(&store, "Orders", 4, Duration::from_secs(3_600))
+        .await
+        .expect("trim");
+    // A second, appended to the log, its removal from the partition failed.
+    orders.insert(&order("ada", 2, 20)).await.expect("insert");
+    store.fail_removals(true);
+    assert_eq!(relay().run_once().await.expect("relay").sequenced, 1);
+    assert_eq!(waiting(&store).await, 1);
+    // The snapshot starts after it in the log: its row is what delivers it.
+    let group = Group::new(store.clone(), "Orders", "rebuild", 4).expect("group");
+    let mut totals: Vec<i64> = summary(&drain(&group).await)
+        .into_iter()
+        .map(|c| c.3)
+        .collect();
+    totals.sort_unstable();
+    assert_eq!(totals, vec![1, 20], "both rows of the table");
+    // The next pass removes it without appending it again.
+    store.fail_removals(false);
+    relay().run_once().await.expect("relay");
+    assert_eq!(waiting(&store).await, 0);
+    assert!(drain(&group).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_poll_whose_read_of_one_share_fails_hands_out_nothing_and_skips_nothing() {
+    let store = FailingQuery::default();
     let orders = orders(&store).await;
     // Two customers in two shares.
     let customers: Vec<String> = (0..100).map(|n| format!("c{n}")).collect();

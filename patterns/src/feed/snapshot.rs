@@ -13,7 +13,9 @@
 //! 4. the log from the read position through `H`, delivered first, in order;
 //! 5. then the chunk's entities as [`ChangeKind::Snapshot`] changes numbered `H`, except
 //!    those with a change in the log after `L` (the log gives their newer state) or a
-//!    change still waiting (the log will give it after `H`).
+//!    change still waiting that the log will give after `H` (a waiting change the relay
+//!    already appended before the read position, its removal not done yet, is not one:
+//!    the entity's row stands for it).
 //!
 //! So an entity's changes reach the group in version order across the snapshot and the
 //! log: a snapshot row is never followed by an older change of its entity, and a change
@@ -117,7 +119,8 @@ pub(crate) async fn step<S: TableStore>(
 ) -> Result<Step> {
     let table = record.table.as_str();
     // 1. The low watermark.
-    let low = log::head(store, table, share).await?.next - 1;
+    let low_head = log::head(store, table, share).await?;
+    let low = low_head.next - 1;
     // 2. A chunk of the table.
     let mut query = Query::new().top(CHUNK);
     if let Some((pk, rk)) = &cursor.next {
@@ -143,7 +146,9 @@ pub(crate) async fn step<S: TableStore>(
             continue;
         }
         if row.row_key.starts_with(WAITING_PREFIX) {
-            waiting.insert((row.partition_key.clone(), waiting_hash(&row.row_key)));
+            if to_come(store, table, share, &low_head, next, &row).await? {
+                waiting.insert((row.partition_key.clone(), waiting_hash(&row.row_key)));
+            }
         } else if row.get(&record.kind_property).and_then(Value::as_str)
             == Some(record.kind.as_str())
             && !is_tombstone(&row)
@@ -167,7 +172,9 @@ pub(crate) async fn step<S: TableStore>(
                 & tablekit_core::filter::row_key().lt("~outbox~~feed~~"),
         );
         for row in store.query_all(table, query).await? {
-            waiting.insert((partition.clone(), waiting_hash(&row.row_key)));
+            if to_come(store, table, share, &low_head, next, &row).await? {
+                waiting.insert((partition.clone(), waiting_hash(&row.row_key)));
+            }
         }
     }
     // 3. The high watermark.
@@ -220,6 +227,37 @@ pub(crate) async fn step<S: TableStore>(
         rows,
         after,
     })
+}
+
+/// Whether a change still waiting in its partition is one the log gives from `next` on:
+/// one not sequenced yet, or numbered from `next` on, or numbered but not appended (the
+/// relay numbers it again). One appended before `next` (its removal from the partition
+/// not done yet) is not: the entity's row stands for it. Its point read happens only in
+/// the moment between a relay's append and its removal, or after a failed removal.
+async fn to_come<S: TableStore>(
+    store: &S,
+    table: &str,
+    share: u32,
+    head: &log::Head,
+    next: u64,
+    change: &Entity,
+) -> Result<bool> {
+    let Some(seq) = log::seq_of(change) else {
+        return Ok(true);
+    };
+    // Trimmed: the relay cannot tell it was appended and appends it again.
+    if seq >= next || seq < head.oldest || seq >= head.next {
+        return Ok(true);
+    }
+    let row = store
+        .get(
+            log::FEED_TABLE,
+            &log::log_partition(table, share),
+            &log::seq_row_key(seq),
+            None,
+        )
+        .await?;
+    Ok(!row.is_some_and(|row| log::holds(&row, change)))
 }
 
 /// The part of a waiting change's RowKey naming its entity (the hash of its RowKey).

@@ -59,13 +59,12 @@ pub(crate) async fn sequence<S: TableStore>(
     for (shares, entries) in by_shares {
         let share = log::share_of(table, partition_key, shares);
         let count = entries.len();
-        match sequence_share(store, table, partition_key, share, entries, held).await {
-            Ok(appended) => {
-                sequenced.appended += appended;
-                sequenced.left += count.saturating_sub(appended);
-            }
-            Err(e) => return Err(e),
-        }
+        let (appended, stayed) =
+            sequence_share(store, table, partition_key, share, entries, held).await?;
+        sequenced.appended += appended;
+        // Appended but not removed (a store failure) stays waiting too: the partition
+        // stays marked, and the next pass finds them appended and removes them.
+        sequenced.left += count.saturating_sub(appended) + stayed;
     }
     Ok(sequenced)
 }
@@ -98,7 +97,7 @@ async fn sequence_share<S: TableStore>(
     share: u32,
     entries: Vec<Entity>,
     held: &(dyn Fn() -> bool + Sync),
-) -> Result<usize> {
+) -> Result<(usize, usize)> {
     let lock = share_lock(table, share);
     let _serialized = lock.lock().await;
     let mut head = log::head(store, table, share).await?;
@@ -131,7 +130,7 @@ async fn sequence_share<S: TableStore>(
         }
     }
     let mut done = appended_before.len();
-    remove(store, table, partition_key, appended_before).await;
+    let mut stayed = remove(store, table, partition_key, appended_before).await;
     todo.sort_by(|a, b| a.row_key.cmp(&b.row_key));
     let mut rest = todo.into_iter().peekable();
     while rest.peek().is_some() {
@@ -163,7 +162,7 @@ async fn sequence_share<S: TableStore>(
             }
             let etags = match store.submit_batch(table, marks).await {
                 Ok(etags) => etags,
-                Err(e) if lost(&e) => return Ok(done),
+                Err(e) if lost(&e) => return Ok((done, stayed)),
                 Err(e) => return Err(e),
             };
             chunk = chunk
@@ -201,22 +200,28 @@ async fn sequence_share<S: TableStore>(
                 Err(e) if lost(&e) && attempts < 3 && held() => {
                     head = log::head(store, table, share).await?;
                 }
-                Err(e) if lost(&e) => return Ok(done),
+                Err(e) if lost(&e) => return Ok((done, stayed)),
                 Err(e) => return Err(e),
             }
         };
         // 3. Remove them from the partition, each under the ETag its mark returned.
         let marked = chunk;
         done += marked.len();
-        remove(store, table, partition_key, marked).await;
+        stayed += remove(store, table, partition_key, marked).await;
     }
-    Ok(done)
+    Ok((done, stayed))
 }
 
 /// Deletes appended changes from their partition, in transactions of up to 100, through
 /// the outbox's removal (a change that is gone or changed drops out; one a store failure
-/// leaves is found appended by the next pass and removed then).
-async fn remove<S: TableStore>(store: &S, table: &str, partition_key: &str, entries: Vec<Entity>) {
+/// leaves is found appended by the next pass and removed then). Returns how many stay.
+async fn remove<S: TableStore>(
+    store: &S,
+    table: &str,
+    partition_key: &str,
+    entries: Vec<Entity>,
+) -> usize {
+    let mut stayed = 0;
     for chunk in entries.chunks(100) {
         let conditions = chunk
             .iter()
@@ -225,6 +230,9 @@ async fn remove<S: TableStore>(store: &S, table: &str, partition_key: &str, entr
                 (entry.row_key.clone(), if_match)
             })
             .collect();
-        super::super::outbox::remove_entries(store, table, partition_key, conditions).await;
+        let (_, stay) =
+            super::super::outbox::remove_entries(store, table, partition_key, conditions).await;
+        stayed += stay;
     }
+    stayed
 }
