@@ -544,6 +544,23 @@ pub(super) async fn caught_up(world: &World) -> bool {
 pub(super) async fn check(world: &World, model: &Model) -> Vec<String> {
     let mut found = Vec::new();
     let store = world.chaos.inner();
+    // Every change was sequenced and removed from its partition: none waits after the
+    // drain (a partition whose marker went while a change stayed would hold it forever).
+    let query = Query::with_filter(
+        filter::row_key().ge(feed::log::WAITING_PREFIX) & filter::row_key().lt("~outbox~~feed~~"),
+    );
+    match store.query_all(TABLE, query).await {
+        Ok(left) if !left.is_empty() => found.push(format!(
+            "{} feed change(s) left waiting after the drain: {:?}",
+            left.len(),
+            left.iter()
+                .map(|r| (r.partition_key.as_str(), r.row_key.as_str()))
+                .collect::<Vec<_>>()
+        )),
+        Ok(_) => {}
+        Err(e) if e.kind() == ErrorKind::TableNotFound => {}
+        Err(e) => found.push(format!("the waiting feed changes do not read: {e}")),
+    }
     // What the store holds: each share's head and the numbers its log keeps; the members.
     let mut oldest = BTreeMap::new();
     let mut heads = Vec::new();
