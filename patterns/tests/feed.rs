@@ -44,8 +44,9 @@ async fn orders<S: TableStore + Clone + 'static>(store: &S) -> IndexedTable<Orde
     orders
 }
 
+/// A relay alone (markers cleared as soon as their lease lapses).
 fn relay<S: TableStore + Clone + 'static>(store: &S) -> Relay<S> {
-    Relay::options().alone().build(
+    Relay::options().alone().late(Duration::ZERO).build(
         store.clone(),
         Arc::new(InlineSink::new(handlers(store.clone(), None))),
     )
@@ -77,6 +78,11 @@ fn summary(changes: &[FeedChange]) -> Vec<(String, String, ChangeKind, i64)> {
             )
         })
         .collect()
+}
+
+/// The totals of changes, in the order given.
+fn totals(changes: &[FeedChange]) -> Vec<i64> {
+    summary(changes).into_iter().map(|c| c.3).collect()
 }
 
 /// Polls a group until it returns nothing, checkpointing each batch.
@@ -183,13 +189,7 @@ async fn a_refused_write_records_nothing_and_a_lost_answer_records_exactly_one()
     relay(&store).run_once().await.expect("relay");
     let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
     let changes = drain(&group).await;
-    assert_eq!(
-        summary(&changes)
-            .into_iter()
-            .map(|c| c.3)
-            .collect::<Vec<_>>(),
-        vec![10, 20]
-    );
+    assert_eq!(totals(&changes), vec![10, 20]);
 }
 
 #[tokio::test]
@@ -354,13 +354,7 @@ async fn a_position_retention_trimmed_is_an_error_naming_the_oldest_kept() {
     assert!(now.poll().await.expect("poll").is_empty());
     orders.insert(&order("ada", 3, 3)).await.expect("insert");
     relay(&store).run_once().await.expect("relay");
-    assert_eq!(
-        summary(&drain(&now).await)
-            .into_iter()
-            .map(|c| c.3)
-            .collect::<Vec<_>>(),
-        vec![3]
-    );
+    assert_eq!(totals(&drain(&now).await), vec![3]);
 }
 
 async fn drain_err<S: TableStore>(group: &Group<S>) -> tablekit_core::Error {
@@ -389,11 +383,8 @@ async fn a_group_from_a_time_gets_every_change_since_then() {
     let group = Group::new(store.clone(), "Orders", "since", 4)
         .expect("group")
         .from(Position::At(since));
-    let totals: Vec<i64> = summary(&drain(&group).await)
-        .into_iter()
-        .map(|c| c.3)
-        .collect();
-    assert!(totals.ends_with(&[2]), "{totals:?}");
+    let got = totals(&drain(&group).await);
+    assert!(got.ends_with(&[2]), "{got:?}");
     // From a time later than every change: nothing.
     let later = Group::new(store.clone(), "Orders", "later", 4)
         .expect("group")
@@ -557,18 +548,12 @@ async fn a_sequenced_change_whose_removal_fails_keeps_its_partition_marked_for_t
     orders.insert(&order("ada", 1, 10)).await.expect("insert");
     // The marker's lease lapsed: a pass that found nothing left would clear it.
     clock.advance(chrono::Duration::minutes(5));
-    let relay = || {
-        Relay::options().alone().late(Duration::ZERO).build(
-            store.clone(),
-            Arc::new(InlineSink::new(handlers(store.clone(), None))),
-        )
-    };
     store.fail_removals(true);
-    let report = relay().run_once().await.expect("relay");
+    let report = relay(&store).run_once().await.expect("relay");
     assert_eq!(report.sequenced, 1, "appended: {report:?}");
     assert_eq!(waiting(&store).await, 1, "its removal failed");
     store.fail_removals(false);
-    relay().run_once().await.expect("relay");
+    relay(&store).run_once().await.expect("relay");
     assert_eq!(
         waiting(&store).await,
         0,
@@ -576,14 +561,7 @@ async fn a_sequenced_change_whose_removal_fails_keeps_its_partition_marked_for_t
     );
     let group = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
     let changes = drain(&group).await;
-    assert_eq!(
-        summary(&changes)
-            .into_iter()
-            .map(|c| c.3)
-            .collect::<Vec<_>>(),
-        vec![10],
-        "once"
-    );
+    assert_eq!(totals(&changes), vec![10], "once");
 }
 
 #[tokio::test]
@@ -592,15 +570,9 @@ async fn a_snapshot_counts_a_change_appended_before_it_whose_removal_is_not_done
     let _clock = tablekit_core::clock::simulate(clock.shared());
     let store = FailingQuery::default();
     let orders = orders(&store).await;
-    let relay = || {
-        Relay::options().alone().late(Duration::ZERO).build(
-            store.clone(),
-            Arc::new(InlineSink::new(handlers(store.clone(), None))),
-        )
-    };
     // A first change, sequenced and then trimmed: a group from the beginning snapshots.
     orders.insert(&order("ada", 1, 1)).await.expect("insert");
-    relay().run_once().await.expect("relay");
+    relay(&store).run_once().await.expect("relay");
     clock.advance(chrono::Duration::hours(2));
     feed::trim(&store, "Orders", 4, Duration::from_secs(3_600))
         .await
@@ -608,19 +580,16 @@ async fn a_snapshot_counts_a_change_appended_before_it_whose_removal_is_not_done
     // A second, appended to the log, its removal from the partition failed.
     orders.insert(&order("ada", 2, 20)).await.expect("insert");
     store.fail_removals(true);
-    assert_eq!(relay().run_once().await.expect("relay").sequenced, 1);
+    assert_eq!(relay(&store).run_once().await.expect("relay").sequenced, 1);
     assert_eq!(waiting(&store).await, 1);
     // The snapshot starts after it in the log: its row is what delivers it.
     let group = Group::new(store.clone(), "Orders", "rebuild", 4).expect("group");
-    let mut totals: Vec<i64> = summary(&drain(&group).await)
-        .into_iter()
-        .map(|c| c.3)
-        .collect();
-    totals.sort_unstable();
-    assert_eq!(totals, vec![1, 20], "both rows of the table");
+    let mut got = totals(&drain(&group).await);
+    got.sort_unstable();
+    assert_eq!(got, vec![1, 20], "both rows of the table");
     // The next pass removes it without appending it again.
     store.fail_removals(false);
-    relay().run_once().await.expect("relay");
+    relay(&store).run_once().await.expect("relay");
     assert_eq!(waiting(&store).await, 0);
     assert!(drain(&group).await.is_empty());
 }
@@ -651,7 +620,7 @@ async fn a_poll_whose_read_of_one_share_fails_hands_out_nothing_and_skips_nothin
     store.fail_query(i64::from(later) + 1);
     group.poll().await.expect_err("a read failed");
     let changes = drain(&group).await;
-    let mut ids: Vec<i64> = summary(&changes).into_iter().map(|c| c.3).collect();
+    let mut ids = totals(&changes);
     ids.sort_unstable();
     assert_eq!(ids, vec![1, 2, 3, 4], "every change, none skipped");
 }
@@ -749,10 +718,7 @@ async fn a_group_from_the_beginning_after_a_trim_reads_a_snapshot_then_the_log_a
     orders.insert(&order("c9", 100, 1)).await.expect("insert");
     relay(&store).run_once().await.expect("relay");
     let next = drain(&group).await;
-    assert_eq!(
-        summary(&next).into_iter().map(|c| c.3).collect::<Vec<_>>(),
-        vec![1]
-    );
+    assert_eq!(totals(&next), vec![1]);
 }
 
 #[tokio::test]
