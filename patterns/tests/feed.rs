@@ -370,6 +370,39 @@ async fn drain_err<S: TableStore>(group: &Group<S>) -> tablekit_core::Error {
 }
 
 #[tokio::test]
+async fn a_checkpoint_naming_a_share_beyond_the_count_is_an_error_and_moves_nothing() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    orders.insert(&order("ada", 1, 1)).await.expect("insert");
+    relay(&store).run_once().await.expect("relay");
+    // Saved from the feed when it had 16 shares; it has 4 now.
+    let saved = feed::Checkpoint {
+        shares: [(0, 0), (9, 3)].into_iter().collect(),
+    };
+    let group = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .from(Position::Checkpoint(saved.clone()));
+    let err = group.poll().await.expect_err("share 9 of 4");
+    assert!(
+        matches!(&err, tablekit_core::Error::Config(m) if m.contains("share 9") && m.contains("4 shares")),
+        "{err}"
+    );
+    assert!(group.held().is_empty(), "no share taken");
+    let mut tail = feed::Tail::new(store.clone(), "Orders", 4, Position::Checkpoint(saved));
+    let err = tail.next().await.expect_err("share 9 of 4");
+    assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput, "{err}");
+    // No share row was written: the group's shares are still free for a right start.
+    let rows = store
+        .query_all(
+            feed::FEED_TABLE,
+            Query::with_filter(filter::row_key().ge("share~") & filter::row_key().lt("share~~")),
+        )
+        .await
+        .expect("rows");
+    assert!(rows.is_empty(), "{rows:?}");
+}
+
+#[tokio::test]
 async fn a_group_from_a_time_gets_every_change_since_then() {
     let store = MemoryStore::new();
     let orders = orders(&store).await;

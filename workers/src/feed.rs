@@ -238,8 +238,9 @@ where
     ///
     /// # Errors
     /// [`tablekit_core::Error::PositionExpired`] (the group fell behind the feed's
-    /// retention: nothing is skipped silently); the store's errors when leaving. A
-    /// failed read or checkpoint is logged and tried again.
+    /// retention: nothing is skipped silently); [`tablekit_core::Error::Config`] for a
+    /// start checkpoint naming a share beyond the feed's count; the store's errors when
+    /// leaving. A failed read or checkpoint is logged and tried again.
     pub async fn run(&self, shutdown: impl Future<Output = ()>) -> Result<FeedReport> {
         let mut shutdown = std::pin::pin!(shutdown);
         let mut report = FeedReport::default();
@@ -266,7 +267,9 @@ where
             };
             let changes = match changes {
                 Ok(changes) => changes,
-                Err(e @ tablekit_core::Error::PositionExpired { .. }) => {
+                // A position no longer kept, or one that does not apply (a checkpoint
+                // of a feed divided otherwise): reading again cannot help.
+                Err(e) if e.kind() == tablekit_core::ErrorKind::InvalidInput => {
                     let _ = group.leave().await;
                     return Err(e);
                 }

@@ -260,6 +260,24 @@ async fn two_members_divide_the_shares_and_handle_every_change_once() {
 }
 
 #[tokio::test]
+async fn a_start_checkpoint_of_a_feed_divided_otherwise_stops_the_worker_with_the_error() {
+    let store = tablekit_core::MemoryStore::new();
+    let saved = feed::Checkpoint {
+        shares: [(40, 7)].into_iter().collect(),
+    };
+    let worker = Feed::<Staff>::group(store, "billing")
+        .expect("group")
+        .from(Position::Checkpoint(saved))
+        .idle(Duration::from_millis(5))
+        .consume(|_: Change<Staff>| async { Ok(()) });
+    let ran = tokio::time::timeout(Duration::from_secs(10), worker.run(std::future::pending()))
+        .await
+        .expect("it stops rather than trying again");
+    let err = ran.expect_err("share 40 of the feed's shares");
+    assert!(err.to_string().contains("share 40"), "{err}");
+}
+
+#[tokio::test]
 async fn a_type_without_a_feed_is_refused_with_the_fix() {
     #[derive(Entity, Clone, Debug, PartialEq)]
     #[entity(

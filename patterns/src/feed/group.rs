@@ -242,7 +242,8 @@ impl<S: TableStore> Group<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::PositionExpired`] when the group's start position is
-    /// older than what a share still keeps.
+    /// older than what a share still keeps; [`Error::Config`] for a start checkpoint
+    /// naming a share beyond the group's count.
     pub async fn balance(&self) -> Result<()> {
         let started = Instant::now();
         let rows = self.rows().await?;
@@ -435,7 +436,14 @@ impl<S: TableStore> Group<S> {
         if self.from == Position::Beginning && head.oldest > 1 {
             return Ok((head.next - 1, Some(Cursor::default())));
         }
-        let last = super::start(&self.store, &self.table, share, &self.from, head).await?;
+        let last = super::start(
+            &self.store,
+            &self.table,
+            (share, self.shares),
+            &self.from,
+            head,
+        )
+        .await?;
         Ok((last, None))
     }
 
@@ -446,8 +454,8 @@ impl<S: TableStore> Group<S> {
     /// # Errors
     /// The store's errors; [`Error::PositionExpired`] when a held share's log was
     /// trimmed past the group's checkpoint (nothing is skipped); a log row that does not
-    /// read is [`Error::Malformed`]. When the read of one share fails, nothing is handed
-    /// out and no read position moves.
+    /// read is [`Error::Malformed`]; what [`balance`](Self::balance) returns. When the
+    /// read of one share fails, nothing is handed out and no read position moves.
     pub async fn poll(&self) -> Result<Vec<FeedChange>> {
         let due = self
             .lock()

@@ -83,7 +83,7 @@ pub enum Position {
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Checkpoint {
     /// Per share, the last sequence number handled (a share not named starts at the
-    /// beginning).
+    /// beginning; naming a share beyond the reader's count is an error).
     pub shares: BTreeMap<u32, u64>,
 }
 
@@ -137,14 +137,23 @@ pub(crate) async fn first_since<S: TableStore>(
 ///
 /// # Errors
 /// The store's errors; [`Error::PositionExpired`](crate::Error::PositionExpired) when the
-/// position is older than what the share keeps.
+/// position is older than what the share keeps; [`Error::Config`](crate::Error::Config)
+/// for a checkpoint naming a share beyond the reader's `shares` (one saved from a feed
+/// divided otherwise: its numbers do not apply).
 pub(crate) async fn start<S: TableStore>(
     store: &S,
     table: &str,
-    share: u32,
+    (share, shares): (u32, u32),
     position: &Position,
     head: &Head,
 ) -> Result<u64> {
+    if let Position::Checkpoint(checkpoint) = position
+        && let Some(beyond) = checkpoint.shares.keys().find(|s| **s >= shares)
+    {
+        return Err(crate::Error::Config(format!(
+            "the checkpoint names share {beyond} of the change feed of `{table}`, which is read in {shares} shares: a checkpoint saved from a feed divided otherwise does not apply"
+        )));
+    }
     let expired = |position: u64| crate::Error::PositionExpired {
         table: table.to_owned(),
         share,

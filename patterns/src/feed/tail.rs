@@ -38,7 +38,8 @@ impl<S: TableStore> Tail<S> {
     ///
     /// # Errors
     /// The store's errors; [`Error::PositionExpired`](crate::Error::PositionExpired) when
-    /// the position is no longer kept.
+    /// the position is no longer kept; [`Error::Config`](crate::Error::Config) for a
+    /// checkpoint naming a share beyond the reader's count.
     pub async fn next(&mut self) -> Result<Vec<FeedChange>> {
         let mut all = Vec::new();
         for share in 0..self.shares {
@@ -46,8 +47,14 @@ impl<S: TableStore> Tail<S> {
                 Some(next) => *next,
                 None => {
                     let head = super::head(&self.store, &self.table, share).await?;
-                    let last =
-                        super::start(&self.store, &self.table, share, &self.from, &head).await?;
+                    let last = super::start(
+                        &self.store,
+                        &self.table,
+                        (share, self.shares),
+                        &self.from,
+                        &head,
+                    )
+                    .await?;
                     self.next.insert(share, last + 1);
                     last + 1
                 }
