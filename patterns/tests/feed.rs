@@ -54,9 +54,7 @@ fn relay<S: TableStore + Clone + 'static>(store: &S) -> Relay<S> {
 
 /// The changes still waiting in the primaries' table (not yet sequenced).
 async fn waiting<S: TableStore>(store: &S) -> usize {
-    let query = Query::with_filter(
-        filter::row_key().ge(feed::log::WAITING_PREFIX) & filter::row_key().lt("~outbox~~feed~~"),
-    );
+    let query = Query::with_filter(feed::log::waiting_range());
     store.query_all("Orders", query).await.expect("scan").len()
 }
 

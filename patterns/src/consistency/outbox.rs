@@ -274,6 +274,12 @@ pub fn is_waiting(entity: &Entity) -> bool {
     entity.row_key.starts_with(WAITING_PREFIX)
 }
 
+/// The RowKey range of the changes waiting to be sequenced (in every partition; with a
+/// PartitionKey condition, in one).
+pub fn waiting_range() -> tablekit_core::Filter {
+    filter::row_key().ge(WAITING_PREFIX) & filter::row_key().lt(RELAY_END)
+}
+
 /// Every outbox entry of a table, by scanning it whole: for tests, tools and
 /// [`pending::adopt`](super::pending::adopt); the relay itself never scans.
 ///

@@ -23,8 +23,10 @@ use crate::consistency::{Envelope, outbox};
 use crate::error::{Error, Result};
 
 pub(crate) use crate::consistency::outbox::WAITING_KIND;
-pub use crate::consistency::outbox::{WAITING_PREFIX, is_waiting};
-pub(crate) use crate::consistency::relay::feed_log::{AT, SHARES, holds, seq_of, waiting_row_key};
+pub use crate::consistency::outbox::{WAITING_PREFIX, is_waiting, waiting_range};
+pub(crate) use crate::consistency::relay::feed_log::{
+    AT, SHARES, appended, seq_of, waiting_row_key,
+};
 pub use crate::consistency::relay::feed_log::{
     FEED_TABLE, HEAD_ROW, Head, head, log_partition, rows_from, seq_row_key, share_of,
 };

@@ -167,9 +167,7 @@ pub(crate) async fn step<S: TableStore>(
     {
         let partition = last.partition_key.clone();
         let query = Query::with_filter(
-            tablekit_core::filter::partition_key().eq(partition.as_str())
-                & tablekit_core::filter::row_key().ge(WAITING_PREFIX)
-                & tablekit_core::filter::row_key().lt("~outbox~~feed~~"),
+            tablekit_core::filter::partition_key().eq(partition.as_str()) & log::waiting_range(),
         );
         for row in store.query_all(table, query).await? {
             if to_come(store, table, share, &low_head, next, &row).await? {
@@ -231,9 +229,10 @@ pub(crate) async fn step<S: TableStore>(
 
 /// Whether a change still waiting in its partition is one the log gives from `next` on:
 /// one not sequenced yet, or numbered from `next` on, or numbered but not appended (the
-/// relay numbers it again). One appended before `next` (its removal from the partition
-/// not done yet) is not: the entity's row stands for it. Its point read happens only in
-/// the moment between a relay's append and its removal, or after a failed removal.
+/// relay numbers it again, as it does one whose number was trimmed). One appended before
+/// `next` (its removal from the partition not done yet) is not: the entity's row stands
+/// for it. The relay's own check decides, with its point read, made only in the moment
+/// between a relay's append and its removal, or after a failed removal.
 async fn to_come<S: TableStore>(
     store: &S,
     table: &str,
@@ -242,22 +241,10 @@ async fn to_come<S: TableStore>(
     next: u64,
     change: &Entity,
 ) -> Result<bool> {
-    let Some(seq) = log::seq_of(change) else {
-        return Ok(true);
-    };
-    // Trimmed: the relay cannot tell it was appended and appends it again.
-    if seq >= next || seq < head.oldest || seq >= head.next {
-        return Ok(true);
+    match log::seq_of(change) {
+        Some(seq) if seq < next => Ok(!log::appended(store, table, share, head, change).await?),
+        _ => Ok(true),
     }
-    let row = store
-        .get(
-            log::FEED_TABLE,
-            &log::log_partition(table, share),
-            &log::seq_row_key(seq),
-            None,
-        )
-        .await?;
-    Ok(!row.is_some_and(|row| log::holds(&row, change)))
 }
 
 /// The part of a waiting change's RowKey naming its entity (the hash of its RowKey).

@@ -151,11 +151,16 @@ impl TableStore for Backing {
 
 type Observer = std::sync::Arc<std::sync::Mutex<super::feed::Observed>>;
 
-fn observe(observer: &Observer, ops: &[WriteOp]) {
-    let mut observed = observer.lock().unwrap_or_else(|e| e.into_inner());
-    for op in ops {
-        observed.applied(op);
+/// Notes `seen` (the feed's writes of a call) once the store applied them, and hands the
+/// answer on.
+fn noted<T>(observer: &Observer, seen: Option<Vec<WriteOp>>, answer: Result<T>) -> Result<T> {
+    if let (Ok(_), Some(ops)) = (&answer, seen) {
+        let mut observed = observer.lock().unwrap_or_else(|e| e.into_inner());
+        for op in &ops {
+            observed.applied(op);
+        }
     }
+    answer
 }
 
 impl Backing {
@@ -167,19 +172,15 @@ impl Backing {
     ) -> Result<Option<ETag>> {
         let observer = self.2.clone();
         if self.direct() {
-            let answer = self.0.execute(table, op).await;
-            if let (Ok(_), Some(ops)) = (&answer, seen) {
-                observe(&observer, &ops);
-            }
-            return answer;
+            return noted(&observer, seen, self.0.execute(table, op).await);
         }
         let (store, table) = (self.0.clone(), table.to_owned());
         blocking(self.1.clone(), move || {
-            let answer = futures::executor::block_on(store.execute(&table, op));
-            if let (Ok(_), Some(ops)) = (&answer, seen) {
-                observe(&observer, &ops);
-            }
-            answer
+            noted(
+                &observer,
+                seen,
+                futures::executor::block_on(store.execute(&table, op)),
+            )
         })
         .await
     }
@@ -192,19 +193,15 @@ impl Backing {
     ) -> Result<Vec<Option<ETag>>> {
         let observer = self.2.clone();
         if self.direct() {
-            let answer = self.0.submit_batch(table, batch).await;
-            if let (Ok(_), Some(ops)) = (&answer, seen) {
-                observe(&observer, &ops);
-            }
-            return answer;
+            return noted(&observer, seen, self.0.submit_batch(table, batch).await);
         }
         let (store, table) = (self.0.clone(), table.to_owned());
         blocking(self.1.clone(), move || {
-            let answer = futures::executor::block_on(store.submit_batch(&table, batch));
-            if let (Ok(_), Some(ops)) = (&answer, seen) {
-                observe(&observer, &ops);
-            }
-            answer
+            noted(
+                &observer,
+                seen,
+                futures::executor::block_on(store.submit_batch(&table, batch)),
+            )
         })
         .await
     }

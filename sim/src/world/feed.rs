@@ -546,9 +546,7 @@ pub(super) async fn check(world: &World, model: &Model) -> Vec<String> {
     let store = world.chaos.inner();
     // Every change was sequenced and removed from its partition: none waits after the
     // drain (a partition whose marker went while a change stayed would hold it forever).
-    let query = Query::with_filter(
-        filter::row_key().ge(feed::log::WAITING_PREFIX) & filter::row_key().lt("~outbox~~feed~~"),
-    );
+    let query = Query::with_filter(feed::log::waiting_range());
     match store.query_all(TABLE, query).await {
         Ok(left) if !left.is_empty() => found.push(format!(
             "{} feed change(s) left waiting after the drain: {:?}",

@@ -103,9 +103,39 @@ pub(crate) fn log_row(
 }
 
 /// Whether the log row holds the waiting entry (its source keys).
-pub(crate) fn holds(row: &Entity, entry: &Entity) -> bool {
+fn holds(row: &Entity, entry: &Entity) -> bool {
     row.get(SOURCE_PARTITION).and_then(Value::as_str) == Some(entry.partition_key.as_str())
         && row.get(SOURCE_ROW).and_then(Value::as_str) == Some(entry.row_key.as_str())
+}
+
+/// Whether a waiting entry of `share` was appended at the number its mark gives: the
+/// number is one the log keeps (`head`) and its row holds the entry (one point read).
+/// `false` for an entry not marked, or marked with a number the log does not keep: the
+/// relay numbers it again.
+///
+/// # Errors
+/// The store's errors.
+pub(crate) async fn appended<S: tablekit_core::TableStore>(
+    store: &S,
+    table: &str,
+    share: u32,
+    head: &Head,
+    entry: &Entity,
+) -> Result<bool> {
+    match seq_of(entry) {
+        Some(seq) if seq >= head.oldest && seq < head.next => {
+            let row = store
+                .get(
+                    FEED_TABLE,
+                    &log_partition(table, share),
+                    &seq_row_key(seq),
+                    None,
+                )
+                .await?;
+            Ok(row.is_some_and(|row| holds(&row, entry)))
+        }
+        _ => Ok(false),
+    }
 }
 
 /// A share's head: the next sequence number and the lowest one kept.

@@ -101,22 +101,13 @@ async fn sequence_share<S: TableStore>(
     let lock = share_lock(table, share);
     let _serialized = lock.lock().await;
     let mut head = log::head(store, table, share).await?;
-    let log_partition = log::log_partition(table, share);
     // Marked before: appended already (remove them) or not (number them again).
     // (One point read per marked change, all at once: only after a crash or a lost race.)
     let checks = entries.into_iter().map(|entry| {
-        let (head, log_partition) = (&head, &log_partition);
+        let head = &head;
         async move {
-            match log::seq_of(&entry) {
-                Some(seq) if seq >= head.oldest && seq < head.next => {
-                    let row = store
-                        .get(FEED_TABLE, log_partition, &log::seq_row_key(seq), None)
-                        .await?;
-                    let appended = row.as_ref().is_some_and(|row| log::holds(row, &entry));
-                    Ok::<_, tablekit_core::Error>((entry, appended))
-                }
-                _ => Ok((entry, false)),
-            }
+            let appended = log::appended(store, table, share, head, &entry).await?;
+            Ok::<_, tablekit_core::Error>((entry, appended))
         }
     });
     let mut appended_before = Vec::new();
