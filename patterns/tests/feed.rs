@@ -483,16 +483,32 @@ async fn consume_once_checkpoints_what_was_handled_and_reads_again_from_a_failed
     assert!(drain(&other).await.is_empty());
 }
 
-/// A store whose `n`-th query of the feed's table from now on fails (once), and whose
-/// deletes of waiting changes fail while `removals` is set.
+/// A store whose `n`-th query of the feed's table from now on fails (once), whose
+/// deletes of waiting changes fail while `removals` is set, and whose point reads of the
+/// feed's table wait at a gate once [`stall_feed_reads`](Self::stall_feed_reads) set one.
 #[derive(Clone, Default)]
 struct FailingQuery {
     inner: MemoryStore,
     left: Arc<std::sync::atomic::AtomicI64>,
     removals: Arc<std::sync::atomic::AtomicBool>,
+    gate: Arc<std::sync::Mutex<Option<Arc<tokio::sync::Semaphore>>>>,
+    stalled: Arc<tokio::sync::Notify>,
 }
 
 impl FailingQuery {
+    /// From now on a point read of the feed's table waits for a permit of the gate
+    /// returned (closed at first).
+    fn stall_feed_reads(&self) -> Arc<tokio::sync::Semaphore> {
+        let gate = Arc::new(tokio::sync::Semaphore::new(0));
+        *self.gate.lock().expect("gate") = Some(gate.clone());
+        gate
+    }
+
+    /// Returns once a read waits at the gate.
+    async fn stalled(&self) {
+        self.stalled.notified().await;
+    }
+
     fn fail_query(&self, n: i64) {
         self.left.store(n, std::sync::atomic::Ordering::SeqCst);
     }
@@ -532,6 +548,13 @@ impl TableStore for FailingQuery {
         row_key: &str,
         select: Option<&[&str]>,
     ) -> tablekit_core::Result<Option<tablekit_core::Entity>> {
+        let gate = self.gate.lock().expect("gate").clone();
+        if table == feed::FEED_TABLE
+            && let Some(gate) = gate
+        {
+            self.stalled.notify_one();
+            let _permit = gate.acquire().await;
+        }
         self.inner.get(table, partition_key, row_key, select).await
     }
     async fn query(
@@ -623,6 +646,42 @@ async fn a_snapshot_counts_a_change_appended_before_it_whose_removal_is_not_done
     relay(&store).run_once().await.expect("relay");
     assert_eq!(waiting(&store).await, 0);
     assert!(drain(&group).await.is_empty());
+}
+
+/// Two relays of two stores in one process, each store with an `Orders` table and a
+/// change in the same share: while one relay's sequencing waits on its store, the other's
+/// goes on. Each relay keeps its own locks of the share logs; a lock of the process, keyed
+/// by the table's name, made the second wait for the first (and tied together the
+/// simulations a test process runs side by side, so a seed did not replay exactly).
+#[tokio::test(start_paused = true)]
+async fn a_relay_sequencing_waits_for_no_relay_of_another_store() {
+    let stalled = FailingQuery::default();
+    let other = MemoryStore::new();
+    for store in [&stalled.inner, &other] {
+        orders(store)
+            .await
+            .insert(&order("ada", 1, 10))
+            .await
+            .expect("insert");
+    }
+    let gate = stalled.stall_feed_reads();
+    let first = tokio::spawn({
+        let stalled = stalled.clone();
+        async move { relay(&stalled).run_once().await }
+    });
+    stalled.stalled().await;
+    // Nothing else runs: were the second relay to wait for the first, the paused clock
+    // would jump to the end of this wait.
+    let second = tokio::time::timeout(Duration::from_secs(600), relay(&other).run_once())
+        .await
+        .expect("the other store's relay waited for the stalled one")
+        .expect("relay");
+    assert_eq!(second.sequenced, 1);
+    gate.add_permits(1_000);
+    let first = first.await.expect("task").expect("relay");
+    assert_eq!(first.sequenced, 1);
+    assert_eq!(waiting(&stalled).await, 0);
+    assert_eq!(waiting(&other).await, 0);
 }
 
 #[tokio::test]

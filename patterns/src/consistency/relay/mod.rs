@@ -112,6 +112,8 @@ pub struct Relay<S> {
     resume: Mutex<Option<(String, String)>>,
     published: AtomicU64,
     rate: Mutex<f64>,
+    /// This relay's locks of the feed's share logs (see [`sequence::ShareLocks`]).
+    share_locks: sequence::ShareLocks,
 }
 
 impl<S> std::fmt::Debug for Relay<S> {
@@ -300,6 +302,7 @@ impl<S: TableStore> RelayOptions<S> {
             resume: Mutex::default(),
             published: AtomicU64::new(0),
             rate: Mutex::new(0.0),
+            share_locks: sequence::ShareLocks::default(),
         }
     }
 }
@@ -590,7 +593,16 @@ impl<S: TableStore> Relay<S> {
         if !waiting.is_empty() {
             let count = waiting.len();
             let held = || partition.held();
-            match sequence::sequence(&self.store, table, partition_key, waiting, &held).await {
+            match sequence::sequence(
+                &self.store,
+                table,
+                partition_key,
+                waiting,
+                &self.share_locks,
+                &held,
+            )
+            .await
+            {
                 Ok(sequenced) => {
                     drained.sequenced += sequenced.appended;
                     drained.left += sequenced.left;

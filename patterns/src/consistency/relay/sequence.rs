@@ -45,6 +45,7 @@ pub(crate) async fn sequence<S: TableStore>(
     table: &str,
     partition_key: &str,
     waiting: Vec<Entity>,
+    locks: &ShareLocks,
     held: &(dyn Fn() -> bool + Sync),
 ) -> Result<Sequenced> {
     let mut sequenced = Sequenced::default();
@@ -60,7 +61,7 @@ pub(crate) async fn sequence<S: TableStore>(
         let share = log::share_of(table, partition_key, shares);
         let count = entries.len();
         let (appended, stayed) =
-            sequence_share(store, table, partition_key, share, entries, held).await?;
+            sequence_share(store, table, partition_key, share, entries, locks, held).await?;
         sequenced.appended += appended;
         // Appended but not removed (a store failure) stays waiting too: the partition
         // stays marked, and the next pass finds them appended and removes them.
@@ -74,20 +75,27 @@ fn lost(e: &tablekit_core::Error) -> bool {
     super::super::lost_race(e)
 }
 
-/// One lock per share log in this process: the relay drains partitions concurrently, and
-/// partitions of one share would otherwise race for its head (correct under its ETag, but
-/// a lost race leaves changes for the next pass).
-fn share_lock(table: &str, share: u32) -> std::sync::Arc<tokio::sync::Mutex<()>> {
-    static LOCKS: std::sync::LazyLock<
-        std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
-    > = std::sync::LazyLock::new(Default::default);
-    let mut locks = LOCKS
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
-    locks
-        .entry(log::log_partition(table, share))
-        .or_default()
-        .clone()
+/// One lock per share log, kept by one relay: the relay drains partitions concurrently,
+/// and partitions of one share would otherwise race for its head (correct under its ETag,
+/// but a lost race leaves changes for the next pass). Each relay keeps its own, as relays
+/// of other processes have theirs: the head's ETag orders relays; the lock only spares one
+/// relay's own drains a lost race. (A process-wide table keyed by table name, as it was,
+/// tied together relays of unrelated stores, and the simulations that run side by side in
+/// one test process, through a lock neither's scheduler saw.)
+#[derive(Debug, Default)]
+pub(crate) struct ShareLocks(
+    std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<tokio::sync::Mutex<()>>>>,
+);
+
+impl ShareLocks {
+    fn of(&self, table: &str, share: u32) -> std::sync::Arc<tokio::sync::Mutex<()>> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .entry(log::log_partition(table, share))
+            .or_default()
+            .clone()
+    }
 }
 
 async fn sequence_share<S: TableStore>(
@@ -96,9 +104,10 @@ async fn sequence_share<S: TableStore>(
     partition_key: &str,
     share: u32,
     entries: Vec<Entity>,
+    locks: &ShareLocks,
     held: &(dyn Fn() -> bool + Sync),
 ) -> Result<(usize, usize)> {
-    let lock = share_lock(table, share);
+    let lock = locks.of(table, share);
     let _serialized = lock.lock().await;
     let mut head = log::head(store, table, share).await?;
     // Marked before: appended already (remove them) or not (number them again).
