@@ -4,9 +4,11 @@
 
 use tablekit_sim::{Options, Report, simulate};
 
-/// The seeds CI runs (each about 140 writes with about a hundred faults; a few tenths of
-/// a second each in a debug build).
-const FIXED_SEEDS: std::ops::Range<u64> = 1..241;
+/// The seeds CI runs, held within CI's three minutes for them: each seed is about 140
+/// writes with about a hundred faults, and since the change feed's groups joined the
+/// world about a second in a debug build (240 seeds took 4.7 minutes on two cores).
+/// Ten thousand more run by hand, in release (`tablekit-simulate`).
+const FIXED_SEEDS: std::ops::Range<u64> = 1..151;
 
 fn assert_clean(report: &Report) {
     assert!(report.violations.is_empty(), "{}", report.summary(80));
