@@ -77,6 +77,7 @@ fn run(extra: &[&str]) {
         stdout.contains("archived photos read back from the blob store: 30 (expected 30)"),
         "{stdout}"
     );
+    assert!(stdout.contains("poisoned operations: none"), "{stdout}");
     assert!(stdout.contains("report: OK"), "{stdout}");
     // `chaos: N worker processes killed and restarted, M of them in their first second`
     let chaos: Vec<usize> = stdout

@@ -6,8 +6,9 @@ use tablekit_sim::{Options, Report, simulate};
 
 /// The seeds CI runs, held within CI's three minutes for them: each seed is about 140
 /// writes with about a hundred faults, and since the change feed's groups joined the
-/// world about a second in a debug build (240 seeds took 4.7 minutes on two cores).
-/// Ten thousand more run by hand, in release (`tablekit-simulate`).
+/// world about a second in a debug build (240 seeds took 4.7 minutes on one core). They
+/// run on every core (`run_all`). Ten thousand more run by hand, in release
+/// (`tablekit-simulate`).
 const FIXED_SEEDS: std::ops::Range<u64> = 1..151;
 
 fn assert_clean(report: &Report) {
@@ -20,10 +21,10 @@ fn run(seed: u64) -> Report {
 
 #[test]
 fn the_fixed_seeds_hold_every_invariant() {
+    let reports = run_all(FIXED_SEEDS);
     let mut failing = Vec::new();
     let (mut faults, mut writes) = (0, 0);
-    for seed in FIXED_SEEDS {
-        let report = run(seed);
+    for (seed, report) in FIXED_SEEDS.zip(&reports) {
         faults += report.faults;
         writes += report.writes;
         if !report.violations.is_empty() {
@@ -40,6 +41,36 @@ fn the_fixed_seeds_hold_every_invariant() {
         faults / (FIXED_SEEDS.end - FIXED_SEEDS.start) >= 20,
         "too few faults per seed"
     );
+}
+
+/// The reports of `seeds`, in their order, run on as many threads as the machine has
+/// cores: each seed is a world of its own (`a_seed_replays_exactly` runs one beside
+/// another), so they divide among threads freely.
+fn run_all(seeds: std::ops::Range<u64>) -> Vec<Report> {
+    let threads = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+    let next = std::sync::atomic::AtomicU64::new(seeds.start);
+    let mut reports: Vec<(u64, Report)> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..threads)
+            .map(|_| {
+                scope.spawn(|| {
+                    let mut done = Vec::new();
+                    loop {
+                        let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                        if seed >= seeds.end {
+                            return done;
+                        }
+                        done.push((seed, run(seed)));
+                    }
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| w.join().expect("a thread of seeds"))
+            .collect()
+    });
+    reports.sort_by_key(|(seed, _)| *seed);
+    reports.into_iter().map(|(_, report)| report).collect()
 }
 
 /// Replays `TABLEKIT_SIM_SEED` (default 1) and prints its whole trace.
