@@ -374,7 +374,7 @@ async fn left_for_later(
 
 /// Sends a write again while it is refused as retryable (contention, a busy store),
 /// backing off as tablekit's own loops do. The writes here can be sent again: upserts,
-/// and operations whose handler is idempotent. This run's relay takes an outbox entry
+/// creating the blob container, and operations whose handler is idempotent. This run's relay takes an outbox entry
 /// after 500 ms (the workers' `--relay-grace-ms 500`): on a busy machine a write that
 /// stalls longer is undone and refused with nothing written, and lands when sent again.
 async fn retried<T, Fut>(mut write: impl FnMut() -> Fut) -> tablekit::Result<T>
@@ -518,7 +518,7 @@ async fn run(args: Args) -> tablekit::Result<()> {
             .ok_or_else(|| {
                 tablekit::Error::Config("an azure: blob store names its Container=".into())
             })?;
-        tablekit::core::azure::create_blob_container(account, container).await?;
+        retried(|| tablekit::core::azure::create_blob_container(account, container)).await?;
     }
     let blobs = tablekit::core::blob::BlobStore::connect(&blobs_url)?;
     let queue = AnyQueue::connect(&broker).await?;
