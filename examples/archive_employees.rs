@@ -374,9 +374,10 @@ async fn left_for_later(
 
 /// Sends a write again while it is refused as retryable (contention, a busy store),
 /// backing off as tablekit's own loops do. The writes here can be sent again: upserts,
-/// creating the blob container, and operations whose handler is idempotent. This run's relay takes an outbox entry
-/// after 500 ms (the workers' `--relay-grace-ms 500`): on a busy machine a write that
-/// stalls longer is undone and refused with nothing written, and lands when sent again.
+/// creating the blob container, and operations whose handler is idempotent. This run's
+/// relay takes an outbox entry after 500 ms (the workers' `--relay-grace-ms 500`): on a
+/// busy machine a write that stalls longer is undone and refused with nothing written,
+/// and lands when sent again.
 async fn retried<T, Fut>(mut write: impl FnMut() -> Fut) -> tablekit::Result<T>
 where
     Fut: std::future::Future<Output = tablekit::Result<T>>,
