@@ -2,7 +2,9 @@
 //! [`Queue`] trait so the product's sink and delivery handling run unchanged: a send may
 //! be duplicated or delayed, deliveries come in any order, a lease may lapse while its
 //! handler still runs (the message is delivered again; the first settlement is refused),
-//! and the runtime poisons a message after its delivery budget.
+//! an entity's follow-up message may be held back until a newer one of the same entity
+//! was applied (so an older message is applied after a newer one), and the runtime
+//! poisons a message after its delivery budget.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -27,6 +29,10 @@ pub struct QueueFaults {
     pub max_delay: Duration,
     /// A delivery's lease is a few milliseconds instead of the consumer's.
     pub short_lease: f64,
+    /// A sent message of an entity's follow-up work is held back until a message of the
+    /// same entity sent after it was settled (released at the latest when the faults
+    /// stop): an older message applied after a newer one.
+    pub hold_back: f64,
 }
 
 impl QueueFaults {
@@ -36,7 +42,24 @@ impl QueueFaults {
         delay: 0.0,
         max_delay: Duration::ZERO,
         short_lease: 0.0,
+        hold_back: 0.0,
     };
+}
+
+/// The entity a message's work is about, for [`QueueFaults::hold_back`]: the source of
+/// the first operation of a write's follow-up work (`index` messages), else none.
+fn subject(body: &[u8]) -> Option<String> {
+    let envelope = tablekit_patterns::consistency::Envelope::from_bytes(body).ok()?;
+    if envelope.kind != "index" {
+        return None;
+    }
+    let source = envelope
+        .payload
+        .get("operations")?
+        .as_array()?
+        .iter()
+        .find_map(|op| op.get("source"))?;
+    Some(source.to_string())
 }
 
 struct Message {
@@ -46,6 +69,8 @@ struct Message {
     deliveries: u32,
     /// The lease token of the delivery that holds it.
     lease: Option<u64>,
+    /// Held back until a newer message of this entity (this subject) was settled.
+    held_for: Option<String>,
 }
 
 #[derive(Default)]
@@ -60,8 +85,8 @@ struct State {
     next: u64,
     faults: Option<QueueFaults>,
     stopped: bool,
-    /// Queue faults injected, by kind: duplicates, delays, short leases.
-    injected: [u64; 3],
+    /// Queue faults injected, by kind: duplicates, delays, short leases, hold-backs.
+    injected: [u64; 4],
     log: Vec<String>,
 }
 
@@ -86,9 +111,20 @@ impl SimQueue {
         self.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Turns faults on or off.
+    /// Turns faults on or off; turned off, every message held back is released.
     pub fn set_faults(&self, faults: Option<QueueFaults>) {
-        self.state().faults = faults;
+        let mut state = self.state();
+        state.faults = faults;
+        if faults.is_none() {
+            let now = Instant::now();
+            for lane in state.lanes.values_mut() {
+                for m in lane.messages.values_mut() {
+                    if m.held_for.take().is_some() {
+                        m.visible_at = now;
+                    }
+                }
+            }
+        }
     }
 
     /// Ends every consumer's `next` with `None`.
@@ -96,8 +132,8 @@ impl SimQueue {
         self.state().stopped = true;
     }
 
-    /// Faults injected so far: duplicates, delays, short leases.
-    pub fn injected(&self) -> [u64; 3] {
+    /// Faults injected so far: duplicates, delays, short leases, hold-backs.
+    pub fn injected(&self) -> [u64; 4] {
         self.state().injected
     }
 
@@ -167,6 +203,19 @@ impl Queue for SimQueue {
     async fn send(&self, queue: &str, id: &str, body: &[u8]) -> Result<()> {
         let mut state = self.state();
         let faults = state.faults.unwrap_or(QueueFaults::NONE);
+        // One message of an entity held back at a time, so a newer one can release it.
+        let held_for = subject(body).filter(|subject| {
+            chance(faults.hold_back)
+                && !state.lanes.get(queue).is_some_and(|lane| {
+                    lane.messages
+                        .values()
+                        .any(|m| m.held_for.as_ref() == Some(subject))
+                })
+        });
+        if held_for.is_some() {
+            state.injected[3] += 1;
+            state.log.push(format!("hold back {queue}/{id}"));
+        }
         let copies = if chance(faults.duplicate) {
             state.injected[0] += 1;
             state.log.push(format!("duplicate {queue}/{id}"));
@@ -197,6 +246,7 @@ impl Queue for SimQueue {
                         visible_at: Instant::now() + delay,
                         deliveries: 0,
                         lease: None,
+                        held_for: held_for.clone(),
                     },
                 );
         }
@@ -324,7 +374,7 @@ impl Consumer for SimConsumer {
                     .map(|l| {
                         l.messages
                             .iter()
-                            .filter(|(_, m)| m.visible_at <= now)
+                            .filter(|(_, m)| m.visible_at <= now && m.held_for.is_none())
                             .map(|(k, _)| *k)
                             .collect()
                     })
@@ -390,7 +440,21 @@ impl Delivery for SimDelivery {
     async fn ack(self) -> Result<()> {
         self.queue
             .settle(&self.name, self.key, self.token, |lane, key| {
-                lane.messages.remove(&key);
+                let Some(settled) = lane.messages.remove(&key) else {
+                    return;
+                };
+                // A message of the same entity sent before this one, held back, comes
+                // now: after the newer work was applied.
+                let Some(subject) = subject(&settled.body) else {
+                    return;
+                };
+                let now = Instant::now();
+                for (_, m) in lane.messages.range_mut(..key) {
+                    if m.held_for.as_ref() == Some(&subject) {
+                        m.held_for = None;
+                        m.visible_at = now;
+                    }
+                }
             })
     }
 

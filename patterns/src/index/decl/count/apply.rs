@@ -20,13 +20,12 @@ impl<S: TableStore + Clone + 'static> Applies<S> for SyncCount {
     }
 }
 
-/// What a primary says of one membership: whether its record lists it, and the state it
-/// was read in (to tell whether it moved on).
+/// What a primary says of one membership: whether its record lists it, and at which
+/// version.
 #[derive(Debug, PartialEq, Eq)]
 struct Said {
     wanted: bool,
     version: Option<i64>,
-    etag: Option<String>,
 }
 
 /// The count in a counter row.
@@ -59,7 +58,6 @@ impl<S: TableStore> IndexApplier<S> {
             return Ok(Said {
                 wanted: false,
                 version: None,
-                etag: None,
             });
         };
         let wanted = !is_tombstone(&primary)
@@ -72,13 +70,25 @@ impl<S: TableStore> IndexApplier<S> {
         Ok(Said {
             wanted,
             version: version_of(&primary),
-            etag: primary.etag.map(|e| e.to_string()),
         })
     }
 
     /// Makes the member row of `source` at `at` agree with the primary's record, and its
-    /// shard's counter with it; reads the primary again after a change and agrees again
-    /// while it moved on.
+    /// shard's counter with it, in one entity group transaction under the counter's ETag
+    /// — also when the member row already agrees, when the counter is written back
+    /// unchanged (a *touch*).
+    ///
+    /// Why that is exact whatever the order of deliveries (an older message applied after
+    /// a newer one, a delivery that failed half way while another settled the message):
+    /// the member and counter rows are read first and the primary after them, and every
+    /// application commits under the counter's ETag, so the applications of one shard
+    /// are ordered by their commits, each having read the primary after the commit
+    /// before it. The last write that changed this membership hands on its own
+    /// operation, which reads the primary after that write and commits; any commit after
+    /// it read the primary later still, so every commit from then on agrees with the
+    /// last write. Without the touch, an application that found nothing to do left no
+    /// trace, and an older delivery that had read the primary before the newer write
+    /// could still commit its member row after it.
     ///
     /// # Errors
     /// The store's errors; [`Error::Contention`](crate::Error::Contention) when other
@@ -90,8 +100,6 @@ impl<S: TableStore> IndexApplier<S> {
         at: &EntityRef,
     ) -> Result<Applied> {
         let mut retry = self.retry.start();
-        let mut applied = Applied::Unchanged;
-        let mut said = self.said(source, count, at).await?;
         loop {
             retry
                 .next(|| format!("count `{count}` of {source} at {at}"))
@@ -101,8 +109,10 @@ impl<S: TableStore> IndexApplier<S> {
                 get_or_none(&self.store, at),
                 get_or_none(&self.store, &counter)
             )?;
+            // After the shard's rows: see above.
+            let said = self.said(source, count, at).await?;
             let mut batch = Batch::new();
-            let now = match (&member, said.wanted) {
+            let change = match (&member, said.wanted) {
                 (None, true) => {
                     let mut row = Entity::new(&at.partition_key, &at.row_key);
                     row.properties.insert(
@@ -125,52 +135,36 @@ impl<S: TableStore> IndexApplier<S> {
                     batch.delete(&at.partition_key, &at.row_key, if_match);
                     -1
                 }
-                // The member row agrees with the primary.
+                // The member row agrees with the primary: the counter is touched.
                 _ => 0,
             };
-            if now == 0 {
-                // Nothing written: nothing of an older state left behind.
-                return Ok(applied);
-            }
-            {
-                match &counter {
-                    Some(row) => {
-                        let updated = counter_row(&at.partition_key, count_of(row) + now);
-                        let if_match = row.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
-                        batch.replace(updated, if_match);
-                    }
-                    None => {
-                        batch.insert(counter_row(&at.partition_key, now));
-                    }
+            match &counter {
+                Some(row) => {
+                    let updated = counter_row(&at.partition_key, count_of(row) + change);
+                    let if_match = row.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);
+                    batch.replace(updated, if_match);
                 }
-                match self.store.submit_batch(&at.table, batch).await {
-                    Ok(_) => applied = Applied::Changed,
-                    // Another worker changed the shard meanwhile (or an answer was lost and
-                    // the change landed): read everything again.
-                    Err(e)
-                        if matches!(
-                            e.kind(),
-                            ErrorKind::PreconditionFailed
-                                | ErrorKind::AlreadyExists
-                                | ErrorKind::NotFound
-                        ) =>
-                    {
-                        continue;
-                    }
-                    Err(e) if e.kind() == ErrorKind::TableNotFound => {
-                        self.store.create_table_if_not_exists(&at.table).await?;
-                        continue;
-                    }
-                    Err(e) => return Err(e),
+                None => {
+                    batch.insert(counter_row(&at.partition_key, change));
                 }
             }
-            // The primary may have moved on while the member row was read and written:
-            // the row must agree with its state after that.
-            let again = self.said(source, count, at).await?;
-            if again == said {
-                return Ok(applied);
+            match self.store.submit_batch(&at.table, batch).await {
+                Ok(_) if change == 0 => return Ok(Applied::Unchanged),
+                Ok(_) => return Ok(Applied::Changed),
+                // Another worker changed the shard meanwhile (or an answer was lost and
+                // the change landed): read everything again.
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        ErrorKind::PreconditionFailed
+                            | ErrorKind::AlreadyExists
+                            | ErrorKind::NotFound
+                    ) => {}
+                Err(e) if e.kind() == ErrorKind::TableNotFound => {
+                    self.store.create_table_if_not_exists(&at.table).await?;
+                }
+                Err(e) => return Err(e),
             }
-            said = again;
         }
     }
 }
