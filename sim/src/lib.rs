@@ -25,6 +25,7 @@ pub mod exec;
 pub mod fixture;
 pub mod model;
 pub mod queue;
+pub mod stall;
 mod world;
 
 pub use world::{Options, Report, StoreKind, simulate};

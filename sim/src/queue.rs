@@ -33,6 +33,10 @@ pub struct QueueFaults {
     /// same entity sent after it was settled (released at the latest when the faults
     /// stop): an older message applied after a newer one.
     pub hold_back: f64,
+    /// A delivery of an entity's follow-up work stalls at its first write until a
+    /// message of the same entity sent after it was settled (see [`crate::stall`]): an
+    /// older message's writes, from reads before the newer write, after the newer work.
+    pub stall: f64,
 }
 
 impl QueueFaults {
@@ -43,6 +47,7 @@ impl QueueFaults {
         max_delay: Duration::ZERO,
         short_lease: 0.0,
         hold_back: 0.0,
+        stall: 0.0,
     };
 }
 
@@ -77,6 +82,8 @@ struct Message {
 struct Lane {
     messages: BTreeMap<u64, Message>,
     poison: Vec<PoisonMessage>,
+    /// The latest message settled of each entity (subject): its key.
+    settled: BTreeMap<String, u64>,
 }
 
 #[derive(Default)]
@@ -85,8 +92,9 @@ struct State {
     next: u64,
     faults: Option<QueueFaults>,
     stopped: bool,
-    /// Queue faults injected, by kind: duplicates, delays, short leases, hold-backs.
-    injected: [u64; 4],
+    /// Queue faults injected, by kind: duplicates, delays, short leases, hold-backs,
+    /// stalls.
+    injected: [u64; 5],
     log: Vec<String>,
 }
 
@@ -132,9 +140,43 @@ impl SimQueue {
         self.state().stopped = true;
     }
 
-    /// Faults injected so far: duplicates, delays, short leases, hold-backs.
-    pub fn injected(&self) -> [u64; 4] {
+    /// Faults injected so far: duplicates, delays, short leases, hold-backs, stalls.
+    pub fn injected(&self) -> [u64; 5] {
         self.state().injected
+    }
+
+    /// Whether a message of `subject` sent after the message at `key` was settled in
+    /// `queue` — or the faults stopped.
+    pub(crate) fn settled_after(&self, queue: &str, subject: &str, key: u64) -> bool {
+        let state = self.state();
+        state.faults.is_none()
+            || state
+                .lanes
+                .get(queue)
+                .and_then(|lane| lane.settled.get(subject))
+                .is_some_and(|&settled| settled > key)
+    }
+
+    /// Whether `delivery` stalls at its first write (a seeded fault), and until what.
+    pub fn stall(&self, delivery: &SimDelivery) -> Option<crate::stall::Stall> {
+        let subject = subject(&delivery.received.body)?;
+        let mut state = self.state();
+        let faults = state.faults?;
+        if !chance(faults.stall) {
+            return None;
+        }
+        state.injected[4] += 1;
+        state.log.push(format!(
+            "stall {}/{} at its first write",
+            delivery.name, delivery.received.id
+        ));
+        Some(crate::stall::Stall {
+            queue: self.clone(),
+            lane: delivery.name.clone(),
+            subject,
+            key: delivery.key,
+            until: Instant::now() + crate::stall::LONGEST_STALL,
+        })
     }
 
     /// Takes the faults injected since the last call, one line each.
@@ -448,6 +490,8 @@ impl Delivery for SimDelivery {
                 let Some(subject) = subject(&settled.body) else {
                     return;
                 };
+                let latest = lane.settled.entry(subject.clone()).or_default();
+                *latest = (*latest).max(key);
                 let now = Instant::now();
                 for (_, m) in lane.messages.range_mut(..key) {
                     if m.held_for.as_ref() == Some(&subject) {

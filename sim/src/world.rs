@@ -74,6 +74,7 @@ const QUEUE_FAULTS: QueueFaults = QueueFaults {
     max_delay: Duration::from_secs(3),
     short_lease: 0.05,
     hold_back: 0.05,
+    stall: 0.05,
 };
 
 const TEAMS: [&str; 2] = ["t0", "t1"];

@@ -54,7 +54,11 @@ pub(super) async fn consume(world: &World, queue: &str, registry: &Registry) {
         let Ok(Some(delivery)) = next else {
             break;
         };
-        in_flight.push(deliver(world, queue, registry, &config, delivery));
+        let stall = world.queue.stall(&delivery);
+        in_flight.push(crate::stall::stalled(
+            stall,
+            deliver(world, queue, registry, &config, delivery),
+        ));
     }
     while in_flight.next().await.is_some() {}
 }
@@ -87,8 +91,11 @@ async fn deliver<D: Delivery>(
 }
 
 pub(super) async fn index_worker(world: Rc<World>, store: Store) {
-    let registry =
-        tablekit_workers::index::register(Registry::new(), store, Some(world.blobs.clone()));
+    let registry = tablekit_workers::index::register(
+        Registry::new(),
+        crate::stall::StallingStore::new(store),
+        Some(world.blobs.clone()),
+    );
     consume(&world, "index", &registry).await;
 }
 

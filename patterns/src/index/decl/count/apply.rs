@@ -80,10 +80,11 @@ impl<S: TableStore> IndexApplier<S> {
     ///
     /// Why that is exact whatever the order of deliveries (an older message applied after
     /// a newer one, a delivery that failed half way while another settled the message):
-    /// the member and counter rows are read first and the primary after them, and every
-    /// application commits under the counter's ETag, so the applications of one shard
-    /// are ordered by their commits, each having read the primary after the commit
-    /// before it. The last write that changed this membership hands on its own
+    /// the counter row is read first, the member row and the primary after it, and every
+    /// application commits under the counter's ETag. A member row changes only with its
+    /// counter, so a commit whose ETag still holds read the member row as it was when
+    /// the counter was read; and the applications of one shard are ordered by their
+    /// commits, each having read the primary after the commit before it. The last write that changed this membership hands on its own
     /// operation, which reads the primary after that write and commits; any commit after
     /// it read the primary later still, so every commit from then on agrees with the
     /// last write. Without the touch, an application that found nothing to do left no
@@ -104,13 +105,13 @@ impl<S: TableStore> IndexApplier<S> {
             retry
                 .next(|| format!("count `{count}` of {source} at {at}"))
                 .await?;
+            // The counter first; the member row and the primary after it (see above).
             let counter = EntityRef::new(&at.table, &at.partition_key, COUNTER_ROW_KEY);
-            let (member, counter) = futures::try_join!(
+            let counter = get_or_none(&self.store, &counter).await?;
+            let (member, said) = futures::try_join!(
                 get_or_none(&self.store, at),
-                get_or_none(&self.store, &counter)
+                self.said(source, count, at)
             )?;
-            // After the shard's rows: see above.
-            let said = self.said(source, count, at).await?;
             let mut batch = Batch::new();
             let change = match (&member, said.wanted) {
                 (None, true) => {
