@@ -224,6 +224,16 @@ const REGRESSION_SEEDS: &[(&str, &[u64])] = &[
         "a write refused when retried after an unknown outcome",
         &[1787],
     ),
+    // A delivery of an entity's older count work, its lease lapsed, read the primary
+    // before the newer write and committed its member row after the newer work found
+    // nothing to do; its read again failed, and the other delivery had settled the
+    // message: the member row stayed (the newer work now touches the shard's counter, so
+    // the older commit fails on its ETag). And (seed 858, with the stall fault) a member
+    // row read before the counter row it was committed with (now the counter first).
+    (
+        "a count follows an older message applied after a newer one",
+        &[621438, 858],
+    ),
 ];
 
 #[test]
