@@ -280,8 +280,8 @@ async fn orders_with_pending_work(
 /// value and the audit finds nothing, at every step.
 #[tokio::test]
 async fn counts_after_a_crash_at_every_write_of_the_work_and_a_redelivery() {
-    // The writes the work makes without a fault: one per membership that ends up
-    // changed (an operation whose primary moved on agrees with it, and writes nothing).
+    // The writes the work makes without a fault: one per operation (an operation whose
+    // member row already agrees touches its shard's counter).
     let store = FaultyStore::new(MemoryStore::new());
     let (_, work) = orders_with_pending_work(&store).await;
     let applier = IndexApplier::new(store.clone());

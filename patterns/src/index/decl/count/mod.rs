@@ -21,10 +21,15 @@
 //!   primary and makes the member row agree with its record — there when the record
 //!   lists it, gone otherwise — so applying it twice, late, or out of order does what
 //!   the primary says at that time;
-//! - after changing a member row it reads the primary again, and if the primary moved
-//!   on meanwhile it agrees with it again: a worker that read an old state cannot leave
-//!   a member row behind the primary's last write, whose own operation runs after the
-//!   write and reads it (as the copies of an index are taken back).
+//! - it reads the shard's counter row first, then the member row and the primary, and
+//!   commits under the counter's ETag even when the member row already agrees (the
+//!   counter written back unchanged, a *touch*): the applications of one shard are
+//!   ordered by their commits, each having read the primary after the commit before it,
+//!   so once the operation of the primary's last write that changed the membership has
+//!   committed, no older delivery — one that read the primary before that write and
+//!   stalled, or failed half way while another delivery settled its message — can
+//!   commit a member row behind it (its commit fails on the counter's ETag and it reads
+//!   again).
 //!
 //! So once every operation is applied, each member row exists exactly when its primary
 //! lists it, and each counter is the number of its partition's member rows: the sum over
@@ -34,9 +39,10 @@
 //! declaration.
 //!
 //! **Costs.** A write whose value changes hands on one operation per changed membership,
-//! in its outbox entry (no round trip of its own); the worker's apply reads the primary,
-//! the member and counter rows (at once), writes one transaction and reads the primary
-//! again; a read is one point read per shard, all at once.
+//! in its outbox entry (no round trip of its own); the worker's apply reads the counter
+//! row, then the member row and the primary at once, and writes one transaction (three
+//! round trips; a touch when nothing changes); a read is one point read per shard, all at
+//! once.
 
 mod apply;
 mod audit;
