@@ -502,14 +502,45 @@ impl Delivery for SimDelivery {
             })
     }
 
+    /// As the SQLite queue and Azure Queue Storage do: a retry whose lease lapsed sends
+    /// the message again (another delivery may have settled it before this one's
+    /// half-done writes).
     async fn retry(self, delay: Duration) -> Result<()> {
-        self.queue
+        let settled = self
+            .queue
             .settle(&self.name, self.key, self.token, |lane, key| {
                 if let Some(m) = lane.messages.get_mut(&key) {
                     m.lease = None;
                     m.visible_at = Instant::now() + delay;
                 }
-            })
+            });
+        if settled.is_ok() {
+            return Ok(());
+        }
+        let mut state = self.queue.state();
+        state.log.push(format!(
+            "retry after the lease lapsed sends {}/{} again",
+            self.name, self.received.id
+        ));
+        let key = state.next;
+        state.next += 1;
+        state
+            .lanes
+            .entry(self.name.clone())
+            .or_default()
+            .messages
+            .insert(
+                key,
+                Message {
+                    id: self.received.id.clone(),
+                    body: self.received.body.clone(),
+                    visible_at: Instant::now() + delay,
+                    deliveries: self.received.delivery_count,
+                    lease: None,
+                    held_for: None,
+                },
+            );
+        Ok(())
     }
 
     async fn poison(self, reason: &str) -> Result<()> {

@@ -1128,6 +1128,53 @@ mod sqlite_only {
         assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
     }
 
+    /// A delivery whose lease ran out, whose message another delivery then settled, and
+    /// whose own work failed half way: its retry sends the message again (its id, body
+    /// and deliveries so far), so the work is applied once more.
+    #[tokio::test]
+    async fn a_retry_after_the_lease_ran_out_and_another_delivery_settled_sends_it_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        queue.declare("q", &options()).await.unwrap();
+        queue.send("q", "s1", b"work").await.unwrap();
+        let short = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_millis(100),
+        };
+        let mut slow = queue.consume("q", short).await.unwrap();
+        let stale = next(&mut slow).await;
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let mut fast = queue.consume("q", consume_options(1)).await.unwrap();
+        let fresh = next(&mut fast).await;
+        fresh.ack().await.unwrap();
+        assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
+
+        stale.retry(Duration::ZERO).await.unwrap();
+        let again = next(&mut fast).await;
+        assert_eq!(again.received().id, "s1");
+        assert_eq!(again.received().body, b"work");
+        assert_eq!(again.received().delivery_count, 2, "the deliveries so far count");
+        again.ack().await.unwrap();
+        assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
+    }
+
+    /// A retry whose lease still holds sends nothing more.
+    #[tokio::test]
+    async fn a_retry_within_the_lease_sends_no_second_copy() {
+        let dir = tempfile::tempdir().unwrap();
+        let queue = SqliteQueue::open(dir.path().join("queue.db"))
+            .await
+            .unwrap();
+        queue.declare("q", &options()).await.unwrap();
+        queue.send("q", "s1", b"work").await.unwrap();
+        let mut consumer = queue.consume("q", consume_options(1)).await.unwrap();
+        next(&mut consumer).await.retry(Duration::ZERO).await.unwrap();
+        let stats = queue.stats("q").await.unwrap();
+        assert_eq!(stats.waiting + stats.leased, 1, "{stats:?}");
+    }
+
     #[tokio::test]
     async fn processes_sharing_the_file_see_each_others_messages() {
         let dir = tempfile::tempdir().unwrap();
@@ -1862,6 +1909,41 @@ mod azure_only {
             "the stale ack removed nothing"
         );
         fresh.ack().await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+        queue.delete_queue(&name).await.unwrap();
+    }
+
+    /// As on the SQLite queue: a delivery that lost its lease, whose message another
+    /// delivery settled, sends the message again when it retries.
+    #[tokio::test]
+    async fn a_retry_after_the_lease_was_lost_and_another_delivery_settled_sends_it_again() {
+        let Some((queue, connection)) = connect() else {
+            return;
+        };
+        let name = support::azure_name("stale-retry");
+        queue.declare(&name, &options()).await.unwrap();
+        queue.send(&name, "s1", b"work").await.unwrap();
+        let unrenewed = AzureQueue::options()
+            .lease_renewal(false)
+            .connect(&connection)
+            .unwrap();
+        let short = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_secs(1),
+        };
+        let mut slow = unrenewed.consume(&name, short).await.unwrap();
+        let stale = next(&mut slow).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut fast = queue.consume(&name, consume_options(1)).await.unwrap();
+        let fresh = next(&mut fast).await;
+        fresh.ack().await.unwrap();
+        assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
+
+        stale.retry(Duration::ZERO).await.unwrap();
+        let again = next(&mut fast).await;
+        assert_eq!(again.received().id, "s1");
+        assert_eq!(again.received().body, b"work");
+        again.ack().await.unwrap();
         assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
         queue.delete_queue(&name).await.unwrap();
     }

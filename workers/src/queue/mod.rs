@@ -488,6 +488,13 @@ pub trait Delivery: Send + Sync + 'static {
 
     /// Delivers the message again after `delay`, counting this delivery.
     ///
+    /// A retry is a failed attempt, and its work must be applied again even when this
+    /// delivery's lease ran out and another delivery settled the message meanwhile (that
+    /// delivery may have run before this one's half-done writes): where a lease can run
+    /// out under a live delivery (the SQLite queue, Azure Queue Storage), the message is
+    /// then sent again with its id and body. On RabbitMQ a delivery holds its message
+    /// until its channel closes, and the broker delivers it again after that.
+    ///
     /// # Errors
     /// As [`ack`](Self::ack).
     fn retry(self, delay: Duration) -> impl Future<Output = Result<()>> + Send;

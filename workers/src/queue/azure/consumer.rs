@@ -232,6 +232,10 @@ impl Delivery for AzureDelivery {
         Ok(())
     }
 
+    /// Delivers the message again after `delay`. When this delivery's lease was lost,
+    /// another delivery may have settled the message meanwhile, and the work this one
+    /// failed half way would never be applied again: the message is sent again instead
+    /// (its id and body, claim-checked anew when large), so it is.
     async fn retry(mut self, delay: Duration) -> Result<()> {
         let receipt = self.settle().await;
         let after = if delay.is_zero() {
@@ -239,10 +243,24 @@ impl Delivery for AzureDelivery {
         } else {
             lease_duration(delay)
         };
-        self.queue
-            .set_visibility(&self.name, &self.message_id, &receipt, after)
-            .await
-            .map(|_| ())
+        let set = self
+            .queue
+            .set_visibility_unless_lost(&self.name, &self.message_id, &receipt, after)
+            .await?;
+        if set.is_some() {
+            return Ok(());
+        }
+        let wire = Wire {
+            tk: 1,
+            id: self.received.id.clone(),
+            sent: self.wire.sent.or_else(|| Some(chrono::Utc::now())),
+            ..Wire::default()
+        };
+        let text = self
+            .queue
+            .encode(&self.name, wire, &self.received.body)
+            .await?;
+        self.queue.put(&self.name, &text, after).await
     }
 
     async fn poison(mut self, reason: &str) -> Result<()> {

@@ -122,6 +122,44 @@ impl AzureQueue {
             .ok_or_else(|| Error::unavailable("the service returned no pop receipt"))
     }
 
+    /// Sets a leased message's visibility as [`set_visibility`](Self::set_visibility)
+    /// does; `None` when the lease was lost (a stale pop receipt, or the message gone).
+    pub(super) async fn set_visibility_unless_lost(
+        &self,
+        queue: &str,
+        message_id: &str,
+        receipt: &str,
+        after: Duration,
+    ) -> Result<Option<String>> {
+        self.allowed(queue, "u", "changing a message's visibility")?;
+        let response = self
+            .request(
+                Method::PUT,
+                &format!("/{queue}/messages/{message_id}"),
+                &[
+                    ("popreceipt", receipt.to_owned()),
+                    ("visibilitytimeout", after.as_secs().to_string()),
+                ],
+                None,
+            )
+            .await?;
+        if !response.status().is_success() {
+            if matches!(
+                super::wire::error_code(&response).as_str(),
+                "PopReceiptMismatch" | "MessageNotFound"
+            ) {
+                return Ok(None);
+            }
+            return Err(lease_error(response, queue).await);
+        }
+        response
+            .headers()
+            .get("x-ms-popreceipt")
+            .and_then(|v| v.to_str().ok())
+            .map(|receipt| Some(receipt.to_owned()))
+            .ok_or_else(|| Error::unavailable("the service returned no pop receipt"))
+    }
+
     pub(super) async fn delete_message(
         &self,
         queue: &str,

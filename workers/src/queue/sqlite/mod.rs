@@ -604,24 +604,33 @@ impl std::fmt::Debug for SqliteDelivery {
 
 impl SqliteDelivery {
     async fn settle(self, sql: &'static str, extra: Vec<rusqlite::types::Value>) -> Result<()> {
-        let Some(queue) = self.owner else {
+        if self.settle_rows(sql, extra).await? == 0 {
+            return Err(Error::unavailable(
+                "the lease ran out and the message was received again; it will be processed again",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Runs a settlement's statement under this delivery's receipt: the rows it changed
+    /// (none when the lease ran out).
+    async fn settle_rows(
+        &self,
+        sql: &'static str,
+        extra: Vec<rusqlite::types::Value>,
+    ) -> Result<usize> {
+        let Some(queue) = &self.owner else {
             return Err(Error::storage("a delivery settled outside its consumer"));
         };
-        let (seq, receipt) = (self.seq, self.receipt);
-        let changed = queue
+        let (seq, receipt) = (self.seq, self.receipt.clone());
+        queue
             .with(move |c| {
                 let mut values: Vec<rusqlite::types::Value> = vec![seq.into(), receipt.into()];
                 values.extend(extra);
                 c.prepare_cached(sql)?
                     .execute(rusqlite::params_from_iter(values))
             })
-            .await?;
-        if changed == 0 {
-            return Err(Error::unavailable(
-                "the lease ran out and the message was received again; it will be processed again",
-            ));
-        }
-        Ok(())
+            .await
     }
 }
 
@@ -634,9 +643,39 @@ impl Delivery for SqliteDelivery {
         self.settle(ACK, Vec::new()).await
     }
 
+    /// Delivers the message again after `delay`. When this delivery's lease ran out,
+    /// another delivery may have settled the message meanwhile, and the work this one
+    /// failed half way would never be applied again: the message is sent again instead
+    /// (with its id, body and deliveries so far), so it is.
     async fn retry(self, delay: Duration) -> Result<()> {
         let at = now().saturating_add(duration_micros(delay));
-        self.settle(RETRY, vec![at.into()]).await
+        if self.settle_rows(RETRY, vec![at.into()]).await? > 0 {
+            return Ok(());
+        }
+        let Some(owner) = &self.owner else {
+            return Err(Error::storage("a delivery settled outside its consumer"));
+        };
+        let (kind, version) = match super::operation_of(&self.received.body) {
+            Some((kind, version)) => (kind, Some(version)),
+            None => (String::new(), None),
+        };
+        let (queue, id, body) = (
+            self.queue.clone(),
+            self.received.id.clone(),
+            self.received.body.clone(),
+        );
+        let sent_at = self
+            .received
+            .sent_at
+            .map_or_else(now, |t| t.timestamp_micros());
+        let count = self.received.delivery_count;
+        owner
+            .with(move |c| {
+                c.prepare_cached(SEND_AGAIN)?
+                    .execute(params![queue, id, body, sent_at, at, kind, version, count])
+                    .map(|_| ())
+            })
+            .await
     }
 
     async fn poison(self, reason: &str) -> Result<()> {

@@ -126,6 +126,10 @@ RETURNING seq, id, body, sent_at, dequeue_count";
 
 pub(super) const ACK: &str = "DELETE FROM tablekit_queue WHERE seq = ?1 AND pop_receipt = ?2";
 
+/// A delivery's retry whose lease lapsed sends its message again: at `?5`, counting the
+/// deliveries so far (`?8`), with the original sending time (`?4`).
+pub(super) const SEND_AGAIN: &str = "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, op_kind, op_version, dequeue_count) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)";
+
 pub(super) const RETRY: &str = "UPDATE tablekit_queue SET visible_at = ?3, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
 
 pub(super) const POISON: &str = "UPDATE tablekit_queue SET queue = ?3, reason = ?4, visible_at = ?5, pop_receipt = NULL WHERE seq = ?1 AND pop_receipt = ?2";
