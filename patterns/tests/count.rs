@@ -12,7 +12,7 @@ use tablekit_core::fault::{FaultyStore, Timing};
 use tablekit_core::typed::EntityType;
 use tablekit_core::{Entity, MemoryStore, SqliteStore, TableStore, Value};
 use tablekit_derive::Entity;
-use tablekit_patterns::consistency::Envelope;
+use tablekit_patterns::consistency::{Envelope, Unapplied};
 use tablekit_patterns::index::internals::count::{COUNT_PROPERTY, COUNTER_ROW_KEY, SyncCount};
 use tablekit_patterns::index::{
     AuditOptions, Drift, IndexApplier, IndexOperations, IndexedTable, OutboxSink,
@@ -134,17 +134,17 @@ async fn counts_follow_inserts_updates_and_deletes<S: TableStore + Clone + 'stat
     orders.upsert(&order(5, "placed")).await.unwrap();
     for status in ["placed", "shipped", "returned"] {
         // Applied inline; an outbox entry handed over is removed off the write's path,
-        // and the count says settled once none is left.
+        // and the count says exact once none is left.
         let mut read = count(&orders, status).await;
         for _ in 0..200 {
-            if read.settled {
+            if read.exact {
                 break;
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
             read = count(&orders, status).await;
         }
         assert_eq!(read.value, scanned(&orders, status).await, "{status}");
-        assert!(read.settled, "{status}: applied inline");
+        assert!(read.exact, "{status}: applied inline ({})", read.pending);
     }
     assert_eq!(count(&orders, "shipped").await.value, 11);
     assert!(
@@ -368,12 +368,21 @@ async fn a_hot_value_is_spread_over_its_shards_and_summed() {
 }
 
 #[tokio::test]
-async fn a_count_is_not_settled_while_work_waits_in_an_outbox() {
-    /// A sink whose publishes fail: the work stays in the writers' outboxes.
+async fn a_count_is_not_exact_while_work_waits_in_an_outbox() {
+    /// A sink whose publishes fail: the work stays in the writers' outboxes (its queue
+    /// holds nothing).
     struct Down;
     impl OutboxSink for Down {
         fn publish<'a>(&'a self, _: &'a Envelope) -> BoxFuture<'a, tablekit_patterns::Result<()>> {
             Box::pin(async { Err(tablekit_patterns::Error::Unsupported("down".into())) })
+        }
+        fn unapplied(&self) -> BoxFuture<'_, tablekit_patterns::Result<Unapplied>> {
+            Box::pin(async {
+                Ok(Unapplied::Queued {
+                    queue: "down".into(),
+                    messages: 0,
+                })
+            })
         }
     }
     let store = MemoryStore::new();
@@ -384,12 +393,11 @@ async fn a_count_is_not_settled_while_work_waits_in_an_outbox() {
         .unwrap();
     orders.insert(&order(1, "placed")).await.unwrap();
     let read = count(&orders, "placed").await;
-    assert_eq!((read.value, read.settled), (0, false));
-    assert!(
-        count(&orders, "shipped").await.settled,
-        "no work for another value"
-    );
-    // The relay hands the work on; applied, the count is settled.
+    assert_eq!((read.value, read.exact), (0, false));
+    assert_eq!(read.pending.outbox_entries, 1);
+    let shipped = count(&orders, "shipped").await;
+    assert!(shipped.exact, "no work for another value: {}", shipped.pending);
+    // The relay hands the work on; applied, the count is exact.
     let applied = IndexedTable::<Order, _>::options()
         .inline_apply()
         .open(store.clone())
@@ -405,7 +413,24 @@ async fn a_count_is_not_settled_while_work_waits_in_an_outbox() {
         );
     relay.run_once().await.unwrap();
     let read = count(&applied, "placed").await;
-    assert_eq!((read.value, read.settled), (1, true));
+    assert_eq!((read.value, read.exact), (1, true));
+}
+
+/// A sink that cannot tell what it holds (the default) never lets a count read exact,
+/// and a queue holding work keeps it from reading exact.
+#[tokio::test]
+async fn a_count_is_not_exact_while_its_sink_holds_work_or_cannot_tell() {
+    let store = MemoryStore::new();
+    let queue = Arc::new(Queue::default());
+    let orders = IndexedTable::<Order, _>::options()
+        .sink(queue.clone())
+        .open(store.clone())
+        .await
+        .unwrap();
+    orders.insert(&order(1, "placed")).await.unwrap();
+    let read = count(&orders, "placed").await;
+    assert!(!read.exact);
+    assert_eq!(read.pending.handed, Unapplied::Unknown);
 }
 
 #[tokio::test]

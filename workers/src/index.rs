@@ -31,7 +31,7 @@ use tablekit_core::TableStore;
 use tablekit_core::blob::BlobStore;
 use tablekit_core::coalesce::CoalescingStore;
 use tablekit_patterns::changes::ChangeEvent;
-use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink};
+use tablekit_patterns::consistency::{BoxFuture, Envelope, OutboxSink, Unapplied};
 
 use crate::error::Result;
 use crate::operation::Registry;
@@ -117,6 +117,21 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
                 .send(queue, &envelope.id.to_string(), &body)
                 .await
                 .map_err(publish)
+        })
+    }
+
+    /// The messages of its queue no worker has settled yet (waiting, leased or delayed
+    /// for a retry): one stats call.
+    fn unapplied(&self) -> BoxFuture<'_, tablekit_patterns::Result<Unapplied>> {
+        Box::pin(async move {
+            let Some(name) = &self.name else {
+                return Ok(Unapplied::Unknown);
+            };
+            let stats = self.queue.stats(name).await?;
+            Ok(Unapplied::Queued {
+                queue: name.clone(),
+                messages: stats.waiting + stats.leased,
+            })
         })
     }
 }

@@ -913,3 +913,69 @@ async fn an_archives_change_event_goes_to_the_queue_without_the_relay() {
         .unwrap();
     assert_eq!(left(store.clone()).await, before + 1);
 }
+
+#[derive(Entity, Clone, Debug, PartialEq)]
+#[entity(
+    table = "Orders",
+    kind = "Order",
+    partition_key = "{customer}",
+    row_key = "{id:06}",
+    crate = "tablekit_core"
+)]
+#[count(name = "by_status", key = "{status}", shards = 4)]
+struct Order {
+    customer: String,
+    id: u32,
+    status: String,
+}
+
+/// With the worker stopped, 1,000 writes' count work waits in the queue: the count reads
+/// not exact, naming the queue and its messages, until a worker has drained it; then it
+/// reads exact and right.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_count_reads_not_exact_until_the_stopped_workers_queue_is_drained() {
+    use tablekit_patterns::consistency::Unapplied;
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let store = AnyStore::connect(&store_url).await.unwrap();
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    let sink = QueueSink::open(queue, "index").await.unwrap();
+    let orders = IndexedTable::<Order, _>::options()
+        .sink(Arc::new(sink))
+        .open(store.clone())
+        .await
+        .unwrap();
+    for id in 0..1000 {
+        let order = Order {
+            customer: format!("c{}", id % 10),
+            id,
+            status: "placed".into(),
+        };
+        orders.insert(&order).await.unwrap();
+    }
+    let count = async || {
+        orders
+            .count(Order::BY_STATUS)
+            .key("placed")
+            .get()
+            .await
+            .unwrap()
+    };
+    let read = count().await;
+    assert!(!read.exact, "nothing applied yet: {}", read.pending);
+    assert_eq!(read.value, 0);
+    assert_eq!(
+        read.pending.handed,
+        Unapplied::Queued {
+            queue: "index".into(),
+            messages: 1000
+        }
+    );
+
+    let worker = spawn_index_worker(&store_url, &broker, "index");
+    wait_for("the count to read exact", async || count().await.exact).await;
+    stop(worker);
+    let read = count().await;
+    assert_eq!((read.value, read.exact), (1000, true), "{}", read.pending);
+}

@@ -107,7 +107,7 @@ pub use pending::PENDING_TABLE;
 pub use relay::{
     Backlog, RELAYS_TABLE, Relay, RelayOptions, RelayReport, RelayStatus, backlog, relays,
 };
-pub use sink::{InlineSink, OutboxSink, RoundTripSink};
+pub use sink::{InlineSink, OutboxSink, RoundTripSink, Unapplied};
 
 /// A boxed future, for the object-safe sink and handlers.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;

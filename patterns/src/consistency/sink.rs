@@ -23,6 +23,53 @@ pub trait OutboxSink: Send + Sync {
         let _ = (table, partition_key);
         self.publish(envelope)
     }
+
+    /// The work this sink was handed and that is not applied yet, as far as it can
+    /// tell: by default it cannot ([`Unapplied::Unknown`]).
+    fn unapplied(&self) -> BoxFuture<'_, Result<Unapplied>> {
+        Box::pin(async { Ok(Unapplied::Unknown) })
+    }
+}
+
+/// The work a sink was handed and that is not applied yet ([`OutboxSink::unapplied`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Unapplied {
+    /// None: the sink applies work as it is handed it (inline).
+    Nothing,
+    /// Messages of a queue that no worker has settled yet (waiting, leased or delayed
+    /// for a retry); any of them may hold a given write's work.
+    Queued {
+        /// The queue.
+        queue: String,
+        /// Its unsettled messages.
+        messages: u64,
+    },
+    /// The sink cannot tell (a sink of another process, or one that does not say).
+    Unknown,
+}
+
+impl Unapplied {
+    /// Whether it is known that nothing handed on waits to be applied.
+    pub fn is_nothing(&self) -> bool {
+        match self {
+            Unapplied::Nothing => true,
+            Unapplied::Queued { messages, .. } => *messages == 0,
+            Unapplied::Unknown => false,
+        }
+    }
+}
+
+impl std::fmt::Display for Unapplied {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Unapplied::Nothing => f.write_str("nothing handed on waits"),
+            Unapplied::Queued { queue, messages } => {
+                write!(f, "{messages} message(s) not yet applied in queue `{queue}`")
+            }
+            Unapplied::Unknown => f.write_str("the sink cannot tell what it holds unapplied"),
+        }
+    }
 }
 
 /// A sink that runs each operation at once, in the writing process: no queue, and the
@@ -53,6 +100,10 @@ impl OutboxSink for InlineSink {
                 .await
                 .map_err(|e| Error::Publish(Box::new(e)))
         })
+    }
+
+    fn unapplied(&self) -> BoxFuture<'_, Result<Unapplied>> {
+        Box::pin(async { Ok(Unapplied::Nothing) })
     }
 }
 
@@ -95,5 +146,9 @@ impl OutboxSink for RoundTripSink {
             tablekit_core::roundtrip::CallKind::Publish,
             self.inner.publish(envelope),
         ))
+    }
+
+    fn unapplied(&self) -> BoxFuture<'_, Result<Unapplied>> {
+        self.inner.unapplied()
     }
 }

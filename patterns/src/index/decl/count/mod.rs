@@ -53,7 +53,7 @@ pub(crate) mod write;
 use percent_encoding::utf8_percent_encode;
 use tablekit_core::limits::KeyKind;
 
-pub use read::{Count, Counting};
+pub use read::{Count, Counting, Pending};
 pub use record::{CountTarget, SyncCount};
 
 use crate::address::BLOB_NAME_SET;

@@ -1,6 +1,7 @@
 //! Reading a count: `orders.count(Order::BY_STATUS).key("placed").get()` sums the
 //! counters of the value's shards (one point read each, all at once) and says whether
-//! the count is settled.
+//! the count is exact: every committed write's work for it applied, none waiting in an
+//! outbox or a queue.
 
 use std::marker::PhantomData;
 
@@ -12,6 +13,7 @@ use super::apply::count_of;
 use super::record::SyncCount;
 use super::{ATTRIBUTE, COUNTER_ROW_KEY, count_table, shard_partition, shards};
 use crate::consistency::outbox::{partition_query, read_entry};
+use crate::consistency::{OutboxSink, Unapplied};
 use crate::consistency::pending::{PENDING_TABLE, next_or_end};
 use crate::error::{Error, Result};
 use crate::index::IndexedTable;
@@ -19,19 +21,44 @@ use crate::index::operation::IndexOperations;
 use crate::index::record::{DeclaredLayout, EntityRef};
 use crate::index::stored::get_or_none;
 
-/// A count read: the number of entities with the value, and whether it is settled.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+/// A count read: the number of entities with the value, and whether it is exact.
+#[derive(Clone, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Count {
     /// The number of entities the count holds for the value.
     pub value: i64,
-    /// Whether no write's work for the value waits in an outbox: every write that
-    /// committed has been handed on. An entry handed over is removed just after, off the
-    /// write's path, so `false` can outlast the work by a moment; work already handed to
-    /// the worker's queue and not yet applied is not seen here (the queue's depth, in
-    /// `tablekit-worker status`, says whether any is left). With an inline sink, settled
-    /// means applied.
-    pub settled: bool,
+    /// Whether the count is exact: every committed write's work for it is applied. No
+    /// outbox entry holds work for it (the writers' and the relay's backlog), and the
+    /// sink the table hands its work to holds nothing unapplied (an inline sink never
+    /// does; a queue's messages are counted, any of which may hold work for it). `false`
+    /// says the value may be behind, and [`pending`](Self::pending) by how much and
+    /// where; a sink that cannot tell (a table whose relay runs in another process: give
+    /// its sink with [`Counting::handed_to`]) never reads exact.
+    pub exact: bool,
+    /// What is not applied yet, and where.
+    pub pending: Pending,
+}
+
+/// The work a count read found not yet applied ([`Count::pending`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Pending {
+    /// Outbox entries holding work for this count, not yet handed on.
+    pub outbox_entries: u64,
+    /// What the sink was handed and has not applied.
+    pub handed: Unapplied,
+}
+
+impl std::fmt::Display for Pending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{} outbox entr{} with work for it; {}",
+            self.outbox_entries,
+            if self.outbox_entries == 1 { "y" } else { "ies" },
+            self.handed
+        )
+    }
 }
 
 /// A count read being built: the values of its key fields, in order.
@@ -39,6 +66,7 @@ pub struct Counting<'a, E, S, K> {
     table: &'a IndexedTable<E, S>,
     count: &'static str,
     given: Vec<Box<dyn KeyPart + Send + 'a>>,
+    handed_to: Option<&'a dyn OutboxSink>,
     state: PhantomData<fn() -> K>,
 }
 
@@ -59,6 +87,7 @@ impl<E, S> IndexedTable<E, S> {
             table: self,
             count: count.name(),
             given: Vec::new(),
+            handed_to: None,
             state: PhantomData,
         }
     }
@@ -72,13 +101,27 @@ impl<'a, E, S, T: KeyPart + Send + 'a, Rest> Counting<'a, E, S, Row<T, Rest>> {
             table: self.table,
             count: self.count,
             given: self.given,
+            handed_to: self.handed_to,
             state: PhantomData,
         }
     }
 }
 
+impl<'a, E, S, K> Counting<'a, E, S, K> {
+    /// The sink the table's work is handed to, when it is not the table's own (a table
+    /// whose outbox a relay of another process drains, into this queue): the read asks
+    /// it what it holds unapplied.
+    pub fn handed_to(mut self, sink: &'a dyn OutboxSink) -> Self {
+        self.handed_to = Some(sink);
+        self
+    }
+}
+
 impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
-    /// The count of the value given, summed over its shards, and whether it is settled.
+    /// The count of the value given, summed over its shards, and whether it is exact
+    /// (and if not, what is pending): the counters' point reads at once, then the
+    /// outbox entries of the partitions with pending work (what is pending, never the
+    /// table) and one question to the sink.
     ///
     /// # Errors
     /// [`Error::Undeclared`] for a count the type does not declare; the key's errors;
@@ -114,23 +157,42 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
         });
         let counters = futures::future::try_join_all(reads).await?;
         let value = counters.iter().flatten().map(count_of).sum();
-        let settled = !pending(store, &layout.table, declared, &table, &partitions).await?;
-        Ok(Count { value, settled })
+        // The counters first: work found pending after them may be missing from them,
+        // work applied after them is in them.
+        let outbox_entries =
+            outbox_entries(store, &layout.table, declared, &table, &partitions).await?;
+        let handed = match self
+            .handed_to
+            .or_else(|| self.table.engine().sink().map(|sink| sink.as_ref()))
+        {
+            Some(sink) => sink.unapplied().await?,
+            None => Unapplied::Unknown,
+        };
+        let exact = outbox_entries == 0 && handed.is_nothing();
+        Ok(Count {
+            value,
+            exact,
+            pending: Pending {
+                outbox_entries,
+                handed,
+            },
+        })
     }
 }
 
-/// Whether an outbox of the primaries' table holds count work for one of `partitions`:
-/// the pending markers name the partitions with outbox entries (what is pending, never
-/// the table), and each of those partitions' outbox is read with one range query. Both
-/// are streamed page by page and the read stops at the first entry found, so memory
-/// stays bounded however much work is pending.
-async fn pending<S: TableStore>(
+/// How many outbox entries of the primaries' table hold count work for one of
+/// `partitions`: the pending markers name the partitions with outbox entries (what is
+/// pending, never the table), and each of those partitions' outbox is read with one
+/// range query. Both are streamed page by page, so memory stays bounded however much
+/// work is pending.
+async fn outbox_entries<S: TableStore>(
     store: &S,
     primaries: &str,
     declared: &DeclaredLayout,
     table: &str,
     partitions: &[String],
-) -> Result<bool> {
+) -> Result<u64> {
+    let mut found = 0;
     let markers = Query::with_filter(filter::partition_key().eq(primaries));
     let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, markers));
     while let Some(marker) = next_or_end(&mut markers).await? {
@@ -138,11 +200,11 @@ async fn pending<S: TableStore>(
         let mut entries = std::pin::pin!(entries);
         while let Some(entry) = next_or_end(&mut entries).await? {
             if holds_count_work(&entry, declared, table, partitions) {
-                return Ok(true);
+                found += 1;
             }
         }
     }
-    Ok(false)
+    Ok(found)
 }
 
 /// Whether the outbox entry `entry` holds count work of `declared` for one of
