@@ -510,7 +510,7 @@ async fn run(args: Args) -> tablekit::Result<()> {
         _ => (store_url, None),
     };
     let (archive_queue, index_queue) = (format!("archive-{run_id}"), format!("index-{run_id}"));
-    let store = AnyStore::connect(&store_url).await?;
+    let store = AnyStore::create(&store_url).await?;
     #[cfg(feature = "azure")]
     if let Some(account) = blobs_url.strip_prefix("azure:") {
         let container = account

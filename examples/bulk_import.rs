@@ -21,7 +21,7 @@ struct Customer {
 #[tokio::main]
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
-    let store = AnyStore::connect(&format!(
+    let store = AnyStore::create(&format!(
         "sqlite:{}",
         dir.path().join("import.db").display()
     ))

@@ -165,7 +165,7 @@ async fn settle(
 #[tokio::main]
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir().map_err(|e| tablekit::Error::Unsupported(e.to_string()))?;
-    let store = SqliteStore::open(dir.path().join("company.db")).await?;
+    let store = SqliteStore::create(dir.path().join("company.db")).await?;
     let employees = IndexedTable::<Employee, _>::options()
         .follow_up_elsewhere()
         .build(store.clone())?;

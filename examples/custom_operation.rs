@@ -211,7 +211,7 @@ async fn drive() -> tablekit::Result<bool> {
     let dir = tempfile::tempdir()?;
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
-    let store = AnyStore::connect(&store_url).await?;
+    let store = AnyStore::create(&store_url).await?;
     let queue = AnyQueue::connect(&broker).await?;
     println!("store {store_url}\nbroker {broker}");
 

@@ -41,7 +41,7 @@ struct MonthlyUse {
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
-        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+        AnyStore::create(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
 
     let views = IndexedTable::<DailyViews, _>::options()
         .open(store.clone())

@@ -95,7 +95,7 @@ where
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
-        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+        AnyStore::create(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     let queue = SqliteQueue::open(dir.path().join("queue.db")).await?;
     let clock = ManualClock::new(Utc::now());
 

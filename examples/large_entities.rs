@@ -25,7 +25,7 @@ struct Employee {
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
-        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+        AnyStore::create(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     let blobs = BlobStore::local(dir.path().join("blobs"))?;
     let employees = LargeTable::<Employee, _>::options()
         .inline_cleanup()

@@ -18,7 +18,7 @@ async fn main() -> tablekit::Result<()> {
     let path = std::env::args()
         .nth(1)
         .unwrap_or_else(|| "quickstart.db".to_owned());
-    let store = SqliteStore::open(&path).await?;
+    let store = SqliteStore::create(&path).await?;
     store.create_table_if_not_exists("Employees").await?;
 
     for (id, first, age) in [(123, "Jun", 47), (124, "Don", 34), (125, "Ken", 23)] {

@@ -39,7 +39,7 @@ struct Employee {
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
-        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+        AnyStore::create(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
         .open(store)

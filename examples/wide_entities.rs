@@ -34,7 +34,7 @@ struct Sensor {
 async fn main() -> tablekit::Result<()> {
     let dir = tempfile::tempdir()?;
     let store =
-        AnyStore::connect(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
+        AnyStore::create(&format!("sqlite:{}", dir.path().join("app.db").display())).await?;
     // Look-ups read the primary (the copies carry `model` alone).
     let sensors = IndexedTable::<Sensor, _>::options()
         .inline_apply()

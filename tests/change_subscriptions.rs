@@ -284,7 +284,7 @@ async fn changes_kill_child() {
     };
     use std::io::Write;
     let store = support::kill::KilledAfter::new(
-        AnyStore::connect(&url).await.expect("store"),
+        AnyStore::create(&url).await.expect("store"),
         after.parse().expect("a write number"),
     );
     let queue = SqliteQueue::open(queue).await.expect("queue");
@@ -332,7 +332,7 @@ fn run_child(url: &str, queue: &Path, log: &Path, after: usize) {
 }
 
 async fn a_killed_writer_loses_no_committed_change(url: &str, dir: &Path) {
-    let store = AnyStore::connect(url).await.expect("store");
+    let store = AnyStore::create(url).await.expect("store");
     let queue_path = dir.join("queue.db");
     let queue = SqliteQueue::open(&queue_path).await.expect("queue");
     let accounts = accounts(store.clone(), &queue).await;

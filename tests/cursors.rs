@@ -326,7 +326,7 @@ macro_rules! on_backends_with_fresh_handles {
             $(
                 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
                 async fn $case() {
-                    let store = super::AnyStore::connect("memory:").await.expect("memory");
+                    let store = super::AnyStore::create("memory:").await.expect("memory");
                     super::$case(|| {
                         let store = store.clone();
                         async move { store }
@@ -343,7 +343,7 @@ macro_rules! on_backends_with_fresh_handles {
                     let url = format!("sqlite:{}", dir.path().join("cursor.db").display());
                     super::$case(|| {
                         let url = url.clone();
-                        async move { super::AnyStore::connect(&url).await.expect("sqlite") }
+                        async move { super::AnyStore::create(&url).await.expect("sqlite") }
                     })
                     .await;
                 }
@@ -361,7 +361,7 @@ macro_rules! on_backends_with_fresh_handles {
                     };
                     super::$case(|| {
                         let url = url.clone();
-                        async move { super::AnyStore::connect(&url).await.expect("azurite") }
+                        async move { super::AnyStore::create(&url).await.expect("azurite") }
                     })
                     .await;
                 }

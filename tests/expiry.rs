@@ -860,7 +860,7 @@ async fn expiry_kill_child() {
         return; // Only meaningful as the child of the kill test.
     };
     let store = support::kill::KilledAfter::new(
-        AnyStore::connect(&url).await.expect("store"),
+        AnyStore::create(&url).await.expect("store"),
         after.parse().expect("a write number"),
     );
     let clock = ManualClock::new(start() + Duration::hours(2));
@@ -883,7 +883,7 @@ async fn a_sweeper_killed_between_any_two_steps_leaves_exactly_the_live_entities
     let mut after = 0;
     loop {
         let url = format!("sqlite:{}/case{after}", dir.path().display());
-        let store = AnyStore::connect(&url).await.expect("store");
+        let store = AnyStore::create(&url).await.expect("store");
         let clock = ManualClock::new(start());
         let sessions = IndexedTable::<Session, _>::options()
             .inline_apply()

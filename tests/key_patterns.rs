@@ -464,7 +464,7 @@ async fn an_import_from_a_stream_of_100k_entities_completes(store: AnyStore) {
 /// A period table larger than one upload part (5 MiB) goes to the blob store in parts,
 /// read back as a stream and checked, on local files and Azurite's blob service.
 async fn a_large_period_table_exports_in_parts(blobs: BlobStore) {
-    let store = AnyStore::connect("memory:").await.expect("memory");
+    let store = AnyStore::create("memory:").await.expect("memory");
     let logs = PeriodTables::new("Big", Period::Day).expect("periods");
     let table = logs.table_for(Utc.with_ymd_and_hms(2026, 11, 1, 0, 0, 0).unwrap());
     store.create_table(&table).await.expect("create");
@@ -582,7 +582,7 @@ async fn a_dropped_period_table_is_created_again_once_the_service_finishes_delet
 
 #[tokio::test]
 async fn an_import_retries_transient_failures_and_reports_the_rest_with_their_keys() {
-    let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
+    let store = FaultyStore::new(AnyStore::create("memory:").await.expect("memory"));
     store.create_table("Imported").await.expect("create");
     store.fail_write(0, tablekit::core::fault::Timing::BeforeWrite);
     let too_big = Entity::new("p0", "huge").with("Blob", vec![0u8; 70_000]);

@@ -75,7 +75,7 @@ async fn markers<S: TableStore>(store: &S) -> Vec<Entity> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pending() {
-    let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
+    let store = FaultyStore::new(AnyStore::create("memory:").await.expect("memory"));
     store.create_table("Employees").await.expect("table");
     // 10^5 primaries: 1,000 partitions of 100.
     for p in 0..1_000 {
@@ -154,7 +154,7 @@ async fn a_relay_pass_over_100k_entities_with_3_pending_reads_only_what_is_pendi
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_written_often_writes_its_marker_once_per_lease() {
-    let store = FaultyStore::new(AnyStore::connect("memory:").await.expect("memory"));
+    let store = FaultyStore::new(AnyStore::create("memory:").await.expect("memory"));
     let employees = IndexedTable::<Employee, _>::options()
         .follow_up_elsewhere()
         .build(store.clone())
@@ -190,7 +190,7 @@ async fn a_partition_written_often_writes_its_marker_once_per_lease() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_marker_renewed_during_a_pass_is_kept() {
-    let store = AnyStore::connect("memory:").await.expect("memory");
+    let store = AnyStore::create("memory:").await.expect("memory");
     let engine = unleased().build(store.clone());
     engine.open().await.expect("open");
     tablekit::patterns::consistency::pending::write_marker(
@@ -242,7 +242,7 @@ async fn kill_child() {
         return; // Only meaningful as the child of the kill tests.
     };
     let store = KilledAfter::new(
-        AnyStore::connect(&url).await.expect("store"),
+        AnyStore::create(&url).await.expect("store"),
         after.parse().expect("a write number"),
     );
     let handlers = tablekit::patterns::index::handlers(store.clone(), None);
@@ -295,7 +295,7 @@ fn killed(url: &str, role: &str, after: usize) {
 
 /// After the kill: relay passes finish the work, then the exact final state.
 async fn finishes_and_leaves_nothing_behind(url: &str, committed: bool) {
-    let store = AnyStore::connect(url).await.expect("store");
+    let store = AnyStore::create(url).await.expect("store");
     let handlers = tablekit::patterns::index::handlers(store.clone(), None);
     // The killed relay restarted under its id: the shares it held are its own again.
     let relay = Relay::options()
@@ -354,7 +354,7 @@ async fn kills_at_every_step(url: String) {
         let url = format!("{url}{}", scope(after));
         let opened = IndexedTable::<Employee, _>::options()
             .follow_up_elsewhere()
-            .build(AnyStore::connect(&url).await.expect("store"))
+            .build(AnyStore::create(&url).await.expect("store"))
             .expect("options");
         opened.create().await.expect("open");
         killed(&url, "writer", after);
@@ -367,7 +367,7 @@ async fn kills_at_every_step(url: String) {
         let url = format!("{url}{}", scope(10 + after));
         let opened = IndexedTable::<Employee, _>::options()
             .follow_up_elsewhere()
-            .build(AnyStore::connect(&url).await.expect("store"))
+            .build(AnyStore::create(&url).await.expect("store"))
             .expect("options");
         opened.create().await.expect("open");
         killed(&url, "writer", 1);

@@ -441,7 +441,7 @@ async fn unique_kill_child() {
         return; // Only meaningful as the child of the kill tests.
     };
     let store = support::kill::KilledAfter::new(
-        AnyStore::connect(&url).await.expect("store"),
+        AnyStore::create(&url).await.expect("store"),
         after.parse().expect("a write number"),
     );
     let users = IndexedTable::<User, _>::options()
@@ -465,7 +465,7 @@ async fn kills_between_every_step(base: &str) {
     let mut after = 0;
     loop {
         let url = format!("{base}{after}");
-        let store = AnyStore::connect(&url).await.expect("store");
+        let store = AnyStore::create(&url).await.expect("store");
         let users = open(store.clone()).await;
         users
             .insert(&user("a", 1, "x@example.com"))

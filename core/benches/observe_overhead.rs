@@ -66,7 +66,7 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store = SqliteStore::open(dir.path().join("b.db")).await.unwrap();
+        let store = SqliteStore::create(dir.path().join("b.db")).await.unwrap();
         store.create_table("Bench").await.unwrap();
         for i in 0..1000 {
             store

@@ -284,7 +284,7 @@ impl Fixture {
     fn new(rt: &Runtime) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = rt.block_on(async {
-            let store = SqliteStore::open(dir.path().join("tablekit.db"))
+            let store = SqliteStore::create(dir.path().join("tablekit.db"))
                 .await
                 .unwrap();
             store.create_table(TABLE).await.unwrap();
@@ -595,7 +595,7 @@ fn scaling_db(rt: &Runtime, n: usize) -> PathBuf {
     }
     let started = Instant::now();
     rt.block_on(async {
-        let store = SqliteStore::open(&tmp).await.unwrap();
+        let store = SqliteStore::create(&tmp).await.unwrap();
         store.create_table(TABLE).await.unwrap();
     });
     let mut conn = raw_open(&tmp);
@@ -627,7 +627,7 @@ impl ScalingDb {
         let path = scaling_db(rt, n);
         ScalingDb {
             n,
-            store: rt.block_on(SqliteStore::open(&path)).unwrap(),
+            store: rt.block_on(SqliteStore::create(&path)).unwrap(),
             raw: Arc::new(Mutex::new(raw_open(&path))),
         }
     }

@@ -38,10 +38,26 @@ impl AnyStore {
         ),
     ];
 
+    /// Opens the store a connection string names as [`connect`](Self::connect) does, and
+    /// creates a SQLite file that does not exist yet (as `sqlite:PATH?mode=rwc`): for an
+    /// application that owns its store. A worker never creates one.
+    ///
+    /// # Errors
+    /// As [`connect`](Self::connect), but a missing SQLite file is created.
+    pub async fn create(connection: &str) -> Result<Self> {
+        match connection.strip_prefix("sqlite:") {
+            Some(path) if !path.is_empty() && !path.ends_with("?mode=rwc") => {
+                Self::connect(&format!("{connection}?mode=rwc")).await
+            }
+            _ => Self::connect(connection).await,
+        }
+    }
+
     /// Opens the store a connection string names, in one of [`FORMS`](Self::FORMS):
     ///
-    /// - `sqlite:PATH`: the SQLite file at PATH, relative (`sqlite:app.db`) or absolute
-    ///   (`sqlite:/var/lib/app.db`);
+    /// - `sqlite:PATH`: the existing SQLite file at PATH, relative (`sqlite:app.db`) or
+    ///   absolute (`sqlite:/var/lib/app.db`); `sqlite:PATH?mode=rwc` creates it when it
+    ///   does not exist (sqlx's spelling of *read, write, create*);
     /// - `memory:`: a fresh in-memory store;
     /// - `azure:CONNECTION-STRING` (feature `azure`): Azure Table Storage, Cosmos DB for
     ///   Table or Azurite (`azure:UseDevelopmentStorage=true`).
@@ -53,8 +69,9 @@ impl AnyStore {
     /// # Errors
     /// [`Error::InvalidConnection`] (kind `InvalidInput`) for a string in none of the
     /// forms, with a hint and the forms accepted (never showing the key a storage
-    /// connection string holds), or naming a backend not compiled in; the backend's own
-    /// errors when it cannot open.
+    /// connection string holds), or naming a backend not compiled in;
+    /// [`Error::StoreNotFound`] for a SQLite file that does not exist, without
+    /// `?mode=rwc`; the backend's own errors when it cannot open.
     pub async fn connect(connection: &str) -> Result<Self> {
         let refused = |reason: String| Error::InvalidConnection {
             connection: forms::shown(connection),
@@ -66,7 +83,10 @@ impl AnyStore {
         match form.scheme {
             "memory" => Ok(AnyStore::Memory(MemoryStore::new())),
             #[cfg(feature = "sqlite")]
-            "sqlite" => Ok(AnyStore::Sqlite(SqliteStore::open(rest).await?)),
+            "sqlite" => Ok(AnyStore::Sqlite(match rest.strip_suffix("?mode=rwc") {
+                Some(path) => SqliteStore::create(path).await?,
+                None => SqliteStore::open(rest).await?,
+            })),
             #[cfg(feature = "azure")]
             "azure" => Ok(AnyStore::Azure(crate::azure::AzureTableStore::connect(
                 rest,
@@ -157,17 +177,41 @@ mod tests {
             ));
             let dir = tempfile::tempdir().expect("tempdir");
             let path = dir.path().join("x.db");
-            let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
+            let store = AnyStore::connect(&format!("sqlite:{}?mode=rwc", path.display()))
                 .await
                 .expect("sqlite");
             assert!(matches!(store, AnyStore::Sqlite(_)));
             store.create_table("Items").await.expect("create");
             assert!(path.exists());
+            AnyStore::connect(&format!("sqlite:{}", path.display()))
+                .await
+                .expect("an existing file opens");
             let err = AnyStore::connect("postgres://x")
                 .await
                 .expect_err("unknown scheme");
             assert_eq!(err.kind(), crate::ErrorKind::InvalidInput);
             assert!(AnyStore::connect("sqlite:").await.is_err());
         });
+    }
+
+    /// A mistyped path is an error naming it, not a new, empty store: nothing is created.
+    #[cfg(feature = "sqlite")]
+    #[tokio::test]
+    async fn a_sqlite_store_that_does_not_exist_is_not_created_unless_asked() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let typo = dir.path().join("app.bd");
+        let error = AnyStore::connect(&format!("sqlite:{}", typo.display()))
+            .await
+            .expect_err("no such store");
+        assert!(matches!(error, Error::StoreNotFound { .. }), "{error}");
+        assert_eq!(error.kind(), crate::ErrorKind::NotFound);
+        assert!(error.to_string().contains("app.bd"), "{error}");
+        assert!(error.to_string().contains("?mode=rwc"), "{error}");
+        assert!(!typo.exists(), "nothing created");
+        let error = SqliteStore::open(&typo).await.expect_err("no such store");
+        assert!(matches!(error, Error::StoreNotFound { .. }), "{error}");
+        assert!(!typo.exists(), "nothing created");
+        SqliteStore::create(&typo).await.expect("created when asked");
+        assert!(typo.exists());
     }
 }

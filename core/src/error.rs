@@ -386,6 +386,17 @@ pub enum Error {
     /// A setting of a worker is invalid.
     #[error("invalid setting: {0}")]
     Config(String),
+    /// A store that should exist does not (a SQLite file opened without asking for its
+    /// creation: a mistyped path is not taken for a new, empty store).
+    #[error(
+        "no store at `{}` ({hint})", path.display()
+    )]
+    StoreNotFound {
+        /// Where it was looked for.
+        path: std::path::PathBuf,
+        /// How to create one, when that was meant.
+        hint: &'static str,
+    },
     /// An import left entities unwritten (their keys are in the output).
     #[error(
         "{0} entities could not be written (see the output; running the import again retries them)"
@@ -438,7 +449,7 @@ impl Error {
             | Error::InvalidBroker { .. }
             | Error::PositionExpired { .. }
             | Error::Config(_) => ErrorKind::InvalidInput,
-            Error::NotDeclared { .. } => ErrorKind::NotFound,
+            Error::NotDeclared { .. } | Error::StoreNotFound { .. } => ErrorKind::NotFound,
             Error::QueuePermissionDenied { .. } => ErrorKind::PermissionDenied,
             Error::Refused { .. } | Error::Storage { .. } | Error::Incomplete(_) | Error::Io(_) => {
                 ErrorKind::Backend

@@ -6,7 +6,7 @@
 //!
 //! # tokio::runtime::Runtime::new().unwrap().block_on(async {
 //! # let dir = tempfile::tempdir().unwrap();
-//! let store = SqliteStore::open(dir.path().join("app.db")).await?;
+//! let store = SqliteStore::create(dir.path().join("app.db")).await?;
 //! store.create_table("Employees").await?;
 //! store.insert("Employees", Entity::new("Sales", "empid_000100").with("Age", 34)).await?;
 //! store.insert("Employees", Entity::new("Sales", "empid_000200").with("Age", 47)).await?;

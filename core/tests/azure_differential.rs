@@ -150,7 +150,7 @@ fn azure_options(letter: char) -> AzureTableStoreOptions {
 /// A SQLite file in `dir`; it and `azure` each get the table `People` holding
 /// [`entities`].
 async fn seeded(dir: &std::path::Path, azure: &AzureTableStore) -> SqliteStore {
-    let sqlite = SqliteStore::open(dir.join("people.db"))
+    let sqlite = SqliteStore::create(dir.join("people.db"))
         .await
         .expect("sqlite");
     sqlite.create_table("People").await.expect("create");

@@ -17,7 +17,7 @@ mod sqlite {
     // when the test is over, pass or fail.
     tablekit_core::conformance_suite!(async {
         let dir = tempfile::tempdir().expect("a temporary directory for the SQLite file");
-        let store = SqliteStore::open(dir.path().join("conformance.db"))
+        let store = SqliteStore::create(dir.path().join("conformance.db"))
             .await
             .expect("a SQLite store in the temporary directory");
         (store, dir)

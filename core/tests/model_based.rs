@@ -417,7 +417,7 @@ proptest! {
         let dir = tempfile::tempdir().expect("tempdir");
         let rt = runtime();
         rt.block_on(async {
-            let store = SqliteStore::open(dir.path().join("model.db")).await.expect("open");
+            let store = SqliteStore::create(dir.path().join("model.db")).await.expect("open");
             run(&store, ops).await
         })?;
     }

@@ -27,7 +27,7 @@ fn runtime() -> tokio::runtime::Runtime {
 /// One child's share: `INCREMENTS` read-modify-write increments of the shared counter,
 /// retried on a failed ETag condition or a busy file, and `INSERTS` entities of its own.
 async fn child_work(path: &Path, id: usize) {
-    let store = SqliteStore::open(path).await.expect("child open");
+    let store = SqliteStore::create(path).await.expect("child open");
     for _ in 0..INCREMENTS {
         loop {
             let counter = store
@@ -99,7 +99,7 @@ fn concurrent_processes_lose_no_update_and_no_insert() {
     let path = dir.path().join("shared.db");
     let rt = runtime();
     rt.block_on(async {
-        let store = SqliteStore::open(&path).await.expect("open");
+        let store = SqliteStore::create(&path).await.expect("open");
         store.create_table(TABLE).await.expect("create");
         store
             .insert(TABLE, Entity::new("counter", "c").with("N", 0i64))
@@ -112,7 +112,7 @@ fn concurrent_processes_lose_no_update_and_no_insert() {
         assert!(status.success(), "a child process failed: {status}");
     }
     rt.block_on(async {
-        let store = SqliteStore::open(&path).await.expect("reopen");
+        let store = SqliteStore::create(&path).await.expect("reopen");
         let counter = store
             .get(TABLE, "counter", "c", None)
             .await
@@ -139,7 +139,7 @@ fn concurrent_processes_lose_no_update_and_no_insert() {
 fn point_and_range_queries_search_the_primary_key() {
     let dir = tempfile::tempdir().expect("tempdir");
     runtime().block_on(async {
-        let store = SqliteStore::open(dir.path().join("plan.db"))
+        let store = SqliteStore::create(dir.path().join("plan.db"))
             .await
             .expect("open");
         store.create_table("Plans").await.expect("create");

@@ -34,7 +34,7 @@ fn main() {
             Ok(url) => url,
             Err(_) => format!("sqlite:{}", dir.path().join("import.db").display()),
         };
-        let store = AnyStore::connect(&url).await.unwrap();
+        let store = AnyStore::create(&url).await.unwrap();
         println!("store: {}", url.split(';').next().unwrap_or_default());
         let entities: Vec<Entity> = (0..n)
             .map(|i| {

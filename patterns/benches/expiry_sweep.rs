@@ -311,7 +311,7 @@ fn main() {
         let mut subjects = Vec::new();
         for &n in &sizes {
             let path = dir.path().join(format!("expiry_{n}.db"));
-            let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
+            let store = AnyStore::create(&format!("sqlite:{}", path.display()))
                 .await
                 .unwrap();
             subjects.push(Subject::open(store, n, &clock).await);

@@ -151,7 +151,7 @@ fn main() {
                     url
                 };
                 println!("store: {}", url.split(';').next().unwrap_or_default());
-                AnyStore::connect(&url).await.unwrap()
+                AnyStore::create(&url).await.unwrap()
             }
             Err(_) => {
                 // `BENCH_SYNC=full`: every commit on disk before it returns.

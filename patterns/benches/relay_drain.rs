@@ -155,7 +155,7 @@ fn main() {
         .build()
         .unwrap();
     runtime.block_on(async {
-        let store = SqliteStore::open(dir.path().join("relay_drain.db"))
+        let store = SqliteStore::create(dir.path().join("relay_drain.db"))
             .await
             .unwrap();
         store.create_table(TABLE).await.unwrap();

@@ -422,7 +422,7 @@ fn main() {
                     url
                 };
                 println!("store: {}", url.split(';').next().unwrap_or_default());
-                let store = AnyStore::connect(&url).await.unwrap();
+                let store = AnyStore::create(&url).await.unwrap();
                 let mut subjects = Vec::new();
                 for &n in &sizes {
                     seed(&store, &table_name(n), n).await;
@@ -449,7 +449,7 @@ fn main() {
                             let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
                         }
                     }
-                    let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
+                    let store = AnyStore::create(&format!("sqlite:{}", path.display()))
                         .await
                         .unwrap();
                     if reuse {

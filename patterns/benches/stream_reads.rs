@@ -131,7 +131,7 @@ fn sqlite_count(path: &Path, table: &str) -> usize {
 }
 
 async fn open(path: &Path) -> AnyStore {
-    AnyStore::connect(&format!("sqlite:{}", path.display()))
+    AnyStore::create(&format!("sqlite:{}", path.display()))
         .await
         .unwrap()
 }

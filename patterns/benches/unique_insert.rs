@@ -79,11 +79,11 @@ fn main() {
                     url
                 };
                 println!("store: {}", url.split(';').next().unwrap_or_default());
-                AnyStore::connect(&url).await.unwrap()
+                AnyStore::create(&url).await.unwrap()
             }
             Err(_) => {
                 println!("store: SQLite file");
-                AnyStore::Sqlite(SqliteStore::open(dir.path().join("bench.db")).await.unwrap())
+                AnyStore::Sqlite(SqliteStore::create(dir.path().join("bench.db")).await.unwrap())
             }
         };
         let plain = IndexedTable::<Plain, _>::options()

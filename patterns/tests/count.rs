@@ -164,7 +164,7 @@ async fn counts_follow_inserts_updates_and_deletes_in_memory() {
 #[tokio::test]
 async fn counts_follow_inserts_updates_and_deletes_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("counts.db"))
+    let store = SqliteStore::create(dir.path().join("counts.db"))
         .await
         .unwrap();
     counts_follow_inserts_updates_and_deletes(store).await;

@@ -57,7 +57,7 @@ fn name(id: u32) -> String {
 
 async fn sqlite() -> (tempfile::TempDir, SqliteStore) {
     let dir = tempfile::tempdir().unwrap();
-    let store = SqliteStore::open(dir.path().join("scans.db"))
+    let store = SqliteStore::create(dir.path().join("scans.db"))
         .await
         .unwrap();
     (dir, store)

@@ -113,7 +113,7 @@ pub struct Opened {
 /// When a file does not open.
 pub async fn open(dir: &Path) -> Opened {
     let store = AnyStore::Sqlite(
-        SqliteStore::open(dir.join("store.db"))
+        SqliteStore::create(dir.join("store.db"))
             .await
             .expect("the store file"),
     );

@@ -256,7 +256,7 @@ async fn run(options: Options) -> Report {
     let _clock = tablekit_core::clock::simulate(clock.clone());
     let base = match &options.store {
         StoreKind::Memory => AnyStore::Memory(MemoryStore::new()),
-        StoreKind::Sqlite(path) => match tablekit_core::SqliteStore::open(path).await {
+        StoreKind::Sqlite(path) => match tablekit_core::SqliteStore::create(path).await {
             Ok(store) => AnyStore::Sqlite(store),
             Err(e) => {
                 return Report {

@@ -62,7 +62,7 @@ pub(crate) struct Backend {
 
 pub(crate) async fn memory() -> Option<Backend> {
     Some(Backend {
-        store: AnyStore::connect("memory:").await.expect("memory store"),
+        store: AnyStore::create("memory:").await.expect("memory store"),
         name: "memory",
         _dir: None,
     })
@@ -72,14 +72,14 @@ pub(crate) async fn sqlite() -> Option<Backend> {
     let dir = tempfile::tempdir().expect("a temp dir");
     let url = format!("sqlite:{}", dir.path().join("patterns.db").display());
     Some(Backend {
-        store: AnyStore::connect(&url).await.expect("sqlite store"),
+        store: AnyStore::create(&url).await.expect("sqlite store"),
         name: "sqlite",
         _dir: Some(dir),
     })
 }
 
 pub(crate) async fn azure() -> Option<Backend> {
-    match AnyStore::connect("azure:UseDevelopmentStorage=true").await {
+    match AnyStore::create("azure:UseDevelopmentStorage=true").await {
         Err(e) if e.kind() == ErrorKind::InvalidInput => {
             skip("built without the azure feature");
             None
@@ -87,7 +87,7 @@ pub(crate) async fn azure() -> Option<Backend> {
         _ => {
             let url = azurite()?;
             Some(Backend {
-                store: AnyStore::connect(&url).await.expect("azure store"),
+                store: AnyStore::create(&url).await.expect("azure store"),
                 name: "azure",
                 _dir: None,
             })

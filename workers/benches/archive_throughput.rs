@@ -399,7 +399,7 @@ async fn breakdown(m: usize) {
 }
 
 async fn seeded_store(dir: &Path, n: usize) -> SqliteStore {
-    let store = SqliteStore::open(dir.join("store.db")).await.unwrap();
+    let store = SqliteStore::create(dir.join("store.db")).await.unwrap();
     seed(&store, n).await;
     store
 }

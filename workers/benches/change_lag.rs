@@ -66,7 +66,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("lag.db")).await.unwrap();
+        let store = SqliteStore::create(dir.path().join("lag.db")).await.unwrap();
         let options = WorkerConfig::new(QUEUE).queue_options();
         let broker = RabbitQueue::connect(&url).await.unwrap();
         // The change queue is deleted at the end of a run. (Deleting it here, right

@@ -196,7 +196,7 @@ fn rate(changes: usize, elapsed: Duration) -> f64 {
 
 /// Figures 1 and 2 over one log of `total` changes.
 async fn throughput(dir: &std::path::Path, parts: &str, total: u32, latency_ms: u64) {
-    let store = SqliteStore::open(dir.join("throughput.db")).await.unwrap();
+    let store = SqliteStore::create(dir.join("throughput.db")).await.unwrap();
     let (written, sequenced) = write_and_sequence(&store, total).await;
     println!(
         "setup: {total} changes over {PARTITIONS} partitions written with write_all in {:.1} s, sequenced into {SHARES} shares by the relay in {:.1} s (untimed below)",
@@ -325,7 +325,7 @@ async fn handle_all(
 
 /// Figure 3: four members of one group against one.
 async fn scale(dir: &std::path::Path, total: u32) {
-    let store = SqliteStore::open(dir.join("scale.db")).await.unwrap();
+    let store = SqliteStore::create(dir.join("scale.db")).await.unwrap();
     write_and_sequence(&store, total).await;
     let mut per_share: BTreeMap<u32, usize> = BTreeMap::new();
     for id in 0..total {
@@ -381,7 +381,7 @@ async fn scale(dir: &std::path::Path, total: u32) {
 
 /// Figure 4: the lag under a sustained write rate.
 async fn lag(dir: &std::path::Path, rate_per_s: u64, seconds: u64) {
-    let store = SqliteStore::open(dir.join("lag.db")).await.unwrap();
+    let store = SqliteStore::create(dir.join("lag.db")).await.unwrap();
     let orders = orders(&store).await;
     let total = rate_per_s * seconds;
     let relay = Relay::options().alone().build(

@@ -43,7 +43,7 @@ fn main() {
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async move {
         let dir = tempfile::tempdir().unwrap();
-        let store = SqliteStore::open(dir.path().join("lag.db")).await.unwrap();
+        let store = SqliteStore::create(dir.path().join("lag.db")).await.unwrap();
         let queue_name = format!("tk-bench-index-{}", uuid::Uuid::new_v4().simple());
         let sink = QueueSink::open(RabbitQueue::connect(&url).await.unwrap(), &queue_name)
             .await

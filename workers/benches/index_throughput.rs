@@ -49,7 +49,7 @@ impl OutboxSink for Kept {
 /// A worker process: consumes `BENCH_QUEUE` over the store `BENCH_STORE` with
 /// `BENCH_CHILD_LATENCY_MS` per store call until killed.
 async fn child() {
-    let store = SqliteStore::open(std::env::var("BENCH_STORE").unwrap())
+    let store = SqliteStore::create(std::env::var("BENCH_STORE").unwrap())
         .await
         .unwrap();
     let latency = env_u64("BENCH_CHILD_LATENCY_MS", 0);
@@ -153,7 +153,7 @@ async fn main() {
     let latency = env_u64("BENCH_LATENCY_MS", 5);
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("store.db");
-    let store = SqliteStore::open(&path).await.unwrap();
+    let store = SqliteStore::create(&path).await.unwrap();
     let kept = Kept::default();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(kept.clone()))

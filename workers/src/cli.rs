@@ -108,6 +108,18 @@ where
     operations(built_in, connections)
 }
 
+/// Opens the store `connection` names. A worker never creates a store: a SQLite file
+/// that does not exist is an error naming it (a mistyped path is not a new, empty store),
+/// and `?mode=rwc` is refused.
+async fn open_store(connection: &str) -> Result<AnyStore> {
+    if connection.starts_with("sqlite:") && connection.ends_with("?mode=rwc") {
+        return Err(Error::Config(format!(
+            "`--store {connection}`: a worker never creates a store; the application creates it (`AnyStore::create`, `SqliteStore::create`)"
+        )));
+    }
+    Ok(AnyStore::connect(connection).await?)
+}
+
 fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
     connection.map(BlobStore::connect).transpose()
 }
@@ -255,7 +267,7 @@ where
             if let Some(address) = args.metrics_addr {
                 install_prometheus(address)?;
             }
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             // The history and heartbeat the console shows, in the same store.
             let activity =
                 (!args.no_activity).then(|| crate::activity::Activity::new(store.clone()));
@@ -477,7 +489,7 @@ where
             write(out, envelope.id.to_string())
         }
         Command::Audit(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let bar = progress_bar(args.no_progress, "audit");
             let progress_bar = bar.clone();
             let options = AuditOptions {
@@ -524,7 +536,7 @@ where
             Ok(())
         }
         Command::Import(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             store.create_table_if_not_exists(&args.table).await?;
             let bar = progress_bar(args.no_progress, "import");
             let (entities, unreadable) = json_lines(args.file.clone());
@@ -572,7 +584,7 @@ where
         }
         Command::ExportPeriod(args) => {
             use tablekit_patterns::periods::{Period, PeriodTables};
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let blobs = BlobStore::connect(&args.blobs)?;
             let period = match args.period {
                 PeriodArg::Day => Period::Day,
@@ -602,7 +614,7 @@ where
             )
         }
         Command::AdoptOutbox(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let marked =
                 tablekit_patterns::consistency::pending::adopt(&store, &args.table).await?;
             write(
@@ -614,7 +626,7 @@ where
             )
         }
         Command::Backfill(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let bar = progress_bar(args.no_progress, "backfill");
             let progress_bar = bar.clone();
             let options = AuditOptions {
@@ -646,7 +658,7 @@ where
         }
         Command::Console(args) => {
             let shutdown = shutdown_signal();
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let broker = AnyQueue::connect(&args.broker).await?;
             let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
             options.viewer_token = args.viewer_token;
@@ -668,7 +680,7 @@ where
             console.serve(shutdown).await
         }
         Command::Migrate(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let blobs = blob_store(args.blobs.as_deref())?;
             let connections = Connections::new(store.clone(), blobs.clone());
             let _ = registry_with_operations(&connections, operations);
@@ -690,7 +702,7 @@ where
             write(out, migrate_summary(&migration, &report))
         }
         Command::Status(args) => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let broker = AnyQueue::connect(&args.broker).await?;
             let status = status(&store, &broker, &args.queues).await?;
             let text = if args.json {
@@ -704,7 +716,7 @@ where
         Command::Feed {
             command: FeedCommand::Tail(args),
         } => {
-            let store = AnyStore::connect(&args.store).await?;
+            let store = open_store(&args.store).await?;
             let options = crate::feed::TailOptions {
                 table: args.table,
                 from: args.from,
@@ -723,7 +735,7 @@ where
                     group,
                 },
         } => {
-            let store = AnyStore::connect(&store).await?;
+            let store = open_store(&store).await?;
             let parked = tablekit_patterns::feed::parked(&store, &table, &group).await?;
             for p in &parked {
                 write(

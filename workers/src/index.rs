@@ -16,7 +16,7 @@
 //! # struct Employee { department: String, id: u32, email: String }
 //!
 //! # async fn demo() -> tablekit_workers::Result<()> {
-//! let store = AnyStore::connect("sqlite:app.db").await?;
+//! let store = AnyStore::create("sqlite:app.db").await?;
 //! let sink = QueueSink::open(SqliteQueue::open("queue.db").await?, "index").await?;
 //! let employees = IndexedTable::<Employee, _>::options()
 //!     .sink(Arc::new(sink))

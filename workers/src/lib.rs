@@ -9,7 +9,7 @@
 //! use tablekit_workers::{Envelope, Worker, WorkerConfig, cli};
 //!
 //! # async fn demo() -> tablekit_workers::Result<()> {
-//! let store = AnyStore::connect("sqlite:app.db").await?;
+//! let store = AnyStore::create("sqlite:app.db").await?;
 //! let queue = SqliteQueue::open("queue.db").await?;
 //! let config = WorkerConfig::new("archive");
 //! queue.declare("archive", &config.queue_options()).await?;

@@ -307,7 +307,7 @@ async fn a_second_pass_changes_nothing() {
 async fn passes_of_several_processes_at_once_end_as_one_pass() {
     let clean = clean_roll_up().await;
     let dir = tempfile::tempdir().unwrap();
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("s.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("s.db").display()))
         .await
         .unwrap();
     five_hours_of_two_processes(&store).await;
@@ -570,7 +570,7 @@ fn job(name: &str, failures: u32, permanent: bool, hold: bool) -> Job {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_worker_counts_what_it_settled_and_reports_itself_while_it_runs() {
     let dir = tempfile::tempdir().unwrap();
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("store.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("store.db").display()))
         .await
         .unwrap();
     let queue = SqliteQueue::open(dir.path().join("queue.db"))

@@ -39,7 +39,7 @@ struct Wallet {
 
 async fn changes_arrive_typed_through(broker: &str) {
     let dir = tempfile::tempdir().unwrap();
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("s.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("s.db").display()))
         .await
         .unwrap();
     let queue = AnyQueue::connect(broker).await.unwrap();

@@ -88,7 +88,7 @@ async fn enqueue_run_report_and_replay(
 ) {
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
-    let store = SqliteStore::open(&store_path).await.unwrap();
+    let store = SqliteStore::create(&store_path).await.unwrap();
     store.create_table("Current").await.unwrap();
     store
         .insert(
@@ -520,7 +520,7 @@ async fn adopt_outbox_marks_the_partitions_of_entries_written_without_markers() 
 
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
-    let store = SqliteStore::open(&store_path).await.unwrap();
+    let store = SqliteStore::create(&store_path).await.unwrap();
     store.create_table("Orders").await.unwrap();
     // Entries left by a writer that knew no markers, in two partitions.
     for (pk, text) in [("east", "a"), ("east", "b"), ("west", "c")] {
@@ -554,7 +554,7 @@ async fn export_period_and_import_round_trip_a_cold_table_through_json_lines() {
     let store_url = format!("sqlite:{}", store_path.display());
     let blobs_dir = dir.path().join("blobs");
     std::fs::create_dir_all(&blobs_dir).unwrap();
-    let store = SqliteStore::open(&store_path).await.unwrap();
+    let store = SqliteStore::create(&store_path).await.unwrap();
     store.create_table("Sales20261101").await.unwrap();
     for i in 0..1_500u32 {
         store
@@ -961,7 +961,7 @@ mod migrations {
     async fn migrate_rewrites_the_registered_types_older_entities() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
-        let store = AnyStore::connect(&format!("sqlite:{}", path.display()))
+        let store = AnyStore::create(&format!("sqlite:{}", path.display()))
             .await
             .unwrap();
         let old = IndexedTable::<SailorV1, _>::options()
@@ -1023,5 +1023,36 @@ mod migrations {
             out.contains("by stored version: v2 12; rewritten 0"),
             "{out}"
         );
+    }
+}
+
+/// A worker never creates a store: a mistyped `--store` path is an error naming it, and
+/// nothing is created; `?mode=rwc` is refused.
+#[test]
+fn a_worker_given_a_store_that_does_not_exist_fails_at_once_and_creates_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let typo = dir.path().join("app.bd");
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    for store in [
+        format!("sqlite:{}", typo.display()),
+        format!("sqlite:{}?mode=rwc", typo.display()),
+    ] {
+        let output = worker()
+            .args(["audit", "--store", &store, "--table", "Employees"])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{store}");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains("app.bd"), "{store}: {stderr}");
+        assert!(
+            stderr.contains("no store at") || stderr.contains("never creates a store"),
+            "{store}: {stderr}"
+        );
+        let output = worker()
+            .args(["run", "--queue", "index", "--broker", &broker, "--store", &store])
+            .output()
+            .unwrap();
+        assert!(!output.status.success(), "{store}: the worker does not start");
+        assert!(!typo.exists(), "{store}: nothing created");
     }
 }

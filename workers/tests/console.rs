@@ -72,7 +72,7 @@ async fn serve(store: AnyStore, broker: AnyQueue, mut options: ConsoleOptions) -
 
 #[tokio::test]
 async fn off_loopback_the_console_refuses_to_start_without_a_token() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let any: SocketAddr = "0.0.0.0:0".parse().unwrap();
@@ -89,7 +89,7 @@ async fn off_loopback_the_console_refuses_to_start_without_a_token() {
 
 #[tokio::test]
 async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let token = "a-console-token-0123456789";
@@ -167,7 +167,7 @@ async fn with_a_token_every_request_carries_it_and_the_login_sets_it() {
 /// is shown as text on the page and on the confirmation.
 #[tokio::test]
 async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escaped() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-actions";
@@ -386,7 +386,7 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
 /// consumer takes them.
 #[tokio::test]
 async fn the_overview_warns_of_a_queue_whose_messages_no_consumer_takes() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "orders<b>x</b>";
@@ -456,7 +456,7 @@ async fn over_rabbitmq_the_overview_counts_consumers_and_warns_after_none_for_a_
     let Some(url) = support::amqp_url() else {
         return;
     };
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let queue = AnyQueue::connect(&url).await.unwrap();
     let name = support::unique("console-unconsumed");
     queue
@@ -499,7 +499,7 @@ async fn over_rabbitmq_the_overview_counts_consumers_and_warns_after_none_for_a_
 
 #[tokio::test]
 async fn jobs_run_in_the_background_and_a_stopped_consoles_job_is_taken_up() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let members = IndexedTable::<Member, _>::options()
         .build(store.clone())
         .unwrap();
@@ -721,7 +721,7 @@ async fn in_the_browser(queue: AnyQueue, name: &str, backend: &str) {
         return;
     };
     let client = &browser.client;
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     store.create_table_if_not_exists("Current").await.unwrap();
     store
         .insert(
@@ -1014,7 +1014,7 @@ async fn a_worker_serves_the_console_with_its_copy_lag() {
     let dir = tempfile::tempdir().unwrap();
     let store_arg = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
-    let store = AnyStore::connect(&store_arg).await.unwrap();
+    let store = AnyStore::create(&store_arg).await.unwrap();
     // The worker started below runs the relay that publishes the copies.
     let visitors = IndexedTable::<Visitor, _>::options()
         .follow_up_elsewhere()
@@ -1103,7 +1103,7 @@ async fn in_chromium_over_azure_queue_storage() {
 /// confirmation's nonce confirms its own set only, and a confirmation acts once.
 #[tokio::test]
 async fn a_confirmation_holds_for_the_set_it_listed() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-confirm";
@@ -1235,7 +1235,7 @@ async fn a_confirmation_holds_for_the_set_it_listed() {
 /// a running job stays.
 #[tokio::test]
 async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let members = IndexedTable::<Member, _>::options()
         .build(store.clone())
         .unwrap();
@@ -1403,7 +1403,7 @@ async fn a_repair_asks_first_and_finished_jobs_are_cleared() {
 /// declared (any more), and a poison queue.
 #[tokio::test]
 async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-pause";
@@ -1493,7 +1493,7 @@ async fn a_queues_consumers_are_paused_and_resumed_from_the_overview() {
 #[tokio::test]
 async fn an_action_is_logged_with_its_client_and_message_ids() {
     let logs = support::logs();
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     let name = "console-log";
@@ -1575,7 +1575,7 @@ struct FeedShown {
 #[tokio::test]
 async fn the_feeds_pages_show_each_group_its_shares_lag_and_parked_changes_escaped() {
     let dir = tempfile::tempdir().unwrap();
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("t.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("t.db").display()))
         .await
         .unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))

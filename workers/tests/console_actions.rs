@@ -34,7 +34,7 @@ use support::console::{
 
 /// A console on a free loopback port showing `queues`, its options changed by `tune`.
 async fn serve(queue: AnyQueue, queues: &[&str], tune: impl FnOnce(&mut ConsoleOptions)) -> Served {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = queues.iter().map(|q| (*q).to_owned()).collect();
     options.refresh = 1;
@@ -1323,7 +1323,7 @@ async fn without_named_queues_the_overview_shows_the_declared_and_the_served_one
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     declare(&queue, "orders-declared").await;
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     tablekit_workers::activity::write_sample_minutes(
         &store,
         "served-elsewhere",

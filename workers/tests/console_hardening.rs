@@ -41,7 +41,7 @@ async fn serve_with(
     queues: Vec<String>,
     change: impl FnOnce(&mut ConsoleOptions),
 ) -> Served {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
@@ -285,7 +285,7 @@ async fn past_the_waiting_cap_wrong_guesses_are_refused_429_at_once() {
 
 #[tokio::test]
 async fn weak_tokens_are_refused_when_the_console_binds() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
@@ -632,7 +632,7 @@ async fn a_viewer_reads_every_page_and_may_not_act() {
 
 #[tokio::test]
 async fn a_viewer_token_without_a_token_or_equal_to_it_is_refused_at_bind() {
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let dir = tempfile::tempdir().unwrap();
     let queue = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await

@@ -201,7 +201,7 @@ async fn a_hundred_thousand_poison_messages_and_a_day_of_history() {
         "reopened, the kinds of {MESSAGES} rows filled in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("store.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("store.db").display()))
         .await
         .unwrap();
     // A day of history, and a worker's heartbeat.

@@ -169,7 +169,7 @@ async fn ten_thousand_poison_messages_in_chromium() {
         "seeded {MESSAGES} poison messages ({BIG} of {BIG_BYTES} bytes) in {:.1} s",
         started.elapsed().as_secs_f64()
     );
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![QUEUE.to_owned()];
     let action_log = dir.path().join("actions.jsonl");

@@ -287,7 +287,7 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
         .unwrap();
     counts_become(&queue, name, 1, 3).await;
 
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let now = Utc::now();
     let written = activity::write_sample_minutes(&store, name, WORKER, now, 1440, |_| MINUTE)
         .await
@@ -830,7 +830,7 @@ async fn a_set_to_confirm() -> (support::console::Served, String, String) {
         .map(|(id, reason)| (*id, envelope(id).into_bytes(), *reason))
         .collect();
     seed_poison(&queue, &name, &poisoned).await;
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), Some(OPERATOR.into()));
     options.viewer_token = Some(VIEWER.into());
     options.queues = vec![name.clone()];

@@ -31,7 +31,7 @@ struct Staff {
 }
 
 async fn setup(dir: &tempfile::TempDir) -> (SqliteStore, IndexedTable<Staff, SqliteStore>) {
-    let store = SqliteStore::open(dir.path().join("feed.db"))
+    let store = SqliteStore::create(dir.path().join("feed.db"))
         .await
         .expect("open");
     let staff = IndexedTable::options()

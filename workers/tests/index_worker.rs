@@ -113,7 +113,7 @@ async fn writer_child() {
     let Ok(store) = std::env::var(CHILD) else {
         return; // Only meaningful as the child of the kill test.
     };
-    let store = AnyStore::connect(&store).await.unwrap();
+    let store = AnyStore::create(&store).await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .sink(Arc::new(DieOnPublish))
         .build(store)
@@ -190,7 +190,7 @@ async fn killed_writer_then_worker(broker: &str, queue: &str) {
         .status()
         .unwrap();
     assert!(!status.success(), "the writer died");
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     assert!(
         store
             .get("Employees", "Sales", "empid_000001", None)
@@ -327,7 +327,7 @@ async fn a_killed_writers_index_work_is_relayed_on_rabbitmq() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archiving_an_indexed_entity_leaves_no_index_entry_behind() {
     use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive};
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
         .build(store.clone())
@@ -412,7 +412,7 @@ async fn archiving_a_large_entity_moves_its_blobs_and_refuses_its_own_table() {
     use tablekit_core::blob::BlobStore;
     use tablekit_patterns::large::LargeTable;
     use tablekit_workers::archive::{ArchiveOperation, ArchiveOutcome, archive_with_blobs};
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let blobs = BlobStore::memory();
     let staff = LargeTable::<Staff, _>::options()
         .inline_cleanup()
@@ -483,7 +483,7 @@ async fn a_late_archive_of_an_older_version_leaves_no_blob_behind() {
     use tablekit_workers::archive::{
         ArchiveOperation, ArchiveOutcome, SOURCE_TIMESTAMP_PROPERTY, archive_with_blobs,
     };
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let blobs = BlobStore::memory();
     let staff = LargeTable::<Staff, _>::options()
         .inline_cleanup()
@@ -558,7 +558,7 @@ async fn a_move_that_died_after_copying_its_blobs_leaves_none_behind() {
     use tablekit_workers::archive::{
         ArchiveOperation, ArchiveOutcome, archive_with_blobs, is_upload_record,
     };
-    let store = FaultyStore::new(AnyStore::connect("memory:").await.unwrap());
+    let store = FaultyStore::new(AnyStore::create("memory:").await.unwrap());
     let blobs = BlobStore::memory();
     let staff = LargeTable::<Staff, _>::options()
         .inline_cleanup()
@@ -616,7 +616,7 @@ async fn a_move_that_died_after_copying_its_blobs_leaves_none_behind() {
 async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()
         .inline_apply()
         .build(store.clone())
@@ -667,7 +667,7 @@ async fn the_audit_command_reports_drift_with_exit_code_4_and_repairs_it() {
 async fn the_backfill_command_writes_an_index_declared_later() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     let v1 = tablekit_core::typed::Table::<ClientV1, _>::new(store.clone());
     v1.create().await.unwrap();
     for id in 1..=7 {
@@ -740,7 +740,7 @@ async fn the_index_worker_sweeps_expired_entities_with_their_copies() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     let sink = QueueSink::open(AnyQueue::connect(&broker).await.unwrap(), "index")
         .await
         .unwrap();
@@ -858,7 +858,7 @@ impl OutboxSink for Kept {
 async fn an_archives_change_event_goes_to_the_queue_without_the_relay() {
     use tablekit_patterns::changes::ChangeEvent;
     use tablekit_workers::archive::{ArchiveOperation, archive_with_blobs, archive_with_events};
-    let store = AnyStore::connect("memory:").await.unwrap();
+    let store = AnyStore::create("memory:").await.unwrap();
     let visitors = IndexedTable::<Visitor, _>::options()
         .inline_apply()
         .build(store.clone())
@@ -938,7 +938,7 @@ async fn a_count_reads_not_exact_until_the_stopped_workers_queue_is_drained() {
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     let queue = AnyQueue::connect(&broker).await.unwrap();
     let sink = QueueSink::open(queue, "index").await.unwrap();
     let orders = IndexedTable::<Order, _>::options()

@@ -56,7 +56,7 @@ async fn killed_and_restarted_workers_archive_everything_exactly_once(
     let dir = tempfile::tempdir().unwrap();
     let store_path = dir.path().join("store.db");
     let store_url = format!("sqlite:{}", store_path.display());
-    let store = SqliteStore::open(&store_path).await.unwrap();
+    let store = SqliteStore::create(&store_path).await.unwrap();
     store.create_table("Current").await.unwrap();
     store.create_table("Archive").await.unwrap();
     for i in 0..ENTITIES {

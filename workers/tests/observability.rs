@@ -70,7 +70,7 @@ async fn the_metrics_show_queues_lag_store_calls_and_hot_partitions_and_status_s
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("sqlite:{}", dir.path().join("s.db").display());
     let broker = format!("sqlite:{}", dir.path().join("q.db").display());
-    let store = AnyStore::connect(&store_url).await.unwrap();
+    let store = AnyStore::create(&store_url).await.unwrap();
     let queue = SqliteQueue::open(dir.path().join("q.db")).await.unwrap();
     let sink = QueueSink::open(queue, "index").await.unwrap();
     let employees = IndexedTable::<Employee, _>::options()

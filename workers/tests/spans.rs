@@ -132,7 +132,7 @@ async fn one_write_is_followed_from_its_commit_to_the_copy_by_its_operation_id()
     tracing::subscriber::set_global_default(subscriber).unwrap();
 
     let dir = tempfile::tempdir().unwrap();
-    let store = AnyStore::connect(&format!("sqlite:{}", dir.path().join("s.db").display()))
+    let store = AnyStore::create(&format!("sqlite:{}", dir.path().join("s.db").display()))
         .await
         .unwrap();
     let queue = SqliteQueue::open(dir.path().join("q.db")).await.unwrap();

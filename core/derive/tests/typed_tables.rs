@@ -82,20 +82,20 @@ where
     F: Fn(AnyStore) -> Fut,
     Fut: Future<Output = Result<()>>,
 {
-    body(AnyStore::connect("memory:").await.expect("memory store"))
+    body(AnyStore::create("memory:").await.expect("memory store"))
         .await
         .expect("memory backend");
     let dir = tempfile::tempdir().expect("a temp dir");
     let url = format!("sqlite:{}", dir.path().join("typed.db").display());
-    body(AnyStore::connect(&url).await.expect("sqlite store"))
+    body(AnyStore::create(&url).await.expect("sqlite store"))
         .await
         .expect("sqlite backend");
-    match AnyStore::connect("azure:UseDevelopmentStorage=true").await {
+    match AnyStore::create("azure:UseDevelopmentStorage=true").await {
         // The facade was built without the `azure` feature.
         Err(e) if e.kind() == ErrorKind::InvalidInput => {}
         _ => {
             if let Some(url) = support::azurite() {
-                body(AnyStore::connect(&url).await.expect("azure store"))
+                body(AnyStore::create(&url).await.expect("azure store"))
                     .await
                     .expect("azure backend");
             }

@@ -31,7 +31,7 @@
 //!     // One store per test in its own directory, deleted when the test ends.
 //!     tablekit_core::conformance_suite!(async {
 //!         let dir = tempfile::tempdir().expect("a temporary directory");
-//!         let store = SqliteStore::open(dir.path().join("conformance.db"))
+//!         let store = SqliteStore::create(dir.path().join("conformance.db"))
 //!             .await
 //!             .expect("a SQLite store in the temporary directory");
 //!         (store, dir)

@@ -95,6 +95,10 @@ pub struct SqliteOptions {
     /// reads of a large file then skip a system call per page. It reserves address space,
     /// not memory. Default 1 GiB; 0 reads through system calls only.
     pub mmap_size: u64,
+    /// Whether opening creates the file when it does not exist. Default `false`: a store
+    /// opened by a mistyped path is [`Error::StoreNotFound`], not a new, empty store
+    /// ([`SqliteStore::create`] sets it).
+    pub create_if_missing: bool,
 }
 
 impl Default for SqliteOptions {
@@ -104,6 +108,7 @@ impl Default for SqliteOptions {
             synchronous: Synchronous::Normal,
             pool_size: 4,
             mmap_size: 1 << 30,
+            create_if_missing: false,
         }
     }
 }
@@ -148,7 +153,7 @@ impl Drop for Borrowed<'_> {
 /// # tokio::runtime::Runtime::new().unwrap().block_on(async {
 /// # let dir = tempfile::tempdir().unwrap();
 /// # let path = dir.path().join("app.db");
-/// let store = SqliteStore::open(&path).await?;
+/// let store = SqliteStore::create(&path).await?;
 /// store.create_table_if_not_exists("Employees").await?;
 /// # Ok::<_, Error>(())
 /// # }).unwrap();
@@ -167,13 +172,20 @@ impl std::fmt::Debug for SqliteStore {
 }
 
 fn open_connection(path: &Path, options: &SqliteOptions) -> Result<Connection> {
-    let conn = Connection::open_with_flags(
-        path,
-        OpenFlags::SQLITE_OPEN_READ_WRITE
-            | OpenFlags::SQLITE_OPEN_CREATE
-            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )
-    .map_err(sqlite_error)?;
+    let mut flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    if options.create_if_missing {
+        flags |= OpenFlags::SQLITE_OPEN_CREATE;
+    }
+    let conn = Connection::open_with_flags(path, flags).map_err(|e| {
+        if !options.create_if_missing && !path.exists() {
+            Error::StoreNotFound {
+                path: path.to_owned(),
+                hint: "to make a new store: `SqliteStore::create`, or `sqlite:PATH?mode=rwc`",
+            }
+        } else {
+            sqlite_error(e)
+        }
+    })?;
     conn.busy_timeout(options.busy_timeout)
         .map_err(sqlite_error)?;
     conn.pragma_update(None, "journal_mode", "WAL")
@@ -202,21 +214,37 @@ async fn start_worker(path: &Path, options: &SqliteOptions) -> Result<Worker> {
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) the store in the SQLite file at `path`, with default
-    /// options.
+    /// Opens the store in the existing SQLite file at `path`, with default options.
     ///
     /// # Errors
-    /// The file cannot be opened or is not a SQLite database.
+    /// [`Error::StoreNotFound`] when there is no file at `path` (to make one, use
+    /// [`create`](Self::create)); the file cannot be opened or is not a SQLite database.
     pub async fn open(path: impl AsRef<Path>) -> Result<Self> {
         Self::open_with(path, SqliteOptions::default()).await
+    }
+
+    /// Opens the store in the SQLite file at `path`, creating the file when it does not
+    /// exist (its folder must), with default options.
+    ///
+    /// # Errors
+    /// The file cannot be created or opened, or is not a SQLite database.
+    pub async fn create(path: impl AsRef<Path>) -> Result<Self> {
+        let options = SqliteOptions {
+            create_if_missing: true,
+            ..SqliteOptions::default()
+        };
+        Self::open_with(path, options).await
     }
 
     /// Opens the store with explicit options.
     ///
     /// # Errors
-    /// The file cannot be opened or is not a SQLite database.
+    /// [`Error::StoreNotFound`] when there is no file at `path` and
+    /// [`create_if_missing`](SqliteOptions::create_if_missing) is off; the file cannot be
+    /// opened or is not a SQLite database.
     pub async fn open_with(path: impl AsRef<Path>, options: SqliteOptions) -> Result<Self> {
         let path = path.as_ref().to_owned();
+
         let writer = start_worker(&path, &options).await?;
         let store = SqliteStore {
             inner: Arc::new(Inner {
@@ -498,7 +526,7 @@ mod tests {
     use std::time::Instant;
 
     async fn open(dir: &tempfile::TempDir) -> SqliteStore {
-        SqliteStore::open(dir.path().join("store.db"))
+        SqliteStore::create(dir.path().join("store.db"))
             .await
             .unwrap()
     }
@@ -619,7 +647,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("store.db");
         let wal = dir.path().join("store.db-wal");
-        let store = SqliteStore::open(&path).await.unwrap();
+        let store = SqliteStore::create(&path).await.unwrap();
         store.create_table("Items").await.unwrap();
         store.insert("Items", Entity::new("p", "r")).await.unwrap();
         let reads = (0..4).map(|_| store.get("Items", "p", "r", None));

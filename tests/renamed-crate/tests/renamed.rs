@@ -55,5 +55,5 @@ async fn derives_work_through_a_renamed_dependency_on_memory() -> Result<()> {
 #[tokio::test]
 async fn derives_work_through_a_renamed_dependency_on_sqlite() -> Result<()> {
     let dir = tempfile::tempdir().expect("a temp dir");
-    round_trip(SqliteStore::open(dir.path().join("app.db")).await?).await
+    round_trip(SqliteStore::create(dir.path().join("app.db")).await?).await
 }

@@ -35,7 +35,7 @@ const ROLL_UP_STOP_WAIT: Duration = Duration::from_secs(5);
 /// use tablekit_workers::{Registry, Worker, WorkerConfig};
 ///
 /// # async fn demo() -> tablekit_workers::Result<()> {
-/// let store = AnyStore::connect("sqlite:app.db").await?;
+/// let store = AnyStore::create("sqlite:app.db").await?;
 /// let activity = Activity::options().process_id("web-1").build(store);
 /// let queue = SqliteQueue::open("queue.db").await?;
 /// Worker::options()

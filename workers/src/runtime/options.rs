@@ -19,7 +19,7 @@ use crate::queue::Queue;
 /// use tablekit_workers::{Registry, Worker, WorkerConfig};
 ///
 /// # async fn demo() -> tablekit_workers::Result<()> {
-/// let store = AnyStore::connect("sqlite:app.db").await?;
+/// let store = AnyStore::create("sqlite:app.db").await?;
 /// let queue = SqliteQueue::open("queue.db").await?;
 /// Worker::options()
 ///     .activity(Activity::new(store))
