@@ -115,6 +115,34 @@ async fn a_customer_holding_the_separator_cannot_be_written_into_anothers_keys()
     assert!(is_separator_refusal(&error), "{error:?}");
 }
 
+/// A value refused by a declaration's key (the index `status`), not by the primary's,
+/// names the declaration as well as the type, template and field; nothing lands.
+#[tokio::test]
+async fn a_separator_refusal_names_the_declaration_and_field() {
+    let orders = orders().await;
+    let mut refused = order("ann", 1);
+    refused.status = "placed,x".into();
+    let error = orders.insert(&refused).await.expect_err("status holds `,`");
+    let tablekit::Error::Key(key) = &error else {
+        panic!("a key error: {error:?}");
+    };
+    assert!(key.is_separator_refusal(), "{error:?}");
+    assert!(
+        matches!(key, KeyError::Declaration { attribute, name, .. } if attribute == "index" && name == "status"),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    for part in ["#[index] `status`", "Order", "`status`", "s_{status},{customer},{id:08}"] {
+        assert!(text.contains(part), "`{part}` in: {text}");
+    }
+    let rows = orders
+        .store()
+        .query_all("Orders", Query::new())
+        .await
+        .expect("read");
+    assert!(rows.is_empty(), "{rows:?}");
+}
+
 #[test]
 fn every_rendered_key_splits_back_into_its_fields() {
     let template = KeyTemplate::parse("s_{status},{customer},{id:08}").expect("template");

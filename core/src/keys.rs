@@ -102,6 +102,19 @@ pub enum KeyError {
         #[source]
         source: Box<KeyError>,
     },
+    /// A key of a declaration (an index, id list, count, …) could not be rendered: the
+    /// declaration named by its attribute and name, the entity type, template, field and
+    /// reason in the source.
+    #[error("#[{attribute}] `{name}`: {source}")]
+    Declaration {
+        /// The declaration's attribute (`index`, `index_entity`, `count`, …).
+        attribute: String,
+        /// The declaration's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: Box<KeyError>,
+    },
     /// A key range over a field whose key text does not sort as its values do.
     #[error("no key range over `{field}` in `{template}`: {reason}")]
     Unordered {
@@ -149,9 +162,9 @@ impl KeyError {
     pub fn is_separator_refusal(&self) -> bool {
         match self {
             KeyError::PartBelowSeparator { .. } => true,
-            KeyError::Field { source, .. } | KeyError::Entity { source, .. } => {
-                source.is_separator_refusal()
-            }
+            KeyError::Field { source, .. }
+            | KeyError::Entity { source, .. }
+            | KeyError::Declaration { source, .. } => source.is_separator_refusal(),
             _ => false,
         }
     }

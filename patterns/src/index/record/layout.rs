@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use serde::{Deserialize, Serialize};
 use tablekit_core::Entity;
+use tablekit_core::keys::KeyError;
 use tablekit_core::limits::KeyKind;
 use tablekit_core::typed::{ExpiryMeta, KeyTemplate, Schema};
 
@@ -307,7 +308,18 @@ impl Layout {
                 continue;
             }
             let lays_out = lays_out(&declared.attribute)?;
-            targets.extend(lays_out.targets(declared, &primary)?);
+            // A key refused (a value holding its separator) names the declaration.
+            let laid_out = lays_out
+                .targets(declared, &primary)
+                .map_err(|e| match e {
+                    Error::Key(source) => Error::Key(KeyError::Declaration {
+                        attribute: declared.attribute.clone(),
+                        name: declared.name.clone(),
+                        source: Box::new(source),
+                    }),
+                    other => other,
+                })?;
+            targets.extend(laid_out);
         }
         Ok(targets)
     }
