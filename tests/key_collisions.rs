@@ -132,7 +132,12 @@ async fn a_separator_refusal_names_the_declaration_and_field() {
         "{error:?}"
     );
     let text = error.to_string();
-    for part in ["#[index] `status`", "Order", "`status`", "s_{status},{customer},{id:08}"] {
+    for part in [
+        "#[index] `status`",
+        "Order",
+        "`status`",
+        "s_{status},{customer},{id:08}",
+    ] {
         assert!(text.contains(part), "`{part}` in: {text}");
     }
     let rows = orders

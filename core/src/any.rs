@@ -211,7 +211,9 @@ mod tests {
         let error = SqliteStore::open(&typo).await.expect_err("no such store");
         assert!(matches!(error, Error::StoreNotFound { .. }), "{error}");
         assert!(!typo.exists(), "nothing created");
-        SqliteStore::create(&typo).await.expect("created when asked");
+        SqliteStore::create(&typo)
+            .await
+            .expect("created when asked");
         assert!(typo.exists());
     }
 }

@@ -396,7 +396,11 @@ async fn a_count_is_not_exact_while_work_waits_in_an_outbox() {
     assert_eq!((read.value, read.exact), (0, false));
     assert_eq!(read.pending.outbox_entries, 1);
     let shipped = count(&orders, "shipped").await;
-    assert!(shipped.exact, "no work for another value: {}", shipped.pending);
+    assert!(
+        shipped.exact,
+        "no work for another value: {}",
+        shipped.pending
+    );
     // The relay hands the work on; applied, the count is exact.
     let applied = IndexedTable::<Order, _>::options()
         .inline_apply()
@@ -664,7 +668,10 @@ async fn an_older_delivery_stalled_past_a_newer_writes_work_leaves_no_member_row
     assert_eq!(older.len(), 1);
 
     // The older work reads the shard and the primary, then stalls at its commit.
-    store.gate.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    store
+        .gate
+        .armed
+        .store(true, std::sync::atomic::Ordering::SeqCst);
     let reached = store.gate.reached.notified();
     let stalled = tokio::spawn({
         let applier = IndexApplier::new(store.clone());

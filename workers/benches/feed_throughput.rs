@@ -196,7 +196,9 @@ fn rate(changes: usize, elapsed: Duration) -> f64 {
 
 /// Figures 1 and 2 over one log of `total` changes.
 async fn throughput(dir: &std::path::Path, parts: &str, total: u32, latency_ms: u64) {
-    let store = SqliteStore::create(dir.join("throughput.db")).await.unwrap();
+    let store = SqliteStore::create(dir.join("throughput.db"))
+        .await
+        .unwrap();
     let (written, sequenced) = write_and_sequence(&store, total).await;
     println!(
         "setup: {total} changes over {PARTITIONS} partitions written with write_all in {:.1} s, sequenced into {SHARES} shares by the relay in {:.1} s (untimed below)",

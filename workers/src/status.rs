@@ -25,6 +25,12 @@ pub struct Status {
     /// Each declared change feed, with its groups' lag.
     #[serde(default)]
     pub feeds: Vec<FeedStatus>,
+    /// The queues shown that no tablekit worker is known to consume (not `index`,
+    /// `archive` or a registered type's change queue): found in the broker's own registry
+    /// of declared queues, or named. One that holds messages is warned about at once (a
+    /// sink given a mistyped queue name, or an application's queue with no worker yet).
+    #[serde(default)]
+    pub unknown: Vec<String>,
 }
 
 /// A change feed (`#[feed]`) and the groups reading it.
@@ -180,10 +186,20 @@ pub async fn status<S: TableStore, Q: Queue>(
     broker: &Q,
     queues: &[String],
 ) -> Result<Status> {
+    let schemas = tablekit_patterns::index::SchemaRecord::list(store, None).await?;
+    let known = default_queues(&schemas);
     let mut names: Vec<String> = queues.to_vec();
     if names.is_empty() {
-        let schemas = tablekit_patterns::index::SchemaRecord::list(store, None).await?;
-        names = default_queues(&schemas);
+        // Every queue tablekit's workers consume, then every other queue the broker's
+        // registry holds (a queue a sink declared under a mistyped name included).
+        names = known.clone();
+        match broker.declared_queues().await {
+            Ok(Some(declared)) => names.extend(declared),
+            Ok(None) => {}
+            Err(e) => {
+                tracing::warn!(error = %e, "the broker's declared queues could not be listed")
+            }
+        }
     }
     // Each queue once, in the order first named.
     let mut seen = std::collections::HashSet::new();
@@ -211,12 +227,18 @@ pub async fn status<S: TableStore, Q: Queue>(
         })
         .collect();
     let feeds = feeds(store).await?;
+    let unknown = statuses
+        .iter()
+        .filter(|q| !known.contains(&q.queue))
+        .map(|q| q.queue.clone())
+        .collect();
     Ok(Status {
         queues: statuses,
         relay,
         relays,
         audits,
         feeds,
+        unknown,
     })
 }
 
@@ -449,7 +471,13 @@ pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> St
     }
     let now = chrono::Utc::now();
     for q in &status.queues {
-        if let Some(idle) = unconsumed(q, now, unconsumed_after, None) {
+        // A queue no tablekit worker consumes is warned about at once.
+        let after = if status.unknown.contains(&q.queue) {
+            std::time::Duration::ZERO
+        } else {
+            unconsumed_after
+        };
+        if let Some(idle) = unconsumed(q, now, after, None) {
             let _ = writeln!(text, "  warning: {}", idle.warning());
         }
     }
@@ -558,6 +586,7 @@ mod tests {
                 rate: 0.0,
             }],
             audits: Vec::new(),
+            unknown: Vec::new(),
             feeds: Vec::new(),
         }
     }

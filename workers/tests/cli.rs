@@ -1049,10 +1049,56 @@ fn a_worker_given_a_store_that_does_not_exist_fails_at_once_and_creates_nothing(
             "{store}: {stderr}"
         );
         let output = worker()
-            .args(["run", "--queue", "index", "--broker", &broker, "--store", &store])
+            .args([
+                "run", "--queue", "index", "--broker", &broker, "--store", &store,
+            ])
             .output()
             .unwrap();
-        assert!(!output.status.success(), "{store}: the worker does not start");
+        assert!(
+            !output.status.success(),
+            "{store}: the worker does not start"
+        );
         assert!(!typo.exists(), "{store}: nothing created");
     }
+}
+
+/// Plain `status` lists every queue the broker's registry holds, not only the ones
+/// tablekit's workers consume, and warns at once about one holding messages that no
+/// tablekit worker consumes (here a sink given the mistyped name `indexes`).
+#[tokio::test]
+async fn status_lists_every_declared_queue_and_warns_at_once_of_one_nothing_consumes() {
+    use tablekit_workers::index::QueueSink;
+    let dir = tempfile::tempdir().unwrap();
+    let store_path = dir.path().join("store.db");
+    SqliteStore::create(&store_path).await.unwrap();
+    let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
+    let queue = AnyQueue::connect(&broker).await.unwrap();
+    let sink = QueueSink::open(queue.clone(), "indexes").await.unwrap();
+    let envelope = Envelope::new(&Review {
+        department: "Sales".into(),
+    })
+    .unwrap();
+    tablekit_patterns::consistency::OutboxSink::publish(&sink, &envelope)
+        .await
+        .unwrap();
+    let text = ok(worker()
+        .args([
+            "status",
+            "--broker",
+            &broker,
+            "--store",
+            &format!("sqlite:{}", store_path.display()),
+        ])
+        .output()
+        .unwrap());
+    assert!(text.contains("  index "), "{text}");
+    assert!(
+        text.contains("  indexes "),
+        "the mistyped queue is listed: {text}"
+    );
+    assert!(
+        text.contains("warning: Queue `indexes` holds 1 messages"),
+        "warned at once: {text}"
+    );
+    assert!(!text.contains("warning: Queue `index` "), "{text}");
 }

@@ -1155,7 +1155,11 @@ mod sqlite_only {
         let again = next(&mut fast).await;
         assert_eq!(again.received().id, "s1");
         assert_eq!(again.received().body, b"work");
-        assert_eq!(again.received().delivery_count, 2, "the deliveries so far count");
+        assert_eq!(
+            again.received().delivery_count,
+            2,
+            "the deliveries so far count"
+        );
         again.ack().await.unwrap();
         assert_eq!(queue.stats("q").await.unwrap().waiting, 0);
     }
@@ -1170,7 +1174,11 @@ mod sqlite_only {
         queue.declare("q", &options()).await.unwrap();
         queue.send("q", "s1", b"work").await.unwrap();
         let mut consumer = queue.consume("q", consume_options(1)).await.unwrap();
-        next(&mut consumer).await.retry(Duration::ZERO).await.unwrap();
+        next(&mut consumer)
+            .await
+            .retry(Duration::ZERO)
+            .await
+            .unwrap();
         let stats = queue.stats("q").await.unwrap();
         assert_eq!(stats.waiting + stats.leased, 1, "{stats:?}");
     }

@@ -65,7 +65,10 @@ impl std::fmt::Display for Unapplied {
         match self {
             Unapplied::Nothing => f.write_str("nothing handed on waits"),
             Unapplied::Queued { queue, messages } => {
-                write!(f, "{messages} message(s) not yet applied in queue `{queue}`")
+                write!(
+                    f,
+                    "{messages} message(s) not yet applied in queue `{queue}`"
+                )
             }
             Unapplied::Unknown => f.write_str("the sink cannot tell what it holds unapplied"),
         }

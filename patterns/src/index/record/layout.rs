@@ -309,16 +309,14 @@ impl Layout {
             }
             let lays_out = lays_out(&declared.attribute)?;
             // A key refused (a value holding its separator) names the declaration.
-            let laid_out = lays_out
-                .targets(declared, &primary)
-                .map_err(|e| match e {
-                    Error::Key(source) => Error::Key(KeyError::Declaration {
-                        attribute: declared.attribute.clone(),
-                        name: declared.name.clone(),
-                        source: Box::new(source),
-                    }),
-                    other => other,
-                })?;
+            let laid_out = lays_out.targets(declared, &primary).map_err(|e| match e {
+                Error::Key(source) => Error::Key(KeyError::Declaration {
+                    attribute: declared.attribute.clone(),
+                    name: declared.name.clone(),
+                    source: Box::new(source),
+                }),
+                other => other,
+            })?;
             targets.extend(laid_out);
         }
         Ok(targets)
