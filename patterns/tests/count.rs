@@ -80,17 +80,27 @@ impl Queue {
     }
 }
 
-/// The count of `status`, by scanning every order.
+/// The count of `status`, by scanning every order (the typed table scan, checked against
+/// the entities it reads).
 async fn scanned<S: TableStore + Clone + 'static>(
     orders: &IndexedTable<Order, S>,
     status: &str,
 ) -> i64 {
-    let all = orders
-        .table()
-        .query(tablekit_core::Query::new())
+    let counted = orders
+        .scan()
+        .filter(Order::fields().status.eq(status))
+        .count_scan()
         .await
         .unwrap();
-    i64::try_from(all.iter().filter(|o| o.value.status == status).count()).unwrap()
+    let read = orders
+        .scan()
+        .filter(Order::fields().status.eq(status))
+        .all()
+        .await
+        .unwrap();
+    assert_eq!(usize::try_from(counted).unwrap(), read.len());
+    assert!(read.iter().all(|o| o.value.status == status));
+    i64::try_from(counted).unwrap()
 }
 
 async fn count<S: TableStore + Clone + 'static>(

@@ -31,7 +31,7 @@ pub use field::{
 pub use handle::{Declared, IdList, Index, KeyArg};
 pub use primary::{
     GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, KeyUpdate, PrimaryKey, PrimaryTable,
-    Scannable,
+    Scannable, TableScan,
 };
 pub use property::{
     BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set,

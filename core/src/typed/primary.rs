@@ -148,6 +148,11 @@ impl<'t, T: ?Sized, F: KeyPart + Send + 'static, Rest> PrimaryKey<'t, T, Row<F, 
 
 /// The key states a read of several entities may start from: the PartitionKey given
 /// (and perhaps a RowKey prefix), a range, or the whole key.
+#[diagnostic::on_unimplemented(
+    message = "this read needs the PartitionKey's fields first: give them with `.key(..)`",
+    label = "the PartitionKey's fields are not all given yet",
+    note = "to read or count the whole table, use the table's `scan()` (`table.scan().filter(..).count_scan()`): a table scan, whose cost grows with the table"
+)]
 pub trait Scannable: sealed::Sealed {}
 impl<F, Rest> Scannable for Row<F, Rest> {}
 impl Scannable for End {}
@@ -158,6 +163,43 @@ mod sealed {
     impl<F, Rest> Sealed for super::Row<F, Rest> {}
     impl Sealed for super::End {}
     impl Sealed for super::InRange {}
+}
+
+/// The reads of several entities named on a key whose PartitionKey is not given yet, so
+/// that calling one is a readable error (see [`Scannable`]) rather than a missing method.
+impl<T: ?Sized, F, Rest> PrimaryKey<'_, T, Partition<F, Rest>> {
+    /// Not available before the PartitionKey's fields: give them with `key`, or read the
+    /// whole table with the table's `scan()`.
+    pub fn filter<C>(self, _condition: C) -> Self
+    where
+        Partition<F, Rest>: Scannable,
+    {
+        self
+    }
+
+    /// Not available before the PartitionKey's fields: give them with `key`, or count
+    /// the whole table with the table's `scan().count_scan()`.
+    ///
+    /// # Errors
+    /// Never: it does not compile.
+    pub async fn count_scan(self) -> Result<u64>
+    where
+        Partition<F, Rest>: Scannable,
+    {
+        Ok(0)
+    }
+
+    /// Not available before the PartitionKey's fields: give them with `key`, or read the
+    /// whole table with the table's `scan().all()`.
+    ///
+    /// # Errors
+    /// Never: it does not compile.
+    pub async fn all(self) -> Result<()>
+    where
+        Partition<F, Rest>: Scannable,
+    {
+        Ok(())
+    }
 }
 
 fn parts(given: &[Part]) -> Vec<&dyn KeyPart> {
@@ -391,5 +433,103 @@ impl<T: PrimaryTable + ?Sized> KeyUpdate<'_, T> {
         self.table
             .update_at(&partition_key, &row_key, changes, if_match)
             .await
+    }
+}
+
+/// A read of a whole table, every partition: built with a table's `scan()`, narrowed by
+/// conditions over the type's typed properties with [`filter`](Self::filter), then read
+/// ([`stream`](Self::stream), [`all`](Self::all), [`select`](Self::select)) or counted
+/// ([`count_scan`](Self::count_scan)).
+///
+/// **Its cost is a table scan**: the store reads every row of the table, page by page in
+/// bounded memory (a filter narrows what is returned, not what is read; a count reads
+/// keys only). For a read that should not grow with the table, give the PartitionKey
+/// (`primary().key(..)`), declare an index (`#[index]`) or keep a count (`#[count]`).
+pub struct TableScan<'t, T: ?Sized> {
+    table: &'t T,
+    condition: Option<std::result::Result<filter::Filter, Box<super::field::FieldError>>>,
+}
+
+impl<T: ?Sized> std::fmt::Debug for TableScan<'_, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TableScan")
+            .field("filtered", &self.condition.is_some())
+            .finish()
+    }
+}
+
+impl<'t, T: PrimaryTable + ?Sized> TableScan<'t, T> {
+    /// A scan of every entity of `table`.
+    pub fn new(table: &'t T) -> Self {
+        TableScan {
+            table,
+            condition: None,
+        }
+    }
+
+    /// Only the entities that also meet a condition over the type's typed properties
+    /// (`Order::fields().status.eq("placed")`); several conditions are joined with `and`.
+    pub fn filter(mut self, condition: super::Condition<T::Entity>) -> Self {
+        let condition = condition.into_parts();
+        self.condition = Some(match (self.condition.take(), condition) {
+            (None, c) => c,
+            (Some(Ok(a)), Ok(b)) => Ok(a & b),
+            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+        });
+        self
+    }
+
+    fn query(&self) -> Result<Query> {
+        Ok(match &self.condition {
+            Some(Ok(condition)) => Query::with_filter(condition.clone()),
+            Some(Err(e)) => return Err(crate::Error::Field(e.clone())),
+            None => Query::new(),
+        })
+    }
+
+    /// Every entity the scan matches, in key order, page after page.
+    pub fn stream(self) -> impl Stream<Item = Result<Stored<T::Entity>>> + Send + 't {
+        match self.query() {
+            Ok(query) => self.table.read_query(query).left_stream(),
+            Err(e) => futures::stream::once(async move { Err(e) }).right_stream(),
+        }
+    }
+
+    /// Every entity the scan matches, collected: for results that fit in memory
+    /// ([`stream`](Self::stream) reads a page at a time).
+    ///
+    /// # Errors
+    /// The store's errors; an entity that does not read as the type.
+    pub async fn all(self) -> Result<Vec<Stored<T::Entity>>> {
+        self.stream().try_collect().await
+    }
+
+    /// The chosen fields of every entity the scan matches, read with `$select` of their
+    /// properties alone.
+    ///
+    /// # Errors
+    /// As [`all`](Self::all); [`Error::Field`](crate::Error::Field) for a property that
+    /// does not read as its field.
+    pub async fn select<F: super::Fields<T::Entity>>(self, fields: F) -> Result<Vec<F::Output>> {
+        let mut properties = fields.properties();
+        if <T::Entity as super::Record>::expires() {
+            properties.push(super::EXPIRES_PROPERTY.to_owned());
+        }
+        let query = self.query()?.select(properties);
+        self.table
+            .read_entities(query)
+            .map(|entity| entity.and_then(|e| fields.read(e)))
+            .try_collect()
+            .await
+    }
+
+    /// How many entities the scan matches, reading keys only (and the properties the
+    /// filter names).
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn count_scan(self) -> Result<u64> {
+        let query = self.query()?;
+        self.table.count_query(query).await
     }
 }

@@ -335,6 +335,18 @@ impl<R: Record, S: TableStore> Table<R, S> {
         super::PrimaryKey::new(self)
     }
 
+    /// A read of the whole table: [`filter`](super::TableScan::filter) by typed
+    /// properties, then [`stream`](super::TableScan::stream),
+    /// [`all`](super::TableScan::all) or [`count_scan`](super::TableScan::count_scan).
+    /// **A table scan**: every row is read, page by page.
+    pub fn scan(&self) -> super::TableScan<'_, Self>
+    where
+        R: EntityType,
+        S: Sync,
+    {
+        super::TableScan::new(self)
+    }
+
     /// A partial update: the properties given set (or, with `None`, removed) on the stored
     /// entity with these keys, read first and checked to still read as `E`, then replaced
     /// under the ETag read, if `if_match` holds; with `IfMatch::Any` a concurrent change

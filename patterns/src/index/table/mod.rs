@@ -452,6 +452,18 @@ impl<E: EntityType, S: TableStore + Clone + 'static> IndexedTable<E, S> {
         tablekit_core::typed::PrimaryKey::new(self)
     }
 
+    /// A read of the whole table: [`filter`](tablekit_core::typed::TableScan::filter) by
+    /// typed properties, then [`stream`](tablekit_core::typed::TableScan::stream),
+    /// [`all`](tablekit_core::typed::TableScan::all) or
+    /// [`count_scan`](tablekit_core::typed::TableScan::count_scan). **A table scan**:
+    /// every row is read, page by page; a `#[count]` or an `#[index]` answers without one.
+    pub fn scan(&self) -> tablekit_core::typed::TableScan<'_, Self>
+    where
+        S: Sync,
+    {
+        tablekit_core::typed::TableScan::new(self)
+    }
+
     /// Reads many primaries by key, in the order asked (`None` for a key with no
     /// entity), grouped by partition into queries of at most 14 RowKeys run concurrently:
     /// see [`Table::get_many`].
