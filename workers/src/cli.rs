@@ -117,7 +117,7 @@ async fn open_store(connection: &str) -> Result<AnyStore> {
             "`--store {connection}`: a worker never creates a store; the application creates it (`AnyStore::create`, `SqliteStore::create`)"
         )));
     }
-    Ok(AnyStore::connect(connection).await?)
+    AnyStore::connect(connection).await
 }
 
 fn blob_store(connection: Option<&str>) -> Result<Option<BlobStore>> {
