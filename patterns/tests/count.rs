@@ -5,9 +5,12 @@
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::sync::{Arc, Mutex};
 
 use futures::future::BoxFuture;
+use support::{Held, Hold};
 use tablekit_core::fault::{FaultyStore, Timing};
 use tablekit_core::typed::EntityType;
 use tablekit_core::{Entity, MemoryStore, SqliteStore, TableStore, Value};
@@ -588,76 +591,6 @@ fn the_schema_describes_the_count() {
     assert_eq!(Order::BY_STATUS.attribute(), "count");
 }
 
-/// A store that holds its first write back, once armed, until it is opened: a worker
-/// stalled between its reads and its commit.
-#[derive(Clone, Debug, Default)]
-struct Gated {
-    inner: MemoryStore,
-    gate: Arc<Gate>,
-}
-
-#[derive(Debug, Default)]
-struct Gate {
-    armed: std::sync::atomic::AtomicBool,
-    reached: tokio::sync::Notify,
-    open: tokio::sync::Notify,
-}
-
-impl Gated {
-    async fn wait_if_armed(&self) {
-        use std::sync::atomic::Ordering;
-        if self.gate.armed.swap(false, Ordering::SeqCst) {
-            let open = self.gate.open.notified();
-            self.gate.reached.notify_one();
-            open.await;
-        }
-    }
-}
-
-impl TableStore for Gated {
-    async fn create_table(&self, table: &str) -> tablekit_core::Result<()> {
-        self.inner.create_table(table).await
-    }
-    async fn delete_table(&self, table: &str) -> tablekit_core::Result<()> {
-        self.inner.delete_table(table).await
-    }
-    async fn list_tables(&self, prefix: &str) -> tablekit_core::Result<Vec<String>> {
-        self.inner.list_tables(prefix).await
-    }
-    async fn get(
-        &self,
-        table: &str,
-        partition_key: &str,
-        row_key: &str,
-        select: Option<&[&str]>,
-    ) -> tablekit_core::Result<Option<Entity>> {
-        self.inner.get(table, partition_key, row_key, select).await
-    }
-    async fn query(
-        &self,
-        table: &str,
-        query: &tablekit_core::Query,
-    ) -> tablekit_core::Result<tablekit_core::Page> {
-        self.inner.query(table, query).await
-    }
-    async fn execute(
-        &self,
-        table: &str,
-        op: tablekit_core::WriteOp,
-    ) -> tablekit_core::Result<Option<tablekit_core::ETag>> {
-        self.wait_if_armed().await;
-        self.inner.execute(table, op).await
-    }
-    async fn submit_batch(
-        &self,
-        table: &str,
-        batch: tablekit_core::Batch,
-    ) -> tablekit_core::Result<Vec<Option<tablekit_core::ETag>>> {
-        self.wait_if_armed().await;
-        self.inner.submit_batch(table, batch).await
-    }
-}
-
 /// The older of two writes' work, read before the newer write and stalled at its commit
 /// until the newer write's work was applied (the simulation's seed 621438: an older
 /// message applied after a newer one of the same entity), counts nothing the primary no
@@ -666,7 +599,7 @@ impl TableStore for Gated {
 /// again.
 #[tokio::test]
 async fn an_older_delivery_stalled_past_a_newer_writes_work_leaves_no_member_row() {
-    let store = Gated::default();
+    let store = Held::new(Hold::Commit(COUNTER_ROW_KEY));
     let queue = Arc::new(Queue::default());
     let orders = IndexedTable::<Order, _>::options()
         .sink(queue.clone())
@@ -678,17 +611,13 @@ async fn an_older_delivery_stalled_past_a_newer_writes_work_leaves_no_member_row
     assert_eq!(older.len(), 1);
 
     // The older work reads the shard and the primary, then stalls at its commit.
-    store
-        .gate
-        .armed
-        .store(true, std::sync::atomic::Ordering::SeqCst);
-    let reached = store.gate.reached.notified();
+    store.arm();
     let stalled = tokio::spawn({
         let applier = IndexApplier::new(store.clone());
         let work = older[0].clone();
         async move { applier.apply_all(&work).await }
     });
-    reached.await;
+    store.reached().await;
 
     // The newer write, and its work applied in full, while the older one waits.
     orders.upsert(&order(1, "shipped")).await.unwrap();
@@ -697,7 +626,7 @@ async fn an_older_delivery_stalled_past_a_newer_writes_work_leaves_no_member_row
     for work in &newer {
         applier.apply_all(work).await.unwrap();
     }
-    store.gate.open.notify_one();
+    store.release();
     stalled.await.unwrap().unwrap();
 
     assert_eq!(count(&orders, "placed").await.value, 0);

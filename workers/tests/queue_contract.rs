@@ -1886,6 +1886,35 @@ mod azure_only {
         queue.delete_queue(&name).await.unwrap();
     }
 
+    /// A delivery of `name`'s one message whose lease ran out (no renewal), and the fresh
+    /// delivery of the same message to another consumer.
+    async fn stale_and_fresh(
+        queue: &AzureQueue,
+        connection: &str,
+        name: &str,
+    ) -> (
+        <AzureQueue as Queue>::Delivery,
+        <AzureQueue as Queue>::Delivery,
+        <AzureQueue as Queue>::Consumer,
+    ) {
+        // Without renewal, a handler slower than its lease loses it.
+        let unrenewed = AzureQueue::options()
+            .lease_renewal(false)
+            .connect(connection)
+            .unwrap();
+        let short = ConsumeOptions {
+            prefetch: 1,
+            lease: Duration::from_secs(1),
+        };
+        let mut slow = unrenewed.consume(name, short).await.unwrap();
+        let stale = next(&mut slow).await;
+        tokio::time::sleep(Duration::from_millis(1500)).await;
+        let mut fast = queue.consume(name, consume_options(1)).await.unwrap();
+        let fresh = next(&mut fast).await;
+        assert_eq!(fresh.received().delivery_count, 2);
+        (stale, fresh, fast)
+    }
+
     #[tokio::test]
     async fn a_stale_ack_after_the_lease_ran_out_is_refused() {
         let Some((queue, connection)) = connect() else {
@@ -1894,21 +1923,7 @@ mod azure_only {
         let name = support::azure_name("stale-ack");
         queue.declare(&name, &options()).await.unwrap();
         queue.send(&name, "s1", b"x").await.unwrap();
-        // Without renewal, a handler slower than its lease loses it.
-        let unrenewed = AzureQueue::options()
-            .lease_renewal(false)
-            .connect(&connection)
-            .unwrap();
-        let short = ConsumeOptions {
-            prefetch: 1,
-            lease: Duration::from_secs(1),
-        };
-        let mut slow = unrenewed.consume(&name, short).await.unwrap();
-        let stale = next(&mut slow).await;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let mut fast = queue.consume(&name, consume_options(1)).await.unwrap();
-        let fresh = next(&mut fast).await;
-        assert_eq!(fresh.received().delivery_count, 2);
+        let (stale, fresh, _fast) = stale_and_fresh(&queue, &connection, &name).await;
         let error = stale.ack().await.expect_err("the lease ran out");
         assert!(error.is_retryable(), "{error}");
         assert_eq!(
@@ -1931,19 +1946,7 @@ mod azure_only {
         let name = support::azure_name("stale-retry");
         queue.declare(&name, &options()).await.unwrap();
         queue.send(&name, "s1", b"work").await.unwrap();
-        let unrenewed = AzureQueue::options()
-            .lease_renewal(false)
-            .connect(&connection)
-            .unwrap();
-        let short = ConsumeOptions {
-            prefetch: 1,
-            lease: Duration::from_secs(1),
-        };
-        let mut slow = unrenewed.consume(&name, short).await.unwrap();
-        let stale = next(&mut slow).await;
-        tokio::time::sleep(Duration::from_millis(1500)).await;
-        let mut fast = queue.consume(&name, consume_options(1)).await.unwrap();
-        let fresh = next(&mut fast).await;
+        let (stale, fresh, mut fast) = stale_and_fresh(&queue, &connection, &name).await;
         fresh.ack().await.unwrap();
         assert_eq!(queue.stats(&name).await.unwrap().waiting, 0);
 

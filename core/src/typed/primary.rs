@@ -86,7 +86,7 @@ pub struct PrimaryKey<'t, T: ?Sized, K> {
     table: &'t T,
     given: Vec<Part>,
     span: Option<(Part, Part)>,
-    condition: Option<std::result::Result<filter::Filter, Box<super::field::FieldError>>>,
+    condition: Option<FilterGiven>,
     state: PhantomData<fn() -> K>,
 }
 
@@ -202,6 +202,35 @@ impl<T: ?Sized, F, Rest> PrimaryKey<'_, T, Partition<F, Rest>> {
     }
 }
 
+type FilterGiven = std::result::Result<filter::Filter, Box<super::field::FieldError>>;
+
+/// `condition` joined to what was given before with `and` (the first error kept).
+fn joined<E>(before: Option<FilterGiven>, condition: super::Condition<E>) -> FilterGiven {
+    match (before, condition.into_parts()) {
+        (None, c) => c,
+        (Some(Ok(a)), Ok(b)) => Ok(a & b),
+        (Some(Err(e)), _) | (_, Err(e)) => Err(e),
+    }
+}
+
+/// The chosen fields of every entity `query` matches, read with `$select` of their
+/// properties alone (and the expiry time, when the type expires).
+async fn select_fields<T: PrimaryTable + ?Sized, F: super::Fields<T::Entity>>(
+    table: &T,
+    query: Query,
+    fields: F,
+) -> Result<Vec<F::Output>> {
+    let mut properties = fields.properties();
+    if <T::Entity as super::Record>::expires() {
+        properties.push(super::EXPIRES_PROPERTY.to_owned());
+    }
+    table
+        .read_entities(query.select(properties))
+        .map(|entity| entity.and_then(|e| fields.read(e)))
+        .try_collect()
+        .await
+}
+
 fn parts(given: &[Part]) -> Vec<&dyn KeyPart> {
     given.iter().map(|p| p.as_ref() as &dyn KeyPart).collect()
 }
@@ -253,12 +282,7 @@ impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
     /// Only the entities that also meet a condition over the type's typed properties
     /// (`Order::fields().total.ge(30)`); several conditions are joined with `and`.
     pub fn filter(mut self, condition: super::Condition<T::Entity>) -> Self {
-        let condition = condition.into_parts();
-        self.condition = Some(match (self.condition.take(), condition) {
-            (None, c) => c,
-            (Some(Ok(a)), Ok(b)) => Ok(a & b),
-            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
-        });
+        self.condition = Some(joined(self.condition.take(), condition));
         self
     }
 
@@ -269,16 +293,7 @@ impl<'t, T: PrimaryTable + ?Sized, K: Scannable> PrimaryKey<'t, T, K> {
     /// As [`all`](Self::all); [`Error::Field`](crate::Error::Field) naming the property and
     /// the keys of an entity whose property does not read as its field.
     pub async fn select<F: super::Fields<T::Entity>>(self, fields: F) -> Result<Vec<F::Output>> {
-        let mut properties = fields.properties();
-        if <T::Entity as super::Record>::expires() {
-            properties.push(super::EXPIRES_PROPERTY.to_owned());
-        }
-        let query = self.query()?.select(properties);
-        self.table
-            .read_entities(query)
-            .map(|entity| entity.and_then(|e| fields.read(e)))
-            .try_collect()
-            .await
+        select_fields(self.table, self.query()?, fields).await
     }
 
     /// Every entity of the key given (the partition, the RowKeys that start with the
@@ -447,7 +462,7 @@ impl<T: PrimaryTable + ?Sized> KeyUpdate<'_, T> {
 /// (`primary().key(..)`), declare an index (`#[index]`) or keep a count (`#[count]`).
 pub struct TableScan<'t, T: ?Sized> {
     table: &'t T,
-    condition: Option<std::result::Result<filter::Filter, Box<super::field::FieldError>>>,
+    condition: Option<FilterGiven>,
 }
 
 impl<T: ?Sized> std::fmt::Debug for TableScan<'_, T> {
@@ -470,12 +485,7 @@ impl<'t, T: PrimaryTable + ?Sized> TableScan<'t, T> {
     /// Only the entities that also meet a condition over the type's typed properties
     /// (`Order::fields().status.eq("placed")`); several conditions are joined with `and`.
     pub fn filter(mut self, condition: super::Condition<T::Entity>) -> Self {
-        let condition = condition.into_parts();
-        self.condition = Some(match (self.condition.take(), condition) {
-            (None, c) => c,
-            (Some(Ok(a)), Ok(b)) => Ok(a & b),
-            (Some(Err(e)), _) | (_, Err(e)) => Err(e),
-        });
+        self.condition = Some(joined(self.condition.take(), condition));
         self
     }
 
@@ -511,16 +521,7 @@ impl<'t, T: PrimaryTable + ?Sized> TableScan<'t, T> {
     /// As [`all`](Self::all); [`Error::Field`](crate::Error::Field) for a property that
     /// does not read as its field.
     pub async fn select<F: super::Fields<T::Entity>>(self, fields: F) -> Result<Vec<F::Output>> {
-        let mut properties = fields.properties();
-        if <T::Entity as super::Record>::expires() {
-            properties.push(super::EXPIRES_PROPERTY.to_owned());
-        }
-        let query = self.query()?.select(properties);
-        self.table
-            .read_entities(query)
-            .map(|entity| entity.and_then(|e| fields.read(e)))
-            .try_collect()
-            .await
+        select_fields(self.table, self.query()?, fields).await
     }
 
     /// How many entities the scan matches, reading keys only (and the properties the

@@ -99,27 +99,13 @@ impl AzureQueue {
         receipt: &str,
         after: Duration,
     ) -> Result<String> {
-        self.allowed(queue, "u", "changing a message's visibility")?;
-        let response = self
-            .request(
-                Method::PUT,
-                &format!("/{queue}/messages/{message_id}"),
-                &[
-                    ("popreceipt", receipt.to_owned()),
-                    ("visibilitytimeout", after.as_secs().to_string()),
-                ],
-                None,
-            )
-            .await?;
-        if !response.status().is_success() {
-            return Err(lease_error(response, queue).await);
-        }
-        response
-            .headers()
-            .get("x-ms-popreceipt")
-            .and_then(|v| v.to_str().ok())
-            .map(str::to_owned)
-            .ok_or_else(|| Error::unavailable("the service returned no pop receipt"))
+        self.set_visibility_unless_lost(queue, message_id, receipt, after)
+            .await?
+            .ok_or_else(|| {
+                Error::unavailable(format!(
+                    "queue `{queue}`: the lease was lost; the message is delivered again"
+                ))
+            })
     }
 
     /// Sets a leased message's visibility as [`set_visibility`](Self::set_visibility)
