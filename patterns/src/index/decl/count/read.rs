@@ -119,9 +119,9 @@ impl<'a, E, S, K> Counting<'a, E, S, K> {
 
 impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
     /// The count of the value given, summed over its shards, and whether it is exact
-    /// (and if not, what is pending): the counters' point reads at once, then the
-    /// outbox entries of the partitions with pending work (what is pending, never the
-    /// table) and one question to the sink.
+    /// (and if not, what is pending): the outbox entries of the partitions with pending
+    /// work (what is pending, never the table), one question to the sink, then the
+    /// counters' point reads at once.
     ///
     /// # Errors
     /// [`Error::Undeclared`] for a count the type does not declare; the key's errors;
@@ -151,14 +151,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
         let partitions: Vec<String> = (0..shards(declared)?)
             .map(|shard| shard_partition(&declared.name, &value, shard))
             .collect();
-        let reads = partitions.iter().map(|partition| {
-            let at = EntityRef::new(&table, partition, COUNTER_ROW_KEY);
-            async move { get_or_none(store, &at).await }
-        });
-        let counters = futures::future::try_join_all(reads).await?;
-        let value = counters.iter().flatten().map(count_of).sum();
-        // The counters first: work found pending after them may be missing from them,
-        // work applied after them is in them.
+        // What is pending first, the outbox before the sink (a write's work is handed to
+        // the sink before its entry goes, so none slips between the two reads), then the
+        // counters: when nothing was pending, every write committed before these reads
+        // has its work applied, and the counters read after them hold it. (Read the other
+        // way round, work applied between the counters' read and the sink's would leave
+        // the count behind while it read exact.)
         let outbox_entries =
             outbox_entries(store, &layout.table, declared, &table, &partitions).await?;
         let handed = match self
@@ -168,6 +166,12 @@ impl<E: EntityType, S: TableStore + Clone + 'static> Counting<'_, E, S, End> {
             Some(sink) => sink.unapplied().await?,
             None => Unapplied::Unknown,
         };
+        let reads = partitions.iter().map(|partition| {
+            let at = EntityRef::new(&table, partition, COUNTER_ROW_KEY);
+            async move { get_or_none(store, &at).await }
+        });
+        let counters = futures::future::try_join_all(reads).await?;
+        let value = counters.iter().flatten().map(count_of).sum();
         let exact = outbox_entries == 0 && handed.is_nothing();
         Ok(Count {
             value,
