@@ -313,6 +313,24 @@ pub enum Error {
         /// The lowest sequence number the share still keeps.
         oldest: u64,
     },
+    /// A feed group's member was asked to checkpoint a change it was never handed: a
+    /// sequence number at or past what its reads of the share have returned (a number
+    /// made up, another member's, or one past the log's end). Nothing is recorded: a
+    /// checkpoint beyond what was handled would skip changes for whoever reads next.
+    #[error(
+        "checkpoint of share {share} of the change feed of `{table}` at {seq} refused: this member was handed its changes up to {handed} only"
+    )]
+    NotHanded {
+        /// The primaries' table.
+        table: String,
+        /// The share of the feed.
+        share: u32,
+        /// The sequence number asked to be recorded.
+        seq: u64,
+        /// The highest sequence number this member's reads returned for the share (0:
+        /// none).
+        handed: u64,
+    },
     /// The sink could not publish follow-up work; its outbox entry stays for the relay.
     #[error("publishing follow-up work failed: {0}")]
     Publish(#[source] BoxError),
@@ -448,6 +466,7 @@ impl Error {
             | Error::InvalidQueueName { .. }
             | Error::InvalidBroker { .. }
             | Error::PositionExpired { .. }
+            | Error::NotHanded { .. }
             | Error::Config(_) => ErrorKind::InvalidInput,
             Error::NotDeclared { .. } | Error::StoreNotFound { .. } => ErrorKind::NotFound,
             Error::QueuePermissionDenied { .. } => ErrorKind::PermissionDenied,

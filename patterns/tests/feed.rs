@@ -368,6 +368,53 @@ async fn drain_err<S: TableStore>(group: &Group<S>) -> tablekit_core::Error {
 }
 
 #[tokio::test]
+async fn a_checkpoint_of_changes_the_member_was_never_handed_is_refused_and_records_nothing() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..3 {
+        orders
+            .insert(&order("ada", id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let group = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .read_size(2);
+    let changes = group.poll().await.expect("poll");
+    assert_eq!(changes.len(), 2, "the read size");
+    // One past what was handed (the third change exists but was not read), and one past
+    // the log's end.
+    for seq in [3, 40] {
+        let mut made_up = changes[1].clone();
+        made_up.seq = seq;
+        let err = group
+            .checkpoint(&[changes[0].clone(), made_up])
+            .await
+            .expect_err("never handed");
+        assert!(
+            matches!(&err, tablekit_core::Error::NotHanded { seq: s, handed: 2, .. } if *s == seq),
+            "{err}"
+        );
+        assert_eq!(err.kind(), tablekit_core::ErrorKind::InvalidInput);
+    }
+    // Nothing was recorded: a new member after this one leaves reads all three.
+    group.leave().await.expect("leave");
+    let next = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("two")
+        .expect("member");
+    let all = drain(&next).await;
+    assert_eq!(all.iter().map(|c| c.seq).collect::<Vec<_>>(), vec![1, 2, 3]);
+    // What was handed checkpoints as before.
+    let third = Group::new(store.clone(), "Orders", "other", 4).expect("group");
+    let read = third.poll().await.expect("poll");
+    third.checkpoint(&read).await.expect("handed");
+}
+
+#[tokio::test]
 async fn a_checkpoint_naming_a_share_beyond_the_count_is_an_error_and_moves_nothing() {
     let store = MemoryStore::new();
     let orders = orders(&store).await;

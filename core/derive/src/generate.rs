@@ -154,6 +154,22 @@ pub(crate) fn entity(
     declared_metas.extend(wide::meta(e.wide.as_ref()));
     declared_metas.extend(crate::internals::open::metas(&e.open, &mut templates));
     declared_metas.extend(series::meta(e.series.as_ref()));
+    // A type with work that follows its writes is written through the patterns' one write
+    // path alone: a plain `Table` writes only a type without any (`PlainWrite`). A data
+    // series is plain data; its spill to chunks is `wide`.
+    let follows_up = !e.indexes.is_empty()
+        || !e.index_entities.is_empty()
+        || !e.denormalized.is_empty()
+        || e.expiry.is_some()
+        || c.changes.is_some()
+        || e.wide.is_some()
+        || !e.open.is_empty();
+    let plain_write = (!follows_up).then(|| {
+        quote! {
+            #[automatically_derived]
+            impl __tk::PlainWrite for #ident {}
+        }
+    });
 
     let mut assertions = code.assertions.clone();
     let mut key_fields: BTreeMap<String, &FieldModel> = BTreeMap::new();
@@ -260,6 +276,8 @@ pub(crate) fn entity(
                     #expires
                 }
             }
+
+            #plain_write
 
             #[automatically_derived]
             impl __tk::EntityType for #ident {

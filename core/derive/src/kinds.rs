@@ -103,6 +103,16 @@ pub(crate) fn entity_kind(input: &DeriveInput) -> Result<TokenStream, TokenStrea
 
             const KINDS: &[&str] = &[#(<#types as __tk::EntityType>::KIND),*];
 
+            // Plain to write when every variant is. The bounds are higher-ranked so that
+            // they are checked where the enum is written, not here: an enum over declared
+            // types still reads through a plain `Table`.
+            #[automatically_derived]
+            impl __tk::PlainWrite for #ident
+            where
+                #(for<'__tk> #types: __tk::PlainWrite,)*
+            {
+            }
+
             #[automatically_derived]
             impl __tk::Record for #ident {
                 const TABLE: &'static str = <#first as __tk::Record>::TABLE;

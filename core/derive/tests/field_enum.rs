@@ -73,14 +73,17 @@ fn order(status: Status, id: u32, priority: Priority) -> Order {
     }
 }
 
-async fn orders() -> Table<Order, MemoryStore> {
-    let orders = Table::<Order, _>::new(MemoryStore::new());
-    orders.create().await.unwrap();
-    orders
+/// Orders declare an index, so they are written through the one write path that keeps it.
+async fn orders() -> IndexedTable<Order, MemoryStore> {
+    IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .open(MemoryStore::new())
+        .await
+        .unwrap()
 }
 
 /// The entity as stored, read past the typed table.
-async fn raw(orders: &Table<Order, MemoryStore>, pk: &str, rk: &str) -> Entity {
+async fn raw(orders: &IndexedTable<Order, MemoryStore>, pk: &str, rk: &str) -> Entity {
     orders
         .store()
         .get("Orders", pk, rk, None)
@@ -514,6 +517,7 @@ async fn enums_are_filter_literals() {
             .unwrap();
     }
     let urgent = orders
+        .table()
         .query(Query::with_filter(
             property_named("priority").eq(Priority::Urgent),
         ))
@@ -521,6 +525,7 @@ async fn enums_are_filter_literals() {
         .unwrap();
     assert_eq!(urgent.iter().map(|o| o.id).collect::<Vec<_>>(), [2, 3]);
     let shipped = orders
+        .table()
         .query(Query::with_filter(
             property_named("status").eq(Status::Shipped),
         ))

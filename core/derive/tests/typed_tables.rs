@@ -1,4 +1,6 @@
-//! Typed tables on both embedded backends: the Employee of the README's derive example, ETags,
+//! Typed tables on both embedded backends: the Employee of the README's derive example
+//! without its indexes (a plain `Table` writes only a type that declares no follow-up
+//! work; the indexed one is `tablekit-patterns`' `IndexedTable`), ETags,
 //! key-template ranges, projections, heterogeneous partitions, versions and upcasting, read
 //! errors, and batches planned into entity group transactions.
 
@@ -21,18 +23,6 @@ use tablekit::typed::{KeyPart, TypedWrite};
     partition_key = "{department}",
     row_key = "empid_{id:06}"
 )]
-#[index(
-    name = "email",
-    partition_key = "{department}",
-    row_key = "email_{email}"
-)] // same partition
-#[index(
-    name = "by_email",
-    table = "EmployeesByEmail",
-    partition_key = "email_{department}",
-    row_key = "{email}"
-)]
-#[index_entity(name = "last_name", key = "{last_name}")] // id lists
 struct Employee {
     department: String,
     id: u32,
@@ -41,7 +31,7 @@ struct Employee {
     age: i32,
     email: String,
     #[entity(blob)]
-    photo: Option<Vec<u8>>, // inline in a plain Table; in the blob store via LargeTable
+    photo: Option<Vec<u8>>, // inline in a plain Table; in the blob store via IndexedTable
 }
 
 #[derive(Entity, Clone, Debug, PartialEq)]

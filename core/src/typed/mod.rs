@@ -31,7 +31,7 @@ pub use field::{
 pub use handle::{Declared, IdList, Index, KeyArg};
 pub use primary::{
     GET_MANY_CONCURRENCY, InRange, IntoKeys, KEYS_PER_QUERY, KeyUpdate, PrimaryKey, PrimaryTable,
-    Scannable, TableScan,
+    PrimaryWrite, Scannable, TableScan,
 };
 pub use property::{
     BlobProperty, Compared, Condition, FieldArg, Fields, KeyField, Property, Selected, Set,
@@ -119,6 +119,22 @@ pub trait Record: Sized + Send + Sync + 'static {
         false
     }
 }
+
+/// A record a plain [`Table`] may write: its type declares nothing that follows a write.
+///
+/// `#[derive(Entity)]` implements it for a type without indexes, id lists, unique values,
+/// counts, a feed, change events, denormalised fields, expiry or wide storage, and
+/// `#[derive(EntityKind)]` for an enum whose every variant has it. A type that declares
+/// any of them is written through `tablekit_patterns::index::IndexedTable`, the one write
+/// path that keeps them: a plain `Table` writing it would store the primary and leave its
+/// copies, memberships, counts and feed behind, silently. Its plain `Table` still reads
+/// (`get`, `query`, `primary().get()`, `scan()`); its writes do not compile.
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` declares work that follows its writes, so a plain `Table` does not write it",
+    label = "its indexes, id lists, unique values, counts, feed, change events or expiry would be left behind",
+    note = "write it through `tablekit_patterns::index::IndexedTable` (`IndexedTable::<{Self}, _>::options().build(store)`): the one write path that keeps its declarations; a plain `Table` still reads it"
+)]
+pub trait PlainWrite: Record {}
 
 /// An entity type declared with `#[derive(Entity)]`.
 pub trait EntityType: Record {
@@ -631,8 +647,8 @@ pub mod __private {
     pub use super::{
         BlobField, DeclaredMeta, EXPIRES_PROPERTY, EntityKinds, EntityReader, EntityType,
         EntityWriter, FieldMeta, FieldStorage, FieldValue, KeyFormat, KeyPart, KeyTemplate,
-        PaddedKeyPart, Points, Projection, Record, Schema, SeriesType, SpreadField, Stored,
-        TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key, stored_kind,
+        PaddedKeyPart, PlainWrite, Points, Projection, Record, Schema, SeriesType, SpreadField,
+        Stored, TemplatePart, TicksKeyPart, const_str_eq, kind_filter, render_key, stored_kind,
         unknown_kind,
     };
     pub use crate::error::{Error, Result};

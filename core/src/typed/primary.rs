@@ -47,6 +47,19 @@ pub trait PrimaryTable: Sync {
         query: Query,
     ) -> impl Stream<Item = Result<crate::model::Entity>> + Send + '_;
 
+    /// How many entities a query matches, reading keys only.
+    fn count_query(&self, query: Query) -> impl Future<Output = Result<u64>> + Send;
+}
+
+/// A [`PrimaryTable`] that also writes by typed primary key (`primary().…delete()`,
+/// `primary().…update()`): every pattern table, and a plain [`Table`](super::Table) of a
+/// type with nothing to keep after its writes ([`PlainWrite`](super::PlainWrite)).
+#[diagnostic::on_unimplemented(
+    message = "`{Self}` does not write by primary key: its entity type declares work that follows its writes",
+    label = "a plain `Table` would leave its indexes, id lists, unique values, counts, feed or expiry behind",
+    note = "write it through `tablekit_patterns::index::IndexedTable`, the one write path that keeps its declarations"
+)]
+pub trait PrimaryWrite: PrimaryTable {
     /// Applies a partial update (properties and their new values, `None` to remove) to
     /// the entity with these keys through the table's write path, if `if_match` holds;
     /// with `IfMatch::Any` a concurrent change is merged into again.
@@ -57,9 +70,6 @@ pub trait PrimaryTable: Sync {
         changes: Vec<(&'static str, Option<crate::model::Value>)>,
         if_match: IfMatch,
     ) -> impl Future<Output = Result<Self::Deleted>> + Send;
-
-    /// How many entities a query matches, reading keys only.
-    fn count_query(&self, query: Query) -> impl Future<Output = Result<u64>> + Send;
 
     /// Deletes the entity with these keys if `if_match` holds.
     fn delete_at(
@@ -353,7 +363,10 @@ impl<'t, T: PrimaryTable + ?Sized> PrimaryKey<'t, T, End> {
 
     /// A partial update of the entity with the key given: set typed fields with
     /// [`set`](KeyUpdate::set), then [`apply`](KeyUpdate::apply).
-    pub fn update(self) -> KeyUpdate<'t, T> {
+    pub fn update(self) -> KeyUpdate<'t, T>
+    where
+        T: PrimaryWrite,
+    {
         KeyUpdate {
             keys: self.keys(),
             table: self.table,
@@ -365,7 +378,10 @@ impl<'t, T: PrimaryTable + ?Sized> PrimaryKey<'t, T, End> {
     ///
     /// # Errors
     /// Key errors; `NotFound`, `PreconditionFailed`; the store's errors.
-    pub async fn delete(self, if_match: IfMatch) -> Result<T::Deleted> {
+    pub async fn delete(self, if_match: IfMatch) -> Result<T::Deleted>
+    where
+        T: PrimaryWrite,
+    {
         let (partition_key, row_key) = self.keys()?;
         self.table
             .delete_at(&partition_key, &row_key, if_match)
@@ -425,7 +441,7 @@ impl<T: PrimaryTable + ?Sized> std::fmt::Debug for KeyUpdate<'_, T> {
     }
 }
 
-impl<T: PrimaryTable + ?Sized> KeyUpdate<'_, T> {
+impl<T: PrimaryWrite + ?Sized> KeyUpdate<'_, T> {
     /// Sets a field to a value of its type; a key field does not compile (a key change is
     /// a delete and an insert).
     pub fn set<F: super::FieldValue, M: super::property::Set>(

@@ -96,6 +96,9 @@ struct Pending {
 struct State {
     held: BTreeMap<u32, Held>,
     balanced: Option<Instant>,
+    /// Per share, the highest sequence number this member's reads handed out (kept
+    /// across a share lost and taken again: what was handed may still be checkpointed).
+    handed: BTreeMap<u32, u64>,
 }
 
 /// One member of a named group of consumers of a table's feed (see the module docs).
@@ -510,6 +513,10 @@ impl<S: TableStore> Group<S> {
         let mut out = Vec::new();
         let mut state = self.lock();
         for (share, changes, pending) in pages {
+            if let Some(last) = changes.last() {
+                let handed = state.handed.entry(share).or_default();
+                *handed = (*handed).max(last.seq);
+            }
             if let Some(held) = state.held.get_mut(&share) {
                 if let Some(last) = changes.last() {
                     held.next = held.next.max(last.seq + 1);
@@ -541,7 +548,8 @@ impl<S: TableStore> Group<S> {
     /// under the share's ETag. A share lost meanwhile is dropped from the held ones.
     ///
     /// # Errors
-    /// The store's errors other than a lost lease.
+    /// [`Error::NotHanded`] (nothing recorded) for a change of a held share this member's
+    /// reads never returned; the store's errors other than a lost lease.
     pub async fn checkpoint(&self, handled: &[FeedChange]) -> Result<Checkpointed> {
         let mut through: BTreeMap<u32, u64> = BTreeMap::new();
         let mut snapshot_rows: BTreeMap<u32, usize> = BTreeMap::new();
@@ -550,6 +558,21 @@ impl<S: TableStore> Group<S> {
             *last = (*last).max(change.seq);
             if change.event.change == crate::changes::ChangeKind::Snapshot {
                 *snapshot_rows.entry(change.share).or_default() += 1;
+            }
+        }
+        // Only what was handed.
+        {
+            let state = self.lock();
+            for (share, seq) in &through {
+                let handed = state.handed.get(share).copied().unwrap_or(0);
+                if *seq > handed {
+                    return Err(Error::NotHanded {
+                        table: self.table.clone(),
+                        share: *share,
+                        seq: *seq,
+                        handed,
+                    });
+                }
             }
         }
         let mut done = Checkpointed::default();

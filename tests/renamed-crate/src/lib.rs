@@ -11,7 +11,12 @@ use tk::{Entity, EntityKind, Projection};
     partition_key = "{region}",
     row_key = "cust_{id:08}"
 )]
-#[index(name = "by_name", partition_key = "{region}", row_key = "name_{name}")]
+#[index(
+    name = "by_name",
+    table = "CustomersByName",
+    partition_key = "{region}",
+    row_key = "name_{name}"
+)]
 pub struct Customer {
     /// The region.
     pub region: String,

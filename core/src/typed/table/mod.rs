@@ -18,7 +18,7 @@ mod options;
 pub use options::TableOptions;
 
 use super::template::KeyBounds;
-use super::{EXPIRES_PROPERTY, EntityType, Projection, Record, is_expired};
+use super::{EXPIRES_PROPERTY, EntityType, PlainWrite, Projection, Record, is_expired};
 
 /// A typed value read from a table, with the entity's keys, ETag and timestamp.
 #[derive(Clone, Debug, PartialEq)]
@@ -272,7 +272,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// Conversion errors of [`Record::to_entity`], the store's errors.
-    pub async fn insert(&self, value: &R) -> Result<ETag> {
+    pub async fn insert(&self, value: &R) -> Result<ETag>
+    where
+        R: PlainWrite,
+    {
         self.store.insert(&self.name, value.to_entity()?).await
     }
 
@@ -280,7 +283,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// As [`insert`](Self::insert).
-    pub async fn upsert(&self, value: &R) -> Result<ETag> {
+    pub async fn upsert(&self, value: &R) -> Result<ETag>
+    where
+        R: PlainWrite,
+    {
         self.store
             .insert_or_replace(&self.name, value.to_entity()?)
             .await
@@ -290,7 +296,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// As [`insert`](Self::insert); `NotFound`, `PreconditionFailed`.
-    pub async fn replace(&self, value: &R, if_match: IfMatch) -> Result<ETag> {
+    pub async fn replace(&self, value: &R, if_match: IfMatch) -> Result<ETag>
+    where
+        R: PlainWrite,
+    {
         self.store
             .replace(&self.name, value.to_entity()?, if_match)
             .await
@@ -302,7 +311,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// As [`replace`](Self::replace).
-    pub async fn merge(&self, value: &R, if_match: IfMatch) -> Result<ETag> {
+    pub async fn merge(&self, value: &R, if_match: IfMatch) -> Result<ETag>
+    where
+        R: PlainWrite,
+    {
         self.store
             .merge(&self.name, value.to_entity()?, if_match)
             .await
@@ -312,12 +324,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// The store's errors; `NotFound`, `PreconditionFailed`.
-    pub async fn delete(
-        &self,
-        partition_key: &str,
-        row_key: &str,
-        if_match: IfMatch,
-    ) -> Result<()> {
+    pub async fn delete(&self, partition_key: &str, row_key: &str, if_match: IfMatch) -> Result<()>
+    where
+        R: PlainWrite,
+    {
         self.store
             .delete(&self.name, partition_key, row_key, if_match)
             .await
@@ -364,7 +374,7 @@ impl<R: Record, S: TableStore> Table<R, S> {
         if_match: IfMatch,
     ) -> Result<()>
     where
-        R: EntityType,
+        R: EntityType + PlainWrite,
     {
         loop {
             let Some(mut current) = self
@@ -403,7 +413,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     ///
     /// # Errors
     /// As [`delete`](Self::delete), and key errors.
-    pub async fn delete_value(&self, value: &R, if_match: IfMatch) -> Result<()> {
+    pub async fn delete_value(&self, value: &R, if_match: IfMatch) -> Result<()>
+    where
+        R: PlainWrite,
+    {
         let (pk, rk) = (value.partition_key()?, value.row_key()?);
         self.delete(&pk, &rk, if_match).await
     }
@@ -681,7 +694,10 @@ impl<R: Record, S: TableStore> Table<R, S> {
     pub async fn write_all(
         &self,
         writes: impl IntoIterator<Item = TypedWrite<R>>,
-    ) -> Result<WriteReport> {
+    ) -> Result<WriteReport>
+    where
+        R: PlainWrite,
+    {
         let ops = writes
             .into_iter()
             .enumerate()
@@ -723,7 +739,9 @@ impl<E: EntityType, S: TableStore + Sync> super::PrimaryTable for Table<E, S> {
     fn read_entities(&self, query: Query) -> impl Stream<Item = Result<Entity>> + Send + '_ {
         self.stream_entities(query)
     }
+}
 
+impl<E: EntityType + PlainWrite, S: TableStore + Sync> super::PrimaryWrite for Table<E, S> {
     fn update_at(
         &self,
         partition_key: &str,

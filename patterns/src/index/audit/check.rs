@@ -66,6 +66,10 @@ impl<S: TableStore + Clone + 'static> Auditor<'_, S> {
                 return check.await;
             }
         }
+        // A primary written around the write path: nothing of its declarations followed.
+        if let Some(at) = self.unrecorded_layout(table, &entity) {
+            return self.unrecorded(at, table, entity, report).await;
+        }
         Ok(())
     }
 }

@@ -24,6 +24,7 @@ mod check;
 mod migrate;
 pub(crate) mod report;
 mod scan;
+mod unrecorded;
 
 use std::collections::HashMap;
 use std::time::Instant;

@@ -697,7 +697,11 @@ impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed
             .stream_entities(query)
             .try_filter(move |entity| std::future::ready(!self.writer.hidden(entity)))
     }
+}
 
+impl<E: EntityType, S: TableStore + Clone + Sync + 'static> tablekit_core::typed::PrimaryWrite
+    for IndexedTable<E, S>
+{
     fn update_at(
         &self,
         partition_key: &str,

@@ -69,3 +69,13 @@ pub struct WriteOutcome {
     /// when a sink failed.
     pub published: bool,
 }
+
+impl WriteOutcome {
+    /// The condition a next write takes to apply only over this one: its ETag, or `Any`
+    /// after a delete.
+    pub fn if_match(&self) -> tablekit_core::IfMatch {
+        self.etag
+            .clone()
+            .map_or(tablekit_core::IfMatch::Any, tablekit_core::IfMatch::ETag)
+    }
+}
