@@ -331,6 +331,21 @@ pub enum Error {
         /// none).
         handed: u64,
     },
+    /// A feed group's member was started again elsewhere with the same id, and that
+    /// newer instance took its shares over: this one reads and checkpoints nothing more.
+    #[error(
+        "member `{member}` of group `{group}` of the change feed of `{table}` was taken over by a newer instance of the same id (started {since}): this one reads nothing more; give each live process its own id"
+    )]
+    MemberReplaced {
+        /// The primaries' table.
+        table: String,
+        /// The group.
+        group: String,
+        /// The member id.
+        member: String,
+        /// When the newer instance started.
+        since: chrono::DateTime<chrono::Utc>,
+    },
     /// The sink could not publish follow-up work; its outbox entry stays for the relay.
     #[error("publishing follow-up work failed: {0}")]
     Publish(#[source] BoxError),
@@ -467,6 +482,7 @@ impl Error {
             | Error::InvalidBroker { .. }
             | Error::PositionExpired { .. }
             | Error::NotHanded { .. }
+            | Error::MemberReplaced { .. }
             | Error::Config(_) => ErrorKind::InvalidInput,
             Error::NotDeclared { .. } | Error::StoreNotFound { .. } => ErrorKind::NotFound,
             Error::QueuePermissionDenied { .. } => ErrorKind::PermissionDenied,

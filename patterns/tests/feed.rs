@@ -414,6 +414,126 @@ async fn a_checkpoint_of_changes_the_member_was_never_handed_is_refused_and_reco
     third.checkpoint(&read).await.expect("handed");
 }
 
+/// Runs `member` with a handler taking `per_change` until `seen` holds `total` changes,
+/// counting every delivery in `deliveries`.
+async fn consume_until(
+    member: &Group<MemoryStore>,
+    per_change: Duration,
+    total: usize,
+    seen: &std::sync::Mutex<std::collections::BTreeSet<(u32, u64)>>,
+    deliveries: &std::sync::atomic::AtomicUsize,
+) {
+    while seen.lock().expect("seen").len() < total {
+        let consumed = member
+            .consume_once(|change| async move {
+                tokio::time::sleep(per_change).await;
+                seen.lock().expect("seen").insert((change.share, change.seq));
+                deliveries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            })
+            .await
+            .expect("consume");
+        if consumed.handled == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+}
+
+#[tokio::test]
+async fn two_members_with_a_handler_slower_than_the_lease_drain_the_backlog() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    let total = 400;
+    for id in 0..total {
+        orders
+            .insert(&order(&format!("c{}", id % 8), id, 1))
+            .await
+            .expect("insert");
+    }
+    while relay(&store).run_once().await.expect("relay").sequenced > 0 {}
+    // A read hands out up to 1,000 changes per share: at 3 ms a change, handling one
+    // read takes about four leases of 300 ms. Without renewing while it handles, each
+    // member is taken for dead mid-read and every checkpoint is refused in turn.
+    let lease = Duration::from_millis(300);
+    let member = |id: &str| {
+        Group::new(store.clone(), "Orders", "billing", 4)
+            .expect("group")
+            .member(id)
+            .expect("member")
+            .lease(lease)
+    };
+    let (one, two) = (member("one"), member("two"));
+    let seen = std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let deliveries = std::sync::atomic::AtomicUsize::new(0);
+    let per_change = Duration::from_millis(3);
+    let both = async {
+        tokio::join!(
+            consume_until(&one, per_change, total as usize, &seen, &deliveries),
+            consume_until(&two, per_change, total as usize, &seen, &deliveries),
+        )
+    };
+    tokio::time::timeout(Duration::from_secs(60), both)
+        .await
+        .expect("the two members drain the backlog");
+    let delivered = deliveries.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(seen.lock().expect("seen").len(), total as usize);
+    // Duplicates come only from a share changing hands between two renewals.
+    assert!(
+        delivered <= total as usize * 5 / 4,
+        "{delivered} deliveries of {total} changes"
+    );
+}
+
+#[tokio::test]
+async fn a_member_started_again_with_its_id_takes_its_shares_at_once_and_fences_the_older() {
+    let store = MemoryStore::new();
+    let orders = orders(&store).await;
+    for id in 0..8 {
+        orders
+            .insert(&order(&format!("c{id}"), id, 1))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    let lease = Duration::from_millis(300);
+    let older = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .lease(lease);
+    let handed = older.poll().await.expect("poll");
+    assert_eq!(handed.len(), 8);
+    assert_eq!(older.held().len(), 4);
+    // The same id started again (a restart, or a second process given the same id):
+    // it reads at once, from the group's checkpoints, without waiting for the leases.
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    let newer = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member")
+        .lease(lease);
+    let again = newer.poll().await.expect("poll");
+    assert_eq!(again.len(), 8, "its shares at once");
+    // The older one's checkpoint is refused (the shares changed hands), and at its next
+    // balance it learns it was replaced: it reads nothing more.
+    let done = older.checkpoint(&handed).await.expect("checkpoint");
+    assert_eq!(done.lost.len(), 4, "{done:?}");
+    tokio::time::sleep(lease / 2).await;
+    let err = older.poll().await.expect_err("fenced");
+    assert!(
+        matches!(&err, tablekit_core::Error::MemberReplaced { member, .. } if member == "one"),
+        "{err}"
+    );
+    assert!(older.held().is_empty());
+    // Its leave takes nothing from the newer instance.
+    older.leave().await.expect("leave");
+    newer.checkpoint(&again).await.expect("checkpoint");
+    assert_eq!(newer.held().len(), 4);
+    tokio::time::sleep(lease / 2).await;
+    assert!(newer.poll().await.expect("poll").is_empty());
+    assert_eq!(newer.held().len(), 4, "still the id's");
+}
+
 #[tokio::test]
 async fn a_checkpoint_naming_a_share_beyond_the_count_is_an_error_and_moves_nothing() {
     let store = MemoryStore::new();

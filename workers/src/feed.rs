@@ -286,8 +286,13 @@ where
                 }
             }
             let mut handled = Vec::with_capacity(changes.len());
+            let mut lost: Vec<u32> = Vec::new();
             let mut stopping = false;
             for change in changes {
+                // A share lost meanwhile is its new holder's: the rest of it is left.
+                if lost.contains(&change.share) {
+                    continue;
+                }
                 let span = tracing::info_span!(
                     "tablekit.feed.deliver",
                     db.collection.name = table,
@@ -300,6 +305,19 @@ where
                 );
                 self.deliver(&change, &mut report).instrument(span).await?;
                 handled.push(change);
+                // Checkpointing as it goes renews the leases, so a read that takes longer
+                // than a lease to handle keeps its shares.
+                if group.renewal_due() {
+                    let done = std::mem::take(&mut handled);
+                    metrics::counter!("tablekit_feed_delivered_total", "table" => table, "group" => name.clone())
+                        .increment(done.len() as u64);
+                    match group.checkpoint(&done).await {
+                        Ok(checkpointed) => lost.extend(checkpointed.lost),
+                        Err(e) => {
+                            tracing::warn!(table, group = %name, error = %e, "checkpointing failed; the changes may be delivered again");
+                        }
+                    }
+                }
                 // Shutdown between changes: the rest waits for the next member.
                 if futures::FutureExt::now_or_never(&mut shutdown).is_some() {
                     stopping = true;

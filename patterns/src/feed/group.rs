@@ -36,6 +36,8 @@ pub const DEFAULT_GROUP_LEASE: Duration = Duration::from_secs(30);
 const OWNER: &str = "Owner";
 const UNTIL: &str = "Until";
 const CHECKPOINT: &str = "Checkpoint";
+const INCARNATION: &str = "Incarnation";
+const BORN: &str = "Born";
 
 /// The PartitionKey of a group's rows.
 pub fn group_partition(table: &str, group: &str) -> String {
@@ -99,6 +101,9 @@ struct State {
     /// Per share, the highest sequence number this member's reads handed out (kept
     /// across a share lost and taken again: what was handed may still be checkpointed).
     handed: BTreeMap<u32, u64>,
+    /// Set once a newer instance of this member id took over: this one reads nothing
+    /// more.
+    fenced: Option<DateTime<Utc>>,
 }
 
 /// One member of a named group of consumers of a table's feed (see the module docs).
@@ -116,6 +121,11 @@ pub struct Group<S> {
     lease: Duration,
     from: Position,
     read: usize,
+    /// This process's instance of the member id: a member started again with the same
+    /// id takes its shares over at once, and the older instance is fenced out.
+    incarnation: String,
+    /// When this instance was made (a newer instance of the id fences an older one).
+    born: DateTime<Utc>,
     state: Mutex<State>,
 }
 
@@ -138,6 +148,16 @@ pub struct Checkpointed {
     pub lost: Vec<u32>,
 }
 
+impl Checkpointed {
+    /// Adds what a later checkpoint did.
+    pub fn merge(&mut self, later: Checkpointed) {
+        self.moved.extend(later.moved);
+        self.lost.extend(later.lost);
+        self.lost.sort_unstable();
+        self.lost.dedup();
+    }
+}
+
 impl<S: TableStore> Group<S> {
     /// A member (a random id) of `group` reading the feed of `table`, divided into
     /// `shares` (the type's `#[feed(shares = …)]`), from `Position::Beginning` for shares
@@ -156,6 +176,8 @@ impl<S: TableStore> Group<S> {
             lease: DEFAULT_GROUP_LEASE,
             from: Position::Beginning,
             read: super::DEFAULT_READ,
+            incarnation: tablekit_core::random::uuid().simple().to_string(),
+            born: tablekit_core::clock::now(),
             state: Mutex::new(State::default()),
         })
     }
@@ -214,6 +236,32 @@ impl<S: TableStore> Group<S> {
         self.lock().held.keys().copied().collect()
     }
 
+    /// [`Error::MemberReplaced`] once a newer instance of this member id took over.
+    fn check_fenced(&self) -> Result<()> {
+        match self.lock().fenced {
+            Some(since) => Err(Error::MemberReplaced {
+                table: self.table.clone(),
+                group: self.group.clone(),
+                member: self.member.clone(),
+                since,
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Whether the leases of the shares held should be renewed now — a quarter of a
+    /// lease has passed since they were taken, renewed or checkpointed: a consumer
+    /// handling a long read [`checkpoint`](Self::checkpoint)s what it has handled so far
+    /// then, which renews them, so that a handler slower than the lease never loses its
+    /// shares mid-read ([`consume_once`](Self::consume_once) and the push form do).
+    pub fn renewal_due(&self) -> bool {
+        let now = Instant::now();
+        self.lock()
+            .held
+            .values()
+            .any(|h| h.fence.saturating_duration_since(now) <= self.lease / 2)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
         self.state
             .lock()
@@ -248,13 +296,35 @@ impl<S: TableStore> Group<S> {
     /// older than what a share still keeps; [`Error::Config`] for a start checkpoint
     /// naming a share beyond the group's count.
     pub async fn balance(&self) -> Result<()> {
+        self.check_fenced()?;
         let started = Instant::now();
         let rows = self.rows().await?;
         let now = tablekit_core::clock::now();
         let until = now + chrono::Duration::from_std(self.lease).unwrap_or_default();
         let partition = group_partition(&self.table, &self.group);
+        // A newer instance of this member id (a process started again with it) owns the
+        // id now: this one gives up everything it holds and reads nothing more.
+        if let Some(row) = rows.iter().find(|r| r.row_key == member_row(&self.member))
+            && let Some(other) = row.get(INCARNATION).and_then(Value::as_str)
+            && other != self.incarnation
+        {
+            let born = row
+                .get(BORN)
+                .and_then(Value::as_datetime)
+                .unwrap_or(DateTime::<Utc>::MIN_UTC);
+            if (born, other) > (self.born, self.incarnation.as_str()) {
+                let mut state = self.lock();
+                state.held.clear();
+                state.fenced = Some(born);
+                drop(state);
+                return self.check_fenced();
+            }
+        }
         // The heartbeat first: the others count this member from now on.
-        let heartbeat = Entity::new(&partition, member_row(&self.member)).with(UNTIL, until);
+        let heartbeat = Entity::new(&partition, member_row(&self.member))
+            .with(UNTIL, until)
+            .with(INCARNATION, self.incarnation.as_str())
+            .with(BORN, self.born);
         self.store
             .execute(
                 FEED_TABLE,
@@ -460,6 +530,7 @@ impl<S: TableStore> Group<S> {
     /// read is [`Error::Malformed`]; what [`balance`](Self::balance) returns. When the
     /// read of one share fails, nothing is handed out and no read position moves.
     pub async fn poll(&self) -> Result<Vec<FeedChange>> {
+        self.check_fenced()?;
         let due = self
             .lock()
             .balanced
@@ -667,18 +738,40 @@ impl<S: TableStore> Group<S> {
         let changes = self.poll().await?;
         let mut handled = 0;
         let mut failed = None;
-        for change in &changes {
+        let mut pending: Vec<FeedChange> = Vec::new();
+        let mut checkpointed = Checkpointed::default();
+        let mut at = 0;
+        while at < changes.len() {
+            let change = &changes[at];
+            // A share lost meanwhile is its new holder's: the rest of it is not handled.
+            if checkpointed.lost.contains(&change.share) {
+                at += 1;
+                continue;
+            }
             if let Err(e) = handle(change.clone()).await {
                 failed = Some(e);
                 break;
             }
             handled += 1;
+            pending.push(change.clone());
+            at += 1;
+            // Checkpointing as it goes renews the leases: a read that takes longer than
+            // a lease to handle keeps its shares.
+            if self.renewal_due() {
+                let done = self.checkpoint(&std::mem::take(&mut pending)).await?;
+                checkpointed.merge(done);
+            }
         }
-        let (done, rest) = changes.split_at(handled);
+        let rest: Vec<FeedChange> = changes[at..]
+            .iter()
+            .filter(|c| !checkpointed.lost.contains(&c.share))
+            .cloned()
+            .collect();
         if !rest.is_empty() {
-            self.rewind(rest);
+            self.rewind(&rest);
         }
-        let checkpointed = self.checkpoint(done).await?;
+        let done = self.checkpoint(&pending).await?;
+        checkpointed.merge(done);
         match failed {
             Some(e) => Err(e),
             None => Ok(Consumed {
@@ -709,6 +802,10 @@ impl<S: TableStore> Group<S> {
     /// # Errors
     /// The store's errors.
     pub async fn leave(&self) -> Result<()> {
+        if self.lock().fenced.is_some() {
+            // The id's heartbeat and shares are the newer instance's.
+            return Ok(());
+        }
         let held: Vec<(u32, Held)> = std::mem::take(&mut self.lock().held).into_iter().collect();
         let now = tablekit_core::clock::now();
         for (share, held) in held {
