@@ -455,6 +455,7 @@ impl Consumer for SimConsumer {
                         key,
                         token,
                         received,
+                        lease_ends: now + lease,
                     }));
                 }
             }
@@ -472,11 +473,17 @@ pub struct SimDelivery {
     key: u64,
     token: u64,
     received: Received,
+    /// When its lease (perhaps a short one: a fault) ends.
+    lease_ends: Instant,
 }
 
 impl Delivery for SimDelivery {
     fn received(&self) -> &Received {
         &self.received
+    }
+
+    fn lease_ends(&self) -> Option<Instant> {
+        Some(self.lease_ends)
     }
 
     async fn ack(self) -> Result<()> {

@@ -3,6 +3,11 @@
 //! after it was settled (or a deadline passed). So the work of an older write commits
 //! after the newer write's work was applied, from reads made before the newer write —
 //! the reordering every declaration's apply must survive.
+//!
+//! The stall stands for a pause in the apply between its reads and its write: the
+//! worker's lease fence (`tablekit_workers::fence`), checked as the write reaches the
+//! store, comes after it, so the stalled store checks it again after waiting (the
+//! workers' `FencedStore` in front of it checked before).
 
 use std::time::Duration;
 
@@ -92,11 +97,13 @@ impl<S: TableStore> TableStore for StallingStore<S> {
 
     async fn execute(&self, table: &str, op: WriteOp) -> Result<Option<ETag>> {
         wait_if_stalled().await;
+        tablekit_workers::fence::check()?;
         self.inner.execute(table, op).await
     }
 
     async fn submit_batch(&self, table: &str, batch: Batch) -> Result<Vec<Option<ETag>>> {
         wait_if_stalled().await;
+        tablekit_workers::fence::check()?;
         self.inner.submit_batch(table, batch).await
     }
 

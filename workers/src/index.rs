@@ -140,14 +140,15 @@ impl<Q: Queue + Send + Sync> OutboxSink for QueueSink<Q> {
 /// index work and, with a blob store, the deletion of blobs writes stopped referencing.
 /// Their single writes go through a [`CoalescingStore`]: the deliveries in flight that
 /// write one partition (copies sharing an index partition) share entity group
-/// transactions.
+/// transactions. Before that, a [`FencedStore`](crate::fence::FencedStore) refuses the
+/// writes of a delivery whose lease is about to run out.
 pub fn register<S: TableStore + Clone + 'static>(
     registry: Registry,
     store: S,
     blobs: Option<BlobStore>,
 ) -> Registry {
     registry.merge(tablekit_patterns::index::handlers(
-        CoalescingStore::new(store),
+        crate::fence::FencedStore::new(CoalescingStore::new(store)),
         blobs,
     ))
 }

@@ -44,6 +44,7 @@ pub mod console;
 mod display;
 mod error;
 pub mod feed;
+pub mod fence;
 pub mod index;
 pub mod migrate;
 pub mod operation;

@@ -584,7 +584,12 @@ async fn handle_in_span<D: Delivery>(
                 tablekit.operation.kind = %neutral(&envelope.kind),
                 tablekit.delivery = count,
             );
-            std::panic::AssertUnwindSafe(registry.handle(envelope).instrument(span))
+            // Its writes are refused once its lease is about to run out.
+            let fence = delivery
+                .lease_ends()
+                .map(|ends| crate::fence::fence_of(tokio::time::Instant::now(), ends));
+            let handling = crate::fence::fenced(fence, registry.handle(envelope));
+            std::panic::AssertUnwindSafe(handling.instrument(span))
                 .catch_unwind()
                 .await
                 .unwrap_or_else(|_| Err(OperationError::Retryable("the handler panicked".into())))

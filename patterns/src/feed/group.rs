@@ -758,8 +758,18 @@ impl<S: TableStore> Group<S> {
             // Checkpointing as it goes renews the leases: a read that takes longer than
             // a lease to handle keeps its shares.
             if self.renewal_due() {
-                let done = self.checkpoint(&std::mem::take(&mut pending)).await?;
-                checkpointed.merge(done);
+                match self.checkpoint(&pending).await {
+                    Ok(done) => {
+                        pending.clear();
+                        checkpointed.merge(done);
+                    }
+                    // As a failed handler: the rest is read again, what was handled is
+                    // checkpointed below if it can be.
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                }
             }
         }
         let rest: Vec<FeedChange> = changes[at..]

@@ -295,6 +295,17 @@ impl Consumer for AnyConsumer {
 }
 
 impl Delivery for AnyDelivery {
+    fn lease_ends(&self) -> Option<tokio::time::Instant> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.lease_ends(),
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.lease_ends(),
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => d.lease_ends(),
+        }
+    }
+
     fn received(&self) -> &Received {
         match self {
             #[cfg(feature = "rabbitmq")]

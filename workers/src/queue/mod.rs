@@ -479,6 +479,17 @@ pub trait Delivery: Send + Sync + 'static {
     /// The message.
     fn received(&self) -> &Received;
 
+    /// When, by this process's clock, the queue hands the message to another consumer
+    /// unless this delivery settles it first, where the queue leases deliveries for a
+    /// fixed time (the SQLite queue; a simulated one); `None` where nothing takes a
+    /// delivery away from a live consumer (RabbitMQ holds it until its channel closes;
+    /// Azure Queue Storage deliveries have their leases renewed while they are held). The
+    /// worker refuses a delivery's writes past a fence before it (see
+    /// [`fence`](crate::fence)).
+    fn lease_ends(&self) -> Option<tokio::time::Instant> {
+        None
+    }
+
     /// Removes the message: it was processed.
     ///
     /// # Errors

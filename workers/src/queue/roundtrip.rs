@@ -253,6 +253,10 @@ impl<D: Delivery> Delivery for RoundTripDelivery<D> {
         self.inner.received()
     }
 
+    fn lease_ends(&self) -> Option<tokio::time::Instant> {
+        self.inner.lease_ends()
+    }
+
     async fn ack(self) -> Result<()> {
         self.trips.call(CallKind::Settle, self.inner.ack()).await
     }

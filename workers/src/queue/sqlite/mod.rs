@@ -149,6 +149,7 @@ impl SqliteQueue {
         options: ConsumeOptions,
     ) -> rusqlite::Result<Vec<SqliteDelivery>> {
         let receipt = uuid::Uuid::new_v4().to_string();
+        let lease_ends = tokio::time::Instant::now() + options.lease;
         let mut statement = connection.prepare_cached(RECEIVE)?;
         let rows = statement.query_map(
             params![
@@ -183,6 +184,7 @@ impl SqliteQueue {
             .map(|(seq, id, body, sent_at, count)| SqliteDelivery {
                 seq,
                 receipt: receipt.clone(),
+                lease_ends,
                 queue: queue.to_owned(),
                 received: Received {
                     id,
@@ -586,6 +588,8 @@ impl Drop for SqliteConsumer {
 pub struct SqliteDelivery {
     seq: i64,
     receipt: String,
+    /// When its lease ends, by this process's clock (taken before the receive).
+    lease_ends: tokio::time::Instant,
     queue: String,
     received: Received,
     owner: Option<SqliteQueue>,
@@ -637,6 +641,10 @@ impl SqliteDelivery {
 impl Delivery for SqliteDelivery {
     fn received(&self) -> &Received {
         &self.received
+    }
+
+    fn lease_ends(&self) -> Option<tokio::time::Instant> {
+        Some(self.lease_ends)
     }
 
     async fn ack(self) -> Result<()> {
