@@ -427,7 +427,9 @@ async fn consume_until(
         let consumed = member
             .consume_once(|change| async move {
                 tokio::time::sleep(per_change).await;
-                seen.lock().expect("seen").insert((change.share, change.seq));
+                seen.lock()
+                    .expect("seen")
+                    .insert((change.share, change.seq));
                 deliveries.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             })

@@ -139,10 +139,22 @@ mod tests {
                 .await
                 .expect_err("past the fence");
             assert!(err.is_retryable(), "{err}");
-            assert!(store.get("Fenced", "p", "1", None).await.expect("read").is_some());
+            assert!(
+                store
+                    .get("Fenced", "p", "1", None)
+                    .await
+                    .expect("read")
+                    .is_some()
+            );
         })
         .await;
-        assert!(store.get("Fenced", "p", "2", None).await.expect("read").is_none());
+        assert!(
+            store
+                .get("Fenced", "p", "2", None)
+                .await
+                .expect("read")
+                .is_none()
+        );
         // Unfenced work writes whenever.
         store
             .execute("Fenced", WriteOp::Insert(Entity::new("p", "3")))

@@ -30,7 +30,9 @@ impl Operation for Slow {
 #[tokio::test]
 async fn a_delivery_past_its_fence_writes_nothing_and_the_message_is_applied_again() {
     let dir = tempfile::tempdir().unwrap();
-    let queue = SqliteQueue::open(dir.path().join("queue.db")).await.unwrap();
+    let queue = SqliteQueue::open(dir.path().join("queue.db"))
+        .await
+        .unwrap();
     queue.declare("q", &QueueOptions::default()).await.unwrap();
     let store = FencedStore::new(MemoryStore::new());
     store.create_table("Fenced").await.unwrap();
@@ -46,7 +48,10 @@ async fn a_delivery_past_its_fence_writes_nothing_and_the_message_is_applied_aga
                     tokio::time::sleep(Duration::from_millis(op.pause_ms)).await;
                 }
                 store
-                    .execute("Fenced", WriteOp::InsertOrReplace(Entity::new("p", "written")))
+                    .execute(
+                        "Fenced",
+                        WriteOp::InsertOrReplace(Entity::new("p", "written")),
+                    )
                     .await
                     .map_err(OperationError::from)?;
                 Ok(())
@@ -68,7 +73,11 @@ async fn a_delivery_past_its_fence_writes_nothing_and_the_message_is_applied_aga
     let report = handle_delivery(first, &registry, &config).await;
     assert_eq!(report.retried, 1, "{report:?}");
     assert!(
-        store.get("Fenced", "p", "written", None).await.unwrap().is_none(),
+        store
+            .get("Fenced", "p", "written", None)
+            .await
+            .unwrap()
+            .is_none(),
         "the paused delivery wrote nothing"
     );
     // The message comes back and is applied.
@@ -79,6 +88,12 @@ async fn a_delivery_past_its_fence_writes_nothing_and_the_message_is_applied_aga
         .expect("a delivery");
     let report = handle_delivery(again, &registry, &config).await;
     assert_eq!(report.processed, 1, "{report:?}");
-    assert!(store.get("Fenced", "p", "written", None).await.unwrap().is_some());
+    assert!(
+        store
+            .get("Fenced", "p", "written", None)
+            .await
+            .unwrap()
+            .is_some()
+    );
     assert_eq!(attempts.load(Ordering::SeqCst), 2);
 }
