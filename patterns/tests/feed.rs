@@ -537,6 +537,59 @@ async fn a_member_started_again_with_its_id_takes_its_shares_at_once_and_fences_
 }
 
 #[tokio::test]
+async fn a_quiet_member_is_told_why_changes_unsequenced_and_shares_leased_elsewhere() {
+    let store = MemoryStore::new();
+    // Follow-up work applied inline, and no relay: the changes wait in their partitions.
+    let orders = IndexedTable::<Order, _>::options()
+        .inline_apply()
+        .build(store.clone())
+        .expect("options");
+    orders.create().await.expect("create");
+    for id in 0..3 {
+        orders
+            .insert(&order(&format!("c{id}"), id, 1))
+            .await
+            .expect("insert");
+    }
+    let one = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("one")
+        .expect("member");
+    assert!(one.poll().await.expect("poll").is_empty());
+    let quiet = one.quiet().await.expect("quiet");
+    assert_eq!((quiet.waiting, quiet.relays), (3, 0), "{quiet:?}");
+    let reasons = quiet.reasons();
+    assert!(
+        reasons[0].starts_with("3 changes wait in their partitions with no relay running"),
+        "{reasons:?}"
+    );
+    let backlog = tablekit_patterns::consistency::backlog(&store)
+        .await
+        .expect("backlog");
+    assert_eq!(backlog.feed_changes, 3, "{backlog:?}");
+    // Sequenced, and every share held by `one`: a second member is told who holds them
+    // and until when.
+    while relay(&store).run_once().await.expect("relay").sequenced > 0 {}
+    assert_eq!(one.poll().await.expect("poll").len(), 3);
+    let two = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .member("two")
+        .expect("member");
+    let _ = two.poll().await.expect("poll");
+    let quiet = two.quiet().await.expect("quiet");
+    assert_eq!(quiet.waiting, 0);
+    assert!(!quiet.leased_elsewhere.is_empty(), "{quiet:?}");
+    assert!(
+        quiet
+            .reasons()
+            .iter()
+            .all(|r| r.contains("is leased by member `one` until")),
+        "{:?}",
+        quiet.reasons()
+    );
+}
+
+#[tokio::test]
 async fn a_checkpoint_naming_a_share_beyond_the_count_is_an_error_and_moves_nothing() {
     let store = MemoryStore::new();
     let orders = orders(&store).await;
@@ -918,6 +971,18 @@ async fn a_group_from_the_beginning_after_a_trim_reads_a_snapshot_then_the_log_a
 
     // A newcomer from the beginning: no error, a snapshot, and a state equal to the table.
     let group = Group::new(store.clone(), "Orders", "newcomer", 4).expect("group");
+    // Once it has taken its shares, the snapshot it has still to read counts as behind:
+    // every row of the table (40 inserted, one deleted, one inserted after the trim).
+    group.balance().await.expect("balance");
+    let lag = feed::lag(&store, "Orders", 4).await.expect("lag");
+    let newcomer = lag
+        .groups
+        .iter()
+        .find(|g| g.group == "newcomer")
+        .expect("the group");
+    let rows: u64 = newcomer.shares.iter().map(|s| s.snapshot_rows).sum();
+    assert_eq!(rows, 40, "{newcomer:?}");
+    assert!(newcomer.behind() >= rows, "{newcomer:?}");
     let mut state: std::collections::BTreeMap<(String, String), (i64, i64)> = Default::default();
     let mut snapshot_rows = 0;
     loop {

@@ -288,6 +288,19 @@ pub fn relay_notes(status: &Status, now: chrono::DateTime<chrono::Utc>) -> Relay
         (Some(oldest), Some(due)) if b.came_due == b.entries => Some(oldest.max(due)),
         (oldest, _) => oldest,
     };
+    if b.feed_changes > 0 && live == 0 {
+        let tables: Vec<String> = b
+            .feed_tables
+            .iter()
+            .map(|(table, n)| format!("{n} of {table}"))
+            .collect();
+        notes.warning = Some(format!(
+            "No relay is running: {} feed changes ({}) wait in their partitions to be sequenced, and no group receives them until a relay runs. A worker of the index queue runs one (tablekit-worker run --queue index), as does any worker started with --relay.",
+            b.feed_changes,
+            tables.join(", ")
+        ));
+        return notes;
+    }
     if b.entries > 0
         && let Some(since) = waiting_since
         && now - since > RELAY_BEHIND_AFTER
@@ -483,8 +496,9 @@ pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> St
     }
     let _ = writeln!(
         text,
-        "relay backlog: {} entries in {} partitions{}",
+        "relay backlog: {} entries and {} feed changes in {} partitions{}",
         status.relay.entries,
+        status.relay.feed_changes,
         status.relay.partitions,
         status
             .relay
@@ -589,6 +603,27 @@ mod tests {
             unknown: Vec::new(),
             feeds: Vec::new(),
         }
+    }
+
+    #[test]
+    fn feed_changes_that_no_relay_sequences_warn_at_once() {
+        let now = Utc::now();
+        let waiting = Backlog {
+            partitions: 1,
+            feed_changes: 3,
+            feed_tables: [("Orders".to_owned(), 3)].into_iter().collect(),
+            ..Backlog::default()
+        };
+        let warning = relay_notes(&status(waiting.clone(), false), now)
+            .warning
+            .expect("a warning");
+        assert!(
+            warning.starts_with("No relay is running: 3 feed changes (3 of Orders)"),
+            "{warning}"
+        );
+        assert!(warning.contains("no group receives them"), "{warning}");
+        // A running relay sequences them within seconds: no warning.
+        assert_eq!(relay_notes(&status(waiting, true), now).warning, None);
     }
 
     #[test]

@@ -105,7 +105,8 @@ pub use commit::{
 pub use operation::{DEFAULT_QUEUE, Envelope, Operation, OperationError, Registry};
 pub use pending::PENDING_TABLE;
 pub use relay::{
-    Backlog, RELAYS_TABLE, Relay, RelayOptions, RelayReport, RelayStatus, backlog, relays,
+    Backlog, RELAYS_TABLE, Relay, RelayOptions, RelayReport, RelayStatus, backlog, backlog_of,
+    relays,
 };
 pub use sink::{InlineSink, OutboxSink, RoundTripSink, Unapplied};
 

@@ -148,6 +148,53 @@ pub struct Checkpointed {
     pub lost: Vec<u32>,
 }
 
+/// Why a member receives nothing (see [`Group::quiet`]): each reason that holds now.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Quiet {
+    /// Changes of the feed waiting in their partitions for a relay to sequence them.
+    pub waiting: u64,
+    /// Relays whose heartbeat runs.
+    pub relays: usize,
+    /// Shares another member holds, with the holder and when its lease ends.
+    pub leased_elsewhere: Vec<(u32, String, DateTime<Utc>)>,
+    /// Shares this member holds.
+    pub held: usize,
+    /// Set when a newer instance of this member id took over.
+    pub replaced: bool,
+}
+
+impl Quiet {
+    /// The reasons in words, most pressing first; empty when the member simply has read
+    /// everything there is.
+    pub fn reasons(&self) -> Vec<String> {
+        let mut reasons = Vec::new();
+        if self.replaced {
+            reasons.push(
+                "a newer instance of this member id took its shares over: this one reads nothing more"
+                    .to_owned(),
+            );
+        }
+        if self.waiting > 0 && self.relays == 0 {
+            reasons.push(format!(
+                "{} changes wait in their partitions with no relay running to sequence them (tablekit-worker run starts one)",
+                self.waiting
+            ));
+        } else if self.waiting > 0 {
+            reasons.push(format!(
+                "{} changes wait in their partitions for the {} running relays to sequence them",
+                self.waiting, self.relays
+            ));
+        }
+        for (share, holder, until) in &self.leased_elsewhere {
+            reasons.push(format!(
+                "share {share} is leased by member `{holder}` until {}",
+                until.format("%Y-%m-%d %H:%M:%S%.3f UTC")
+            ));
+        }
+        reasons
+    }
+}
+
 impl Checkpointed {
     /// Adds what a later checkpoint did.
     pub fn merge(&mut self, later: Checkpointed) {
@@ -247,6 +294,47 @@ impl<S: TableStore> Group<S> {
             }),
             None => Ok(()),
         }
+    }
+
+    /// Why this member receives nothing, when a [`poll`](Self::poll) answers empty: the
+    /// feed's changes waiting in their partitions unsequenced (with whether a relay
+    /// runs), the shares leased by other members and until when, or this member replaced
+    /// by a newer instance of its id. A position past retention is not among them: `poll`
+    /// answers it as [`Error::PositionExpired`]. Its cost: the pending markers of the
+    /// table and one range read of each marked partition, the relays' rows and the
+    /// group's rows.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn quiet(&self) -> Result<Quiet> {
+        let replaced = self.lock().fenced.is_some();
+        let held = self.lock().held.len();
+        let backlog = crate::consistency::backlog_of(&self.store, &self.table).await?;
+        let relays = crate::consistency::relays(&self.store)
+            .await?
+            .iter()
+            .filter(|r| r.live)
+            .count();
+        let now = tablekit_core::clock::now();
+        let mut leased_elsewhere = Vec::new();
+        for row in self.rows().await? {
+            if let Some(share) = row.row_key.strip_prefix("share~")
+                && let Ok(share) = share.parse::<u32>()
+                && share < self.shares
+            {
+                let owner = owner_of(&row);
+                if !owner.is_empty() && owner != self.member && until_of(&row) > now {
+                    leased_elsewhere.push((share, owner.to_owned(), until_of(&row)));
+                }
+            }
+        }
+        Ok(Quiet {
+            waiting: backlog.feed_changes,
+            relays,
+            leased_elsewhere,
+            held,
+            replaced,
+        })
     }
 
     /// Whether the leases of the shares held should be renewed now — a quarter of a

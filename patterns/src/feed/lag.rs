@@ -2,7 +2,8 @@
 //! declare, and per group and share its holder, checkpoint, the changes behind it and the
 //! age of the oldest it has not handled (for `status`, the console and the metrics).
 //! Its cost follows the groups and shares: a head read per share, one row read per share
-//! that is behind, and one range read of each group's rows.
+//! that is behind, and one range read of each group's rows — and while a group reads a
+//! snapshot, a keys-only scan of what the snapshot has still to read, per share.
 
 use std::time::Duration;
 
@@ -87,8 +88,12 @@ pub struct ShareLag {
     pub last: u64,
     /// The lowest sequence number the log still keeps.
     pub oldest: u64,
-    /// Changes after the checkpoint.
+    /// Changes after the checkpoint, and the rows a snapshot the group reads in this
+    /// share has still to deliver.
     pub behind: u64,
+    /// The rows of those a snapshot has still to deliver (0: no snapshot runs).
+    #[serde(default)]
+    pub snapshot_rows: u64,
     /// When the oldest change after the checkpoint was sequenced.
     pub oldest_unread: Option<DateTime<Utc>>,
     /// Whether the checkpoint is older than what the log keeps (the group will get
@@ -152,6 +157,7 @@ pub async fn lag<S: TableStore>(store: &S, table: &str, shares: u32) -> Result<F
         Err(e) => return Err(e),
     };
     let now = tablekit_core::clock::now();
+    let mut feed_type: Option<SchemaRecord> = None;
     let mut groups: Vec<GroupLag> = Vec::new();
     for row in &rows {
         let Some(name) = row.partition_key.strip_prefix(&prefix) else {
@@ -191,6 +197,21 @@ pub async fn lag<S: TableStore>(store: &S, table: &str, shares: u32) -> Result<F
             } else {
                 None
             };
+            // A group reading its snapshot is behind by the rows it has still to read.
+            let snapshot_rows = match super::snapshot::Cursor::of(row) {
+                Some(cursor) => {
+                    let record = match &feed_type {
+                        Some(record) => record.clone(),
+                        None => {
+                            let record = super::snapshot::feed_type(store, table).await?;
+                            feed_type = Some(record.clone());
+                            record
+                        }
+                    };
+                    super::snapshot::remaining(store, &record, share, shares, &cursor).await?
+                }
+                None => 0,
+            };
             group.shares.push(ShareLag {
                 share,
                 holder: held.then(|| owner.to_owned()),
@@ -198,7 +219,8 @@ pub async fn lag<S: TableStore>(store: &S, table: &str, shares: u32) -> Result<F
                 checkpoint,
                 last,
                 oldest: head.oldest,
-                behind: last.saturating_sub(checkpoint),
+                snapshot_rows,
+                behind: last.saturating_sub(checkpoint) + snapshot_rows,
                 oldest_unread,
                 expired,
             });

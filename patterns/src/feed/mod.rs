@@ -46,7 +46,7 @@ use tablekit_core::{Query, TableStore, filter};
 use crate::changes::ChangeEvent;
 use crate::error::Result;
 
-pub use group::{Checkpointed, Consumed, DEFAULT_GROUP_LEASE, Group};
+pub use group::{Checkpointed, Consumed, DEFAULT_GROUP_LEASE, Group, Quiet};
 pub use lag::{Declared, FeedLag, GroupLag, ShareLag, declared, lag, trim_declared};
 pub use log::{FEED_TABLE, Head, head, share_of};
 pub use parked::{Parked, park, parked};

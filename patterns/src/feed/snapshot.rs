@@ -104,6 +104,51 @@ pub(crate) async fn feed_type<S: TableStore>(store: &S, table: &str) -> Result<S
     Ok(record)
 }
 
+/// The rows a share's snapshot has still to deliver after `cursor`: the primaries of
+/// `record`'s kind in the share, counted keys and kind only. **A scan of the rest of the
+/// table** (what the snapshot itself reads), for `status` while a snapshot runs.
+///
+/// # Errors
+/// The store's errors.
+pub(crate) async fn remaining<S: TableStore>(
+    store: &S,
+    record: &SchemaRecord,
+    share: u32,
+    shares: u32,
+    cursor: &Cursor,
+) -> Result<u64> {
+    use futures::TryStreamExt;
+    let table = record.table.as_str();
+    let mut query = Query::new().select([
+        "PartitionKey",
+        "RowKey",
+        record.kind_property.as_str(),
+        crate::index::record::MARKER_PROPERTY,
+        tablekit_core::typed::EXPIRES_PROPERTY,
+    ]);
+    if let Some((pk, rk)) = &cursor.next {
+        query = query.continue_from(Some(ContinuationToken::new(pk.clone(), rk.clone())));
+    }
+    let now = tablekit_core::clock::now();
+    let mut rows = std::pin::pin!(store.query_stream(table, query));
+    let mut left = 0;
+    loop {
+        let row = match rows.try_next().await {
+            Ok(Some(row)) => row,
+            Ok(None) => return Ok(left),
+            Err(e) if e.kind() == ErrorKind::TableNotFound => return Ok(left),
+            Err(e) => return Err(e),
+        };
+        if log::share_of(table, &row.partition_key, shares) == share
+            && row.get(&record.kind_property).and_then(Value::as_str) == Some(record.kind.as_str())
+            && !is_tombstone(&row)
+            && !is_expired(&row, now)
+        {
+            left += 1;
+        }
+    }
+}
+
 /// One step of the snapshot of `share` of `record`'s table (see the module docs), the log
 /// read from `next`.
 ///

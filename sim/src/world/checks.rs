@@ -26,10 +26,10 @@ pub(super) async fn check(world: &World) -> Vec<String> {
 
     // Nothing left in outboxes, markers or queues; nothing poisoned by accident.
     match tablekit_patterns::consistency::backlog(&store).await {
-        Ok(b) if b.entries > 0 || b.markers > 0 => {
+        Ok(b) if b.entries > 0 || b.markers > 0 || b.feed_changes > 0 => {
             found.push(format!(
-                "left behind: {} outbox entries, {} pending markers",
-                b.entries, b.markers
+                "left behind: {} outbox entries, {} feed changes unsequenced, {} pending markers",
+                b.entries, b.feed_changes, b.markers
             ));
         }
         Ok(_) => {}

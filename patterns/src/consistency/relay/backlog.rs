@@ -34,6 +34,13 @@ pub struct Backlog {
     /// Each table with entries waiting, and how many (by table name).
     #[serde(default)]
     pub tables: std::collections::BTreeMap<String, u64>,
+    /// Changes of a feed waiting in their partitions for a relay to sequence them (no
+    /// group receives them until one does).
+    #[serde(default)]
+    pub feed_changes: u64,
+    /// Each table with feed changes waiting, and how many.
+    #[serde(default)]
+    pub feed_tables: std::collections::BTreeMap<String, u64>,
 }
 
 /// The relay's backlog over every table's pending markers.
@@ -41,15 +48,36 @@ pub struct Backlog {
 /// # Errors
 /// The store's errors.
 pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
+    backlog_in(store, Query::new()).await
+}
+
+/// The relay's backlog of one table, over its pending markers.
+///
+/// # Errors
+/// The store's errors.
+pub async fn backlog_of<S: TableStore>(store: &S, table: &str) -> Result<Backlog> {
+    backlog_in(
+        store,
+        Query::with_filter(tablekit_core::filter::partition_key().eq(table)),
+    )
+    .await
+}
+
+async fn backlog_in<S: TableStore>(store: &S, markers: Query) -> Result<Backlog> {
     let mut backlog = Backlog::default();
-    let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, Query::new()));
+    let mut markers = std::pin::pin!(store.query_stream(PENDING_TABLE, markers));
     while let Some(marker) = next_or_end(&mut markers).await? {
         backlog.markers += 1;
         let (table, partition_key) = (&marker.partition_key, &marker.row_key);
         let before = backlog.entries;
+        let changes_before = backlog.feed_changes;
         let mut entries =
-            std::pin::pin!(store.query_stream(table, outbox::partition_query(partition_key)));
+            std::pin::pin!(store.query_stream(table, outbox::relay_query(partition_key)));
         while let Some(entry) = next_or_end(&mut entries).await? {
+            if outbox::is_waiting(&entry) {
+                backlog.feed_changes += 1;
+                continue;
+            }
             if outbox::waiting(&entry) {
                 backlog.delayed += 1;
                 if let Some(due) = outbox::not_before(&entry) {
@@ -66,9 +94,15 @@ pub async fn backlog<S: TableStore>(store: &S) -> Result<Backlog> {
                 backlog.oldest = Some(backlog.oldest.map_or(created, |o| o.min(created)));
             }
         }
-        if backlog.entries > before {
+        if backlog.entries > before || backlog.feed_changes > changes_before {
             backlog.partitions += 1;
+        }
+        if backlog.entries > before {
             *backlog.tables.entry(table.clone()).or_default() += backlog.entries - before;
+        }
+        if backlog.feed_changes > changes_before {
+            *backlog.feed_tables.entry(table.clone()).or_default() +=
+                backlog.feed_changes - changes_before;
         }
     }
     Ok(backlog)

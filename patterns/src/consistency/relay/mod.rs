@@ -41,7 +41,7 @@ use futures::StreamExt;
 use tablekit_core::{Entity, ErrorKind, IfMatch, Query, TableStore, filter};
 use tracing::Instrument;
 
-pub use backlog::{Backlog, backlog};
+pub use backlog::{Backlog, backlog, backlog_of};
 use drain::{DrainSettings, Drained};
 use shares::Leases;
 pub use shares::{
