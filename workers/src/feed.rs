@@ -83,6 +83,10 @@ impl<E: EntityType> Feed<E> {
 }
 
 /// One change of `E` as a group reads it: the change and where it is in the feed.
+///
+/// It reads as the [`Change`] the push form's handler gets (it dereferences to it), so
+/// both forms name the same fields: `delivered.partition_key`, `.row_key`, `.version`,
+/// `.change`, `.value` — and the pull form adds `.share`, `.seq` and `.at`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Delivered<E> {
     /// The change.
@@ -93,6 +97,14 @@ pub struct Delivered<E> {
     pub seq: u64,
     /// When it was sequenced.
     pub at: chrono::DateTime<chrono::Utc>,
+}
+
+impl<E> std::ops::Deref for Delivered<E> {
+    type Target = Change<E>;
+
+    fn deref(&self) -> &Change<E> {
+        &self.change
+    }
 }
 
 /// A member of a group of consumers of `E`'s feed.

@@ -398,3 +398,42 @@ async fn feed_tail_prints_the_changes_and_status_shows_each_group_lag() {
     assert_eq!((billing.group.as_str(), billing.behind()), ("billing", 1));
     assert!(billing.oldest_unread().is_some());
 }
+
+#[tokio::test]
+async fn the_pull_form_names_the_fields_the_push_form_does() {
+    let dir = tempfile::tempdir().expect("dir");
+    let (store, staff) = setup(&dir).await;
+    let ada = Staff {
+        department: "ops".into(),
+        id: 7,
+        name: "Ada".into(),
+    };
+    staff.insert(&ada).await.expect("insert");
+    sequence(&store).await;
+    // The push form's handler reads `change.partition_key`, `change.value.id`, …
+    let push = |change: &Change<Staff>| {
+        (
+            change.partition_key.clone(),
+            change.row_key.clone(),
+            change.version,
+            change.value.id,
+        )
+    };
+    let consumer = Feed::<Staff>::group(store.clone(), "pull")
+        .expect("group")
+        .member("pull-0")
+        .expect("member");
+    let batch = consumer.poll().await.expect("poll");
+    assert_eq!(batch.len(), 1);
+    let delivered = batch[0].1.as_ref().expect("reads as Staff");
+    // … and the pull form's delivery reads the same paths, plus where it is in the feed.
+    let pulled = (
+        delivered.partition_key.clone(),
+        delivered.row_key.clone(),
+        delivered.version,
+        delivered.value.id,
+    );
+    assert_eq!(pulled, push(&delivered.change));
+    assert_eq!(pulled.0, "ops");
+    assert_eq!((delivered.share, delivered.seq), (batch[0].0.share, 1));
+}
