@@ -303,6 +303,8 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Sqlite(d) => d.lease_ends(),
             #[cfg(feature = "azure")]
             AnyDelivery::Azure(d) => d.lease_ends(),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
         }
     }
 
