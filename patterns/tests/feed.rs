@@ -706,13 +706,16 @@ async fn consume_once_checkpoints_what_was_handled_and_reads_again_from_a_failed
 }
 
 /// A store whose `n`-th query of the feed's table from now on fails (once), whose
-/// deletes of waiting changes fail while `removals` is set, and whose point reads of the
-/// feed's table wait at a gate once [`stall_feed_reads`](Self::stall_feed_reads) set one.
+/// deletes of waiting changes fail while `removals` is set, whose next write of a
+/// group's share row fails once [`fail_checkpoint`](Self::fail_checkpoint) is called, and
+/// whose point reads of the feed's table wait at a gate once
+/// [`stall_feed_reads`](Self::stall_feed_reads) set one.
 #[derive(Clone, Default)]
 struct FailingQuery {
     inner: MemoryStore,
     left: Arc<std::sync::atomic::AtomicI64>,
     removals: Arc<std::sync::atomic::AtomicBool>,
+    checkpoint: Arc<std::sync::atomic::AtomicBool>,
     gate: Arc<std::sync::Mutex<Option<Arc<tokio::sync::Semaphore>>>>,
     stalled: Arc<tokio::sync::Notify>,
 }
@@ -738,6 +741,21 @@ impl FailingQuery {
     fn fail_removals(&self, fail: bool) {
         self.removals
             .store(fail, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    fn fail_checkpoint(&self) {
+        self.checkpoint
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Whether `op` is a group's share row written while a checkpoint failure is armed
+    /// (disarming it: it fails once).
+    fn refuses_checkpoint(&self, op: &tablekit_core::WriteOp) -> bool {
+        matches!(op, tablekit_core::WriteOp::Replace(entity, _)
+            if entity.row_key.starts_with("share~"))
+            && self
+                .checkpoint
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
     }
 
     fn refuses(&self, op: &tablekit_core::WriteOp) -> bool {
@@ -801,6 +819,11 @@ impl TableStore for FailingQuery {
         if self.refuses(&op) {
             return Err(removal_failed());
         }
+        if table == feed::FEED_TABLE && self.refuses_checkpoint(&op) {
+            return Err(tablekit_core::Error::Transient {
+                message: "checkpoint failed".into(),
+            });
+        }
         self.inner.execute(table, op).await
     }
     async fn submit_batch(
@@ -813,6 +836,56 @@ impl TableStore for FailingQuery {
         }
         self.inner.submit_batch(table, batch).await
     }
+}
+
+#[tokio::test]
+async fn a_checkpoint_failing_mid_read_stops_the_round_and_the_next_reads_the_rest() {
+    let store = FailingQuery::default();
+    let orders = orders(&store).await;
+    for id in 1..=4 {
+        orders
+            .insert(&order("ada", id, i64::from(id)))
+            .await
+            .expect("insert");
+    }
+    relay(&store).run_once().await.expect("relay");
+    // A handler slower than a quarter of the lease: the renewal checkpoint comes due
+    // after the first change, and that checkpoint fails.
+    let group = Group::new(store.clone(), "Orders", "billing", 4)
+        .expect("group")
+        .lease(Duration::from_millis(200));
+    let mut seen = Vec::new();
+    let failing = store.clone();
+    let err = group
+        .consume_once(|change| {
+            seen.push(change.seq);
+            failing.fail_checkpoint();
+            async {
+                tokio::time::sleep(Duration::from_millis(120)).await;
+                Ok(())
+            }
+        })
+        .await
+        .expect_err("the checkpoint's error");
+    assert!(
+        matches!(&err, tablekit_core::Error::Transient { message } if message == "checkpoint failed"),
+        "{err}"
+    );
+    assert_eq!(seen, vec![1], "the round stops at the failed checkpoint");
+    // The member's next round reads every change after the one it handled — none
+    // skipped, none twice.
+    let mut rest = Vec::new();
+    group
+        .consume_once(|change| {
+            rest.push(change.seq);
+            async { Ok(()) }
+        })
+        .await
+        .expect("consume");
+    assert_eq!(rest, vec![2, 3, 4]);
+    group.leave().await.expect("leave");
+    let other = Group::new(store.clone(), "Orders", "billing", 4).expect("group");
+    assert!(drain(&other).await.is_empty(), "all of it checkpointed");
 }
 
 #[tokio::test]
