@@ -362,6 +362,7 @@ where
                     let mut options = crate::console::ConsoleOptions::new(bind, args.console_token);
                     options.viewer_token = args.console_viewer_token;
                     options.behind_tls = args.console_behind_tls;
+                    options.trusted_proxies = args.console_trusted_proxies.clone();
                     options.action_log = args.console_action_log;
                     options.blobs = blobs;
                     if args.unconsumed_after > 0 {
@@ -663,6 +664,7 @@ where
             let mut options = crate::console::ConsoleOptions::new(args.bind, args.token);
             options.viewer_token = args.viewer_token;
             options.behind_tls = args.behind_tls;
+            options.trusted_proxies = args.trusted_proxies.clone();
             options.action_log = args.action_log;
             options.queues = args.queues;
             options.refresh = args.refresh;

@@ -296,6 +296,8 @@ async fn weak_tokens_are_refused_when_the_console_binds() {
         ("abcdefgh\tijklmnop".to_owned(), "whitespace"),
         ("x".repeat(40), "different characters"),
         ("abcabcabcabcabcabc".to_owned(), "different characters"),
+        // Sixty-four bits: hopeless to guess only at a pace that would slow the operator.
+        ("0123456789abcdef".to_owned(), "openssl rand -hex 32"),
     ] {
         let refused = console::bind(
             store.clone(),
@@ -347,32 +349,60 @@ async fn without_the_session_the_refresh_is_answered_401_and_a_page_goes_to_the_
     assert_eq!(live.headers()["x-tablekit-live"], "1");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
-    let logs = support::logs();
-    let running = serve(Some(TOKEN), Vec::new()).await;
+/// A client whose connections leave from `source`.
+fn client_from_ip(source: std::net::IpAddr) -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .local_address(source)
+        .build()
+        .unwrap()
+}
+
+/// What a flood did while the operator asked.
+struct Flood {
+    /// The operator's slowest answer.
+    slowest: Duration,
+    /// Wrong tokens answered (at their slots).
+    answered_wrong: usize,
+    /// Wrong tokens refused `429` at once.
+    refused: usize,
+    /// How long the flood lasted.
+    lasted: Duration,
+}
+
+/// Floods the console at `url` with wrong tokens from each of `flooders` (eight requests
+/// in flight each, each asking again as soon as it is answered, a breath after a `429`)
+/// while the operator, from `operator`, asks twenty times with the right token, each
+/// `extra` header sent too: every one of the operator's answers must be `200`.
+async fn flood_while_the_operator_asks(
+    url: &str,
+    flooders: &[std::net::IpAddr],
+    operator: std::net::IpAddr,
+    extra: Option<(&'static str, &'static str)>,
+) -> Flood {
     let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let (refused, answered_wrong) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let flood_started = Instant::now();
     let mut flood = tokio::task::JoinSet::new();
-    // Sixteen clients, each from its own address, each with eight requests in flight,
-    // each asking again as soon as it is answered (a breath after a `429`).
-    for client in 0..16u8 {
-        let http = client_from([127, 0, 0, 2 + client]);
+    for (client, address) in flooders.iter().enumerate() {
+        let http = client_from_ip(*address);
         for lane in 0..8usize {
-            let (http, url, stop) = (http.clone(), running.url.clone(), stop.clone());
+            let (http, url, stop) = (http.clone(), url.to_owned(), stop.clone());
             let (refused, answered_wrong) = (refused.clone(), answered_wrong.clone());
             flood.spawn(async move {
                 let mut turn = lane;
                 while !stop.load(Ordering::SeqCst) {
                     let wrong = format!("a-console-token-{client:04}{turn:06}");
-                    let request = match turn % 2 {
+                    let mut request = match turn % 2 {
                         0 => http.get(format!("{url}/")).bearer_auth(&wrong),
                         _ => http
                             .post(format!("{url}/login"))
                             .header("content-type", "application/x-www-form-urlencoded")
                             .body(format!("token={wrong}")),
                     };
+                    if let Some((name, value)) = extra {
+                        request = request.header(name, value);
+                    }
                     turn += 8;
                     let Ok(response) = request.send().await else {
                         continue;
@@ -392,17 +422,15 @@ async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
         }
     }
     tokio::time::sleep(Duration::from_millis(500)).await;
-    // Meanwhile the operator, from an address that never guessed wrong.
-    let operator = client_from([127, 0, 0, 1]);
+    let http = client_from_ip(operator);
     let mut slowest = Duration::ZERO;
     for _ in 0..20 {
         let asked = Instant::now();
-        let response = operator
-            .get(format!("{}/", running.url))
-            .bearer_auth(TOKEN)
-            .send()
-            .await
-            .unwrap();
+        let mut request = http.get(format!("{url}/")).bearer_auth(TOKEN);
+        if let Some((name, value)) = extra {
+            request = request.header(name, value);
+        }
+        let response = request.send().await.unwrap();
         let took = asked.elapsed();
         assert_eq!(
             response.status().as_u16(),
@@ -418,22 +446,47 @@ async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
     }
     stop.store(true, Ordering::SeqCst);
     flood.abort_all();
-    let flooded = flood_started.elapsed();
-    let (refused, answered_wrong) = (
-        refused.load(Ordering::SeqCst),
-        answered_wrong.load(Ordering::SeqCst),
-    );
+    let flood = Flood {
+        slowest,
+        answered_wrong: answered_wrong.load(Ordering::SeqCst),
+        refused: refused.load(Ordering::SeqCst),
+        lasted: flood_started.elapsed(),
+    };
     eprintln!(
-        "during a {flooded:?} flood: the operator's slowest answer {slowest:?}; {answered_wrong} wrong tokens answered, {refused} refused 429"
+        "during a {:?} flood from {} addresses: the operator's slowest answer {:?}; {} wrong tokens answered, {} refused 429",
+        flood.lasted,
+        flooders.len(),
+        flood.slowest,
+        flood.answered_wrong,
+        flood.refused
     );
-    assert!(refused > 0, "no flooder was refused 429");
-    assert!(answered_wrong > 0, "no wrong token was answered");
-    // Four answers a second in all, plus one quick answer per address.
-    let bound = 16 + 4 * (flooded.as_secs() as usize + 1);
+    assert!(flood.refused > 0, "no flooder was refused 429");
+    assert!(flood.answered_wrong > 0, "no wrong token was answered");
+    // Four wrong answers a second in all.
+    let bound = 4 * (flood.lasted.as_secs() as usize + 2);
     assert!(
-        answered_wrong <= bound,
-        "{answered_wrong} wrong tokens answered in {flooded:?}"
+        flood.answered_wrong <= bound,
+        "{} wrong tokens answered in {:?}",
+        flood.answered_wrong,
+        flood.lasted
     );
+    flood
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
+    let logs = support::logs();
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let flooders: Vec<std::net::IpAddr> = (0..16u8)
+        .map(|n| std::net::IpAddr::from([127, 0, 0, 2 + n]))
+        .collect();
+    flood_while_the_operator_asks(
+        &running.url,
+        &flooders,
+        std::net::IpAddr::from([127, 0, 0, 1]),
+        None,
+    )
+    .await;
     // The log tells of it in a few summary lines, never one line per request.
     let deadline = Instant::now() + Duration::from_secs(15);
     let summaries = loop {
@@ -459,6 +512,140 @@ async fn sixteen_flooding_clients_never_hold_up_the_operators_right_token() {
         summaries.iter().all(|l| l.contains("WARN")),
         "{summaries:#?}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn wrong_tokens_from_the_operators_own_address_never_hold_up_its_right_token() {
+    // Behind a proxy, or on one host: the flood and the operator share one address.
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let shared = std::net::IpAddr::from([127, 0, 0, 1]);
+    let flooders = vec![shared; 12];
+    flood_while_the_operator_asks(&running.url, &flooders, shared, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn on_ipv6_loopback_a_flood_never_holds_up_the_operators_right_token() {
+    let running = serve_with(Some(TOKEN), Vec::new(), |options| {
+        options.bind = "[::1]:0".parse().unwrap();
+    })
+    .await;
+    let url = format!("http://{}", running.address);
+    let loopback: std::net::IpAddr = "::1".parse().unwrap();
+    flood_while_the_operator_asks(&url, &[loopback, loopback], loopback, None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn behind_a_trusted_proxy_the_operator_is_served_and_records_name_the_forwarded_client() {
+    let running = serve_with(Some(TOKEN), vec!["index".to_owned()], |options| {
+        options.trusted_proxies = vec!["127.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    // Every request comes from the proxy's address, each naming its client.
+    let proxy = std::net::IpAddr::from([127, 0, 0, 1]);
+    let flooders = vec![proxy; 16];
+    flood_while_the_operator_asks(
+        &running.url,
+        &flooders,
+        proxy,
+        Some(("x-forwarded-for", "198.51.100.7")),
+    )
+    .await;
+    // An action through the proxy is recorded with the client it forwarded.
+    let http = client_from_ip(proxy);
+    let cookie = {
+        let response = http
+            .post(format!("{}/login", running.url))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .header("forwarded", "for=\"[2001:db8::7]:4711\"")
+            .body(format!("token={TOKEN}"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status().as_u16(), 303);
+        set_cookie(&response)
+    };
+    let page = http
+        .get(format!("{}/", running.url))
+        .header("cookie", &cookie)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let marker = support::console::pause_form("index");
+    let csrf = support::console::form_field(&page, &marker, "csrf");
+    let nonce = support::console::form_field(&page, &marker, "nonce");
+    let paused = http
+        .post(format!("{}/queues/index", running.url))
+        .header("cookie", &cookie)
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("forwarded", "for=\"[2001:db8::7]:4711\"")
+        .body(format!("csrf={csrf}&nonce={nonce}&pause=pause"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status().as_u16(), 303);
+    let actions: serde_json::Value = http
+        .get(format!("{}/api/actions", running.url))
+        .bearer_auth(TOKEN)
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|text| serde_json::from_str(&text).unwrap())
+        .unwrap();
+    let clients: Vec<&str> = actions["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|a| a["client"].as_str())
+        .collect();
+    assert_eq!(clients, vec!["[2001:db8::7]:4711"], "{actions}");
+}
+
+#[tokio::test]
+async fn a_request_from_outside_the_trusted_proxies_is_its_own_client_whatever_it_claims() {
+    let running = serve_with(None, vec!["index".to_owned()], |options| {
+        options.trusted_proxies = vec!["10.0.0.0/8".parse().unwrap()];
+    })
+    .await;
+    let http = client_from([127, 0, 0, 9]);
+    let page = http
+        .get(format!("{}/", running.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let marker = support::console::pause_form("index");
+    let csrf = support::console::form_field(&page, &marker, "csrf");
+    let nonce = support::console::form_field(&page, &marker, "nonce");
+    let paused = http
+        .post(format!("{}/queues/index", running.url))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .header("x-forwarded-for", "198.51.100.7")
+        .body(format!("csrf={csrf}&nonce={nonce}&pause=pause"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(paused.status().as_u16(), 303);
+    let actions: serde_json::Value = http
+        .get(format!("{}/api/actions", running.url))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .map(|text| serde_json::from_str(&text).unwrap())
+        .unwrap();
+    let client = actions["actions"][0]["client"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(client.starts_with("127.0.0.9:"), "{actions}");
 }
 
 /// Signs in with `token` by the form: the answer.
@@ -742,4 +929,31 @@ async fn in_chromium_at_800_pixels_the_overview_fits_and_numbers_sit_under_their
     assert_eq!(measured[2], "right", "a numeric header");
     assert_eq!(measured[3], "right", "a numeric cell");
     browser.client.clone().close().await.unwrap();
+}
+
+#[tokio::test]
+async fn every_answer_carries_a_request_id_and_pages_are_gzipped_for_clients_that_ask() {
+    let running = serve(Some(TOKEN), Vec::new()).await;
+    let page = client()
+        .get(format!("{}/", running.url))
+        .bearer_auth(TOKEN)
+        .header("accept-encoding", "gzip")
+        .header("x-request-id", "from-the-client-1")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(page.status().as_u16(), 200);
+    assert_eq!(page.headers()["content-encoding"], "gzip");
+    assert_eq!(page.headers()["x-request-id"], "from-the-client-1");
+    // A refusal carries a fresh one.
+    let refused = client()
+        .get(format!("{}/api/status", running.url))
+        .send()
+        .await
+        .unwrap();
+    let id = refused.headers()["x-request-id"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert_eq!(id.len(), 36, "a UUID: {id}");
 }

@@ -335,9 +335,10 @@ pub struct ConsoleArgs {
     /// Where the console listens. Any address but loopback needs `--token`.
     #[arg(long, env = "TABLEKIT_CONSOLE_BIND", default_value = crate::console::DEFAULT_BIND)]
     pub bind: SocketAddr,
-    /// The token every request must carry (at least 16 characters, 8 of them different,
-    /// no whitespace: `openssl rand -hex 32`; the browser signs in with it once). Required off loopback. Prefer the environment variable: a flag
-    /// shows in the process list.
+    /// The token every request must carry (at least 128 bits — 32 hex digits or 22
+    /// base64 characters — 8 different characters, no whitespace: `openssl rand -hex 32`;
+    /// the browser signs in with it once). Required off loopback. Prefer the environment
+    /// variable: a flag shows in the process list.
     #[arg(long, env = "TABLEKIT_CONSOLE_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
     /// A second token, for reading only: signed in with it, a browser sees every page
@@ -349,6 +350,12 @@ pub struct ConsoleArgs {
     /// is marked `Secure`.
     #[arg(long, env = "TABLEKIT_CONSOLE_BEHIND_TLS")]
     pub behind_tls: bool,
+    /// A proxy in front of the console (a CIDR, or one address; repeatable, or
+    /// comma-separated in the variable): requests from it name their client in
+    /// `Forwarded` or `X-Forwarded-For`, which the logs and the actions' records then
+    /// show. Any other request is its own client, whatever its headers claim.
+    #[arg(long = "trusted-proxy", env = "TABLEKIT_CONSOLE_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_cidr)]
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The action log: a file the console appends one JSON line to for every message an
     /// action touches (without it, those lines go to the log, target
     /// `tablekit::console::actions`).
@@ -456,7 +463,8 @@ pub struct RunArgs {
     /// set). Any address but loopback needs `--console-token`.
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE")]
     pub console: Option<SocketAddr>,
-    /// The console's token (at least 16 characters, 8 of them different, no whitespace).
+    /// The console's token (at least 128 bits, 8 different characters, no whitespace:
+    /// `openssl rand -hex 32`).
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE_TOKEN", hide_env_values = true)]
     pub console_token: Option<String>,
     /// The console's viewer token, for reading only (the same rules as
@@ -471,6 +479,9 @@ pub struct RunArgs {
     /// is marked `Secure`.
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE_BEHIND_TLS")]
     pub console_behind_tls: bool,
+    /// A proxy in front of the console (as `console --trusted-proxy`).
+    #[arg(long = "console-trusted-proxy", env = "TABLEKIT_RUN_CONSOLE_TRUSTED_PROXY", value_delimiter = ',', value_parser = parse_cidr)]
+    pub console_trusted_proxies: Vec<ipnet::IpNet>,
     /// The console's action log (as `console --action-log`).
     #[arg(long, env = "TABLEKIT_RUN_CONSOLE_ACTION_LOG")]
     pub console_action_log: Option<std::path::PathBuf>,
@@ -597,4 +608,12 @@ pub enum EnqueueCommand {
         #[arg(long)]
         row_key: String,
     },
+}
+
+/// A CIDR (`10.0.0.0/8`, `2001:db8::/32`) or one address (`10.0.0.5`, a `/32` or `/128`).
+fn parse_cidr(text: &str) -> std::result::Result<ipnet::IpNet, String> {
+    let text = text.trim();
+    text.parse::<ipnet::IpNet>()
+        .or_else(|_| text.parse::<std::net::IpAddr>().map(ipnet::IpNet::from))
+        .map_err(|_| format!("`{text}` is not a CIDR (`10.0.0.0/8`) or an address (`10.0.0.5`)"))
 }

@@ -36,10 +36,56 @@ use axum::http::{Extensions, HeaderMap, header};
 /// The cookie that carries the session id of a signed-in browser.
 pub(super) const COOKIE: &str = "tablekit_console";
 
-/// The shortest token accepted. A token must also have at least [`MIN_TOKEN_DISTINCT`]
-/// different characters and no whitespace or control characters (sixteen spaces, or
-/// `aaaaaaaaaaaaaaaa`, are refused when the console binds).
-pub const MIN_TOKEN_LEN: usize = 16;
+/// The fewest bits a token must carry, as [`token_bits`] estimates them: 32 hex digits,
+/// 22 base64 characters. A token must also have at least [`MIN_TOKEN_DISTINCT`] different
+/// characters and no whitespace or control characters. With 2^128 tokens to try, guessing
+/// is hopeless whatever the pace of answers, so the console never slows a right token.
+pub const MIN_TOKEN_BITS: u32 = 128;
+
+/// How to make a token, as the refusals say.
+pub const MAKE_A_TOKEN: &str = "make one with `openssl rand -hex 32` (256 bits)";
+
+/// The bits a token carries at most if its characters were drawn at random from the
+/// classes it uses: hex digits (16) when it is all hex of one case, else lower-case
+/// letters (26), upper-case letters (26), digits (10) and other printable characters
+/// (33), each class counted when used. An upper bound for words a person chose: what
+/// [`MIN_TOKEN_DISTINCT`] and the advice to generate one are for.
+pub fn token_bits(token: &str) -> u32 {
+    let is_hex = |lower: bool| {
+        token.chars().all(|c| {
+            c.is_ascii_digit()
+                || if lower {
+                    ('a'..='f').contains(&c)
+                } else {
+                    ('A'..='F').contains(&c)
+                }
+        })
+    };
+    let alphabet: u32 = if !token.is_empty() && (is_hex(true) || is_hex(false)) {
+        16
+    } else {
+        let mut alphabet = 0;
+        for (used, size) in [
+            (token.chars().any(|c| c.is_ascii_lowercase()), 26),
+            (token.chars().any(|c| c.is_ascii_uppercase()), 26),
+            (token.chars().any(|c| c.is_ascii_digit()), 10),
+            (token.chars().any(|c| !c.is_ascii_alphanumeric()), 33),
+        ] {
+            if used {
+                alphabet += size;
+            }
+        }
+        alphabet
+    };
+    let length = u32::try_from(token.chars().count()).unwrap_or(u32::MAX);
+    // floor(length × log2(alphabet)), in whole bits.
+    let bits = f64::from(length) * f64::from(alphabet.max(1)).log2();
+    if bits >= f64::from(u32::MAX) {
+        u32::MAX
+    } else {
+        bits as u32
+    }
+}
 
 /// The fewest different characters a token may have.
 pub const MIN_TOKEN_DISTINCT: usize = 8;
@@ -110,15 +156,9 @@ pub(super) enum Admission {
 
 /// Refuses a token that is easy to guess; `which` names it in the message.
 fn check_strength(which: &str, token: &str) -> Result<()> {
-    let length = token.chars().count();
-    if length < MIN_TOKEN_LEN {
-        return Err(Error::Config(format!(
-            "the console's {which} has {length} characters; it needs at least {MIN_TOKEN_LEN}"
-        )));
-    }
     if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
         return Err(Error::Config(format!(
-            "the console's {which} holds whitespace or control characters; use printable characters only (a random hex or base64 string)"
+            "the console's {which} holds whitespace or control characters; use printable characters only: {MAKE_A_TOKEN}"
         )));
     }
     let distinct = token
@@ -127,7 +167,13 @@ fn check_strength(which: &str, token: &str) -> Result<()> {
         .len();
     if distinct < MIN_TOKEN_DISTINCT {
         return Err(Error::Config(format!(
-            "the console's {which} has {distinct} different characters; it needs at least {MIN_TOKEN_DISTINCT} (a random hex or base64 string)"
+            "the console's {which} has {distinct} different characters; it needs at least {MIN_TOKEN_DISTINCT}: {MAKE_A_TOKEN}"
+        )));
+    }
+    let bits = token_bits(token);
+    if bits < MIN_TOKEN_BITS {
+        return Err(Error::Config(format!(
+            "the console's {which} carries at most {bits} bits; it needs {MIN_TOKEN_BITS} (32 hex digits or 22 base64 characters, drawn at random): {MAKE_A_TOKEN}"
         )));
     }
     Ok(())
@@ -138,7 +184,7 @@ impl Access {
     ///
     /// # Errors
     /// [`Error::Config`] when the address is not loopback and there is no token; when a
-    /// token is weak: shorter than [`MIN_TOKEN_LEN`], with fewer than
+    /// token is weak: fewer than [`MIN_TOKEN_BITS`] bits ([`token_bits`]), fewer than
     /// [`MIN_TOKEN_DISTINCT`] different characters, or holding whitespace or control
     /// characters; or when the viewer token is given without a token, or equals it.
     pub(super) fn new(options: &ConsoleOptions) -> Result<Self> {
@@ -153,7 +199,7 @@ impl Access {
         match &token {
             None if !bind.ip().is_loopback() => {
                 return Err(Error::Config(format!(
-                    "the console binds to {bind}, which is not loopback: give it a token (--token or TABLEKIT_CONSOLE_TOKEN, at least {MIN_TOKEN_LEN} characters)"
+                    "the console binds to {bind}, which is not loopback: give it a token (--token or TABLEKIT_CONSOLE_TOKEN, at least {MIN_TOKEN_BITS} bits): {MAKE_A_TOKEN}"
                 )));
             }
             Some(t) => check_strength("token", t)?,
@@ -388,7 +434,15 @@ mod tests {
         assert!(matches!(access(any, None), Err(Error::Config(_))));
         assert!(matches!(access(any, Some("")), Err(Error::Config(_))));
         assert!(matches!(access(any, Some("short")), Err(Error::Config(_))));
-        assert!(access(any, Some("a-token-of-16-chars")).is_ok());
+        let message = access(any, Some("a-token-of-19-chars"))
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(
+            message.contains("116 bits") && message.contains("openssl rand -hex 32"),
+            "{message}"
+        );
+        assert!(access(any, Some("a-token-of-twenty-two-chars")).is_ok());
         let message = access(any, Some(&" ".repeat(16)))
             .err()
             .map(|e| e.to_string())
@@ -412,20 +466,36 @@ mod tests {
             let refused = access(any, Some(&weak));
             assert!(matches!(refused, Err(Error::Config(_))), "{weak:?}");
             // The same rules for the viewer token.
-            let refused = Access::new(&options(any, Some("0123456789abcdef"), Some(&weak)));
+            let refused = Access::new(&options(
+                any,
+                Some("0123456789abcdef0123456789abcdef"),
+                Some(&weak),
+            ));
             let message = refused.err().map(|e| e.to_string()).unwrap_or_default();
             assert!(message.contains("viewer token"), "{weak:?}: {message}");
         }
-        assert!(access(any, Some(&"12345678".repeat(2))).is_ok());
+        assert!(access(any, Some(&"12345678".repeat(2))).is_err(), "53 bits");
+        assert!(access(any, Some(&"12345678".repeat(5))).is_ok(), "132 bits");
+    }
+
+    #[test]
+    fn a_token_s_bits_are_counted_from_the_classes_of_its_characters() {
+        assert_eq!(token_bits(""), 0);
+        assert_eq!(token_bits(&"0f".repeat(16)), 128, "32 hex digits");
+        assert_eq!(token_bits(&"0F".repeat(16)), 128, "upper-case hex too");
+        assert_eq!(token_bits("0123456789abcdef"), 64);
+        // 22 base64 characters: upper, lower, digits and `+/` (95 symbols' classes).
+        assert!(token_bits("Zm9vYmFyYmF6cXV4cXV1eA") >= 128);
+        assert!(token_bits("mixedCaseLetters") < 128);
     }
 
     #[test]
     fn the_viewer_token_needs_a_token_and_must_differ_from_it() {
         let any = "0.0.0.0:9465";
         let local = "127.0.0.1:9465";
-        let token = "0123456789abcdef";
+        let token = "0123456789abcdef0123456789abcdef";
         for (bind, token, viewer, says) in [
-            (local, None, "fedcba9876543210", "no token"),
+            (local, None, "fedcba9876543210fedcba9876543210", "no token"),
             (any, Some(token), token, "different"),
         ] {
             let message = Access::new(&options(bind, token, Some(viewer)))
@@ -434,7 +504,14 @@ mod tests {
                 .unwrap_or_default();
             assert!(message.contains(says), "{message}");
         }
-        assert!(Access::new(&options(any, Some(token), Some("fedcba9876543210"))).is_ok());
+        assert!(
+            Access::new(&options(
+                any,
+                Some(token),
+                Some("fedcba9876543210fedcba9876543210")
+            ))
+            .is_ok()
+        );
     }
 
     async fn admits(access: &Access, pairs: &[(header::HeaderName, &str)]) -> Admission {
@@ -451,8 +528,8 @@ mod tests {
         let access = Access::with_throttle(
             &options(
                 "0.0.0.0:1",
-                Some("0123456789abcdef"),
-                Some("viewer-0123456789"),
+                Some("0123456789abcdef0123456789abcdef"),
+                Some("viewer-0123456789-abcdefgh"),
             ),
             Throttle::new(quick),
         )
@@ -464,7 +541,10 @@ mod tests {
         assert_eq!(
             admits(
                 &access,
-                &[(header::AUTHORIZATION, "Bearer 0123456789abcdef")]
+                &[(
+                    header::AUTHORIZATION,
+                    "Bearer 0123456789abcdef0123456789abcdef"
+                )]
             )
             .await,
             Admission::Admitted(Role::Operator)
@@ -472,7 +552,7 @@ mod tests {
         assert_eq!(
             admits(
                 &access,
-                &[(header::AUTHORIZATION, "Bearer viewer-0123456789")]
+                &[(header::AUTHORIZATION, "Bearer viewer-0123456789-abcdefgh")]
             )
             .await,
             Admission::Admitted(Role::Viewer)
@@ -480,7 +560,10 @@ mod tests {
         assert_eq!(
             admits(
                 &access,
-                &[(header::AUTHORIZATION, "Bearer 0123456789abcdeF")]
+                &[(
+                    header::AUTHORIZATION,
+                    "Bearer 0123456789abcdef0123456789abcdeF"
+                )]
             )
             .await,
             Admission::WrongToken
@@ -489,7 +572,10 @@ mod tests {
         assert_eq!(
             admits(
                 &access,
-                &[(header::COOKIE, "tablekit_console=0123456789abcdef")]
+                &[(
+                    header::COOKIE,
+                    "tablekit_console=0123456789abcdef0123456789abcdef"
+                )]
             )
             .await,
             Admission::NoToken
@@ -517,7 +603,9 @@ mod tests {
         );
         assert_eq!(access.check_token("wrong", CLIENT).await, Verdict::Wrong);
         assert_eq!(
-            access.check_token("0123456789abcdef", CLIENT).await,
+            access
+                .check_token("0123456789abcdef0123456789abcdef", CLIENT)
+                .await,
             Verdict::Right(Role::Operator)
         );
     }

@@ -2,13 +2,15 @@
 //! of a POST, the token or session (or a loopback host when there is no token), the role
 //! (a viewer may not act), and the security headers of every response.
 
-use axum::extract::{Request, State};
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::access::{Access, Admission, has_several_hosts};
-use super::{Client, Refusal, Shared, signin, view};
+use super::{Client, Refusal, Shared, forwarded, signin, view};
 
 /// The header the console's script sets on its own requests: a request with it is not a
 /// page the browser shows, so it is answered `401` rather than sent to the sign-in form.
@@ -31,6 +33,17 @@ pub(super) async fn guard(
     mut request: Request,
     next: Next,
 ) -> Response {
+    // Behind a trusted proxy, the client is the address it forwards: every handler, log
+    // and record after this sees that one.
+    if !console.options.trusted_proxies.is_empty()
+        && let Some(ConnectInfo(peer)) = request
+            .extensions()
+            .get::<ConnectInfo<SocketAddr>>()
+            .copied()
+    {
+        let client = forwarded::client(peer, request.headers(), &console.options.trusted_proxies);
+        request.extensions_mut().insert(ConnectInfo(client));
+    }
     let Client(client) = Client::of(request.extensions());
     let path = request.uri().path().to_owned();
     let is_post = request.method() == Method::POST;

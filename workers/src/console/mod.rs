@@ -16,11 +16,11 @@
 //! for the refresh; no build chain.
 //!
 //! Access: on loopback by default (answering loopback host names only); any other
-//! address needs a token (at least [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of
-//! them different, no whitespace or control characters), checked in constant time on
-//! every request, or a session cookie from the sign-in form; an optional viewer token
-//! reads without acting. Guessing is slowed per client address and in all, without ever
-//! holding up a right token from an address that has not guessed wrong.
+//! address needs a token (at least [`MIN_TOKEN_BITS`] bits, [`MIN_TOKEN_DISTINCT`]
+//! different characters, no whitespace or control characters), compared first, in
+//! constant time, on every request, or a session cookie from the sign-in form; an
+//! optional viewer token reads without acting. A right token is answered at once whatever
+//! its address; wrong ones wait their turn, per client address and in all.
 //! Every action is a POST carrying the console's CSRF token from a page of the console
 //! itself; GET changes nothing; each action form acts once.
 
@@ -51,6 +51,7 @@ mod api;
 mod chart;
 mod feeds;
 mod forms;
+mod forwarded;
 mod guard;
 pub mod jobs;
 mod metrics;
@@ -67,7 +68,7 @@ mod waiting;
 
 use access::Access;
 pub(crate) use access::{Client, Refusal, Role};
-pub use access::{MIN_TOKEN_DISTINCT, MIN_TOKEN_LEN};
+pub use access::{MAKE_A_TOKEN, MIN_TOKEN_BITS, MIN_TOKEN_DISTINCT, token_bits};
 use jobs::{Job, Jobs};
 
 /// The console's address when none is given.
@@ -83,8 +84,8 @@ pub struct ConsoleOptions {
     /// Where it listens (default [`DEFAULT_BIND`]).
     pub bind: SocketAddr,
     /// The token every request must carry; required off loopback. At least
-    /// [`MIN_TOKEN_LEN`] characters, [`MIN_TOKEN_DISTINCT`] of them different, and no
-    /// whitespace or control characters: a random hex or base64 string.
+    /// [`MIN_TOKEN_BITS`] bits ([`token_bits`]), [`MIN_TOKEN_DISTINCT`] different
+    /// characters, and no whitespace or control characters: [`MAKE_A_TOKEN`].
     pub token: Option<String>,
     /// A second token, for reading only: a request signed in with it sees every page and
     /// may not act. The same rules as [`ConsoleOptions::token`], and different from it;
@@ -93,6 +94,11 @@ pub struct ConsoleOptions {
     /// Whether the console is reached through HTTPS (a proxy that ends TLS): the sign-in
     /// cookie is then marked `Secure`.
     pub behind_tls: bool,
+    /// The proxies whose forwarding headers (`Forwarded`, `X-Forwarded-For`) name the
+    /// client for the logs and the actions' records; a request from any
+    /// other address is its own client, whatever it claims. Tokens are compared before
+    /// any address is looked at: a right one is answered at once, proxy or not.
+    pub trusted_proxies: Vec<ipnet::IpNet>,
     /// The queues shown; by default `index`, `archive`, the change queues the registered
     /// types declare, the queues the backend lists as declared (SQLite, Azure; up to 50)
     /// and those the workers recorded history for.
@@ -124,6 +130,7 @@ impl Default for ConsoleOptions {
             token: None,
             viewer_token: None,
             behind_tls: false,
+            trusted_proxies: Vec::new(),
             queues: Vec::new(),
             refresh: 3,
             blobs: None,
@@ -340,6 +347,15 @@ fn router(console: Shared) -> Router {
         .layer(middleware::from_fn_with_state(
             console.clone(),
             guard::guard,
+        ))
+        // Outside the guard, so that refusals carry them too: an `x-request-id` on every
+        // answer (the client's own, or a new UUID), and gzip for clients that accept it.
+        // No timeout layer: an action cut off halfway would leave the operator told
+        // nothing of what it did; reads are bounded by their pages.
+        .layer(tower_http::compression::CompressionLayer::new())
+        .layer(tower_http::request_id::PropagateRequestIdLayer::x_request_id())
+        .layer(tower_http::request_id::SetRequestIdLayer::x_request_id(
+            tower_http::request_id::MakeRequestUuid,
         ))
         .with_state(console)
 }

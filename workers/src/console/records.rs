@@ -82,7 +82,12 @@ impl ActionRecord {
         ActionRecord {
             id: new_id(),
             at: Utc::now(),
-            client: client.to_string(),
+            // A client a proxy forwarded without its port shows as its address alone.
+            client: if client.port() == 0 {
+                client.ip().to_string()
+            } else {
+                client.to_string()
+            },
             role: super::view::role().name().to_owned(),
             queue: queue.map(str::to_owned),
             action: action.to_owned(),
