@@ -269,8 +269,11 @@ where
             }
             let store = open_store(&args.store).await?;
             // The history and heartbeat the console shows, in the same store.
-            let activity =
-                (!args.no_activity).then(|| crate::activity::Activity::new(store.clone()));
+            let activity = (!args.no_activity).then(|| {
+                crate::activity::Activity::options()
+                    .forget_after(Duration::from_secs(args.forget_after))
+                    .build(store.clone())
+            });
             let queue = AnyQueue::connect(&args.broker).await?;
             let config = WorkerConfig {
                 concurrency: args.concurrency,
@@ -767,6 +770,10 @@ where
         }
         Command::Declare(args) => {
             let broker = AnyQueue::connect(&args.broker).await?;
+            let store = match &args.store {
+                Some(store) => Some(open_store(store).await?),
+                None => None,
+            };
             for queue in &args.queues {
                 if crate::queue::is_poison_queue(queue) {
                     return Err(Error::Config(format!(
@@ -778,6 +785,9 @@ where
                 broker
                     .declare(queue, &WorkerConfig::new(queue.as_str()).queue_options())
                     .await?;
+                if let Some(store) = &store {
+                    crate::activity::record_declared(store, queue).await?;
+                }
                 write(out, format!("declared {}", neutral(queue)))?;
             }
             Ok(())

@@ -206,6 +206,12 @@ impl<Q: Queue + Clone> Worker<Q> {
         self.queue
             .declare(&config.queue, &config.queue_options())
             .await?;
+        // The store's registry of declared queues: what the console shows and acts on.
+        if let Some(activity) = &self.activity
+            && let Err(e) = crate::activity::record_declared(activity.store(), &config.queue).await
+        {
+            tracing::warn!(queue = %config.queue, error = %e, "recording the declared queue in the store failed");
+        }
         let options = ConsumeOptions {
             prefetch: u16::try_from(config.concurrency).unwrap_or(u16::MAX),
             lease: config.lease,

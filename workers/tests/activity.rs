@@ -465,6 +465,37 @@ async fn a_queue_marked_recently_is_kept_while_its_rows_age() {
 // ---- worker processes ---------------------------------------------------------------
 
 #[tokio::test]
+async fn a_process_declares_how_long_its_record_is_kept_and_is_not_listed_after() {
+    let store = AnyStore::Memory(MemoryStore::new());
+    let brief = Activity::options()
+        .process_id("brief")
+        .forget_after(Duration::from_secs(600))
+        .build(store.clone());
+    let kept = Activity::options().process_id("kept").build(store.clone());
+    let now = Utc::now();
+    brief
+        .stop_at(now - chrono::Duration::seconds(601))
+        .await
+        .unwrap();
+    kept.stop_at(now - chrono::Duration::seconds(601))
+        .await
+        .unwrap();
+    let listed: Vec<String> = activity::workers(&store)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|w| w.id)
+        .collect();
+    assert_eq!(listed, ["kept"], "past its declared time, not listed");
+    assert_eq!(activity::forget_workers(&store, now).await.unwrap(), 1);
+    let forgotten = activity::forget_workers(&store, now + chrono::Duration::hours(24))
+        .await
+        .unwrap();
+    assert_eq!(forgotten, 1, "the other after the default day");
+    assert!(activity::workers(&store).await.unwrap().is_empty());
+}
+
+#[tokio::test]
 async fn a_heartbeat_older_than_three_intervals_reads_as_silent_and_is_forgotten_after_a_day() {
     let store = AnyStore::Memory(MemoryStore::new());
     let live = Activity::options().process_id("live").build(store.clone());
@@ -673,7 +704,14 @@ async fn a_worker_counts_what_it_settled_and_reports_itself_while_it_runs() {
     assert_eq!(workers.len(), 1);
     assert!(workers[0].stopped_at.is_some(), "{:?}", workers[0]);
     assert_eq!(workers[0].in_flight, 0);
+    assert_eq!(
+        workers[0].queues,
+        [name],
+        "a gracefully stopped worker keeps its queues"
+    );
     assert_eq!(activity::queues_with_history(&store).await.unwrap(), [name]);
+    // Its queue is in the store's registry of declared queues, from its start.
+    assert_eq!(activity::declared_queues(&store).await.unwrap(), [name]);
 }
 
 #[tokio::test]

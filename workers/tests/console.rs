@@ -81,10 +81,14 @@ async fn off_loopback_the_console_refuses_to_start_without_a_token() {
         .expect_err("no token off loopback");
     assert!(matches!(refused, Error::Config(_)), "{refused}");
     assert!(refused.to_string().contains("token"), "{refused}");
-    let short = console::bind(store, queue, ConsoleOptions::new(any, Some("short".into())))
-        .await
-        .expect_err("a short token");
-    assert!(short.to_string().contains("16"), "{short}");
+    let short = console::bind(
+        store,
+        queue,
+        ConsoleOptions::new(any, Some("0123456789abcdef".into())),
+    )
+    .await
+    .expect_err("a 64-bit token");
+    assert!(short.to_string().contains("128"), "{short}");
 }
 
 #[tokio::test]

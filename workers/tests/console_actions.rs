@@ -32,9 +32,16 @@ use support::console::{
     post_fields, query_of, query_param, seed_poison, selected_button, sqlite_file, sqlite_queue,
 };
 
-/// A console on a free loopback port showing `queues`, its options changed by `tune`.
+/// A console on a free loopback port showing `queues`, its options changed by `tune`;
+/// each of `queues` is recorded in the store's registry of declared queues, as a worker
+/// of it does at its start (the console acts only on those the broker holds too).
 async fn serve(queue: AnyQueue, queues: &[&str], tune: impl FnOnce(&mut ConsoleOptions)) -> Served {
     let store = AnyStore::create("memory:").await.unwrap();
+    for name in queues {
+        tablekit_workers::activity::record_declared(&store, name)
+            .await
+            .unwrap();
+    }
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = queues.iter().map(|q| (*q).to_owned()).collect();
     options.refresh = 1;
@@ -576,7 +583,13 @@ async fn a_single_discard_waits_for_its_confirmation() {
     let confirm = confirmation(base, &to_confirm).await;
     let again = confirmation(base, &to_confirm).await;
     assert_ne!(confirm.nonce(), again.nonce(), "a nonce per page drawn");
-    assert!(confirm.html.contains("<strong>1 message</strong>"));
+    assert!(
+        confirm
+            .html
+            .contains("Confirming deletes it for good — this one and no other."),
+        "one message is an it: {}",
+        confirm.html
+    );
     assert!(confirm.html.contains("<code>one-a</code>"));
     assert!(!confirm.html.contains("<code>one-b</code>"));
     assert!(
@@ -1027,7 +1040,10 @@ async fn a_replay_elsewhere_needs_a_declared_queue(
             assert!(refused.contains("It could be: "), "{to:?}: {refused}");
             assert!(refused.contains(target), "{to:?}: {refused}");
             if to == typo || to == shouted {
-                assert!(refused.contains("is not declared"), "{to:?}: {refused}");
+                assert!(
+                    refused.contains("is not a queue tablekit declared"),
+                    "{to:?}: {refused}"
+                );
             }
             if to.ends_with("-poison") {
                 assert!(
@@ -1057,6 +1073,66 @@ async fn a_replay_elsewhere_needs_a_declared_queue_over_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let queue = sqlite_queue(&dir).await;
     a_replay_elsewhere_needs_a_declared_queue(queue, "jobs", "jbos", "jobs-retry").await;
+}
+
+/// On RabbitMQ the broker holds queues tablekit derives (`<queue>-retry-<ms>`, the pause
+/// marker) and queues other clients declared: a replay into any of them is refused, and
+/// the refusal lists exactly the queues a replay may name.
+#[tokio::test]
+async fn a_replay_into_a_retry_queue_or_a_queue_tablekit_never_declared_is_refused_over_rabbitmq() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let queue = AnyQueue::connect(&url).await.unwrap();
+    let name = support::unique("jobs");
+    let foreign = support::unique("other-client");
+    seed_poison(&queue, &name, &[("m1", b"1".to_vec(), "r")]).await;
+    // A queue another client declared on the same broker.
+    let other = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = other.create_channel().await.unwrap();
+    channel
+        .queue_declare(
+            foreign.as_str().into(),
+            lapin::options::QueueDeclareOptions {
+                durable: true,
+                ..Default::default()
+            },
+            lapin::types::FieldTable::default(),
+        )
+        .await
+        .unwrap();
+    let running = serve(queue.clone(), &[&name], |_| {}).await;
+    let base = running.url.as_str();
+    let page_url = format!("{base}/poison/{name}");
+    let (_, html) = get(&page_url).await;
+    let listed = handles(&html);
+    let moveto = selected_button(&html, "moveto");
+    let retry = format!("{name}-retry-1000");
+    assert!(
+        queue.exists(&retry).await.unwrap(),
+        "the broker holds {retry}"
+    );
+    for to in [retry.as_str(), foreign.as_str()] {
+        let mut extra: Vec<(&str, &str)> = listed.iter().map(|h| ("h", h.as_str())).collect();
+        extra.push(("to", to));
+        let (status, refused) =
+            post_fields(&page_url, &poison_form(&html, ("action", &moveto), &extra)).await;
+        assert_eq!(status, 400, "{to}: {refused}");
+        assert!(
+            refused.contains(&format!("It could be: {name}.</p>")),
+            "exactly the queues accepted: {refused}"
+        );
+        assert_eq!(poisoned_ids(&queue, &name).await, ["m1"], "{to}");
+    }
+    let _ = channel
+        .queue_delete(
+            foreign.as_str().into(),
+            lapin::options::QueueDeleteOptions::default(),
+        )
+        .await;
+    delete_rabbit_queues(&queue, &[&name]).await;
 }
 
 #[tokio::test]

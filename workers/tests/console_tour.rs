@@ -143,10 +143,12 @@ async fn get_as(url: &str, token: &str) -> (u16, String, String) {
 /// A GET of the JSON API with `token`: the status and the JSON.
 async fn api_get(url: &str, token: &str) -> (u16, Value) {
     let (status, kind, body) = get_as(url, token).await;
-    assert!(
-        kind.starts_with("application/json"),
-        "{url}: {kind}: {body}"
-    );
+    let expected = if status < 400 {
+        "application/json"
+    } else {
+        "application/problem+json"
+    };
+    assert!(kind.starts_with(expected), "{url}: {status} {kind}: {body}");
     (status, serde_json::from_str(&body).unwrap())
 }
 
@@ -489,7 +491,8 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
     assert_eq!(status_with_session(base, "/", &session).await, 303);
     assert_eq!(
         status_with_session(base, "/api/status", &session).await,
-        303
+        401,
+        "the API answers a lost session 401, never a redirect"
     );
     screenshot(client, &shot("signed-out")).await;
 
@@ -655,7 +658,7 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
         assert_eq!(peeked[0]["version"], 1);
     } else {
         assert!(status >= 400, "{status}: {peeked}");
-        let error = peeked["error"].as_str().unwrap_or_default();
+        let error = peeked["detail"].as_str().unwrap_or_default();
         assert!(error.contains("RabbitMQ cannot show"), "{peeked}");
     }
     let (status, page) = api_get(&format!("{api}/poison/{name}"), VIEWER).await;
@@ -686,7 +689,8 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
     assert_eq!(status, 403, "{refused}");
     let (status, refused) = api_post(&sets, OPERATOR, &asked, false).await;
     assert_eq!(status, 415, "{refused}");
-    assert!(refused["error"].is_string(), "{refused}");
+    assert_eq!(refused["status"], 415, "{refused}");
+    assert!(refused["detail"].is_string(), "{refused}");
     let (status, set) = api_post(&sets, OPERATOR, &asked, true).await;
     assert_eq!(status, 201, "{set}");
     let token = set["token"].as_str().unwrap().to_owned();
@@ -728,7 +732,7 @@ async fn tour(queue: AnyQueue, name: &str, backend: Backend) {
     let (status, again) = api_post(&confirm, OPERATOR, "{}", true).await;
     assert_eq!(status, 404, "{again}");
     assert!(
-        again["error"]
+        again["detail"]
             .as_str()
             .is_some_and(|e| e.contains("nothing was done")),
         "{again}"
@@ -881,7 +885,7 @@ async fn a_viewer_sees_a_confirmation_without_its_button() {
     );
 }
 
-/// The JSON API answers its errors as `{"error": "…"}` (docs/operations.md, "The
+/// The JSON API answers its errors as problems (RFC 9457; docs/operations.md, "The
 /// console's JSON API"): the export of a set unknown, expired or confirmed too.
 #[tokio::test]
 async fn the_apis_export_of_a_set_gone_answers_json() {
@@ -893,10 +897,11 @@ async fn the_apis_export_of_a_set_gone_answers_json() {
         let (status, kind, body) = get_as(&format!("{sets}/{gone}/export"), OPERATOR).await;
         assert_eq!(status, 404, "{body}");
         assert!(
-            kind.starts_with("application/json"),
+            kind.starts_with("application/problem+json"),
             "the API's export of a set gone answers {kind}: {body}"
         );
         let error: Value = serde_json::from_str(&body).unwrap();
-        assert!(error["error"].is_string(), "{error}");
+        assert!(error["detail"].is_string(), "{error}");
+        assert_eq!(error["status"], 404, "{error}");
     }
 }

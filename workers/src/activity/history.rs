@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use futures::TryStreamExt as _;
 use tablekit_core::{Entity, ErrorKind, Query, TableStore, filter};
 
-use super::keys::{self, QUEUES_PARTITION};
+use super::keys::{self, DECLARED_PARTITION, QUEUES_PARTITION};
 use super::{ACTIVITY_TABLE, Counts, MINUTES_KEPT, Point, Resolution};
 use crate::error::Result;
 
@@ -121,6 +121,42 @@ pub async fn queues_with_history<S: TableStore>(store: &S) -> Result<Vec<String>
         }
     }
     queues.sort();
+    Ok(queues)
+}
+
+/// Records in the store that tablekit declared `queue` (a worker at its start,
+/// `tablekit-worker declare --store`): the console shows it and acts on it — replays,
+/// redrives and pauses go only to a queue recorded here or served by a worker
+/// ([`declared_queues`]). Idempotent.
+///
+/// # Errors
+/// The store's errors.
+pub async fn record_declared<S: TableStore>(store: &S, queue: &str) -> Result<()> {
+    store.create_table_if_not_exists(ACTIVITY_TABLE).await?;
+    let marker =
+        Entity::new(DECLARED_PARTITION, keys::encode_queue(queue)).with(LAST_SEEN, Utc::now());
+    store.insert_or_replace(ACTIVITY_TABLE, marker).await?;
+    Ok(())
+}
+
+/// The queues tablekit declared, as the store records them: those
+/// [`record_declared`] recorded and those a worker served (its history), sorted, each
+/// once. Names tablekit derives from a queue (`-poison`, RabbitMQ's `-retry-<ms>`) are
+/// never recorded.
+///
+/// # Errors
+/// The store's errors (a missing table reads as none).
+pub async fn declared_queues<S: TableStore>(store: &S) -> Result<Vec<String>> {
+    let mut markers =
+        std::pin::pin!(store.query_stream(ACTIVITY_TABLE, Query::partition(DECLARED_PARTITION)));
+    let mut queues = queues_with_history(store).await?;
+    while let Some(marker) = next(&mut markers).await? {
+        if let Some(queue) = keys::decode_queue(&marker.row_key) {
+            queues.push(queue);
+        }
+    }
+    queues.sort();
+    queues.dedup();
     Ok(queues)
 }
 

@@ -7,6 +7,8 @@ use chrono::{DateTime, NaiveDateTime, Timelike, Utc};
 pub(super) const WORKERS_PARTITION: &str = "w";
 /// The partition of the queue markers.
 pub(super) const QUEUES_PARTITION: &str = "q";
+/// The partition of the queues tablekit declared (a marker each, by its encoded name).
+pub(super) const DECLARED_PARTITION: &str = "declared";
 
 const MINUTE_FORMAT: &str = "%Y%m%dT%H%M";
 const HOUR_FORMAT: &str = "%Y%m%dT%H";

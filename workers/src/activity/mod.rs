@@ -47,7 +47,7 @@ use tablekit_core::{Batch, Entity, TableStore};
 
 use crate::error::Result;
 
-pub use history::{history, queues_with_history};
+pub use history::{declared_queues, history, queues_with_history, record_declared};
 pub use process::{WorkerProcess, forget_workers, workers};
 pub use rollup::{RollUpReport, roll_up};
 pub use sampler::{Activity, ActivityOptions, InFlight, QueueActivity};

@@ -21,6 +21,7 @@ const STARTED_AT: &str = "StartedAt";
 const HEARTBEAT_AT: &str = "HeartbeatAt";
 const INTERVAL_MS: &str = "IntervalMs";
 const STOPPED_AT: &str = "StoppedAt";
+const FORGET_AFTER_SECS: &str = "ForgetAfterSecs";
 
 /// A worker process, as its last heartbeat record tells.
 #[derive(Clone, Debug, PartialEq)]
@@ -47,6 +48,11 @@ pub struct WorkerProcess {
     pub heartbeat_at: DateTime<Utc>,
     /// How often it writes its record.
     pub interval: Duration,
+    /// How long after its last heartbeat (or its stop) its record is forgotten: no longer
+    /// listed, and deleted by the next pass ([`forget_workers`]); declared by the process
+    /// ([`ActivityOptions::forget_after`](super::ActivityOptions::forget_after), default
+    /// [`FORGET_WORKERS_AFTER`]).
+    pub forget_after: Duration,
     /// When it stopped gracefully; `None` while it runs (or after it died).
     pub stopped_at: Option<DateTime<Utc>>,
     /// Running, and no heartbeat for [`SILENT_AFTER_INTERVALS`] intervals (by the reader's
@@ -72,6 +78,10 @@ impl WorkerProcess {
             .with(
                 INTERVAL_MS,
                 i64::try_from(self.interval.as_millis()).unwrap_or(i64::MAX),
+            )
+            .with(
+                FORGET_AFTER_SECS,
+                i64::try_from(self.forget_after.as_secs()).unwrap_or(i64::MAX),
             );
         if let Some(stopped) = self.stopped_at {
             entity.set(STOPPED_AT, stopped);
@@ -119,9 +129,21 @@ impl WorkerProcess {
             started_at: time(STARTED_AT).unwrap_or(heartbeat_at),
             heartbeat_at,
             interval,
+            forget_after: match int(FORGET_AFTER_SECS) {
+                0 => FORGET_WORKERS_AFTER,
+                secs => Duration::from_secs(secs),
+            },
             stopped_at,
             silent: stopped_at.is_none() && now.signed_duration_since(heartbeat_at) > silent_after,
         })
+    }
+}
+
+impl WorkerProcess {
+    /// Whether its record is past its [`forget_after`](Self::forget_after) at `now`.
+    pub fn forgotten_at(&self, now: DateTime<Utc>) -> bool {
+        let after = chrono::Duration::from_std(self.forget_after).unwrap_or(chrono::Duration::MAX);
+        super::keys::shift(self.heartbeat_at, after) < now
     }
 }
 
@@ -133,9 +155,9 @@ fn finite(value: f64) -> f64 {
     }
 }
 
-/// The worker processes with a record, in id order: those running, those silent (see
-/// [`WorkerProcess::silent`]) and those stopped in the last
-/// [`FORGET_WORKERS_AFTER`]. Reads the records a page at a time.
+/// The worker processes with a record, in id order: those running, and those silent (see
+/// [`WorkerProcess::silent`]) or stopped whose last heartbeat is within their
+/// [`forget_after`](WorkerProcess::forget_after). Reads the records a page at a time.
 ///
 /// # Errors
 /// The store's errors (a missing table reads as none).
@@ -145,31 +167,29 @@ pub async fn workers<S: TableStore>(store: &S) -> Result<Vec<WorkerProcess>> {
         std::pin::pin!(store.query_stream(ACTIVITY_TABLE, Query::partition(WORKERS_PARTITION)));
     let mut processes = Vec::new();
     while let Some(record) = next(&mut records).await? {
-        if let Some(process) = WorkerProcess::from_entity(&record, now) {
+        if let Some(process) = WorkerProcess::from_entity(&record, now)
+            && !process.forgotten_at(now)
+        {
             processes.push(process);
         }
     }
     Ok(processes)
 }
 
-/// Deletes the worker records whose last heartbeat (or stop) is older than
-/// [`FORGET_WORKERS_AFTER`] before `now`, and those that do not read as one; a record
-/// written again meanwhile stays. Returns how many went. The [`super::roll_up`] pass calls
-/// it.
+/// Deletes the worker records whose last heartbeat (or stop) is older than their
+/// [`forget_after`](WorkerProcess::forget_after) before `now`, and those that do not read
+/// as one; a record written again meanwhile stays. Returns how many went. The
+/// [`super::roll_up`] pass of every worker calls it, and the console every minute (so
+/// records go when no worker runs).
 ///
 /// # Errors
 /// The store's errors (a missing table is nothing to do).
 pub async fn forget_workers<S: TableStore>(store: &S, now: DateTime<Utc>) -> Result<u64> {
-    let before = super::keys::shift(
-        now,
-        -chrono::Duration::from_std(FORGET_WORKERS_AFTER).unwrap_or_default(),
-    );
     let mut records =
         std::pin::pin!(store.query_stream(ACTIVITY_TABLE, Query::partition(WORKERS_PARTITION)));
     let mut forgotten = 0;
     while let Some(record) = next(&mut records).await? {
-        let last = record.get(HEARTBEAT_AT).and_then(Value::as_datetime);
-        if last.is_some_and(|last| last >= before) {
+        if WorkerProcess::from_entity(&record, now).is_some_and(|p| !p.forgotten_at(now)) {
             continue;
         }
         let etag = record.etag.clone().map_or(IfMatch::Any, IfMatch::ETag);

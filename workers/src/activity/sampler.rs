@@ -65,6 +65,8 @@ struct Inner {
     started_at: DateTime<Utc>,
     flush_interval: Duration,
     heartbeat_interval: Duration,
+    /// How long after its last heartbeat its record is forgotten.
+    forget_after: Duration,
     roll_up_interval: Duration,
     queues: Mutex<BTreeMap<String, QueueActivity>>,
     sampler: Mutex<Sampler>,
@@ -83,6 +85,7 @@ impl Inner {
             started_at: Utc::now(),
             flush_interval: options.flush_interval,
             heartbeat_interval: options.heartbeat_interval,
+            forget_after: options.forget_after,
             roll_up_interval: options.roll_up_interval,
             queues: Mutex::default(),
             sampler: Mutex::default(),
@@ -157,6 +160,7 @@ pub struct ActivityOptions {
     flush_interval: Duration,
     heartbeat_interval: Duration,
     roll_up_interval: Duration,
+    forget_after: Duration,
 }
 
 impl Default for ActivityOptions {
@@ -166,6 +170,7 @@ impl Default for ActivityOptions {
             flush_interval: FLUSH_INTERVAL,
             heartbeat_interval: HEARTBEAT_INTERVAL,
             roll_up_interval: ROLL_UP_INTERVAL,
+            forget_after: super::FORGET_WORKERS_AFTER,
         }
     }
 }
@@ -204,6 +209,14 @@ impl ActivityOptions {
     /// [`ROLL_UP_INTERVAL`]; at least 10 ms).
     pub fn roll_up_interval(mut self, roll_up: Duration) -> Self {
         self.roll_up_interval = roll_up.max(LEAST_INTERVAL);
+        self
+    }
+
+    /// Forgets this process's record `forget_after` after its last heartbeat or its stop
+    /// (default [`FORGET_WORKERS_AFTER`](super::FORGET_WORKERS_AFTER); at least a
+    /// minute): the console lists it, stopped or silent, until then.
+    pub fn forget_after(mut self, forget_after: Duration) -> Self {
+        self.forget_after = forget_after.max(Duration::from_secs(60));
         self
     }
 
@@ -468,7 +481,8 @@ impl Activity {
     async fn write_record(&self, now: DateTime<Utc>, stopped: Option<DateTime<Utc>>) -> Result<()> {
         let (mut queues, mut concurrency, mut in_flight, mut processed) = (Vec::new(), 0, 0, 0u64);
         for (name, queue) in self.queues() {
-            if queue.0.workers.load(Ordering::Relaxed) > 0 {
+            // A stopped process keeps the queues it served, for the console to show.
+            if queue.0.workers.load(Ordering::Relaxed) > 0 || stopped.is_some() {
                 queues.push(name);
                 concurrency += queue.0.concurrency.load(Ordering::Relaxed);
             }
@@ -491,6 +505,7 @@ impl Activity {
             started_at: self.inner.started_at,
             heartbeat_at: now,
             interval: self.inner.heartbeat_interval,
+            forget_after: self.inner.forget_after,
             stopped_at: stopped,
             silent: false,
         };

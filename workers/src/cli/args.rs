@@ -289,6 +289,11 @@ pub struct DeclareArgs {
     /// `azure`).
     #[arg(long, env = "TABLEKIT_BROKER")]
     pub broker: String,
+    /// The store whose registry of declared queues records them (as a worker's start
+    /// does): the console shows them and replays, redrives and pauses only queues it
+    /// records. Without it the queues are declared on the broker only.
+    #[arg(long, env = "TABLEKIT_STORE")]
+    pub store: Option<String>,
 }
 
 /// Options of `status`.
@@ -497,6 +502,10 @@ pub struct RunArgs {
     /// history and list of workers.
     #[arg(long, env = "TABLEKIT_NO_ACTIVITY")]
     pub no_activity: bool,
+    /// How long the console keeps listing this process after its last heartbeat or its
+    /// stop, in seconds (at least 60); then its record is forgotten.
+    #[arg(long, env = "TABLEKIT_FORGET_AFTER", default_value_t = 86_400)]
+    pub forget_after: u64,
     /// Seconds a queue the worker's operations travel on, and that this process does not
     /// serve, may hold messages that no consumer takes before the worker warns in its log
     /// (and its `--console` on its page); 0 turns the worker's look off.

@@ -61,7 +61,7 @@ fn totals(points: &[Point]) -> crate::activity::Counts {
 pub(super) fn history_card(charts: &[(String, Vec<Point>)], now: DateTime<Utc>) -> Markup {
     html! {
         section.card #history {
-            h2 { "History" span.when { "per minute, last 24 h, UTC" } }
+            h2 { "History" span.when { "last 24 h, UTC (each chart says its step)" } }
             @if charts.iter().all(|(_, points)| points.is_empty()) {
                 p.muted { "No worker has recorded its deliveries yet: workers started with " code { "tablekit-worker run" } " record them every few seconds (" code { "--no-activity" } " turns it off)." }
             }

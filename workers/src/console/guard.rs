@@ -10,6 +10,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Redirect, Response};
 
 use super::access::{Access, Admission, has_several_hosts};
+use super::api::problem::Problem;
 use super::{Client, Refusal, Shared, forwarded, signin, view};
 
 /// The header the console's script sets on its own requests: a request with it is not a
@@ -27,7 +28,9 @@ pub(super) const LIVE_HEADER: &str = "x-tablekit-live";
 /// `403`. A request without a right token or live session is sent to the sign-in form
 /// when it is a page the browser shows, and answered `401` when it is the script's
 /// refresh (`/live`, or any request with [`FETCH_HEADER`]). The sign-in form and signing
-/// out (`/login`, `/logout`) and the assets are answered without a session.
+/// out (`/login`, `/logout`) and the assets are answered without a session. Under
+/// `/api/` every refusal is a problem (JSON): `401` without a right token, never a
+/// redirect.
 pub(super) async fn guard(
     State(console): State<Shared>,
     mut request: Request,
@@ -47,14 +50,27 @@ pub(super) async fn guard(
     let Client(client) = Client::of(request.extensions());
     let path = request.uri().path().to_owned();
     let is_post = request.method() == Method::POST;
+    let is_api = path == "/api" || path.starts_with("/api/");
     let is_fetch = path == "/live" || request.headers().contains_key(FETCH_HEADER);
     let access = &console.access;
+    // The API answers its refusals as problems (JSON), the pages as text or a redirect.
+    let refuse = |status: StatusCode, kind: &'static str, text: &'static str| {
+        if is_api {
+            Problem::new(status, kind, text).into_response()
+        } else {
+            (status, text).into_response()
+        }
+    };
     let mut response = if has_several_hosts(request.headers()) {
         access.refused(Refusal::Host, client);
-        (StatusCode::BAD_REQUEST, "more than one Host header").into_response()
+        refuse(
+            StatusCode::BAD_REQUEST,
+            "invalid-request",
+            "more than one Host header",
+        )
     } else if is_post && !Access::same_origin(request.headers()) {
         access.refused(Refusal::Origin, client);
-        (StatusCode::FORBIDDEN, "a form of another site").into_response()
+        refuse(StatusCode::FORBIDDEN, "forbidden", "a form of another site")
     } else if path.starts_with("/assets/") {
         next.run(request).await
     } else if path == "/login" || path == "/logout" {
@@ -65,14 +81,17 @@ pub(super) async fn guard(
         }
     } else {
         match access.admits(request.headers(), client).await {
-            Admission::Admitted(role) if is_post && !role.may_act() => (
-                StatusCode::FORBIDDEN,
-                format!(
+            Admission::Admitted(role) if is_post && !role.may_act() => {
+                let text = format!(
                     "signed in as {}, who reads the console but may not act: sign in with the operator's token to do this",
                     role.name()
-                ),
-            )
-                .into_response(),
+                );
+                if is_api {
+                    Problem::new(StatusCode::FORBIDDEN, "forbidden", text).into_response()
+                } else {
+                    (StatusCode::FORBIDDEN, text).into_response()
+                }
+            }
             Admission::Admitted(role) => {
                 request.extensions_mut().insert(role);
                 let viewer = view::Viewer {
@@ -81,7 +100,30 @@ pub(super) async fn guard(
                 };
                 view::VIEWER.scope(viewer, next.run(request)).await
             }
+            Admission::Busy if is_api => {
+                let mut busy = Problem::new(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    "too-many-requests",
+                    "too many wrong tokens at once: try again in a moment",
+                )
+                .into_response();
+                busy.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+                busy
+            }
             Admission::Busy => signin::busy(),
+            Admission::NoToken | Admission::WrongToken if is_api => {
+                let mut unauthorized = Problem::new(
+                    StatusCode::UNAUTHORIZED,
+                    "unauthorized",
+                    "send the console's token: Authorization: Bearer <token>",
+                )
+                .into_response();
+                unauthorized
+                    .headers_mut()
+                    .insert(header::WWW_AUTHENTICATE, HeaderValue::from_static("Bearer"));
+                unauthorized
+            }
             Admission::NoToken | Admission::WrongToken if is_fetch => (
                 StatusCode::UNAUTHORIZED,
                 [(header::WWW_AUTHENTICATE, "Bearer")],
@@ -91,11 +133,11 @@ pub(super) async fn guard(
             Admission::NoToken | Admission::WrongToken if !is_post => {
                 Redirect::to("/login").into_response()
             }
-            Admission::NoToken | Admission::WrongToken | Admission::ForeignHost => (
+            Admission::NoToken | Admission::WrongToken | Admission::ForeignHost => refuse(
                 StatusCode::FORBIDDEN,
+                "forbidden",
                 "the console answers requests that carry its token, or name a loopback host",
-            )
-                .into_response(),
+            ),
         }
     };
     if path == "/live" && response.status().is_success() {

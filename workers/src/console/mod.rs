@@ -269,18 +269,28 @@ impl BoundConsole {
     }
 
     /// Serves until `shutdown` completes; takes up the jobs a stopped console left
-    /// running, at once and every 10 s.
+    /// running, at once and every 10 s, and forgets worker records past their time every
+    /// minute.
     ///
     /// # Errors
     /// [`Error::Config`] when the server fails.
     pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<()> {
         let console = self.console;
         let jobs = console.jobs.clone();
+        let store = console.store.clone();
         let take_up = tokio::spawn(async move {
+            let mut round = 0u64;
             loop {
                 if let Err(e) = jobs.take_up_stale().await {
                     tracing::warn!(error = %e, "looking for jobs left running failed");
                 }
+                // Worker records past their time go even when no worker runs.
+                if round.is_multiple_of(6)
+                    && let Err(e) = crate::activity::forget_workers(&store, Utc::now()).await
+                {
+                    tracing::debug!(error = %e, "forgetting old worker records failed");
+                }
+                round += 1;
                 tokio::time::sleep(Duration::from_secs(10)).await;
             }
         });
@@ -320,30 +330,12 @@ fn router(console: Shared) -> Router {
         .route("/feeds", get(feeds::list))
         .route("/feeds/{table}/{group}", get(feeds::group))
         .route("/queues/{queue}/waiting", get(waiting::page))
-        .route("/api/queues/{queue}/waiting", get(api::waiting_messages))
-        .route("/api/status", get(api::status))
-        .route("/api/workers", get(api::workers))
-        .route("/api/queues/{queue}/history", get(api::history))
-        .route("/api/actions", get(api::actions))
-        .route("/api/poison/{queue}", get(api::poison_page))
-        .route(
-            "/api/poison/{queue}/messages/{handle}",
-            get(api::poison_message),
-        )
-        .route("/api/poison/{queue}/sets", post(api::make_set))
-        .route("/api/poison/{queue}/sets/{token}", get(api::get_set))
-        .route(
-            "/api/poison/{queue}/sets/{token}/export",
-            get(api::export_set),
-        )
-        .route(
-            "/api/poison/{queue}/sets/{token}/confirm",
-            post(api::confirm_set),
-        )
+        .nest("/api", api::router())
         .route("/login", get(signin::login_page).post(signin::login))
         .route("/logout", post(signin::logout))
         .route("/assets/console.css", get(pages::css))
         .route("/assets/console.js", get(pages::js))
+        .fallback(no_such_page)
         .layer(middleware::from_fn_with_state(
             console.clone(),
             guard::guard,
@@ -358,6 +350,21 @@ fn router(console: Shared) -> Router {
             tower_http::request_id::MakeRequestUuid,
         ))
         .with_state(console)
+}
+
+/// A path no route takes: under `/api` a problem (JSON), else a page.
+async fn no_such_page(uri: axum::http::Uri) -> Response {
+    if uri.path() == "/api" || uri.path().starts_with("/api/") {
+        return api::not_found().await;
+    }
+    html(
+        StatusCode::NOT_FOUND,
+        view::page(
+            "Not found",
+            None,
+            view::problem("No such page: the overview is at /."),
+        ),
+    )
 }
 
 fn html(status: StatusCode, markup: Markup) -> Response {

@@ -142,32 +142,25 @@ impl Console {
         })
     }
 
-    /// The queues the console shows: those it was given, else [`Self::default_queues`].
-    pub(super) async fn shown_queues(&self) -> Result<Vec<String>> {
-        if !self.options.queues.is_empty() {
-            return Ok(self.options.queues.clone());
-        }
-        let schemas = tablekit_patterns::index::SchemaRecord::list(&self.store, None).await?;
-        Ok(self.default_queues(&schemas).await)
-    }
-
     /// The queues shown when none are named: `index`, `archive` and the change queues the
-    /// registered types declare, then the queues the backend lists as declared (the
-    /// SQLite queue's registry, an Azure account's queues; at most [`LISTED_DECLARED`])
-    /// and those the workers recorded history for — each once, in that order. A queue
-    /// that could not be read is left out of the last two (the first are always shown).
+    /// registered types declare, then [`Self::declared`] (at most [`LISTED_DECLARED`]),
+    /// then those the workers recorded history for — each once, in that order. When the
+    /// declared ones cannot be read, the others are still shown.
     async fn default_queues(
         &self,
         schemas: &[tablekit_patterns::index::SchemaRecord],
     ) -> Vec<String> {
         let mut queues = crate::status::default_queues(schemas);
         let (declared, served) = futures::join!(
-            self.broker.declared_queues(),
+            self.declared(),
             crate::activity::queues_with_history(&self.store)
         );
-        if let Ok(Some(declared)) = declared {
-            queues.extend(declared.into_iter().take(LISTED_DECLARED));
+        match declared {
+            Ok(declared) => queues.extend(declared.into_iter().take(LISTED_DECLARED)),
+            Err(e) => tracing::debug!(error = %e, "reading the declared queues failed"),
         }
+        // Queues served elsewhere (another broker, a queue since deleted): their history
+        // is shown, and nothing is done to them.
         if let Ok(served) = served {
             queues.extend(served);
         }
@@ -175,6 +168,64 @@ impl Console {
         queues.retain(|q| !crate::queue::is_poison_queue(q) && seen.insert(q.clone()));
         queues
     }
+
+    /// The queues tablekit declared that the broker holds, sorted: those the store's
+    /// registry records (a worker's start, `tablekit-worker declare --store`, the queues
+    /// workers served) and, on SQLite, the queue's own registry (which holds tablekit's
+    /// queues only) — never a poison queue, a retry queue or pause marker, nor a queue
+    /// tablekit did not declare (another client's queue on the same broker). The one list
+    /// the console acts on: replays, redrives and pauses go only to these, and a refusal
+    /// lists them.
+    ///
+    /// # Errors
+    /// The store's or broker's errors.
+    pub(super) async fn declared(&self) -> Result<Vec<String>> {
+        let mut candidates = crate::activity::declared_queues(&self.store).await?;
+        if lists_only_its_own_queues(&self.broker)
+            && let Some(listed) = self.broker.declared_queues().await?
+        {
+            candidates.extend(listed);
+        }
+        candidates.retain(|q| !crate::queue::is_poison_queue(q) && !is_derived(q));
+        candidates.sort();
+        candidates.dedup();
+        let held =
+            futures::future::join_all(candidates.iter().map(|q| self.broker.exists(q))).await;
+        let mut declared = Vec::with_capacity(candidates.len());
+        for (queue, held) in candidates.into_iter().zip(held) {
+            match held {
+                Ok(true) => declared.push(queue),
+                Ok(false) | Err(crate::error::Error::InvalidQueueName { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(declared)
+    }
+}
+
+/// Whether the broker's own list of queues holds tablekit's only (the SQLite queue's
+/// registry; an Azure account or a RabbitMQ vhost may hold other clients' queues).
+fn lists_only_its_own_queues(broker: &crate::queue::AnyQueue) -> bool {
+    #[cfg(feature = "sqlite")]
+    {
+        matches!(broker, crate::queue::AnyQueue::Sqlite(_))
+    }
+    #[cfg(not(feature = "sqlite"))]
+    {
+        let _ = broker;
+        false
+    }
+}
+
+/// Whether `name` is a name tablekit derives from a queue's (RabbitMQ's retry queues
+/// `<queue>-retry-<ms>` and pause markers `<queue>-paused`).
+pub(super) fn is_derived(name: &str) -> bool {
+    if name.ends_with("-paused") {
+        return true;
+    }
+    name.rsplit_once("-retry-").is_some_and(|(queue, ms)| {
+        !queue.is_empty() && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
+    })
 }
 
 pub(super) async fn overview(
@@ -405,29 +456,21 @@ pub(super) async fn pause_queue(
     back_to_overview(&nonce)
 }
 
-/// Whether the consumers of `queue` can be paused from the console: a queue it shows that
-/// the backend has declared, never a poison queue (no worker consumes one). The refusal
-/// names the queues that can.
+/// Whether the consumers of `queue` can be paused from the console: a queue tablekit
+/// declared that the broker holds ([`Console::declared`]), never a poison or retry queue.
+/// The refusal names the queues that can.
 async fn pausable(console: &Console, queue: &str) -> std::result::Result<(), Response> {
-    let shown = match console.shown_queues().await {
-        Ok(shown) => shown,
+    let can = match console.declared().await {
+        Ok(declared) => declared,
         Err(e) => return Err(failure(&e)),
     };
-    let mut can = Vec::new();
-    for q in shown.iter().filter(|q| !crate::queue::is_poison_queue(q)) {
-        match console.broker.exists(q).await {
-            Ok(true) => can.push(q.clone()),
-            Ok(false) => {}
-            Err(e) => return Err(failure(&e)),
-        }
-    }
     if can.iter().any(|q| q == queue) {
         return Ok(());
     }
     Err(forms::refusal(
         StatusCode::BAD_REQUEST,
         &format!(
-            "The consumers of {} cannot be paused here: the console pauses the queues it shows that are declared, never a poison queue. It could be: {}.",
+            "The consumers of {} cannot be paused here: the console pauses the queues tablekit declared, never a poison or retry queue. It could be: {}.",
             neutral(queue),
             if can.is_empty() {
                 "none yet (a worker declares its queue when it starts)".to_owned()

@@ -34,11 +34,6 @@ impl Order {
     pub(super) fn newest_first(&self) -> bool {
         self.order.as_deref() == Some("newest")
     }
-
-    /// How many messages are asked for, if said.
-    pub(super) fn limit(&self) -> Option<usize> {
-        self.limit
-    }
 }
 
 /// `GET /queues/<queue>/waiting`.

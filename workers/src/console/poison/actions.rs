@@ -78,53 +78,36 @@ fn back(queue: &str, place: &Place, nonce: &str, again: bool) -> Response {
     Redirect::to(&to).into_response()
 }
 
-/// The queues a replay may name, for a refusal that says which: those the backend lists
-/// as declared, else those the console shows that the backend says exist; never a poison
-/// queue.
-pub(crate) async fn sendable(console: &Console) -> Vec<String> {
-    let mut queues = match console.broker.declared_queues().await {
-        Ok(Some(declared)) => declared,
-        // A backend that cannot list its queues (RabbitMQ): those the console shows that
-        // the broker says are declared.
-        _ => {
-            let mut declared = Vec::new();
-            for queue in console.shown_queues().await.unwrap_or_default() {
-                if console.broker.exists(&queue).await.unwrap_or(false) {
-                    declared.push(queue);
-                }
-            }
-            declared
-        }
-    };
-    queues.retain(|q| !crate::queue::is_poison_queue(q));
-    queues.sort();
-    queues.dedup();
-    queues
-}
-
-/// What is wrong with the queue a replay sends to, if anything: it must exist as the
-/// backend defines it, and never be a poison queue. The answer names the queues it could
-/// be.
+/// What is wrong with the queue a replay sends to, if anything: it must be one tablekit
+/// declared that the broker holds ([`Console::declared`]) — never a poison or retry queue,
+/// a pause marker, or another client's queue. The answer names the queues it could be:
+/// exactly those accepted.
 pub(crate) async fn destination_problem(
     console: &Console,
     to: &str,
 ) -> std::result::Result<(), String> {
+    let queues = match console.declared().await {
+        Ok(queues) => queues,
+        Err(e) => return Err(format!("Which queues exist is unknown: {e}")),
+    };
     let problem = if let Err(e) = crate::queue::check_queue_name(to) {
         format!("Name the queue to replay to: {e}.")
     } else if to.ends_with(crate::queue::POISON_SUFFIX) {
         "A poison queue takes no replays: name the queue whose workers should take the messages."
             .to_owned()
+    } else if super::super::pages::is_derived(to) {
+        format!(
+            "{} is a queue tablekit derives from another (a retry delay, a pause marker): name the queue whose workers should take the messages.",
+            neutral(to)
+        )
+    } else if queues.iter().any(|q| q == to) {
+        return Ok(());
     } else {
-        match console.broker.stats(to).await {
-            Ok(_) => return Ok(()),
-            Err(Error::NotDeclared { .. }) => format!(
-                "The queue {} is not declared: nothing sent to it would be read. Start a worker of it (or run `tablekit-worker declare`) first, or name a declared queue.",
-                neutral(to)
-            ),
-            Err(e) => format!("Whether the queue {} exists is unknown: {e}", neutral(to)),
-        }
+        format!(
+            "{} is not a queue tablekit declared: nothing sent to it would be read by its workers. Start a worker of it (or run `tablekit-worker declare --store …`) first, or name a declared queue.",
+            neutral(to)
+        )
     };
-    let queues = sendable(console).await;
     if queues.is_empty() {
         Err(problem)
     } else {
@@ -364,7 +347,7 @@ pub(crate) async fn act(
     action: &PoisonAction,
     handles: &[String],
     ids: &[String],
-) -> (Outcome, Vec<String>) {
+) -> (Outcome, Result<Vec<String>>) {
     // Through the desk of the role asking: a viewer's request is refused there too.
     let desk = crate::queue::desk::Desk::new(console.broker.clone(), super::super::view::role());
     let taken = desk.take(queue, handles, action).await;
@@ -398,7 +381,7 @@ pub(crate) async fn act(
         &outcome,
     );
     console.records.record(record, &touched).await;
-    (outcome, taken.unwrap_or_default())
+    (outcome, taken)
 }
 
 /// What an action did, from the backend's answer: `taken` of `asked`, or its failure.
@@ -444,6 +427,7 @@ pub(crate) async fn named(
 ) -> Result<sets::Bound> {
     let mut ids = Vec::with_capacity(handles.len());
     let mut reasons: Vec<(String, u64)> = Vec::new();
+    let mut gone = Vec::new();
     for handle in handles.iter().take(MAX_PAGE) {
         match console.broker.poison_body(queue, handle).await? {
             Some(message) => {
@@ -453,7 +437,10 @@ pub(crate) async fn named(
                     None => reasons.push((message.reason, 1)),
                 }
             }
-            None => ids.push(String::new()),
+            None => {
+                ids.push(String::new());
+                gone.push(handle.clone());
+            }
         }
     }
     Ok(sets::Bound {
@@ -466,6 +453,7 @@ pub(crate) async fn named(
         scope: String::new(),
         reasons,
         back,
+        gone,
     })
 }
 
@@ -517,6 +505,7 @@ pub(crate) async fn dry_run(
         scope: String::new(),
         reasons,
         back,
+        gone: Vec::new(),
     })
 }
 

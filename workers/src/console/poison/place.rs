@@ -61,7 +61,7 @@ impl Place {
     }
 
     /// The place with the reason group (and undecodable-reasons) parts of its filter.
-    pub(super) fn grouped(mut self, group: &str, undecodable: bool) -> Self {
+    pub(in crate::console) fn grouped(mut self, group: &str, undecodable: bool) -> Self {
         self.filter = self.filter.reason_group(group);
         if undecodable {
             self.filter = self.filter.undecodable_reason();

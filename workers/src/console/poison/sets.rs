@@ -37,6 +37,8 @@ pub(in crate::console) struct Bound {
     pub(in crate::console) reasons: Vec<(String, u64)>,
     /// The page to go back to, where the operator was.
     pub(in crate::console) back: super::place::Place,
+    /// The handles named that were no longer in the poison queue when the set was made.
+    pub(in crate::console) gone: Vec<String>,
 }
 
 struct Kept {
@@ -104,6 +106,7 @@ mod tests {
             scope: "all".into(),
             reasons: Vec::new(),
             back: super::super::place::Place::default(),
+            gone: Vec::new(),
         }
     }
 

@@ -533,6 +533,15 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
         ),
         _ => ("Discard".to_owned(), "deletes them for good".to_owned()),
     };
+    // "Confirming deletes it", not "them", for one message.
+    let effect = if bound.handles.len() == 1 {
+        effect
+            .replace("sends them", "sends it")
+            .replace("deletes them", "deletes it")
+            .replace(", each with", " with")
+    } else {
+        effect
+    };
     let queue = bound.queue.as_str();
     let count = bound.handles.len();
     let messages = if count == 1 { "message" } else { "messages" };
@@ -547,9 +556,15 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
                 p { a href=(back) { "Back to the poison page" } }
             } @else {
                 p {
-                    @if bound.scope == "all" { "These " } @else { "The " }
-                    strong { (thousands(count as u64)) " " (messages) } @if bound.scope == "all" { " pass the filter now" } ". Confirming "
-                    (effect) " — these and no others"
+                    @if count == 1 {
+                        @if bound.scope == "all" { "One " strong { "message" } " passes the filter now. " }
+                        "Confirming " (effect) " — this one and no other"
+                    } @else {
+                        @if bound.scope == "all" { "These " } @else { "The " }
+                        strong { (thousands(count as u64)) " " (messages) }
+                        @if bound.scope == "all" { " pass the filter now" } ". Confirming "
+                        (effect) " — these and no others"
+                    }
                     @if bound.scope == "all" { ": messages poisoned from now on are left alone" }
                     "."
                 }

@@ -21,15 +21,23 @@
 //! - `POST /api/poison/<queue>/sets/<token>/confirm` — acts on that set, once: the answer
 //!   says how many the backend took, and which.
 //!
+//! - `GET /api/openapi.json` — this API's description (OpenAPI 3.1).
+//!
 //! A POST must be `Content-Type: application/json`: a page of another site cannot send
 //! one without the browser asking the console first (CORS), and the console allows no
-//! other origin. Errors are `{"error": "…"}` with the status of their kind.
+//! other origin. Every answer is JSON, errors included ([`problem`]: RFC 9457's
+//! `application/problem+json`): `401` without a right token (never a redirect), `403`
+//! for a viewer's action, `404` for an unknown path or queue, `405`, `409` for a set whose
+//! messages are gone, `415`, `422` for a query parameter that does not parse or is out of
+//! range, naming it.
+
+pub(super) mod problem;
 
 use std::net::SocketAddr;
 
 use axum::Json;
 use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
+use axum::extract::{ConnectInfo, Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
@@ -37,28 +45,126 @@ use chrono::{DateTime, Duration, Utc};
 use serde::{Deserialize, Serialize};
 
 use super::poison::{self, Place};
-use super::{Shared, failure_status, waiting};
+use super::{Shared, waiting};
 use crate::activity::Resolution;
 use crate::error::Error;
 use crate::queue::{PeekQuery, PoisonAction, Queue};
+use problem::{Params, Problem};
 
-/// An error as JSON, with the status of its kind.
-fn error(status: StatusCode, message: impl Into<String>) -> Response {
-    #[derive(Serialize)]
-    struct Failure {
-        error: String,
-    }
-    (
-        status,
-        Json(Failure {
-            error: message.into(),
-        }),
-    )
-        .into_response()
+/// A problem with `status` of `kind` ([`problem::KINDS`]).
+fn error(status: StatusCode, kind: &'static str, message: impl Into<String>) -> Response {
+    Problem::new(status, kind, message).into_response()
 }
 
 pub(super) fn failed(e: &Error) -> Response {
-    error(failure_status(e.kind()), e.to_string())
+    Problem::of(e).into_response()
+}
+
+/// Answers `Err` with its problem.
+macro_rules! or_answer {
+    ($checked:expr) => {
+        match $checked {
+            Ok(value) => value,
+            Err(problem) => return problem.into_response(),
+        }
+    };
+}
+
+/// The queue of a path, when tablekit declared it ([`super::Console::declared`]): else
+/// `404`, naming the queues it could be — exactly those accepted.
+async fn known_queue(console: &Shared, queue: &str) -> Result<(), Problem> {
+    let queues = console.declared().await.map_err(|e| Problem::of(&e))?;
+    if queues.iter().any(|q| q == queue) {
+        return Ok(());
+    }
+    let why = match crate::queue::check_queue_name(queue) {
+        Err(e) => e.to_string(),
+        Ok(()) => format!(
+            "no queue {queue:?} is declared by tablekit: it could be {}",
+            if queues.is_empty() {
+                "none (start a worker, or run `tablekit-worker declare --store …`)".to_owned()
+            } else {
+                queues.join(", ")
+            }
+        ),
+    };
+    Err(Problem::new(StatusCode::NOT_FOUND, "unknown-queue", why)
+        .with("queues", serde_json::json!(queues)))
+}
+
+/// `GET /api/openapi.json`: this API's description.
+pub(super) async fn openapi() -> Response {
+    ([(header::CONTENT_TYPE, "application/json")], OPENAPI).into_response()
+}
+
+/// The API's description (OpenAPI 3.1), checked against the router by a test.
+pub(super) const OPENAPI: &str = include_str!("openapi.json");
+
+/// The API's paths (under `/api`) and the methods each answers: the router is built from
+/// this list, and a test checks it against [`OPENAPI`].
+pub(super) const ROUTES: &[(&str, &[&str])] = &[
+    ("/openapi.json", &["get"]),
+    ("/status", &["get"]),
+    ("/workers", &["get"]),
+    ("/actions", &["get"]),
+    ("/queues/{queue}/history", &["get"]),
+    ("/queues/{queue}/waiting", &["get"]),
+    ("/poison/{queue}", &["get"]),
+    ("/poison/{queue}/messages/{handle}", &["get"]),
+    ("/poison/{queue}/sets", &["post"]),
+    ("/poison/{queue}/sets/{token}", &["get"]),
+    ("/poison/{queue}/sets/{token}/export", &["get"]),
+    ("/poison/{queue}/sets/{token}/confirm", &["post"]),
+];
+
+/// The handlers of a path of [`ROUTES`].
+fn handlers(path: &str) -> axum::routing::MethodRouter<Shared> {
+    use axum::routing::{get, post};
+    match path {
+        "/openapi.json" => get(openapi),
+        "/status" => get(status),
+        "/workers" => get(workers),
+        "/actions" => get(actions),
+        "/queues/{queue}/history" => get(history),
+        "/queues/{queue}/waiting" => get(waiting_messages),
+        "/poison/{queue}" => get(poison_page),
+        "/poison/{queue}/messages/{handle}" => get(poison_message),
+        "/poison/{queue}/sets" => post(make_set),
+        "/poison/{queue}/sets/{token}" => get(get_set),
+        "/poison/{queue}/sets/{token}/export" => get(export_set),
+        "/poison/{queue}/sets/{token}/confirm" => post(confirm_set),
+        _ => get(not_found),
+    }
+}
+
+/// The API's router, nested under `/api`: every answer JSON, a path it does not know
+/// `404` and a method a path does not answer `405`, as problems.
+pub(super) fn router() -> axum::Router<Shared> {
+    ROUTES
+        .iter()
+        .fold(axum::Router::new(), |router, (path, _)| {
+            router.route(path, handlers(path))
+        })
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+}
+
+/// `/api/…` that is no path of the API.
+pub(super) async fn not_found() -> Response {
+    error(
+        StatusCode::NOT_FOUND,
+        "not-found",
+        "no such path in the API: its paths are in /api/openapi.json",
+    )
+}
+
+/// A path of the API asked with a method it does not answer.
+pub(super) async fn method_not_allowed() -> Response {
+    error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method-not-allowed",
+        "this path does not answer this method: see /api/openapi.json",
+    )
 }
 
 /// `GET /api/status`.
@@ -69,30 +175,30 @@ pub(super) async fn status(State(console): State<Shared>) -> Response {
     }
 }
 
-#[derive(Deserialize)]
-pub(super) struct After {
-    after: Option<String>,
-    limit: Option<usize>,
+/// Whether `after` is an action record's id, as `next` gives them.
+fn is_record_id(after: &str) -> bool {
+    let (time, suffix) = after.split_once('-').unwrap_or_default();
+    time.len() == 16
+        && time.bytes().all(|b| b.is_ascii_digit())
+        && suffix.len() == 8
+        && suffix.bytes().all(|b| b.is_ascii_hexdigit())
 }
 
-/// `GET /api/actions`.
-pub(super) async fn actions(
-    State(console): State<Shared>,
-    UrlQuery(query): UrlQuery<After>,
-) -> Response {
+/// `GET /api/actions?after=&limit=`.
+pub(super) async fn actions(State(console): State<Shared>, RawQuery(query): RawQuery) -> Response {
     #[derive(Serialize)]
     struct Page {
         actions: Vec<super::records::ActionRecord>,
         next: Option<String>,
     }
-    match console
-        .records
-        .recent(
-            query.limit.unwrap_or(50).clamp(1, 500),
-            query.after.as_deref().filter(|a| !a.is_empty()),
-        )
-        .await
-    {
+    let params = Params::of(query.as_deref());
+    let limit = or_answer!(params.number("limit", 1, 500)).unwrap_or(50);
+    let after = or_answer!(params.checked(
+        "after",
+        "the `next` of an earlier answer (an action's id)",
+        is_record_id
+    ));
+    match console.records.recent(limit, after.as_deref()).await {
         Ok((actions, next)) => Json(Page { actions, next }).into_response(),
         Err(e) => failed(&e),
     }
@@ -156,11 +262,34 @@ impl From<crate::queue::PoisonMessage> for Message {
     }
 }
 
+/// The place a poison page's query asks for.
+fn poison_place(params: &Params) -> Result<Place, Problem> {
+    let filter = poison::filter_of(
+        &params.text("kind")?.unwrap_or_default(),
+        &params.text("id")?.unwrap_or_default(),
+        &params.text("reason")?.unwrap_or_default(),
+        &params.text("body")?.unwrap_or_default(),
+    );
+    let place = Place {
+        filter,
+        after: params.cursor("after")?,
+        limit: params
+            .number("limit", 1, poison::MAX_PAGE)?
+            .unwrap_or(poison::DEFAULT_PAGE),
+        newest_first: params.choice("order", &["oldest", "newest"])? == Some("newest"),
+        backwards: params.flag("back")?,
+    };
+    Ok(place.grouped(
+        &params.text("group")?.unwrap_or_default(),
+        params.flag("undecodable")?,
+    ))
+}
+
 /// `GET /api/poison/<queue>`.
 pub(super) async fn poison_page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(query): UrlQuery<poison::PageQuery>,
+    RawQuery(query): RawQuery,
 ) -> Response {
     #[derive(Serialize)]
     struct Page {
@@ -168,18 +297,14 @@ pub(super) async fn poison_page(
         messages: Vec<Message>,
         next: Option<String>,
     }
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failed(&e);
-    }
-    let page = query
-        .place()
-        .read(&console.broker, &queue, poison::PREVIEW)
-        .await;
+    let place = or_answer!(poison_place(&Params::of(query.as_deref())));
+    or_answer!(known_queue(&console, &queue).await);
+    let page = place.read(&console.broker, &queue, poison::PREVIEW).await;
     match page {
         Ok(page) => Json(Page {
             queue,
             messages: page.messages.into_iter().map(Message::from).collect(),
-            next: page.next,
+            next: page.next.as_deref().map(problem::cursor),
         })
         .into_response(),
         Err(e) => failed(&e),
@@ -191,13 +316,12 @@ pub(super) async fn poison_message(
     State(console): State<Shared>,
     Path((queue, handle)): Path<(String, String)>,
 ) -> Response {
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failed(&e);
-    }
+    or_answer!(known_queue(&console, &queue).await);
     match console.broker.poison_body(&queue, &handle).await {
         Ok(Some(m)) => Json(Message::from(m)).into_response(),
         Ok(None) => error(
             StatusCode::NOT_FOUND,
+            "not-found",
             "this message is no longer in the poison queue",
         ),
         Err(e) => failed(&e),
@@ -274,15 +398,20 @@ pub(super) async fn make_set(
     if !is_json(&headers) {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
             "send the request as Content-Type: application/json",
         );
     }
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failed(&e);
-    }
+    or_answer!(known_queue(&console, &queue).await);
     let request: SetRequest = match serde_json::from_slice(&body) {
         Ok(request) => request,
-        Err(e) => return error(StatusCode::BAD_REQUEST, format!("the request: {e}")),
+        Err(e) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
+                format!("the request: {e}"),
+            );
+        }
     };
     let action = match request.action.as_str() {
         "replay" => PoisonAction::Replay,
@@ -290,13 +419,14 @@ pub(super) async fn make_set(
         "moveto" => {
             let to = request.to.as_deref().unwrap_or_default().trim();
             if let Err(message) = poison::destination_problem(&console, to).await {
-                return error(StatusCode::BAD_REQUEST, message);
+                return error(StatusCode::UNPROCESSABLE_ENTITY, "invalid-request", message);
             }
             PoisonAction::ReplayTo(to.to_owned())
         }
         other => {
             return error(
-                StatusCode::BAD_REQUEST,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
                 format!(
                     "unknown action {:?}: replay, discard or moveto",
                     other.chars().take(40).collect::<String>()
@@ -314,7 +444,8 @@ pub(super) async fn make_set(
     let (bound, scope) = match &request.handles {
         Some(handles) if handles.len() > poison::MAX_PAGE => {
             return error(
-                StatusCode::BAD_REQUEST,
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
                 format!(
                     "name at most {} messages, or give a filter",
                     poison::MAX_PAGE
@@ -331,6 +462,17 @@ pub(super) async fn make_set(
         ),
     };
     match bound {
+        Ok(bound) if !bound.gone.is_empty() => Problem::new(
+            StatusCode::CONFLICT,
+            "gone",
+            format!(
+                "{} of the {} messages named are no longer in the poison queue: nothing was kept; list the page again",
+                bound.gone.len(),
+                bound.handles.len()
+            ),
+        )
+        .with("gone", serde_json::json!(bound.gone))
+        .into_response(),
         Ok(mut bound) => {
             bound.verb = request.action;
             bound.scope = scope.to_owned();
@@ -350,6 +492,7 @@ pub(super) async fn get_set(
         Some(bound) => Json(set_view(token, &bound)).into_response(),
         None => error(
             StatusCode::NOT_FOUND,
+            "not-found",
             "no such set: unknown, expired (15 minutes) or already confirmed",
         ),
     }
@@ -372,12 +515,14 @@ pub(super) async fn confirm_set(
     if !is_json(&headers) {
         return error(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
             "send the request as Content-Type: application/json",
         );
     }
     let Some(bound) = console.sets.take(&token, &queue) else {
         return error(
             StatusCode::NOT_FOUND,
+            "not-found",
             "no such set: unknown, expired (15 minutes) or already confirmed; nothing was done",
         );
     };
@@ -392,6 +537,27 @@ pub(super) async fn confirm_set(
         &bound.ids,
     )
     .await;
+    let taken = match taken {
+        Ok(taken) => taken,
+        // The backend failed: what it took before is taken, and the answer says so.
+        Err(e) => {
+            return Problem::of(&e)
+                .with("result", serde_json::json!(outcome.text))
+                .into_response();
+        }
+    };
+    if taken.is_empty() && !bound.handles.is_empty() {
+        return Problem::new(
+            StatusCode::CONFLICT,
+            "gone",
+            format!(
+                "none of the {} messages of the set was in the poison queue any more: nothing was done",
+                bound.handles.len()
+            ),
+        )
+        .with("gone", serde_json::json!(bound.handles))
+        .into_response();
+    }
     Json(Done {
         asked: bound.handles.len(),
         taken,
@@ -410,18 +576,11 @@ pub(super) async fn export_set(
     if state.sets.peek(&token, &queue).is_none() {
         return error(
             StatusCode::NOT_FOUND,
+            "not-found",
             "no such set: unknown, expired (15 minutes) or already confirmed",
         );
     }
     poison::export(state, Path((queue, token))).await
-}
-
-#[derive(Deserialize)]
-pub(super) struct Window {
-    /// RFC 3339; default 30 days ago.
-    since: Option<DateTime<Utc>>,
-    /// RFC 3339; default now.
-    until: Option<DateTime<Utc>>,
 }
 
 /// A history point as the API shows it.
@@ -439,11 +598,16 @@ struct ApiPoint {
 pub(super) async fn history(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(window): UrlQuery<Window>,
+    RawQuery(query): RawQuery,
 ) -> Response {
+    let params = Params::of(query.as_deref());
     let now = Utc::now();
-    let until = window.until.unwrap_or(now);
-    let since = window.since.unwrap_or(now - Duration::days(30));
+    let until = or_answer!(params.time("until")).unwrap_or(now);
+    let since = or_answer!(params.time("since")).unwrap_or(now - Duration::days(30));
+    if since > until {
+        return Problem::parameter("since", "`since` is after `until`").into_response();
+    }
+    or_answer!(known_queue(&console, &queue).await);
     match crate::activity::history(&console.store, &queue, since, until).await {
         Ok(points) => Json(
             points
@@ -530,13 +694,14 @@ struct ApiWaiting<'a> {
 pub(super) async fn waiting_messages(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(order): UrlQuery<waiting::Order>,
+    RawQuery(query): RawQuery,
 ) -> Response {
-    if let Err(e) = crate::queue::check_queue_name(&queue) {
-        return failed(&e);
-    }
-    let query =
-        PeekQuery::new(order.limit().unwrap_or(waiting::SHOWN)).newest_first(order.newest_first());
+    let params = Params::of(query.as_deref());
+    let newest = or_answer!(params.choice("order", &["oldest", "newest"])) == Some("newest");
+    let limit =
+        or_answer!(params.number("limit", 1, crate::queue::MAX_PEEK)).unwrap_or(waiting::SHOWN);
+    or_answer!(known_queue(&console, &queue).await);
+    let query = PeekQuery::new(limit).newest_first(newest);
     match console.broker.peek(&queue, &query).await {
         Ok(messages) => Json(
             messages
@@ -555,5 +720,49 @@ pub(super) async fn waiting_messages(
         )
         .into_response(),
         Err(e) => failed(&e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// The router is built from [`ROUTES`]; the description lists exactly those paths
+    /// and methods (what each answers is checked over HTTP in `tests/console_api.rs`).
+    #[test]
+    fn the_description_lists_every_route_and_no_other() {
+        let doc: serde_json::Value = serde_json::from_str(OPENAPI).unwrap();
+        let mut documented: Vec<(String, String)> = doc["paths"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .flat_map(|(path, item)| {
+                item.as_object()
+                    .unwrap()
+                    .keys()
+                    .map(|method| (path.clone(), method.clone()))
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let mut routed: Vec<(String, String)> = ROUTES
+            .iter()
+            .flat_map(|(path, methods)| {
+                methods
+                    .iter()
+                    .map(move |m| (format!("/api{path}"), (*m).to_owned()))
+            })
+            .collect();
+        documented.sort();
+        routed.sort();
+        assert_eq!(documented, routed);
+        // Every kind of problem the handlers answer is described.
+        let kinds = doc["components"]["schemas"]["Problem"]["properties"]["type"]["description"]
+            .as_str()
+            .unwrap();
+        for kind in problem::KINDS {
+            assert!(kinds.contains(kind), "{kind}");
+        }
     }
 }
