@@ -292,7 +292,9 @@ async fn actions_need_the_csrf_token_and_run_once_per_form_and_bodies_are_escape
     assert_eq!(poisoned_ids(&queue, name).await.len(), 3, "nothing yet");
     let confirm = confirmation(base, &to_confirm).await;
     assert!(
-        confirm.html.contains("<strong>1 message</strong>"),
+        confirm
+            .html
+            .contains("Confirming deletes it for good — this one and no other."),
         "{}",
         confirm.html
     );
