@@ -564,9 +564,30 @@ async fn behind_a_trusted_proxy_the_operator_is_served_and_records_name_the_forw
         assert_eq!(response.status().as_u16(), 303);
         set_cookie(&response)
     };
-    let page = http
-        .get(format!("{}/", running.url))
-        .header("cookie", &cookie)
+    let (clients, actions) = pause_index_through(
+        &http,
+        &running.url,
+        Some(&cookie),
+        ("forwarded", "for=\"[2001:db8::7]:4711\""),
+    )
+    .await;
+    assert_eq!(clients, vec!["[2001:db8::7]:4711"], "{actions}");
+}
+
+/// Pauses the queue `index` from the overview through `http` (signed in with `cookie`
+/// on a console with a token, else on loopback), sending the forwarding header `claim`:
+/// the clients of the actions recorded since, and the API's answer.
+async fn pause_index_through(
+    http: &reqwest::Client,
+    url: &str,
+    cookie: Option<&str>,
+    claim: (&str, &str),
+) -> (Vec<String>, serde_json::Value) {
+    let with_cookie = |request: reqwest::RequestBuilder| match cookie {
+        Some(cookie) => request.header("cookie", cookie),
+        None => request,
+    };
+    let page = with_cookie(http.get(format!("{url}/")))
         .send()
         .await
         .unwrap()
@@ -576,19 +597,19 @@ async fn behind_a_trusted_proxy_the_operator_is_served_and_records_name_the_forw
     let marker = support::console::pause_form("index");
     let csrf = support::console::form_field(&page, &marker, "csrf");
     let nonce = support::console::form_field(&page, &marker, "nonce");
-    let paused = http
-        .post(format!("{}/queues/index", running.url))
-        .header("cookie", &cookie)
+    let paused = with_cookie(http.post(format!("{url}/queues/index")))
         .header("content-type", "application/x-www-form-urlencoded")
-        .header("forwarded", "for=\"[2001:db8::7]:4711\"")
+        .header(claim.0, claim.1)
         .body(format!("csrf={csrf}&nonce={nonce}&pause=pause"))
         .send()
         .await
         .unwrap();
     assert_eq!(paused.status().as_u16(), 303);
-    let actions: serde_json::Value = http
-        .get(format!("{}/api/actions", running.url))
-        .bearer_auth(TOKEN)
+    let mut actions = http.get(format!("{url}/api/actions"));
+    if cookie.is_some() {
+        actions = actions.bearer_auth(TOKEN);
+    }
+    let actions: serde_json::Value = actions
         .send()
         .await
         .unwrap()
@@ -596,13 +617,13 @@ async fn behind_a_trusted_proxy_the_operator_is_served_and_records_name_the_forw
         .await
         .map(|text| serde_json::from_str(&text).unwrap())
         .unwrap();
-    let clients: Vec<&str> = actions["actions"]
+    let clients = actions["actions"]
         .as_array()
         .unwrap()
         .iter()
-        .filter_map(|a| a["client"].as_str())
+        .filter_map(|a| a["client"].as_str().map(str::to_owned))
         .collect();
-    assert_eq!(clients, vec!["[2001:db8::7]:4711"], "{actions}");
+    (clients, actions)
 }
 
 #[tokio::test]
@@ -612,39 +633,14 @@ async fn a_request_from_outside_the_trusted_proxies_is_its_own_client_whatever_i
     })
     .await;
     let http = client_from([127, 0, 0, 9]);
-    let page = http
-        .get(format!("{}/", running.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
-    let marker = support::console::pause_form("index");
-    let csrf = support::console::form_field(&page, &marker, "csrf");
-    let nonce = support::console::form_field(&page, &marker, "nonce");
-    let paused = http
-        .post(format!("{}/queues/index", running.url))
-        .header("content-type", "application/x-www-form-urlencoded")
-        .header("x-forwarded-for", "198.51.100.7")
-        .body(format!("csrf={csrf}&nonce={nonce}&pause=pause"))
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(paused.status().as_u16(), 303);
-    let actions: serde_json::Value = http
-        .get(format!("{}/api/actions", running.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .map(|text| serde_json::from_str(&text).unwrap())
-        .unwrap();
-    let client = actions["actions"][0]["client"]
-        .as_str()
-        .unwrap_or_default()
-        .to_owned();
+    let (clients, actions) = pause_index_through(
+        &http,
+        &running.url,
+        None,
+        ("x-forwarded-for", "198.51.100.7"),
+    )
+    .await;
+    let client = clients.first().cloned().unwrap_or_default();
     assert!(client.starts_with("127.0.0.9:"), "{actions}");
 }
 

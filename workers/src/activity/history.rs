@@ -126,8 +126,8 @@ pub async fn queues_with_history<S: TableStore>(store: &S) -> Result<Vec<String>
 
 /// Records in the store that tablekit declared `queue` (a worker at its start,
 /// `tablekit-worker declare --store`): the console shows it and acts on it — replays,
-/// redrives and pauses go only to a queue recorded here or served by a worker
-/// ([`declared_queues`]). Idempotent.
+/// redrives and pauses go only to a queue recorded here ([`declared_queues`]) or served
+/// by a worker, that the broker holds. Idempotent.
 ///
 /// # Errors
 /// The store's errors.
@@ -139,17 +139,16 @@ pub async fn record_declared<S: TableStore>(store: &S, queue: &str) -> Result<()
     Ok(())
 }
 
-/// The queues tablekit declared, as the store records them: those
-/// [`record_declared`] recorded and those a worker served (its history), sorted, each
-/// once. Names tablekit derives from a queue (`-poison`, RabbitMQ's `-retry-<ms>`) are
-/// never recorded.
+/// The queues [`record_declared`] recorded, sorted, each once (the console adds those
+/// workers served, [`queues_with_history`]). Names tablekit derives from a queue
+/// (`-poison`, RabbitMQ's `-retry-<ms>`) are never recorded.
 ///
 /// # Errors
 /// The store's errors (a missing table reads as none).
 pub async fn declared_queues<S: TableStore>(store: &S) -> Result<Vec<String>> {
     let mut markers =
         std::pin::pin!(store.query_stream(ACTIVITY_TABLE, Query::partition(DECLARED_PARTITION)));
-    let mut queues = queues_with_history(store).await?;
+    let mut queues = Vec::new();
     while let Some(marker) = next(&mut markers).await? {
         if let Some(queue) = keys::decode_queue(&marker.row_key) {
             queues.push(queue);

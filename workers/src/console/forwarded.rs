@@ -23,32 +23,13 @@ pub(super) fn client(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpNet]) -
     if !is_trusted(peer.ip()) {
         return peer;
     }
-    let forwarded = headers.get_all("forwarded");
-    let chain: Vec<Option<SocketAddr>> = if forwarded.iter().next().is_some() {
-        forwarded
-            .iter()
-            .flat_map(|value| {
-                value
-                    .to_str()
-                    .unwrap_or("")
-                    .split(',')
-                    .map(|element| for_of(element).and_then(node))
-                    .collect::<Vec<_>>()
-            })
+    // `Forwarded` wins when present; its elements carry the node in `for=`.
+    let chain: Vec<Option<SocketAddr>> = if headers.contains_key("forwarded") {
+        elements(headers, "forwarded")
+            .map(|element| for_of(element).and_then(node))
             .collect()
     } else {
-        headers
-            .get_all("x-forwarded-for")
-            .iter()
-            .flat_map(|value| {
-                value
-                    .to_str()
-                    .unwrap_or("")
-                    .split(',')
-                    .map(|hop| node(hop.trim()))
-                    .collect::<Vec<_>>()
-            })
-            .collect()
+        elements(headers, "x-forwarded-for").map(node).collect()
     };
     let mut client = peer;
     for hop in chain.into_iter().rev() {
@@ -59,6 +40,16 @@ pub(super) fn client(peer: SocketAddr, headers: &HeaderMap, trusted: &[IpNet]) -
         }
     }
     client
+}
+
+/// The comma-separated elements of every `name` header, in order, trimmed (a value that
+/// is not visible ASCII reads as none).
+fn elements<'a>(headers: &'a HeaderMap, name: &'static str) -> impl Iterator<Item = &'a str> {
+    headers
+        .get_all(name)
+        .iter()
+        .flat_map(|value| value.to_str().unwrap_or("").split(','))
+        .map(str::trim)
 }
 
 /// The value of the `for` parameter of one `Forwarded` element.

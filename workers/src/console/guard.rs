@@ -54,7 +54,7 @@ pub(super) async fn guard(
     let is_fetch = path == "/live" || request.headers().contains_key(FETCH_HEADER);
     let access = &console.access;
     // The API answers its refusals as problems (JSON), the pages as text or a redirect.
-    let refuse = |status: StatusCode, kind: &'static str, text: &'static str| {
+    let refuse = |status: StatusCode, kind: &'static str, text: String| {
         if is_api {
             Problem::new(status, kind, text).into_response()
         } else {
@@ -66,11 +66,15 @@ pub(super) async fn guard(
         refuse(
             StatusCode::BAD_REQUEST,
             "invalid-request",
-            "more than one Host header",
+            "more than one Host header".to_owned(),
         )
     } else if is_post && !Access::same_origin(request.headers()) {
         access.refused(Refusal::Origin, client);
-        refuse(StatusCode::FORBIDDEN, "forbidden", "a form of another site")
+        refuse(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            "a form of another site".to_owned(),
+        )
     } else if path.starts_with("/assets/") {
         next.run(request).await
     } else if path == "/login" || path == "/logout" {
@@ -81,17 +85,14 @@ pub(super) async fn guard(
         }
     } else {
         match access.admits(request.headers(), client).await {
-            Admission::Admitted(role) if is_post && !role.may_act() => {
-                let text = format!(
+            Admission::Admitted(role) if is_post && !role.may_act() => refuse(
+                StatusCode::FORBIDDEN,
+                "forbidden",
+                format!(
                     "signed in as {}, who reads the console but may not act: sign in with the operator's token to do this",
                     role.name()
-                );
-                if is_api {
-                    Problem::new(StatusCode::FORBIDDEN, "forbidden", text).into_response()
-                } else {
-                    (StatusCode::FORBIDDEN, text).into_response()
-                }
-            }
+                ),
+            ),
             Admission::Admitted(role) => {
                 request.extensions_mut().insert(role);
                 let viewer = view::Viewer {
@@ -136,7 +137,8 @@ pub(super) async fn guard(
             Admission::NoToken | Admission::WrongToken | Admission::ForeignHost => refuse(
                 StatusCode::FORBIDDEN,
                 "forbidden",
-                "the console answers requests that carry its token, or name a loopback host",
+                "the console answers requests that carry its token, or name a loopback host"
+                    .to_owned(),
             ),
         }
     };

@@ -143,50 +143,88 @@ impl Console {
     }
 
     /// The queues shown when none are named: `index`, `archive` and the change queues the
-    /// registered types declare, then [`Self::declared`] (at most [`LISTED_DECLARED`]),
-    /// then those the workers recorded history for — each once, in that order. When the
-    /// declared ones cannot be read, the others are still shown.
+    /// registered types declare, then those tablekit declared (at most
+    /// [`LISTED_DECLARED`]), then those the workers recorded history for — each once, in
+    /// that order. Whether each exists is left to the overview's counts (a queue not on
+    /// the broker shows "not declared yet"). When the store cannot be read, the first are
+    /// still shown.
     async fn default_queues(
         &self,
         schemas: &[tablekit_patterns::index::SchemaRecord],
     ) -> Vec<String> {
         let mut queues = crate::status::default_queues(schemas);
-        let (declared, served) = futures::join!(
-            self.declared(),
-            crate::activity::queues_with_history(&self.store)
-        );
-        match declared {
-            Ok(declared) => queues.extend(declared.into_iter().take(LISTED_DECLARED)),
+        match self.candidates().await {
+            Ok(Candidates { declared, served }) => {
+                queues.extend(declared.into_iter().take(LISTED_DECLARED));
+                // Queues served elsewhere (another broker, a queue since deleted): their
+                // history is shown, and nothing is done to them.
+                queues.extend(served);
+            }
             Err(e) => tracing::debug!(error = %e, "reading the declared queues failed"),
-        }
-        // Queues served elsewhere (another broker, a queue since deleted): their history
-        // is shown, and nothing is done to them.
-        if let Ok(served) = served {
-            queues.extend(served);
         }
         let mut seen = std::collections::HashSet::new();
         queues.retain(|q| !crate::queue::is_poison_queue(q) && seen.insert(q.clone()));
         queues
     }
 
-    /// The queues tablekit declared that the broker holds, sorted: those the store's
-    /// registry records (a worker's start, `tablekit-worker declare --store`, the queues
-    /// workers served) and, on SQLite, the queue's own registry (which holds tablekit's
-    /// queues only) — never a poison queue, a retry queue or pause marker, nor a queue
-    /// tablekit did not declare (another client's queue on the same broker). The one list
-    /// the console acts on: replays, redrives and pauses go only to these, and a refusal
-    /// lists them.
+    /// The queues tablekit may have declared, without asking the broker: those the
+    /// store's registry records (a worker's start, `tablekit-worker declare --store`) and,
+    /// on SQLite, the queue's own registry (which holds tablekit's queues only); apart,
+    /// those workers served (their history) — never a poison queue, a retry queue or a
+    /// pause marker.
+    async fn candidates(&self) -> Result<Candidates> {
+        let (recorded, served) = futures::join!(
+            crate::activity::declared_queues(&self.store),
+            crate::activity::queues_with_history(&self.store)
+        );
+        let mut declared = recorded?;
+        if lists_only_its_own_queues(&self.broker)
+            && let Some(listed) = self.broker.declared_queues().await?
+        {
+            declared.extend(listed);
+        }
+        let derived =
+            |q: &String| crate::queue::is_poison_queue(q) || crate::queue::is_derived_queue(q);
+        declared.retain(|q| !derived(q));
+        declared.sort();
+        declared.dedup();
+        let mut served = served?;
+        served.retain(|q| !derived(q));
+        Ok(Candidates { declared, served })
+    }
+
+    /// Whether `queue` is one tablekit declared that the broker holds (one of
+    /// [`Self::declared`]): the store read once and the broker asked of this queue only.
+    ///
+    /// # Errors
+    /// The store's or broker's errors.
+    pub(super) async fn is_declared(&self, queue: &str) -> Result<bool> {
+        let Candidates { declared, served } = self.candidates().await?;
+        if !declared.iter().chain(&served).any(|q| q == queue) {
+            return Ok(false);
+        }
+        match self.broker.exists(queue).await {
+            Ok(held) => Ok(held),
+            Err(crate::error::Error::InvalidQueueName { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The queues tablekit declared that the broker holds, sorted: the
+    /// [candidates](Self::candidates), declared and served, each checked to exist — never
+    /// a poison queue, a retry queue or pause marker, nor a queue tablekit did not declare
+    /// (another client's queue on the same broker). The one list the console acts on:
+    /// replays, redrives and pauses go only to these ([`Self::is_declared`]), and a
+    /// refusal lists them.
     ///
     /// # Errors
     /// The store's or broker's errors.
     pub(super) async fn declared(&self) -> Result<Vec<String>> {
-        let mut candidates = crate::activity::declared_queues(&self.store).await?;
-        if lists_only_its_own_queues(&self.broker)
-            && let Some(listed) = self.broker.declared_queues().await?
-        {
-            candidates.extend(listed);
-        }
-        candidates.retain(|q| !crate::queue::is_poison_queue(q) && !is_derived(q));
+        let Candidates {
+            declared: mut candidates,
+            served,
+        } = self.candidates().await?;
+        candidates.extend(served);
         candidates.sort();
         candidates.dedup();
         let held =
@@ -203,6 +241,14 @@ impl Console {
     }
 }
 
+/// The queues tablekit may have declared ([`Console::candidates`]).
+struct Candidates {
+    /// Recorded in the store, or in the SQLite queue's own registry.
+    declared: Vec<String>,
+    /// Served by workers (their history).
+    served: Vec<String>,
+}
+
 /// Whether the broker's own list of queues holds tablekit's only (the SQLite queue's
 /// registry; an Azure account or a RabbitMQ vhost may hold other clients' queues).
 fn lists_only_its_own_queues(broker: &crate::queue::AnyQueue) -> bool {
@@ -215,17 +261,6 @@ fn lists_only_its_own_queues(broker: &crate::queue::AnyQueue) -> bool {
         let _ = broker;
         false
     }
-}
-
-/// Whether `name` is a name tablekit derives from a queue's (RabbitMQ's retry queues
-/// `<queue>-retry-<ms>` and pause markers `<queue>-paused`).
-pub(super) fn is_derived(name: &str) -> bool {
-    if name.ends_with("-paused") {
-        return true;
-    }
-    name.rsplit_once("-retry-").is_some_and(|(queue, ms)| {
-        !queue.is_empty() && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
-    })
 }
 
 pub(super) async fn overview(
@@ -460,13 +495,15 @@ pub(super) async fn pause_queue(
 /// declared that the broker holds ([`Console::declared`]), never a poison or retry queue.
 /// The refusal names the queues that can.
 async fn pausable(console: &Console, queue: &str) -> std::result::Result<(), Response> {
+    match console.is_declared(queue).await {
+        Ok(true) => return Ok(()),
+        Ok(false) => {}
+        Err(e) => return Err(failure(&e)),
+    }
     let can = match console.declared().await {
         Ok(declared) => declared,
         Err(e) => return Err(failure(&e)),
     };
-    if can.iter().any(|q| q == queue) {
-        return Ok(());
-    }
     Err(forms::refusal(
         StatusCode::BAD_REQUEST,
         &format!(

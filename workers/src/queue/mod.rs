@@ -55,6 +55,24 @@ pub fn is_poison_queue(name: &str) -> bool {
     name.ends_with(POISON_SUFFIX)
 }
 
+/// The suffix of a retry queue's name before its delay (`<queue>-retry-<ms>`, RabbitMQ).
+pub(crate) const RETRY_INFIX: &str = "-retry-";
+
+/// The suffix of a queue's pause marker (`<queue>-paused`, RabbitMQ).
+pub(crate) const PAUSED_SUFFIX: &str = "-paused";
+
+/// Whether `name` is a name tablekit derives from a queue's other than its poison queue
+/// (RabbitMQ's retry queues `<queue>-retry-<ms>` and pause markers `<queue>-paused`): never
+/// a queue to send, replay or pause.
+pub fn is_derived_queue(name: &str) -> bool {
+    if name.ends_with(PAUSED_SUFFIX) {
+        return true;
+    }
+    name.rsplit_once(RETRY_INFIX).is_some_and(|(queue, ms)| {
+        !queue.is_empty() && !ms.is_empty() && ms.bytes().all(|b| b.is_ascii_digit())
+    })
+}
+
 /// Checks a queue name: 1 to 200 bytes (room for the `-poison` and retry suffixes within
 /// AMQP's 255), printable, not starting with `amq.` (reserved by AMQP).
 ///

@@ -73,10 +73,14 @@ macro_rules! or_answer {
 /// The queue of a path, when tablekit declared it ([`super::Console::declared`]): else
 /// `404`, naming the queues it could be — exactly those accepted.
 async fn known_queue(console: &Shared, queue: &str) -> Result<(), Problem> {
-    let queues = console.declared().await.map_err(|e| Problem::of(&e))?;
-    if queues.iter().any(|q| q == queue) {
+    if console
+        .is_declared(queue)
+        .await
+        .map_err(|e| Problem::of(&e))?
+    {
         return Ok(());
     }
+    let queues = console.declared().await.map_err(|e| Problem::of(&e))?;
     let why = match crate::queue::check_queue_name(queue) {
         Err(e) => e.to_string(),
         Ok(()) => format!(

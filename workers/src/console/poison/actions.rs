@@ -86,27 +86,29 @@ pub(crate) async fn destination_problem(
     console: &Console,
     to: &str,
 ) -> std::result::Result<(), String> {
-    let queues = match console.declared().await {
-        Ok(queues) => queues,
-        Err(e) => return Err(format!("Which queues exist is unknown: {e}")),
-    };
     let problem = if let Err(e) = crate::queue::check_queue_name(to) {
         format!("Name the queue to replay to: {e}.")
     } else if to.ends_with(crate::queue::POISON_SUFFIX) {
         "A poison queue takes no replays: name the queue whose workers should take the messages."
             .to_owned()
-    } else if super::super::pages::is_derived(to) {
+    } else if crate::queue::is_derived_queue(to) {
         format!(
             "{} is a queue tablekit derives from another (a retry delay, a pause marker): name the queue whose workers should take the messages.",
             neutral(to)
         )
-    } else if queues.iter().any(|q| q == to) {
-        return Ok(());
     } else {
-        format!(
-            "{} is not a queue tablekit declared: nothing sent to it would be read by its workers. Start a worker of it (or run `tablekit-worker declare --store …`) first, or name a declared queue.",
-            neutral(to)
-        )
+        match console.is_declared(to).await {
+            Ok(true) => return Ok(()),
+            Ok(false) => format!(
+                "{} is not a queue tablekit declared: nothing sent to it would be read by its workers. Start a worker of it (or run `tablekit-worker declare --store …`) first, or name a declared queue.",
+                neutral(to)
+            ),
+            Err(e) => return Err(format!("Which queues exist is unknown: {e}")),
+        }
+    };
+    let queues = match console.declared().await {
+        Ok(queues) => queues,
+        Err(e) => return Err(format!("{problem} Which queues exist is unknown: {e}")),
     };
     if queues.is_empty() {
         Err(problem)

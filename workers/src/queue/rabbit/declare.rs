@@ -7,19 +7,19 @@ use lapin::Channel;
 use lapin::options::QueueDeclareOptions;
 use lapin::types::{FieldTable, ShortString};
 
-use super::super::{QueueOptions, check_queue_name, poison_queue};
+use super::super::{PAUSED_SUFFIX, QueueOptions, RETRY_INFIX, check_queue_name, poison_queue};
 use super::connection::{RabbitQueue, is_not_found, unavailable};
 use super::headers::string_arg;
 use crate::error::{Error, Result};
 
 pub(super) fn retry_queue(queue: &str, delay: Duration) -> String {
-    format!("{queue}-retry-{}", delay.as_millis())
+    format!("{queue}{RETRY_INFIX}{}", delay.as_millis())
 }
 
 /// The queue whose existence pauses a queue's consumers: an empty durable queue, read with
 /// a passive declare.
 pub(super) fn paused_marker(queue: &str) -> String {
-    format!("{queue}-paused")
+    format!("{queue}{PAUSED_SUFFIX}")
 }
 
 impl RabbitQueue {
