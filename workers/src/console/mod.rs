@@ -57,6 +57,7 @@ pub mod jobs;
 mod metrics;
 mod pages;
 mod poison;
+mod queues;
 pub mod records;
 mod secret;
 mod security_log;

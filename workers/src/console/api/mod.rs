@@ -33,22 +33,19 @@
 
 pub(super) mod problem;
 
-use std::net::SocketAddr;
-
 use axum::Json;
-use axum::body::Bytes;
-use axum::extract::{ConnectInfo, Path, RawQuery, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::extract::{Path, RawQuery, State};
+use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use base64::Engine as _;
 use chrono::{DateTime, Duration, Utc};
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 
 use super::poison::{self, Place};
 use super::{Shared, waiting};
 use crate::activity::Resolution;
 use crate::error::Error;
-use crate::queue::{PeekQuery, PoisonAction, Queue};
+use crate::queue::{PeekQuery, Queue};
 use problem::{Params, Problem};
 
 /// A problem with `status` of `kind` ([`problem::KINDS`]).
@@ -95,6 +92,9 @@ async fn known_queue(console: &Shared, queue: &str) -> Result<(), Problem> {
     Err(Problem::new(StatusCode::NOT_FOUND, "unknown-queue", why)
         .with("queues", serde_json::json!(queues)))
 }
+
+mod sets;
+use sets::{confirm_set, export_set, get_set, make_set};
 
 /// `GET /api/openapi.json`: this API's description.
 pub(super) async fn openapi() -> Response {
@@ -330,261 +330,6 @@ pub(super) async fn poison_message(
         ),
         Err(e) => failed(&e),
     }
-}
-
-/// What a dry run asks for.
-#[derive(Deserialize)]
-struct SetRequest {
-    action: String,
-    #[serde(default)]
-    to: Option<String>,
-    /// The messages named; without them, every message the filter passes.
-    #[serde(default)]
-    handles: Option<Vec<String>>,
-    #[serde(default)]
-    kind: String,
-    #[serde(default)]
-    id: String,
-    #[serde(default)]
-    reason: String,
-    #[serde(default)]
-    body: String,
-}
-
-/// A set as the API shows it.
-#[derive(Serialize)]
-struct SetView {
-    token: String,
-    queue: String,
-    action: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    to: Option<String>,
-    count: usize,
-    handles: Vec<String>,
-    ids: Vec<String>,
-    reasons: Vec<(String, u64)>,
-}
-
-fn set_view(token: String, bound: &poison::sets::Bound) -> SetView {
-    SetView {
-        token,
-        queue: bound.queue.clone(),
-        action: bound.verb.clone(),
-        to: match &bound.action {
-            PoisonAction::ReplayTo(to) => Some(to.clone()),
-            _ => None,
-        },
-        count: bound.handles.len(),
-        handles: bound.handles.clone(),
-        ids: bound.ids.clone(),
-        reasons: bound.reasons.clone(),
-    }
-}
-
-fn is_json(headers: &HeaderMap) -> bool {
-    headers
-        .get(header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| {
-            v.split(';')
-                .next()
-                .is_some_and(|t| t.trim().eq_ignore_ascii_case("application/json"))
-        })
-}
-
-/// `POST /api/poison/<queue>/sets`: the dry run.
-pub(super) async fn make_set(
-    State(console): State<Shared>,
-    Path(queue): Path<String>,
-    headers: HeaderMap,
-    body: Bytes,
-) -> Response {
-    if !is_json(&headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send the request as Content-Type: application/json",
-        );
-    }
-    or_answer!(known_queue(&console, &queue).await);
-    let request: SetRequest = match serde_json::from_slice(&body) {
-        Ok(request) => request,
-        Err(e) => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-request",
-                format!("the request: {e}"),
-            );
-        }
-    };
-    let action = match request.action.as_str() {
-        "replay" => PoisonAction::Replay,
-        "discard" => PoisonAction::Discard,
-        "moveto" => {
-            let to = request.to.as_deref().unwrap_or_default().trim();
-            if let Err(message) = poison::destination_problem(&console, to).await {
-                return error(StatusCode::UNPROCESSABLE_ENTITY, "invalid-request", message);
-            }
-            PoisonAction::ReplayTo(to.to_owned())
-        }
-        other => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-request",
-                format!(
-                    "unknown action {:?}: replay, discard or moveto",
-                    other.chars().take(40).collect::<String>()
-                ),
-            );
-        }
-    };
-    let place = Place {
-        filter: poison::filter_of(&request.kind, &request.id, &request.reason, &request.body),
-        after: None,
-        limit: poison::DEFAULT_PAGE,
-        newest_first: false,
-        backwards: false,
-    };
-    let (bound, scope) = match &request.handles {
-        Some(handles) if handles.len() > poison::MAX_PAGE => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-request",
-                format!(
-                    "name at most {} messages, or give a filter",
-                    poison::MAX_PAGE
-                ),
-            );
-        }
-        Some(handles) => (
-            poison::named(&console, &queue, action, place, handles).await,
-            "selected",
-        ),
-        None => (
-            poison::dry_run(&console, &queue, action, place).await,
-            "all",
-        ),
-    };
-    match bound {
-        Ok(bound) if !bound.gone.is_empty() => Problem::new(
-            StatusCode::CONFLICT,
-            "gone",
-            format!(
-                "{} of the {} messages named are no longer in the poison queue: nothing was kept; list the page again",
-                bound.gone.len(),
-                bound.handles.len()
-            ),
-        )
-        .with("gone", serde_json::json!(bound.gone))
-        .into_response(),
-        Ok(mut bound) => {
-            bound.verb = request.action;
-            bound.scope = scope.to_owned();
-            let token = console.sets.keep(bound.clone());
-            (StatusCode::CREATED, Json(set_view(token, &bound))).into_response()
-        }
-        Err(e) => failed(&e),
-    }
-}
-
-/// `GET /api/poison/<queue>/sets/<token>`.
-pub(super) async fn get_set(
-    State(console): State<Shared>,
-    Path((queue, token)): Path<(String, String)>,
-) -> Response {
-    match console.sets.peek(&token, &queue) {
-        Some(bound) => Json(set_view(token, &bound)).into_response(),
-        None => error(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "no such set: unknown, expired (15 minutes) or already confirmed",
-        ),
-    }
-}
-
-/// `POST /api/poison/<queue>/sets/<token>/confirm`: acts on the set, once.
-pub(super) async fn confirm_set(
-    State(console): State<Shared>,
-    ConnectInfo(client): ConnectInfo<SocketAddr>,
-    Path((queue, token)): Path<(String, String)>,
-    headers: HeaderMap,
-) -> Response {
-    #[derive(Serialize)]
-    struct Done {
-        asked: usize,
-        taken: Vec<String>,
-        result: String,
-        failed: bool,
-    }
-    if !is_json(&headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send the request as Content-Type: application/json",
-        );
-    }
-    let Some(bound) = console.sets.take(&token, &queue) else {
-        return error(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "no such set: unknown, expired (15 minutes) or already confirmed; nothing was done",
-        );
-    };
-    let (outcome, taken) = poison::act(
-        &console,
-        client,
-        &queue,
-        &bound.verb,
-        &bound.scope,
-        &bound.action,
-        &bound.handles,
-        &bound.ids,
-    )
-    .await;
-    let taken = match taken {
-        Ok(taken) => taken,
-        // The backend failed: what it took before is taken, and the answer says so.
-        Err(e) => {
-            return Problem::of(&e)
-                .with("result", serde_json::json!(outcome.text))
-                .into_response();
-        }
-    };
-    if taken.is_empty() && !bound.handles.is_empty() {
-        return Problem::new(
-            StatusCode::CONFLICT,
-            "gone",
-            format!(
-                "none of the {} messages of the set was in the poison queue any more: nothing was done",
-                bound.handles.len()
-            ),
-        )
-        .with("gone", serde_json::json!(bound.handles))
-        .into_response();
-    }
-    Json(Done {
-        asked: bound.handles.len(),
-        taken,
-        result: outcome.text,
-        failed: outcome.failed,
-    })
-    .into_response()
-}
-
-/// `GET /api/poison/<queue>/sets/<token>/export`: the set's messages as JSON lines, or a
-/// JSON error when the set is gone.
-pub(super) async fn export_set(
-    state: State<Shared>,
-    Path((queue, token)): Path<(String, String)>,
-) -> Response {
-    if state.sets.peek(&token, &queue).is_none() {
-        return error(
-            StatusCode::NOT_FOUND,
-            "not-found",
-            "no such set: unknown, expired (15 minutes) or already confirmed",
-        );
-    }
-    poison::export(state, Path((queue, token))).await
 }
 
 /// A history point as the API shows it.
