@@ -15,6 +15,7 @@ use crate::archive::ArchiveOperation;
 use crate::display::neutral;
 use crate::error::{Error, Result};
 use crate::operation::{Envelope, Registry};
+use crate::queue::poison_table::{Retention, WithPoisonTable};
 use crate::queue::{AnyQueue, PoisonAction, Queue};
 use crate::runtime::{Worker, WorkerConfig, WorkerReport, install_prometheus, shutdown_signal};
 
@@ -274,7 +275,13 @@ where
                     .forget_after(Duration::from_secs(args.forget_after))
                     .build(store.clone())
             });
-            let queue = AnyQueue::connect(&args.broker).await?;
+            // Poison messages kept in the store's poison table, within the cap — unless
+            // the store lives in this process's memory, where nobody else could read them.
+            let queue = WithPoisonTable::for_store(AnyQueue::connect(&args.broker).await?, &store)
+                .retain_others(Retention {
+                    max_messages: args.poison_keep,
+                    max_age: Duration::from_secs(args.poison_keep_days.saturating_mul(86_400)),
+                });
             let config = WorkerConfig {
                 concurrency: args.concurrency,
                 max_deliveries: args.max_deliveries,
@@ -415,9 +422,14 @@ where
             )
         }
         Command::Poison {
-            command: PoisonCommand::List { queue, limit },
+            command:
+                PoisonCommand::List {
+                    queue,
+                    store,
+                    limit,
+                },
         } => {
-            let broker = AnyQueue::connect(&queue.broker).await?;
+            let broker = poison_table(&queue, &store).await?;
             let messages = broker.poison_list(&queue.queue, limit).await?;
             // One line a message, whatever its sender wrote: the id, reason and body are
             // shown with their control and bidirectional characters escaped.
@@ -437,9 +449,15 @@ where
             write(out, format!("{} poison messages", messages.len()))
         }
         Command::Poison {
-            command: PoisonCommand::Replay { queue, id, handle },
+            command:
+                PoisonCommand::Replay {
+                    queue,
+                    store,
+                    id,
+                    handle,
+                },
         } => {
-            let broker = AnyQueue::connect(&queue.broker).await?;
+            let broker = poison_table(&queue, &store).await?;
             let moved = if handle.is_empty() {
                 broker.poison_replay(&queue.queue, id.as_deref()).await?
             } else {
@@ -451,9 +469,14 @@ where
             write(out, format!("replayed {moved} messages"))
         }
         Command::Poison {
-            command: PoisonCommand::Discard { queue, handle },
+            command:
+                PoisonCommand::Discard {
+                    queue,
+                    store,
+                    handle,
+                },
         } => {
-            let broker = AnyQueue::connect(&queue.broker).await?;
+            let broker = poison_table(&queue, &store).await?;
             let gone = broker
                 .poison_take(&queue.queue, &handle, &PoisonAction::Discard)
                 .await?
@@ -708,7 +731,7 @@ where
         }
         Command::Status(args) => {
             let store = open_store(&args.store).await?;
-            let broker = AnyQueue::connect(&args.broker).await?;
+            let broker = WithPoisonTable::for_store(AnyQueue::connect(&args.broker).await?, &store);
             let status = status(&store, &broker, &args.queues).await?;
             let text = if args.json {
                 serde_json::to_string_pretty(&status)
@@ -793,6 +816,17 @@ where
             Ok(())
         }
     }
+}
+
+/// The queue of `args` with its poison table in `store`, the broker's own poison queue
+/// swept in first: what the `poison` commands read and act on.
+async fn poison_table(args: &QueueArgs, store: &str) -> Result<WithPoisonTable<AnyQueue>> {
+    let broker = WithPoisonTable::for_store(
+        AnyQueue::connect(&args.broker).await?,
+        &open_store(store).await?,
+    );
+    broker.sweep(&args.queue).await?;
+    Ok(broker)
 }
 
 /// This machine's name (for the relay's default id): `HOSTNAME`, else

@@ -1,7 +1,10 @@
 //! The worker runtime, the same over every queue: up to N deliveries handled at once, each
 //! acknowledged only after its handler succeeded; retryable failures retried with
 //! exponential backoff and jitter, permanent ones (and messages that reached the delivery
-//! limit) moved to the poison queue with their reason — never dropped. Shutdown stops
+//! limit) moved to the poison queue with their reason — never dropped (on a queue that keeps
+//! its poison messages in the store, [`WithPoisonTable`](crate::queue::poison_table::WithPoisonTable),
+//! recorded in the poison table, then acknowledged; the worker sweeps the broker's own
+//! poison queue into the table at its start and every minute). Shutdown stops
 //! receiving, lets in-flight work finish within a timeout, and leaves everything else to be
 //! delivered again.
 //!
@@ -12,7 +15,9 @@
 //! `tablekit_worker_handler_seconds` and `tablekit_worker_queue_lag_seconds` (histograms);
 //! with observability on ([`tablekit_core::observe::enable`]) also, refreshed every
 //! [`WorkerConfig::stats_interval`], the queue's `tablekit_queue_messages`,
-//! `tablekit_queue_leased_messages` and `tablekit_queue_poison_messages` gauges (by queue)
+//! `tablekit_queue_leased_messages`, `tablekit_queue_poison_messages` and
+//! `tablekit_queue_oldest_waiting_seconds` (the age of the message that waited longest,
+//! where the backend tells: SQLite, Azure; 0 when none waits) gauges (by queue)
 //! and the hot partitions of the process's writes
 //! (`tablekit_hot_partition_writes_per_second`, the top 10 over each interval).
 //!
@@ -225,6 +230,13 @@ impl<Q: Queue + Clone> Worker<Q> {
             }
         };
         let (pause_sent, mut pause) = tokio::sync::watch::channel(initially_paused);
+        // The broker's own poison queue swept into the poison table, at the start and
+        // every minute (where the queue keeps one: a no-op otherwise).
+        let sweeper = tokio::spawn(sweep_poison(
+            self.queue.clone(),
+            config.queue.clone(),
+            stats_stopped.clone(),
+        ));
         let pause_watch = tokio::spawn(watch_pause(
             self.queue.clone(),
             config.queue.clone(),
@@ -352,12 +364,32 @@ impl<Q: Queue + Clone> Worker<Q> {
             let _ = unconsumed.await;
         }
         let _ = pause_watch.await;
+        let _ = sweeper.await;
         if let Some(attachment) = attachment {
             attachment.finish().await;
         }
         let report = counters.report();
         tracing::info!(queue = %config.queue, ?report, "worker stopped");
         outcome.map(|()| report)
+    }
+}
+
+/// Sweeps the broker's poison queue of `name` into the poison table (and trims the
+/// table to its retention cap) now and every [`SWEEP_INTERVAL`](crate::queue::poison_table::SWEEP_INTERVAL),
+/// until `stopped`. A failure is logged and tried again at the next sweep.
+async fn sweep_poison<Q: Queue>(
+    queue: Q,
+    name: String,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    loop {
+        if let Err(e) = queue.sweep_poison(&name).await {
+            tracing::warn!(queue = %name, error = %e, "sweeping the broker's poison queue into the poison table failed");
+        }
+        tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            () = tokio::time::sleep(crate::queue::poison_table::SWEEP_INTERVAL) => {}
+        }
     }
 }
 
@@ -478,6 +510,10 @@ async fn refresh_gauges<Q: Queue>(
                 set("tablekit_queue_messages", stats.waiting);
                 set("tablekit_queue_leased_messages", stats.leased);
                 set("tablekit_queue_poison_messages", stats.poisoned);
+                let oldest = stats.waiting_since.map_or(0, |since| {
+                    u64::try_from((chrono::Utc::now() - since).num_seconds()).unwrap_or(0)
+                });
+                set("tablekit_queue_oldest_waiting_seconds", oldest);
             }
             Err(e) => {
                 tracing::warn!(queue = %name, error = %e, "reading the queue's statistics failed")

@@ -13,6 +13,7 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tablekit_core::{AnyStore, Entity, MemoryStore, SqliteStore, TableStore};
 use tablekit_workers::cli::{self, Connections};
+use tablekit_workers::queue::poison_table::WithPoisonTable;
 use tablekit_workers::queue::{AnyQueue, Queue};
 use tablekit_workers::{Envelope, Operation, OperationError, Registry};
 
@@ -98,6 +99,8 @@ async fn enqueue_run_report_and_replay(
         .await
         .unwrap();
     let store_url = format!("sqlite:{}", store_path.display());
+    // The worker keeps its poison messages in the store's poison table.
+    let kept = WithPoisonTable::new(queue.clone(), AnyStore::Sqlite(store.clone()));
 
     let id = ok(worker()
         .args([
@@ -131,7 +134,7 @@ async fn enqueue_run_report_and_replay(
         .unwrap();
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     loop {
-        let stats = queue.stats(queue_name).await.unwrap();
+        let stats = kept.stats(queue_name).await.unwrap();
         if stats.waiting == 0 && stats.leased == 0 && stats.poisoned == 1 {
             break;
         }
@@ -175,12 +178,13 @@ async fn enqueue_run_report_and_replay(
 
     let garbage_id = match garbage_id {
         Some(id) => id,
-        None => queue.poison_list(queue_name, 10).await.unwrap()[0]
+        None => kept.poison_list(queue_name, 10).await.unwrap()[0]
             .id
             .clone(),
     };
     let listed = ok(worker()
         .args(["poison", "list", "--broker", broker, "--queue", queue_name])
+        .args(["--store", &store_url])
         .output()
         .unwrap());
     assert!(
@@ -198,11 +202,14 @@ async fn enqueue_run_report_and_replay(
             queue_name,
             "--id",
             &garbage_id,
+            "--store",
+            &store_url,
         ])
         .output()
         .unwrap());
     assert_eq!(replayed, "replayed 1 messages\n");
     assert_eq!(queue.stats(queue_name).await.unwrap().waiting, 1);
+    assert_eq!(kept.stats(queue_name).await.unwrap().poisoned, 0);
 }
 
 /// A poison message whose id and reason are not UTF-8 (written by another program into
@@ -228,8 +235,14 @@ async fn poison_list_shows_an_id_and_reason_that_are_not_utf8() {
     )
     .unwrap();
     drop(file);
+    // Put there by another program: swept into the poison table, then listed.
+    SqliteStore::create(dir.path().join("store.db"))
+        .await
+        .unwrap();
+    let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let listed = ok(worker()
         .args(["poison", "list", "--broker", &broker, "--queue", "bytes"])
+        .args(["--store", &store_url])
         .output()
         .unwrap());
     assert!(
@@ -245,6 +258,7 @@ async fn poison_list_shows_an_id_and_reason_that_are_not_utf8() {
     let discarded = ok(worker()
         .args([
             "poison", "discard", "--broker", &broker, "--queue", "bytes", "--handle", handle,
+            "--store", &store_url,
         ])
         .output()
         .unwrap());

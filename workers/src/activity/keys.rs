@@ -91,7 +91,7 @@ fn escaped(c: char) -> bool {
 
 /// A queue name as a key part: `%`, the characters keys cannot hold and control
 /// characters percent-encoded (their UTF-8 bytes).
-pub(super) fn encode_queue(queue: &str) -> String {
+pub(crate) fn encode_queue(queue: &str) -> String {
     use std::fmt::Write as _;
     let mut out = String::with_capacity(queue.len());
     for c in queue.chars() {

@@ -48,6 +48,7 @@ use tablekit_core::{Batch, Entity, TableStore};
 use crate::error::Result;
 
 pub use history::{declared_queues, history, queues_with_history, record_declared};
+pub(crate) use keys::encode_queue;
 pub use process::{WorkerProcess, forget_workers, workers};
 pub use rollup::{RollUpReport, roll_up};
 pub use sampler::{Activity, ActivityOptions, InFlight, QueueActivity};

@@ -69,7 +69,8 @@ pub enum Command {
     /// worker's operations travel on (`archive` and `index` for the built-in ones), or
     /// those named with `--queue`.
     Run(RunArgs),
-    /// Inspect or replay the messages of a queue's poison queue.
+    /// Inspect, replay or discard the poison messages of a queue, kept in the store's
+    /// poison table (what the broker's own poison queue holds is swept in first).
     Poison {
         /// What to do with the poison queue.
         #[command(subcommand)]
@@ -437,6 +438,14 @@ pub struct RunArgs {
     /// history and list of workers.
     #[arg(long, env = "TABLEKIT_NO_ACTIVITY")]
     pub no_activity: bool,
+    /// The most poison messages each queue served keeps in the poison table
+    /// (`TablekitPoison` of `--store`): the workers trim the oldest beyond it every
+    /// minute, and record each trim.
+    #[arg(long, env = "TABLEKIT_POISON_KEEP", default_value_t = 10_000)]
+    pub poison_keep: u64,
+    /// How many days a poison message is kept in the poison table.
+    #[arg(long, env = "TABLEKIT_POISON_KEEP_DAYS", default_value_t = 180)]
+    pub poison_keep_days: u64,
     /// How long the console keeps listing this process after its last heartbeat or its
     /// stop, in seconds (at least 60); then its record is forgotten.
     #[arg(long, env = "TABLEKIT_FORGET_AFTER", default_value_t = 86_400)]
@@ -503,6 +512,9 @@ pub enum PoisonCommand {
         /// The queue and broker.
         #[command(flatten)]
         queue: QueueArgs,
+        /// The table store keeping the poison table (as `run --store`).
+        #[arg(long, env = "TABLEKIT_STORE")]
+        store: String,
         /// At most this many.
         #[arg(long, env = "TABLEKIT_LIMIT", default_value_t = 100)]
         limit: usize,
@@ -512,6 +524,9 @@ pub enum PoisonCommand {
         /// The queue and broker.
         #[command(flatten)]
         queue: QueueArgs,
+        /// The table store keeping the poison table (as `run --store`).
+        #[arg(long, env = "TABLEKIT_STORE")]
+        store: String,
         /// Only the message with this id (all when absent).
         #[arg(long, env = "TABLEKIT_MESSAGE_ID", conflicts_with = "handle")]
         id: Option<String>,
@@ -525,6 +540,9 @@ pub enum PoisonCommand {
         /// The queue and broker.
         #[command(flatten)]
         queue: QueueArgs,
+        /// The table store keeping the poison table (as `run --store`).
+        #[arg(long, env = "TABLEKIT_STORE")]
+        store: String,
         /// The messages' handles (repeat the flag).
         #[arg(long, required = true)]
         handle: Vec<String>,

@@ -1,7 +1,8 @@
 //! `run`'s queues: which it serves, and a worker for each until shutdown or until one
 //! stops.
 
-use super::{AnyQueue, Error, Registry, Result, Worker, WorkerConfig, WorkerReport};
+use super::{Error, Registry, Result, Worker, WorkerConfig, WorkerReport};
+use crate::queue::Queue;
 
 /// The queues `run` serves: those named, each once in the order named; else every queue
 /// the registry's operations travel on.
@@ -37,8 +38,8 @@ pub(super) fn served_queues(named: &[String], registry: &Registry) -> Result<Vec
     not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")),
     allow(unused_variables, unused_mut)
 )]
-pub(super) async fn serve(
-    broker: AnyQueue,
+pub(super) async fn serve<Q: Queue + Clone>(
+    broker: Q,
     registry: Registry,
     config: &WorkerConfig,
     queues: &[String],

@@ -43,6 +43,7 @@ use tablekit_core::error::ErrorKind;
 
 use crate::error::{Error, Result};
 use crate::queue::AnyQueue;
+use crate::queue::poison_table::WithPoisonTable;
 use crate::status::{QueueStatus, Status};
 
 mod access;
@@ -181,9 +182,10 @@ pub(crate) struct Overview {
     workers: Vec<crate::activity::WorkerProcess>,
 }
 
-struct Console {
+pub(in crate::console) struct Console {
     store: AnyStore,
-    broker: AnyQueue,
+    /// The broker, its poison messages read from and acted on in the store's poison table.
+    broker: WithPoisonTable<AnyQueue>,
     options: ConsoleOptions,
     access: Access,
     nonces: forms::Nonces,
@@ -244,8 +246,8 @@ pub async fn bind(
     Ok(BoundConsole {
         listener,
         console: Arc::new(Console {
+            broker: WithPoisonTable::for_store(broker, &store),
             store,
-            broker,
             options,
             access,
             nonces: forms::Nonces::default(),

@@ -18,7 +18,7 @@ impl Console {
             crate::activity::queues_with_history(&self.store)
         );
         let mut declared = recorded?;
-        if lists_only_its_own_queues(&self.broker)
+        if lists_only_its_own_queues(self.broker.inner())
             && let Some(listed) = self.broker.declared_queues().await?
         {
             declared.extend(listed);

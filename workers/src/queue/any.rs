@@ -308,6 +308,19 @@ impl Delivery for AnyDelivery {
         }
     }
 
+    fn headers(&self) -> Vec<(String, String)> {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.headers(),
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.headers(),
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => d.headers(),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
+        }
+    }
+
     fn received(&self) -> &Received {
         match self {
             #[cfg(feature = "rabbitmq")]

@@ -25,6 +25,7 @@ pub mod azure;
 pub mod desk;
 mod peek;
 mod poison;
+pub mod poison_table;
 #[cfg(feature = "rabbitmq")]
 pub mod rabbit;
 pub mod roundtrip;
@@ -456,6 +457,18 @@ pub trait Queue: Send + Sync + 'static {
         }
     }
 
+    /// Moves what the broker's own poison queue of `queue` holds into the store's poison
+    /// table, where the queue keeps its poison messages there
+    /// ([`WithPoisonTable`](poison_table::WithPoisonTable)); returns how many moved. The
+    /// default keeps poison messages in the broker and moves nothing.
+    ///
+    /// # Errors
+    /// The broker's and the store's errors.
+    fn sweep_poison(&self, queue: &str) -> impl Future<Output = Result<usize>> + Send {
+        let _ = queue;
+        async { Ok(0) }
+    }
+
     /// The last page of `query`'s order (its cursor ignored): the last `limit` messages
     /// `query` passes, in `query`'s order — the first page of the other order, reversed,
     /// one read whatever the poison queue holds where that order reads in pages. Its
@@ -506,6 +519,12 @@ pub trait Delivery: Send + Sync + 'static {
     /// [`fence`](crate::fence)).
     fn lease_ends(&self) -> Option<tokio::time::Instant> {
         None
+    }
+
+    /// What the backend records beside the body, as name and value (RabbitMQ: the
+    /// message's properties and headers), for the poison table; none by default.
+    fn headers(&self) -> Vec<(String, String)> {
+        Vec::new()
     }
 
     /// Removes the message: it was processed.

@@ -214,6 +214,12 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
             .await
     }
 
+    async fn sweep_poison(&self, queue: &str) -> Result<usize> {
+        self.trips
+            .call(CallKind::QueueAdmin, self.inner.sweep_poison(queue))
+            .await
+    }
+
     async fn poison_last_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
         self.trips
             .call(
@@ -255,6 +261,10 @@ impl<D: Delivery> Delivery for RoundTripDelivery<D> {
 
     fn lease_ends(&self) -> Option<tokio::time::Instant> {
         self.inner.lease_ends()
+    }
+
+    fn headers(&self) -> Vec<(String, String)> {
+        self.inner.headers()
     }
 
     async fn ack(self) -> Result<()> {

@@ -303,6 +303,7 @@ pub(super) async fn poison_page(
     }
     let place = or_answer!(poison_place(&Params::of(query.as_deref())));
     or_answer!(known_queue(&console, &queue).await);
+    console.sweep(&queue).await;
     let page = place.read(&console.broker, &queue, poison::PREVIEW).await;
     match page {
         Ok(page) => Json(Page {

@@ -80,6 +80,27 @@ impl PageQuery {
     }
 }
 
+impl super::Console {
+    /// Moves what the broker's own poison queue of `queue` holds (dead-lettered by the
+    /// broker, or left there by a store failure) into the poison table before a page
+    /// shows it, as the workers do every minute: nothing is shown from two places. A
+    /// failure is logged; the page shows the table.
+    pub(in crate::console) async fn sweep(&self, queue: &str) {
+        if !self.broker.keeps_a_table() {
+            return;
+        }
+        let on_broker = match self.broker.inner().stats(queue).await {
+            Ok(stats) => stats.poisoned,
+            Err(_) => return,
+        };
+        if on_broker > 0
+            && let Err(e) = self.broker.sweep(queue).await
+        {
+            tracing::warn!(queue = %queue, error = %e, "sweeping the broker's poison queue into the poison table failed");
+        }
+    }
+}
+
 pub(super) async fn page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
@@ -88,6 +109,7 @@ pub(super) async fn page(
     let place = query.place();
     let shown = async {
         crate::queue::check_queue_name(&queue)?;
+        console.sweep(&queue).await;
         let total = match console.broker.stats(&queue).await {
             Ok(stats) => stats.poisoned,
             Err(Error::NotDeclared { .. }) => 0,

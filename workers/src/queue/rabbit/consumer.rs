@@ -167,6 +167,10 @@ impl Delivery for RabbitDelivery {
         &self.received
     }
 
+    fn headers(&self) -> Vec<(String, String)> {
+        super::headers::shown_headers(&self.properties)
+    }
+
     async fn ack(self) -> Result<()> {
         settled(self.acker.ack(BasicAckOptions::default()).await)
     }

@@ -1,0 +1,281 @@
+//! Reading the poison table: pages both ways, counts and groups from their count rows, a
+//! message whole.
+
+use std::collections::BTreeMap;
+
+use futures::TryStreamExt as _;
+use tablekit_core::{Entity, Query, TableStore, Value, filter};
+
+use super::rows::*;
+use super::{POISON_TABLE, PoisonTable, SCAN_BUDGET, missing_table};
+use crate::error::Result;
+use crate::queue::poison::{Groups, Reasons, kinds_of};
+use crate::queue::{PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup};
+
+/// The rows of `partition` whose keys start with `prefix` and come after `after` (when
+/// given), in key order.
+fn range(partition: &str, prefix: &str, after: Option<&str>) -> Query {
+    // `.` + 1 is `/`: the first key past every key starting with `prefix`.
+    let end = format!("{}/", prefix.trim_end_matches('.'));
+    let start = match after {
+        Some(after) => filter::row_key().gt(after.to_owned()),
+        None => filter::row_key().ge(prefix.to_owned()),
+    };
+    Query::with_filter(
+        filter::partition_key()
+            .eq(partition.to_owned())
+            .and(start)
+            .and(filter::row_key().lt(end)),
+    )
+}
+
+/// Whether a page of `filter` needs the rows' bodies (a body filter, or a preview longer
+/// than the rows keep).
+fn needs_body(filter: &PoisonFilter, preview: usize) -> bool {
+    filter.body.is_some() || preview > PREVIEW
+}
+
+impl PoisonTable {
+    /// The message a row holds with its body as a page shows it: whole (read from its
+    /// pieces if need be) when `whole`, else its preview.
+    async fn listed(&self, row: &Entity, whole: bool) -> Result<PoisonMessage> {
+        let body = if !whole {
+            preview_of(row)
+        } else {
+            self.whole_body(row).await?
+        };
+        Ok(message_of(row, body))
+    }
+
+    pub(super) async fn whole_body(&self, row: &Entity) -> Result<Vec<u8>> {
+        let pieces = pieces_of(row);
+        if pieces == 0 {
+            return Ok(body_of(row));
+        }
+        let id_key = row.get(ID_KEY).and_then(Value::as_str).unwrap_or_default();
+        let mut body = Vec::new();
+        for n in 0..pieces {
+            let piece = self
+                .store
+                .get(
+                    POISON_TABLE,
+                    &row.partition_key,
+                    &piece_key(id_key, n),
+                    None,
+                )
+                .await?;
+            match piece {
+                Some(piece) => body.extend(body_of(&piece)),
+                None => break,
+            }
+        }
+        Ok(body)
+    }
+
+    /// One page of `queue`'s poison messages as `query` asks, read from the oldest-first
+    /// rows or their newest-first copies. A filter is applied to the rows in order, at
+    /// most [`SCAN_BUDGET`] of them per page: a page that stops there holds what it found
+    /// and a cursor to read on.
+    ///
+    /// # Errors
+    /// The store's errors; [`Error::InvalidInput`](crate::Error) for a cursor this table
+    /// did not give.
+    pub async fn page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
+        let partition = crate::activity::encode_queue(queue);
+        let prefix = if query.newest_first { NEWEST } else { OLDEST };
+        if let Some(after) = &query.after
+            && !after.starts_with(prefix)
+        {
+            return Err(tablekit_core::Error::InvalidContinuation {
+                reason: format!("{after:?} is not a cursor of this poison page's order"),
+            });
+        }
+        let whole = needs_body(&query.filter, query.preview);
+        let mut rows_query = range(&partition, prefix, query.after.as_deref());
+        if !whole {
+            rows_query = rows_query.select(PAGE_PROPERTIES.iter().copied());
+        }
+        let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, rows_query));
+        let mut page = PoisonPage::default();
+        let mut examined = 0;
+        let mut last = None;
+        loop {
+            let row = match rows.try_next().await {
+                Ok(Some(row)) => row,
+                Ok(None) => break,
+                Err(e) if missing_table(&e) => break,
+                Err(e) => return Err(e),
+            };
+            examined += 1;
+            let message = self.listed(&row, whole).await?;
+            if query.filter.matches(&message) {
+                if page.messages.len() == query.limit {
+                    // One more matches: the page has a next.
+                    page.next = last;
+                    return Ok(page);
+                }
+                page.messages.push(message.cut(query.preview));
+            }
+            last = Some(row.row_key);
+            if examined >= SCAN_BUDGET {
+                page.next = last;
+                return Ok(page);
+            }
+        }
+        Ok(page)
+    }
+
+    /// How many poison messages `queue` keeps: the sum of its count's shares.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn count(&self, queue: &str) -> Result<u64> {
+        let rows = self.count_rows(queue, COUNTS).await?;
+        Ok(rows
+            .iter()
+            .map(|r| u64::try_from(int(r, COUNT)).unwrap_or(0))
+            .sum())
+    }
+
+    async fn count_rows(&self, queue: &str, prefix: &str) -> Result<Vec<Entity>> {
+        let partition = crate::activity::encode_queue(queue);
+        match self
+            .store
+            .query_stream(POISON_TABLE, range(&partition, prefix, None))
+            .try_collect()
+            .await
+        {
+            Ok(rows) => Ok(rows),
+            Err(e) if missing_table(&e) => Ok(Vec::new()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every row of the listing `filter` passes, in order (its whole bodies when the
+    /// filter reads them): what a filtered count reads.
+    async fn scan(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+        mut each: impl FnMut(PoisonMessage),
+    ) -> Result<()> {
+        let partition = crate::activity::encode_queue(queue);
+        let whole = needs_body(filter, 0);
+        let mut query = range(&partition, OLDEST, None);
+        if !whole {
+            query = query.select(PAGE_PROPERTIES.iter().copied());
+        }
+        let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, query));
+        loop {
+            match rows.try_next().await {
+                Ok(Some(row)) => each(self.listed(&row, whole).await?),
+                Ok(None) => return Ok(()),
+                Err(e) if missing_table(&e) => return Ok(()),
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The reason groups of `queue`'s poison messages `filter` passes, most first: from
+    /// the groups' count rows when nothing is filtered, else counted over the messages.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn reason_groups(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<ReasonGroup>> {
+        let mut groups = Groups::new(filter);
+        if filter.is_empty() {
+            for row in self.count_rows(queue, GROUPS).await? {
+                let text = |name| {
+                    row.get(name)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
+                groups.add(
+                    text(GROUP),
+                    u64::try_from(int(&row, COUNT)).unwrap_or(0),
+                    text(EXAMPLE),
+                );
+            }
+        } else {
+            self.scan(queue, filter, |m| groups.offer(m)).await?;
+        }
+        Ok(groups.finish())
+    }
+
+    /// The operation kinds of `queue`'s poison messages `filter` (its kind left out)
+    /// passes, most first: from the kinds' count rows when nothing else is filtered.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn kinds(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<Vec<(Option<String>, u64)>> {
+        let others = PoisonFilter {
+            kind: None,
+            ..filter.clone()
+        };
+        if !others.is_empty() {
+            let mut all = Vec::new();
+            self.scan(queue, &others, |m| all.push(m)).await?;
+            return Ok(kinds_of(all, &others));
+        }
+        let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
+        for row in self.count_rows(queue, KINDS).await? {
+            let kind = row
+                .get(KIND)
+                .and_then(Value::as_str)
+                .filter(|k| !k.is_empty())
+                .map(str::to_owned);
+            *counted.entry(kind).or_default() += u64::try_from(int(&row, COUNT)).unwrap_or(0);
+        }
+        let mut kinds: Vec<_> = counted.into_iter().filter(|(_, n)| *n > 0).collect();
+        kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        Ok(kinds)
+    }
+
+    /// The reasons of `queue`'s poison messages `filter` passes, with their counts, most
+    /// first.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn reasons(&self, queue: &str, filter: &PoisonFilter) -> Result<Vec<(String, u64)>> {
+        let mut reasons = Reasons::new(filter);
+        self.scan(queue, filter, |m| reasons.offer(m)).await?;
+        Ok(reasons.finish())
+    }
+
+    /// One poison message whole, by its handle; `None` once it left the table.
+    ///
+    /// # Errors
+    /// The store's errors.
+    pub async fn message(&self, queue: &str, handle: &str) -> Result<Option<PoisonMessage>> {
+        Ok(match self.row(queue, handle).await? {
+            Some(row) => Some(self.listed(&row, true).await?),
+            None => None,
+        })
+    }
+
+    /// The oldest-first row of a handle; `None` for a handle of no message kept.
+    pub(super) async fn row(&self, queue: &str, handle: &str) -> Result<Option<Entity>> {
+        if !is_time_key(handle) {
+            return Ok(None);
+        }
+        let partition = crate::activity::encode_queue(queue);
+        match self
+            .store
+            .get(POISON_TABLE, &partition, &format!("{OLDEST}{handle}"), None)
+            .await
+        {
+            Ok(row) => Ok(row),
+            Err(e) if missing_table(&e) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+}

@@ -1,0 +1,148 @@
+//! The console over the store's poison table, on SQLite and RabbitMQ: what workers
+//! recorded and what the broker's own poison queue held are shown as one list, readers at
+//! once take nothing off, and a confirmed discard takes exactly its set.
+
+#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+
+mod support;
+
+use tablekit_core::AnyStore;
+use tablekit_workers::WorkerConfig;
+use tablekit_workers::console::ConsoleOptions;
+use tablekit_workers::queue::poison_table::WithPoisonTable;
+use tablekit_workers::queue::{AnyQueue, Queue};
+
+use support::console::*;
+
+async fn sqlite_store(dir: &tempfile::TempDir) -> AnyStore {
+    AnyStore::create(&format!(
+        "sqlite:{}?mode=rwc",
+        dir.path().join("store.db").display()
+    ))
+    .await
+    .unwrap()
+}
+
+/// 30 messages recorded by workers in the table and 2 left on the broker's poison queue;
+/// four readers load the page while the operator confirms a discard of 10.
+async fn one_list_and_an_exact_discard(broker: AnyQueue, name: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    let kept = WithPoisonTable::new(broker.clone(), store.clone());
+    let seeded: Vec<(String, Vec<u8>, String)> = (0..30)
+        .map(|i| {
+            (
+                format!("t{i:02}"),
+                format!("{{\"n\":{i}}}").into_bytes(),
+                format!("conflict on ord-{i}"),
+            )
+        })
+        .collect();
+    let as_refs: Vec<(&str, Vec<u8>, &str)> = seeded
+        .iter()
+        .map(|(id, body, reason)| (id.as_str(), body.clone(), reason.as_str()))
+        .collect();
+    seed_poison(&kept, name, &as_refs).await;
+    // Left on the broker: a store failure, or the broker's own dead-lettering.
+    seed_poison(
+        &broker,
+        name,
+        &[
+            ("b1", b"on the broker".to_vec(), "dead-lettered"),
+            ("b2", b"on the broker".to_vec(), "dead-lettered"),
+        ],
+    )
+    .await;
+    assert_eq!(broker.stats(name).await.unwrap().poisoned, 2);
+    assert_eq!(kept.stats(name).await.unwrap().poisoned, 32);
+
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.to_owned()];
+    let running = serve(store.clone(), broker.clone(), options).await;
+    let base = running.url.clone();
+    let page_url = format!("{base}/poison/{name}?limit=50");
+    let (status, html) = get(&page_url).await;
+    assert_eq!(status, 200, "{html}");
+    // Swept in: one list of 32, nothing left on the broker's poison queue.
+    assert_eq!(handles(&html).len(), 32, "{html}");
+    assert!(html.contains("<code>b1</code>") && html.contains("<code>t29</code>"));
+    assert_eq!(broker.stats(name).await.unwrap().poisoned, 0);
+    assert_eq!(kept.stats(name).await.unwrap().poisoned, 32);
+
+    // Readers at once see the same list, and leave it whole.
+    let readers: Vec<_> = (0..4)
+        .map(|_| {
+            let url = page_url.clone();
+            tokio::spawn(async move {
+                let mut seen = Vec::new();
+                for _ in 0..3 {
+                    let (status, html) = get(&url).await;
+                    assert_eq!(status, 200);
+                    seen.push(handles(&html).len());
+                }
+                seen
+            })
+        })
+        .collect();
+    let set: Vec<String> = handles(&html).into_iter().take(10).collect();
+    let mut extra: Vec<(&str, &str)> = set.iter().map(|h| ("h", h.as_str())).collect();
+    extra.push(("confirmed", "10"));
+    let discard_selected = selected_button(&html, "discard");
+    let (status, to_confirm) = post_fields(
+        &format!("{base}/poison/{name}"),
+        &poison_form(&html, ("action", &discard_selected), &extra),
+    )
+    .await;
+    assert_eq!(status, 303, "{to_confirm}");
+    let confirm = confirmation(&base, &to_confirm).await;
+    assert!(
+        confirm.html.contains("<strong>10 messages</strong>"),
+        "{}",
+        confirm.html
+    );
+    let (status, location) = confirm.submit(&base).await;
+    assert_eq!(status, 303, "{location}");
+    let (banner, _) = banner_at(&base, &location).await;
+    assert!(banner.starts_with("Discarded 10 "), "{banner}");
+    assert!(!banner.contains("already left"), "{banner}");
+    for reader in readers {
+        let seen = reader.await.unwrap();
+        assert!(seen.iter().all(|n| (22..=32).contains(n)), "{seen:?}");
+    }
+    assert_eq!(kept.stats(name).await.unwrap().poisoned, 22);
+    let (_, after) = get(&page_url).await;
+    let left = handles(&after);
+    assert_eq!(left.len(), 22);
+    assert!(set.iter().all(|h| !left.contains(h)));
+
+    // A message's page reads it from the table, with who poisoned it.
+    let (status, message) = get(&format!("{base}/poison/{name}/message/{}", left[0])).await;
+    assert_eq!(status, 200, "{message}");
+    assert!(message.contains("poisoned by"), "{message}");
+    drop(running);
+    drop(dir);
+}
+
+#[tokio::test]
+async fn the_console_shows_one_list_and_discards_exactly_over_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
+        .await
+        .unwrap();
+    one_list_and_an_exact_discard(broker, "table-console").await;
+}
+
+#[tokio::test]
+async fn the_console_shows_one_list_and_discards_exactly_over_rabbitmq() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let broker = AnyQueue::connect(&url).await.unwrap();
+    let name = support::unique("table-console");
+    one_list_and_an_exact_discard(broker.clone(), &name).await;
+    if let AnyQueue::Rabbit(rabbit) = &broker {
+        let _ = rabbit
+            .delete_queue(&name, &WorkerConfig::new(name.as_str()).queue_options())
+            .await;
+    }
+}
