@@ -36,6 +36,7 @@ use tablekit::patterns::index::AuditOptions;
 use tablekit::prelude::*;
 use tablekit::workers::archive::ArchiveOperation;
 use tablekit::workers::index::QueueSink;
+use tablekit::workers::queue::poison_table::WithPoisonTable;
 use tablekit::workers::queue::{AnyQueue, Queue};
 use tablekit::workers::{Envelope, WorkerConfig};
 
@@ -580,11 +581,13 @@ async fn run(args: Args) -> tablekit::Result<()> {
     .await;
     workers.stop();
     // What the workers gave up on, read before the queues go: a clean run poisons nothing.
+    // The workers keep their poison messages in the store's poison table.
+    let kept = WithPoisonTable::for_store(queue.clone(), &store);
     let mut poisoned = Vec::new();
     for name in [&archive_queue, &index_queue] {
-        let count = queue.stats(name).await?.poisoned;
+        let count = kept.stats(name).await?.poisoned;
         if count > 0 {
-            let messages = queue.poison_list(name, 10).await?;
+            let messages = kept.poison_list(name, 10).await?;
             poisoned.push(format!("{count} from `{name}`"));
             poisoned.extend(messages.iter().map(|m| {
                 format!(

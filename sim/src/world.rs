@@ -15,6 +15,7 @@ use tablekit_patterns::index::IndexedTable;
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::index::QueueSink;
 use tablekit_workers::queue::Queue;
+use tablekit_workers::queue::poison_table::WithPoisonTable;
 
 mod archive;
 mod audit;
@@ -87,6 +88,10 @@ struct World {
     chaos: Store,
     blobs: BlobStore,
     queue: SimQueue,
+    /// The queue as the operator's console sees it: its poison messages swept from the
+    /// queue's poison lanes into the store's poison table, listed, discarded and
+    /// redriven there (through the faulty store).
+    poison: WithPoisonTable<SimQueue, Store>,
     clock: SharedClock,
     sim_clock: Arc<SimClock>,
     model: RefCell<Model>,
@@ -268,10 +273,13 @@ async fn run(options: Options) -> Report {
         },
     };
     let observed: Arc<std::sync::Mutex<feed::Observed>> = Arc::default();
+    let chaos = ChaosStore::new(backing::Backing(base, clock.clone(), observed.clone()));
+    let queue = SimQueue::default();
     let world = Rc::new(World {
-        chaos: ChaosStore::new(backing::Backing(base, clock.clone(), observed.clone())),
+        poison: WithPoisonTable::new(queue.clone(), chaos.clone()),
+        chaos,
         blobs: BlobStore::memory(),
-        queue: SimQueue::default(),
+        queue,
         clock,
         sim_clock,
         model: RefCell::default(),

@@ -7,6 +7,7 @@ use tablekit_core::{ErrorKind, Query, TableStore};
 use tablekit_patterns::consistency::Engine;
 use tablekit_patterns::index::IndexedTable;
 use tablekit_patterns::index::unique::Reservation;
+use tablekit_workers::queue::PoisonQuery;
 
 use super::written::Written;
 use super::{
@@ -36,12 +37,30 @@ pub(super) async fn check(world: &World) -> Vec<String> {
         Err(e) => found.push(format!("the backlog does not read: {e}")),
     }
     let malformed = world.model.borrow().malformed.clone();
-    for (queue, id, reason) in world.queue.poisoned() {
-        if !malformed.contains(&id) {
+    // Poisoned: what the queue's poison lanes hold, and what the operator's sweeps moved
+    // into the poison table.
+    let mut all_poisoned = world.queue.poisoned();
+    for queue in ["index", "archive"] {
+        match world
+            .poison
+            .table()
+            .page(queue, &PoisonQuery::new(100_000, 0))
+            .await
+        {
+            Ok(page) => all_poisoned.extend(
+                page.messages
+                    .into_iter()
+                    .map(|m| (queue.to_owned(), m.id, m.reason)),
+            ),
+            Err(e) => found.push(format!("{queue}: the poison table does not read: {e}")),
+        }
+    }
+    for (queue, id, reason) in &all_poisoned {
+        if !malformed.contains(id) {
             found.push(format!("{queue}: {id} was poisoned: {reason}"));
         }
     }
-    let poisoned: Vec<String> = world.queue.poisoned().into_iter().map(|p| p.1).collect();
+    let poisoned: Vec<String> = all_poisoned.into_iter().map(|p| p.1).collect();
     let discarded = world.model.borrow().discarded.clone();
     for id in &malformed {
         if !poisoned.contains(id) && !discarded.contains(id) {

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tablekit_core::random;
 use tablekit_workers::queue::desk::{Desk, ExportedMessage, Role};
+use tablekit_workers::queue::poison_table::TakeSteps;
 use tablekit_workers::queue::{PoisonAction, PoisonQuery, Queue};
 
 use super::World;
@@ -69,7 +70,21 @@ async fn operator_discards_with_an_export(world: &World) {
     let malformed = world.model.borrow().malformed.clone();
     let mut found = None;
     for queue in ["index", "archive"] {
-        let Ok(listed) = world.queue.poison_list(queue, usize::MAX).await else {
+        // The console sweeps what the queue's poison lane holds into the poison table
+        // before it shows the queue.
+        match world.poison.sweep(queue).await {
+            Ok(0) => {}
+            Ok(swept) => world.log(format!(
+                "operator: swept {swept} poison messages of {queue} into the poison table"
+            )),
+            Err(e) => {
+                world.log(format!(
+                    "operator: sweeping the poison of {queue} failed: {e}"
+                ));
+                return;
+            }
+        }
+        let Ok(listed) = world.poison.poison_list(queue, usize::MAX).await else {
             return;
         };
         if let Some(message) = listed.into_iter().find(|m| malformed.contains(&m.id)) {
@@ -81,25 +96,23 @@ async fn operator_discards_with_an_export(world: &World) {
         return;
     };
     let (id, handles) = (&message.id, std::slice::from_ref(&message.handle));
-    let viewer = Desk::new(world.queue.clone(), Role::Viewer);
+    let viewer = Desk::new(world.poison.clone(), Role::Viewer);
     match viewer.take(queue, handles, &PoisonAction::Discard).await {
         Err(tablekit_workers::Error::QueuePermissionDenied { .. }) => {}
         other => world.model.borrow_mut().console.push(format!(
             "{queue}: a viewer's discard of {id} was not refused: {other:?}"
         )),
     }
-    if !world
-        .queue
-        .poisoned()
-        .iter()
-        .any(|(q, i, _)| q == queue && i == id)
-    {
+    let Ok(still) = world.poison.poison_list(queue, usize::MAX).await else {
+        return;
+    };
+    if !still.iter().any(|m| &m.id == id) {
         world.model.borrow_mut().console.push(format!(
             "{queue}: {id} left the poison queue on a viewer's discard"
         ));
         return;
     }
-    let operator = Desk::new(world.queue.clone(), Role::Operator);
+    let operator = Desk::new(world.poison.clone(), Role::Operator);
     let mut export = Vec::new();
     if let Err(e) = operator.export(queue, handles, &mut export).await {
         world.log(format!("operator: the export failed: {e}"));
@@ -110,9 +123,36 @@ async fn operator_discards_with_an_export(world: &World) {
         .filter(|line| !line.is_empty())
         .filter_map(|line| serde_json::from_slice(line).ok())
         .collect();
-    let Ok(taken) = operator.take(queue, handles, &PoisonAction::Discard).await else {
+    // A discard that fails may have landed (a store write that reached the store and
+    // then failed): the operator confirms it again until it answers, and what it took is
+    // then whatever left the table.
+    let mut taken = None;
+    for _ in 0..20 {
+        match operator.take(queue, handles, &PoisonAction::Discard).await {
+            Ok(now) => {
+                taken = Some(now);
+                break;
+            }
+            Err(e) => world.log(format!(
+                "operator: the discard of {id} failed ({e}); confirmed again"
+            )),
+        }
+    }
+    let Some(taken) = taken else {
+        world
+            .model
+            .borrow_mut()
+            .console
+            .push(format!("{queue}: the discard of {id} failed 20 times"));
         return;
     };
+    let mut gone = !taken.is_empty();
+    for _ in 0..20 {
+        if let Ok(left) = world.poison.poison_body(queue, &message.handle).await {
+            gone = left.is_none();
+            break;
+        }
+    }
     world.log(format!(
         "operator: exported {} and discarded {id} of {queue} ({})",
         exported.len(),
@@ -127,7 +167,7 @@ async fn operator_discards_with_an_export(world: &World) {
             )),
         }
     }
-    if !taken.is_empty() {
+    if gone {
         world.model.borrow_mut().discarded.push(id.clone());
     }
 }
@@ -138,8 +178,20 @@ async fn operator_discards_with_an_export(world: &World) {
 /// which must take from that set only: every other poison message stays.
 async fn operator_replays_a_set(world: &World, queue: &str) {
     let malformed = world.model.borrow().malformed.clone();
+    match world.poison.sweep(queue).await {
+        Ok(0) => {}
+        Ok(swept) => world.log(format!(
+            "operator: swept {swept} poison messages of {queue} into the poison table"
+        )),
+        Err(e) => {
+            world.log(format!(
+                "operator: sweeping the poison of {queue} failed: {e}"
+            ));
+            return;
+        }
+    }
     let listed = match world
-        .queue
+        .poison
         .poison_page(queue, &PoisonQuery::new(1000, 0))
         .await
     {
@@ -172,12 +224,37 @@ async fn operator_replays_a_set(world: &World, queue: &str) {
         others.sort();
         others
     };
-    let before = match world.queue.poison_list(queue, usize::MAX).await {
+    let before = match world.poison.poison_list(queue, usize::MAX).await {
         Ok(listed) => others(listed),
         Err(_) => return,
     };
+    // Now and then the console stops midway through the redrive (a crash): after marking
+    // the set, or after sending it too. The confirmation sent again completes it.
+    let stopped = match random::u64() % 4 {
+        0 => Some((TakeSteps::MarkOnly, "marking")),
+        1 => Some((TakeSteps::MarkAndSend, "sending")),
+        _ => None,
+    };
+    if let Some((steps, after)) = stopped {
+        let partly = world
+            .poison
+            .table()
+            .take_steps(
+                world.poison.inner(),
+                queue,
+                &handles,
+                &PoisonAction::Replay,
+                steps,
+            )
+            .await;
+        world.log(format!(
+            "operator: the redrive of {} messages of {queue} stopped after {after} ({})",
+            handles.len(),
+            partly.map_or_else(|e| format!("failed: {e}"), |_| "a crash".to_owned())
+        ));
+    }
     match world
-        .queue
+        .poison
         .poison_take(queue, &handles, &PoisonAction::Replay)
         .await
     {
@@ -187,7 +264,7 @@ async fn operator_replays_a_set(world: &World, queue: &str) {
                 taken.len(),
                 set.len()
             ));
-            let after = match world.queue.poison_list(queue, usize::MAX).await {
+            let after = match world.poison.poison_list(queue, usize::MAX).await {
                 Ok(listed) => others(listed),
                 Err(_) => return,
             };

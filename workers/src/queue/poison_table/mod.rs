@@ -93,14 +93,14 @@ pub enum Recorded {
 
 /// The poison table of a store (see the module docs).
 #[derive(Clone, Debug)]
-pub struct PoisonTable {
-    store: AnyStore,
+pub struct PoisonTable<S = AnyStore> {
+    store: S,
     created: Arc<tokio::sync::OnceCell<()>>,
 }
 
-impl PoisonTable {
+impl<S: TableStore> PoisonTable<S> {
     /// The poison table of `store` (created at its first write).
-    pub fn new(store: AnyStore) -> Self {
+    pub fn new(store: S) -> Self {
         PoisonTable {
             store,
             created: Arc::default(),
@@ -108,7 +108,7 @@ impl PoisonTable {
     }
 
     /// The store.
-    pub fn store(&self) -> &AnyStore {
+    pub fn store(&self) -> &S {
         &self.store
     }
 

@@ -35,7 +35,7 @@ fn needs_body(filter: &PoisonFilter, preview: usize) -> bool {
     filter.body.is_some() || preview > PREVIEW
 }
 
-impl PoisonTable {
+impl<S: TableStore> PoisonTable<S> {
     /// The message a row holds with its body as a page shows it: whole (read from its
     /// pieces if need be) when `whole`, else its preview.
     async fn listed(&self, row: &Entity, whole: bool) -> Result<PoisonMessage> {

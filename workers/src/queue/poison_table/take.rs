@@ -23,7 +23,7 @@ pub enum TakeSteps {
     MarkAndSend,
 }
 
-impl PoisonTable {
+impl<S: TableStore> PoisonTable<S> {
     /// Takes the messages named by `handles` off `queue`'s poison table, doing `action`
     /// with each (a redrive sends through `broker`); returns the handles taken, in the
     /// order asked, once each (those gone already are left out).

@@ -44,7 +44,7 @@ pub struct Trim {
     pub retention: String,
 }
 
-impl PoisonTable {
+impl<S: TableStore> PoisonTable<S> {
     /// Discards `queue`'s oldest poison messages beyond `retention` (at most 1,000 a call),
     /// and records the trim; returns how many went. Reads only the rows it trims, and the
     /// first it keeps.

@@ -4,6 +4,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use tablekit_core::TableStore;
+
 use super::{PoisonRecord, PoisonTable, Retention};
 use crate::error::Result;
 use crate::queue::{
@@ -43,24 +45,15 @@ const SWEEP_MOST: usize = 1_000;
 /// # }).unwrap();
 /// ```
 #[derive(Clone, Debug)]
-pub struct WithPoisonTable<Q> {
+pub struct WithPoisonTable<Q, S = tablekit_core::AnyStore> {
     inner: Q,
     /// `None`: the broker keeps the poison messages ([`broker_only`](Self::broker_only)).
-    table: Option<PoisonTable>,
+    table: Option<PoisonTable<S>>,
     /// The retention cap of each queue named, and of the rest.
     retention: Arc<(HashMap<String, Retention>, Retention)>,
 }
 
-impl<Q: Queue> WithPoisonTable<Q> {
-    /// `inner`, its poison messages kept in `store`'s poison table.
-    pub fn new(inner: Q, store: tablekit_core::AnyStore) -> Self {
-        WithPoisonTable {
-            inner,
-            table: Some(PoisonTable::new(store)),
-            retention: Arc::default(),
-        }
-    }
-
+impl<Q: Queue> WithPoisonTable<Q, tablekit_core::AnyStore> {
     /// `inner` with its poison messages kept in `store`'s poison table, or by the broker
     /// when `store` lives in this process's memory (`memory:`): a poison table there
     /// could be read by no other process, and would go with this one. What the
@@ -70,6 +63,17 @@ impl<Q: Queue> WithPoisonTable<Q> {
             Self::broker_only(inner)
         } else {
             Self::new(inner, store.clone())
+        }
+    }
+}
+
+impl<Q: Queue, S: TableStore> WithPoisonTable<Q, S> {
+    /// `inner`, its poison messages kept in `store`'s poison table.
+    pub fn new(inner: Q, store: S) -> Self {
+        WithPoisonTable {
+            inner,
+            table: Some(PoisonTable::new(store)),
+            retention: Arc::default(),
         }
     }
 
@@ -124,7 +128,7 @@ impl<Q: Queue> WithPoisonTable<Q> {
     ///
     /// # Panics
     /// For a [`broker_only`](Self::broker_only) queue, which has none.
-    pub fn table(&self) -> &PoisonTable {
+    pub fn table(&self) -> &PoisonTable<S> {
         self.table
             .as_ref()
             .expect("a queue whose broker keeps its poison messages has no poison table")
@@ -173,7 +177,7 @@ impl<Q: Queue> WithPoisonTable<Q> {
     /// Every message of the table's listing `filter` passes, oldest first, up to `limit`.
     async fn listed(
         &self,
-        table: &PoisonTable,
+        table: &PoisonTable<S>,
         queue: &str,
         filter: PoisonFilter,
         limit: usize,
@@ -195,7 +199,7 @@ impl<Q: Queue> WithPoisonTable<Q> {
     /// The handles of the messages with id `id` (all when `None`).
     async fn handles_of(
         &self,
-        table: &PoisonTable,
+        table: &PoisonTable<S>,
         queue: &str,
         id: Option<&str>,
     ) -> Result<Vec<String>> {
@@ -229,24 +233,28 @@ fn swept_record(message: &PoisonMessage) -> PoisonRecord {
 
 /// A consumer of a [`WithPoisonTable`].
 #[derive(Debug)]
-pub struct PoisonTableConsumer<C> {
+pub struct PoisonTableConsumer<C, S = tablekit_core::AnyStore> {
     inner: C,
-    table: Option<PoisonTable>,
+    table: Option<PoisonTable<S>>,
     queue: String,
 }
 
 /// A delivery of a [`WithPoisonTable`]: poisoning it records it in the table, then
 /// acknowledges it on the broker.
 #[derive(Debug)]
-pub struct PoisonTableDelivery<D> {
+pub struct PoisonTableDelivery<D, S = tablekit_core::AnyStore> {
     inner: D,
-    table: Option<PoisonTable>,
+    table: Option<PoisonTable<S>>,
     queue: String,
 }
 
-impl<Q: Queue> Queue for WithPoisonTable<Q> {
-    type Consumer = PoisonTableConsumer<Q::Consumer>;
-    type Delivery = PoisonTableDelivery<Q::Delivery>;
+impl<Q, S> Queue for WithPoisonTable<Q, S>
+where
+    Q: Queue,
+    S: TableStore + Clone + Send + Sync + std::fmt::Debug + 'static,
+{
+    type Consumer = PoisonTableConsumer<Q::Consumer, S>;
+    type Delivery = PoisonTableDelivery<Q::Delivery, S>;
 
     async fn declare(&self, queue: &str, options: &QueueOptions) -> Result<()> {
         self.inner.declare(queue, options).await
@@ -393,8 +401,12 @@ impl<Q: Queue> Queue for WithPoisonTable<Q> {
     }
 }
 
-impl<C: Consumer> Consumer for PoisonTableConsumer<C> {
-    type Delivery = PoisonTableDelivery<C::Delivery>;
+impl<C, S> Consumer for PoisonTableConsumer<C, S>
+where
+    C: Consumer,
+    S: TableStore + Clone + Send + Sync + std::fmt::Debug + 'static,
+{
+    type Delivery = PoisonTableDelivery<C::Delivery, S>;
 
     async fn next(&mut self) -> Result<Option<Self::Delivery>> {
         Ok(self.inner.next().await?.map(|inner| PoisonTableDelivery {
@@ -409,7 +421,11 @@ impl<C: Consumer> Consumer for PoisonTableConsumer<C> {
     }
 }
 
-impl<D: Delivery> Delivery for PoisonTableDelivery<D> {
+impl<D, S> Delivery for PoisonTableDelivery<D, S>
+where
+    D: Delivery,
+    S: TableStore + Clone + Send + Sync + std::fmt::Debug + 'static,
+{
     fn received(&self) -> &Received {
         self.inner.received()
     }
