@@ -3,7 +3,12 @@
 //! between its steps and completed, the broker's own poison queue swept in, the
 //! retention cap, and readers that take nothing off the queue.
 
-#![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
+#![allow(
+    missing_docs,
+    clippy::unwrap_used,
+    clippy::expect_used,
+    clippy::print_stdout
+)]
 
 mod support;
 
@@ -564,5 +569,256 @@ async fn concurrent_readers_leave_a_discard_exact_over_rabbitmq() {
     assert_eq!(page.messages.len(), 20);
     if let AnyQueue::Rabbit(rabbit) = &broker {
         let _ = rabbit.delete_queue(&name, &config.queue_options()).await;
+    }
+}
+
+/// Every read the console makes of a poison table holding `TABLEKIT_POISON_SCALE`
+/// messages (100,000 by default), timed on a SQLite store: run by hand
+/// (`cargo test -p tablekit-workers --test poison_table -- --ignored --nocapture`); the
+/// figures go in the note. Loads through `record`, eight writers at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement, run by hand"]
+async fn every_read_of_a_hundred_thousand_poison_messages_is_timed() {
+    let scale: usize = std::env::var("TABLEKIT_POISON_SCALE")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    let queue = WithPoisonTable::new(sqlite_queue(&dir).await, store);
+    queue
+        .declare("big", &WorkerConfig::new("big").queue_options())
+        .await
+        .unwrap();
+    let started = std::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let table = queue.table().clone();
+        tasks.spawn(async move {
+            for i in (worker..scale).step_by(8) {
+                let reason = match i % 4 {
+                    0 => format!("conflict on ord-{i}"),
+                    1 => "timeout after 30 s".to_owned(),
+                    2 => format!("entity {i} missing"),
+                    _ => format!("<script>alert({i})</script> hostile"),
+                };
+                let kind = if i % 7 == 0 { "audit" } else { "archive" };
+                table
+                    .record(
+                        "big",
+                        &record(&format!("m{i:07}"), &envelope(kind, i), &reason, i as i64),
+                    )
+                    .await
+                    .unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    println!("loaded {scale} in {:.1} s", started.elapsed().as_secs_f64());
+    let time =
+        async |what: &str,
+               read: std::pin::Pin<Box<dyn std::future::Future<Output = String> + '_>>| {
+            let at = std::time::Instant::now();
+            let shown = read.await;
+            println!(
+                "{what:<40} {:>8.1} ms  {shown}",
+                at.elapsed().as_secs_f64() * 1000.0
+            );
+        };
+    let q = &queue;
+    time(
+        "count",
+        Box::pin(async { q.stats("big").await.unwrap().poisoned.to_string() }),
+    )
+    .await;
+    let first = q
+        .poison_page("big", &PoisonQuery::new(50, 800))
+        .await
+        .unwrap();
+    time(
+        "first page, oldest first (50)",
+        Box::pin(async {
+            q.poison_page("big", &PoisonQuery::new(50, 800))
+                .await
+                .unwrap()
+                .messages
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "second page",
+        Box::pin(async {
+            q.poison_page("big", &PoisonQuery::new(50, 800).after(first.next.clone()))
+                .await
+                .unwrap()
+                .messages
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "first page, newest first",
+        Box::pin(async {
+            q.poison_page("big", &PoisonQuery::new(50, 800).newest_first(true))
+                .await
+                .unwrap()
+                .messages[0]
+                .id
+                .clone()
+        }),
+    )
+    .await;
+    time(
+        "last page (oldest first, read backwards)",
+        Box::pin(async {
+            q.poison_last_page("big", &PoisonQuery::new(50, 800))
+                .await
+                .unwrap()
+                .messages
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "reason groups",
+        Box::pin(async {
+            q.poison_reason_groups("big", &PoisonFilter::new())
+                .await
+                .unwrap()
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "kinds",
+        Box::pin(async {
+            format!(
+                "{:?}",
+                q.poison_kinds("big", &PoisonFilter::new()).await.unwrap()
+            )
+        }),
+    )
+    .await;
+    time(
+        "page of a reason group",
+        Box::pin(async {
+            let page = q
+                .poison_page(
+                    "big",
+                    &PoisonQuery::new(50, 800)
+                        .filter(PoisonFilter::new().reason_group("timeout after # s")),
+                )
+                .await
+                .unwrap();
+            format!("{} next {}", page.messages.len(), page.next.is_some())
+        }),
+    )
+    .await;
+    time(
+        "page of a rare id (text filter)",
+        Box::pin(async {
+            let page = q
+                .poison_page(
+                    "big",
+                    &PoisonQuery::new(50, 800).filter(PoisonFilter::new().id("m0099999")),
+                )
+                .await
+                .unwrap();
+            format!("{} next {}", page.messages.len(), page.next.is_some())
+        }),
+    )
+    .await;
+    time(
+        "a message whole",
+        Box::pin(async {
+            q.poison_body("big", &first.messages[7].handle)
+                .await
+                .unwrap()
+                .unwrap()
+                .id
+        }),
+    )
+    .await;
+    let handles: Vec<String> = first
+        .messages
+        .iter()
+        .take(10)
+        .map(|m| m.handle.clone())
+        .collect();
+    time(
+        "discard of 10",
+        Box::pin(async {
+            q.poison_take("big", &handles, &PoisonAction::Discard)
+                .await
+                .unwrap()
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "filtered reason groups (kind audit, from counts)",
+        Box::pin(async {
+            q.poison_reason_groups("big", &PoisonFilter::new().kind("audit"))
+                .await
+                .unwrap()
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    assert_eq!(q.stats("big").await.unwrap().poisoned, scale as u64 - 10);
+}
+
+#[tokio::test]
+async fn views_filtered_by_kind_or_group_are_counted_without_a_scan_and_agree_with_one() {
+    let queue = WithPoisonTable::new(
+        sqlite_queue(&tempfile::tempdir().unwrap()).await,
+        AnyStore::Memory(MemoryStore::new()),
+    );
+    let table = queue.table();
+    for i in 0..40 {
+        let kind = ["archive", "audit", "index"][i % 3];
+        let reason = ["timeout after 3 s", "conflict on ord-7", "gone"][i % 4 % 3];
+        let body = if i % 5 == 0 {
+            "not an operation".to_owned()
+        } else {
+            envelope(kind, i)
+        };
+        table
+            .record("q", &record(&format!("m{i}"), &body, reason, i as i64))
+            .await
+            .unwrap();
+    }
+    // A text filter that passes everything makes the same views by a scan.
+    let scanned = |filter: PoisonFilter| filter.id("m");
+    for filter in [
+        PoisonFilter::new().kind("audit"),
+        PoisonFilter::new().kind("AUDIT"),
+        PoisonFilter::new().reason_group("conflict on ord-#"),
+        PoisonFilter::new()
+            .kind("index")
+            .reason_group("timeout after # s"),
+    ] {
+        let counted = queue.poison_reason_groups("q", &filter).await.unwrap();
+        let by_scan = queue
+            .poison_reason_groups("q", &scanned(filter.clone()))
+            .await
+            .unwrap();
+        assert_eq!(counted, by_scan, "{filter:?}");
+        let counted = queue.poison_kinds("q", &filter).await.unwrap();
+        let by_scan = queue
+            .poison_kinds("q", &scanned(filter.clone()))
+            .await
+            .unwrap();
+        assert_eq!(counted, by_scan, "{filter:?}");
+        assert!(!counted.is_empty());
     }
 }

@@ -28,6 +28,7 @@
 //! | `c.<shard>` | a share of the queue's count |
 //! | `g.<group hash>.<shard>` | a share of a reason group's count, with the group and an example |
 //! | `k.<kind hash>.<shard>` | a share of an operation kind's count |
+//! | `p.<kind hash>.<group hash>.<shard>` | a share of the count of a kind and a group together (views filtered by kind or group) |
 //! | `r.<inverted time key>` | a trim of the retention cap: when, how many (newest first) |
 //!
 //! A time key is the poisoning's microseconds since the epoch, then the id key's first
@@ -77,7 +78,7 @@ pub const SWEEP_INTERVAL: Duration = Duration::from_secs(60);
 
 /// The most rows a filtered page or count reads before answering with what it found so
 /// far (a page then carries a cursor to read on).
-pub const SCAN_BUDGET: usize = 20_000;
+pub const SCAN_BUDGET: usize = 10_000;
 
 /// How many times a write whose counts changed under it is tried.
 const ATTEMPTS: usize = 64;
@@ -231,8 +232,16 @@ impl<S: TableStore> PoisonTable<S> {
                 count_key(KINDS, Some(kind), shard),
                 vec![(KIND, Value::from(kind))],
             ),
+            (
+                pair_key(kind, group, shard),
+                vec![
+                    (KIND, Value::from(kind)),
+                    (GROUP, Value::from(group)),
+                    (EXAMPLE, Value::from(reason)),
+                ],
+            ),
         ];
-        let mut writes = Vec::with_capacity(3);
+        let mut writes = Vec::with_capacity(4);
         for (key, extra) in keys {
             let current = self.store.get(POISON_TABLE, partition, &key, None).await?;
             if let Some(op) = count_write(partition, key, current.as_ref(), delta, &extra) {

@@ -35,6 +35,45 @@ fn needs_body(filter: &PoisonFilter, preview: usize) -> bool {
     filter.body.is_some() || preview > PREVIEW
 }
 
+/// The kind and reason group a filter asks for, when it asks for nothing else (its counts
+/// then come from the pair rows, without a scan).
+fn by_counts(filter: &PoisonFilter) -> Option<(Option<&str>, Option<&str>)> {
+    let text = filter.id.is_some() || filter.reason.is_some() || filter.body.is_some();
+    if text || filter.is_empty() {
+        return None;
+    }
+    let group = if filter.undecodable_reason {
+        match filter.reason_group.as_deref() {
+            Some(group) if group != crate::queue::UNDECODABLE_REASON_GROUP => return None,
+            _ => Some(crate::queue::UNDECODABLE_REASON_GROUP),
+        }
+    } else {
+        filter.reason_group.as_deref()
+    };
+    Some((filter.kind.as_deref(), group))
+}
+
+/// Whether a pair row counts messages of `kind` (in either case, as a filter matches it;
+/// any when `None`) and `group` (any when `None`).
+fn pair_passes(row: &Entity, kind: Option<&str>, group: Option<&str>) -> bool {
+    kind.is_none_or(|kind| row_text(row, KIND).eq_ignore_ascii_case(kind))
+        && group.is_none_or(|group| row_text(row, GROUP) == group)
+}
+
+fn row_text(row: &Entity, name: &str) -> String {
+    row.get(name)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+/// Counts by kind, most first (then by kind), none of 0.
+fn most_first(counted: BTreeMap<Option<String>, u64>) -> Vec<(Option<String>, u64)> {
+    let mut kinds: Vec<_> = counted.into_iter().filter(|(_, n)| *n > 0).collect();
+    kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    kinds
+}
+
 impl<S: TableStore> PoisonTable<S> {
     /// The message a row holds with its body as a page shows it: whole (read from its
     /// pieces if need be) when `whole`, else its preview.
@@ -94,6 +133,10 @@ impl<S: TableStore> PoisonTable<S> {
         let mut rows_query = range(&partition, prefix, query.after.as_deref());
         if !whole {
             rows_query = rows_query.select(PAGE_PROPERTIES.iter().copied());
+        }
+        if query.filter.is_empty() && query.limit < 1_000 {
+            // The page and one more (whether there is a next): read no more.
+            rows_query = rows_query.top(query.limit + 1);
         }
         let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, rows_query));
         let mut page = PoisonPage::default();
@@ -187,7 +230,17 @@ impl<S: TableStore> PoisonTable<S> {
         filter: &PoisonFilter,
     ) -> Result<Vec<ReasonGroup>> {
         let mut groups = Groups::new(filter);
-        if filter.is_empty() {
+        if let Some((kind, group)) = by_counts(filter) {
+            for row in self.count_rows(queue, PAIRS).await? {
+                if pair_passes(&row, kind, group) {
+                    groups.add(
+                        row_text(&row, GROUP),
+                        u64::try_from(int(&row, COUNT)).unwrap_or(0),
+                        row_text(&row, EXAMPLE),
+                    );
+                }
+            }
+        } else if filter.is_empty() {
             for row in self.count_rows(queue, GROUPS).await? {
                 let text = |name| {
                     row.get(name)
@@ -221,6 +274,18 @@ impl<S: TableStore> PoisonTable<S> {
             kind: None,
             ..filter.clone()
         };
+        if !others.is_empty() && by_counts(&others).is_some() {
+            let (_, group) = by_counts(&others).unwrap_or_default();
+            let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
+            for row in self.count_rows(queue, PAIRS).await? {
+                if pair_passes(&row, None, group) {
+                    let kind = Some(row_text(&row, KIND)).filter(|k| !k.is_empty());
+                    *counted.entry(kind).or_default() +=
+                        u64::try_from(int(&row, COUNT)).unwrap_or(0);
+                }
+            }
+            return Ok(most_first(counted));
+        }
         if !others.is_empty() {
             let mut all = Vec::new();
             self.scan(queue, &others, |m| all.push(m)).await?;
@@ -235,9 +300,7 @@ impl<S: TableStore> PoisonTable<S> {
                 .map(str::to_owned);
             *counted.entry(kind).or_default() += u64::try_from(int(&row, COUNT)).unwrap_or(0);
         }
-        let mut kinds: Vec<_> = counted.into_iter().filter(|(_, n)| *n > 0).collect();
-        kinds.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        Ok(kinds)
+        Ok(most_first(counted))
     }
 
     /// The reasons of `queue`'s poison messages `filter` passes, with their counts, most

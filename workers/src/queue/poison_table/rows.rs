@@ -20,6 +20,9 @@ pub(super) const COUNTS: &str = "c.";
 pub(super) const GROUPS: &str = "g.";
 /// A share of an operation kind's count: `k.<kind hash>.<shard>`.
 pub(super) const KINDS: &str = "k.";
+/// A share of the count of one kind and reason group together:
+/// `p.<kind hash>.<group hash>.<shard>` (what a view filtered by kind or group counts).
+pub(super) const PAIRS: &str = "p.";
 /// A piece of a body too large for the message's rows: `b.<id key>.<piece>`.
 pub(super) const PIECES: &str = "b.";
 /// What the trims of the queue did: `r.<time key>`.
@@ -344,6 +347,15 @@ pub(super) fn preview_of(entity: &Entity) -> Vec<u8> {
         .and_then(Value::as_binary)
         .map(<[u8]>::to_vec)
         .unwrap_or_default()
+}
+
+/// The row key of a share of the count of a kind and a reason group together.
+pub(super) fn pair_key(kind: &str, group: &str, shard: u8) -> String {
+    format!(
+        "{PAIRS}{}.{}.{shard:02}",
+        hash(&[kind.as_bytes()], 16),
+        hash(&[group.as_bytes()], 16)
+    )
 }
 
 /// The row key of a share of a count: `<prefix><name hash>.<shard>` (the queue's count
