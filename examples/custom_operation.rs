@@ -31,6 +31,7 @@ use tablekit::patterns::consistency::{Engine, Plan, Planner};
 use tablekit::prelude::*;
 use tablekit::workers::cli::Connections;
 use tablekit::workers::index::QueueSink;
+use tablekit::workers::queue::poison_table::WithPoisonTable;
 use tablekit::workers::queue::{AnyQueue, Queue};
 use tablekit::workers::{Envelope, Operation, OperationError, Registry, WorkerConfig};
 
@@ -193,7 +194,7 @@ impl Drop for WorkerProcess {
     }
 }
 
-async fn send(queue: &AnyQueue, envelope: &Envelope) -> tablekit::Result<()> {
+async fn send(queue: &impl Queue, envelope: &Envelope) -> tablekit::Result<()> {
     let id = envelope.id.to_string();
     queue.send(QUEUE, &id, &envelope.to_bytes()?).await
 }
@@ -212,7 +213,8 @@ async fn drive() -> tablekit::Result<bool> {
     let store_url = format!("sqlite:{}", dir.path().join("store.db").display());
     let broker = format!("sqlite:{}", dir.path().join("queue.db").display());
     let store = AnyStore::create(&store_url).await?;
-    let queue = AnyQueue::connect(&broker).await?;
+    // The worker keeps what it gives up on in the store's poison table: read through it.
+    let queue = WithPoisonTable::for_store(AnyQueue::connect(&broker).await?, &store);
     println!("store {store_url}\nbroker {broker}");
 
     // Three employees in Sales, two in Ops; Sales's summary is stale.

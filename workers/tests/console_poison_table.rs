@@ -1,6 +1,7 @@
-//! The console over the store's poison table, on SQLite and RabbitMQ: what workers
-//! recorded and what the broker's own poison queue held are shown as one list, readers at
-//! once take nothing off, and a confirmed discard takes exactly its set.
+//! The console over the store's poison table, on SQLite, RabbitMQ and Azure Queue
+//! Storage: what workers recorded and what the broker's own poison queue held are shown
+//! as one list, readers at once take nothing off, and a confirmed discard takes exactly
+//! its set.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -144,5 +145,21 @@ async fn the_console_shows_one_list_and_discards_exactly_over_rabbitmq() {
         let _ = rabbit
             .delete_queue(&name, &WorkerConfig::new(name.as_str()).queue_options())
             .await;
+    }
+}
+
+#[cfg(feature = "azure")]
+#[tokio::test]
+async fn the_console_shows_one_list_and_discards_exactly_over_azure_queues() {
+    let Some(connection) = support::azure_queues() else {
+        return;
+    };
+    let broker = AnyQueue::connect(&format!("azure:{connection}"))
+        .await
+        .unwrap();
+    let name = support::azure_name("table-console");
+    one_list_and_an_exact_discard(broker.clone(), &name).await;
+    if let AnyQueue::Azure(azure) = &broker {
+        let _ = azure.delete_queue(&name).await;
     }
 }

@@ -214,10 +214,11 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
             .await
     }
 
+    /// Not a call of its own: a broker without a poison table sweeps nothing (no round
+    /// trip), and a [`WithPoisonTable`](super::poison_table::WithPoisonTable) over this
+    /// queue counts the broker calls its sweep makes.
     async fn sweep_poison(&self, queue: &str) -> Result<usize> {
-        self.trips
-            .call(CallKind::QueueAdmin, self.inner.sweep_poison(queue))
-            .await
+        self.inner.sweep_poison(queue).await
     }
 
     async fn poison_last_page(&self, queue: &str, query: &PoisonQuery) -> Result<PoisonPage> {
