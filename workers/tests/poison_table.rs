@@ -822,3 +822,47 @@ async fn views_filtered_by_kind_or_group_are_counted_without_a_scan_and_agree_wi
         assert!(!counted.is_empty());
     }
 }
+
+#[tokio::test]
+async fn a_body_over_a_row_is_kept_in_pieces_read_whole_and_removed_with_its_message() {
+    use tablekit_core::TableStore;
+    let store = AnyStore::Memory(MemoryStore::new());
+    let queue = WithPoisonTable::new(
+        sqlite_queue(&tempfile::tempdir().unwrap()).await,
+        store.clone(),
+    );
+    let table = queue.table();
+    let body: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
+    let mut big = record("big", "", "too large to handle", 1);
+    big.body = body.clone();
+    let Recorded::New(handle) = table.record("q", &big).await.unwrap() else {
+        panic!("recorded before")
+    };
+    let whole = table.message("q", &handle).await.unwrap().unwrap();
+    assert_eq!(whole.size, body.len());
+    assert_eq!(whole.body, body);
+    let page = queue
+        .poison_page("q", &PoisonQuery::new(10, 100))
+        .await
+        .unwrap();
+    assert_eq!(page.messages[0].body, body[..100]);
+    let pieces = || async {
+        store
+            .query_all(
+                tablekit_workers::queue::poison_table::POISON_TABLE,
+                tablekit_core::Query::new(),
+            )
+            .await
+            .unwrap()
+            .into_iter()
+            .filter(|row| row.row_key.starts_with("b."))
+            .count()
+    };
+    assert_eq!(pieces().await, 3);
+    queue
+        .poison_take("q", std::slice::from_ref(&handle), &PoisonAction::Discard)
+        .await
+        .unwrap();
+    assert_eq!(pieces().await, 0);
+    assert_eq!(table.count("q").await.unwrap(), 0);
+}

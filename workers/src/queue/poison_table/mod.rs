@@ -24,7 +24,7 @@
 //! | `t.<time key>` | a message, whole: read oldest first |
 //! | `n.<inverted time key>` | the same message, newest first (the log-tail pattern) |
 //! | `i.<id key>` | the message id's marker: recording the same message again is a no-op |
-//! | `b.<id key>.<n>` | a piece of a body over 768 KiB |
+//! | `b.<time key>.<n>` | a piece of a body over 768 KiB |
 //! | `c.<shard>` | a share of the queue's count |
 //! | `g.<group hash>.<shard>` | a share of a reason group's count, with the group and an example |
 //! | `k.<kind hash>.<shard>` | a share of an operation kind's count |
@@ -167,7 +167,8 @@ impl<S: TableStore> PoisonTable<S> {
             }
             let time_key = time_key(record.poisoned_at, &id_key);
             let rows = message_rows(&partition, record, &id_key, &body_hash, &time_key);
-            // A large body's pieces first, by key: a retry writes the same ones again.
+            // A large body's pieces first, under the rows' time key (a record stopped
+            // here leaves pieces no row names; its retry writes its own).
             for piece in rows.pieces {
                 self.store.insert_or_replace(POISON_TABLE, piece).await?;
             }

@@ -91,17 +91,12 @@ impl<S: TableStore> PoisonTable<S> {
         if pieces == 0 {
             return Ok(body_of(row));
         }
-        let id_key = row.get(ID_KEY).and_then(Value::as_str).unwrap_or_default();
+        let at = row.get(AT).and_then(Value::as_str).unwrap_or_default();
         let mut body = Vec::new();
         for n in 0..pieces {
             let piece = self
                 .store
-                .get(
-                    POISON_TABLE,
-                    &row.partition_key,
-                    &piece_key(id_key, n),
-                    None,
-                )
+                .get(POISON_TABLE, &row.partition_key, &piece_key(at, n), None)
                 .await?;
             match piece {
                 Some(piece) => body.extend(body_of(&piece)),

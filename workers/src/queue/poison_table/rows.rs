@@ -23,7 +23,7 @@ pub(super) const KINDS: &str = "k.";
 /// A share of the count of one kind and reason group together:
 /// `p.<kind hash>.<group hash>.<shard>` (what a view filtered by kind or group counts).
 pub(super) const PAIRS: &str = "p.";
-/// A piece of a body too large for the message's rows: `b.<id key>.<piece>`.
+/// A piece of a body too large for the message's rows: `b.<time key>.<piece>`.
 pub(super) const PIECES: &str = "b.";
 /// What the trims of the queue did: `r.<time key>`.
 pub(super) const TRIMS: &str = "r.";
@@ -230,7 +230,7 @@ pub(super) fn message_rows(
         }
     } else {
         for (n, piece) in record.body.chunks(INLINE_BODY).enumerate() {
-            let mut entity = Entity::new(partition, piece_key(id_key, n));
+            let mut entity = Entity::new(partition, piece_key(time_key, n));
             for (p, part) in piece.chunks(PROPERTY_BYTES).enumerate() {
                 entity.set(body_property(p), Value::Binary(part.to_vec()));
             }
@@ -255,9 +255,11 @@ fn body_property(n: usize) -> String {
     }
 }
 
-/// The row key of a body's `n`th piece.
-pub(super) fn piece_key(id_key: &str, n: usize) -> String {
-    format!("{PIECES}{id_key}.{n:04}")
+/// The row key of the `n`th piece of the body of the message with time key `time_key`
+/// (not its id key: a message redriven and poisoned again before the redrive ends has
+/// two rows of one id key, and each keeps its own pieces).
+pub(super) fn piece_key(time_key: &str, n: usize) -> String {
+    format!("{PIECES}{time_key}.{n:04}")
 }
 
 /// The body bytes a row (or a piece) holds.

@@ -211,10 +211,10 @@ impl<S: TableStore> PoisonTable<S> {
             match self.store.submit_batch(POISON_TABLE, batch).await {
                 Ok(_) => {
                     // The pieces go after the rows naming them: a piece left by a stop
-                    // here is overwritten by the next record of that id.
+                    // here is named by no row (what it wastes is all it costs).
                     for n in 0..pieces_of(&row) {
                         self.store
-                            .delete_if_exists(POISON_TABLE, partition, &piece_key(id_key, n))
+                            .delete_if_exists(POISON_TABLE, partition, &piece_key(at, n))
                             .await?;
                     }
                     return Ok(true);
