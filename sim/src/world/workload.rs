@@ -59,6 +59,26 @@ pub(super) async fn run(world: &World) {
     operator_discards_with_an_export(world).await;
 }
 
+/// The console's sweep of `queue`'s poison lane into the poison table before it shows the
+/// queue; `false` when it failed (logged).
+async fn sweep(world: &World, queue: &str) -> bool {
+    match world.poison.sweep(queue).await {
+        Ok(0) => true,
+        Ok(swept) => {
+            world.log(format!(
+                "operator: swept {swept} poison messages of {queue} into the poison table"
+            ));
+            true
+        }
+        Err(e) => {
+            world.log(format!(
+                "operator: sweeping the poison of {queue} failed: {e}"
+            ));
+            false
+        }
+    }
+}
+
 /// The body every malformed message is sent with.
 const MALFORMED_BODY: &[u8] = b"{not an envelope";
 
@@ -72,17 +92,8 @@ async fn operator_discards_with_an_export(world: &World) {
     for queue in ["index", "archive"] {
         // The console sweeps what the queue's poison lane holds into the poison table
         // before it shows the queue.
-        match world.poison.sweep(queue).await {
-            Ok(0) => {}
-            Ok(swept) => world.log(format!(
-                "operator: swept {swept} poison messages of {queue} into the poison table"
-            )),
-            Err(e) => {
-                world.log(format!(
-                    "operator: sweeping the poison of {queue} failed: {e}"
-                ));
-                return;
-            }
+        if !sweep(world, queue).await {
+            return;
         }
         let Ok(listed) = world.poison.poison_list(queue, usize::MAX).await else {
             return;
@@ -178,17 +189,8 @@ async fn operator_discards_with_an_export(world: &World) {
 /// which must take from that set only: every other poison message stays.
 async fn operator_replays_a_set(world: &World, queue: &str) {
     let malformed = world.model.borrow().malformed.clone();
-    match world.poison.sweep(queue).await {
-        Ok(0) => {}
-        Ok(swept) => world.log(format!(
-            "operator: swept {swept} poison messages of {queue} into the poison table"
-        )),
-        Err(e) => {
-            world.log(format!(
-                "operator: sweeping the poison of {queue} failed: {e}"
-            ));
-            return;
-        }
+    if !sweep(world, queue).await {
+        return;
     }
     let listed = match world
         .poison

@@ -84,18 +84,11 @@ impl super::Console {
     /// Moves what the broker's own poison queue of `queue` holds (dead-lettered by the
     /// broker, or left there by a store failure) into the poison table before a page
     /// shows it, as the workers do every minute: nothing is shown from two places. A
-    /// failure is logged; the page shows the table.
+    /// failure is logged; the page shows the table. Nothing to do (no read) when the
+    /// broker keeps the poison messages itself.
     pub(in crate::console) async fn sweep(&self, queue: &str) {
-        if !self.broker.keeps_a_table() {
-            return;
-        }
-        let on_broker = match self.broker.inner().stats(queue).await {
-            Ok(stats) => stats.poisoned,
-            Err(_) => return,
-        };
-        if on_broker > 0
-            && let Err(e) = self.broker.sweep(queue).await
-        {
+        // One broker read when its poison queue is empty (a sweep's first page).
+        if let Err(e) = self.broker.sweep(queue).await {
             tracing::warn!(queue = %queue, error = %e, "sweeping the broker's poison queue into the poison table failed");
         }
     }

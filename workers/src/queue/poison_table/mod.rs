@@ -145,14 +145,8 @@ impl<S: TableStore> PoisonTable<S> {
                 .get(POISON_TABLE, &partition, &format!("{IDS}{id_key}"), None)
                 .await?;
             if let Some(marker) = marker {
-                let same_body = marker.get(BODY_HASH).and_then(Value::as_str) == Some(&body_hash);
-                let at = marker
-                    .get(AT)
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                if same_body {
-                    return Ok(Recorded::Already(at));
+                if str_of(&marker, BODY_HASH) == body_hash {
+                    return Ok(Recorded::Already(str_of(&marker, AT).to_owned()));
                 }
                 if twin {
                     return Err(Error::malformed(
@@ -173,18 +167,8 @@ impl<S: TableStore> PoisonTable<S> {
                 self.store.insert_or_replace(POISON_TABLE, piece).await?;
             }
             let shard = shard_of(&id_key);
-            let group = rows
-                .oldest
-                .get(GROUP)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
-            let kind = rows
-                .oldest
-                .get(KIND)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned();
+            let group = str_of(&rows.oldest, GROUP).to_owned();
+            let kind = str_of(&rows.oldest, KIND).to_owned();
             let mut batch = Batch::new();
             batch.insert(
                 Entity::new(&partition, format!("{IDS}{id_key}"))

@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use futures::TryStreamExt as _;
-use tablekit_core::{Entity, Query, TableStore, Value, filter};
+use tablekit_core::{Entity, Query, TableStore, filter};
 
 use super::rows::*;
 use super::{POISON_TABLE, PoisonTable, SCAN_BUDGET, missing_table};
@@ -56,15 +56,8 @@ fn by_counts(filter: &PoisonFilter) -> Option<(Option<&str>, Option<&str>)> {
 /// Whether a pair row counts messages of `kind` (in either case, as a filter matches it;
 /// any when `None`) and `group` (any when `None`).
 fn pair_passes(row: &Entity, kind: Option<&str>, group: Option<&str>) -> bool {
-    kind.is_none_or(|kind| row_text(row, KIND).eq_ignore_ascii_case(kind))
-        && group.is_none_or(|group| row_text(row, GROUP) == group)
-}
-
-fn row_text(row: &Entity, name: &str) -> String {
-    row.get(name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    kind.is_none_or(|kind| str_of(row, KIND).eq_ignore_ascii_case(kind))
+        && group.is_none_or(|group| str_of(row, GROUP) == group)
 }
 
 /// Counts by kind, most first (then by kind), none of 0.
@@ -91,7 +84,7 @@ impl<S: TableStore> PoisonTable<S> {
         if pieces == 0 {
             return Ok(body_of(row));
         }
-        let at = row.get(AT).and_then(Value::as_str).unwrap_or_default();
+        let at = str_of(row, AT);
         let mut body = Vec::new();
         for n in 0..pieces {
             let piece = self
@@ -229,24 +222,18 @@ impl<S: TableStore> PoisonTable<S> {
             for row in self.count_rows(queue, PAIRS).await? {
                 if pair_passes(&row, kind, group) {
                     groups.add(
-                        row_text(&row, GROUP),
+                        str_of(&row, GROUP).to_owned(),
                         u64::try_from(int(&row, COUNT)).unwrap_or(0),
-                        row_text(&row, EXAMPLE),
+                        str_of(&row, EXAMPLE).to_owned(),
                     );
                 }
             }
         } else if filter.is_empty() {
             for row in self.count_rows(queue, GROUPS).await? {
-                let text = |name| {
-                    row.get(name)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned()
-                };
                 groups.add(
-                    text(GROUP),
+                    str_of(&row, GROUP).to_owned(),
                     u64::try_from(int(&row, COUNT)).unwrap_or(0),
-                    text(EXAMPLE),
+                    str_of(&row, EXAMPLE).to_owned(),
                 );
             }
         } else {
@@ -269,12 +256,11 @@ impl<S: TableStore> PoisonTable<S> {
             kind: None,
             ..filter.clone()
         };
-        if !others.is_empty() && by_counts(&others).is_some() {
-            let (_, group) = by_counts(&others).unwrap_or_default();
+        if let Some((_, group)) = by_counts(&others) {
             let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
             for row in self.count_rows(queue, PAIRS).await? {
                 if pair_passes(&row, None, group) {
-                    let kind = Some(row_text(&row, KIND)).filter(|k| !k.is_empty());
+                    let kind = Some(str_of(&row, KIND).to_owned()).filter(|k| !k.is_empty());
                     *counted.entry(kind).or_default() +=
                         u64::try_from(int(&row, COUNT)).unwrap_or(0);
                 }
@@ -288,11 +274,7 @@ impl<S: TableStore> PoisonTable<S> {
         }
         let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
         for row in self.count_rows(queue, KINDS).await? {
-            let kind = row
-                .get(KIND)
-                .and_then(Value::as_str)
-                .filter(|k| !k.is_empty())
-                .map(str::to_owned);
+            let kind = Some(str_of(&row, KIND).to_owned()).filter(|k| !k.is_empty());
             *counted.entry(kind).or_default() += u64::try_from(int(&row, COUNT)).unwrap_or(0);
         }
         Ok(most_first(counted))

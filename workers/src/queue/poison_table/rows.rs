@@ -85,6 +85,10 @@ pub(super) const PAGE_PROPERTIES: &[&str] = &[
     REDRIVING,
 ];
 
+/// The properties a removal reads of a message's row (what its counts and pieces need).
+pub(super) const REMOVAL_PROPERTIES: &[&str] =
+    &[AT, ID_KEY, GROUP, REASON, KIND, PIECE_COUNT, POISONED_AT];
+
 /// A poison message as a worker or a sweep records it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PoisonRecord {
@@ -283,12 +287,13 @@ pub(super) fn pieces_of(entity: &Entity) -> usize {
         .unwrap_or(0)
 }
 
+/// A string property of a row (empty when absent).
+pub(super) fn str_of<'e>(entity: &'e Entity, name: &str) -> &'e str {
+    entity.get(name).and_then(Value::as_str).unwrap_or_default()
+}
+
 fn text(entity: &Entity, name: &str) -> String {
-    entity
-        .get(name)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
+    str_of(entity, name).to_owned()
 }
 
 pub(super) fn int(entity: &Entity, name: &str) -> i64 {

@@ -2,7 +2,7 @@
 //! to the target queue, then its rows and counts go), each step idempotent (see the module
 //! docs of [`super`]).
 
-use tablekit_core::{Batch, Entity, IfMatch, TableStore, Value, WriteOp};
+use tablekit_core::{Batch, Entity, IfMatch, TableStore, WriteOp};
 
 use super::rows::*;
 use super::{ATTEMPTS, POISON_TABLE, PoisonTable, conflicted};
@@ -94,7 +94,7 @@ impl<S: TableStore> PoisonTable<S> {
             if steps == TakeSteps::MarkOnly {
                 return Ok(false);
             }
-            let id = row.get(ID).and_then(Value::as_str).unwrap_or_default();
+            let id = str_of(&row, ID);
             let body = self.whole_body(&row).await?;
             broker.send(target, id, &body).await?;
             if steps == TakeSteps::MarkAndSend {
@@ -108,24 +108,11 @@ impl<S: TableStore> PoisonTable<S> {
     /// marks both rows; returns the row as marked, `None` when it is gone.
     async fn mark_redriving(&self, row: &Entity) -> Result<Option<Entity>> {
         let partition = &row.partition_key;
-        let at = row.get(AT).and_then(Value::as_str).unwrap_or_default();
-        let id_key = row.get(ID_KEY).and_then(Value::as_str).unwrap_or_default();
-        let marker_key = format!("{IDS}{id_key}");
-        let newest_key = format!("{NEWEST}{}", inverted(at).unwrap_or_default());
+        let newest_key = format!("{NEWEST}{}", inverted(str_of(row, AT)).unwrap_or_default());
         for _ in 0..ATTEMPTS {
-            let marker = self
-                .store
-                .get(POISON_TABLE, partition, &marker_key, None)
-                .await?;
             let mut batch = Batch::new();
-            if let Some(marker) = marker
-                && marker.get(AT).and_then(Value::as_str) == Some(at)
-            {
-                batch.push(WriteOp::Delete {
-                    partition_key: partition.clone(),
-                    row_key: marker_key.clone(),
-                    if_match: marker.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
-                });
+            if let Some(delete) = self.marker_delete(row).await? {
+                batch.push(delete);
             }
             let mark = |key: &str| Entity::new(partition, key).with(REDRIVING, true);
             batch.merge(
@@ -161,27 +148,35 @@ impl<S: TableStore> PoisonTable<S> {
         })
     }
 
+    /// The delete of the id marker of the message `row` holds, bound to the marker's ETag:
+    /// `None` when the marker is gone or names another message (a poisoning of the same
+    /// message recorded anew after a redrive's first step).
+    async fn marker_delete(&self, row: &Entity) -> Result<Option<WriteOp>> {
+        let marker_key = format!("{IDS}{}", str_of(row, ID_KEY));
+        let marker = self
+            .store
+            .get(POISON_TABLE, &row.partition_key, &marker_key, None)
+            .await?;
+        Ok(marker
+            .filter(|marker| str_of(marker, AT) == str_of(row, AT))
+            .map(|marker| WriteOp::Delete {
+                partition_key: row.partition_key.clone(),
+                row_key: marker_key,
+                if_match: marker.etag.map_or(IfMatch::Any, IfMatch::ETag),
+            }))
+    }
+
     /// The last step of a take: the message's rows, its marker (when it still names this
     /// message), its body's pieces and its counts go; `false` when it was gone already.
     pub(super) async fn remove(&self, row: &Entity) -> Result<bool> {
         let partition = &row.partition_key;
-        let at = row.get(AT).and_then(Value::as_str).unwrap_or_default();
-        let id_key = row.get(ID_KEY).and_then(Value::as_str).unwrap_or_default();
-        let text = |name| {
-            row.get(name)
-                .and_then(Value::as_str)
-                .unwrap_or_default()
-                .to_owned()
-        };
-        let (group, reason, kind) = (text(GROUP), text(REASON), text(KIND));
-        let marker_key = format!("{IDS}{id_key}");
+        let at = str_of(row, AT);
+        let id_key = str_of(row, ID_KEY);
+        let (group, reason, kind) = (str_of(row, GROUP), str_of(row, REASON), str_of(row, KIND));
         let newest_key = format!("{NEWEST}{}", inverted(at).unwrap_or_default());
-        let mut row = row.clone();
+        let mut current = row.clone();
         for _ in 0..ATTEMPTS {
-            let marker = self
-                .store
-                .get(POISON_TABLE, partition, &marker_key, None)
-                .await?;
+            let row = &current;
             let mut batch = Batch::new();
             batch.push(WriteOp::Delete {
                 partition_key: partition.clone(),
@@ -193,17 +188,11 @@ impl<S: TableStore> PoisonTable<S> {
                 row_key: newest_key.clone(),
                 if_match: IfMatch::Any,
             });
-            if let Some(marker) = marker
-                && marker.get(AT).and_then(Value::as_str) == Some(at)
-            {
-                batch.push(WriteOp::Delete {
-                    partition_key: partition.clone(),
-                    row_key: marker_key.clone(),
-                    if_match: marker.etag.clone().map_or(IfMatch::Any, IfMatch::ETag),
-                });
+            if let Some(delete) = self.marker_delete(row).await? {
+                batch.push(delete);
             }
             for op in self
-                .count_writes(partition, shard_of(id_key), &group, &reason, &kind, -1)
+                .count_writes(partition, shard_of(id_key), group, reason, kind, -1)
                 .await?
             {
                 batch.push(op);
@@ -212,7 +201,7 @@ impl<S: TableStore> PoisonTable<S> {
                 Ok(_) => {
                     // The pieces go after the rows naming them: a piece left by a stop
                     // here is named by no row (what it wastes is all it costs).
-                    for n in 0..pieces_of(&row) {
+                    for n in 0..pieces_of(row) {
                         self.store
                             .delete_if_exists(POISON_TABLE, partition, &piece_key(at, n))
                             .await?;
@@ -225,7 +214,7 @@ impl<S: TableStore> PoisonTable<S> {
                         .get(POISON_TABLE, partition, &row.row_key, None)
                         .await?
                     {
-                        Some(now) => row = now,
+                        Some(now) => current = now,
                         None => return Ok(false),
                     }
                 }

@@ -46,8 +46,9 @@ pub struct Trim {
 
 impl<S: TableStore> PoisonTable<S> {
     /// Discards `queue`'s oldest poison messages beyond `retention` (at most 1,000 a call),
-    /// and records the trim; returns how many went. Reads only the rows it trims, and the
-    /// first it keeps.
+    /// and records the trim; returns how many went. Reads the count's shares and, without
+    /// their bodies, only the rows it trims and the first it keeps (one row when none is
+    /// due).
     ///
     /// # Errors
     /// The store's errors; what went before stays gone, and is recorded.
@@ -60,13 +61,35 @@ impl<S: TableStore> PoisonTable<S> {
         let oldest_kept =
             now - chrono::Duration::from_std(retention.max_age).unwrap_or(chrono::Duration::MAX);
         let partition = crate::activity::encode_queue(queue);
-        let query = Query::with_filter(
-            filter::partition_key()
-                .eq(partition.clone())
-                .and(filter::row_key().ge(OLDEST.to_owned()))
-                .and(filter::row_key().lt("t/".to_owned())),
-        );
-        let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, query));
+        // The oldest rows, without their bodies: what a removal reads.
+        let oldest = |top: usize| {
+            Query::with_filter(
+                filter::partition_key()
+                    .eq(partition.clone())
+                    .and(filter::row_key().ge(OLDEST.to_owned()))
+                    .and(filter::row_key().lt("t/".to_owned())),
+            )
+            .select(REMOVAL_PROPERTIES.iter().copied())
+            .top(top)
+        };
+        // Under the count cap, the oldest row alone says whether any is too old: the
+        // usual pass reads one row.
+        if over == 0 {
+            let first = match self.store.query(POISON_TABLE, &oldest(1)).await {
+                Ok(page) => page.entities.into_iter().next(),
+                Err(e) if missing_table(&e) => None,
+                Err(e) => return Err(e),
+            };
+            let due = first.is_some_and(|row| {
+                row.get(POISONED_AT)
+                    .and_then(Value::as_datetime)
+                    .is_some_and(|at| at < oldest_kept)
+            });
+            if !due {
+                return Ok(0);
+            }
+        }
+        let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, oldest(TRIM_MOST)));
         let mut trimmed = 0;
         while trimmed < TRIM_MOST as u64 {
             let row = match rows.try_next().await {
@@ -145,11 +168,7 @@ impl<S: TableStore> PoisonTable<S> {
                 Trim {
                     at: DateTime::from_timestamp_micros(micros).unwrap_or_default(),
                     trimmed: u64::try_from(int(row, TRIMMED)).unwrap_or(0),
-                    retention: row
-                        .get(EXAMPLE)
-                        .and_then(Value::as_str)
-                        .unwrap_or_default()
-                        .to_owned(),
+                    retention: str_of(row, EXAMPLE).to_owned(),
                 }
             })
             .collect();

@@ -119,11 +119,6 @@ impl<Q: Queue, S: TableStore> WithPoisonTable<Q, S> {
         &self.inner
     }
 
-    /// Whether the poison messages are kept in a poison table (not by the broker).
-    pub fn keeps_a_table(&self) -> bool {
-        self.table.is_some()
-    }
-
     /// The poison table.
     ///
     /// # Panics
