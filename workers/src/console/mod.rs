@@ -332,7 +332,10 @@ fn router(console: Shared) -> Router {
         .route("/workers", get(activity::workers_page))
         .route("/feeds", get(feeds::list))
         .route("/feeds/{table}/{group}", get(feeds::group))
-        .route("/queues/{queue}/waiting", get(waiting::page))
+        .route(
+            "/queues/{queue}/waiting",
+            get(waiting::page).post(waiting::actions::act),
+        )
         .nest("/api", api::router())
         .route("/login", get(signin::login_page).post(signin::login))
         .route("/logout", post(signin::logout))

@@ -400,6 +400,22 @@ pub(super) async fn pause_queue(
 /// declared that the broker holds ([`Console::declared`]), never a poison or retry queue.
 /// The refusal names the queues that can.
 async fn pausable(console: &Console, queue: &str) -> std::result::Result<(), Response> {
+    actionable(
+        console,
+        queue,
+        "The consumers of {} cannot be paused here: the console pauses the queues tablekit declared, never a poison or retry queue.",
+    )
+    .await
+}
+
+/// Whether the console may act on `queue`: a queue tablekit declared that the broker
+/// holds ([`Console::declared`]), never a poison or retry queue. The refusal is `refused`
+/// (its `{}` the queue) followed by the queues that could be.
+pub(super) async fn actionable(
+    console: &Console,
+    queue: &str,
+    refused: &str,
+) -> std::result::Result<(), Response> {
     match console.is_declared(queue).await {
         Ok(true) => return Ok(()),
         Ok(false) => {}
@@ -412,8 +428,8 @@ async fn pausable(console: &Console, queue: &str) -> std::result::Result<(), Res
     Err(forms::refusal(
         StatusCode::BAD_REQUEST,
         &format!(
-            "The consumers of {} cannot be paused here: the console pauses the queues tablekit declared, never a poison or retry queue. It could be: {}.",
-            neutral(queue),
+            "{} It could be: {}.",
+            refused.replacen("{}", &neutral(queue), 1),
             if can.is_empty() {
                 "none yet (a worker declares its queue when it starts)".to_owned()
             } else {

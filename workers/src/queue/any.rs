@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
     WaitingMessage,
 };
 use crate::error::{Error, Result};
@@ -237,6 +237,10 @@ impl Queue for AnyQueue {
 
     async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
         dispatch!(self, q => q.peek(queue, query).await)
+    }
+
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        dispatch!(self, q => q.act_on_waiting(queue, action).await)
     }
 
     async fn poison_reason_groups(

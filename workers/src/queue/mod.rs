@@ -33,7 +33,7 @@ pub mod roundtrip;
 pub mod sqlite;
 
 pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
-pub use peek::{MAX_PEEK, PeekQuery, WaitingMessage};
+pub use peek::{MAX_PEEK, PeekQuery, WaitingAction, WaitingMessage};
 pub use poison::{
     PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup,
     UNDECODABLE_REASON_GROUP, operation_of, reason_group,
@@ -414,6 +414,33 @@ pub trait Queue: Send + Sync + 'static {
             Err(Error::Unsupported(
                 "this queue backend cannot show waiting messages without taking them".into(),
             ))
+        }
+    }
+
+    /// Does `action` to the messages waiting in `queue`, and answers how many it removed
+    /// or made deliverable (`None` when the backend does not say): 0 when the message
+    /// named is no longer waiting (taken by a consumer, settled, or gone).
+    ///
+    /// By backend: the SQLite queue does all three, a purge only up to the message the
+    /// operator saw; RabbitMQ purges the queue's ready messages and its retry queues'
+    /// (those its consumers hold stay) and cannot address one message; Azure Queue
+    /// Storage clears every message, those leased included (the service has no other
+    /// purge), and cannot address a message it has not just delivered.
+    ///
+    /// # Errors
+    /// [`Error::Unavailable`], [`Error::Storage`]; [`Error::Unsupported`] for an action the
+    /// backend cannot do (the default, for all three); [`Error::InvalidQueueName`].
+    fn act_on_waiting(
+        &self,
+        queue: &str,
+        action: &WaitingAction,
+    ) -> impl Future<Output = Result<Option<u64>>> + Send {
+        let _ = queue;
+        let what = action.name();
+        async move {
+            Err(Error::Unsupported(format!(
+                "this queue backend cannot {what} waiting messages"
+            )))
         }
     }
 

@@ -45,6 +45,43 @@ impl Default for PeekQuery {
     }
 }
 
+/// What an operator does to the messages waiting in a queue
+/// ([`Queue::act_on_waiting`](super::Queue::act_on_waiting)): what Sidekiq's Retries and
+/// Scheduled tabs do to its jobs.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WaitingAction {
+    /// Removes the messages waiting, delayed retries included, never one a consumer holds
+    /// now. On a backend that numbers its messages (the SQLite queue) only those up to
+    /// and including the handle `through`, the newest the operator saw: a message sent
+    /// after the operator looked is kept. `None`: every one waiting now.
+    Purge {
+        /// The handle of the newest message the operator saw.
+        through: Option<String>,
+    },
+    /// Makes a delayed retry deliverable now.
+    RetryNow {
+        /// The message's handle ([`WaitingMessage::handle`]).
+        handle: String,
+    },
+    /// Deletes one waiting message (a delayed retry or one ready), unless a consumer holds
+    /// it now.
+    Delete {
+        /// The message's handle ([`WaitingMessage::handle`]).
+        handle: String,
+    },
+}
+
+impl WaitingAction {
+    /// The action's name in forms, records and the API: `purge`, `retry-now`, `delete`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            WaitingAction::Purge { .. } => "purge",
+            WaitingAction::RetryNow { .. } => "retry-now",
+            WaitingAction::Delete { .. } => "delete",
+        }
+    }
+}
+
 /// A message waiting in a queue, as a peek shows it (its body is not read out).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct WaitingMessage {

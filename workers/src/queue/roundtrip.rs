@@ -28,7 +28,7 @@ use tablekit_core::roundtrip::{CallKind, RoundTrips};
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
     WaitingMessage,
 };
 use crate::error::Result;
@@ -188,6 +188,15 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
     async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
         self.trips
             .call(CallKind::QueueAdmin, self.inner.peek(queue, query))
+            .await
+    }
+
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        self.trips
+            .call(
+                CallKind::QueueAdmin,
+                self.inner.act_on_waiting(queue, action),
+            )
             .await
     }
 

@@ -8,6 +8,10 @@
 //!   and per hour ([`super::activity`]);
 //! - `GET /api/queues/<queue>/waiting?order=&limit=` — its waiting messages, peeked at
 //!   ([`super::waiting`]);
+//! - `POST /api/queues/<queue>/waiting/actions` with `{"action": "purge", "through": …}`
+//!   or `{"action": "retry-now"|"delete", "handle": …}` — purges the waiting messages
+//!   (up to the message `through`, where the backend numbers them), or retries now or
+//!   deletes one: the answer says how many it removed or made deliverable;
 //! - `GET /api/actions?after=` — the recent actions, newest first;
 //! - `GET /api/poison/<queue>?kind=&id=&reason=&body=&group=&undecodable=1&order=newest&back=1&after=&limit=`
 //!   — a page of poison (the same query as the poison page's)
@@ -113,6 +117,7 @@ pub(super) const ROUTES: &[(&str, &[&str])] = &[
     ("/actions", &["get"]),
     ("/queues/{queue}/history", &["get"]),
     ("/queues/{queue}/waiting", &["get"]),
+    ("/queues/{queue}/waiting/actions", &["post"]),
     ("/poison/{queue}", &["get"]),
     ("/poison/{queue}/messages/{handle}", &["get"]),
     ("/poison/{queue}/sets", &["post"]),
@@ -131,6 +136,7 @@ fn handlers(path: &str) -> axum::routing::MethodRouter<Shared> {
         "/actions" => get(actions),
         "/queues/{queue}/history" => get(history),
         "/queues/{queue}/waiting" => get(waiting_messages),
+        "/queues/{queue}/waiting/actions" => post(sets::waiting_action),
         "/poison/{queue}" => get(poison_page),
         "/poison/{queue}/messages/{handle}" => get(poison_message),
         "/poison/{queue}/sets" => post(make_set),

@@ -12,9 +12,10 @@ use serde::{Deserialize, Serialize};
 
 use super::super::Shared;
 use super::super::poison::{self, Place};
+use super::super::waiting::actions::perform;
 use super::problem::Problem;
 use super::{error, failed, known_queue};
-use crate::queue::PoisonAction;
+use crate::queue::{PoisonAction, WaitingAction};
 
 /// What a dry run asks for.
 #[derive(Deserialize)]
@@ -269,4 +270,92 @@ pub(super) async fn export_set(
         );
     }
     poison::export(state, Path((queue, token))).await
+}
+
+/// What `POST /api/queues/<queue>/waiting/actions` asks.
+#[derive(Deserialize)]
+struct WaitingRequest {
+    action: String,
+    #[serde(default)]
+    through: Option<String>,
+    #[serde(default)]
+    handle: Option<String>,
+}
+
+/// `POST /api/queues/<queue>/waiting/actions`: purges the waiting messages, or retries
+/// now or deletes one, once; `409` when the message named no longer waits.
+pub(super) async fn waiting_action(
+    State(console): State<Shared>,
+    ConnectInfo(client): ConnectInfo<SocketAddr>,
+    Path(queue): Path<String>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    #[derive(Serialize)]
+    struct Done {
+        action: &'static str,
+        /// How many messages it removed or made deliverable (absent when the backend
+        /// does not say).
+        #[serde(skip_serializing_if = "Option::is_none")]
+        count: Option<u64>,
+        result: String,
+    }
+    if !is_json(&headers) {
+        return error(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported-media-type",
+            "send the request as Content-Type: application/json",
+        );
+    }
+    or_answer!(known_queue(&console, &queue).await);
+    let request: WaitingRequest = match serde_json::from_slice(&body) {
+        Ok(request) => request,
+        Err(e) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
+                format!("the request: {e}"),
+            );
+        }
+    };
+    let handle = request.handle.filter(|h| !h.is_empty());
+    let action = match (request.action.as_str(), handle) {
+        ("purge", _) => WaitingAction::Purge {
+            through: request.through.filter(|t| !t.is_empty()),
+        },
+        ("retry-now", Some(handle)) => WaitingAction::RetryNow { handle },
+        ("delete", Some(handle)) => WaitingAction::Delete { handle },
+        ("retry-now" | "delete", None) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
+                format!("{} names one message: send its \"handle\"", request.action),
+            );
+        }
+        (other, _) => {
+            return error(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid-request",
+                format!(
+                    "unknown action {:?}: purge, retry-now or delete",
+                    other.chars().take(40).collect::<String>()
+                ),
+            );
+        }
+    };
+    let (outcome, done) = perform(&console, client, &queue, &action).await;
+    match done {
+        Err(e) => Problem::of(&e)
+            .with("result", serde_json::json!(outcome.text))
+            .into_response(),
+        Ok(Some(0)) if !matches!(action, WaitingAction::Purge { .. }) => {
+            Problem::new(StatusCode::CONFLICT, "gone", outcome.text).into_response()
+        }
+        Ok(count) => Json(Done {
+            action: action.name(),
+            count,
+            result: outcome.text,
+        })
+        .into_response(),
+    }
 }

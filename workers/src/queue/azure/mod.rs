@@ -65,7 +65,7 @@ pub use tablekit_core::azure::DEVELOPMENT_QUEUE_ENDPOINT;
 
 use super::{
     ConsumeOptions, PeekQuery, PoisonAction, PoisonMessage, Queue, QueueOptions, QueueStats,
-    WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
+    WaitingAction, WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
 use access::QueueAccess;
@@ -565,6 +565,34 @@ impl Queue for AzureQueue {
             consumers: None,
             waiting_since,
         })
+    }
+
+    /// A purge is one Clear Messages: the service removes every message, those leased to
+    /// a consumer included (it has no purge that spares them; their consumers' settles
+    /// then find them gone, which loses nothing), and says not how many. A message is
+    /// named only by the pop receipt of its delivery, so one cannot be retried now or
+    /// deleted from a peek.
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        check_azure_queue_name(queue)?;
+        if !matches!(action, WaitingAction::Purge { .. }) {
+            return Err(Error::Unsupported(format!(
+                "Azure Queue Storage cannot {} one waiting message: it names a message only by its delivery's pop receipt",
+                action.name()
+            )));
+        }
+        self.allowed(queue, "p", "purging a queue")?;
+        let response = self
+            .request(Method::DELETE, &format!("/{queue}/messages"), &[], None)
+            .await?;
+        if response.status().is_success() {
+            return Ok(None);
+        }
+        if error_code(&response) == "QueueNotFound" {
+            return Err(Error::NotDeclared {
+                queue: queue.to_owned(),
+            });
+        }
+        Err(service_error(response, queue).await)
     }
 
     /// One Get Queue Metadata.

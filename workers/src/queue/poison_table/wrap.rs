@@ -10,7 +10,7 @@ use super::{PoisonRecord, PoisonTable, Retention};
 use crate::error::Result;
 use crate::queue::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
     WaitingMessage,
 };
 
@@ -361,6 +361,10 @@ where
 
     async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
         self.inner.peek(queue, query).await
+    }
+
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        self.inner.act_on_waiting(queue, action).await
     }
 
     async fn poison_reason_groups(

@@ -80,6 +80,24 @@ impl RabbitQueue {
         }
     }
 
+    /// Purges a queue's ready messages (those its consumers hold stay) and answers how
+    /// many went; a queue that does not exist holds none.
+    pub(super) async fn purge_ready(&self, name: &str) -> Result<u64> {
+        let channel = self.channel().await?;
+        let result = channel
+            .queue_purge(
+                ShortString::from(name),
+                lapin::options::QueuePurgeOptions::default(),
+            )
+            .await;
+        let _ = channel.close(200, ShortString::from("purged")).await;
+        match result {
+            Ok(count) => Ok(u64::from(count)),
+            Err(e) if is_not_found(&e) => Ok(0),
+            Err(e) => Err(unavailable(e)),
+        }
+    }
+
     pub(super) async fn retry_delays(&self, queue: &str) -> Vec<Duration> {
         self.inner
             .state

@@ -53,7 +53,7 @@ pub use consumer::{RabbitConsumer, RabbitDelivery};
 use super::poison::{Groups, Paging, Reasons};
 use super::{
     ConsumeOptions, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery,
-    Queue, QueueOptions, QueueStats, ReasonGroup, WaitingMessage, check_queue_name,
+    Queue, QueueOptions, QueueStats, ReasonGroup, WaitingAction, WaitingMessage, check_queue_name,
     is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
@@ -263,6 +263,30 @@ impl Queue for RabbitQueue {
         let wanted: HashSet<&str> = handles.iter().map(String::as_str).collect();
         let taken = self.take_poison(queue, Some(&wanted), true, target).await?;
         Ok(super::poison::taken_in_order(handles, taken))
+    }
+
+    /// A purge empties the queue's ready messages and its retry queues' (a delayed retry
+    /// waits there); the messages its consumers hold stay. AMQP names no message in a
+    /// queue, so one message cannot be retried now or deleted, and a purge cannot stop
+    /// at the newest one the operator saw.
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        check_queue_name(queue)?;
+        if !matches!(action, WaitingAction::Purge { .. }) {
+            return Err(Error::Unsupported(format!(
+                "RabbitMQ cannot {} one waiting message: AMQP names no message in a queue",
+                action.name()
+            )));
+        }
+        if let Err(Error::Refused { .. }) = self.counts_checked(queue).await {
+            return Err(Error::NotDeclared {
+                queue: queue.to_owned(),
+            });
+        }
+        let mut removed = self.purge_ready(queue).await?;
+        for delay in self.retry_delays(queue).await {
+            removed += self.purge_ready(&retry_queue(queue, delay)).await?;
+        }
+        Ok(Some(removed))
     }
 
     async fn set_paused(&self, queue: &str, paused: bool) -> Result<()> {

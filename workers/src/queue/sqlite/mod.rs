@@ -30,7 +30,7 @@ use rusqlite::{Connection, params};
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
     WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
@@ -419,6 +419,11 @@ impl Queue for SqliteQueue {
         self.registered_queues().await.map(Some)
     }
 
+    async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
+        check_queue_name(queue)?;
+        self.act_on_rows(queue, action).await.map(Some)
+    }
+
     /// The queue's rows in the order they were sent (or the reverse), leased and delayed
     /// ones included and marked, read along the index on (queue, seq).
     async fn peek(&self, queue: &str, query: &PeekQuery) -> Result<Vec<WaitingMessage>> {
@@ -426,6 +431,9 @@ impl Queue for SqliteQueue {
         self.peek_rows(queue, query).await
     }
 }
+
+/// The most rows one transaction of a purge deletes.
+const PURGE_CHUNK: usize = 5_000;
 
 /// The most rows one statement of [`Queue::poison_take`] names.
 const TAKE_CHUNK: usize = 500;

@@ -1,5 +1,5 @@
-//! The SQLite queue's registry of declared queues, its peek at waiting messages, and the
-//! SQL functions its connection brings.
+//! The SQLite queue's registry of declared queues, its peek at waiting messages and the
+//! operator's actions on them, and the SQL functions its connection brings.
 //!
 //! Rows are created on send, so a queue name alone says nothing of whether a worker serves
 //! it: the registry (`tablekit_queue_declared`) keeps each queue a worker declared at its
@@ -12,14 +12,16 @@ use rusqlite::functions::FunctionFlags;
 use rusqlite::types::ValueRef;
 use rusqlite::{Connection, TransactionBehavior, params};
 
-use super::super::{PeekQuery, UNDECODABLE_REASON_GROUP, WaitingMessage, reason_group};
+use super::super::{
+    PeekQuery, UNDECODABLE_REASON_GROUP, WaitingAction, WaitingMessage, reason_group,
+};
 use super::sql::{
-    ADD_OPERATION_COLUMNS, DECLARE, DECLARED, FACETS_INDEX, FILL_OPERATION_COLUMNS,
-    HAS_OPERATION_COLUMNS, IS_DECLARED, PEEK_NEWEST, PEEK_OLDEST, REGISTRY_BACKFILL,
-    REGISTRY_EXISTS, REGISTRY_SCHEMA,
+    ADD_OPERATION_COLUMNS, DECLARE, DECLARED, DELETE_WAITING, FACETS_INDEX, FILL_OPERATION_COLUMNS,
+    HAS_OPERATION_COLUMNS, IS_DECLARED, PEEK_NEWEST, PEEK_OLDEST, PURGE_WAITING, REGISTRY_BACKFILL,
+    REGISTRY_EXISTS, REGISTRY_SCHEMA, RETRY_NOW,
 };
 use super::{SqliteQueue, lossy, now};
-use crate::error::Result;
+use crate::error::{Error, Result};
 
 /// Registers the connection's SQL functions: `tablekit_reason_group(reason)`, the
 /// [`reason_group`] of a reason (NULL read as the empty reason; bytes that are not UTF-8
@@ -144,6 +146,60 @@ impl SqliteQueue {
             rows.collect()
         })
         .await
+    }
+}
+
+impl SqliteQueue {
+    /// [`Queue::act_on_waiting`](super::super::Queue::act_on_waiting): a purge deletes
+    /// [`PURGE_CHUNK`](super::PURGE_CHUNK) rows a transaction, so a large queue's writers
+    /// wait for one chunk at a time, never for the whole purge.
+    pub(super) async fn act_on_rows(&self, queue: &str, action: &WaitingAction) -> Result<u64> {
+        let queue = queue.to_owned();
+        match action {
+            WaitingAction::Purge { through } => {
+                let through = match through {
+                    Some(handle) => handle.parse::<i64>().map_err(|_| {
+                        Error::Config(format!(
+                            "`{handle}` is not a message of the SQLite queue (a row number)"
+                        ))
+                    })?,
+                    None => i64::MAX,
+                };
+                let chunk = i64::try_from(super::PURGE_CHUNK).unwrap_or(i64::MAX);
+                let mut removed = 0;
+                loop {
+                    let queue = queue.clone();
+                    let deleted = self
+                        .with(move |c| {
+                            c.prepare_cached(PURGE_WAITING)?.execute(params![
+                                queue,
+                                through,
+                                now(),
+                                chunk
+                            ])
+                        })
+                        .await?;
+                    removed += deleted as u64;
+                    if deleted < super::PURGE_CHUNK {
+                        return Ok(removed);
+                    }
+                }
+            }
+            WaitingAction::RetryNow { handle } | WaitingAction::Delete { handle } => {
+                // A handle that is no row number names no message: nothing to do.
+                let Ok(seq) = handle.parse::<i64>() else {
+                    return Ok(0);
+                };
+                let sql = if matches!(action, WaitingAction::RetryNow { .. }) {
+                    RETRY_NOW
+                } else {
+                    DELETE_WAITING
+                };
+                self.with(move |c| c.prepare_cached(sql)?.execute(params![queue, seq, now()]))
+                    .await
+                    .map(|n| n as u64)
+            }
+        }
     }
 }
 

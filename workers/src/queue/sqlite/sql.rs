@@ -280,6 +280,16 @@ pub(super) const PEEK_NEWEST: &str = concat!(
     " FROM tablekit_queue WHERE queue = ?1 ORDER BY seq DESC LIMIT ?2"
 );
 
+/// Removes up to [`PURGE_CHUNK`](super::PURGE_CHUNK) rows of queue `?1` up to seq `?2`
+/// that no consumer holds at `?3` (never leased, or their lease ran out), oldest first.
+pub(super) const PURGE_WAITING: &str = "DELETE FROM tablekit_queue WHERE seq IN (SELECT seq FROM tablekit_queue WHERE queue = ?1 AND seq <= ?2 AND (pop_receipt IS NULL OR visible_at <= ?3) ORDER BY seq LIMIT ?4)";
+
+/// Makes row `?2` of queue `?1` deliverable at `?3` if it waits out a retry delay then.
+pub(super) const RETRY_NOW: &str = "UPDATE tablekit_queue SET visible_at = ?3 WHERE queue = ?1 AND seq = ?2 AND pop_receipt IS NULL AND visible_at > ?3";
+
+/// Deletes row `?2` of queue `?1` unless a consumer holds it at `?3`.
+pub(super) const DELETE_WAITING: &str = "DELETE FROM tablekit_queue WHERE queue = ?1 AND seq = ?2 AND (pop_receipt IS NULL OR visible_at <= ?3)";
+
 /// Takes the poison rows (`?1`) whose seqs the JSON array `?2` lists back to a queue
 /// (`?3`) with a fresh delivery count.
 pub(super) const TAKE_REPLAY: &str = "UPDATE tablekit_queue SET queue = ?3, reason = NULL, dequeue_count = 0, visible_at = ?4, pop_receipt = NULL WHERE queue = ?1 AND seq IN (SELECT value FROM json_each(?2)) RETURNING seq";

@@ -1,12 +1,16 @@
 //! A queue's waiting messages, peeked at without taking them
 //! (`/queues/<queue>/waiting?order=oldest|newest`; the API serves the same as JSON at
 //! `/api/queues/<queue>/waiting`): each one's id, operation kind, age, deliveries so far,
-//! and when a delayed retry becomes deliverable — or that a consumer holds it now.
+//! and when a delayed retry becomes deliverable — or that a consumer holds it now. An
+//! operator purges the waiting messages, and retries now or deletes one of them, each
+//! behind a confirmation ([`actions`]).
 //!
 //! Where the backend allows ([`Queue::peek`]): the SQLite queue shows either end of the
 //! queue, delayed and leased messages included; Azure Queue Storage shows the front only
 //! (its peek reads the oldest 32, and cannot tell delayed ones); RabbitMQ cannot (AMQP has
 //! no read that leaves a message where it is), and the page says so.
+
+pub(super) mod actions;
 
 use axum::extract::{Path, Query as UrlQuery, State};
 use axum::http::StatusCode;
@@ -24,43 +28,94 @@ use crate::queue::{PeekQuery, Queue, WaitingMessage};
 /// How many waiting messages a page shows.
 pub(super) const SHOWN: usize = 50;
 
+/// The page's query: the order, how many, an action to confirm (`confirm=purge|retry-now|delete`
+/// with the message's `handle`), and the outcome of the last (`result`, `again`).
 #[derive(Deserialize, Default)]
-pub(super) struct Order {
+pub(super) struct PageQuery {
     order: Option<String>,
-    limit: Option<usize>,
-}
-
-impl Order {
-    pub(super) fn newest_first(&self) -> bool {
-        self.order.as_deref() == Some("newest")
-    }
+    limit: Option<String>,
+    confirm: Option<String>,
+    handle: Option<String>,
+    result: Option<String>,
+    again: Option<String>,
 }
 
 /// `GET /queues/<queue>/waiting`.
 pub(super) async fn page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(order): UrlQuery<Order>,
+    UrlQuery(asked): UrlQuery<PageQuery>,
 ) -> Response {
     if let Err(e) = crate::queue::check_queue_name(&queue) {
         return failure(&e);
     }
-    let newest = order.newest_first();
-    let query = PeekQuery::new(order.limit.unwrap_or(SHOWN)).newest_first(newest);
-    let peeked = console.broker.peek(&queue, &query).await;
-    let stats = console.broker.stats(&queue).await.ok();
+    // A value the page does not know is refused, named, never read as another.
+    let newest = match asked.order.as_deref() {
+        None | Some("" | "oldest") => false,
+        Some("newest") => true,
+        Some(other) => return bad_value("order", other, "oldest or newest"),
+    };
+    let limit = match asked.limit.as_deref() {
+        None | Some("") => SHOWN,
+        Some(text) => match text.parse::<usize>() {
+            Ok(n) if (1..=crate::queue::MAX_PEEK).contains(&n) => n,
+            _ => {
+                return bad_value(
+                    "limit",
+                    text,
+                    &format!("a number from 1 to {}", crate::queue::MAX_PEEK),
+                );
+            }
+        },
+    };
+    let confirm = match asked.confirm.as_deref() {
+        None | Some("") => None,
+        Some(name) => match actions::Asked::of(name, asked.handle.as_deref()) {
+            Some(action) => Some(action),
+            None => return bad_value("confirm", name, "purge, retry-now or delete (with handle)"),
+        },
+    };
+    let query = PeekQuery::new(limit).newest_first(newest);
+    let (peeked, stats) = futures::join!(
+        console.broker.peek(&queue, &query),
+        console.broker.stats(&queue)
+    );
+    let stats = stats.ok();
+    let result = console.result(asked.result.as_deref(), asked.again.is_some());
+    let confirmation = match confirm {
+        Some(action) if view::may_act() => {
+            Some(actions::confirmation(&console, &queue, action, stats.as_ref()).await)
+        }
+        _ => None,
+    };
     page_of(
         StatusCode::OK,
         view::page(
             &format!("Waiting in {}", neutral(&queue)),
             None,
-            waiting(
-                &queue,
-                newest,
-                stats.map(|s| s.waiting),
-                &peeked,
-                Utc::now(),
-            ),
+            html! {
+                (view::banner(result.as_ref()))
+                @if let Some(confirmation) = confirmation { (confirmation) }
+                (waiting(
+                    &queue,
+                    newest,
+                    stats.as_ref().map(|s| s.waiting),
+                    &peeked,
+                    Utc::now(),
+                ))
+            },
+        ),
+    )
+}
+
+/// `400` for a query value the page does not know, naming the parameter and what it
+/// takes.
+fn bad_value(name: &str, value: &str, takes: &str) -> Response {
+    super::forms::refusal(
+        StatusCode::BAD_REQUEST,
+        &format!(
+            "The page's `{name}` cannot be {:?}: it takes {takes}.",
+            neutral(value)
         ),
     )
 }
@@ -73,6 +128,7 @@ fn waiting(
     now: DateTime<Utc>,
 ) -> Markup {
     let base = format!("/queues/{}/waiting", urlencode(queue));
+    let acts = view::may_act();
     html! {
         section.card #waiting {
             h2 { "Waiting in " code { (neutral(queue)) } }
@@ -82,6 +138,9 @@ fn waiting(
                 @if newest { a href=(base) { "oldest first" } " · " strong { "newest first" } }
                 @else { strong { "oldest first" } " · " a href=(format!("{base}?order=newest")) { "newest first" } }
                 " · " a href=(format!("/poison/{}", urlencode(queue))) { "its poison messages" }
+                @if acts && total.unwrap_or(0) > 0 {
+                    " · " a.danger href=(format!("{base}?confirm=purge")) { "Purge waiting…" }
+                }
             }
             @match peeked {
                 Err(Error::Unsupported(why)) => p.muted { "This queue's backend cannot show its messages without taking them: " (why) "." },
@@ -92,6 +151,7 @@ fn waiting(
                         table.grid.waiting {
                             thead { tr {
                                 th { "message" } th { "sent (UTC)" } th.num { "deliveries" } th { "next attempt" } th { "state" }
+                                @if acts { th { "" } }
                             } }
                             tbody {
                                 @for m in messages {
@@ -121,6 +181,17 @@ fn waiting(
                                             @if m.leased { span.badge { "being handled" } }
                                             @else if m.next_attempt.is_some_and(|at| at > now) { span.badge.bad { "delayed retry" } }
                                             @else { span.badge.ok { "ready" } }
+                                        }
+                                        @if acts {
+                                            td.nowrap {
+                                                @if let Some(handle) = m.handle.as_deref().filter(|_| !m.leased) {
+                                                    @let at = format!("{base}?handle={}", urlencode(handle));
+                                                    @if m.next_attempt.is_some_and(|at| at > now) {
+                                                        a href=(format!("{at}&confirm=retry-now")) { "Retry now…" } " "
+                                                    }
+                                                    a.danger href=(format!("{at}&confirm=delete")) { "Delete…" }
+                                                }
+                                            }
                                         }
                                     }
                                 }
