@@ -1,6 +1,6 @@
 //! Untrusted text made safe to show: message ids, reasons and bodies come from whoever
 //! wrote to the queue, and are written into log lines, the command line's listings and the
-//! console's pages.
+//! console's pages. (And [`span`], a span of time at a glance, for the same places.)
 //!
 //! [`neutral`] replaces every character that changes how the text around it reads rather
 //! than showing itself — line breaks (a forged log line), bidirectional controls (an id
@@ -194,5 +194,20 @@ mod tests {
         assert_eq!(neutral(&tags).len(), 200_000 * 9);
         let flag = format!("\u{1F3F4}{tags}");
         assert!(matches!(neutral(&flag), Cow::Borrowed(_)));
+    }
+}
+
+/// The time from `from` to `to` at a glance: `12 s`, `3 min`, `1 h 4 min`, `2 days`
+/// (nothing below 0).
+pub(crate) fn span(
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let secs = (to - from).num_seconds().max(0);
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} min", secs / 60),
+        3600..=86_399 => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} days", secs / 86_400),
     }
 }

@@ -453,6 +453,7 @@ impl ConsumerWatch {
 pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> String {
     use std::fmt::Write as _;
     let mut text = String::from("queues\n");
+    let now = chrono::Utc::now();
     let count = |n: Option<u64>| n.map_or_else(|| "-".to_owned(), |n| n.to_string());
     for q in &status.queues {
         if !q.declared {
@@ -471,6 +472,9 @@ pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> St
             count(q.leased),
             count(q.poisoned)
         );
+        if let Some(since) = q.waiting_since {
+            let _ = write!(text, "  oldest {}", crate::display::span(since, now));
+        }
         if let Some(consumers) = q.consumers {
             let _ = write!(text, "  consumers {consumers:>3}");
         }
@@ -482,7 +486,6 @@ pub fn status_text(status: &Status, unconsumed_after: std::time::Duration) -> St
         }
         text.push('\n');
     }
-    let now = chrono::Utc::now();
     for q in &status.queues {
         // A queue no tablekit worker consumes is warned about at once.
         let after = if status.unknown.contains(&q.queue) {
@@ -780,6 +783,10 @@ mod tests {
             },
         ];
         let text = status_text(&status, UNCONSUMED_AFTER);
+        // Each queue's line says how long its oldest message waited.
+        let lines: Vec<&str> = text.lines().filter(|l| l.contains(" waiting ")).collect();
+        assert!(lines[0].contains("  oldest 7 min"), "{text}");
+        assert!(lines[1].contains("  oldest 1 s"), "{text}");
         let warnings: Vec<&str> = text.lines().filter(|l| l.contains("warning:")).collect();
         assert_eq!(warnings.len(), 1, "{text}");
         assert!(

@@ -269,6 +269,26 @@ async fn a_viewer_sees_no_action_and_is_refused_and_bad_values_are_named() {
     queue.send(name, "m1", b"{}").await.unwrap();
     let served = serve(queue.clone(), name).await;
     let page = format!("{}/queues/{name}/waiting", served.url);
+    // The overview says how long the oldest message has waited.
+    let (_, overview) = get_as(&format!("{}/", served.url), VIEWER).await;
+    assert!(
+        overview.contains("<td class=\"num oldest\"><span title=\"since "),
+        "{overview}"
+    );
+    // The charts show the last hour a minute a bin, when asked; the day by default.
+    assert!(
+        overview.contains("<strong>last 24 h</strong>"),
+        "{overview}"
+    );
+    let (status, hour) = get_as(&format!("{}/?window=1h", served.url), VIEWER).await;
+    assert_eq!(status, 200);
+    assert!(
+        hour.contains("<strong>last hour</strong>") && hour.contains("per minute"),
+        "{hour}"
+    );
+    let (status, wrong) = get_as(&format!("{}/?window=2h", served.url), VIEWER).await;
+    assert_eq!(status, 400);
+    assert!(wrong.contains("`window`"), "{wrong}");
     let (status, html) = get_as(&format!("{page}?confirm=purge"), VIEWER).await;
     assert_eq!(status, 200);
     assert!(

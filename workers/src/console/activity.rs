@@ -19,25 +19,58 @@ use crate::activity::Point;
 use crate::display::neutral;
 use crate::error::Result;
 
-/// The day of minutes every chart of the overview shows.
-fn last_day(now: DateTime<Utc>) -> (DateTime<Utc>, DateTime<Utc>) {
-    (now - Duration::hours(24), now)
+/// The window the overview's charts show (`?window=1h|24h`): the last hour, a bin a
+/// minute, or the last day (the default).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) enum Window {
+    Hour,
+    #[default]
+    Day,
 }
 
-/// A queue's history over the last day.
-pub(super) async fn day_of(
+impl Window {
+    /// The window a query value names; `Err` says what it takes.
+    pub(super) fn of(value: Option<&str>) -> std::result::Result<Self, &'static str> {
+        match value {
+            None | Some("" | "24h") => Ok(Window::Day),
+            Some("1h") => Ok(Window::Hour),
+            Some(_) => Err("1h or 24h"),
+        }
+    }
+
+    fn length(self) -> Duration {
+        match self {
+            Window::Hour => Duration::hours(1),
+            Window::Day => Duration::hours(24),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Window::Hour => "last hour",
+            Window::Day => "last 24 h",
+        }
+    }
+}
+
+/// A queue's history over `window`.
+pub(super) async fn history_of(
     console: &super::Console,
     queue: &str,
+    window: Window,
     now: DateTime<Utc>,
 ) -> Result<Vec<Point>> {
-    let (start, end) = last_day(now);
-    crate::activity::history(&console.store, queue, start, end).await
+    crate::activity::history(&console.store, queue, now - window.length(), now).await
 }
 
-/// The chart of a queue's last day.
-pub(super) fn day_chart(queue: &str, points: &[Point], now: DateTime<Utc>) -> Markup {
-    let (start, end) = last_day(now);
-    chart::activity(&format!("{queue} · last 24 h"), points, start, end)
+/// The chart of a queue's `window`.
+fn window_chart(queue: &str, points: &[Point], window: Window, now: DateTime<Utc>) -> Markup {
+    chart::activity(
+        &format!("{queue} · {}", window.name()),
+        points,
+        now - window.length(),
+        now,
+    )
 }
 
 /// The chart of a queue's last 30 days (per hour before the last day).
@@ -57,11 +90,22 @@ fn totals(points: &[Point]) -> crate::activity::Counts {
         .fold(crate::activity::Counts::default(), |sum, p| sum + p.counts)
 }
 
-/// The overview's history card: one chart per queue shown, with the day's totals.
-pub(super) fn history_card(charts: &[(String, Vec<Point>)], now: DateTime<Utc>) -> Markup {
+/// The overview's history card: one chart per queue shown over `window`, with its
+/// totals, and the links to the other window.
+pub(super) fn history_card(
+    charts: &[(String, Vec<Point>)],
+    window: Window,
+    now: DateTime<Utc>,
+) -> Markup {
     html! {
         section.card #history {
-            h2 { "History" span.when { "last 24 h, UTC (each chart says its step)" } }
+            h2 { "History" span.when {
+                @for (shown, link, name) in [(Window::Hour, "/?window=1h#history", "last hour"), (Window::Day, "/#history", "last 24 h")] {
+                    @if shown == window { strong { (name) } } @else { a href=(link) { (name) } }
+                    " · "
+                }
+                "UTC (each chart says its step; hover for values)"
+            } }
             @if charts.iter().all(|(_, points)| points.is_empty()) {
                 p.muted { "No worker has recorded its deliveries yet: workers started with " code { "tablekit-worker run" } " record them every few seconds (" code { "--no-activity" } " turns it off)." }
             }
@@ -69,7 +113,7 @@ pub(super) fn history_card(charts: &[(String, Vec<Point>)], now: DateTime<Utc>) 
                 @for (queue, points) in charts {
                     @let t = totals(points);
                     figure.chart {
-                        (day_chart(queue, points, now))
+                        (window_chart(queue, points, window, now))
                         figcaption {
                             a href=(format!("/poison/{}", urlencode(queue))) { (neutral(queue)) } ": "
                             (thousands(t.processed)) " processed, " (thousands(t.failed)) " failed, "
@@ -82,15 +126,19 @@ pub(super) fn history_card(charts: &[(String, Vec<Point>)], now: DateTime<Utc>) 
     }
 }
 
-/// A queue's history card: the last day per minute and the last 30 days per hour.
+/// A queue's history card: the last hour and the last day per minute, and the last 30
+/// days per hour.
 pub(super) fn queue_history(queue: &str, month: &[Point], now: DateTime<Utc>) -> Markup {
-    let (start, _) = last_day(now);
-    let day: Vec<Point> = month.iter().filter(|p| p.end() > start).copied().collect();
+    let within = |window: Window| -> Vec<Point> {
+        let start = now - window.length();
+        month.iter().filter(|p| p.end() > start).copied().collect()
+    };
     html! {
         section.card #history {
-            h2 { "History of " code { (neutral(queue)) } }
+            h2 { "History of " code { (neutral(queue)) } span.when { "UTC; hover for values" } }
             div.charts {
-                figure.chart { (day_chart(queue, &day, now)) }
+                figure.chart { (window_chart(queue, &within(Window::Hour), Window::Hour, now)) }
+                figure.chart { (window_chart(queue, &within(Window::Day), Window::Day, now)) }
                 figure.chart { (month_chart(queue, month, now)) }
             }
         }

@@ -111,6 +111,15 @@ pub(crate) fn time_series(
                     stroke-width="1.5" stroke-linejoin="round"
                     points=(polyline(values, &x, &y)) {}
             }
+            // Hovering a bin shows its time and each series' value there.
+            g.tk-bins fill="transparent" {
+                @for i in 0..bins {
+                    @let from = start + chrono::Duration::from_std(bin_length * u32::try_from(i).unwrap_or(u32::MAX)).unwrap_or_default();
+                    rect x=(fmt(x(i as f64))) y=(TOP) width=(fmt(x(1.0) - x(0.0))) height=(BOTTOM - TOP) {
+                        title { (hover(from, bin_length, series, &binned, i)) }
+                    }
+                }
+            }
             @if highest <= 0.0 {
                 text x=(fmt((LEFT + RIGHT) / 2.0)) y=(fmt((TOP + BOTTOM) / 2.0))
                     text-anchor="middle" font-size="13" fill="#888888" { "no activity" }
@@ -124,6 +133,33 @@ pub(crate) fn time_series(
             }
         }
     }
+}
+
+/// What hovering bin `i` shows: its time (UTC) and each series' value in it.
+fn hover(
+    from: DateTime<Utc>,
+    length: Duration,
+    series: &[Series<'_>],
+    binned: &[Vec<f64>],
+    i: usize,
+) -> String {
+    use std::fmt::Write as _;
+    let to = from + chrono::Duration::from_std(length).unwrap_or_default();
+    let format = if length >= Duration::from_secs(86_400) {
+        "%m-%d %H:%M"
+    } else {
+        "%H:%M"
+    };
+    let mut text = format!("{}–{} UTC", from.format(format), to.format(format));
+    for (s, values) in series.iter().zip(binned) {
+        let label: String = s.label.chars().take(MAX_LABEL).collect();
+        let _ = write!(
+            text,
+            "\n{label}: {}",
+            count(values.get(i).copied().unwrap_or(0.0))
+        );
+    }
+    text
 }
 
 /// The chart of a queue's history ([`crate::activity::history`]): processed, failed,
@@ -370,6 +406,16 @@ mod tests {
         // An hour is 60 bins of a minute; 7 rounds up to 10.
         assert!(svg.contains(">10<"), "{svg}");
         assert!(svg.contains("per minute"));
+        // Each bin says its time and values when hovered.
+        let bins = svg.split("class=\"tk-bins\"").nth(1).unwrap();
+        assert_eq!(
+            bins.split("</g>").next().unwrap().matches("<rect").count(),
+            60
+        );
+        assert!(
+            svg.contains("<title>11:59–12:00 UTC\nprocessed: 7\nfailed: 0\npoisoned: 0\nredelivered: 0</title>"),
+            "{svg}"
+        );
     }
 
     #[test]

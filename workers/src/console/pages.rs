@@ -29,6 +29,8 @@ const LISTED_DECLARED: usize = 50;
 pub(super) struct ResultQuery {
     pub(super) result: Option<String>,
     pub(super) again: Option<String>,
+    /// The overview's chart window (`1h`, `24h`).
+    pub(super) window: Option<String>,
 }
 
 impl Console {
@@ -172,6 +174,18 @@ pub(super) async fn overview(
     State(console): State<Shared>,
     UrlQuery(query): UrlQuery<ResultQuery>,
 ) -> Response {
+    let window = match activity::Window::of(query.window.as_deref()) {
+        Ok(window) => window,
+        Err(takes) => {
+            return forms::refusal(
+                StatusCode::BAD_REQUEST,
+                &format!(
+                    "The page's `window` cannot be {:?}: it takes {takes}.",
+                    neutral(query.window.as_deref().unwrap_or_default())
+                ),
+            );
+        }
+    };
     match console.overview().await {
         Ok(o) => {
             let result = console.result(query.result.as_deref(), query.again.is_some());
@@ -180,7 +194,7 @@ pub(super) async fn overview(
             let histories = futures::future::join_all(o.queues.iter().map(|q| {
                 let console = &console;
                 async move {
-                    let points = activity::day_of(console, &q.status.queue, now)
+                    let points = activity::history_of(console, &q.status.queue, window, now)
                         .await
                         .unwrap_or_else(|e| {
                             tracing::debug!(error = %e, "reading a queue's history failed");
@@ -197,7 +211,7 @@ pub(super) async fn overview(
                     Some(console.options.refresh.max(1)),
                     html! {
                         (view::overview(&o, console.access.csrf(), &console.nonces, result.as_ref()))
-                        (activity::history_card(&histories, now))
+                        (activity::history_card(&histories, window, now))
                     },
                 ),
             )

@@ -175,16 +175,10 @@ fn seconds(s: Option<f64>) -> Markup {
 
 /// How long ago, in words.
 pub(super) fn ago(at: DateTime<Utc>, now: DateTime<Utc>) -> String {
-    let secs = (now - at).num_seconds().max(0);
-    match secs {
-        0..=59 => format!("{secs} s ago"),
-        60..=3599 => format!("{} min ago", secs / 60),
-        3600..=86_399 => format!("{} h {} min ago", secs / 3600, secs % 3600 / 60),
-        _ => format!("{} days ago", secs / 86_400),
-    }
+    format!("{} ago", crate::display::span(at, now))
 }
 
-fn queue_row(row: &QueueRow, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
+fn queue_row(row: &QueueRow, now: DateTime<Utc>, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
     let q = &row.status;
     html! {
         tr {
@@ -194,11 +188,18 @@ fn queue_row(row: &QueueRow, csrf: &str, nonces: &dyn IssueNonce) -> Markup {
                 a.sub href=(format!("/queues/{}/waiting", urlencode(&q.queue))) { "waiting" }
             }
             @if !q.declared {
-                td colspan="6" .muted { "not declared yet — a worker declares it when it starts" }
+                td colspan="7" .muted { "not declared yet — a worker declares it when it starts" }
             } @else if let Some(error) = &q.error {
-                td colspan="6" .error { (neutral(error)) }
+                td colspan="7" .error { (neutral(error)) }
             } @else {
                 td.num { (count(q.waiting)) }
+                td.num.oldest {
+                    @match q.waiting_since {
+                        Some(since) => span title=(format!("since {} UTC", since.format("%Y-%m-%d %H:%M:%S"))) { (crate::display::span(since, now)) },
+                        None if q.waiting.unwrap_or(0) > 0 && q.consumers.is_some() => span.muted title="RabbitMQ does not tell how long a message waited" { "not told" },
+                        None => span.muted { "–" },
+                    }
+                }
                 td.num { (rate(row.waiting_rate)) }
                 td.num { (count(q.leased)) }
                 td.num {
@@ -245,11 +246,11 @@ pub(super) fn live(o: &Overview, csrf: &str, nonces: &dyn IssueNonce) -> Markup 
             h2 { "Queues" span.when { "as of " (o.at.format("%H:%M:%S UTC")) } }
             table.grid {
                 thead { tr {
-                    th { "queue" } th.num { "waiting" } th.num { "change" }
+                    th { "queue" } th.num { "waiting" } th.num title="how long the message waiting longest has waited" { "oldest" } th.num { "change" }
                     th.num { "leased" } th.num { "poison" } th.num { "change" } th { "consumers" }
                 } }
                 tbody {
-                    @for row in &o.queues { (queue_row(row, csrf, nonces)) }
+                    @for row in &o.queues { (queue_row(row, now, csrf, nonces)) }
                 }
             }
             @for idle in &o.unconsumed {

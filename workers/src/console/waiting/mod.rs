@@ -173,7 +173,7 @@ fn waiting(
                                         td.num { (m.attempts) }
                                         td.nowrap {
                                             @match m.next_attempt {
-                                                Some(at) if at > now => { (at.format("%H:%M:%S UTC")) br; span.muted { "in " (ago(now, at).trim_end_matches(" ago")) } },
+                                                Some(at) if at > now => { (at.format("%H:%M:%S UTC")) br; span.muted { "in " (crate::display::span(now, at)) } },
                                                 _ => span.muted { "now" },
                                             }
                                         }
