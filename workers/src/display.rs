@@ -121,6 +121,21 @@ fn emoji(c: char) -> bool {
     matches!(c, '\u{1F000}'..='\u{1FAFF}' | '\u{2600}'..='\u{27BF}' | '\u{2B00}'..='\u{2BFF}' | '\u{FE0F}')
 }
 
+/// The time from `from` to `to` at a glance: `12 s`, `3 min`, `1 h 4 min`, `2 days`
+/// (nothing below 0).
+pub(crate) fn span(
+    from: chrono::DateTime<chrono::Utc>,
+    to: chrono::DateTime<chrono::Utc>,
+) -> String {
+    let secs = (to - from).num_seconds().max(0);
+    match secs {
+        0..=59 => format!("{secs} s"),
+        60..=3599 => format!("{} min", secs / 60),
+        3600..=86_399 => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
+        _ => format!("{} days", secs / 86_400),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -194,20 +209,5 @@ mod tests {
         assert_eq!(neutral(&tags).len(), 200_000 * 9);
         let flag = format!("\u{1F3F4}{tags}");
         assert!(matches!(neutral(&flag), Cow::Borrowed(_)));
-    }
-}
-
-/// The time from `from` to `to` at a glance: `12 s`, `3 min`, `1 h 4 min`, `2 days`
-/// (nothing below 0).
-pub(crate) fn span(
-    from: chrono::DateTime<chrono::Utc>,
-    to: chrono::DateTime<chrono::Utc>,
-) -> String {
-    let secs = (to - from).num_seconds().max(0);
-    match secs {
-        0..=59 => format!("{secs} s"),
-        60..=3599 => format!("{} min", secs / 60),
-        3600..=86_399 => format!("{} h {} min", secs / 3600, secs % 3600 / 60),
-        _ => format!("{} days", secs / 86_400),
     }
 }
