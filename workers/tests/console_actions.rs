@@ -1055,6 +1055,31 @@ async fn a_replay_elsewhere_needs_a_declared_queue(
         assert_eq!(poisoned_ids(&queue, name).await, ["m1", "m2"], "{to:?}");
         assert_eq!(waiting(&queue, target, 0).await, 0);
     }
+    // The refusal leads back to the page with the typed name and the ticked messages.
+    let mut extra: Vec<(&str, &str)> = listed.iter().map(|h| ("h", h.as_str())).collect();
+    extra.push(("to", typo));
+    let (_, refused) =
+        post_fields(&page_url, &poison_form(&html, ("action", &moveto), &extra)).await;
+    let back = refused
+        .split("class=\"back\" href=\"")
+        .nth(1)
+        .map(|rest| support::console::unescape(&rest[..rest.find('"').unwrap()]))
+        .unwrap_or_else(|| panic!("no way back in {refused}"));
+    assert_eq!(query_param(&back, "to").as_deref(), Some(typo), "{back}");
+    let (status, again) = get(&format!("{base}{back}")).await;
+    assert_eq!(status, 200);
+    assert!(
+        again.contains(&format!(
+            "name=\"to\" placeholder=\"another queue\" size=\"14\" value=\"{typo}\""
+        )),
+        "{again}"
+    );
+    for handle in &listed {
+        assert!(
+            again.contains(&format!("name=\"h\" value=\"{handle}\" checked")),
+            "{handle}: {again}"
+        );
+    }
     let mut extra: Vec<(&str, &str)> = listed.iter().map(|h| ("h", h.as_str())).collect();
     extra.push(("to", target));
     let (status, location) =
@@ -1427,4 +1452,33 @@ async fn without_named_queues_the_overview_shows_the_declared_and_the_served_one
         );
     }
     assert!(!html.contains("orders-declared-poison"));
+}
+
+#[tokio::test]
+async fn the_poison_pages_refuse_query_values_they_do_not_know_by_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    seed_poison(&queue, "jobs", &[("m1", b"1".to_vec(), "r")]).await;
+    let running = serve(queue.clone(), &["jobs"], |_| {}).await;
+    let base = running.url.as_str();
+    for (path, parameter) in [
+        ("/poison/jobs?order=sideways", "`order`"),
+        ("/poison/jobs?limit=0", "`limit`"),
+        ("/poison/jobs?limit=zzz", "`limit`"),
+        ("/poison/jobs?limit=-1", "`limit`"),
+        ("/poison/jobs?back=2", "`back`"),
+        ("/poison/jobs?order=newest&order=oldest", "`order`"),
+        ("/poison/jobs/reasons?skip=-1", "`skip`"),
+    ] {
+        let (status, html) = get(&format!("{base}{path}")).await;
+        assert_eq!(status, 400, "{path}: {html}");
+        assert!(html.contains(parameter), "{path}: {html}");
+    }
+    for path in [
+        "/poison/jobs?order=newest&limit=100&back=1",
+        "/poison/jobs/reasons?skip=0",
+    ] {
+        let (status, html) = get(&format!("{base}{path}")).await;
+        assert_eq!(status, 200, "{path}: {html}");
+    }
 }

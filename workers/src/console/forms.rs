@@ -230,6 +230,15 @@ pub(super) fn refusal(status: StatusCode, message: &str) -> Response {
     html(status, view::page("Refused", None, view::problem(message)))
 }
 
+/// A refusal whose page links `back` to where the form came from, what was typed and
+/// ticked there kept.
+pub(super) fn refusal_back(status: StatusCode, message: &str, back: &str) -> Response {
+    html(
+        status,
+        view::page("Refused", None, view::problem_back(message, back)),
+    )
+}
+
 /// Whether the form's CSRF token is this console's (the refusal recorded when not).
 pub(super) fn check_csrf(
     console: &Console,

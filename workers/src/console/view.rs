@@ -594,6 +594,18 @@ pub(super) fn login(failed: bool) -> Markup {
 }
 
 /// A page that says what went wrong.
+/// A refusal with the way back to the page it came from (`back`: its filter, page,
+/// ticked messages and typed text kept).
+pub(super) fn problem_back(message: &str, back: &str) -> Markup {
+    html! {
+        section.card {
+            h2 { "Not done" }
+            p.error { (neutral(message)) }
+            p { a.back href=(back) { "Back to the page you came from" } " (its filter, page, ticked messages and typed queue kept) · " a href="/" { "the overview" } }
+        }
+    }
+}
+
 pub(super) fn problem(message: &str) -> Markup {
     html! {
         section.card { h2 { "Not done" } p.error { (neutral(message)) } p { a href="/" { "Back to the overview" } } }

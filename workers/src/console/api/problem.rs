@@ -66,6 +66,11 @@ impl Problem {
         self
     }
 
+    /// What went wrong, in words.
+    pub(in crate::console) fn detail(&self) -> &str {
+        &self.detail
+    }
+
     /// A parameter that does not parse or is out of range.
     pub(in crate::console) fn parameter(name: &str, detail: impl Into<String>) -> Self {
         Problem::new(

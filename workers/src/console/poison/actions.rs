@@ -21,7 +21,7 @@ use axum::extract::{ConnectInfo, Path, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Redirect, Response};
 
-use super::super::forms::{Admit, Form, admit_action, check_csrf, refusal};
+use super::super::forms::{Admit, Form, admit_action, check_csrf, refusal, refusal_back};
 use super::super::records::{ActionRecord, Touched};
 use super::super::view::Outcome;
 use super::super::{Console, Shared, failure, html, view as frame};
@@ -124,6 +124,25 @@ pub(crate) async fn destination_problem(
     }
 }
 
+/// The page a poison page's form came from, with what was typed (`to`) and ticked
+/// (`h`) there: where a refusal sends the operator back.
+fn came_from(queue: &str, place: &Place, form: &Form) -> String {
+    let mut link = view::link(queue, place, None);
+    let mut extra = form_urlencoded::Serializer::new(String::new());
+    if let Some(to) = form.get("to").filter(|t| !t.is_empty()) {
+        extra.append_pair("to", to);
+    }
+    for handle in form.all("h").into_iter().take(super::MAX_PAGE) {
+        extra.append_pair("sel", handle);
+    }
+    let extra = extra.finish();
+    if !extra.is_empty() {
+        link.push(if link.contains('?') { '&' } else { '?' });
+        link.push_str(&extra);
+    }
+    link
+}
+
 /// `POST /poison/<queue>`: a button of the poison page.
 pub(crate) async fn action(
     State(console): State<Shared>,
@@ -144,11 +163,39 @@ pub(crate) async fn action(
         if let Err(refused) = check_csrf(&console, &form, client) {
             return *refused;
         }
-        return refusal(StatusCode::BAD_REQUEST, "Unknown action.");
+        return refusal_back(
+            StatusCode::BAD_REQUEST,
+            "Unknown action: nothing was done.",
+            &came_from(&queue, &place, &form),
+        );
     };
     if let Err(refused) = check_csrf(&console, &form, client) {
         return *refused;
     }
+    // What the form asks is checked before its nonce is spent: a refusal leaves the form
+    // able to act once it is put right (Back, tick, retype, send).
+    if asked.scope != "all" && asked.handles.is_empty() {
+        return refusal_back(
+            StatusCode::BAD_REQUEST,
+            "No message was selected: tick the messages first.",
+            &came_from(&queue, &place, &form),
+        );
+    }
+    let action = match asked.verb.as_str() {
+        "replay" => PoisonAction::Replay,
+        "discard" => PoisonAction::Discard,
+        _ => {
+            let to = form.get("to").unwrap_or_default().trim();
+            if let Err(problem) = destination_problem(&console, to).await {
+                return refusal_back(
+                    StatusCode::BAD_REQUEST,
+                    &problem,
+                    &came_from(&queue, &place, &form),
+                );
+            }
+            PoisonAction::ReplayTo(to.to_owned())
+        }
+    };
     // The button's nonce, checked against what it was issued for.
     let nonce = match asked.scope.as_str() {
         "all" => None,
@@ -162,12 +209,13 @@ pub(crate) async fn action(
                 let listed = form.get("listed").unwrap_or_default();
                 let allowed: Vec<String> = serde_json::from_str(listed).unwrap_or_default();
                 if let Some(stray) = asked.handles.iter().find(|h| !allowed.contains(h)) {
-                    return refusal(
+                    return refusal_back(
                         StatusCode::BAD_REQUEST,
                         &format!(
                             "The message {} was not listed on the page this form came from: nothing was done.",
                             neutral(stray)
                         ),
+                        &came_from(&queue, &place, &form),
                     );
                 }
                 (
@@ -187,23 +235,6 @@ pub(crate) async fn action(
                 Admit::Done(nonce) => return back(&queue, &place, &nonce, true),
                 Admit::Act(nonce) => Some(nonce),
             }
-        }
-    };
-    if asked.scope != "all" && asked.handles.is_empty() {
-        return refusal(
-            StatusCode::BAD_REQUEST,
-            "No message was selected: tick the messages first.",
-        );
-    }
-    let action = match asked.verb.as_str() {
-        "replay" => PoisonAction::Replay,
-        "discard" => PoisonAction::Discard,
-        _ => {
-            let to = form.get("to").unwrap_or_default().trim();
-            if let Err(problem) = destination_problem(&console, to).await {
-                return refusal(StatusCode::BAD_REQUEST, &problem);
-            }
-            PoisonAction::ReplayTo(to.to_owned())
         }
     };
     // A replay of one message or of the selected ones acts now; a discard, and anything

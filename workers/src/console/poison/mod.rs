@@ -47,12 +47,12 @@ pub(super) struct PageQuery {
     result: Option<String>,
     /// Set when the result shown is that of an earlier submission of the same form.
     again: Option<String>,
-    limit: Option<usize>,
+    limit: Option<String>,
     after: Option<String>,
     order: Option<String>,
     back: Option<String>,
     /// The reason groups skipped (the page of reasons).
-    skip: Option<usize>,
+    skip: Option<String>,
     #[serde(default)]
     group: String,
     undecodable: Option<String>,
@@ -64,19 +64,76 @@ pub(super) struct PageQuery {
     reason: String,
     #[serde(default)]
     body: String,
+    /// The queue typed in the "replay there" field, kept when a refusal sends the
+    /// operator back.
+    #[serde(default)]
+    to: String,
+    /// The messages ticked (`sel`, repeated), kept likewise.
+    #[serde(skip)]
+    selected: Vec<String>,
 }
 
 impl PageQuery {
     /// Where the query puts the operator.
     pub(in crate::console) fn place(&self) -> Place {
+        let set = |flag: &Option<String>| matches!(flag.as_deref(), Some("1" | "true"));
         Place {
             filter: filter_of(&self.kind, &self.id, &self.reason, &self.body),
             after: self.after.clone().filter(|a| !a.is_empty()),
-            limit: self.limit.unwrap_or(DEFAULT_PAGE).clamp(1, MAX_PAGE),
+            limit: self
+                .limit
+                .as_deref()
+                .and_then(|l| l.parse().ok())
+                .unwrap_or(DEFAULT_PAGE)
+                .clamp(1, MAX_PAGE),
             newest_first: self.order.as_deref() == Some("newest"),
-            backwards: self.back.as_deref() == Some("1"),
+            backwards: set(&self.back),
         }
-        .grouped(&self.group, self.undecodable.as_deref() == Some("1"))
+        .grouped(&self.group, set(&self.undecodable))
+    }
+
+    /// The reason groups the page of reasons skips.
+    fn skip(&self) -> usize {
+        self.skip
+            .as_deref()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(0)
+    }
+
+    /// The query of a page's address, or its refusal (`400`, naming the parameter) when
+    /// it has a value the pages do not know, read as strictly as the API reads it: never
+    /// read as another value.
+    fn of(uri: &axum::http::Uri) -> Result<Self, Box<Response>> {
+        let params = super::api::problem::Params::of(uri.query());
+        let checked = (|| {
+            params.number("limit", 1, MAX_PAGE)?;
+            params.number("skip", 0, usize::MAX)?;
+            params.choice("order", &["oldest", "newest"])?;
+            params.flag("back")?;
+            params.flag("undecodable")?;
+            Ok::<_, super::api::problem::Problem>(())
+        })();
+        if let Err(problem) = checked {
+            return Err(Box::new(super::forms::refusal(
+                StatusCode::BAD_REQUEST,
+                &format!("The page's address: {}.", problem.detail()),
+            )));
+        }
+        UrlQuery::<PageQuery>::try_from_uri(uri)
+            .map(|UrlQuery(mut query)| {
+                query.selected = form_urlencoded::parse(uri.query().unwrap_or_default().as_bytes())
+                    .filter(|(k, _)| k == "sel")
+                    .map(|(_, v)| v.into_owned())
+                    .take(MAX_PAGE)
+                    .collect();
+                query
+            })
+            .map_err(|e| {
+                Box::new(super::forms::refusal(
+                    StatusCode::BAD_REQUEST,
+                    &format!("The page's address does not parse: {e}."),
+                ))
+            })
     }
 }
 
@@ -97,8 +154,12 @@ impl super::Console {
 pub(super) async fn page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(query): UrlQuery<PageQuery>,
+    uri: axum::http::Uri,
 ) -> Response {
+    let query = match PageQuery::of(&uri) {
+        Ok(query) => query,
+        Err(refused) => return *refused,
+    };
     let place = query.place();
     let shown = async {
         crate::queue::check_queue_name(&queue)?;
@@ -123,6 +184,8 @@ pub(super) async fn page(
             kinds,
             page,
             paused: console.broker.paused(&queue).await.unwrap_or(false),
+            typed_to: query.to.clone(),
+            selected: query.selected.clone(),
         })
     }
     .await;
@@ -166,8 +229,12 @@ pub(super) async fn page(
 pub(super) async fn reasons(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(query): UrlQuery<PageQuery>,
+    uri: axum::http::Uri,
 ) -> Response {
+    let query = match PageQuery::of(&uri) {
+        Ok(query) => query,
+        Err(refused) => return *refused,
+    };
     let place = query.place();
     if let Err(e) = checked_queue(&queue) {
         return failure(&e);
@@ -182,7 +249,7 @@ pub(super) async fn reasons(
             frame::page(
                 &format!("Reasons of {}", neutral(&queue)),
                 None,
-                view::reasons(&queue, &place, &groups, query.skip.unwrap_or(0)),
+                view::reasons(&queue, &place, &groups, query.skip()),
             ),
         ),
         Err(e) => failure(&e),

@@ -134,6 +134,11 @@ pub(super) struct PoisonView {
     pub(super) kinds: Vec<(Option<String>, u64)>,
     pub(super) page: crate::queue::PoisonPage,
     pub(super) paused: bool,
+    /// The queue typed in the "replay there" field before a refusal sent the operator
+    /// back (empty: none).
+    pub(super) typed_to: String,
+    /// The messages ticked before a refusal sent the operator back.
+    pub(super) selected: Vec<String>,
 }
 
 /// Checks a queue named in a path, and that it is not itself a poison queue.

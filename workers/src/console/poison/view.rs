@@ -389,7 +389,7 @@ pub(super) fn poison(
                     div.actions {
                         button name="action" value=(format!("replay-selected:{}", selected_nonce("replay"))) { "Replay selected" }
                         button name="action" value=(format!("discard-selected:{}", selected_nonce("discard"))) .danger { "Discard selected…" }
-                        label.to { "to queue " input type="text" name="to" placeholder="another queue" size="14"; }
+                        label.to { "to queue " input type="text" name="to" placeholder="another queue" size="14" value=(v.typed_to); }
                         button name="action" value=(format!("moveto-selected:{}", selected_nonce("moveto"))) { "Replay selected there" }
                         span.spacer {}
                         button name="action" value="replay-all" { "Replay all " (thousands(v.matching)) "…" }
@@ -407,7 +407,7 @@ pub(super) fn poison(
                                 @for m in &v.page.messages {
                                     @let actionable = actionable(&m.handle);
                                     tr.message data-handle=[actionable.then_some(&m.handle)] {
-                                        td { @if actionable && may_act() { input type="checkbox" name="h" value=(m.handle); } }
+                                        td { @if actionable && may_act() { input type="checkbox" name="h" value=(m.handle) checked[v.selected.contains(&m.handle)]; } }
                                         td.ident {
                                             @if let Some((kind, version)) = &m.operation {
                                                 span.kind { (clip(kind, ID_BYTES)) " v" (version) }
@@ -619,6 +619,8 @@ mod tests {
     fn view_of(messages: Vec<PoisonMessage>, reasons: Vec<(String, u64)>) -> PoisonView {
         PoisonView {
             queue: "q<script>".into(),
+            typed_to: "q\"><script>".into(),
+            selected: Vec::new(),
             total: messages.len() as u64,
             matching: messages.len() as u64,
             place: Place {
