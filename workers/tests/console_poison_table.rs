@@ -1,7 +1,8 @@
 //! The console over the store's poison table, on SQLite, RabbitMQ and Azure Queue
 //! Storage: what workers recorded and what the broker's own poison queue held are shown
-//! as one list, readers at once take nothing off, and a confirmed discard takes exactly
-//! its set.
+//! as one list, readers at once take nothing off, a confirmed discard takes exactly its
+//! set, and the workers' trims to their cap are shown. The table is on SQLite, and on
+//! Azure Table Storage (Azurite) beside Azure's queues.
 
 #![allow(missing_docs, clippy::unwrap_used, clippy::expect_used)]
 
@@ -10,7 +11,7 @@ mod support;
 use tablekit_core::AnyStore;
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::console::ConsoleOptions;
-use tablekit_workers::queue::poison_table::WithPoisonTable;
+use tablekit_workers::queue::poison_table::{Retention, WithPoisonTable};
 use tablekit_workers::queue::{AnyQueue, Queue};
 
 use support::console::*;
@@ -26,9 +27,7 @@ async fn sqlite_store(dir: &tempfile::TempDir) -> AnyStore {
 
 /// 30 messages recorded by workers in the table and 2 left on the broker's poison queue;
 /// four readers load the page while the operator confirms a discard of 10.
-async fn one_list_and_an_exact_discard(broker: AnyQueue, name: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let store = sqlite_store(&dir).await;
+async fn one_list_and_an_exact_discard(broker: AnyQueue, name: &str, store: AnyStore) {
     let kept = WithPoisonTable::new(broker.clone(), store.clone());
     let seeded: Vec<(String, Vec<u8>, String)> = (0..30)
         .map(|i| {
@@ -120,8 +119,22 @@ async fn one_list_and_an_exact_discard(broker: AnyQueue, name: &str) {
     let (status, message) = get(&format!("{base}/poison/{name}/message/{}", left[0])).await;
     assert_eq!(status, 200, "{message}");
     assert!(message.contains("poisoned by"), "{message}");
+
+    // The workers' trims to their cap are shown on the page.
+    assert!(after.contains("has been trimmed"), "{after}");
+    let table = kept.table().expect("a poison table");
+    let retention = Retention {
+        max_messages: 20,
+        ..Retention::default()
+    };
+    assert_eq!(table.trim(name, retention).await.unwrap(), 2);
+    let (_, trimmed) = get(&page_url).await;
+    assert_eq!(handles(&trimmed).len(), 20);
+    assert!(
+        trimmed.contains(", 2 (kept at most 20 messages, none older than 180 days)."),
+        "{trimmed}"
+    );
     drop(running);
-    drop(dir);
 }
 
 #[tokio::test]
@@ -130,7 +143,8 @@ async fn the_console_shows_one_list_and_discards_exactly_over_sqlite() {
     let broker = AnyQueue::connect(&format!("sqlite:{}", dir.path().join("q.db").display()))
         .await
         .unwrap();
-    one_list_and_an_exact_discard(broker, "table-console").await;
+    let store = sqlite_store(&dir).await;
+    one_list_and_an_exact_discard(broker, "table-console", store).await;
 }
 
 #[tokio::test]
@@ -140,7 +154,9 @@ async fn the_console_shows_one_list_and_discards_exactly_over_rabbitmq() {
     };
     let broker = AnyQueue::connect(&url).await.unwrap();
     let name = support::unique("table-console");
-    one_list_and_an_exact_discard(broker.clone(), &name).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    one_list_and_an_exact_discard(broker.clone(), &name, store).await;
     if let AnyQueue::Rabbit(rabbit) = &broker {
         let _ = rabbit
             .delete_queue(&name, &WorkerConfig::new(name.as_str()).queue_options())
@@ -158,7 +174,15 @@ async fn the_console_shows_one_list_and_discards_exactly_over_azure_queues() {
         .await
         .unwrap();
     let name = support::azure_name("table-console");
-    one_list_and_an_exact_discard(broker.clone(), &name).await;
+    // The poison table on Azure Table Storage too: Azurite's, under tables of its own.
+    let prefix = uuid::Uuid::new_v4().simple().to_string();
+    let store = AnyStore::create(&format!(
+        "azure:{connection};TablePrefix=t{}",
+        &prefix[..10]
+    ))
+    .await
+    .unwrap();
+    one_list_and_an_exact_discard(broker.clone(), &name, store).await;
     if let AnyQueue::Azure(azure) = &broker {
         let _ = azure.delete_queue(&name).await;
     }

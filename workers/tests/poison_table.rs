@@ -95,7 +95,7 @@ async fn a_message_recorded_twice_is_kept_once_and_a_different_body_beside_it() 
         sqlite_queue(&tempfile::tempdir().unwrap()).await,
         AnyStore::Memory(MemoryStore::new()),
     );
-    let table = table.table();
+    let table = table.table().expect("a poison table");
     let first = table
         .record("q", &record("m1", "{}", "boom", 1))
         .await
@@ -143,7 +143,7 @@ async fn a_message_recorded_twice_is_kept_once_and_a_different_body_beside_it() 
 async fn pages_run_both_ways_and_counts_groups_and_kinds_need_no_scan() {
     let dir = tempfile::tempdir().unwrap();
     let queue = WithPoisonTable::new(sqlite_queue(&dir).await, sqlite_store(&dir).await);
-    let table = queue.table();
+    let table = queue.table().expect("a poison table");
     for i in 0..25 {
         let kind = if i % 5 == 0 { "audit" } else { "archive" };
         let reason = if i % 2 == 0 {
@@ -292,7 +292,7 @@ async fn a_redrive_stopped_between_its_steps_is_completed_by_the_next_and_loses_
         page.messages[0].handle.clone(),
         page.messages[1].handle.clone(),
     );
-    let table = queue.table();
+    let table = queue.table().expect("a poison table");
 
     // Stopped after step 1: marked, nothing sent, still kept and counted.
     let taken = table
@@ -390,6 +390,7 @@ async fn the_brokers_own_poison_queue_is_swept_into_the_table_once() {
     first.poisoned_at = first.poisoned_at.or(Some(chrono::Utc::now()));
     queue
         .table()
+        .expect("a poison table")
         .record(
             "work",
             &PoisonRecord {
@@ -430,7 +431,7 @@ async fn the_retention_cap_trims_the_oldest_and_records_the_trim() {
         sqlite_queue(&tempfile::tempdir().unwrap()).await,
         AnyStore::Memory(MemoryStore::new()),
     );
-    let table = queue.table();
+    let table = queue.table().expect("a poison table");
     let now = chrono::Utc::now();
     for i in 0..30 {
         let mut r = record(&format!("m{i:02}"), "{}", "r", 0);
@@ -470,7 +471,7 @@ async fn workers_poisoning_at_once_keep_the_counts_exact() {
     let queue = WithPoisonTable::new(sqlite_queue(&dir).await, store);
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..8 {
-        let table = queue.table().clone();
+        let table = queue.table().expect("a poison table").clone();
         tasks.spawn(async move {
             for i in 0..40 {
                 let reason = format!("reason {} of worker", i % 3);
@@ -492,7 +493,15 @@ async fn workers_poisoning_at_once_keep_the_counts_exact() {
     while let Some(done) = tasks.join_next().await {
         done.unwrap();
     }
-    assert_eq!(queue.table().count("q").await.unwrap(), 320);
+    assert_eq!(
+        queue
+            .table()
+            .expect("a poison table")
+            .count("q")
+            .await
+            .unwrap(),
+        320
+    );
     let groups = queue
         .poison_reason_groups("q", &PoisonFilter::new())
         .await
@@ -593,7 +602,7 @@ async fn every_read_of_a_hundred_thousand_poison_messages_is_timed() {
     let started = std::time::Instant::now();
     let mut tasks = tokio::task::JoinSet::new();
     for worker in 0..8 {
-        let table = queue.table().clone();
+        let table = queue.table().expect("a poison table").clone();
         tasks.spawn(async move {
             for i in (worker..scale).step_by(8) {
                 let reason = match i % 4 {
@@ -783,7 +792,7 @@ async fn views_filtered_by_kind_or_group_are_counted_without_a_scan_and_agree_wi
         sqlite_queue(&tempfile::tempdir().unwrap()).await,
         AnyStore::Memory(MemoryStore::new()),
     );
-    let table = queue.table();
+    let table = queue.table().expect("a poison table");
     for i in 0..40 {
         let kind = ["archive", "audit", "index"][i % 3];
         let reason = ["timeout after 3 s", "conflict on ord-7", "gone"][i % 4 % 3];
@@ -831,7 +840,7 @@ async fn a_body_over_a_row_is_kept_in_pieces_read_whole_and_removed_with_its_mes
         sqlite_queue(&tempfile::tempdir().unwrap()).await,
         store.clone(),
     );
-    let table = queue.table();
+    let table = queue.table().expect("a poison table");
     let body: Vec<u8> = (0..2_000_000u32).map(|i| (i % 251) as u8).collect();
     let mut big = record("big", "", "too large to handle", 1);
     big.body = body.clone();

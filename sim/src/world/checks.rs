@@ -44,6 +44,7 @@ pub(super) async fn check(world: &World) -> Vec<String> {
         match world
             .poison
             .table()
+            .expect("the simulation keeps a poison table")
             .page(queue, &PoisonQuery::new(100_000, 0))
             .await
         {

@@ -241,6 +241,7 @@ async fn operator_replays_a_set(world: &World, queue: &str) {
         let partly = world
             .poison
             .table()
+            .expect("the simulation keeps a poison table")
             .take_steps(
                 world.poison.inner(),
                 queue,

@@ -40,6 +40,9 @@ pub(super) use message::message;
 pub(super) use place::{DEFAULT_PAGE, MAX_PAGE, PREVIEW, Place, filter_of};
 use place::{PoisonView, checked_queue};
 
+/// How many of the workers' last trims a poison page lists.
+const TRIMS_SHOWN: usize = 3;
+
 /// A page's query: the filter, the page, and an action's result (the API's pages read
 /// the same).
 #[derive(Clone, Debug, Default, serde::Deserialize)]
@@ -184,6 +187,10 @@ pub(super) async fn page(
             kinds,
             page,
             paused: console.broker.paused(&queue).await.unwrap_or(false),
+            trims: match console.broker.table() {
+                Some(table) => Some(table.trims(&queue, TRIMS_SHOWN).await?),
+                None => None,
+            },
             typed_to: query.to.clone(),
             selected: query.selected.clone(),
         })

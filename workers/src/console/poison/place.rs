@@ -139,6 +139,9 @@ pub(super) struct PoisonView {
     pub(super) typed_to: String,
     /// The messages ticked before a refusal sent the operator back.
     pub(super) selected: Vec<String>,
+    /// The workers' last trims of the queue's poison messages to their retention cap,
+    /// newest first (`None`: the broker keeps them, untrimmed).
+    pub(super) trims: Option<Vec<crate::queue::poison_table::Trim>>,
 }
 
 /// Checks a queue named in a path, and that it is not itself a poison queue.

@@ -311,6 +311,22 @@ pub(super) fn poison(
                 "."
                 @if v.paused { " " span.badge.bad { "consumers paused" } }
             }
+            @if let Some(trims) = &v.trims {
+                p.muted.trims {
+                    "The workers keep each queue's poison messages to a cap (by default 10,000 messages and 180 days; "
+                    code { "tablekit-worker run --poison-keep" } "), the oldest trimmed first. "
+                    @if trims.is_empty() {
+                        "None of this queue's has been trimmed."
+                    } @else {
+                        "Last trimmed: "
+                        @for (i, trim) in trims.iter().enumerate() {
+                            @if i > 0 { "; " }
+                            (ago(trim.at, now)) ", " (thousands(trim.trimmed)) " (" (neutral(&trim.retention)) ")"
+                        }
+                        "."
+                    }
+                }
+            }
             form.filter method="get" action=(format!("/poison/{}", urlencode(&v.queue))) {
                 label { "kind "
                     select name="kind" {
@@ -620,6 +636,7 @@ mod tests {
         PoisonView {
             queue: "q<script>".into(),
             typed_to: "q\"><script>".into(),
+            trims: Some(Vec::new()),
             selected: Vec::new(),
             total: messages.len() as u64,
             matching: messages.len() as u64,

@@ -119,14 +119,10 @@ impl<Q: Queue, S: TableStore> WithPoisonTable<Q, S> {
         &self.inner
     }
 
-    /// The poison table.
-    ///
-    /// # Panics
-    /// For a [`broker_only`](Self::broker_only) queue, which has none.
-    pub fn table(&self) -> &PoisonTable<S> {
-        self.table
-            .as_ref()
-            .expect("a queue whose broker keeps its poison messages has no poison table")
+    /// The poison table; `None` for a [`broker_only`](Self::broker_only) queue, which
+    /// has none.
+    pub fn table(&self) -> Option<&PoisonTable<S>> {
+        self.table.as_ref()
     }
 
     /// Moves up to 1,000 messages from the broker's own poison queue of `queue` (what the
