@@ -187,3 +187,60 @@ async fn the_console_shows_one_list_and_discards_exactly_over_azure_queues() {
         let _ = azure.delete_queue(&name).await;
     }
 }
+
+/// A client outside tablekit dead-letters a message with its reason as AMQP bytes (a
+/// byte array): the console shows that reason, swept into the table, not "dead-lettered
+/// by the broker".
+#[tokio::test]
+async fn a_reason_sent_as_amqp_bytes_shows_as_sent_over_rabbitmq() {
+    let Some(url) = support::amqp_url() else {
+        return;
+    };
+    let broker = AnyQueue::connect(&url).await.unwrap();
+    let name = support::unique("bytes-reason");
+    broker
+        .declare(&name, &WorkerConfig::new(name.as_str()).queue_options())
+        .await
+        .unwrap();
+    let connection = lapin::Connection::connect(&url, lapin::ConnectionProperties::default())
+        .await
+        .unwrap();
+    let channel = connection.create_channel().await.unwrap();
+    let mut headers = lapin::types::FieldTable::default();
+    headers.insert(
+        "x-tablekit-reason".into(),
+        lapin::types::AMQPValue::ByteArray(b"timeout after 30 s".to_vec().into()),
+    );
+    channel
+        .basic_publish(
+            "".into(),
+            tablekit_workers::queue::poison_queue(&name).as_str().into(),
+            lapin::options::BasicPublishOptions::default(),
+            b"{}",
+            lapin::BasicProperties::default()
+                .with_message_id("outside".into())
+                .with_headers(headers),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+    let _ = channel.close(200, "done".into()).await;
+    let _ = connection.close(200, "done".into()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = sqlite_store(&dir).await;
+    let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
+    options.queues = vec![name.clone()];
+    let running = serve(store, broker.clone(), options).await;
+    let (status, html) = get(&format!("{}/poison/{name}", running.url)).await;
+    assert_eq!(status, 200, "{html}");
+    assert!(html.contains("<code>outside</code>"), "{html}");
+    assert!(html.contains("timeout after 30 s"), "{html}");
+    assert!(!html.contains("dead-lettered by the broker"), "{html}");
+    drop(running);
+    if let AnyQueue::Rabbit(rabbit) = &broker {
+        let _ = rabbit
+            .delete_queue(&name, &WorkerConfig::new(name.as_str()).queue_options())
+            .await;
+    }
+}

@@ -34,17 +34,20 @@ pub(super) fn header_text(value: &AMQPValue) -> Option<String> {
     header_text_checked(value).map(|(text, _)| text)
 }
 
-/// A text header, with whether its bytes were not UTF-8 (a long string carries any bytes;
-/// they are shown as U+FFFD).
+/// A text header, with whether its bytes were not UTF-8 (a long string and a byte array
+/// carry any bytes; they are shown as U+FFFD). A client that sends text as AMQP bytes
+/// (a byte array) is read as text, as it meant.
 pub(super) fn header_text_checked(value: &AMQPValue) -> Option<(String, bool)> {
-    match value {
-        AMQPValue::LongString(s) => Some(match std::str::from_utf8(s.as_bytes()) {
-            Ok(text) => (text.to_owned(), false),
-            Err(_) => (String::from_utf8_lossy(s.as_bytes()).into_owned(), true),
-        }),
-        AMQPValue::ShortString(s) => Some((s.as_str().to_owned(), false)),
-        _ => None,
-    }
+    let bytes = match value {
+        AMQPValue::LongString(s) => s.as_bytes(),
+        AMQPValue::ByteArray(b) => b.as_slice(),
+        AMQPValue::ShortString(s) => return Some((s.as_str().to_owned(), false)),
+        _ => return None,
+    };
+    Some(match std::str::from_utf8(bytes) {
+        Ok(text) => (text.to_owned(), false),
+        Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
+    })
 }
 
 /// The delivery count of a message: our attempts header plus the broker's count.
@@ -255,6 +258,24 @@ mod tests {
             Some(("delivery_limit".to_owned(), false))
         );
         assert_eq!(death_reason(None), None);
+    }
+
+    #[test]
+    fn a_reason_sent_as_amqp_bytes_is_read_as_text() {
+        let mut headers = FieldTable::default();
+        headers.insert(
+            REASON_HEADER.into(),
+            AMQPValue::ByteArray(b"timeout after 30 s".to_vec().into()),
+        );
+        let read = Some(&headers)
+            .and_then(|h| h.inner().get(REASON_HEADER))
+            .and_then(header_text_checked);
+        assert_eq!(read, Some(("timeout after 30 s".to_owned(), false)));
+        let odd = AMQPValue::ByteArray(b"oops\xfe".to_vec().into());
+        assert_eq!(
+            header_text_checked(&odd),
+            Some(("oops\u{fffd}".to_owned(), true))
+        );
     }
 
     #[test]
