@@ -783,6 +783,29 @@ async fn every_read_of_a_hundred_thousand_poison_messages_is_timed() {
         }),
     )
     .await;
+    time(
+        "reason groups of a text filter (budgeted)",
+        Box::pin(async {
+            q.poison_reason_groups("big", &PoisonFilter::new().reason("hostile"))
+                .await
+                .unwrap()
+                .len()
+                .to_string()
+        }),
+    )
+    .await;
+    time(
+        "kinds of a text filter (budgeted)",
+        Box::pin(async {
+            format!(
+                "{:?}",
+                q.poison_kinds("big", &PoisonFilter::new().body("\"n\":1"))
+                    .await
+                    .unwrap()
+            )
+        }),
+    )
+    .await;
     assert_eq!(q.stats("big").await.unwrap().poisoned, scale as u64 - 10);
 }
 
@@ -874,4 +897,77 @@ async fn a_body_over_a_row_is_kept_in_pieces_read_whole_and_removed_with_its_mes
         .unwrap();
     assert_eq!(pieces().await, 0);
     assert_eq!(table.count("q").await.unwrap(), 0);
+}
+
+/// A text filter's reason groups and kinds are counted over the oldest `SCAN_BUDGET`
+/// messages only, so a page stays fast whatever the table holds; `counted_whole` says so,
+/// and the listing itself still finds the messages past the budget.
+#[tokio::test]
+async fn a_text_filters_counts_stop_at_the_scan_budget_and_say_so() {
+    use tablekit_workers::queue::poison_table::{PoisonTable, SCAN_BUDGET};
+    let table = PoisonTable::new(AnyStore::Memory(MemoryStore::new()));
+    let over = SCAN_BUDGET + 25;
+    for i in 0..over {
+        table
+            .record(
+                "q",
+                &record(
+                    &format!("m{i:06}"),
+                    &envelope("archive", i),
+                    "slow disk",
+                    i as i64,
+                ),
+            )
+            .await
+            .unwrap();
+    }
+    let text = PoisonFilter::new().reason("slow");
+    let groups = table.reason_groups("q", &text).await.unwrap();
+    assert_eq!(
+        groups.iter().map(|g| g.count).sum::<u64>(),
+        SCAN_BUDGET as u64
+    );
+    let kinds = table.kinds("q", &text).await.unwrap();
+    assert_eq!(kinds, [(Some("archive".to_owned()), SCAN_BUDGET as u64)]);
+    assert!(!PoisonTable::<AnyStore>::counted_whole(&text, over as u64));
+    assert!(PoisonTable::<AnyStore>::counted_whole(
+        &text,
+        SCAN_BUDGET as u64
+    ));
+    // Counted from the count rows, whatever the size.
+    assert!(PoisonTable::<AnyStore>::counted_whole(
+        &PoisonFilter::new()
+            .kind("archive")
+            .reason_group("slow disk"),
+        over as u64
+    ));
+    let all = table
+        .reason_groups("q", &PoisonFilter::new())
+        .await
+        .unwrap();
+    assert_eq!(all.iter().map(|g| g.count).sum::<u64>(), over as u64);
+    // The listing finds the newest, past the budget.
+    let newest = table
+        .page(
+            "q",
+            &PoisonQuery::new(5, 0).filter(PoisonFilter::new().id(&format!("m{:06}", over - 1))),
+        )
+        .await
+        .unwrap();
+    let mut found = newest.messages.len();
+    let mut next = newest.next;
+    while found == 0 && next.is_some() {
+        let page = table
+            .page(
+                "q",
+                &PoisonQuery::new(5, 0)
+                    .filter(PoisonFilter::new().id(&format!("m{:06}", over - 1)))
+                    .after(next.clone()),
+            )
+            .await
+            .unwrap();
+        found = page.messages.len();
+        next = page.next;
+    }
+    assert_eq!(found, 1);
 }

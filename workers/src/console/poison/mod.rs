@@ -182,6 +182,11 @@ pub(super) async fn page(
             queue: queue.clone(),
             total,
             matching: groups.iter().map(|g| g.count).sum(),
+            partial: console.broker.table().is_some()
+                && !crate::queue::poison_table::PoisonTable::<tablekit_core::AnyStore>::counted_whole(
+                    &place.filter,
+                    total,
+                ),
             place: place.clone(),
             groups,
             kinds,

@@ -127,6 +127,10 @@ pub(super) struct PoisonView {
     pub(super) total: u64,
     /// Those the filter passes (the reasons' counts added up).
     pub(super) matching: u64,
+    /// Whether the reasons and kinds were counted over the oldest
+    /// [`SCAN_BUDGET`](crate::queue::poison_table::SCAN_BUDGET) messages only (a text
+    /// filter over a large poison table): `matching` is then a least count.
+    pub(super) partial: bool,
     pub(super) place: Place,
     /// The reasons of the messages the filter passes, grouped with digits and ids masked.
     pub(super) groups: Vec<crate::queue::ReasonGroup>,

@@ -307,7 +307,10 @@ pub(super) fn poison(
             h2 { "Poison messages of " code { (neutral(&v.queue)) } }
             p.muted {
                 (thousands(v.total)) " in the poison queue"
-                @if filtered { ", " (thousands(v.matching)) " pass the filter" }
+                @if filtered && v.partial {
+                    "; of the oldest " (thousands(crate::queue::poison_table::SCAN_BUDGET as u64)) ", "
+                    (thousands(v.matching)) " pass the filter (the reasons and kinds below count those; the list searches on through every message)"
+                } @else if filtered { ", " (thousands(v.matching)) " pass the filter" }
                 "."
                 @if v.paused { " " span.badge.bad { "consumers paused" } }
             }
@@ -408,8 +411,9 @@ pub(super) fn poison(
                         label.to { "to queue " input type="text" name="to" placeholder="another queue" size="14" value=(v.typed_to); }
                         button name="action" value=(format!("moveto-selected:{}", selected_nonce("moveto"))) { "Replay selected there" }
                         span.spacer {}
-                        button name="action" value="replay-all" { "Replay all " (thousands(v.matching)) "…" }
-                        button name="action" value="discard-all" .danger { "Discard all " (thousands(v.matching)) "…" }
+                        @let all = if v.partial { "that pass".to_owned() } else { thousands(v.matching) };
+                        button name="action" value="replay-all" { "Replay all " (all) "…" }
+                        button name="action" value="discard-all" .danger { "Discard all " (all) "…" }
                         button name="action" value="moveto-all" { "Replay all there…" }
                     }
                     }
@@ -635,6 +639,7 @@ mod tests {
     fn view_of(messages: Vec<PoisonMessage>, reasons: Vec<(String, u64)>) -> PoisonView {
         PoisonView {
             queue: "q<script>".into(),
+            partial: false,
             typed_to: "q\"><script>".into(),
             trims: Some(Vec::new()),
             selected: Vec::new(),

@@ -9,7 +9,7 @@ use tablekit_core::{Entity, Query, TableStore, filter};
 use super::rows::*;
 use super::{POISON_TABLE, PoisonTable, SCAN_BUDGET, missing_table};
 use crate::error::Result;
-use crate::queue::poison::{Groups, Reasons, kinds_of};
+use crate::queue::poison::{Groups, Reasons};
 use crate::queue::{PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup};
 
 /// The rows of `partition` whose keys start with `prefix` and come after `after` (when
@@ -182,14 +182,16 @@ impl<S: TableStore> PoisonTable<S> {
         }
     }
 
-    /// Every row of the listing `filter` passes, in order (its whole bodies when the
-    /// filter reads them): what a filtered count reads.
+    /// The rows of the listing in order, oldest first (their whole bodies when `filter`
+    /// reads them), at most `budget` of them: what a filtered count reads. Answers whether
+    /// it read them all.
     async fn scan(
         &self,
         queue: &str,
         filter: &PoisonFilter,
+        budget: usize,
         mut each: impl FnMut(PoisonMessage),
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let partition = crate::activity::encode_queue(queue);
         let whole = needs_body(filter, 0);
         let mut query = range(&partition, OLDEST, None);
@@ -197,18 +199,26 @@ impl<S: TableStore> PoisonTable<S> {
             query = query.select(PAGE_PROPERTIES.iter().copied());
         }
         let mut rows = std::pin::pin!(self.store.query_stream(POISON_TABLE, query));
+        let mut read = 0;
         loop {
             match rows.try_next().await {
-                Ok(Some(row)) => each(self.listed(&row, whole).await?),
-                Ok(None) => return Ok(()),
-                Err(e) if missing_table(&e) => return Ok(()),
+                Ok(Some(_)) if read >= budget => return Ok(false),
+                Ok(Some(row)) => {
+                    read += 1;
+                    each(self.listed(&row, whole).await?);
+                }
+                Ok(None) => return Ok(true),
+                Err(e) if missing_table(&e) => return Ok(true),
                 Err(e) => return Err(e),
             }
         }
     }
 
     /// The reason groups of `queue`'s poison messages `filter` passes, most first: from
-    /// the groups' count rows when nothing is filtered, else counted over the messages.
+    /// the count rows when the filter names at most a kind and a reason group, else
+    /// counted over the oldest [`SCAN_BUDGET`] messages (a page stays under a second
+    /// whatever the queue holds; [`counted_whole`](Self::counted_whole) says whether a
+    /// filter's counts cover every message).
     ///
     /// # Errors
     /// The store's errors.
@@ -237,13 +247,16 @@ impl<S: TableStore> PoisonTable<S> {
                 );
             }
         } else {
-            self.scan(queue, filter, |m| groups.offer(m)).await?;
+            self.scan(queue, filter, SCAN_BUDGET, |m| groups.offer(m))
+                .await?;
         }
         Ok(groups.finish())
     }
 
     /// The operation kinds of `queue`'s poison messages `filter` (its kind left out)
-    /// passes, most first: from the kinds' count rows when nothing else is filtered.
+    /// passes, most first: from the count rows when the rest of the filter names at most
+    /// a reason group, else counted over the oldest [`SCAN_BUDGET`] messages, as
+    /// [`reason_groups`](Self::reason_groups).
     ///
     /// # Errors
     /// The store's errors.
@@ -268,9 +281,16 @@ impl<S: TableStore> PoisonTable<S> {
             return Ok(most_first(counted));
         }
         if !others.is_empty() {
-            let mut all = Vec::new();
-            self.scan(queue, &others, |m| all.push(m)).await?;
-            return Ok(kinds_of(all, &others));
+            let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
+            self.scan(queue, &others, SCAN_BUDGET, |m| {
+                if others.matches(&m) {
+                    *counted
+                        .entry(m.operation.map(|(kind, _)| kind))
+                        .or_default() += 1;
+                }
+            })
+            .await?;
+            return Ok(most_first(counted));
         }
         let mut counted: BTreeMap<Option<String>, u64> = BTreeMap::new();
         for row in self.count_rows(queue, KINDS).await? {
@@ -280,6 +300,19 @@ impl<S: TableStore> PoisonTable<S> {
         Ok(most_first(counted))
     }
 
+    /// Whether [`reason_groups`](Self::reason_groups) and [`kinds`](Self::kinds) of
+    /// `filter` count every message of a queue holding `total`: they do from count rows,
+    /// and when a scan reads them all.
+    pub fn counted_whole(filter: &PoisonFilter, total: u64) -> bool {
+        let others = PoisonFilter {
+            kind: None,
+            ..filter.clone()
+        };
+        let from_counts = (filter.is_empty() || by_counts(filter).is_some())
+            && (others.is_empty() || by_counts(&others).is_some());
+        from_counts || total <= SCAN_BUDGET as u64
+    }
+
     /// The reasons of `queue`'s poison messages `filter` passes, with their counts, most
     /// first.
     ///
@@ -287,7 +320,8 @@ impl<S: TableStore> PoisonTable<S> {
     /// The store's errors.
     pub async fn reasons(&self, queue: &str, filter: &PoisonFilter) -> Result<Vec<(String, u64)>> {
         let mut reasons = Reasons::new(filter);
-        self.scan(queue, filter, |m| reasons.offer(m)).await?;
+        self.scan(queue, filter, usize::MAX, |m| reasons.offer(m))
+            .await?;
         Ok(reasons.finish())
     }
 
