@@ -950,7 +950,7 @@ async fn a_text_filters_counts_stop_at_the_scan_budget_and_say_so() {
     let newest = table
         .page(
             "q",
-            &PoisonQuery::new(5, 0).filter(PoisonFilter::new().id(&format!("m{:06}", over - 1))),
+            &PoisonQuery::new(5, 0).filter(PoisonFilter::new().id(format!("m{:06}", over - 1))),
         )
         .await
         .unwrap();
@@ -961,7 +961,7 @@ async fn a_text_filters_counts_stop_at_the_scan_budget_and_say_so() {
             .page(
                 "q",
                 &PoisonQuery::new(5, 0)
-                    .filter(PoisonFilter::new().id(&format!("m{:06}", over - 1)))
+                    .filter(PoisonFilter::new().id(format!("m{:06}", over - 1)))
                     .after(next.clone()),
             )
             .await
