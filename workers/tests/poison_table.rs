@@ -795,6 +795,18 @@ async fn every_read_of_a_hundred_thousand_poison_messages_is_timed() {
     )
     .await;
     time(
+        "groups and kinds of a text filter (one scan)",
+        Box::pin(async {
+            let table = q.table().expect("a poison table");
+            let (groups, kinds) = table
+                .facets("big", &PoisonFilter::new().reason("hostile"))
+                .await
+                .unwrap();
+            format!("{} groups, {} kinds", groups.len(), kinds.len())
+        }),
+    )
+    .await;
+    time(
         "kinds of a text filter (budgeted)",
         Box::pin(async {
             format!(
@@ -929,6 +941,11 @@ async fn a_text_filters_counts_stop_at_the_scan_budget_and_say_so() {
     );
     let kinds = table.kinds("q", &text).await.unwrap();
     assert_eq!(kinds, [(Some("archive".to_owned()), SCAN_BUDGET as u64)]);
+    // Both in one scan, the same answers.
+    assert_eq!(
+        table.facets("q", &text).await.unwrap(),
+        (groups.clone(), kinds.clone())
+    );
     assert!(!PoisonTable::<AnyStore>::counted_whole(&text, over as u64));
     assert!(PoisonTable::<AnyStore>::counted_whole(
         &text,

@@ -172,12 +172,12 @@ pub(super) async fn page(
             Err(Error::NotDeclared { .. }) => 0,
             Err(e) => return Err(e),
         };
-        let groups = console
-            .broker
-            .poison_reason_groups(&queue, &place.filter)
-            .await?;
-        let kinds = console.broker.poison_kinds(&queue, &place.filter).await?;
-        let page = place.read(&console.broker, &queue, PREVIEW).await?;
+        // The groups and kinds (one read of the table) beside the page.
+        let (facets, page) = futures::join!(
+            console.broker.poison_facets(&queue, &place.filter),
+            place.read(&console.broker, &queue, PREVIEW)
+        );
+        let ((groups, kinds), page) = (facets?, page?);
         Ok::<_, Error>(PoisonView {
             queue: queue.clone(),
             total,

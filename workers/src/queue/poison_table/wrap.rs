@@ -119,6 +119,26 @@ impl<Q: Queue, S: TableStore> WithPoisonTable<Q, S> {
         &self.inner
     }
 
+    /// The reason groups and the kinds of `queue`'s poison messages `filter` passes, as
+    /// [`Queue::poison_reason_groups`] and [`Queue::poison_kinds`] answer them: from the
+    /// table in one read ([`PoisonTable::facets`]), else from the broker.
+    ///
+    /// # Errors
+    /// The store's or the broker's.
+    pub async fn poison_facets(
+        &self,
+        queue: &str,
+        filter: &PoisonFilter,
+    ) -> Result<(Vec<ReasonGroup>, Vec<(Option<String>, u64)>)> {
+        match &self.table {
+            Some(table) => table.facets(queue, filter).await,
+            None => Ok((
+                self.inner.poison_reason_groups(queue, filter).await?,
+                self.inner.poison_kinds(queue, filter).await?,
+            )),
+        }
+    }
+
     /// The poison table; `None` for a [`broker_only`](Self::broker_only) queue, which
     /// has none.
     pub fn table(&self) -> Option<&PoisonTable<S>> {
