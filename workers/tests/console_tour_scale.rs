@@ -292,7 +292,7 @@ async fn tour(broker: AnyQueue, store: AnyStore, name: &str, backend: &str) {
     screenshot(client, &format!("scale-{backend}-confirm")).await;
     let at = Instant::now();
     browser::click(client, "form button.danger").await;
-    browser::banner(client, &format!("Discarded 10 of 10 messages from {name}.")).await;
+    browser::banner(client, "Discarded 10 messages.").await;
     let confirmed = at.elapsed().as_secs_f64() * 1000.0;
     screenshot(client, &format!("scale-{backend}-discarded")).await;
     assert_eq!(table.count(name).await.unwrap(), scale as u64 - 10);
