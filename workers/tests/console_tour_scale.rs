@@ -275,6 +275,17 @@ async fn tour(broker: AnyQueue, store: AnyStore, name: &str, backend: &str) {
     )
     .await;
 
+    let purge = visit(
+        client,
+        base,
+        backend,
+        "purge-confirm",
+        &format!("/queues/{name}/waiting?confirm=purge"),
+        &mut steps,
+    )
+    .await;
+    assert!(purge.contains("name=\"do\" value=\"purge\""), "{purge}");
+
     // A discard of ten, ticked on the first page and confirmed.
     client.goto(&format!("{base}{poison}")).await.unwrap();
     for handle in handles.iter().take(10) {

@@ -988,3 +988,67 @@ async fn a_text_filters_counts_stop_at_the_scan_budget_and_say_so() {
     }
     assert_eq!(found, 1);
 }
+
+/// What each use of the poison table costs in store calls, counted: recording a message
+/// (its id marker checked, its count shares read, one transaction), recording it again
+/// (found by its marker), a count, a page, the unfiltered groups and kinds (count rows),
+/// one message, and a discard.
+#[tokio::test]
+async fn every_use_of_the_poison_table_costs_the_store_calls_counted_here() {
+    use tablekit_core::roundtrip::{Latency, RoundTripStore};
+    use tablekit_workers::queue::poison_table::PoisonTable;
+    let store = RoundTripStore::new(MemoryStore::new(), Latency::None);
+    let table = PoisonTable::new(store.clone());
+    for i in 0..20 {
+        table
+            .record(
+                "q",
+                &record(&format!("m{i}"), &envelope("archive", i), "slow", i as i64),
+            )
+            .await
+            .unwrap();
+    }
+    let calls = |what: &str| {
+        let c = store.trips().counts();
+        store.trips().reset();
+        println!("{what}: {c:?}");
+        (c.gets, c.queries, c.writes, c.batches)
+    };
+    calls("warm up");
+    table
+        .record("q", &record("m20", &envelope("archive", 20), "slow", 20))
+        .await
+        .unwrap();
+    let first = calls("a recording");
+    table
+        .record("q", &record("m20", &envelope("archive", 20), "slow", 20))
+        .await
+        .unwrap();
+    let again = calls("the same recording again");
+    assert_eq!(table.count("q").await.unwrap(), 21);
+    let count = calls("a count");
+    let page = table.page("q", &PoisonQuery::new(50, 800)).await.unwrap();
+    let paged = calls("a page of 21");
+    table
+        .reason_groups("q", &PoisonFilter::new())
+        .await
+        .unwrap();
+    table.kinds("q", &PoisonFilter::new()).await.unwrap();
+    let facets = calls("groups and kinds, unfiltered");
+    let handle = page.messages[3].handle.clone();
+    table.message("q", &handle).await.unwrap().unwrap();
+    let one = calls("one message");
+    assert_eq!(first.3, 1, "one transaction: {first:?}");
+    assert_eq!(again.3, 0, "recording again writes nothing: {again:?}");
+    assert_eq!(
+        count.1, 1,
+        "a count reads its shares in one query: {count:?}"
+    );
+    assert_eq!((paged.0, paged.1), (0, 1), "a page is one query: {paged:?}");
+    assert_eq!(facets.1, 2, "two count-row queries: {facets:?}");
+    assert_eq!((one.0, one.1), (1, 0), "one message is one get: {one:?}");
+    // Its id marker, then the share of each of the four counts it adds to (the queue,
+    // its reason group, its kind, the pair) read for their ETags; one transaction.
+    assert_eq!(first, (5, 0, 0, 1), "a recording: {first:?}");
+    assert_eq!(again, (1, 0, 0, 0), "found by its marker: {again:?}");
+}
