@@ -225,10 +225,35 @@ async fn a_reason_sent_as_amqp_bytes_shows_as_sent_over_rabbitmq() {
         .unwrap()
         .await
         .unwrap();
+    // And one whose reason and a header are bytes that are not UTF-8.
+    let mut odd = lapin::types::FieldTable::default();
+    odd.insert(
+        "x-tablekit-reason".into(),
+        lapin::types::AMQPValue::LongString(b"bad \xfe reason".to_vec().into()),
+    );
+    odd.insert(
+        "x-trace".into(),
+        lapin::types::AMQPValue::LongString(b"t-\x80\x81".to_vec().into()),
+    );
+    channel
+        .basic_publish(
+            "".into(),
+            tablekit_workers::queue::poison_queue(&name).as_str().into(),
+            lapin::options::BasicPublishOptions::default(),
+            b"{}",
+            lapin::BasicProperties::default()
+                .with_message_id("odd".into())
+                .with_headers(odd),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
     let _ = channel.close(200, "done".into()).await;
     let _ = connection.close(200, "done".into()).await;
     let dir = tempfile::tempdir().unwrap();
     let store = sqlite_store(&dir).await;
+    let store_for_check = store.clone();
     let mut options = ConsoleOptions::new("127.0.0.1:0".parse().unwrap(), None);
     options.queues = vec![name.clone()];
     let running = serve(store, broker.clone(), options).await;
@@ -238,6 +263,34 @@ async fn a_reason_sent_as_amqp_bytes_shows_as_sent_over_rabbitmq() {
     assert!(html.contains("timeout after 30 s"), "{html}");
     assert!(!html.contains("dead-lettered by the broker"), "{html}");
     drop(running);
+    // Swept into the table, the odd one's bytes are kept and exported exactly.
+    let kept = WithPoisonTable::new(broker.clone(), store_for_check);
+    let table = kept.table().expect("a poison table");
+    let page = table
+        .page(&name, &tablekit_workers::queue::PoisonQuery::new(10, 0))
+        .await
+        .unwrap();
+    let odd = page.messages.iter().find(|m| m.id == "odd").expect("swept");
+    let whole = table.message(&name, &odd.handle).await.unwrap().unwrap();
+    let line: serde_json::Value =
+        serde_json::from_slice(&tablekit_workers::queue::desk::export_line(&whole)).unwrap();
+    let b64 = |bytes: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    };
+    assert_eq!(line["raw"]["reason"], b64(b"bad \xfe reason"), "{line}");
+    let place = whole
+        .headers
+        .iter()
+        .position(|(name, _)| name == "x-trace")
+        .expect("the header");
+    let kept_bytes = line["raw"]["headers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|entry| entry[0] == place)
+        .unwrap_or_else(|| panic!("no bytes of x-trace in {line}"));
+    assert_eq!(kept_bytes[1], b64(b"t-\x80\x81"), "{line}");
     if let AnyQueue::Rabbit(rabbit) = &broker {
         let _ = rabbit
             .delete_queue(&name, &WorkerConfig::new(name.as_str()).queue_options())

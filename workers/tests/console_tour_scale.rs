@@ -72,6 +72,7 @@ async fn load(table: &PoisonTable<AnyStore>, queue: &str, scale: usize) {
                     sent_at: None,
                     headers: vec![("x-tour".into(), i.to_string())],
                     origin: "worker",
+                    raw: Default::default(),
                 };
                 table.record(&queue, &record).await.unwrap();
             }

@@ -35,6 +35,7 @@ fn record(id: &str, body: &str, reason: &str, at_micros: i64) -> PoisonRecord {
         sent_at: None,
         headers: vec![("x-test".into(), "1".into())],
         origin: "worker",
+        raw: Default::default(),
     }
 }
 
@@ -403,6 +404,7 @@ async fn the_brokers_own_poison_queue_is_swept_into_the_table_once() {
                 sent_at: first.sent_at,
                 headers: first.headers.clone(),
                 origin: "broker",
+                raw: first.raw.clone(),
             },
         )
         .await
@@ -1051,4 +1053,84 @@ async fn every_use_of_the_poison_table_costs_the_store_calls_counted_here() {
     // its reason group, its kind, the pair) read for their ETags; one transaction.
     assert_eq!(first, (5, 0, 0, 1), "a recording: {first:?}");
     assert_eq!(again, (1, 0, 0, 0), "found by its marker: {again:?}");
+}
+
+/// Ids and reasons another program wrote as bytes that are not UTF-8 are kept byte for
+/// byte: swept in from the SQLite queue's poison queue, and recorded by a worker that gives
+/// up on such a message; the export writes them in base64 beside their lossy text.
+#[tokio::test]
+async fn ids_and_reasons_that_are_not_utf8_are_kept_and_exported_byte_for_byte() {
+    let dir = tempfile::tempdir().unwrap();
+    let broker = sqlite_queue(&dir).await;
+    let queue = WithPoisonTable::new(broker.clone(), sqlite_store(&dir).await);
+    queue
+        .declare("bytes", &WorkerConfig::new("bytes").queue_options())
+        .await
+        .unwrap();
+    let file = rusqlite::Connection::open(dir.path().join("queue.db")).unwrap();
+    let now = chrono::Utc::now().timestamp_micros();
+    // On the broker's poison queue, as another program left it.
+    file.execute(
+        "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason) VALUES ('bytes-poison', ?1, ?2, ?3, ?3, 5, ?4)",
+        rusqlite::params![b"id-\xff\xfe".to_vec(), b"{}".to_vec(), now, b"bad \xc3(".to_vec()],
+    )
+    .unwrap();
+    // Waiting, for a worker to give up on.
+    file.execute(
+        "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at) VALUES ('bytes', ?1, ?2, ?3, ?3)",
+        rusqlite::params![b"w-\x80".to_vec(), b"not json".to_vec(), now],
+    )
+    .unwrap();
+    assert_eq!(queue.sweep("bytes").await.unwrap(), 1);
+    let mut consumer = queue
+        .consume("bytes", ConsumeOptions::default())
+        .await
+        .unwrap();
+    let delivery = consumer.next().await.unwrap().unwrap();
+    assert_eq!(delivery.received().id, "w-\u{FFFD}");
+    delivery.poison("cannot decode").await.unwrap();
+    consumer.close().await;
+
+    let table = queue.table().expect("a poison table");
+    let page = table.page("bytes", &PoisonQuery::new(10, 0)).await.unwrap();
+    assert_eq!(page.messages.len(), 2);
+    let mut lines = Vec::new();
+    for listed in &page.messages {
+        let whole = table
+            .message("bytes", &listed.handle)
+            .await
+            .unwrap()
+            .unwrap();
+        let line = tablekit_workers::queue::desk::export_line(&whole);
+        lines.push(serde_json::from_slice::<serde_json::Value>(&line).unwrap());
+    }
+    let b64 = |bytes: &[u8]| {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD.encode(bytes)
+    };
+    let swept = lines
+        .iter()
+        .find(|l| l["reason"] != "cannot decode")
+        .unwrap();
+    assert_eq!(swept["id"], "id-\u{FFFD}\u{FFFD}");
+    assert_eq!(swept["raw"]["id"], b64(b"id-\xff\xfe"), "{swept}");
+    assert_eq!(swept["raw"]["reason"], b64(b"bad \xc3("), "{swept}");
+    let recorded = lines
+        .iter()
+        .find(|l| l["reason"] == "cannot decode")
+        .unwrap();
+    assert_eq!(recorded["raw"]["id"], b64(b"w-\x80"), "{recorded}");
+    assert!(recorded["raw"].get("reason").is_none(), "{recorded}");
+    // Read back, an export line gives the bytes again.
+    let exported: tablekit_workers::queue::desk::ExportedMessage =
+        serde_json::from_value(swept.clone()).unwrap();
+    assert_eq!(exported.raw.id.as_deref(), Some(&b"id-\xff\xfe"[..]));
+    // Two ids that read the same lossily are two messages.
+    file.execute(
+        "INSERT INTO tablekit_queue (queue, id, body, sent_at, visible_at, dequeue_count, reason) VALUES ('bytes-poison', ?1, ?2, ?3, ?3, 5, 'r')",
+        rusqlite::params![b"id-\xfe\xff".to_vec(), b"{}".to_vec(), now],
+    )
+    .unwrap();
+    assert_eq!(queue.sweep("bytes").await.unwrap(), 1);
+    assert_eq!(table.count("bytes").await.unwrap(), 3);
 }

@@ -13,8 +13,8 @@ use std::time::Duration;
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
-    WaitingMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, RawText, ReasonGroup, Received,
+    WaitingAction, WaitingMessage,
 };
 use crate::error::{Error, Result};
 use tablekit_core::any::forms::{self, Argument, Form};
@@ -320,6 +320,19 @@ impl Delivery for AnyDelivery {
             AnyDelivery::Sqlite(d) => d.headers(),
             #[cfg(feature = "azure")]
             AnyDelivery::Azure(d) => d.headers(),
+            #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
+            _ => match *self {},
+        }
+    }
+
+    fn raw(&self) -> RawText {
+        match self {
+            #[cfg(feature = "rabbitmq")]
+            AnyDelivery::Rabbit(d) => d.raw(),
+            #[cfg(feature = "sqlite")]
+            AnyDelivery::Sqlite(d) => d.raw(),
+            #[cfg(feature = "azure")]
+            AnyDelivery::Azure(d) => d.raw(),
             #[cfg(not(any(feature = "rabbitmq", feature = "sqlite", feature = "azure")))]
             _ => match *self {},
         }

@@ -14,7 +14,7 @@ use base64::Engine as _;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{PoisonAction, PoisonMessage, Queue};
+use super::{PoisonAction, PoisonMessage, Queue, RawText};
 use crate::error::{Error, Result};
 
 /// What one may do at the desk.
@@ -75,6 +75,11 @@ pub struct ExportedMessage {
     /// The body in base64, when it is not UTF-8.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub body_base64: Option<String>,
+    /// The exact bytes of the id, the reason and header values that were not UTF-8
+    /// (`id`, `reason` and `headers` show them lossily): `{"id": base64, "reason":
+    /// base64, "headers": [[place, base64], …]}`, absent when every text was UTF-8.
+    #[serde(default, skip_serializing_if = "RawText::is_empty")]
+    pub raw: RawText,
 }
 
 impl ExportedMessage {
@@ -110,6 +115,7 @@ impl From<&PoisonMessage> for ExportedMessage {
             body_base64: text
                 .is_none()
                 .then(|| base64::engine::general_purpose::STANDARD.encode(&m.body)),
+            raw: m.raw.clone(),
         }
     }
 }

@@ -35,7 +35,7 @@ pub mod sqlite;
 pub use any::{AnyConsumer, AnyDelivery, AnyQueue};
 pub use peek::{MAX_PEEK, PeekQuery, WaitingAction, WaitingMessage};
 pub use poison::{
-    PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup,
+    PoisonAction, PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, RawText, ReasonGroup,
     UNDECODABLE_REASON_GROUP, operation_of, reason_group,
 };
 
@@ -552,6 +552,12 @@ pub trait Delivery: Send + Sync + 'static {
     /// message's properties and headers), for the poison table; none by default.
     fn headers(&self) -> Vec<(String, String)> {
         Vec::new()
+    }
+
+    /// The exact bytes of its id and of the values of [`headers`](Self::headers) that
+    /// are not UTF-8 (shown lossily there), for the poison table; none by default.
+    fn raw(&self) -> RawText {
+        RawText::default()
     }
 
     /// Removes the message: it was processed.

@@ -45,6 +45,112 @@ pub struct PoisonMessage {
     /// message id, insertion time and dequeue count (never a pop receipt). Times are RFC
     /// 3339, in UTC.
     pub headers: Vec<(String, String)>,
+    /// The exact bytes of its id, reason and header values that were not UTF-8 (the
+    /// fields above show them lossily): what an export writes byte for byte.
+    pub raw: RawText,
+}
+
+/// The exact bytes of a message's texts that were not UTF-8 — its id, its reason, a
+/// header's value — which its text fields show with U+FFFD: an export writes them byte
+/// for byte (in base64), and the poison table keeps them. Empty for texts that were
+/// UTF-8 (nearly every message).
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct RawText {
+    /// The id's bytes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "base64_bytes"
+    )]
+    pub id: Option<Vec<u8>>,
+    /// The reason's bytes.
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        with = "base64_bytes"
+    )]
+    pub reason: Option<Vec<u8>>,
+    /// Header values' bytes, by the header's place in the message's headers.
+    #[serde(
+        default,
+        skip_serializing_if = "Vec::is_empty",
+        with = "base64_headers"
+    )]
+    pub headers: Vec<(usize, Vec<u8>)>,
+}
+
+impl RawText {
+    /// Whether every text was UTF-8.
+    pub fn is_empty(&self) -> bool {
+        self.id.is_none() && self.reason.is_none() && self.headers.is_empty()
+    }
+
+    /// `bytes` as text (lossily), and the bytes themselves when they are not UTF-8.
+    pub fn text_of(bytes: &[u8]) -> (String, Option<Vec<u8>>) {
+        match std::str::from_utf8(bytes) {
+            Ok(text) => (text.to_owned(), None),
+            Err(_) => (
+                String::from_utf8_lossy(bytes).into_owned(),
+                Some(bytes.to_vec()),
+            ),
+        }
+    }
+}
+
+/// Bytes as one base64 string.
+mod base64_bytes {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        bytes: &Option<Vec<u8>>,
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        match bytes {
+            Some(bytes) => serializer.serialize_str(&STANDARD.encode(bytes)),
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Option<Vec<u8>>, D::Error> {
+        let text: Option<String> = serde::Deserialize::deserialize(deserializer)?;
+        text.map(|t| STANDARD.decode(t).map_err(serde::de::Error::custom))
+            .transpose()
+    }
+}
+
+/// Header bytes as `[[place, base64], …]`.
+mod base64_headers {
+    use base64::Engine as _;
+    use base64::engine::general_purpose::STANDARD;
+
+    pub(super) fn serialize<S: serde::Serializer>(
+        headers: &[(usize, Vec<u8>)],
+        serializer: S,
+    ) -> Result<S::Ok, S::Error> {
+        serializer.collect_seq(
+            headers
+                .iter()
+                .map(|(at, bytes)| (at, STANDARD.encode(bytes))),
+        )
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        deserializer: D,
+    ) -> Result<Vec<(usize, Vec<u8>)>, D::Error> {
+        let encoded: Vec<(usize, String)> = serde::Deserialize::deserialize(deserializer)?;
+        encoded
+            .into_iter()
+            .map(|(at, text)| {
+                STANDARD
+                    .decode(text)
+                    .map(|bytes| (at, bytes))
+                    .map_err(serde::de::Error::custom)
+            })
+            .collect()
+    }
 }
 
 impl PoisonMessage {
@@ -69,6 +175,7 @@ impl PoisonMessage {
             reason_undecodable: false,
             sent_at: None,
             headers: Vec::new(),
+            raw: RawText::default(),
         }
     }
 

@@ -28,8 +28,8 @@ use tablekit_core::roundtrip::{CallKind, RoundTrips};
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
-    WaitingMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, RawText, ReasonGroup, Received,
+    WaitingAction, WaitingMessage,
 };
 use crate::error::Result;
 
@@ -275,6 +275,10 @@ impl<D: Delivery> Delivery for RoundTripDelivery<D> {
 
     fn headers(&self) -> Vec<(String, String)> {
         self.inner.headers()
+    }
+
+    fn raw(&self) -> RawText {
+        self.inner.raw()
     }
 
     async fn ack(self) -> Result<()> {

@@ -132,11 +132,13 @@ impl<S: TableStore> PoisonTable<S> {
         self.create().await?;
         let partition = crate::activity::encode_queue(queue);
         let body_hash = hash(&[&record.body], 32);
-        let mut id_key = if record.id.is_empty() {
+        // An id that was not UTF-8 is told apart by its exact bytes.
+        let id_bytes = record.raw.id.as_deref().unwrap_or(record.id.as_bytes());
+        let mut id_key = if id_bytes.is_empty() {
             let headers = serde_json::to_vec(&record.headers).unwrap_or_default();
             hash(&[b"", &record.body, record.reason.as_bytes(), &headers], 32)
         } else {
-            hash(&[record.id.as_bytes()], 32)
+            hash(&[id_bytes], 32)
         };
         let mut twin = false;
         for _ in 0..ATTEMPTS {
@@ -156,7 +158,7 @@ impl<S: TableStore> PoisonTable<S> {
                 }
                 // Another message with this id is kept: this one is kept beside it.
                 twin = true;
-                id_key = hash(&[record.id.as_bytes(), &record.body], 32);
+                id_key = hash(&[id_bytes, &record.body], 32);
                 continue;
             }
             let time_key = time_key(record.poisoned_at, &id_key);

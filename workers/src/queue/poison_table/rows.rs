@@ -62,6 +62,9 @@ pub(super) const DELIVERIES: &str = "Deliveries";
 pub(super) const POISONED_AT: &str = "PoisonedAt";
 pub(super) const SENT_AT: &str = "SentAt";
 pub(super) const HEADERS: &str = "Headers";
+/// The exact bytes of the texts that were not UTF-8 ([`RawText`](crate::queue::RawText),
+/// as JSON); absent for nearly every message.
+pub(super) const RAW: &str = "Raw";
 pub(super) const ORIGIN: &str = "Origin";
 pub(super) const REDRIVING: &str = "Redriving";
 pub(super) const COUNT: &str = "Count";
@@ -111,6 +114,8 @@ pub struct PoisonRecord {
     /// Who gave up on it: `worker` (a handler failed or the delivery limit was reached)
     /// or `broker` (dead-lettered by the broker itself, swept in from its poison queue).
     pub origin: &'static str,
+    /// The exact bytes of its id, reason and header values that were not UTF-8.
+    pub raw: crate::queue::RawText,
 }
 
 /// A stable hash as hexadecimal digits: the first `digits` of SHA-256 over the parts, each
@@ -220,6 +225,12 @@ pub(super) fn message_rows(
         .with(POISONED_AT, record.poisoned_at)
         .with(HEADERS, kept_text(&headers))
         .with(ORIGIN, record.origin);
+    if !record.raw.is_empty() {
+        row.set(
+            RAW,
+            serde_json::to_string(&record.raw).unwrap_or_else(|_| "{}".into()),
+        );
+    }
     if let Some((kind, version)) = operation_of(&record.body) {
         row.set(KIND, kind);
         row.set(VERSION, i64::from(version));
@@ -344,6 +355,11 @@ pub(super) fn message_of(entity: &Entity, body: Vec<u8>) -> PoisonMessage {
             .unwrap_or(false),
         sent_at: entity.get(SENT_AT).and_then(Value::as_datetime),
         headers,
+        raw: entity
+            .get(RAW)
+            .and_then(Value::as_str)
+            .and_then(|raw| serde_json::from_str(raw).ok())
+            .unwrap_or_default(),
     }
 }
 
@@ -442,6 +458,7 @@ mod tests {
             sent_at: None,
             headers: vec![],
             origin: "worker",
+            raw: crate::queue::RawText::default(),
         };
         let rows = message_rows("q", &record, "abcd", "h", "00000000000000001.abcd");
         assert_eq!(rows.pieces.len(), 2);

@@ -10,8 +10,8 @@ use super::{PoisonRecord, PoisonTable, Retention};
 use crate::error::Result;
 use crate::queue::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
-    WaitingMessage,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, RawText, ReasonGroup, Received,
+    WaitingAction, WaitingMessage,
 };
 
 /// The most messages one sweep moves from the broker's poison queue into the table (the
@@ -239,6 +239,7 @@ fn swept_record(message: &PoisonMessage) -> PoisonRecord {
         sent_at: message.sent_at,
         headers: message.headers.clone(),
         origin: "broker",
+        raw: message.raw.clone(),
     }
 }
 
@@ -453,6 +454,10 @@ where
         self.inner.headers()
     }
 
+    fn raw(&self) -> RawText {
+        self.inner.raw()
+    }
+
     async fn ack(self) -> Result<()> {
         self.inner.ack().await
     }
@@ -479,6 +484,7 @@ where
             sent_at: received.sent_at,
             headers: self.inner.headers(),
             origin: "worker",
+            raw: self.inner.raw(),
         };
         match table.record(&self.queue, &record).await {
             Ok(_) => self.inner.ack().await,

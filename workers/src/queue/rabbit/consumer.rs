@@ -168,7 +168,14 @@ impl Delivery for RabbitDelivery {
     }
 
     fn headers(&self) -> Vec<(String, String)> {
-        super::headers::shown_headers(&self.properties)
+        super::headers::shown_headers(&self.properties).0
+    }
+
+    fn raw(&self) -> super::super::RawText {
+        super::super::RawText {
+            headers: super::headers::shown_headers(&self.properties).1,
+            ..super::super::RawText::default()
+        }
     }
 
     async fn ack(self) -> Result<()> {

@@ -38,16 +38,27 @@ pub(super) fn header_text(value: &AMQPValue) -> Option<String> {
 /// carry any bytes; they are shown as U+FFFD). A client that sends text as AMQP bytes
 /// (a byte array) is read as text, as it meant.
 pub(super) fn header_text_checked(value: &AMQPValue) -> Option<(String, bool)> {
-    let bytes = match value {
-        AMQPValue::LongString(s) => s.as_bytes(),
-        AMQPValue::ByteArray(b) => b.as_slice(),
-        AMQPValue::ShortString(s) => return Some((s.as_str().to_owned(), false)),
-        _ => return None,
-    };
+    if let AMQPValue::ShortString(s) = value {
+        return Some((s.as_str().to_owned(), false));
+    }
+    let bytes = header_bytes(value)?;
     Some(match std::str::from_utf8(bytes) {
         Ok(text) => (text.to_owned(), false),
         Err(_) => (String::from_utf8_lossy(bytes).into_owned(), true),
     })
+}
+
+/// The exact bytes of header values that are not UTF-8, by their place among the headers
+/// shown ([`RawText::headers`](super::super::RawText::headers)).
+pub(super) type RawHeaders = Vec<(usize, Vec<u8>)>;
+
+/// The bytes of a header that carries any (a long string, a byte array).
+pub(super) fn header_bytes(value: &AMQPValue) -> Option<&[u8]> {
+    match value {
+        AMQPValue::LongString(s) => Some(s.as_bytes()),
+        AMQPValue::ByteArray(b) => Some(b.as_slice()),
+        _ => None,
+    }
 }
 
 /// The delivery count of a message: our attempts header plus the broker's count.
@@ -61,13 +72,18 @@ pub(super) fn delivery_count(properties: &BasicProperties) -> u32 {
 /// Why the broker dead-lettered a message, from its `x-death` header, with whether its
 /// bytes were not UTF-8.
 pub(super) fn death_reason(headers: Option<&FieldTable>) -> Option<(String, bool)> {
+    death_reason_value(headers).and_then(header_text_checked)
+}
+
+/// The `reason` of the first `x-death` entry, as the broker wrote it.
+pub(super) fn death_reason_value(headers: Option<&FieldTable>) -> Option<&AMQPValue> {
     let AMQPValue::FieldArray(deaths) = headers?.inner().get("x-death")? else {
         return None;
     };
     let AMQPValue::FieldTable(first) = deaths.as_slice().first()? else {
         return None;
     };
-    first.inner().get("reason").and_then(header_text_checked)
+    first.inner().get("reason")
 }
 
 /// An AMQP timestamp (Unix seconds) as the headers show times.
@@ -140,9 +156,11 @@ pub(super) fn shown_value(value: &AMQPValue) -> String {
 /// Every property and header of a message as (name, value): the properties set (message
 /// id, timestamp, content type, …) by their AMQP names, then the headers by key — each
 /// `x-death` entry on its own line (`x-death[0]`: `reason=…, queue=…, time=…, count=…,
-/// …`), tablekit's poison time in RFC 3339.
-pub(super) fn shown_headers(properties: &BasicProperties) -> Vec<(String, String)> {
+/// …`), tablekit's poison time in RFC 3339; and beside them the exact bytes of the long
+/// strings among them that are not UTF-8 (shown lossily).
+pub(super) fn shown_headers(properties: &BasicProperties) -> (Vec<(String, String)>, RawHeaders) {
     let mut shown = Vec::new();
+    let mut raw = Vec::new();
     let mut text = |name: &str, value: &Option<ShortString>| {
         if let Some(value) = value {
             shown.push((name.to_owned(), value.as_str().to_owned()));
@@ -167,7 +185,7 @@ pub(super) fn shown_headers(properties: &BasicProperties) -> Vec<(String, String
         shown.push(("priority".to_owned(), priority.to_string()));
     }
     let Some(headers) = properties.headers() else {
-        return shown;
+        return (shown, raw);
     };
     for (key, value) in headers.inner() {
         match (key.as_str(), value) {
@@ -186,10 +204,18 @@ pub(super) fn shown_headers(properties: &BasicProperties) -> Vec<(String, String
                     .map_or_else(|| shown_value(value), super::super::poison::shown_time);
                 shown.push((key.to_string(), at));
             }
-            (key, value) => shown.push((key.to_owned(), shown_value(value))),
+            (key, value) => {
+                // A long string's bytes that are not UTF-8 are kept exactly beside.
+                if let AMQPValue::LongString(text) = value
+                    && std::str::from_utf8(text.as_bytes()).is_err()
+                {
+                    raw.push((shown.len(), text.as_bytes().to_vec()));
+                }
+                shown.push((key.to_owned(), shown_value(value)));
+            }
         }
     }
-    shown
+    (shown, raw)
 }
 
 pub(super) fn properties(
@@ -316,7 +342,7 @@ mod tests {
             .with_message_id(ShortString::from("m-1"))
             .with_timestamp(1_800_000_000)
             .with_headers(headers);
-        let shown = shown_headers(&properties);
+        let (shown, _) = shown_headers(&properties);
         let get = |name: &str| {
             shown
                 .iter()

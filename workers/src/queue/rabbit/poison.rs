@@ -12,7 +12,8 @@ use super::super::{PoisonMessage, poison_queue};
 use super::connection::{RabbitQueue, is_not_found, unavailable};
 use super::headers::{
     ATTEMPTS_HEADER, POISON_MARK_HEADER, POISONED_AT_HEADER, REASON_HEADER, death_reason,
-    header_int, header_text, header_text_checked, properties, shown_headers,
+    death_reason_value, header_bytes, header_int, header_text, header_text_checked, properties,
+    shown_headers,
 };
 use crate::error::Result;
 
@@ -65,7 +66,14 @@ pub(super) fn poison_message(message: &BasicGetMessage) -> PoisonMessage {
         .timestamp()
         .and_then(|t| i64::try_from(t).ok())
         .and_then(|t| chrono::DateTime::from_timestamp(t, 0));
-    listed.headers = shown_headers(properties);
+    (listed.headers, listed.raw.headers) = shown_headers(properties);
+    if reason_undecodable {
+        listed.raw.reason = headers
+            .and_then(|h| h.inner().get(REASON_HEADER))
+            .or_else(|| death_reason_value(headers))
+            .and_then(header_bytes)
+            .map(<[u8]>::to_vec);
+    }
     listed
 }
 

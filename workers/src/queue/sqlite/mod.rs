@@ -30,8 +30,8 @@ use rusqlite::{Connection, params};
 
 use super::{
     ConsumeOptions, Consumer, Delivery, PeekQuery, PoisonAction, PoisonFilter, PoisonMessage,
-    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, ReasonGroup, Received, WaitingAction,
-    WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
+    PoisonPage, PoisonQuery, Queue, QueueOptions, QueueStats, RawText, ReasonGroup, Received,
+    WaitingAction, WaitingMessage, check_queue_name, is_poison_queue, poison_queue,
 };
 use crate::error::{Error, Result};
 
@@ -164,9 +164,10 @@ impl SqliteQueue {
                 let count: i64 = row.get(4)?;
                 // Another producer's id may not be UTF-8, its body may be text: read
                 // whatever the row holds, so one such message cannot stop a consumer.
+                let id = bytes(row.get_ref(1)?);
                 Ok((
                     row.get::<_, i64>(0)?,
-                    lossy(row.get_ref(1)?),
+                    RawText::text_of(&id),
                     bytes(row.get_ref(2)?),
                     sent_at,
                     count,
@@ -175,14 +176,14 @@ impl SqliteQueue {
         )?;
         let mut out = Vec::new();
         for row in rows {
-            let (seq, id, body, sent_at, count) = row?;
-            out.push((seq, id, body, sent_at, count));
+            out.push(row?);
         }
         out.sort_by_key(|r| r.0);
         Ok(out
             .into_iter()
-            .map(|(seq, id, body, sent_at, count)| SqliteDelivery {
+            .map(|(seq, (id, raw_id), body, sent_at, count)| SqliteDelivery {
                 seq,
+                raw_id,
                 receipt: receipt.clone(),
                 lease_ends,
                 queue: queue.to_owned(),
@@ -595,6 +596,8 @@ impl Drop for SqliteConsumer {
 /// A delivery of the SQLite queue, identified by its pop receipt.
 pub struct SqliteDelivery {
     seq: i64,
+    /// The id's bytes, when they are not UTF-8 (another producer's row).
+    raw_id: Option<Vec<u8>>,
     receipt: String,
     /// When its lease ends, by this process's clock (taken before the receive).
     lease_ends: tokio::time::Instant,
@@ -649,6 +652,13 @@ impl SqliteDelivery {
 impl Delivery for SqliteDelivery {
     fn received(&self) -> &Received {
         &self.received
+    }
+
+    fn raw(&self) -> RawText {
+        RawText {
+            id: self.raw_id.clone(),
+            ..RawText::default()
+        }
     }
 
     fn lease_ends(&self) -> Option<tokio::time::Instant> {

@@ -7,7 +7,7 @@ use chrono::DateTime;
 use rusqlite::types::ValueRef;
 use rusqlite::{OptionalExtension, params};
 
-use super::super::poison::{Groups, shown_time, tally};
+use super::super::poison::{Groups, RawText, shown_time, tally};
 use super::super::{
     PoisonFilter, PoisonMessage, PoisonPage, PoisonQuery, ReasonGroup, UNDECODABLE_REASON_GROUP,
     operation_of, poison_queue,
@@ -69,7 +69,18 @@ fn poison_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<PoisonMessage> {
     }
     headers.push(("delivery-count".to_owned(), delivery_count.to_string()));
     let reason = row.get_ref(4)?;
+    // A column another program wrote may hold bytes that are not UTF-8: kept exactly.
+    let exact = |value: ValueRef<'_>| match value {
+        ValueRef::Text(b) | ValueRef::Blob(b) => RawText::text_of(b).1,
+        _ => None,
+    };
+    let raw = RawText {
+        id: exact(row.get_ref(1)?),
+        reason: exact(reason),
+        headers: Vec::new(),
+    };
     Ok(PoisonMessage {
+        raw,
         id: lossy(row.get_ref(1)?),
         handle: row.get::<_, i64>(0)?.to_string(),
         body,
