@@ -368,6 +368,35 @@ async fn the_tour_at_scale_over_rabbitmq() {
     }
 }
 
+/// Azure Queue Storage with the poison table on a SQLite store (a worker's store may be
+/// any): the scale of the other backends.
+#[cfg(feature = "azure")]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a measurement at scale, run by hand"]
+async fn the_tour_at_scale_over_azure_queues_with_a_sqlite_store() {
+    let Some(connection) = support::azure_queues() else {
+        return;
+    };
+    let broker = AnyQueue::connect(&format!("azure:{connection}"))
+        .await
+        .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let store = AnyStore::create(&format!(
+        "sqlite:{}?mode=rwc",
+        dir.path().join("store.db").display()
+    ))
+    .await
+    .unwrap();
+    let name = support::azure_name("scale");
+    tour(broker.clone(), store, &name, "azure-queues").await;
+    if let AnyQueue::Azure(azure) = &broker {
+        let _ = azure.delete_queue(&name).await;
+    }
+}
+
+/// Azure Queue Storage with the poison table on Azure Table Storage, both Azurite's
+/// (which records about 25 poison messages a second: run it with a smaller
+/// `TABLEKIT_TOUR_SCALE`).
 #[cfg(feature = "azure")]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a measurement at scale, run by hand"]
