@@ -469,6 +469,16 @@ async fn azure_queue_storage_clears_the_queue() {
     }
     let served = serve(queue.clone(), &name).await;
     let page = format!("{}/queues/{name}/waiting", served.url);
+    // Its messages are listed, without the actions it cannot do to one of them.
+    let (_, html) = get_as(&page, OPERATOR).await;
+    assert!(
+        html.contains("z1") && html.contains("Purge waiting…"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("Delete…") && !html.contains("Retry now…"),
+        "{html}"
+    );
     let fields = confirmation(&format!("{page}?confirm=purge")).await;
     let (_, location) = post_as(&page, OPERATOR, &fields).await;
     let (text, failed) = outcome(&served.url, &location).await;

@@ -34,7 +34,10 @@ pub(super) async fn consume(world: &World, queue: &str, registry: &Registry) {
         prefetch: u16::try_from(DELIVERIES_AT_ONCE).unwrap_or(1),
         lease: config.lease,
     };
-    let Ok(mut consumer) = world.queue.consume(queue, options).await else {
+    // Through the poison table, as the worker runtime consumes: a message given up on is
+    // recorded in the store's table, and left on the queue's poison lane only when that
+    // fails.
+    let Ok(mut consumer) = world.poison.consume(queue, options).await else {
         return;
     };
     let mut in_flight = futures::stream::FuturesUnordered::new();
@@ -54,7 +57,7 @@ pub(super) async fn consume(world: &World, queue: &str, registry: &Registry) {
         let Ok(Some(delivery)) = next else {
             break;
         };
-        let stall = world.queue.stall(&delivery);
+        let stall = world.queue.stall(delivery.inner());
         in_flight.push(crate::stall::stalled(
             stall,
             deliver(world, queue, registry, &config, delivery),

@@ -239,6 +239,10 @@ impl Queue for AnyQueue {
         dispatch!(self, q => q.peek(queue, query).await)
     }
 
+    fn names_waiting_messages(&self) -> bool {
+        dispatch!(self, q => q.names_waiting_messages())
+    }
+
     async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
         dispatch!(self, q => q.act_on_waiting(queue, action).await)
     }

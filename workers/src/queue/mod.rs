@@ -417,6 +417,13 @@ pub trait Queue: Send + Sync + 'static {
         }
     }
 
+    /// Whether [`act_on_waiting`](Self::act_on_waiting) can retry now or delete one
+    /// message named by the handle [`peek`](Self::peek) gives (the SQLite queue); a purge
+    /// is asked of any backend. No call to the backend.
+    fn names_waiting_messages(&self) -> bool {
+        false
+    }
+
     /// Does `action` to the messages waiting in `queue`, and answers how many it removed
     /// or made deliverable (`None` when the backend does not say): 0 when the message
     /// named is no longer waiting (taken by a consumer, settled, or gone).

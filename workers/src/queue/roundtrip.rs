@@ -191,6 +191,10 @@ impl<Q: Queue> Queue for RoundTripQueue<Q> {
             .await
     }
 
+    fn names_waiting_messages(&self) -> bool {
+        self.inner.names_waiting_messages()
+    }
+
     async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
         self.trips
             .call(

@@ -98,6 +98,7 @@ pub(super) async fn page(
                 @if let Some(confirmation) = confirmation { (confirmation) }
                 (waiting(
                     &queue,
+                    console.broker.names_waiting_messages(),
                     newest,
                     stats.as_ref().map(|s| s.waiting),
                     &peeked,
@@ -122,6 +123,7 @@ fn bad_value(name: &str, value: &str, takes: &str) -> Response {
 
 fn waiting(
     queue: &str,
+    names_one: bool,
     newest: bool,
     total: Option<u64>,
     peeked: &Result<Vec<WaitingMessage>, Error>,
@@ -151,7 +153,7 @@ fn waiting(
                         table.grid.waiting {
                             thead { tr {
                                 th { "message" } th { "sent (UTC)" } th.num { "deliveries" } th { "next attempt" } th { "state" }
-                                @if acts { th { "" } }
+                                @if acts && names_one { th { "" } }
                             } }
                             tbody {
                                 @for m in messages {
@@ -182,9 +184,9 @@ fn waiting(
                                             @else if m.next_attempt.is_some_and(|at| at > now) { span.badge.bad { "delayed retry" } }
                                             @else { span.badge.ok { "ready" } }
                                         }
-                                        @if acts {
+                                        @if acts && names_one {
                                             td.nowrap {
-                                                @if let Some(handle) = m.handle.as_deref().filter(|_| !m.leased) {
+                                                @if let Some(handle) = m.handle.as_deref().filter(|_| names_one && !m.leased) {
                                                     @let at = format!("{base}?handle={}", urlencode(handle));
                                                     @if m.next_attempt.is_some_and(|at| at > now) {
                                                         a href=(format!("{at}&confirm=retry-now")) { "Retry now…" } " "

@@ -380,6 +380,10 @@ where
         self.inner.peek(queue, query).await
     }
 
+    fn names_waiting_messages(&self) -> bool {
+        self.inner.names_waiting_messages()
+    }
+
     async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
         self.inner.act_on_waiting(queue, action).await
     }
@@ -434,6 +438,13 @@ where
 
     async fn close(self) {
         self.inner.close().await;
+    }
+}
+
+impl<D, S> PoisonTableDelivery<D, S> {
+    /// The broker's delivery.
+    pub fn inner(&self) -> &D {
+        &self.inner
     }
 }
 

@@ -420,6 +420,10 @@ impl Queue for SqliteQueue {
         self.registered_queues().await.map(Some)
     }
 
+    fn names_waiting_messages(&self) -> bool {
+        true
+    }
+
     async fn act_on_waiting(&self, queue: &str, action: &WaitingAction) -> Result<Option<u64>> {
         check_queue_name(queue)?;
         self.act_on_rows(queue, action).await.map(Some)
