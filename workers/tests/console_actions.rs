@@ -1482,3 +1482,60 @@ async fn the_poison_pages_refuse_query_values_they_do_not_know_by_name() {
         assert_eq!(status, 200, "{path}: {html}");
     }
 }
+
+/// A dry run of "all" lists the set's reason groups, every message counted: the large
+/// group of many distinct reasons first, and what the list leaves out said with its count.
+#[tokio::test]
+async fn a_dry_run_counts_every_reason_group_of_its_set_and_says_what_it_leaves_out() {
+    let dir = tempfile::tempdir().unwrap();
+    let queue = sqlite_queue(&dir).await;
+    let names = [
+        "alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota", "kappa",
+        "lambda", "mu", "nu", "xi", "omicron", "pi", "rho", "sigma", "tau", "upsilon", "phi",
+        "chi",
+    ];
+    let mut seeded: Vec<(String, Vec<u8>, String)> = (0..30)
+        .map(|i| {
+            (
+                format!("c{i}"),
+                b"{}".to_vec(),
+                format!("conflict on ord-{}", 100 + i),
+            )
+        })
+        .collect();
+    seeded.extend(
+        names
+            .iter()
+            .map(|n| (format!("x-{n}"), b"{}".to_vec(), format!("broken {n}"))),
+    );
+    let as_refs: Vec<(&str, Vec<u8>, &str)> = seeded
+        .iter()
+        .map(|(id, body, reason)| (id.as_str(), body.clone(), reason.as_str()))
+        .collect();
+    seed_poison(&queue, "jobs", &as_refs).await;
+    let running = serve(queue.clone(), &["jobs"], |_| {}).await;
+    let base = running.url.as_str();
+    let page_url = format!("{base}/poison/jobs");
+    let (_, html) = get(&page_url).await;
+    let (status, to_confirm) = post_fields(
+        &page_url,
+        &poison_form(&html, ("action", "discard-all"), &[]),
+    )
+    .await;
+    assert_eq!(status, 303, "{to_confirm}");
+    let confirm = confirmation(base, &to_confirm).await;
+    let page = &confirm.html;
+    assert!(page.contains("<strong>52 messages</strong>"), "{page}");
+    // The group of 30 distinct reasons first, with all 30.
+    let first_row = page.split("<td class=\"reason\">").nth(1).unwrap();
+    assert!(
+        first_row.starts_with("conflict on ord-#</td><td class=\"num\">30</td>"),
+        "{page}"
+    );
+    // 23 groups: 20 listed, the other 3 said, with their messages.
+    assert!(
+        page.contains("… and 3 more reasons</td><td class=\"num\">3</td>"),
+        "{page}"
+    );
+    assert_eq!(poisoned_ids(&queue, "jobs").await.len(), 52);
+}

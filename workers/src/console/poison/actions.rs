@@ -449,6 +449,23 @@ fn outcome_of(
     }
 }
 
+/// The reason groups of a set's messages, counted as the set is read.
+#[derive(Default)]
+struct GroupCounts(std::collections::HashMap<String, u64>);
+
+impl GroupCounts {
+    fn add(&mut self, message: &crate::queue::PoisonMessage) {
+        *self.0.entry(message.reason_group()).or_default() += 1;
+    }
+
+    /// Most first, then by group.
+    fn most_first(self) -> Vec<(String, u64)> {
+        let mut groups: Vec<(String, u64)> = self.0.into_iter().collect();
+        groups.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        groups
+    }
+}
+
 /// The set of named messages (one, or the selected ones) for a confirmation: each looked
 /// up, so that the confirmation shows their ids, and those already gone are said to be.
 pub(crate) async fn named(
@@ -459,16 +476,13 @@ pub(crate) async fn named(
     handles: &[String],
 ) -> Result<sets::Bound> {
     let mut ids = Vec::with_capacity(handles.len());
-    let mut reasons: Vec<(String, u64)> = Vec::new();
+    let mut groups = GroupCounts::default();
     let mut gone = Vec::new();
     for handle in handles.iter().take(MAX_PAGE) {
         match console.broker.poison_body(queue, handle).await? {
             Some(message) => {
                 ids.push(message.id.chars().take(200).collect());
-                match reasons.iter_mut().find(|(r, _)| *r == message.reason) {
-                    Some((_, n)) => *n += 1,
-                    None => reasons.push((message.reason, 1)),
-                }
+                groups.add(&message);
             }
             None => {
                 ids.push(String::new());
@@ -484,7 +498,7 @@ pub(crate) async fn named(
         ids,
         verb: String::new(),
         scope: String::new(),
-        reasons,
+        reasons: groups.most_first(),
         back,
         gone,
     })
@@ -501,6 +515,7 @@ pub(crate) async fn dry_run(
     let filter = back.filter.clone();
     let mut handles = Vec::new();
     let mut ids = Vec::new();
+    let mut groups = GroupCounts::default();
     let mut after = None;
     loop {
         let page = console
@@ -513,6 +528,7 @@ pub(crate) async fn dry_run(
             )
             .await?;
         for message in page.messages {
+            groups.add(&message);
             handles.push(message.handle);
             // Kept for the dry run's list and the records: their start is enough.
             ids.push(message.id.chars().take(200).collect());
@@ -527,7 +543,6 @@ pub(crate) async fn dry_run(
             None => break,
         }
     }
-    let reasons = console.broker.poison_reasons(queue, &filter).await?;
     Ok(sets::Bound {
         queue: queue.to_owned(),
         action,
@@ -536,7 +551,8 @@ pub(crate) async fn dry_run(
         ids,
         verb: String::new(),
         scope: String::new(),
-        reasons,
+        // Counted from the set's own messages as it was read: every one, and no other.
+        reasons: groups.most_first(),
         back,
         gone: Vec::new(),
     })

@@ -172,12 +172,13 @@ pub(super) async fn page(
             Err(Error::NotDeclared { .. }) => 0,
             Err(e) => return Err(e),
         };
-        // The groups and kinds (one read of the table) beside the page.
-        let (facets, page) = futures::join!(
-            console.broker.poison_facets(&queue, &place.filter),
-            place.read(&console.broker, &queue, PREVIEW)
-        );
-        let ((groups, kinds), page) = (facets?, page?);
+        // The groups and kinds (one read of the table), then the page: one after the
+        // other, as a broker that keeps its poison messages reads them by holding them.
+        let (groups, kinds) = console
+            .broker
+            .poison_facets(&queue, &place.filter)
+            .await?;
+        let page = place.read(&console.broker, &queue, PREVIEW).await?;
         Ok::<_, Error>(PoisonView {
             queue: queue.clone(),
             total,

@@ -33,7 +33,8 @@ pub(in crate::console) struct Bound {
     pub(in crate::console) verb: String,
     /// Of what: `one`, `selected` or `all`.
     pub(in crate::console) scope: String,
-    /// The reasons of the set, counted (a dry run of "all").
+    /// The reason groups of the set ([`PoisonMessage::reason_group`](crate::queue::PoisonMessage::reason_group)),
+    /// each with how many of its messages, most first: every message of the set counted.
     pub(in crate::console) reasons: Vec<(String, u64)>,
     /// The page to go back to, where the operator was.
     pub(in crate::console) back: super::place::Place,

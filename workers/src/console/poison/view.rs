@@ -590,10 +590,15 @@ pub(super) fn confirm(bound: &Bound, token: &str, csrf: &str, nonce: &str) -> Ma
                 }
                 @if !bound.reasons.is_empty() {
                     table.grid {
-                        thead { tr { th { "reason" } th.num { "messages" } } }
+                        thead { tr { th { "reason (digits and ids masked as #)" } th.num { "messages" } } }
                         tbody {
                             @for (reason, n) in bound.reasons.iter().take(REASONS_SHOWN) {
                                 tr { td.reason { (clip(reason, REASON_BYTES)) } td.num { (thousands(*n)) } }
+                            }
+                            @if bound.reasons.len() > REASONS_SHOWN {
+                                @let rest = &bound.reasons[REASONS_SHOWN..];
+                                tr.more { td.reason.muted { "… and " (thousands(rest.len() as u64)) " more reasons" }
+                                    td.num { (thousands(rest.iter().map(|(_, n)| n).sum::<u64>())) } }
                             }
                         }
                     }
