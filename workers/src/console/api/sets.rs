@@ -66,6 +66,29 @@ fn set_view(token: String, bound: &poison::sets::Bound) -> SetView {
     }
 }
 
+/// `415` unless the request is JSON (see [`is_json`]).
+fn json_only(headers: &HeaderMap) -> Result<(), Box<Response>> {
+    if is_json(headers) {
+        return Ok(());
+    }
+    Err(Box::new(error(
+        StatusCode::UNSUPPORTED_MEDIA_TYPE,
+        "unsupported-media-type",
+        "send the request as Content-Type: application/json",
+    )))
+}
+
+/// The request's JSON body, or `422` saying why it does not read.
+fn json_body<T: serde::de::DeserializeOwned>(body: &Bytes) -> Result<T, Box<Response>> {
+    serde_json::from_slice(body).map_err(|e| {
+        Box::new(error(
+            StatusCode::UNPROCESSABLE_ENTITY,
+            "invalid-request",
+            format!("the request: {e}"),
+        ))
+    })
+}
+
 fn is_json(headers: &HeaderMap) -> bool {
     headers
         .get(header::CONTENT_TYPE)
@@ -84,23 +107,13 @@ pub(super) async fn make_set(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    if !is_json(&headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send the request as Content-Type: application/json",
-        );
+    if let Err(refused) = json_only(&headers) {
+        return *refused;
     }
     or_answer!(known_queue(&console, &queue).await);
-    let request: SetRequest = match serde_json::from_slice(&body) {
+    let request: SetRequest = match json_body(&body) {
         Ok(request) => request,
-        Err(e) => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-request",
-                format!("the request: {e}"),
-            );
-        }
+        Err(refused) => return *refused,
     };
     let action = match request.action.as_str() {
         "replay" => PoisonAction::Replay,
@@ -201,12 +214,8 @@ pub(super) async fn confirm_set(
         result: String,
         failed: bool,
     }
-    if !is_json(&headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send the request as Content-Type: application/json",
-        );
+    if let Err(refused) = json_only(&headers) {
+        return *refused;
     }
     let Some(bound) = console.sets.take(&token, &queue) else {
         return error(
@@ -300,23 +309,13 @@ pub(super) async fn waiting_action(
         count: Option<u64>,
         result: String,
     }
-    if !is_json(&headers) {
-        return error(
-            StatusCode::UNSUPPORTED_MEDIA_TYPE,
-            "unsupported-media-type",
-            "send the request as Content-Type: application/json",
-        );
+    if let Err(refused) = json_only(&headers) {
+        return *refused;
     }
     or_answer!(known_queue(&console, &queue).await);
-    let request: WaitingRequest = match serde_json::from_slice(&body) {
+    let request: WaitingRequest = match json_body(&body) {
         Ok(request) => request,
-        Err(e) => {
-            return error(
-                StatusCode::UNPROCESSABLE_ENTITY,
-                "invalid-request",
-                format!("the request: {e}"),
-            );
-        }
+        Err(refused) => return *refused,
     };
     let handle = request.handle.filter(|h| !h.is_empty());
     let action = match (request.action.as_str(), handle) {
