@@ -29,13 +29,16 @@ pub(super) enum Window {
 }
 
 impl Window {
-    /// The window a query value names; `Err` says what it takes.
-    pub(super) fn of(value: Option<&str>) -> std::result::Result<Self, &'static str> {
-        match value {
-            None | Some("" | "24h") => Ok(Window::Day),
-            Some("1h") => Ok(Window::Hour),
-            Some(_) => Err("1h or 24h"),
-        }
+    /// The window of a page's query (`window=1h|24h`, the day when absent), or the
+    /// problem naming the parameter.
+    pub(super) fn of(
+        query: Option<&str>,
+    ) -> std::result::Result<Self, super::api::problem::Problem> {
+        let params = super::api::problem::Params::of(query);
+        Ok(match params.choice("window", &["1h", "24h"])? {
+            Some("1h") => Window::Hour,
+            _ => Window::Day,
+        })
     }
 
     fn length(self) -> Duration {

@@ -230,6 +230,16 @@ pub(super) fn refusal(status: StatusCode, message: &str) -> Response {
     html(status, view::page("Refused", None, view::problem(message)))
 }
 
+/// The refusal (`400`) of a page's address whose query has a value the page does not
+/// know: read as strictly as the API reads its own ([`Params`](super::api::problem::Params)),
+/// the problem names the parameter; a value is never read as another.
+pub(super) fn query_refused(problem: &super::api::problem::Problem) -> Response {
+    refusal(
+        StatusCode::BAD_REQUEST,
+        &format!("The page's address: {}.", problem.detail()),
+    )
+}
+
 /// A refusal whose page links `back` to where the form came from, what was typed and
 /// ticked there kept.
 pub(super) fn refusal_back(status: StatusCode, message: &str, back: &str) -> Response {

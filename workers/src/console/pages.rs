@@ -7,7 +7,7 @@ use std::net::SocketAddr;
 
 use axum::body::Bytes;
 
-use axum::extract::{ConnectInfo, Path, Query as UrlQuery, State};
+use axum::extract::{ConnectInfo, Path, Query as UrlQuery, RawQuery, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use chrono::{DateTime, Utc};
@@ -29,8 +29,6 @@ const LISTED_DECLARED: usize = 50;
 pub(super) struct ResultQuery {
     pub(super) result: Option<String>,
     pub(super) again: Option<String>,
-    /// The overview's chart window (`1h`, `24h`).
-    pub(super) window: Option<String>,
 }
 
 impl Console {
@@ -172,19 +170,12 @@ impl Console {
 
 pub(super) async fn overview(
     State(console): State<Shared>,
+    RawQuery(raw): RawQuery,
     UrlQuery(query): UrlQuery<ResultQuery>,
 ) -> Response {
-    let window = match activity::Window::of(query.window.as_deref()) {
+    let window = match activity::Window::of(raw.as_deref()) {
         Ok(window) => window,
-        Err(takes) => {
-            return forms::refusal(
-                StatusCode::BAD_REQUEST,
-                &format!(
-                    "The page's `window` cannot be {:?}: it takes {takes}.",
-                    neutral(query.window.as_deref().unwrap_or_default())
-                ),
-            );
-        }
+        Err(problem) => return forms::query_refused(&problem),
     };
     match console.overview().await {
         Ok(o) => {

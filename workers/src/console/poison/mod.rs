@@ -117,10 +117,7 @@ impl PageQuery {
             Ok::<_, super::api::problem::Problem>(())
         })();
         if let Err(problem) = checked {
-            return Err(Box::new(super::forms::refusal(
-                StatusCode::BAD_REQUEST,
-                &format!("The page's address: {}.", problem.detail()),
-            )));
+            return Err(Box::new(super::forms::query_refused(&problem)));
         }
         UrlQuery::<PageQuery>::try_from_uri(uri)
             .map(|UrlQuery(mut query)| {

@@ -12,13 +12,13 @@
 
 pub(super) mod actions;
 
-use axum::extract::{Path, Query as UrlQuery, State};
+use axum::extract::{Path, RawQuery, State};
 use axum::http::StatusCode;
 use axum::response::Response;
 use chrono::{DateTime, Utc};
 use maud::{Markup, html};
-use serde::Deserialize;
 
+use super::api::problem::{Params, Problem};
 use super::view::{ago, thousands, urlencode};
 use super::{Shared, failure, html as page_of, view};
 use crate::display::neutral;
@@ -28,52 +28,61 @@ use crate::queue::{PeekQuery, Queue, WaitingMessage};
 /// How many waiting messages a page shows.
 pub(super) const SHOWN: usize = 50;
 
-/// The page's query: the order, how many, an action to confirm (`confirm=purge|retry-now|delete`
-/// with the message's `handle`), and the outcome of the last (`result`, `again`).
-#[derive(Deserialize, Default)]
-pub(super) struct PageQuery {
-    order: Option<String>,
-    limit: Option<String>,
-    confirm: Option<String>,
-    handle: Option<String>,
+/// What the page's query asks, read as strictly as the API reads its own: the order, how
+/// many, an action to confirm (`confirm=purge|retry-now|delete`, the last two with the
+/// message's `handle`), and the outcome of the last action (`result`, `again`).
+struct Asked {
+    newest: bool,
+    limit: usize,
+    confirm: Option<actions::Asked>,
     result: Option<String>,
-    again: Option<String>,
+    again: bool,
+}
+
+impl Asked {
+    fn of(query: Option<&str>) -> Result<Self, Problem> {
+        let params = Params::of(query);
+        let confirm = match params.choice("confirm", &["purge", "retry-now", "delete"])? {
+            None => None,
+            Some(name) => Some(
+                actions::Asked::of(name, params.text("handle")?.as_deref()).ok_or_else(|| {
+                    Problem::parameter(
+                        "handle",
+                        format!("`confirm` is {name}, which names one message: give its `handle`"),
+                    )
+                })?,
+            ),
+        };
+        Ok(Asked {
+            newest: params.choice("order", &["oldest", "newest"])? == Some("newest"),
+            limit: params
+                .number("limit", 1, crate::queue::MAX_PEEK)?
+                .unwrap_or(SHOWN),
+            confirm,
+            result: params.text("result")?,
+            again: params.text("again")?.is_some(),
+        })
+    }
 }
 
 /// `GET /queues/<queue>/waiting`.
 pub(super) async fn page(
     State(console): State<Shared>,
     Path(queue): Path<String>,
-    UrlQuery(asked): UrlQuery<PageQuery>,
+    RawQuery(raw): RawQuery,
 ) -> Response {
     if let Err(e) = crate::queue::check_queue_name(&queue) {
         return failure(&e);
     }
-    // A value the page does not know is refused, named, never read as another.
-    let newest = match asked.order.as_deref() {
-        None | Some("" | "oldest") => false,
-        Some("newest") => true,
-        Some(other) => return bad_value("order", other, "oldest or newest"),
-    };
-    let limit = match asked.limit.as_deref() {
-        None | Some("") => SHOWN,
-        Some(text) => match text.parse::<usize>() {
-            Ok(n) if (1..=crate::queue::MAX_PEEK).contains(&n) => n,
-            _ => {
-                return bad_value(
-                    "limit",
-                    text,
-                    &format!("a number from 1 to {}", crate::queue::MAX_PEEK),
-                );
-            }
-        },
-    };
-    let confirm = match asked.confirm.as_deref() {
-        None | Some("") => None,
-        Some(name) => match actions::Asked::of(name, asked.handle.as_deref()) {
-            Some(action) => Some(action),
-            None => return bad_value("confirm", name, "purge, retry-now or delete (with handle)"),
-        },
+    let Asked {
+        newest,
+        limit,
+        confirm,
+        result,
+        again,
+    } = match Asked::of(raw.as_deref()) {
+        Ok(asked) => asked,
+        Err(problem) => return super::forms::query_refused(&problem),
     };
     let query = PeekQuery::new(limit).newest_first(newest);
     let (peeked, stats) = futures::join!(
@@ -81,7 +90,7 @@ pub(super) async fn page(
         console.broker.stats(&queue)
     );
     let stats = stats.ok();
-    let result = console.result(asked.result.as_deref(), asked.again.is_some());
+    let result = console.result(result.as_deref(), again);
     let confirmation = match confirm {
         Some(action) if view::may_act() => {
             Some(actions::confirmation(&console, &queue, action, stats.as_ref()).await)
@@ -105,18 +114,6 @@ pub(super) async fn page(
                     Utc::now(),
                 ))
             },
-        ),
-    )
-}
-
-/// `400` for a query value the page does not know, naming the parameter and what it
-/// takes.
-fn bad_value(name: &str, value: &str, takes: &str) -> Response {
-    super::forms::refusal(
-        StatusCode::BAD_REQUEST,
-        &format!(
-            "The page's `{name}` cannot be {:?}: it takes {takes}.",
-            neutral(value)
         ),
     )
 }
