@@ -37,6 +37,13 @@ fn needs_body(filter: &PoisonFilter, preview: usize) -> bool {
 
 /// The kind and reason group a filter asks for, when it asks for nothing else (its counts
 /// then come from the pair rows, without a scan).
+/// Whether a view of `filter` — its reason groups, and its kinds (the filter without its
+/// kind) — is read from the count rows rather than counted over the messages: when it
+/// filters by nothing but a kind and a reason group (a kind never decides it).
+fn from_count_rows(filter: &PoisonFilter) -> bool {
+    filter.is_empty() || by_counts(filter).is_some()
+}
+
 fn by_counts(filter: &PoisonFilter) -> Option<(Option<&str>, Option<&str>)> {
     let text = filter.id.is_some() || filter.reason.is_some() || filter.body.is_some();
     if text || filter.is_empty() {
@@ -311,17 +318,16 @@ impl<S: TableStore> PoisonTable<S> {
         queue: &str,
         filter: &PoisonFilter,
     ) -> Result<(Vec<ReasonGroup>, Vec<(Option<String>, u64)>)> {
-        let others = PoisonFilter {
-            kind: None,
-            ..filter.clone()
-        };
-        let counted = |f: &PoisonFilter| f.is_empty() || by_counts(f).is_some();
-        if counted(filter) || counted(&others) {
+        if from_count_rows(filter) {
             return Ok((
                 self.reason_groups(queue, filter).await?,
                 self.kinds(queue, filter).await?,
             ));
         }
+        let others = PoisonFilter {
+            kind: None,
+            ..filter.clone()
+        };
         let mut groups = Groups::new(filter);
         let mut kinds: BTreeMap<Option<String>, u64> = BTreeMap::new();
         self.scan(queue, &others, SCAN_BUDGET, |m| {
@@ -340,13 +346,7 @@ impl<S: TableStore> PoisonTable<S> {
     /// `filter` count every message of a queue holding `total`: they do from count rows,
     /// and when a scan reads them all.
     pub fn counted_whole(filter: &PoisonFilter, total: u64) -> bool {
-        let others = PoisonFilter {
-            kind: None,
-            ..filter.clone()
-        };
-        let from_counts = (filter.is_empty() || by_counts(filter).is_some())
-            && (others.is_empty() || by_counts(&others).is_some());
-        from_counts || total <= SCAN_BUDGET as u64
+        from_count_rows(filter) || total <= SCAN_BUDGET as u64
     }
 
     /// The reasons of `queue`'s poison messages `filter` passes, with their counts, most
