@@ -188,6 +188,34 @@ async fn the_console_shows_one_list_and_discards_exactly_over_azure_queues() {
     }
 }
 
+/// Publishes a message `id` with `headers` to `queue`, confirmed, as a client outside
+/// tablekit does.
+async fn publish(
+    channel: &lapin::Channel,
+    queue: &str,
+    id: &str,
+    headers: &[(&str, lapin::types::AMQPValue)],
+) {
+    let mut table = lapin::types::FieldTable::default();
+    for (name, value) in headers {
+        table.insert((*name).into(), value.clone());
+    }
+    channel
+        .basic_publish(
+            "".into(),
+            queue.into(),
+            lapin::options::BasicPublishOptions::default(),
+            b"{}",
+            lapin::BasicProperties::default()
+                .with_message_id(id.into())
+                .with_headers(table),
+        )
+        .await
+        .unwrap()
+        .await
+        .unwrap();
+}
+
 /// A client outside tablekit dead-letters a message with its reason as AMQP bytes (a
 /// byte array): the console shows that reason, swept into the table, not "dead-lettered
 /// by the broker".
@@ -206,49 +234,33 @@ async fn a_reason_sent_as_amqp_bytes_shows_as_sent_over_rabbitmq() {
         .await
         .unwrap();
     let channel = connection.create_channel().await.unwrap();
-    let mut headers = lapin::types::FieldTable::default();
-    headers.insert(
-        "x-tablekit-reason".into(),
-        lapin::types::AMQPValue::ByteArray(b"timeout after 30 s".to_vec().into()),
-    );
-    channel
-        .basic_publish(
-            "".into(),
-            tablekit_workers::queue::poison_queue(&name).as_str().into(),
-            lapin::options::BasicPublishOptions::default(),
-            b"{}",
-            lapin::BasicProperties::default()
-                .with_message_id("outside".into())
-                .with_headers(headers),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
-    // And one whose reason and a header are bytes that are not UTF-8.
-    let mut odd = lapin::types::FieldTable::default();
-    odd.insert(
-        "x-tablekit-reason".into(),
-        lapin::types::AMQPValue::LongString(b"bad \xfe reason".to_vec().into()),
-    );
-    odd.insert(
-        "x-trace".into(),
-        lapin::types::AMQPValue::LongString(b"t-\x80\x81".to_vec().into()),
-    );
-    channel
-        .basic_publish(
-            "".into(),
-            tablekit_workers::queue::poison_queue(&name).as_str().into(),
-            lapin::options::BasicPublishOptions::default(),
-            b"{}",
-            lapin::BasicProperties::default()
-                .with_message_id("odd".into())
-                .with_headers(odd),
-        )
-        .await
-        .unwrap()
-        .await
-        .unwrap();
+    // As an outside client: its reason as AMQP bytes; and one whose reason and a header
+    // are bytes that are not UTF-8.
+    use lapin::types::AMQPValue::{ByteArray, LongString};
+    let poison = tablekit_workers::queue::poison_queue(&name);
+    publish(
+        &channel,
+        &poison,
+        "outside",
+        &[(
+            "x-tablekit-reason",
+            ByteArray(b"timeout after 30 s".to_vec().into()),
+        )],
+    )
+    .await;
+    publish(
+        &channel,
+        &poison,
+        "odd",
+        &[
+            (
+                "x-tablekit-reason",
+                LongString(b"bad \xfe reason".to_vec().into()),
+            ),
+            ("x-trace", LongString(b"t-\x80\x81".to_vec().into())),
+        ],
+    )
+    .await;
     let _ = channel.close(200, "done".into()).await;
     let _ = connection.close(200, "done".into()).await;
     let dir = tempfile::tempdir().unwrap();

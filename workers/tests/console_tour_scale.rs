@@ -25,7 +25,7 @@ use fantoccini::{Client, Locator};
 use tablekit_core::AnyStore;
 use tablekit_workers::WorkerConfig;
 use tablekit_workers::console::ConsoleOptions;
-use tablekit_workers::queue::poison_table::{PoisonRecord, PoisonTable, WithPoisonTable};
+use tablekit_workers::queue::poison_table::WithPoisonTable;
 use tablekit_workers::queue::{AnyQueue, Queue};
 
 use support::browser::{self, screenshot};
@@ -43,48 +43,6 @@ fn envelope(kind: &str, n: usize) -> String {
     format!(
         r#"{{"id":"00000000-0000-0000-0000-{n:012}","kind":"{kind}","version":1,"created_at":"2026-01-01T00:00:00Z","payload":{{"n":{n},"note":"<b>hostile</b> \u202e"}}}}"#
     )
-}
-
-/// Loads `scale` poison messages into the table through `record`, eight writers at once:
-/// four reason shapes, two kinds, hostile text in some.
-async fn load(table: &PoisonTable<AnyStore>, queue: &str, scale: usize) {
-    let started = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for worker in 0..8 {
-        let table = table.clone();
-        let queue = queue.to_owned();
-        tasks.spawn(async move {
-            for i in (worker..scale).step_by(8) {
-                let reason = match i % 4 {
-                    0 => format!("conflict on ord-{i}"),
-                    1 => "timeout after 30 s".to_owned(),
-                    2 => format!("entity {i} missing"),
-                    _ => format!("<script>alert({i})</script> hostile"),
-                };
-                let kind = if i % 7 == 0 { "audit" } else { "archive" };
-                let record = PoisonRecord {
-                    id: format!("m{i:07}"),
-                    body: envelope(kind, i).into_bytes(),
-                    reason,
-                    reason_undecodable: false,
-                    delivery_count: 5,
-                    poisoned_at: chrono::Utc::now(),
-                    sent_at: None,
-                    headers: vec![("x-tour".into(), i.to_string())],
-                    origin: "worker",
-                    raw: Default::default(),
-                };
-                table.record(&queue, &record).await.unwrap();
-            }
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
-    println!(
-        "loaded {scale} poison messages in {:.0} s",
-        started.elapsed().as_secs_f64()
-    );
 }
 
 /// `100,000`.
@@ -166,7 +124,7 @@ async fn tour(broker: AnyQueue, store: AnyStore, name: &str, backend: &str) {
     tablekit_workers::activity::record_declared(&store, name)
         .await
         .unwrap();
-    load(&table, name, scale).await;
+    support::console::load_poison(&table, name, scale).await;
     for i in 0..200 {
         broker
             .send(name, &format!("w{i:04}"), envelope("archive", i).as_bytes())

@@ -110,6 +110,20 @@ async fn outcome(base: &str, location: &str) -> (String, bool) {
     banner_of(&html).unwrap_or_else(|| panic!("no banner at {location}: {html}"))
 }
 
+/// A consumer of `name` that takes one message at a time, each leased for ten minutes.
+async fn one_at_a_time(queue: &AnyQueue, name: &str) -> <AnyQueue as Queue>::Consumer {
+    queue
+        .consume(
+            name,
+            ConsumeOptions {
+                prefetch: 1,
+                lease: Duration::from_secs(600),
+            },
+        )
+        .await
+        .unwrap()
+}
+
 async fn peek(queue: &AnyQueue, name: &str) -> Vec<WaitingMessage> {
     queue.peek(name, &PeekQuery::new(100)).await.unwrap()
 }
@@ -139,16 +153,7 @@ async fn a_purge_removes_what_the_page_saw_and_keeps_what_came_after_or_is_held(
         queue.send(name, id, b"{}").await.unwrap();
     }
     // m1 waits out a retry delay of an hour; a consumer holds m2.
-    let mut consumer = queue
-        .consume(
-            name,
-            ConsumeOptions {
-                prefetch: 1,
-                lease: Duration::from_secs(600),
-            },
-        )
-        .await
-        .unwrap();
+    let mut consumer = one_at_a_time(&queue, name).await;
     let first = consumer.next().await.unwrap().unwrap();
     assert_eq!(first.received().id, "m1");
     first.retry(Duration::from_secs(3600)).await.unwrap();
@@ -200,16 +205,7 @@ async fn a_delayed_retry_is_retried_now_or_deleted_once_confirmed() {
     queue.send(name, "later", b"{}").await.unwrap();
     queue.send(name, "doomed", b"{}").await.unwrap();
     {
-        let mut consumer = queue
-            .consume(
-                name,
-                ConsumeOptions {
-                    prefetch: 1,
-                    lease: Duration::from_secs(600),
-                },
-            )
-            .await
-            .unwrap();
+        let mut consumer = one_at_a_time(&queue, name).await;
         for _ in 0..2 {
             let delivery = consumer.next().await.unwrap().unwrap();
             delivery.retry(Duration::from_secs(3600)).await.unwrap();
@@ -390,16 +386,7 @@ async fn rabbitmq_purges_the_queue_and_its_retry_queues_and_names_no_message() {
     }
     // One waits out a retry delay in a retry queue.
     {
-        let mut consumer = queue
-            .consume(
-                &name,
-                ConsumeOptions {
-                    prefetch: 1,
-                    lease: Duration::from_secs(60),
-                },
-            )
-            .await
-            .unwrap();
+        let mut consumer = one_at_a_time(&queue, &name).await;
         let delivery = consumer.next().await.unwrap().unwrap();
         delivery.retry(Duration::from_secs(30)).await.unwrap();
         consumer.close().await;

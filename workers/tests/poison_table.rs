@@ -601,33 +601,7 @@ async fn every_read_of_a_hundred_thousand_poison_messages_is_timed() {
         .declare("big", &WorkerConfig::new("big").queue_options())
         .await
         .unwrap();
-    let started = std::time::Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    for worker in 0..8 {
-        let table = queue.table().expect("a poison table").clone();
-        tasks.spawn(async move {
-            for i in (worker..scale).step_by(8) {
-                let reason = match i % 4 {
-                    0 => format!("conflict on ord-{i}"),
-                    1 => "timeout after 30 s".to_owned(),
-                    2 => format!("entity {i} missing"),
-                    _ => format!("<script>alert({i})</script> hostile"),
-                };
-                let kind = if i % 7 == 0 { "audit" } else { "archive" };
-                table
-                    .record(
-                        "big",
-                        &record(&format!("m{i:07}"), &envelope(kind, i), &reason, i as i64),
-                    )
-                    .await
-                    .unwrap();
-            }
-        });
-    }
-    while let Some(done) = tasks.join_next().await {
-        done.unwrap();
-    }
-    println!("loaded {scale} in {:.1} s", started.elapsed().as_secs_f64());
+    support::console::load_poison(queue.table().expect("a poison table"), "big", scale).await;
     let time =
         async |what: &str,
                read: std::pin::Pin<Box<dyn std::future::Future<Output = String> + '_>>| {

@@ -505,3 +505,56 @@ pub(crate) fn insert_poison(
     }
     tx.commit().unwrap();
 }
+
+/// Loads `scale` poison messages of `queue` into `table` through `record`, eight writers at
+/// once, as the measurements at scale do: four reason shapes (one of them hostile markup),
+/// two operation kinds, ids `m0000000`…; prints how long it took.
+pub(crate) async fn load_poison(
+    table: &tablekit_workers::queue::poison_table::PoisonTable<AnyStore>,
+    queue: &str,
+    scale: usize,
+) {
+    let started = std::time::Instant::now();
+    let mut tasks = tokio::task::JoinSet::new();
+    for worker in 0..8 {
+        let table = table.clone();
+        let queue = queue.to_owned();
+        tasks.spawn(async move {
+            for i in (worker..scale).step_by(8) {
+                let reason = match i % 4 {
+                    0 => format!("conflict on ord-{i}"),
+                    1 => "timeout after 30 s".to_owned(),
+                    2 => format!("entity {i} missing"),
+                    _ => format!("<script>alert({i})</script> hostile"),
+                };
+                let kind = if i % 7 == 0 { "audit" } else { "archive" };
+                let body = format!(
+                    r#"{{"id":"00000000-0000-0000-0000-{i:012}","kind":"{kind}","version":1,"created_at":"2026-01-01T00:00:00Z","payload":{{"n":{i}}}}}"#
+                );
+                let record = tablekit_workers::queue::poison_table::PoisonRecord {
+                    id: format!("m{i:07}"),
+                    body: body.into_bytes(),
+                    reason,
+                    reason_undecodable: false,
+                    delivery_count: 5,
+                    poisoned_at: chrono::Utc::now(),
+                    sent_at: None,
+                    headers: vec![("x-load".into(), i.to_string())],
+                    origin: "worker",
+                    raw: Default::default(),
+                };
+                table.record(&queue, &record).await.unwrap();
+            }
+        });
+    }
+    while let Some(done) = tasks.join_next().await {
+        done.unwrap();
+    }
+    #[allow(clippy::print_stdout)]
+    {
+        println!(
+            "loaded {scale} poison messages in {:.0} s",
+            started.elapsed().as_secs_f64()
+        );
+    }
+}
