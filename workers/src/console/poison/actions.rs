@@ -449,23 +449,6 @@ fn outcome_of(
     }
 }
 
-/// The reason groups of a set's messages, counted as the set is read.
-#[derive(Default)]
-struct GroupCounts(std::collections::HashMap<String, u64>);
-
-impl GroupCounts {
-    fn add(&mut self, message: &crate::queue::PoisonMessage) {
-        *self.0.entry(message.reason_group()).or_default() += 1;
-    }
-
-    /// Most first, then by group.
-    fn most_first(self) -> Vec<(String, u64)> {
-        let mut groups: Vec<(String, u64)> = self.0.into_iter().collect();
-        groups.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
-        groups
-    }
-}
-
 /// The set of named messages (one, or the selected ones) for a confirmation: each looked
 /// up, so that the confirmation shows their ids, and those already gone are said to be.
 pub(crate) async fn named(
@@ -476,7 +459,7 @@ pub(crate) async fn named(
     handles: &[String],
 ) -> Result<sets::Bound> {
     let mut ids = Vec::with_capacity(handles.len());
-    let mut groups = GroupCounts::default();
+    let mut groups = sets::GroupCounts::default();
     let mut gone = Vec::new();
     for handle in handles.iter().take(MAX_PAGE) {
         match console.broker.poison_body(queue, handle).await? {
@@ -515,7 +498,7 @@ pub(crate) async fn dry_run(
     let filter = back.filter.clone();
     let mut handles = Vec::new();
     let mut ids = Vec::new();
-    let mut groups = GroupCounts::default();
+    let mut groups = sets::GroupCounts::default();
     let mut after = None;
     loop {
         let page = console

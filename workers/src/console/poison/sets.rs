@@ -92,6 +92,23 @@ impl Sets {
     }
 }
 
+/// The reason groups of a set's messages, counted as the set is read.
+#[derive(Default)]
+pub(super) struct GroupCounts(std::collections::HashMap<String, u64>);
+
+impl GroupCounts {
+    pub(super) fn add(&mut self, message: &crate::queue::PoisonMessage) {
+        *self.0.entry(message.reason_group()).or_default() += 1;
+    }
+
+    /// Most first, then by group.
+    pub(super) fn most_first(self) -> Vec<(String, u64)> {
+        let mut groups: Vec<(String, u64)> = self.0.into_iter().collect();
+        groups.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        groups
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
